@@ -1,0 +1,110 @@
+"""The exception tree. Every error names the path, field or value at fault.
+
+`InjectedCrash` derives from BaseException on purpose: it models the process dying, so an
+ordinary `except Exception` in committer or engine code cannot swallow it.
+"""
+
+from __future__ import annotations
+
+
+class DataferryError(Exception):
+    """Base of every error dataferry raises on purpose."""
+
+
+class ConfigError(DataferryError, ValueError):
+    """An unknown name or an option value out of range."""
+
+
+# --- storage -------------------------------------------------------------------------------
+
+
+class StoreError(DataferryError, OSError):
+    """A store operation failed. `path` is the store-relative path at fault."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __str__(self) -> str:  # OSError's own __str__ would print errno tuples
+        return self.args[0] if self.args else ""
+
+
+class NotFound(StoreError, FileNotFoundError):
+    pass
+
+
+class AlreadyExists(StoreError, FileExistsError):
+    pass
+
+
+class NotADirectory(StoreError, NotADirectoryError):
+    pass
+
+
+class IsADirectory(StoreError, IsADirectoryError):
+    pass
+
+
+class AccessDenied(StoreError, PermissionError):
+    pass
+
+
+class AmbiguousOutcome(StoreError):
+    """The request may or may not have taken effect (timeout, connection reset)."""
+
+
+class Throttled(StoreError):
+    """The store refused the request for now (HTTP 503 Slow Down and the like)."""
+
+
+class InjectedFault(StoreError):
+    """A failure injected on purpose by the fault-injection store."""
+
+
+class InjectedCrash(BaseException):
+    """The process "died" at an injected crash point. Not an Exception on purpose."""
+
+    def __init__(self, message: str, index: int = -1) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+# --- commit ----------------------------------------------------------------------------------
+
+
+class CommitError(DataferryError):
+    """A commit protocol step failed or was called out of order."""
+
+
+class DestinationError(CommitError):
+    """The destination cannot be written: it is a file, is not writable, or is not empty."""
+
+
+class TaskCommitError(CommitError):
+    pass
+
+
+class JobCommitError(CommitError):
+    pass
+
+
+class ValidationError(CommitError, ValueError):
+    """A commit record (manifest, _SUCCESS, pending set) failed validation."""
+
+    def __init__(self, message: str, source: str = "", field: str = "") -> None:
+        where = source + (f" field {field!r}" if field else "")
+        super().__init__(f"{where}: {message}" if where else message)
+        self.source = source
+        self.field = field
+
+
+class EngineError(DataferryError):
+    """A job could not be run to completion by an engine."""
+
+
+class TaskFailed(EngineError):
+    """A task used up its attempts; `causes` holds each attempt's error text."""
+
+    def __init__(self, message: str, causes: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.causes = causes or []

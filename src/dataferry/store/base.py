@@ -1,0 +1,275 @@
+"""The `Store` interface: the only way dataferry touches files or object stores.
+
+A store is rooted at a URL; every operation takes a store-relative path (see `paths`). Every
+public operation is timed and counted in `store.stats` under Hadoop-style names (`op_rename`,
+`op_rename.failures`, ...). Implementations provide the `_`-prefixed primitives; wrappers
+(latency models, fault injection) stack on top of another store and route every call through
+`_op`, so statistics, models and faults apply to every committer for free.
+"""
+
+from __future__ import annotations
+
+import io
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any, BinaryIO, TypeVar
+
+from ..stats import IOStatistics
+from . import paths
+
+T = TypeVar("T")
+
+
+class Op(StrEnum):
+    """Kinds of store operation; the statistic name is `op_<value>`."""
+
+    STAT = "get_file_status"
+    LIST = "list_status"
+    WALK = "list_files"
+    MKDIRS = "mkdirs"
+    DELETE = "delete"
+    RENAME = "rename"
+    COPY = "copy"
+    READ = "open"
+    WRITE = "create"
+    CREATE_IF_ABSENT = "create_if_absent"
+
+    @property
+    def mutates(self) -> bool:
+        return self in _MUTATING
+
+
+_MUTATING = {Op.MKDIRS, Op.DELETE, Op.RENAME, Op.COPY, Op.WRITE, Op.CREATE_IF_ABSENT}
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    path: str
+    size: int
+    is_dir: bool
+    etag: str | None = None
+    mtime: float | None = None
+
+    @property
+    def name(self) -> str:
+        return paths.name(self.path)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a committer may rely on. Unknown means False."""
+
+    atomic_file_rename: bool = False
+    atomic_dir_rename: bool = False
+    o1_dir_rename: bool = False
+    etags: bool = False
+    etags_preserved_by_rename: bool = False
+    consistent_listing: bool = True
+    conditional_create: bool = False
+    multipart_upload: bool = False
+
+    def as_dict(self) -> dict[str, bool]:
+        return asdict(self)
+
+
+class Store(ABC):
+    """Abstract store. Subclasses implement the primitives; callers use the public methods."""
+
+    url: str
+    capabilities: Capabilities
+
+    def __init__(self, url: str, capabilities: Capabilities) -> None:
+        self.url = url.rstrip("/")
+        self.capabilities = capabilities
+        self.stats = IOStatistics()
+
+    # --- the one hook every operation passes through -----------------------------------------
+
+    def _op(self, op: Op, path: str, fn: Callable[..., T], *args: Any) -> T:
+        with self.stats.duration(f"op_{op.value}"):
+            return fn(*args)
+
+    # --- public operations ---------------------------------------------------------------------
+
+    def stat(self, path: str) -> FileStatus:
+        """Status of a file or directory; raises NotFound."""
+        path = paths.normalize(path)
+        return self._op(Op.STAT, path, self._stat, path)
+
+    def exists(self, path: str) -> bool:
+        from ..errors import NotFound
+
+        try:
+            self.stat(path)
+        except NotFound:
+            return False
+        return True
+
+    def list(self, path: str = "") -> list[FileStatus]:
+        """Entries directly under a directory, sorted by name; raises NotFound/NotADirectory."""
+        path = paths.normalize(path)
+        return self._op(Op.LIST, path, self._list, path)
+
+    def walk(self, path: str = "") -> list[FileStatus]:
+        """Every file below a directory (recursively), sorted by path; [] if it does not exist."""
+        path = paths.normalize(path)
+        return self._op(Op.WALK, path, self._walk, path)
+
+    def mkdirs(self, path: str) -> None:
+        """Create a directory and its parents; raises if a file is in the way."""
+        path = paths.normalize(path)
+        self._op(Op.MKDIRS, path, self._mkdirs, path)
+
+    def delete(self, path: str, recursive: bool = False) -> bool:
+        """Delete a file or directory; False if nothing was there."""
+        path = paths.normalize(path)
+        return self._op(Op.DELETE, path, self._delete, path, recursive)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Rename a file or directory. Raises if src is missing, dst exists (never merges into
+        an existing directory and never overwrites a file) or dst's parent is not a directory."""
+        src, dst = paths.normalize(src), paths.normalize(dst)
+        self._op(Op.RENAME, src, self._rename, src, dst)
+
+    def copy(self, src: str, dst: str) -> None:
+        """Server-side copy of one file (overwrites dst)."""
+        src, dst = paths.normalize(src), paths.normalize(dst)
+        self._op(Op.COPY, src, self._copy, src, dst)
+
+    def read_bytes(self, path: str) -> bytes:
+        path = paths.normalize(path)
+        return self._op(Op.READ, path, self._read, path)
+
+    def write_bytes(self, path: str, data: bytes, overwrite: bool = True) -> None:
+        """Write a whole file (parents are created); with overwrite=False raises AlreadyExists."""
+        path = paths.normalize(path)
+        self._op(Op.WRITE, path, self._write, path, bytes(data), overwrite)
+
+    def create_if_absent(self, path: str, data: bytes = b"") -> bool:
+        """Create a file only if nothing is there; True if this call created it."""
+        path = paths.normalize(path)
+        return self._op(Op.CREATE_IF_ABSENT, path, self._create_if_absent, path, bytes(data))
+
+    def open_read(self, path: str) -> BinaryIO:
+        return io.BytesIO(self.read_bytes(path))
+
+    def open_write(self, path: str, overwrite: bool = True) -> BinaryIO:
+        """A stream whose bytes become the file, all at once, when it is closed."""
+        return _WriteOnClose(self, paths.normalize(path), overwrite)
+
+    def full_url(self, path: str = "") -> str:
+        """Absolute URL of a store-relative path (as Hadoop's manifests record paths)."""
+        path = paths.normalize(path)
+        return f"{self.url}/{path}" if path else self.url
+
+    def relative_path(self, url: str) -> str:
+        """Inverse of full_url; raises ConfigError if the URL is not inside this store."""
+        from ..errors import ConfigError
+
+        root = self.url
+        if url == root:
+            return ""
+        if not url.startswith(root + "/"):
+            raise ConfigError(f"{url!r} is not inside the store at {root!r}")
+        return paths.normalize(url[len(root) + 1 :])
+
+    def describe(self) -> str:
+        return self.url
+
+    # --- primitives ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def _stat(self, path: str) -> FileStatus: ...
+
+    @abstractmethod
+    def _list(self, path: str) -> list[FileStatus]: ...
+
+    @abstractmethod
+    def _walk(self, path: str) -> list[FileStatus]: ...
+
+    @abstractmethod
+    def _mkdirs(self, path: str) -> None: ...
+
+    @abstractmethod
+    def _delete(self, path: str, recursive: bool) -> bool: ...
+
+    @abstractmethod
+    def _rename(self, src: str, dst: str) -> None: ...
+
+    @abstractmethod
+    def _copy(self, src: str, dst: str) -> None: ...
+
+    @abstractmethod
+    def _read(self, path: str) -> bytes: ...
+
+    @abstractmethod
+    def _write(self, path: str, data: bytes, overwrite: bool) -> None: ...
+
+    @abstractmethod
+    def _create_if_absent(self, path: str, data: bytes) -> bool: ...
+
+
+class WrappingStore(Store):
+    """A store that forwards every primitive to an inner store's public operation.
+
+    Subclasses override `_op` (to add latency, faults, ...) or single primitives.
+    """
+
+    def __init__(self, inner: Store, capabilities: Capabilities | None = None) -> None:
+        super().__init__(inner.url, capabilities or inner.capabilities)
+        self.inner = inner
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def _stat(self, path: str) -> FileStatus:
+        return self.inner.stat(path)
+
+    def _list(self, path: str) -> list[FileStatus]:
+        return self.inner.list(path)
+
+    def _walk(self, path: str) -> list[FileStatus]:
+        return self.inner.walk(path)
+
+    def _mkdirs(self, path: str) -> None:
+        self.inner.mkdirs(path)
+
+    def _delete(self, path: str, recursive: bool) -> bool:
+        return self.inner.delete(path, recursive)
+
+    def _rename(self, src: str, dst: str) -> None:
+        self.inner.rename(src, dst)
+
+    def _copy(self, src: str, dst: str) -> None:
+        self.inner.copy(src, dst)
+
+    def _read(self, path: str) -> bytes:
+        return self.inner.read_bytes(path)
+
+    def _write(self, path: str, data: bytes, overwrite: bool) -> None:
+        self.inner.write_bytes(path, data, overwrite)
+
+    def _create_if_absent(self, path: str, data: bytes) -> bool:
+        return self.inner.create_if_absent(path, data)
+
+
+class _WriteOnClose(io.BytesIO):
+    """Buffer writes and publish the whole file on close, as object stores do."""
+
+    def __init__(self, store: Store, path: str, overwrite: bool) -> None:
+        super().__init__()
+        self._store, self._path, self._overwrite = store, path, overwrite
+        self._published = False
+
+    def close(self) -> None:
+        if not self._published and not self.closed:
+            self._published = True
+            self._store.write_bytes(self._path, self.getvalue(), self._overwrite)
+        super().close()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:  # a failed writer publishes nothing
+            self._published = True
+        self.close()

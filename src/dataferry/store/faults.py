@@ -1,0 +1,119 @@
+"""Fault injection: fail or "crash" chosen store operations, before or after they take effect.
+
+Every operation through a `FaultStore` gets an index (0, 1, 2, ... in call order) and is
+appended to `trace`. A `FaultRule` picks operations by index, kind and path pattern and says
+what happens:
+
+- `crash`: raise `InjectedCrash` (a BaseException: the process died here);
+- `fail`: raise `InjectedFault` (an ordinary, retriable I/O error);
+- `ambiguous`: raise `AmbiguousOutcome` (a timeout whose effect is unknown);
+
+`when="before"` means the operation never reached the store; `when="after"` means it took
+effect and then the caller saw the failure, the ambiguity every real store has.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from ..errors import AmbiguousOutcome, InjectedCrash, InjectedFault
+from .base import Op, Store, WrappingStore
+
+T = TypeVar("T")
+
+Action = Literal["crash", "fail", "ambiguous"]
+When = Literal["before", "after"]
+
+
+@dataclass
+class FaultRule:
+    """Which operations to break and how. Unset selectors match everything."""
+
+    action: Action = "crash"
+    when: When = "before"
+    index: int | None = None
+    kinds: frozenset[Op] | None = None
+    path_glob: str | None = None
+    predicate: Callable[[int, Op, str], bool] | None = None
+    times: int = 1  # how many matching operations to break; -1 for all
+    fired: int = field(default=0, compare=False)
+
+    def matches(self, index: int, op: Op, path: str) -> bool:
+        if self.times >= 0 and self.fired >= self.times:
+            return False
+        if self.index is not None and index != self.index:
+            return False
+        if self.kinds is not None and op not in self.kinds:
+            return False
+        if self.path_glob is not None and not fnmatch.fnmatchcase(path, self.path_glob):
+            return False
+        return not (self.predicate is not None and not self.predicate(index, op, path))
+
+
+def crash_at(index: int, when: When = "before") -> FaultRule:
+    return FaultRule(action="crash", when=when, index=index)
+
+
+@dataclass(frozen=True)
+class TracedOp:
+    index: int
+    op: Op
+    path: str
+
+
+class FaultStore(WrappingStore):
+    """Wraps a store and breaks the operations its rules select."""
+
+    def __init__(self, inner: Store, rules: Iterable[FaultRule] = ()) -> None:
+        super().__init__(inner)
+        self.rules: list[FaultRule] = list(rules)
+        self.trace: list[TracedOp] = []
+        self.armed = True
+        self._counter_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_counter_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._counter_lock = threading.Lock()
+
+    @property
+    def op_count(self) -> int:
+        return len(self.trace)
+
+    def add_rule(self, rule: FaultRule) -> None:
+        self.rules.append(rule)
+
+    def _op(self, op: Op, path: str, fn: Callable[..., T], *args: Any) -> T:
+        with self._counter_lock:
+            index = len(self.trace)
+            self.trace.append(TracedOp(index, op, path))
+            rule = None
+            if self.armed:
+                for r in self.rules:
+                    if r.matches(index, op, path):
+                        r.fired += 1
+                        rule = r
+                        break
+        if rule is not None and rule.when == "before":
+            self._fire(rule, index, op, path)
+        result = super()._op(op, path, fn, *args)
+        if rule is not None and rule.when == "after":
+            self._fire(rule, index, op, path)
+        return result
+
+    def _fire(self, rule: FaultRule, index: int, op: Op, path: str) -> None:
+        self.stats.incr(f"fault_injected_{rule.action}")
+        what = f"injected {rule.action} {rule.when} op #{index} {op.value} {path!r}"
+        if rule.action == "crash":
+            raise InjectedCrash(what, index)
+        if rule.action == "ambiguous":
+            raise AmbiguousOutcome(what, path)
+        raise InjectedFault(what, path)

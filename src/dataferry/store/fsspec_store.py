@@ -1,0 +1,196 @@
+"""Any fsspec file system as a store: `memory://` for tests, and gs/abfs/s3 URLs.
+
+Capabilities come from a per-protocol table; a protocol not in it gets the conservative
+default (nothing atomic, no etags), so `auto` never picks an unsafe committer for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import fsspec
+
+from ..errors import AlreadyExists, NotADirectory, NotFound, StoreError
+from . import paths
+from .base import Capabilities, FileStatus, Store
+
+PROTOCOL_CAPABILITIES: dict[str, Capabilities] = {
+    # In-process dict: a single rename or create is atomic under our lock; directory rename
+    # moves key by key.
+    "memory": Capabilities(
+        atomic_file_rename=True,
+        atomic_dir_rename=False,
+        o1_dir_rename=False,
+        etags=False,
+        consistent_listing=True,
+        conditional_create=True,
+    ),
+    "gs": Capabilities(etags=True, consistent_listing=True, conditional_create=True),
+    "gcs": Capabilities(etags=True, consistent_listing=True, conditional_create=True),
+    "abfs": Capabilities(
+        atomic_file_rename=True,
+        atomic_dir_rename=True,
+        o1_dir_rename=True,
+        etags=True,
+        etags_preserved_by_rename=True,
+        consistent_listing=True,
+    ),
+    "s3": Capabilities(etags=True, consistent_listing=True, conditional_create=True),
+}
+
+_LOCKS: dict[str, threading.Lock] = {}
+
+
+def _lock_for(url: str) -> threading.Lock:
+    return _LOCKS.setdefault(url, threading.Lock())
+
+
+class FsspecStore(Store):
+    """A store over an fsspec file system, rooted at `url`."""
+
+    def __init__(self, url: str, **storage_options: Any) -> None:
+        fs, root = fsspec.core.url_to_fs(url, **storage_options)
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        caps = PROTOCOL_CAPABILITIES.get(protocol, Capabilities())
+        self.fs = fs
+        self.protocol = protocol
+        self.root = root.rstrip("/")
+        self._storage_options = storage_options
+        self._url_arg = url
+        super().__init__(f"{protocol}://{self.root.lstrip('/')}", caps)
+        self._lock = _lock_for(self.url)
+
+    def __reduce__(self):
+        return (_rebuild, (self._url_arg, self._storage_options))
+
+    def _abs(self, path: str) -> str:
+        return f"{self.root}/{path}" if path else self.root
+
+    def _rel(self, full: str) -> str:
+        full = full.rstrip("/")
+        root = self.root.rstrip("/")
+        if self.protocol == "memory":
+            full, root = "/" + full.lstrip("/"), "/" + root.lstrip("/")
+        if full == root:
+            return ""
+        return paths.normalize(full[len(root) + 1 :])
+
+    def _status(self, info: dict[str, Any]) -> FileStatus:
+        is_dir = info.get("type") == "directory"
+        etag = info.get("ETag") or info.get("etag") or info.get("md5Hash")
+        mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
+        if mtime is not None and not isinstance(mtime, int | float):
+            mtime = getattr(mtime, "timestamp", lambda: None)()
+        return FileStatus(
+            path=self._rel(info["name"]),
+            size=0 if is_dir else int(info.get("size") or 0),
+            is_dir=is_dir,
+            etag=None if is_dir or etag is None else str(etag).strip('"'),
+            mtime=mtime,
+        )
+
+    def _is_dir(self, path: str) -> bool:
+        try:
+            return self.fs.isdir(self._abs(path))
+        except FileNotFoundError:
+            return False
+
+    # --- primitives ----------------------------------------------------------------------------
+
+    def _stat(self, path: str) -> FileStatus:
+        try:
+            info = self.fs.info(self._abs(path))
+        except FileNotFoundError:
+            raise NotFound(f"stat {self.full_url(path)}: no such file or directory", path) from None
+        st = self._status(info)
+        return FileStatus(path, st.size, st.is_dir, st.etag, st.mtime)
+
+    def _list(self, path: str) -> list[FileStatus]:
+        try:
+            infos = self.fs.ls(self._abs(path), detail=True)
+        except FileNotFoundError:
+            raise NotFound(f"list {self.full_url(path)}: no such directory", path) from None
+        out = [self._status(i) for i in infos]
+        if len(out) == 1 and out[0].path == path and not out[0].is_dir:
+            raise NotADirectory(f"list {self.full_url(path)}: is a file", path)
+        return sorted((s for s in out if s.path != path), key=lambda s: s.path)
+
+    def _walk(self, path: str) -> list[FileStatus]:
+        if not self._is_dir(path):
+            return []
+        found = self.fs.find(self._abs(path), detail=True)
+        out = [self._status(i) for i in found.values() if i.get("type") != "directory"]
+        return sorted(out, key=lambda s: s.path)
+
+    def _mkdirs(self, path: str) -> None:
+        probe = path
+        while probe:
+            if self.fs.isfile(self._abs(probe)):
+                raise AlreadyExists(f"mkdirs {self.full_url(path)}: a file is in the way", probe)
+            probe = paths.parent(probe)
+        self.fs.makedirs(self._abs(path), exist_ok=True)
+
+    def _delete(self, path: str, recursive: bool) -> bool:
+        full = self._abs(path)
+        if not self.fs.exists(full):
+            return False
+        if self.fs.isdir(full):
+            if not recursive and self.fs.ls(full):
+                raise StoreError(
+                    f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
+                )
+            self.fs.rm(full, recursive=True)
+        else:
+            self.fs.rm_file(full)
+        return True
+
+    def _rename(self, src: str, dst: str) -> None:
+        what = f"rename {self.full_url(src)} to {self.full_url(dst)}"
+        with self._lock:
+            if not self.fs.exists(self._abs(src)):
+                raise NotFound(f"{what}: source does not exist", src)
+            if self.fs.exists(self._abs(dst)):
+                raise AlreadyExists(f"{what}: destination exists", dst)
+            parent = paths.parent(dst)
+            if parent and self.fs.isfile(self._abs(parent)):
+                raise NotADirectory(f"{what}: destination's parent is a file", dst)
+            recursive = self.fs.isdir(self._abs(src))
+            self.fs.mv(self._abs(src), self._abs(dst), recursive=recursive)
+
+    def _copy(self, src: str, dst: str) -> None:
+        try:
+            self.fs.copy(self._abs(src), self._abs(dst))
+        except FileNotFoundError:
+            raise NotFound(f"copy {self.full_url(src)}: source does not exist", src) from None
+
+    def _read(self, path: str) -> bytes:
+        try:
+            return self.fs.cat_file(self._abs(path))
+        except FileNotFoundError:
+            raise NotFound(f"read {self.full_url(path)}: no such file", path) from None
+        except IsADirectoryError:
+            raise NotFound(f"read {self.full_url(path)}: is a directory", path) from None
+
+    def _write(self, path: str, data: bytes, overwrite: bool) -> None:
+        with self._lock:
+            full = self._abs(path)
+            if self.fs.isdir(full):
+                raise AlreadyExists(f"write {self.full_url(path)}: a directory is there", path)
+            if not overwrite and self.fs.exists(full):
+                raise AlreadyExists(f"write {self.full_url(path)}: file exists", path)
+            parent = paths.parent(path)
+            if parent:
+                self._mkdirs(parent)
+            self.fs.pipe_file(full, data)
+
+    def _create_if_absent(self, path: str, data: bytes) -> bool:
+        try:
+            self._write(path, data, overwrite=False)
+        except AlreadyExists:
+            return False
+        return True
+
+
+def _rebuild(url: str, storage_options: dict[str, Any]) -> FsspecStore:
+    return FsspecStore(url, **storage_options)

@@ -1,0 +1,322 @@
+"""`sim:` stores: a real local directory behind a model of another store.
+
+Each request costs the profile's latency (a real sleep, so parallel requests really overlap),
+plus transfer time for the bytes it moves, and waits for a slot under the profile's
+requests-per-second ceiling. Rename follows the modelled store's semantics: atomic and O(1)
+(HDFS, ABFS), or a copy of every byte then a delete, per file and not atomic for directories
+(GCS, S3). Directory renames on such stores are carried out file by file on the inner store, so
+a fault injected below the model can stop one half way, as on the real thing.
+
+These numbers are models, not measurements: see PROFILES and docs/store-models.md. The facts
+they rest on (request ceilings, rename semantics, the seed's loaded NameNode) are public.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from ..errors import AlreadyExists, ConfigError, NotFound
+from . import paths
+from .base import Capabilities, FileStatus, Store, WrappingStore
+
+MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class SimProfile:
+    """One store model. Ceilings are requests per second (0: none)."""
+
+    name: str
+    models: str
+    latency_s: float
+    write_ops_per_s: float
+    read_ops_per_s: float
+    per_prefix_ceiling: bool
+    bandwidth_bytes_s: float
+    copy_bandwidth_bytes_s: float
+    rename: Literal["atomic", "copy"]
+    list_page: int  # entries per listing request (object stores page listings)
+    delete_batch: int  # objects per bulk-delete request on a flat namespace
+    etags: bool
+    conditional_create: bool
+
+    @property
+    def capabilities(self) -> Capabilities:
+        atomic = self.rename == "atomic"
+        return Capabilities(
+            atomic_file_rename=atomic,
+            atomic_dir_rename=atomic,
+            o1_dir_rename=atomic,
+            etags=self.etags,
+            etags_preserved_by_rename=self.etags and atomic,
+            consistent_listing=True,
+            conditional_create=self.conditional_create,
+            multipart_upload=False,
+        )
+
+
+# The one table of the models. Keep docs/store-models.md in step with it.
+PROFILES: dict[str, SimProfile] = {
+    p.name: p
+    for p in (
+        SimProfile(
+            name="hdfs",
+            models="HDFS with a healthy NameNode: ~1 ms per metadata RPC",
+            latency_s=0.001,
+            write_ops_per_s=20_000,
+            read_ops_per_s=20_000,
+            per_prefix_ceiling=False,
+            bandwidth_bytes_s=400 * MB,
+            copy_bandwidth_bytes_s=400 * MB,
+            rename="atomic",
+            list_page=1_000,
+            delete_batch=1,
+            etags=False,
+            conditional_create=True,
+        ),
+        SimProfile(
+            name="hdfs-loaded",
+            models="HDFS whose NameNode is under heavy load (the Hive-insert seed): "
+            "25 ms per RPC, ~1,000 RPC/s in all",
+            latency_s=0.025,
+            write_ops_per_s=1_000,
+            read_ops_per_s=1_000,
+            per_prefix_ceiling=False,
+            bandwidth_bytes_s=200 * MB,
+            copy_bandwidth_bytes_s=200 * MB,
+            rename="atomic",
+            list_page=1_000,
+            delete_batch=1,
+            etags=False,
+            conditional_create=True,
+        ),
+        SimProfile(
+            name="abfs",
+            models="Azure ADLS Gen2 (hierarchical namespace): atomic O(1) rename, etags, "
+            "15 ms per request, client rate limit 2,000 requests/s",
+            latency_s=0.015,
+            write_ops_per_s=2_000,
+            read_ops_per_s=2_000,
+            per_prefix_ceiling=False,
+            bandwidth_bytes_s=100 * MB,
+            copy_bandwidth_bytes_s=100 * MB,
+            rename="atomic",
+            list_page=5_000,
+            delete_batch=1,
+            etags=True,
+            conditional_create=True,
+        ),
+        SimProfile(
+            name="gcs",
+            models="Google Cloud Storage: rename = rewrite + delete per object, "
+            "~1,000 writes/s and ~5,000 reads/s per bucket, 30 ms per request",
+            latency_s=0.030,
+            write_ops_per_s=1_000,
+            read_ops_per_s=5_000,
+            per_prefix_ceiling=False,
+            bandwidth_bytes_s=100 * MB,
+            copy_bandwidth_bytes_s=200 * MB,
+            rename="copy",
+            list_page=1_000,
+            delete_batch=100,
+            etags=True,
+            conditional_create=True,
+        ),
+        SimProfile(
+            name="s3",
+            models="Amazon S3: no rename (COPY + DELETE per object), 3,500 writes/s and "
+            "5,500 reads/s per prefix, 20 ms per request",
+            latency_s=0.020,
+            write_ops_per_s=3_500,
+            read_ops_per_s=5_500,
+            per_prefix_ceiling=True,
+            bandwidth_bytes_s=100 * MB,
+            copy_bandwidth_bytes_s=150 * MB,
+            rename="copy",
+            list_page=1_000,
+            delete_batch=1_000,
+            etags=True,
+            conditional_create=True,
+        ),
+    )
+}
+
+
+class _Pacer:
+    """Strict requests-per-second ceiling: each request takes the next free time slot."""
+
+    def __init__(self, per_second: float) -> None:
+        self.interval = 1.0 / per_second if per_second > 0 else 0.0
+        self.next_slot = 0.0
+        self.lock = threading.Lock()
+
+    def reserve(self) -> float:
+        """Seconds the caller must wait before its request may go out."""
+        if not self.interval:
+            return 0.0
+        with self.lock:
+            now = time.perf_counter()
+            slot = max(now, self.next_slot)
+            self.next_slot = slot + self.interval
+            return slot - now
+
+
+class SimStore(WrappingStore):
+    """A store model over an inner (usually local) store."""
+
+    def __init__(self, profile: SimProfile, inner: Store, latency_scale: float = 1.0) -> None:
+        if latency_scale < 0:
+            raise ConfigError(f"latency_scale must be >= 0, got {latency_scale}")
+        super().__init__(inner, profile.capabilities)
+        self.profile = profile
+        self.latency_scale = latency_scale
+        self.url = f"sim:{profile.name}:{inner.url}"
+        self._pacers: dict[tuple[str, str], _Pacer] = {}
+        self._pacer_lock = threading.Lock()
+
+    def __reduce__(self):
+        return (SimStore, (self.profile, self.inner, self.latency_scale))
+
+    def full_url(self, path: str = "") -> str:
+        return self.inner.full_url(path)
+
+    def relative_path(self, url: str) -> str:
+        return self.inner.relative_path(url)
+
+    def describe(self) -> str:
+        return f"sim:{self.profile.name} over {self.inner.describe()}"
+
+    # --- cost model ---------------------------------------------------------------------------
+
+    def _pacer(self, kind: str, path: str) -> _Pacer:
+        prefix = path.split("/", 1)[0] if self.profile.per_prefix_ceiling else ""
+        key = (kind, prefix)
+        pacer = self._pacers.get(key)
+        if pacer is None:
+            with self._pacer_lock:
+                rate = (
+                    self.profile.write_ops_per_s if kind == "write" else self.profile.read_ops_per_s
+                )
+                pacer = self._pacers.setdefault(key, _Pacer(rate))
+        return pacer
+
+    def _charge(self, kind: str, path: str, nbytes: int = 0, bandwidth: float = 0.0) -> None:
+        """One modelled request: wait for a slot, then latency plus transfer time."""
+        self.stats.incr("store_requests")
+        self.stats.incr(f"store_requests_{kind}")
+        if nbytes:
+            self.stats.incr(f"store_bytes_{kind}", nbytes)
+        if self.latency_scale == 0:
+            return
+        wait = self._pacer(kind, path).reserve()
+        if wait > 0:
+            self.stats.add_sample("store_io_rate_limited", wait * 1000.0)
+        transfer = nbytes / bandwidth if bandwidth and nbytes else 0.0
+        time.sleep(wait + (self.profile.latency_s + transfer) * self.latency_scale)
+
+    def _strip(self, st: FileStatus) -> FileStatus:
+        return st if self.profile.etags else replace(st, etag=None)
+
+    # --- primitives with the model -------------------------------------------------------------
+
+    def _stat(self, path: str) -> FileStatus:
+        self._charge("read", path)
+        return self._strip(self.inner.stat(path))
+
+    def _list(self, path: str) -> list[FileStatus]:
+        out = self.inner.list(path)
+        for _ in range(max(1, math.ceil(len(out) / self.profile.list_page))):
+            self._charge("read", path)
+        return [self._strip(s) for s in out]
+
+    def _walk(self, path: str) -> list[FileStatus]:
+        out = self.inner.walk(path)
+        if self.profile.rename == "atomic":  # hierarchical: one listing per directory
+            dirs = {paths.parent(s.path) for s in out} or {path}
+            requests = len(dirs)
+        else:  # flat namespace: one paged listing of the prefix
+            requests = max(1, math.ceil(len(out) / self.profile.list_page))
+        for _ in range(requests):
+            self._charge("read", path)
+        return [self._strip(s) for s in out]
+
+    def _mkdirs(self, path: str) -> None:
+        self._charge("write", path)
+        self.inner.mkdirs(path)
+
+    def _delete(self, path: str, recursive: bool) -> bool:
+        if self.profile.rename == "copy" and recursive:
+            # a flat namespace deletes object by object: list, then batched delete requests
+            files = self.inner.walk(path)
+            self._charge("read", path)
+            for _ in range(max(1, math.ceil(len(files) / self.profile.delete_batch))):
+                self._charge("write", path)
+        else:
+            self._charge("write", path)
+        return self.inner.delete(path, recursive)
+
+    def _rename(self, src: str, dst: str) -> None:
+        if self.profile.rename == "atomic":
+            self._charge("write", src)
+            self.inner.rename(src, dst)
+            return
+        # copy-then-delete: probe, then per file copy + delete, in place of a rename
+        self._charge("read", src)
+        st = self.inner.stat(src)
+        self._charge("read", dst)
+        if self.inner.exists(dst):
+            raise AlreadyExists(
+                f"rename {self.full_url(src)} to {self.full_url(dst)}: destination exists", dst
+            )
+        if not st.is_dir:
+            self._copy_delete(src, dst, st.size)
+            return
+        files = self._walk(src)
+        for f in files:
+            rel = paths.relative_to(f.path, src)
+            self._copy_delete(f.path, paths.join(dst, rel), f.size)
+        self.inner.delete(src, recursive=True)  # directory markers go with the last object
+
+    def _copy_delete(self, src: str, dst: str, size: int) -> None:
+        self._charge("write", dst, size, self.profile.copy_bandwidth_bytes_s)
+        self.inner.copy(src, dst)
+        self._charge("write", src)
+        if not self.inner.delete(src):
+            raise NotFound(f"rename {self.full_url(src)}: source vanished during copy", src)
+
+    def _copy(self, src: str, dst: str) -> None:
+        size = self.inner.stat(src).size
+        self._charge("write", dst, size, self.profile.copy_bandwidth_bytes_s)
+        self.inner.copy(src, dst)
+
+    def _read(self, path: str) -> bytes:
+        data = self.inner.read_bytes(path)
+        self._charge("read", path, len(data), self.profile.bandwidth_bytes_s)
+        return data
+
+    def _write(self, path: str, data: bytes, overwrite: bool) -> None:
+        self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
+        self.inner.write_bytes(path, data, overwrite)
+
+    def _create_if_absent(self, path: str, data: bytes) -> bool:
+        self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
+        return self.inner.create_if_absent(path, data)
+
+
+def parse_sim_url(url: str) -> tuple[SimProfile, str]:
+    """`sim:PROFILE[:dir]` -> (profile, directory); no directory gives a fresh temporary one."""
+    rest = url[len("sim:") :]
+    name, _, directory = rest.partition(":")
+    profile = PROFILES.get(name)
+    if profile is None:
+        raise ConfigError(
+            f"unknown store model {name!r} in {url!r}; known: {', '.join(sorted(PROFILES))}"
+        )
+    if not directory:
+        directory = tempfile.mkdtemp(prefix=f"dataferry-sim-{name}-")
+    return profile, directory
