@@ -1,0 +1,29 @@
+"""The commit protocol and the committers."""
+
+from .coordinator import CommitCoordinator
+from .destination import prepare_destination
+from .factory import known_committers, make_committer
+from .protocol import (
+    Committer,
+    JobCommitResult,
+    JobContext,
+    TaskAttemptContext,
+    TaskCommitMessage,
+    committer_for,
+)
+from .success import SuccessData, read_success
+
+__all__ = [
+    "CommitCoordinator",
+    "Committer",
+    "JobCommitResult",
+    "JobContext",
+    "SuccessData",
+    "TaskAttemptContext",
+    "TaskCommitMessage",
+    "committer_for",
+    "known_committers",
+    "make_committer",
+    "prepare_destination",
+    "read_success",
+]

@@ -1,0 +1,138 @@
+"""`_SUCCESS`: the record that a job committed.
+
+A zero-byte `_SUCCESS` is the classic FileOutputCommitter marker. A JSON `_SUCCESS` follows the
+shape of Hadoop's SuccessData (written by the manifest and S3A committers), so files written by
+Hadoop load here and ours load there: `name` must be exactly SUCCESS_NAME; unknown keys are kept
+aside and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import NotFound, ValidationError
+from ..store import Store
+
+SUCCESS_FILE = "_SUCCESS"
+SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
+FILENAME_LIMIT = 100  # Hadoop's SUCCESS_MARKER_FILE_LIMIT
+
+
+@dataclass
+class SuccessData:
+    committer: str = ""
+    description: str = ""
+    job_id: str = ""
+    job_id_source: str = "JobID"
+    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+    date: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    hostname: str = field(default_factory=socket.gethostname)
+    metrics: dict[str, int] = field(default_factory=dict)
+    diagnostics: dict[str, str] = field(default_factory=dict)
+    filenames: list[str] = field(default_factory=list)
+    iostatistics: dict[str, Any] = field(default_factory=dict)
+    state: str | None = None
+    stage: str | None = None
+    success: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": SUCCESS_NAME,
+            "timestamp": self.timestamp,
+            "date": self.date,
+            "hostname": self.hostname,
+            "committer": self.committer,
+            "description": self.description,
+            "jobId": self.job_id,
+            "jobIdSource": self.job_id_source,
+            "metrics": dict(sorted(self.metrics.items())),
+            "diagnostics": dict(sorted(self.diagnostics.items())),
+            "filenames": list(self.filenames[:FILENAME_LIMIT]),
+            "iostatistics": self.iostatistics,
+            "success": self.success,
+        }
+        if self.state is not None:
+            out["state"] = self.state
+        if self.stage is not None:
+            out["stage"] = self.stage
+        return out
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_json(), indent=2).encode()
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "_SUCCESS") -> SuccessData:
+        if not isinstance(data, dict):
+            raise ValidationError("not a JSON object", source)
+        name = data.get("name")
+        if name != SUCCESS_NAME:
+            raise ValidationError(f"wrong name {name!r}, expected {SUCCESS_NAME!r}", source, "name")
+
+        def typed(key: str, kind: type | tuple[type, ...], default: Any) -> Any:
+            value = data.get(key, default)
+            if value is None:
+                return default
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise ValidationError(f"expected {kind}, got {type(value).__name__}", source, key)
+            return value
+
+        metrics = typed("metrics", dict, {})
+        for k, v in metrics.items():
+            if not isinstance(v, int | float) or isinstance(v, bool):
+                raise ValidationError(f"metric {k!r} is not a number", source, "metrics")
+        diagnostics = typed("diagnostics", dict, {})
+        filenames = typed("filenames", list, [])
+        if not all(isinstance(f, str) for f in filenames):
+            raise ValidationError("every entry must be a string", source, "filenames")
+        return cls(
+            committer=typed("committer", str, ""),
+            description=typed("description", str, ""),
+            job_id=typed("jobId", str, ""),
+            job_id_source=typed("jobIdSource", str, ""),
+            timestamp=typed("timestamp", int, 0),
+            date=typed("date", str, ""),
+            hostname=typed("hostname", str, ""),
+            metrics={k: int(v) for k, v in metrics.items()},
+            diagnostics={str(k): str(v) for k, v in diagnostics.items()},
+            filenames=filenames,
+            iostatistics=typed("iostatistics", dict, {}),
+            state=data.get("state"),
+            stage=data.get("stage"),
+            success=typed("success", bool, True),
+        )
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, source: str = "_SUCCESS") -> SuccessData:
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValidationError(f"not valid JSON: {e}", source) from None
+        return cls.from_json(data, source)
+
+
+@dataclass(frozen=True)
+class SuccessMarker:
+    """What `_SUCCESS` turned out to be: a legacy empty marker, or a SuccessData record."""
+
+    path: str
+    data: SuccessData | None  # None: zero-byte classic FileOutputCommitter marker
+
+    @property
+    def legacy(self) -> bool:
+        return self.data is None
+
+
+def read_success(store: Store, path: str = SUCCESS_FILE) -> SuccessMarker | None:
+    """Load `_SUCCESS` from a store; None if absent; ValidationError if malformed."""
+    try:
+        raw = store.read_bytes(path)
+    except NotFound:
+        return None
+    if not raw:
+        return SuccessMarker(path, None)
+    return SuccessMarker(path, SuccessData.from_bytes(raw, store.full_url(path)))

@@ -1,0 +1,161 @@
+"""What runs on a worker for one task attempt, in two phases.
+
+Phase 1 (`run_attempt`): set up the attempt and run the task's work, which writes files through
+`TaskOutput`. Phase 2 (`commit_attempt`), only once the driver's coordinator authorised it:
+commit the attempt. `abort_attempt` is the denied or failed attempt's clean-up. Each function
+needs nothing but the picklable context, so any engine can run it anywhere.
+
+A crash (InjectedCrash) or an injected death inside an attempt is reported as `AttemptDied`:
+the process running it is gone, so no abort runs for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, BinaryIO, Literal
+
+from ..commit.protocol import Committer, TaskAttemptContext, TaskCommitMessage, committer_for
+from ..errors import EngineError, InjectedCrash
+from ..store import FaultRule, FaultStore, Op
+
+FailurePoint = Literal["after_write", "during_commit"]
+
+
+class AttemptDied(EngineError):
+    """The attempt's process died (a crash or an injected death)."""
+
+
+@dataclass(frozen=True)
+class AttemptFailure:
+    """Inject a death into one attempt: after it wrote its files, or half way through its
+    task commit (just after the commit's first change to the store took effect)."""
+
+    task: int
+    attempt: int = 0
+    when: FailurePoint = "after_write"
+
+
+class TaskOutput:
+    """The handle a task's work writes through."""
+
+    def __init__(self, committer: Committer, ctx: TaskAttemptContext) -> None:
+        self._committer = committer
+        self.ctx = ctx
+        self.files: list[str] = []
+        self.bytes = 0
+
+    @property
+    def job_id(self) -> str:
+        return str(self.ctx.job.job_id)
+
+    @property
+    def job_uuid(self) -> str:
+        return self.ctx.job.job_uuid
+
+    @property
+    def task_index(self) -> int:
+        return self.ctx.task_index
+
+    @property
+    def attempt_number(self) -> int:
+        return self.ctx.attempt_number
+
+    def write(self, relpath: str, data: bytes) -> None:
+        self._committer.write_file(self.ctx, relpath, data)
+        self.files.append(relpath)
+        self.bytes += len(data)
+
+    def open(self, relpath: str) -> BinaryIO:
+        self.files.append(relpath)
+        return self._committer.open_file(self.ctx, relpath)
+
+
+TaskWork = Callable[[TaskOutput], Any]
+
+
+@dataclass
+class AttemptReport:
+    """Phase 1's answer to the driver."""
+
+    needs_commit: bool
+    files: int = 0
+    bytes: int = 0
+    result: Any = None
+    store_stats: dict[str, Any] = field(default_factory=dict)
+    committer_stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CommitReport:
+    message: TaskCommitMessage
+    store_stats: dict[str, Any] = field(default_factory=dict)
+    committer_stats: dict[str, Any] = field(default_factory=dict)
+
+
+def run_attempt(
+    ctx: TaskAttemptContext, work: TaskWork, failure: FailurePoint | None = None
+) -> AttemptReport:
+    committer = committer_for(ctx)
+    store = ctx.job.store
+    before = store.stats.snapshot()
+    try:
+        committer.setup_task(ctx)
+        out = TaskOutput(committer, ctx)
+        result = work(out)
+        if failure == "after_write":
+            raise AttemptDied(f"{ctx.attempt_id}: injected death after writing its files")
+        needs = committer.needs_task_commit(ctx)
+    except InjectedCrash as e:
+        raise AttemptDied(f"{ctx.attempt_id}: crashed: {e}") from None
+    except AttemptDied:
+        raise
+    except Exception:
+        _quiet_abort(committer, ctx)
+        raise
+    return AttemptReport(
+        needs_commit=needs,
+        files=len(out.files),
+        bytes=out.bytes,
+        result=result,
+        store_stats=store.stats.diff(before),
+        committer_stats=committer.stats.snapshot(),
+    )
+
+
+def commit_attempt(ctx: TaskAttemptContext, failure: FailurePoint | None = None) -> CommitReport:
+    store = ctx.job.store
+    before = store.stats.snapshot()
+    if failure == "during_commit":
+        dying = FaultStore(
+            store,
+            [FaultRule(action="crash", when="after", kinds=frozenset(o for o in Op if o.mutates))],
+        )
+        ctx = replace(ctx, job=replace(ctx.job, store=dying))
+    committer = committer_for(ctx)
+    try:
+        message = committer.commit_task(ctx)
+    except InjectedCrash as e:
+        raise AttemptDied(f"{ctx.attempt_id}: crashed during task commit: {e}") from None
+    return CommitReport(
+        message=message,
+        store_stats=store.stats.diff(before),
+        committer_stats=committer.stats.snapshot(),
+    )
+
+
+def abort_attempt(ctx: TaskAttemptContext) -> dict[str, Any]:
+    committer = committer_for(ctx)
+    try:
+        committer.abort_task(ctx)
+    except InjectedCrash as e:
+        raise AttemptDied(f"{ctx.attempt_id}: crashed during abort: {e}") from None
+    return committer.stats.snapshot()
+
+
+def _quiet_abort(committer: Committer, ctx: TaskAttemptContext) -> None:
+    """A task that failed with an ordinary error cleans up after itself, as Spark's tasks do."""
+    try:
+        committer.abort_task(ctx)
+    except Exception:
+        pass

@@ -1,0 +1,365 @@
+"""The embedded engine: runs a write job's task attempts on a local process pool.
+
+The driver side (this module) holds the commit coordinator and runs job setup and job commit;
+attempts run in worker processes (`attempt.py`). It retries failed attempts up to
+`max_attempts` (Spark's spark.task.maxFailures), launches speculative duplicates
+(spark.speculation), and can inject deaths into chosen attempts.
+
+With `workers=0` every attempt runs inline in the driver's process in a fixed order, so each
+store operation of a job has a stable index: the crash-point harness runs jobs that way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..commit.protocol import (
+    Committer,
+    JobCommitResult,
+    JobContext,
+    TaskAttemptContext,
+    TaskCommitMessage,
+)
+from ..errors import ConfigError, EngineError, JobCommitError, TaskFailed
+from ..ids import JobId
+from ..stats import IOStatistics
+from .attempt import (
+    AttemptFailure,
+    TaskWork,
+    abort_attempt,
+    commit_attempt,
+    run_attempt,
+)
+
+EventHook = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class LocalEngineConfig:
+    """Options of the embedded engine.
+
+    workers: worker processes (None: one per core; 0: inline and deterministic).
+    max_attempts: attempts per task before the job fails (spark.task.maxFailures, 4).
+    speculation: launch duplicates of slow tasks (spark.speculation).
+    speculation_quantile: fraction of tasks done before speculating (spark.speculation.quantile).
+    speculation_multiplier: how much slower than the median a task must be
+        (spark.speculation.multiplier).
+    speculate_tasks: tasks that always get one duplicate attempt (for demos and tests).
+    failures: deaths to inject into chosen attempts.
+    """
+
+    workers: int | None = None
+    max_attempts: int = 4
+    speculation: bool = False
+    speculation_quantile: float = 0.75
+    speculation_multiplier: float = 1.5
+    speculate_tasks: tuple[int, ...] = ()
+    failures: tuple[AttemptFailure, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 0:
+            raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        if self.max_attempts < 1:
+            raise ConfigError(f"max_attempts must be >= 1, got {self.max_attempts}")
+
+
+@dataclass
+class JobRun:
+    """What running a job did."""
+
+    job: JobContext
+    commit: JobCommitResult
+    messages: list[TaskCommitMessage]
+    results: dict[int, Any]
+    attempts: int
+    failed_attempts: int
+    speculative_attempts: int
+    denied_commits: int
+    write_s: float
+    job_commit_s: float
+    wall_s: float
+    task_commit_s: float
+    store_stats: IOStatistics
+    committer_stats: IOStatistics
+    errors: dict[int, list[str]] = field(default_factory=dict)
+
+
+class _InlineExecutor(Executor):
+    """Runs each call at submit time, in the caller's thread."""
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except Exception as e:
+            fut.set_exception(e)
+        return fut
+
+
+class LocalEngine:
+    """Runs jobs on a process pool (or inline with workers=0)."""
+
+    def __init__(self, config: LocalEngineConfig | None = None, **options: Any) -> None:
+        self.config = config or LocalEngineConfig(**options)
+
+    @property
+    def workers(self) -> int:
+        w = self.config.workers
+        return (os.cpu_count() or 1) if w is None else w
+
+    def _executor(self) -> Executor:
+        if self.workers == 0:
+            return _InlineExecutor()
+        return ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
+        )
+
+    def run_job(
+        self,
+        committer: Committer,
+        tasks: Sequence[TaskWork],
+        *,
+        job_id: JobId | None = None,
+        on_event: EventHook | None = None,
+        before_job_commit: Callable[[JobContext], None] | None = None,
+    ) -> JobRun:
+        """Set up, run every task to a committed attempt, and commit the job.
+
+        A task that uses up its attempts aborts the job and raises TaskFailed; a failing job
+        commit aborts the job and raises JobCommitError. An InjectedCrash in the driver (job
+        setup or commit) propagates untouched: the driver died.
+        """
+        if not tasks:
+            raise EngineError("a job needs at least one task")
+        job = committer.new_job(job_id)
+        start = time.perf_counter()
+        committer.setup_job(job)
+        driver = _Driver(self.config, committer, job, tasks, on_event or (lambda *a: None))
+        executor = self._executor()
+        try:
+            driver.run(executor)
+        except TaskFailed:
+            committer.abort_job(job)
+            raise
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
+        write_s = time.perf_counter() - start
+        if before_job_commit is not None:
+            before_job_commit(job)
+        driver.emit("job_commit_started", -1, -1)
+        t = time.perf_counter()
+        messages = [driver.messages[i] for i in sorted(driver.messages)]
+        try:
+            result = committer.commit_job(job, messages)
+        except Exception as e:
+            try:
+                committer.abort_job(job)
+            except Exception:
+                pass
+            if isinstance(e, JobCommitError):
+                raise
+            raise JobCommitError(f"job {job.job_id}: job commit failed: {e}") from e
+        job_commit_s = time.perf_counter() - t
+        driver.emit("job_committed", -1, -1)
+        committer.stats.merge(driver.committer_stats)
+        store_stats = IOStatistics(committer.store.stats.snapshot())
+        if self.workers > 0:  # inline attempts counted on the driver's own store already
+            store_stats.merge(driver.worker_store_stats)
+        return JobRun(
+            job=job,
+            commit=result,
+            messages=messages,
+            results=driver.results,
+            attempts=driver.launched_total,
+            failed_attempts=driver.failed_total,
+            speculative_attempts=driver.speculative_total,
+            denied_commits=driver.denied_total,
+            write_s=write_s,
+            job_commit_s=job_commit_s,
+            wall_s=time.perf_counter() - start,
+            task_commit_s=driver.task_commit_s,
+            store_stats=store_stats,
+            committer_stats=committer.stats,
+            errors=dict(driver.errors),
+        )
+
+
+class _Driver:
+    """The scheduling loop of one job: launches, commits, retries, speculates."""
+
+    def __init__(
+        self,
+        config: LocalEngineConfig,
+        committer: Committer,
+        job: JobContext,
+        tasks: Sequence[TaskWork],
+        emit: EventHook,
+    ) -> None:
+        from ..commit.coordinator import CommitCoordinator
+
+        self.config = config
+        self.committer = committer
+        self.job = job
+        self.tasks = tasks
+        self.emit = emit
+        self.coordinator = CommitCoordinator()
+        self.failures = {(f.task, f.attempt): f.when for f in config.failures}
+        self.next_attempt: dict[int, int] = defaultdict(int)
+        self.running: dict[int, set[int]] = defaultdict(set)
+        self.started: dict[tuple[int, int], float] = {}
+        self.speculated: set[int] = set()
+        self.durations: list[float] = []
+        self.messages: dict[int, TaskCommitMessage] = {}
+        self.results: dict[int, Any] = {}
+        self.done: set[int] = set()
+        self.errors: dict[int, list[str]] = defaultdict(list)
+        self.futures: dict[Future, tuple[int, str, TaskAttemptContext]] = {}
+        self.seq = itertools.count()
+        self.launched_total = self.failed_total = self.speculative_total = self.denied_total = 0
+        self.task_commit_s = 0.0
+        self.worker_store_stats = IOStatistics()
+        self.committer_stats = IOStatistics()
+
+    def run(self, executor: Executor) -> None:
+        self.executor = executor
+        for i in range(len(self.tasks)):
+            self.launch(i)
+            if i in self.config.speculate_tasks:
+                self.launch(i, speculative=True)
+        while self.futures:
+            done, _ = wait(list(self.futures), timeout=0.05, return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=lambda f: self.futures[f][0]):
+                self.handle(fut)
+            self.maybe_speculate()
+
+    # --- launching -------------------------------------------------------------------------
+
+    def launch(self, i: int, speculative: bool = False) -> None:
+        n = self.next_attempt[i]
+        self.next_attempt[i] += 1
+        ctx = self.job.task(i, n)
+        self.running[i].add(n)
+        self.started[(i, n)] = time.perf_counter()
+        self.launched_total += 1
+        if speculative:
+            self.speculated.add(i)
+            self.speculative_total += 1
+        self.emit("attempt_speculative" if speculative else "attempt_started", i, n)
+        failure = self.failures.get((i, n))
+        self.submit("run", ctx, run_attempt, ctx, self.tasks[i], _only(failure, "after_write"))
+
+    def submit(self, kind: str, ctx: TaskAttemptContext, fn: Callable, *args: Any) -> None:
+        seq = next(self.seq)
+        fut = self.executor.submit(fn, *args)
+        self.futures[fut] = (seq, kind, ctx)
+
+    # --- completions -----------------------------------------------------------------------
+
+    def handle(self, fut: Future) -> None:
+        _, kind, ctx = self.futures.pop(fut)
+        i, n = ctx.task_index, ctx.attempt_number
+        exc = fut.exception()
+        if kind == "run":
+            self.running[i].discard(n)
+            if exc is not None:
+                self.attempt_failed(ctx, exc)
+                return
+            report = fut.result()
+            self.worker_store_stats.merge(report.store_stats)
+            self.committer_stats.merge(report.committer_stats)
+            if i in self.done:
+                self.deny(ctx)
+            elif not report.needs_commit:
+                self.finish(i, n, None, report.result)
+            elif self.coordinator.can_commit(i, n):
+                self.results[i] = report.result
+                self.running[i].add(n)
+                self.started[(i, n, "commit")] = time.perf_counter()  # type: ignore[index]
+                failure = self.failures.get((i, n))
+                self.submit("commit", ctx, commit_attempt, ctx, _only(failure, "during_commit"))
+            else:
+                self.deny(ctx)
+        elif kind == "commit":
+            self.running[i].discard(n)
+            self.task_commit_s += time.perf_counter() - self.started.pop((i, n, "commit"))  # type: ignore[arg-type]
+            if exc is not None:
+                self.coordinator.attempt_failed(i, n)
+                self.attempt_failed(ctx, exc)
+                return
+            report = fut.result()
+            self.worker_store_stats.merge(report.store_stats)
+            self.committer_stats.merge(report.committer_stats)
+            self.coordinator.task_committed(i, n)
+            self.finish(i, n, report.message, self.results.get(i))
+        elif kind == "abort":
+            if exc is None:
+                self.committer_stats.merge(fut.result())
+
+    def deny(self, ctx: TaskAttemptContext) -> None:
+        self.denied_total += 1
+        self.emit("commit_denied", ctx.task_index, ctx.attempt_number)
+        self.submit("abort", ctx, abort_attempt, ctx)
+
+    def finish(self, i: int, n: int, message: TaskCommitMessage | None, result: Any) -> None:
+        self.done.add(i)
+        if message is not None:
+            self.messages[i] = message
+        self.results[i] = result
+        self.durations.append(time.perf_counter() - self.started[(i, n)])
+        self.emit("task_committed", i, n)
+
+    def attempt_failed(self, ctx: TaskAttemptContext, exc: BaseException) -> None:
+        i, n = ctx.task_index, ctx.attempt_number
+        self.failed_total += 1
+        self.coordinator.attempt_failed(i, n)
+        self.errors[i].append(f"{ctx.attempt_id}: {type(exc).__name__}: {exc}")
+        self.emit("attempt_failed", i, n)
+        if i in self.done or self.running[i]:
+            return  # another attempt is still going, or the task is already committed
+        if self.next_attempt[i] >= self.config.max_attempts:
+            self.drain()
+            raise TaskFailed(
+                f"task {ctx.task_id} failed {self.next_attempt[i]} times "
+                f"(max_attempts={self.config.max_attempts}); last error: {self.errors[i][-1]}",
+                self.errors[i],
+            )
+        self.launch(i)
+
+    def drain(self) -> None:
+        """Let attempts in flight finish (they are not committed) before the job aborts."""
+        for fut in list(self.futures):
+            try:
+                fut.result()
+            except Exception:
+                pass
+        self.futures.clear()
+
+    # --- speculation -----------------------------------------------------------------------
+
+    def maybe_speculate(self) -> None:
+        c = self.config
+        if not c.speculation or not self.durations:
+            return
+        if len(self.done) < c.speculation_quantile * len(self.tasks):
+            return
+        threshold = c.speculation_multiplier * statistics.median(self.durations)
+        now = time.perf_counter()
+        for i in range(len(self.tasks)):
+            if i in self.done or i in self.speculated or len(self.running[i]) != 1:
+                continue
+            (n,) = tuple(self.running[i])
+            if now - self.started[(i, n)] > threshold:
+                self.launch(i, speculative=True)
+
+
+def _only(failure: str | None, point: str) -> str | None:
+    return failure if failure == point else None
