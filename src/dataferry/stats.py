@@ -140,7 +140,9 @@ class IOStatistics:
         b_counters = before.get("counters", {})
         b_means = before.get("meanstatistics", {})
         counters = {
-            k: v - b_counters.get(k, 0) for k, v in now["counters"].items() if v != b_counters.get(k, 0)
+            k: v - b_counters.get(k, 0)
+            for k, v in now["counters"].items()
+            if v != b_counters.get(k, 0)
         }
         means = {}
         for k, v in now["meanstatistics"].items():
@@ -191,11 +193,19 @@ class IOStatistics:
             samples = ok[0] + bad[0]
             total_ms = ok[1] + bad[1]
             mins = [
-                v for v in (self.minimums.get(name + ".min"), self.minimums.get(name + FAILURES + ".min"))
+                v
+                for v in (
+                    self.minimums.get(name + ".min"),
+                    self.minimums.get(name + FAILURES + ".min"),
+                )
                 if v is not None
             ]
             maxs = [
-                v for v in (self.maximums.get(name + ".max"), self.maximums.get(name + FAILURES + ".max"))
+                v
+                for v in (
+                    self.maximums.get(name + ".max"),
+                    self.maximums.get(name + FAILURES + ".max"),
+                )
                 if v is not None
             ]
             rows.append(

@@ -188,7 +188,9 @@ class Committer(ABC):
         except NotFound:
             return
         if not st.is_dir:
-            raise DestinationError(f"destination {self.store.full_url()} is a file, not a directory")
+            raise DestinationError(
+                f"destination {self.store.full_url()} is a file, not a directory"
+            )
 
 
 def committer_for(ctx: JobContext | TaskAttemptContext) -> Committer:
@@ -197,8 +199,6 @@ def committer_for(ctx: JobContext | TaskAttemptContext) -> Committer:
 
     job = ctx if isinstance(ctx, JobContext) else ctx.job
     return build_committer(job.committer, job.store, job.config)
-
-
 
 
 __all__ = [

@@ -15,10 +15,12 @@ import itertools
 import multiprocessing
 import os
 import statistics
+import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,9 +121,7 @@ class LocalEngine:
     def _executor(self) -> Executor:
         if self.workers == 0:
             return _InlineExecutor()
-        return ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
-        )
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=_worker_context())
 
     def run_job(
         self,
@@ -146,7 +146,8 @@ class LocalEngine:
         driver = _Driver(self.config, committer, job, tasks, on_event or (lambda *a: None))
         executor = self._executor()
         try:
-            driver.run(executor)
+            with _main_without_phantom_file():
+                driver.run(executor)
         except TaskFailed:
             committer.abort_job(job)
             raise
@@ -300,9 +301,8 @@ class _Driver:
             self.committer_stats.merge(report.committer_stats)
             self.coordinator.task_committed(i, n)
             self.finish(i, n, report.message, self.results.get(i))
-        elif kind == "abort":
-            if exc is None:
-                self.committer_stats.merge(fut.result())
+        elif kind == "abort" and exc is None:
+            self.committer_stats.merge(fut.result())
 
     def deny(self, ctx: TaskAttemptContext) -> None:
         self.denied_total += 1
@@ -359,6 +359,30 @@ class _Driver:
             (n,) = tuple(self.running[i])
             if now - self.started[(i, n)] > threshold:
                 self.launch(i, speculative=True)
+
+
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """forkserver: workers fork from a clean server that has dataferry and pyarrow imported
+    (fast start, no inherited threads); `__main__` is loaded only when it is a real file."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["__main__", "dataferry.engine.attempt", "dataferry.dataset.write"])
+    return ctx
+
+
+@contextmanager
+def _main_without_phantom_file() -> Iterator[None]:
+    """A `__main__` read from stdin has `__file__ == "<stdin>"`, which worker start-up would
+    try to import; hide such a name while workers start (a real script file is kept)."""
+    main = sys.modules.get("__main__")
+    phantom = getattr(main, "__file__", None)
+    if phantom is None or os.path.exists(phantom):
+        yield
+        return
+    del main.__file__  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        main.__file__ = phantom  # type: ignore[union-attr]
 
 
 def _only(failure: str | None, point: str) -> str | None:

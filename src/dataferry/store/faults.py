@@ -1,6 +1,6 @@
 """Fault injection: fail or "crash" chosen store operations, before or after they take effect.
 
-Every operation through a `FaultStore` gets an index (0, 1, 2, ... in call order) and is
+Every operation through an armed `FaultStore` gets an index (0, 1, 2, ... in call order) and is
 appended to `trace`. A `FaultRule` picks operations by index, kind and path pattern and says
 what happens:
 
@@ -92,16 +92,17 @@ class FaultStore(WrappingStore):
         self.rules.append(rule)
 
     def _op(self, op: Op, path: str, fn: Callable[..., T], *args: Any) -> T:
+        if not self.armed:  # disarmed: neither traced nor broken (checks, recovery)
+            return super()._op(op, path, fn, *args)
         with self._counter_lock:
             index = len(self.trace)
             self.trace.append(TracedOp(index, op, path))
             rule = None
-            if self.armed:
-                for r in self.rules:
-                    if r.matches(index, op, path):
-                        r.fired += 1
-                        rule = r
-                        break
+            for r in self.rules:
+                if r.matches(index, op, path):
+                    r.fired += 1
+                    rule = r
+                    break
         if rule is not None and rule.when == "before":
             self._fire(rule, index, op, path)
         result = super()._op(op, path, fn, *args)

@@ -136,7 +136,9 @@ class LocalStore(Store):
         try:
             os.makedirs(target, exist_ok=True)
         except FileExistsError:
-            raise AlreadyExists(f"mkdirs {self.full_url(path)}: a file is in the way", path) from None
+            raise AlreadyExists(
+                f"mkdirs {self.full_url(path)}: a file is in the way", path
+            ) from None
         except NotADirectoryError:
             raise NotADirectory(
                 f"mkdirs {self.full_url(path)}: an ancestor is a file", path

@@ -1,0 +1,66 @@
+"""The crash harness's reference job: small, deterministic, and self-describing.
+
+4 tasks write 3 files each over 2 partition directories; task 1 also gets one speculative
+duplicate attempt. A file's name carries its task, file number and attempt, and its bytes carry
+the job too, so output mixed from two attempts or two jobs is detectable by looking at it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from ..engine.attempt import TaskOutput
+
+TASKS = 4
+FILES_PER_TASK = 3
+PARTITIONS = 2
+SPECULATIVE_TASK = 1
+
+_NAME = re.compile(r"^part=p(\d+)/t(\d+)-f(\d+)-a(\d+)\.dat$")
+
+
+def file_path(task: int, file: int, attempt: int) -> str:
+    return f"part=p{file % PARTITIONS}/t{task}-f{file}-a{attempt}.dat"
+
+
+def file_bytes(task: int, file: int, attempt: int, job_uuid: str) -> bytes:
+    line = f"task={task} file={file} attempt={attempt} job={job_uuid}\n"
+    return (line * (1 + file)).encode()
+
+
+def reference_work(task: int, out: TaskOutput) -> None:
+    for f in range(FILES_PER_TASK):
+        out.write(
+            file_path(task, f, out.attempt_number),
+            file_bytes(task, f, out.attempt_number, out.job_uuid),
+        )
+
+
+def reference_tasks() -> list[functools.partial]:
+    return [functools.partial(reference_work, t) for t in range(TASKS)]
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    task: int
+    file: int
+    attempt: int
+    job_uuid: str | None  # None: the bytes are not what any attempt writes
+
+
+def parse_file(path: str, data: bytes) -> ParsedFile | None:
+    """Identify an output file; None if its path is not a reference output path."""
+    m = _NAME.match(path)
+    if not m:
+        return None
+    part, task, file, attempt = (int(g) for g in m.groups())
+    if part != file % PARTITIONS or task >= TASKS or file >= FILES_PER_TASK:
+        return None
+    job = None
+    first = data.split(b"\n", 1)[0].decode(errors="replace")
+    jm = re.match(r"^task=\d+ file=\d+ attempt=\d+ job=(\S+)$", first)
+    if jm and data == file_bytes(task, file, attempt, jm.group(1)):
+        job = jm.group(1)
+    return ParsedFile(task, file, attempt, job)
