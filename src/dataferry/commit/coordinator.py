@@ -31,7 +31,7 @@ class CommitCoordinator:
         """Ask for the right to commit `task` with `attempt`."""
         with self._lock:
             st = self._tasks.setdefault(task, _TaskState())
-            if attempt in st.failed or st.committed is not None and st.committed != attempt:
+            if attempt in st.failed or (st.committed is not None and st.committed != attempt):
                 self.denials += 1
                 return False
             if st.authorised is None:

@@ -12,7 +12,6 @@ committer from it). Engines drive the protocol:
 
 from __future__ import annotations
 
-
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field

@@ -12,7 +12,7 @@ import json
 import socket
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import NotFound, ValidationError
@@ -30,7 +30,7 @@ class SuccessData:
     job_id: str = ""
     job_id_source: str = "JobID"
     timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
-    date: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    date: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     hostname: str = field(default_factory=socket.gethostname)
     metrics: dict[str, int] = field(default_factory=dict)
     diagnostics: dict[str, str] = field(default_factory=dict)

@@ -69,7 +69,7 @@ def write_dataset(
     committer: a committer name (`auto` chooses from the store's capabilities).
     engine: None for the embedded local engine with default settings.
     """
-    ext, _ = writer_for(format)  # fail early on an unknown format
+    writer_for(format)  # fail early on an unknown format
     partition_by = tuple(partition_by)
     chunks = _split(data, tasks)
     store = dest if isinstance(dest, Store) else open_store(dest)

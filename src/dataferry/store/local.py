@@ -246,7 +246,7 @@ class LocalStore(Store):
             target = self._abs(path)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             try:
-                return open(target, "wb" if overwrite else "xb")  # noqa: SIM115
+                return open(target, "wb" if overwrite else "xb")
             except OSError as e:
                 raise self._translate(e, path, "write") from None
 
