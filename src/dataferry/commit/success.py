@@ -127,6 +127,17 @@ class SuccessMarker:
         return self.data is None
 
 
+def load_success(location: str) -> SuccessMarker:
+    """Load a `_SUCCESS` (or summary report) from a directory or a file location."""
+    from ..store import open_location
+
+    store, name = open_location(location, SUCCESS_FILE)
+    marker = read_success(store, name)
+    if marker is None:
+        raise NotFound(f"no {name} at {store.full_url(name)}", name)
+    return marker
+
+
 def read_success(store: Store, path: str = SUCCESS_FILE) -> SuccessMarker | None:
     """Load `_SUCCESS` from a store; None if absent; ValidationError if malformed."""
     try:

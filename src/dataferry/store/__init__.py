@@ -27,6 +27,7 @@ __all__ = [
     "Store",
     "WrappingStore",
     "crash_at",
+    "open_location",
     "open_store",
     "parallel_map",
 ]
@@ -74,6 +75,26 @@ def open_store(
     if fault_rules is not None:
         store = FaultStore(store, fault_rules)
     return store
+
+
+def open_location(url_or_path: str | os.PathLike[str], default_name: str) -> tuple[Store, str]:
+    """(store, name) for a location that is either a directory (then `default_name` in it)
+    or a file (then its parent directory and its name)."""
+    from ..errors import NotFound
+
+    url = os.fspath(url_or_path).rstrip("/")
+    store = open_store(url)
+    try:
+        if store.stat("").is_dir:
+            return store, default_name
+    except NotFound:
+        pass
+    head, sep, name = url.rpartition("/")
+    if not sep or not name:
+        raise ConfigError(f"{url!r} is neither a directory nor a file path")
+    if head.endswith(":/") or head.endswith(":"):  # scheme root such as memory://
+        head = head + "/"
+    return open_store(head or "/"), name
 
 
 def fault_layer(store: Store) -> FaultStore | None:

@@ -32,7 +32,7 @@ from . import invariants as inv
 from .reference import SPECULATIVE_TASK, reference_tasks
 
 
-@dataclass
+@dataclass(eq=False)
 class Scenario:
     index: int | None
     when: str
@@ -70,6 +70,12 @@ class CrashReport:
 
     def to_json(self, examples: int = 20) -> dict[str, Any]:
         bad = [s for s in self.scenarios if s.problems]
+        # one example per violated invariant first, then the rest in crash-point order
+        first = {}
+        for s in bad:
+            for name in sorted(s.violated):
+                first.setdefault(name, s)
+        picked = list(dict.fromkeys([*first.values(), *bad]))
         return {
             "committer": self.committer,
             "store": self.store,
@@ -88,7 +94,7 @@ class CrashReport:
                     "outcome": s.outcome,
                     "problems": s.problems,
                 }
-                for s in bad[:examples]
+                for s in picked[:examples]
             ],
         }
 

@@ -1,0 +1,278 @@
+"""The `dataferry` command: parse, call the library, render with rich. No logic of its own."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import DataferryError
+from .stats import IOStatistics
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="dataferry: safe, fast output commit for Python data engines.",
+)
+verify_app = typer.Typer(no_args_is_help=True, help="Check committers and stores by experiment.")
+app.add_typer(verify_app, name="verify")
+
+console = Console()
+err = Console(stderr=True)
+
+JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Library errors become one red line and exit code 2, not a traceback."""
+    try:
+        yield
+    except DataferryError as e:
+        err.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(2) from None
+    except (FileNotFoundError, PermissionError) as e:
+        err.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(2) from None
+
+
+@contextmanager
+def _progress(label: str, total: int | None, quiet: bool) -> Iterator[Callable[..., None]]:
+    """A rich progress bar; yields a callback advance(n=1, total=None)."""
+    if quiet or (not sys.stderr.isatty() and not console.is_terminal):
+        yield lambda *a, **k: None
+        return
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=total)
+
+        def advance(n: int = 1, total: int | None = None) -> None:
+            if total is not None:
+                bar.update(task, total=total)
+            bar.advance(task, n)
+
+        yield advance
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _ops_table(stats: IOStatistics, title: str) -> Table:
+    t = Table(title=title)
+    for col in ("operation", "count", "failures", "mean ms", "max ms", "total s"):
+        t.add_column(col, justify="left" if col == "operation" else "right")
+    for row in stats.durations("op_"):
+        t.add_row(
+            row.name,
+            str(row.count),
+            str(row.failures),
+            f"{row.mean_s * 1000:.3f}",
+            f"{row.max_s * 1000:.3f}",
+            f"{row.total_s:.3f}",
+        )
+    return t
+
+
+# --- demo ----------------------------------------------------------------------------------------
+
+
+@app.command()
+def demo(
+    dest: str = typer.Option(None, help="Where to write (default: a new temporary directory)."),
+    rows: int = typer.Option(400_000, help="Rows of synthetic data."),
+    tasks: int = typer.Option(16, help="Write tasks."),
+    committer: str = typer.Option("auto", help="Committer name."),
+    workers: int = typer.Option(None, help="Worker processes (default: one per core)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """The main job: a partitioned Parquet write with a failed attempt and a speculative one."""
+    from .demo import run_demo
+
+    with _errors(), _progress("writing", tasks, json_out) as advance:
+
+        def on_event(kind: str, task: int, attempt: int) -> None:
+            if kind == "task_committed":
+                advance()
+
+        report = run_demo(
+            dest, rows=rows, tasks=tasks, committer=committer, workers=workers, on_event=on_event
+        )
+    run = report.write.run
+    if json_out:
+        _print_json(
+            {
+                "dest": report.dest,
+                "committer": report.committer,
+                "job_id": report.write.job_id,
+                "rows_written": report.rows_written,
+                "rows_read": report.rows_read,
+                "files": report.write.files,
+                "bytes": report.write.bytes,
+                "partitions": report.write.partitions,
+                "attempts": run.attempts,
+                "failed_attempts": run.failed_attempts,
+                "speculative_attempts": run.speculative_attempts,
+                "denied_commits": run.denied_commits,
+                "write_s": run.write_s,
+                "job_commit_s": run.job_commit_s,
+                "stages_s": run.commit.stage_seconds,
+                "store_ops": run.store_stats.snapshot()["counters"],
+            }
+        )
+        return
+    summary = Table(title="dataferry demo", show_header=False)
+    summary.add_column(style="bold")
+    summary.add_column()
+    for k, v in (
+        ("destination", report.dest),
+        ("committer", report.committer),
+        ("job", report.write.job_id),
+        ("rows written / read back", f"{report.rows_written:,} / {report.rows_read:,}"),
+        ("files / partitions", f"{report.write.files} / {report.write.partitions}"),
+        ("bytes", f"{report.write.bytes:,}"),
+        (
+            "attempts",
+            f"{run.attempts} launched, {run.failed_attempts} failed (injected), "
+            f"{run.speculative_attempts} speculative, {run.denied_commits} denied commit",
+        ),
+        ("write phase", f"{run.write_s:.3f} s"),
+        ("job commit", f"{run.job_commit_s:.3f} s"),
+        ("_SUCCESS", "JSON record" if report.success else "empty marker"),
+    ):
+        summary.add_row(k, str(v))
+    console.print(summary)
+    stages = Table(title="job commit stages")
+    stages.add_column("stage")
+    stages.add_column("seconds", justify="right")
+    for name, secs in run.commit.stage_seconds.items():
+        stages.add_row(name, f"{secs:.4f}")
+    console.print(stages)
+    console.print(_ops_table(run.store_stats, "store operations (driver and workers)"))
+    console.print(f"[green]ok[/]: {report.rows_read:,} rows read back from {report.dest}")
+
+
+# --- success -------------------------------------------------------------------------------------
+
+
+@app.command()
+def success(
+    path: str = typer.Argument(..., help="A destination directory or a _SUCCESS file."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Show and validate a _SUCCESS file: an empty legacy marker or a JSON summary."""
+    from .commit.success import load_success
+
+    with _errors():
+        marker = load_success(path)
+    if marker.data is None:
+        if json_out:
+            _print_json({"path": path, "legacy": True})
+        else:
+            console.print(
+                f"{path}: empty _SUCCESS (classic FileOutputCommitter marker, no details)"
+            )
+        return
+    data = marker.data.to_json()
+    if json_out:
+        _print_json(data)
+        return
+    t = Table(title=f"_SUCCESS at {path}", show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    for key in (
+        "committer",
+        "jobId",
+        "jobIdSource",
+        "success",
+        "state",
+        "stage",
+        "date",
+        "hostname",
+    ):
+        if data.get(key) is not None:
+            t.add_row(key, str(data[key]))
+    t.add_row("files listed", f"{len(data['filenames'])} (at most 100 are listed)")
+    console.print(t)
+    if data["metrics"]:
+        m = Table(title="metrics")
+        m.add_column("name")
+        m.add_column("value", justify="right")
+        for k, v in data["metrics"].items():
+            m.add_row(k, str(v))
+        console.print(m)
+    if data["diagnostics"]:
+        d = Table(title="diagnostics")
+        d.add_column("name")
+        d.add_column("value")
+        for k, v in data["diagnostics"].items():
+            d.add_row(k, str(v)[:200])
+        console.print(d)
+    stats = IOStatistics(data.get("iostatistics") or {})
+    if stats.durations():
+        console.print(_ops_table(stats, "I/O statistics"))
+
+
+# --- verify --------------------------------------------------------------------------------------
+
+
+@verify_app.command("crash")
+def verify_crash_cmd(
+    committer: str = typer.Option(..., "--committer", help="Committer to verify."),
+    store: str = typer.Option(
+        None, "--store", help="Store URL or sim:PROFILE (default: a local temp dir)."
+    ),
+    processes: int = typer.Option(1, help="Scenarios run in this many processes."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Crash the reference job at every store operation and check the invariants."""
+    from .verify.crash import verify_crash
+
+    with _errors(), _progress("crash points", None, json_out) as advance:
+        report = verify_crash(
+            committer,
+            store,
+            processes=processes,
+            progress=lambda done, total: advance(1, total),
+        )
+    data = report.to_json()
+    if json_out:
+        _print_json(data)
+    else:
+        t = Table(title=f"crash points: {committer} on {data['store']}")
+        t.add_column("invariant")
+        t.add_column("violating scenarios", justify="right")
+        for name, n in data["violations"].items():
+            t.add_row(name, f"[red]{n}[/]" if n else "[green]0[/]")
+        console.print(t)
+        console.print(
+            f"{data['crash_points']} store operations, {data['scenarios']} scenarios "
+            f"(crash before and after each, plus the crash-free run); outcomes: {data['outcomes']}"
+        )
+        for ex in data["examples"][:5]:
+            console.print(
+                f"  op #{ex['index']} {ex['when']} {ex['op']} {ex['path']}: {ex['problems'][0]}"
+            )
+    if data["total_violations"]:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
