@@ -72,6 +72,7 @@ def write_dataset(
     writer_for(format)  # fail early on an unknown format
     partition_by = tuple(partition_by)
     chunks = _split(data, tasks)
+    _check_partition_columns(chunks[0].schema, partition_by)
     store = dest if isinstance(dest, Store) else open_store(dest)
     prepare_destination(store, mode)
     com = make_committer(committer, store, **(committer_options or {}))
@@ -106,6 +107,17 @@ def write_task(
             encode(rows, sink)
         parts.append(directory)
     return {"rows": chunk.num_rows, "partitions": parts}
+
+
+def _check_partition_columns(schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
+    """Fail on the driver, before any task runs, for columns the data does not have."""
+    for col in partition_by:
+        if col not in schema.names:
+            raise ConfigError(
+                f"partition column {col!r} is not in the data; columns: {', '.join(schema.names)}"
+            )
+    if partition_by and len(set(partition_by)) == len(schema.names):
+        raise ConfigError("every column is a partition column: no data would be left to write")
 
 
 def _split(data: Any, tasks: int | None) -> list[pa.Table]:

@@ -7,6 +7,8 @@ what happens:
 - `crash`: raise `InjectedCrash` (a BaseException: the process died here);
 - `fail`: raise `InjectedFault` (an ordinary, retriable I/O error);
 - `ambiguous`: raise `AmbiguousOutcome` (a timeout whose effect is unknown);
+- `deny`: raise `AccessDenied` (an unwritable destination, even when running as root);
+- `throttle`: raise `Throttled` (the store's "slow down");
 
 `when="before"` means the operation never reached the store; `when="after"` means it took
 effect and then the caller saw the failure, the ambiguity every real store has.
@@ -20,12 +22,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from ..errors import AmbiguousOutcome, InjectedCrash, InjectedFault
+from ..errors import AccessDenied, AmbiguousOutcome, InjectedCrash, InjectedFault, Throttled
 from .base import Op, Store, WrappingStore
 
 T = TypeVar("T")
 
-Action = Literal["crash", "fail", "ambiguous"]
+Action = Literal["crash", "fail", "ambiguous", "deny", "throttle"]
 When = Literal["before", "after"]
 
 
@@ -117,4 +119,8 @@ class FaultStore(WrappingStore):
             raise InjectedCrash(what, index)
         if rule.action == "ambiguous":
             raise AmbiguousOutcome(what, path)
+        if rule.action == "deny":
+            raise AccessDenied(f"permission denied ({what})", path)
+        if rule.action == "throttle":
+            raise Throttled(what, path)
         raise InjectedFault(what, path)

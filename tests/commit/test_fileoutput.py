@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+import pytest
+
+from dataferry import make_committer
+from dataferry.commit import prepare_destination
+from dataferry.errors import (
+    ConfigError,
+    DestinationError,
+    JobCommitError,
+    TaskCommitError,
+)
+from dataferry.store import FaultRule, Op, open_store
+
+
+def run_tasks(committer, job, n=3, attempt=0):
+    msgs = []
+    for i in range(n):
+        t = job.task(i, attempt)
+        committer.setup_task(t)
+        committer.write_file(t, f"p={i % 2}/part-{i}.txt", f"task {i}".encode())
+        msgs.append(committer.commit_task(t))
+    return msgs
+
+
+def visible(store):
+    return sorted(s.path for s in store.walk("") if not s.path.startswith("_temporary"))
+
+
+@pytest.mark.parametrize("name", ["v1", "v2"])
+def test_layout_and_job_commit(tmp_path, name):
+    c = make_committer(name, str(tmp_path / "out"))
+    job = c.new_job()
+    c.setup_job(job)
+    t = job.task(0)
+    assert c.task_work_path(t) == f"_temporary/0/_temporary/{t.attempt_id}"
+    msgs = run_tasks(c, job)
+    assert msgs[0].files == ("p=0/part-0.txt",) and msgs[0].bytes == 6
+    result = c.commit_job(job, msgs)
+    assert result.files == 3
+    assert visible(c.store) == ["_SUCCESS", "p=0/part-0.txt", "p=0/part-2.txt", "p=1/part-1.txt"]
+    assert c.store.read_bytes("_SUCCESS") == b""  # the classic empty marker
+    assert not c.store.exists("_temporary")
+
+
+def test_v1_nothing_visible_after_task_commit_v2_everything(tmp_path):
+    for name, expect_visible in (("v1", False), ("v2", True)):
+        c = make_committer(name, str(tmp_path / name))
+        job = c.new_job()
+        c.setup_job(job)
+        run_tasks(c, job)
+        assert bool(visible(c.store)) == expect_visible
+
+
+def test_v1_a_later_attempt_replaces_a_dead_attempts_committed_output(tmp_path):
+    c = make_committer("v1", str(tmp_path / "out"))
+    job = c.new_job()
+    c.setup_job(job)
+    dead = job.task(0, 0)
+    c.setup_task(dead)
+    c.write_file(dead, "a/dead.txt", b"dead")
+    c.commit_task(dead)  # committed, but the driver never heard: it reruns the task
+    live = job.task(0, 1)
+    c.setup_task(live)
+    c.write_file(live, "a/live.txt", b"live")
+    msg = c.commit_task(live)
+    c.commit_job(job, [msg])
+    assert visible(c.store) == ["_SUCCESS", "a/live.txt"]
+
+
+def test_v1_merges_into_existing_partitions(tmp_path):
+    store = open_store(str(tmp_path / "out"))
+    store.write_bytes("p=0/old.txt", b"old")
+    c = make_committer("v1", store)
+    job = c.new_job()
+    c.setup_job(job)
+    c.commit_job(job, run_tasks(c, job))
+    assert "p=0/old.txt" in visible(store) and "p=0/part-0.txt" in visible(store)
+
+
+def test_abort_task_and_abort_job_remove_everything(tmp_path):
+    c = make_committer("v1", str(tmp_path / "out"))
+    job = c.new_job()
+    c.setup_job(job)
+    t = job.task(0)
+    c.setup_task(t)
+    c.write_file(t, "x", b"1")
+    c.abort_task(t)
+    assert not c.store.exists(c.task_work_path(t))
+    run_tasks(c, job)
+    c.abort_job(job)
+    c.abort_job(job)  # idempotent
+    assert c.store.walk("") == []
+
+
+def test_task_committed_twice_is_a_clear_error(tmp_path):
+    c = make_committer("v1", str(tmp_path / "out"))
+    job = c.new_job()
+    c.setup_job(job)
+    t = job.task(0)
+    c.setup_task(t)
+    c.commit_task(t)
+    with pytest.raises(TaskCommitError, match=str(t.attempt_id)):
+        c.commit_task(t)
+
+
+def test_job_with_no_tasks_or_foreign_or_duplicate_messages(tmp_path):
+    c = make_committer("v1", str(tmp_path / "out"))
+    job = c.new_job()
+    c.setup_job(job)
+    with pytest.raises(JobCommitError, match="no committed tasks"):
+        c.commit_job(job, [])
+    other = c.new_job()
+    c.setup_job(other)
+    msgs = run_tasks(c, other, n=1)
+    with pytest.raises(JobCommitError, match="belongs to job"):
+        c.commit_job(job, msgs)
+    with pytest.raises(JobCommitError, match="committed twice"):
+        c.commit_job(other, msgs + msgs)
+
+
+def test_destination_that_is_a_file(tmp_path):
+    (tmp_path / "f").write_text("I am a file")
+    c = make_committer("v1", str(tmp_path / "f"))
+    with pytest.raises(DestinationError, match="is a file"):
+        c.setup_job(c.new_job())
+    with pytest.raises(DestinationError, match="is a file"):
+        prepare_destination(c.store, "append")
+    assert (tmp_path / "f").read_text() == "I am a file"
+
+
+def test_unwritable_destination_is_named(tmp_path):
+    store = open_store(
+        str(tmp_path / "ro"),
+        faults=[FaultRule(action="deny", times=-1, predicate=lambda i, op, p: op.mutates)],
+    )
+    c = make_committer("v1", store)
+    with pytest.raises(DestinationError, match="not writable"):
+        c.setup_job(c.new_job())
+
+
+def test_unknown_committer_and_option():
+    with pytest.raises(ConfigError, match=r"unknown committer 'v3'.*v1"):
+        make_committer("v3", "memory://x/y")
+    with pytest.raises(ConfigError, match="no option 'colour'"):
+        make_committer("v1", "memory://x/y", colour="blue")
+    with pytest.raises(ConfigError, match="algorithm must be 1 or 2"):
+        make_committer("v1", "memory://x/y", algorithm=3)
+
+
+def test_failed_merge_leaves_a_job_that_abort_recovers(tmp_path):
+    store = open_store(
+        str(tmp_path / "out"),
+        faults=[
+            FaultRule(action="fail", kinds=frozenset({Op.RENAME}), path_glob="_temporary/0/task_*")
+        ],
+    )
+    c = make_committer("v1", store)
+    job = c.new_job()
+    c.setup_job(job)
+    msgs = run_tasks(c, job)
+    with pytest.raises(Exception, match="injected fail"):
+        c.commit_job(job, msgs)
+    assert not store.exists("_SUCCESS")
+    c.abort_job(job)
+    assert not store.exists("_temporary")
+
+
+def test_statistics_of_stages(tmp_path):
+    c = make_committer("v1", str(tmp_path / "out"))
+    job = c.new_job()
+    c.setup_job(job)
+    result = c.commit_job(job, run_tasks(c, job))
+    names = {r.name for r in result.iostatistics.durations()}
+    assert {"job_stage_setup", "task_stage_commit", "committer_commit_job"} <= names
+    assert {"merge_paths", "cleanup", "save_success", "total"} == set(result.stage_seconds)

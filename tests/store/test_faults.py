@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import pytest
+
+from dataferry.errors import (
+    AccessDenied,
+    AmbiguousOutcome,
+    InjectedCrash,
+    InjectedFault,
+    NotFound,
+)
+from dataferry.store import FaultRule, Op, crash_at, fault_layer, open_store
+
+
+def test_crash_is_not_an_exception():
+    assert not issubclass(InjectedCrash, Exception)
+    store = open_store("memory://faults/crash", faults=[crash_at(0)])
+    swallowed = False
+    with pytest.raises(InjectedCrash):
+        try:
+            store.write_bytes("a", b"1")
+        except Exception:
+            swallowed = True
+    assert not swallowed
+
+
+def test_crash_before_means_no_effect(tmp_path):
+    store = open_store(str(tmp_path), faults=[crash_at(1, "before")])
+    store.write_bytes("a", b"1")
+    with pytest.raises(InjectedCrash) as e:
+        store.rename("a", "b")
+    assert e.value.index == 1
+    assert store.exists("a") and not store.exists("b")
+
+
+def test_crash_after_means_effect_took_place(tmp_path):
+    store = open_store(str(tmp_path), faults=[crash_at(1, "after")])
+    store.write_bytes("a", b"1")
+    with pytest.raises(InjectedCrash):
+        store.rename("a", "b")
+    assert not store.exists("a") and store.exists("b")
+
+
+def test_rules_by_kind_and_path_and_times(tmp_path):
+    rule = FaultRule(action="fail", kinds=frozenset({Op.WRITE}), path_glob="data/*", times=2)
+    store = open_store(str(tmp_path), faults=[rule])
+    store.write_bytes("meta/x", b"ok")
+    for _ in range(2):
+        with pytest.raises(InjectedFault):
+            store.write_bytes("data/x", b"1")
+    store.write_bytes("data/x", b"third time works")
+    assert store.read_bytes("data/x") == b"third time works"
+    assert rule.fired == 2
+
+
+def test_ambiguous_after_took_effect(tmp_path):
+    store = open_store(
+        str(tmp_path),
+        faults=[FaultRule(action="ambiguous", when="after", kinds=frozenset({Op.RENAME}))],
+    )
+    store.write_bytes("a", b"1")
+    with pytest.raises(AmbiguousOutcome):
+        store.rename("a", "b")
+    assert store.exists("b")
+
+
+def test_deny_and_predicate(tmp_path):
+    store = open_store(
+        str(tmp_path),
+        faults=[FaultRule(action="deny", times=-1, predicate=lambda i, op, p: op.mutates)],
+    )
+    with pytest.raises(AccessDenied):
+        store.mkdirs("x")
+    with pytest.raises(NotFound):
+        store.stat("x")  # reads are not selected
+
+
+def test_trace_indexes_every_operation_and_disarm_stops_tracing(tmp_path):
+    store = open_store(str(tmp_path), faults=[])
+    fault = fault_layer(store)
+    store.write_bytes("a", b"1")
+    store.stat("a")
+    store.list("")
+    assert [(t.index, t.op) for t in fault.trace] == [
+        (0, Op.WRITE),
+        (1, Op.STAT),
+        (2, Op.LIST),
+    ]
+    fault.armed = False
+    store.stat("a")
+    assert fault.op_count == 3
+
+
+def test_faults_sit_below_the_sim_model(tmp_path):
+    """A copy-based directory rename can be broken half way: not atomic, as on GCS."""
+    for i in range(3):
+        open_store(str(tmp_path)).write_bytes(f"src/f{i}", b"x")
+    rule = FaultRule(action="crash", when="after", kinds=frozenset({Op.DELETE}))
+    store = open_store(f"sim:gcs:{tmp_path}", faults=[rule], latency_scale=0)
+    with pytest.raises(InjectedCrash):
+        store.rename("src", "dst")
+    plain = open_store(str(tmp_path))
+    assert [s.path for s in plain.walk("dst")] == ["dst/f0"]
+    assert [s.path for s in plain.walk("src")] == ["src/f1", "src/f2"]

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dataferry.store import IOPool, parallel_map
+
+
+def test_results_in_input_order():
+    assert parallel_map(lambda x: x * 2, range(100), threads=8) == [x * 2 for x in range(100)]
+
+
+def test_inline_when_one_thread_runs_in_order():
+    seen = []
+    with IOPool(1) as pool:
+        pool.for_each(seen.append, range(10))
+    assert seen == list(range(10))
+
+
+def test_concurrency_is_bounded():
+    active = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def work(_):
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        time.sleep(0.002)
+        with lock:
+            active -= 1
+
+    with IOPool(4) as pool:
+        assert pool.for_each(work, range(60)) == 60
+    assert 1 < peak <= 4
+
+
+def test_first_failure_stops_submission_and_is_raised():
+    started = []
+
+    def work(x):
+        started.append(x)
+        if x == 3:
+            raise ValueError("boom at 3")
+        time.sleep(0.001)
+
+    with pytest.raises(ValueError, match="boom at 3"), IOPool(2) as pool:
+        pool.for_each(work, range(1000))
+    assert len(started) < 1000
+
+
+def test_items_are_consumed_lazily():
+    pulled = 0
+
+    def items():
+        nonlocal pulled
+        for i in range(10_000):
+            pulled += 1
+            yield i
+
+    with IOPool(2) as pool:
+        it = pool._run(lambda x: x, items())
+        next(it)
+        assert pulled <= 2 * 2 + 2
+        list(it)

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from dataferry.cli import app
+
+runner = CliRunner()
+
+
+def test_help_lists_commands():
+    out = runner.invoke(app, ["--help"]).output
+    for cmd in ("demo", "success", "verify"):
+        assert cmd in out
+
+
+def test_demo_json_and_success(tmp_path):
+    dest = str(tmp_path / "demo")
+    res = runner.invoke(app, ["demo", "--dest", dest, "--rows", "20000", "--tasks", "6", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["rows_written"] == data["rows_read"] == 20000
+    assert data["failed_attempts"] == 1 and data["speculative_attempts"] == 1
+    res = runner.invoke(app, ["success", dest])
+    assert res.exit_code == 0 and "_SUCCESS" in res.output
+
+
+def test_success_errors_are_one_line(tmp_path):
+    res = runner.invoke(app, ["success", str(tmp_path / "missing")])
+    assert res.exit_code == 2 and "error:" in res.output
+
+
+def test_verify_crash_exit_codes():
+    ok = runner.invoke(
+        app, ["verify", "crash", "--committer", "v1", "--store", "sim:hdfs", "--json"]
+    )
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["total_violations"] == 0
+    bad = runner.invoke(
+        app, ["verify", "crash", "--committer", "v2", "--store", "sim:hdfs", "--json"]
+    )
+    assert bad.exit_code == 1 and json.loads(bad.stdout)["total_violations"] > 0
+    unknown = runner.invoke(app, ["verify", "crash", "--committer", "nope"])
+    assert unknown.exit_code == 2 and "unknown committer" in unknown.output

@@ -1,0 +1,34 @@
+"""The referee refereed: it passes v1 and fails v2, on several stores."""
+
+from __future__ import annotations
+
+import pytest
+
+from dataferry.verify import verify_crash
+
+
+@pytest.mark.parametrize("store", ["sim:hdfs", "memory://dataferry-crash"])
+def test_v1_has_no_violations_at_any_crash_point(store):
+    report = verify_crash("v1", store)
+    assert report.crash_points > 50
+    assert len(report.scenarios) == 2 * report.crash_points + 1
+    assert report.total_violations == 0, report.to_json(3)["examples"]
+    outcomes = report.outcomes
+    assert outcomes["committed"] > 0 and outcomes["driver_crashed"] > 0
+
+
+def test_v2_violations_are_detected():
+    report = verify_crash("v2", "sim:hdfs")
+    v = report.violations
+    assert v["nothing_visible_before_commit"] == len(report.scenarios)
+    assert v["exclusive_output"] > 0
+    data = report.to_json()
+    assert set(data) >= {
+        "committer",
+        "store",
+        "crash_points",
+        "scenarios",
+        "violations",
+        "total_violations",
+    }
+    assert data["total_violations"] == sum(v.values())
