@@ -4,7 +4,7 @@ import pytest
 
 from dataferry.errors import ConfigError
 from dataferry.store import PROFILES, open_store
-from dataferry.store.sim import _Pacer
+from dataferry.store.pacing import Pacer
 
 
 def test_every_profile_documents_what_it_models():
@@ -41,7 +41,7 @@ def test_s3_ceilings_are_per_prefix(tmp_path):
 
 
 def test_pacer_spaces_requests_by_the_ceiling():
-    pacer = _Pacer(100.0)  # 10 ms apart
+    pacer = Pacer(100.0)  # 10 ms apart
     waits = [pacer.reserve() for _ in range(5)]
     assert waits[0] == pytest.approx(0.0, abs=0.005)
     # the fifth request may go out no earlier than 40 ms after the first

@@ -238,6 +238,18 @@ class LocalStore(Store):
             return False
         return True
 
+    def open_read(self, path: str) -> BinaryIO:
+        """A real file handle: large files are read as a stream, not loaded whole."""
+        path = paths.normalize(path)
+
+        def _open() -> BinaryIO:
+            try:
+                return open(self._abs(path), "rb")
+            except OSError as e:
+                raise self._translate(e, path, "read") from None
+
+        return self._op(Op.READ, path, _open)
+
     def open_write(self, path: str, overwrite: bool = True) -> BinaryIO:
         """A real file handle: large outputs (shuffle data) stream to disk."""
         path = paths.normalize(path)

@@ -23,6 +23,7 @@ from typing import Literal
 from ..errors import AlreadyExists, ConfigError, NotFound
 from . import paths
 from .base import Capabilities, FileStatus, Store, WrappingStore
+from .pacing import Pacer
 
 MB = 1_000_000
 
@@ -147,25 +148,6 @@ PROFILES: dict[str, SimProfile] = {
 }
 
 
-class _Pacer:
-    """Strict requests-per-second ceiling: each request takes the next free time slot."""
-
-    def __init__(self, per_second: float) -> None:
-        self.interval = 1.0 / per_second if per_second > 0 else 0.0
-        self.next_slot = 0.0
-        self.lock = threading.Lock()
-
-    def reserve(self) -> float:
-        """Seconds the caller must wait before its request may go out."""
-        if not self.interval:
-            return 0.0
-        with self.lock:
-            now = time.perf_counter()
-            slot = max(now, self.next_slot)
-            self.next_slot = slot + self.interval
-            return slot - now
-
-
 class SimStore(WrappingStore):
     """A store model over an inner (usually local) store."""
 
@@ -176,7 +158,7 @@ class SimStore(WrappingStore):
         self.profile = profile
         self.latency_scale = latency_scale
         self.url = f"sim:{profile.name}:{inner.url}"
-        self._pacers: dict[tuple[str, str], _Pacer] = {}
+        self._pacers: dict[tuple[str, str], Pacer] = {}
         self._pacer_lock = threading.Lock()
 
     def __reduce__(self):
@@ -193,7 +175,7 @@ class SimStore(WrappingStore):
 
     # --- cost model ---------------------------------------------------------------------------
 
-    def _pacer(self, kind: str, path: str) -> _Pacer:
+    def _pacer(self, kind: str, path: str) -> Pacer:
         prefix = path.split("/", 1)[0] if self.profile.per_prefix_ceiling else ""
         key = (kind, prefix)
         pacer = self._pacers.get(key)
@@ -202,7 +184,7 @@ class SimStore(WrappingStore):
                 rate = (
                     self.profile.write_ops_per_s if kind == "write" else self.profile.read_ops_per_s
                 )
-                pacer = self._pacers.setdefault(key, _Pacer(rate))
+                pacer = self._pacers.setdefault(key, Pacer(rate))
         return pacer
 
     def _charge(self, kind: str, path: str, nbytes: int = 0, bandwidth: float = 0.0) -> None:

@@ -180,6 +180,21 @@ def run_scenario(
     return scenario, store
 
 
+def deterministic_options(committer: str) -> dict[str, Any]:
+    """Options that make a committer's store operations run in one fixed order: a committer
+    with an I/O pool runs it with one thread, so every crash point has a stable index."""
+    import dataclasses
+
+    from ..commit.factory import REGISTRY, known_committers
+
+    known_committers()  # registers optional committers
+    kind = REGISTRY.get(committer)
+    if kind is None:
+        return {}
+    fields = {f.name for f in dataclasses.fields(kind.config_type)}
+    return {"io_threads": 1} if "io_threads" in fields else {}
+
+
 def allowed_leftovers(committer: Any) -> tuple[str, ...]:
     """Hidden names a committer legitimately leaves in the destination after a job."""
     return (inv.SUCCESS, *getattr(committer, "permanent_entries", ()))
@@ -227,7 +242,7 @@ def verify_crash(
     progress: Callable[[int, int], None] | None = None,
 ) -> CrashReport:
     """Enumerate every crash point of the reference job for `committer` on `store`."""
-    options = options or {}
+    options = {**deterministic_options(committer), **(options or {})}
     stores = ScenarioStores(store)
     try:
         base, trace = baseline(committer, stores, options)

@@ -1,0 +1,204 @@
+"""The task manifest, in the JSON shape of Hadoop's manifest committer.
+
+A manifest lists what one task attempt produced: `files` (source, destination, size, etag) and
+`directories` (each destination directory with the state the task saw: not found, a file, a
+directory). Paths are URIs, percent-encoded as Hadoop's Path.toUri() encodes them, so a manifest
+written by Hadoop loads here and ours load there. Unknown keys are ignored on load.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+from urllib.parse import quote, unquote
+
+from ...errors import ConfigError, ValidationError
+from ...store import Store
+
+MANIFEST_TYPE = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest/1"
+MANIFEST_VERSION = 1
+_URI_SAFE = "/=:@!$&'()*+,;-._~"
+
+
+class EntryStatus(IntEnum):
+    """Wire values of Hadoop's EntryStatus (any other value reads as unknown)."""
+
+    UNKNOWN = 0
+    NOT_FOUND = 1
+    FILE = 2
+    DIR = 3
+    CREATED_DIR = 4
+
+    @classmethod
+    def of(cls, value: int) -> EntryStatus:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file to commit: store-relative source and destination, size, etag."""
+
+    source: str
+    dest: str
+    size: int
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    dest: str
+    status: EntryStatus
+    level: int
+
+
+@dataclass
+class TaskManifest:
+    job_id: str
+    job_attempt_number: int
+    task_id: str
+    task_attempt_id: str
+    task_attempt_dir: str
+    files: list[FileEntry] = field(default_factory=list)
+    directories: list[DirEntry] = field(default_factory=list)
+    extra_data: dict[str, str] = field(default_factory=dict)
+    iostatistics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    # --- JSON ------------------------------------------------------------------------------
+
+    def to_json(self, store: Store) -> dict[str, Any]:
+        files = []
+        for f in self.files:
+            entry: dict[str, Any] = {
+                "s": marshal(store, f.source),
+                "d": marshal(store, f.dest),
+                "z": f.size,
+            }
+            if f.etag is not None:
+                entry["e"] = f.etag
+            files.append(entry)
+        return {
+            "type": MANIFEST_TYPE,
+            "version": MANIFEST_VERSION,
+            "jobId": self.job_id,
+            "jobAttemptNumber": self.job_attempt_number,
+            "taskID": self.task_id,
+            "taskAttemptID": self.task_attempt_id,
+            "taskAttemptDir": marshal(store, self.task_attempt_dir),
+            "files": files,
+            "directories": [
+                {"d": marshal(store, d.dest), "t": int(d.status), "l": d.level}
+                for d in self.directories
+            ],
+            "extraData": dict(self.extra_data),
+            "iostatistics": self.iostatistics,
+        }
+
+    def to_bytes(self, store: Store) -> bytes:
+        return json.dumps(self.to_json(store), indent=1).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, store: Store, source: str) -> TaskManifest:
+        """Parse and validate; every error names `source` and the field at fault."""
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValidationError(f"not valid JSON: {e}", source) from None
+        return cls.from_json(data, store, source)
+
+    @classmethod
+    def from_json(cls, data: Any, store: Store, source: str) -> TaskManifest:
+        if not isinstance(data, dict):
+            raise ValidationError("not a JSON object", source)
+        if data.get("type") != MANIFEST_TYPE:
+            raise ValidationError(f"wrong type {data.get('type')!r}", source, "type")
+        if data.get("version") != MANIFEST_VERSION:
+            raise ValidationError(f"wrong version {data.get('version')!r}", source, "version")
+        extra = data.get("extraData") or {}
+        if not isinstance(extra, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in extra.items()
+        ):
+            raise ValidationError("keys and values must be strings", source, "extraData")
+        for key in ("jobId", "taskID", "taskAttemptID"):
+            if not isinstance(data.get(key), str) or not data[key]:
+                raise ValidationError("missing or not a string", source, key)
+        files = []
+        seen: set[str] = set()
+        for i, f in enumerate(data.get("files") or []):
+            where = f"files[{i}]"
+            if not isinstance(f, dict):
+                raise ValidationError("not an object", source, where)
+            for key in ("s", "d"):
+                if not isinstance(f.get(key), str) or not f[key]:
+                    raise ValidationError(f"empty or missing {key!r}", source, where)
+            size = f.get("z")
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise ValidationError(f"size {size!r} is not a non-negative integer", source, where)
+            dest = unmarshal(store, f["d"], source, where)
+            if dest in seen:
+                raise ValidationError(
+                    f"destination {f['d']} is written to by more than one entry", source, where
+                )
+            seen.add(dest)
+            etag = f.get("e")
+            files.append(
+                FileEntry(
+                    unmarshal(store, f["s"], source, where),
+                    dest,
+                    size,
+                    etag if isinstance(etag, str) and etag else None,
+                )
+            )
+        dirs = []
+        for i, d in enumerate(data.get("directories") or []):
+            where = f"directories[{i}]"
+            if not isinstance(d, dict) or not isinstance(d.get("d"), str) or not d["d"]:
+                raise ValidationError("empty or missing 'd'", source, where)
+            t, lvl = d.get("t", 0), d.get("l", 0)
+            if not isinstance(t, int) or t < 0 or not isinstance(lvl, int) or lvl < 0:
+                raise ValidationError("type and level must be non-negative integers", source, where)
+            dirs.append(DirEntry(unmarshal(store, d["d"], source, where), EntryStatus.of(t), lvl))
+        attempt_number = data.get("jobAttemptNumber", 0)
+        return cls(
+            job_id=data["jobId"],
+            job_attempt_number=attempt_number if isinstance(attempt_number, int) else 0,
+            task_id=data["taskID"],
+            task_attempt_id=data["taskAttemptID"],
+            task_attempt_dir=unmarshal(
+                store, data.get("taskAttemptDir") or store.full_url(), source, "taskAttemptDir"
+            ),
+            files=files,
+            directories=dirs,
+            extra_data=dict(extra),
+            iostatistics=data.get("iostatistics") or {},
+        )
+
+
+def marshal(store: Store, path: str) -> str:
+    """Store-relative path -> URI string as Hadoop writes it (percent-encoded)."""
+    root = store.full_url()
+    return f"{root}/{quote(path, safe=_URI_SAFE)}" if path else root
+
+
+def unmarshal(store: Store, uri: str, source: str = "", where: str = "") -> str:
+    """URI string -> store-relative path; refuses anything outside the store, naming it."""
+    text = unquote(uri)
+    candidates = [text]
+    if text.startswith("file:/") and not text.startswith("file:///"):
+        candidates.append("file://" + text[len("file:") :])  # Hadoop's local form: file:/x
+    for candidate in candidates:
+        try:
+            return store.relative_path(candidate)
+        except ConfigError:
+            continue
+    raise ValidationError(
+        f"path {uri!r} is outside the destination {store.full_url()}", source, where
+    )

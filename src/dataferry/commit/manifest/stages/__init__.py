@@ -1,0 +1,1 @@
+"""The manifest committer's stages, each a function with explicit input and output."""

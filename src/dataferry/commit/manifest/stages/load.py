@@ -1,0 +1,149 @@
+"""Job commit, stage 1: load the committed tasks' manifests.
+
+Manifests are loaded in parallel on the I/O pool, validated, checked for paths that escape
+(sources must lie in the task's own attempt directory, destinations in the destination and
+outside `_temporary`), and their file entries are streamed to a scratch file: memory holds at
+most one manifest per I/O thread plus a compact digest per destination (to reject two tasks
+writing the same file, naming both), not the whole job's file list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from ....errors import JobCommitError, NotFound, ValidationError
+from ....store import Store, paths
+from ...success import SUCCESS_FILE
+from ..files import DirEntry, FileEntry, TaskManifest
+from ..layout import PENDING_DIR
+from .base import StageContext, stage
+
+ENTRIES_FILE = "entries.jsonl"
+
+
+@dataclass
+class LoadedManifests:
+    """What job commit knows after loading: where the entries are, and the totals."""
+
+    scratch: Store
+    directories: dict[str, DirEntry] = field(default_factory=dict)
+    manifests: int = 0
+    files: int = 0
+    bytes: int = 0
+    task_attempts: list[str] = field(default_factory=list)
+
+    def entries(self) -> Iterator[tuple[FileEntry, str]]:
+        """(entry, task attempt id) for every file, streamed from the scratch file."""
+        if self.files == 0:
+            return
+        with self.scratch.open_read(ENTRIES_FILE) as f:
+            for line in f:
+                src, dest, size, etag, attempt = json.loads(line)
+                yield FileEntry(src, dest, size, etag), attempt
+
+
+@stage("job_stage_load_manifests", "load_manifests")
+def load_manifests(
+    ctx: StageContext, committed: Mapping[str, str], scratch: Store
+) -> LoadedManifests:
+    """Load the manifest of each committed task (task id -> the attempt the driver says
+    committed it)."""
+    loaded = LoadedManifests(scratch)
+    owners: dict[bytes, str] = {}
+    lock = threading.Lock()
+    sink = scratch.open_write(ENTRIES_FILE)
+
+    def load_one(item: tuple[str, str]) -> None:
+        task_id, attempt_id = item
+        path = ctx.layout.manifest_path(task_id)
+        source = ctx.store.full_url(path)
+        try:
+            with ctx.stats.duration("op_load_manifest"):
+                raw = ctx.store.read_bytes(path)
+        except NotFound:
+            raise JobCommitError(
+                f"task {task_id} was committed by {attempt_id} but its manifest {source} is missing"
+            ) from None
+        if not raw:
+            raise ValidationError("not a valid manifest file: empty", source)
+        manifest = TaskManifest.from_bytes(raw, ctx.store, source)
+        check_manifest(ctx, manifest, source, task_id, attempt_id)
+        lines = []
+        for f in manifest.files:
+            lines.append(json.dumps([f.source, f.dest, f.size, f.etag, attempt_id]) + "\n")
+        with lock:
+            for f in manifest.files:
+                digest = hashlib.blake2b(f.dest.encode(), digest_size=12).digest()
+                other = owners.setdefault(digest, attempt_id)
+                if other != attempt_id:
+                    raise JobCommitError(
+                        f"destination {ctx.store.full_url(f.dest)} is written by two tasks: "
+                        f"{other} and {attempt_id}"
+                    )
+            sink.write("".join(lines).encode())
+            for d in manifest.directories:
+                loaded.directories.setdefault(d.dest, d)
+            loaded.manifests += 1
+            loaded.files += len(manifest.files)
+            loaded.bytes += manifest.total_size
+            loaded.task_attempts.append(attempt_id)
+
+    try:
+        ctx.pool.for_each(load_one, sorted(committed.items()))
+    finally:
+        sink.close()
+    ctx.stats.incr("committer_task_manifests_loaded", loaded.manifests)
+    return loaded
+
+
+def check_manifest(
+    ctx: StageContext, m: TaskManifest, source: str, task_id: str, attempt_id: str
+) -> None:
+    """Refuse a manifest of another job or attempt, or one whose paths escape, before any
+    rename happens."""
+    if m.task_id != task_id or m.task_attempt_id != attempt_id:
+        raise ValidationError(
+            f"manifest is of {m.task_attempt_id} (task {m.task_id}), but the driver says task "
+            f"{task_id} was committed by {attempt_id}",
+            source,
+            "taskAttemptID",
+        )
+    if m.job_id != ctx.layout.job_uuid:
+        raise ValidationError(
+            f"manifest is of job {m.job_id!r}, not {ctx.layout.job_uuid!r}", source, "jobId"
+        )
+    expected_dir = f"{ctx.layout.tasks_dir}/{m.task_attempt_id}"
+    if m.task_attempt_dir != expected_dir:
+        raise ValidationError(
+            f"task attempt directory {m.task_attempt_dir!r} is not {expected_dir!r}",
+            source,
+            "taskAttemptDir",
+        )
+    for i, f in enumerate(m.files):
+        if not paths.is_under(f.source, expected_dir) or f.source == expected_dir:
+            raise ValidationError(
+                f"source {f.source!r} is not inside the task attempt directory",
+                source,
+                f"files[{i}]",
+            )
+        if _forbidden_dest(f.dest):
+            raise ValidationError(
+                f"destination {f.dest!r} is not a data path of the destination",
+                source,
+                f"files[{i}]",
+            )
+    for i, d in enumerate(m.directories):
+        if _forbidden_dest(d.dest):
+            raise ValidationError(
+                f"directory {d.dest!r} is not a data path of the destination",
+                source,
+                f"directories[{i}]",
+            )
+
+
+def _forbidden_dest(dest: str) -> bool:
+    return not dest or dest == SUCCESS_FILE or paths.is_under(dest, PENDING_DIR)

@@ -1,0 +1,119 @@
+"""Job commit, stage 3: rename every file to its destination, in parallel on the bounded pool.
+
+A rename whose outcome is unknown (timeout, connection reset) is resolved before it is retried
+or failed: if the destination now has the source's recorded etag (or, on stores without etags,
+the source is gone and the destination has its size), the earlier request took effect and the
+file counts as committed ("recovered", as Hadoop's ABFS resilient rename does). A throttled
+rename backs off and is retried.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ....errors import AlreadyExists, AmbiguousOutcome, JobCommitError, NotFound, Throttled
+from ....store import FileStatus, paths
+from ....store.pacing import Pacer
+from ...success import FILENAME_LIMIT
+from ..files import FileEntry
+from .base import StageContext, stage
+from .create_dirs import CreatedDirectories
+from .load import LoadedManifests
+
+
+@dataclass
+class RenameResult:
+    files: int = 0
+    bytes: int = 0
+    recovered: int = 0
+    filenames: list[str] = field(default_factory=list)
+
+
+@stage("job_stage_rename_files", "rename_files")
+def rename_files(
+    ctx: StageContext, loaded: LoadedManifests, created: CreatedDirectories
+) -> RenameResult:
+    result = RenameResult()
+    lock = threading.Lock()
+    pacer = Pacer(ctx.config.io_rate_limit)
+
+    def commit_one(item: tuple[FileEntry, str]) -> None:
+        entry, attempt = item
+        delete_first = (
+            ctx.config.delete_target_files and paths.parent(entry.dest) not in created.created
+        )
+        if delete_first and ctx.store.exists(entry.dest):
+            ctx.stats.incr("op_delete_file_under_destination")
+            ctx.store.delete(entry.dest, recursive=True)
+        recovered = commit_file(ctx, entry, attempt, pacer)
+        with lock:
+            result.files += 1
+            result.bytes += entry.size
+            result.recovered += recovered
+            if len(result.filenames) < FILENAME_LIMIT:
+                result.filenames.append(ctx.store.full_url(entry.dest))
+
+    ctx.pool.for_each(commit_one, loaded.entries())
+    ctx.stats.incr("commit_file_rename", result.files)
+    ctx.stats.incr("commit_file_rename_recovered", result.recovered)
+    return result
+
+
+def commit_file(ctx: StageContext, entry: FileEntry, attempt: str, pacer: Pacer) -> bool:
+    """Rename one file; True if an ambiguous earlier try turned out to have done it."""
+    store = ctx.store
+    for attempt_no in range(1, ctx.config.rename_attempts + 1):
+        waited = pacer.acquire()
+        if waited:
+            ctx.stats.add_sample("store_io_rate_limited", waited * 1000.0)
+        try:
+            with ctx.stats.duration("op_rename"):
+                store.rename(entry.source, entry.dest)
+            return False
+        except AmbiguousOutcome:
+            verdict = resolve_ambiguous(ctx, entry)
+            if verdict == "done":
+                return True
+            if verdict == "lost":
+                raise JobCommitError(
+                    f"rename of {store.full_url(entry.source)} (from {attempt}) to "
+                    f"{store.full_url(entry.dest)} had an unknown outcome, and now the source is "
+                    "gone and the destination does not match it"
+                ) from None
+        except Throttled:
+            time.sleep(min(1.0, 0.05 * 2**attempt_no))
+        except AlreadyExists:
+            raise JobCommitError(
+                f"cannot commit {store.full_url(entry.dest)} (from {attempt}): a file is already "
+                "there; file names should be unique per job, or set delete_target_files=True"
+            ) from None
+    raise JobCommitError(
+        f"rename of {store.full_url(entry.source)} to {store.full_url(entry.dest)} failed "
+        f"{ctx.config.rename_attempts} times"
+    )
+
+
+def resolve_ambiguous(ctx: StageContext, entry: FileEntry) -> str:
+    """'done' (the rename took effect), 'retry' (it did not), or 'lost' (cannot tell)."""
+    ctx.stats.incr("commit_file_rename_ambiguous")
+    dest = _stat_or_none(ctx, entry.dest)
+    source = _stat_or_none(ctx, entry.source)
+    if dest is not None and not dest.is_dir:
+        if entry.etag and dest.etag and ctx.store.capabilities.etags_preserved_by_rename:
+            if dest.etag == entry.etag:
+                return "done"
+        elif source is None and dest.size == entry.size:
+            ctx.stats.incr("commit_file_rename_recovered_by_size")
+            return "done"
+    if source is not None and dest is None:
+        return "retry"
+    return "lost"
+
+
+def _stat_or_none(ctx: StageContext, path: str) -> FileStatus | None:
+    try:
+        return ctx.store.stat(path)
+    except NotFound:
+        return None
