@@ -226,6 +226,66 @@ def success(
         console.print(_ops_table(stats, "I/O statistics"))
 
 
+# --- manifest ------------------------------------------------------------------------------------
+
+
+@app.command()
+def manifest(
+    path: str = typer.Argument(..., help="A task manifest file, or a directory of them."),
+    files: int = typer.Option(10, help="How many file entries to show per manifest."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Show and validate task manifests (ours or Hadoop's manifest committer's)."""
+    from .commit.manifest.files import load_manifest_file, manifest_files_in
+
+    with _errors():
+        found = [(p, *load_manifest_file(p)) for p in manifest_files_in(path)]
+    if json_out:
+        _print_json(
+            [
+                {
+                    "path": p,
+                    "bytes": size,
+                    "jobId": m.job_id,
+                    "taskID": m.task_id,
+                    "taskAttemptID": m.task_attempt_id,
+                    "files": len(m.files),
+                    "totalSize": m.total_size,
+                    "directories": len(m.directories),
+                    "entries": [
+                        {"s": f.source, "d": f.dest, "z": f.size, "e": f.etag} for f in m.files
+                    ],
+                }
+                for p, m, size in found
+            ]
+        )
+        return
+    if not found:
+        err.print(f"no manifests (*-manifest.json) in {path}")
+        raise typer.Exit(1)
+    for p, m, size in found:
+        t = Table(title=f"manifest {p}", show_header=False)
+        t.add_column(style="bold")
+        t.add_column()
+        for k, v in (
+            ("job", m.job_id),
+            ("task / attempt", f"{m.task_id} / {m.task_attempt_id}"),
+            ("attempt directory", m.task_attempt_dir),
+            ("files / bytes", f"{len(m.files)} / {m.total_size:,}"),
+            ("directories", str(len(m.directories))),
+            ("manifest size", f"{size:,} bytes"),
+        ):
+            t.add_row(k, v)
+        console.print(t)
+        if m.files and files > 0:
+            ft = Table()
+            for col in ("destination", "size", "etag"):
+                ft.add_column(col)
+            for f in m.files[:files]:
+                ft.add_row(f.dest, f"{f.size:,}", f.etag or "")
+            console.print(ft)
+
+
 # --- verify --------------------------------------------------------------------------------------
 
 

@@ -32,3 +32,11 @@ def test_v2_violations_are_detected():
         "total_violations",
     }
     assert data["total_violations"] == sum(v.values())
+
+
+@pytest.mark.parametrize("store", ["sim:abfs", None])
+def test_manifest_has_no_violations_at_any_crash_point(store):
+    report = verify_crash("manifest", store)
+    assert report.crash_points > 50
+    assert report.total_violations == 0, report.to_json(3)["examples"]
+    assert report.outcomes["driver_crashed"] > 0

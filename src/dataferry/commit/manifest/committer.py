@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...errors import JobCommitError, NotFound, TaskCommitError
+from ...errors import CommitError, JobCommitError, NotFound, TaskCommitError
 from ...stats import IOStatistics
 from ...store import IOPool, Store, open_store, paths
 from ...store.scratch import scratch_store
@@ -162,7 +162,7 @@ class ManifestCommitter(Committer):
             self._fill(success, ctx, state="failed")
             success.diagnostics["exception"] = f"{type(e).__name__}: {e}"
             self._maybe_save_summary(job, success, overwrite=True)
-            if isinstance(e, Exception) and not isinstance(e, JobCommitError):
+            if isinstance(e, Exception) and not isinstance(e, CommitError):
                 raise JobCommitError(
                     f"job {job.job_id}: job commit failed in stage {ctx.last_stage}: {e}"
                 ) from e

@@ -106,7 +106,7 @@ class TaskManifest:
         return json.dumps(self.to_json(store), indent=1).encode()
 
     @classmethod
-    def from_bytes(cls, raw: bytes, store: Store, source: str) -> TaskManifest:
+    def from_bytes(cls, raw: bytes, store: Store | None, source: str) -> TaskManifest:
         """Parse and validate; every error names `source` and the field at fault."""
         try:
             data = json.loads(raw)
@@ -115,7 +115,9 @@ class TaskManifest:
         return cls.from_json(data, store, source)
 
     @classmethod
-    def from_json(cls, data: Any, store: Store, source: str) -> TaskManifest:
+    def from_json(cls, data: Any, store: Store | None, source: str) -> TaskManifest:
+        """With a store, paths become store-relative and must lie inside it; without one
+        (to show a manifest from anywhere), paths stay the URIs they are."""
         if not isinstance(data, dict):
             raise ValidationError("not a JSON object", source)
         if data.get("type") != MANIFEST_TYPE:
@@ -173,7 +175,7 @@ class TaskManifest:
             task_id=data["taskID"],
             task_attempt_id=data["taskAttemptID"],
             task_attempt_dir=unmarshal(
-                store, data.get("taskAttemptDir") or store.full_url(), source, "taskAttemptDir"
+                store, data.get("taskAttemptDir") or "", source, "taskAttemptDir"
             ),
             files=files,
             directories=dirs,
@@ -188,9 +190,12 @@ def marshal(store: Store, path: str) -> str:
     return f"{root}/{quote(path, safe=_URI_SAFE)}" if path else root
 
 
-def unmarshal(store: Store, uri: str, source: str = "", where: str = "") -> str:
-    """URI string -> store-relative path; refuses anything outside the store, naming it."""
+def unmarshal(store: Store | None, uri: str, source: str = "", where: str = "") -> str:
+    """URI string -> store-relative path; refuses anything outside the store, naming it.
+    Without a store the URI is returned decoded, as it is."""
     text = unquote(uri)
+    if store is None:
+        return text
     candidates = [text]
     if text.startswith("file:/") and not text.startswith("file:///"):
         candidates.append("file://" + text[len("file:") :])  # Hadoop's local form: file:/x
@@ -202,3 +207,28 @@ def unmarshal(store: Store, uri: str, source: str = "", where: str = "") -> str:
     raise ValidationError(
         f"path {uri!r} is outside the destination {store.full_url()}", source, where
     )
+
+
+def load_manifest_file(location: str) -> tuple[TaskManifest, int]:
+    """Load one manifest file from any location (for display); returns it and its size."""
+    from ...store import open_location
+
+    store, name = open_location(location, "")
+    if not name:
+        raise ValidationError("is a directory, not a manifest file", location)
+    raw = store.read_bytes(name)
+    return TaskManifest.from_bytes(raw, None, store.full_url(name)), len(raw)
+
+
+def manifest_files_in(location: str) -> list[str]:
+    """The manifest files in a directory (names ending `-manifest.json`), or [location]."""
+    from ...store import open_location
+
+    store, name = open_location(location, "")
+    if name:
+        return [location]
+    return [
+        f"{location.rstrip('/')}/{s.name}"
+        for s in store.list("")
+        if s.name.endswith("-manifest.json") and not s.is_dir
+    ]
