@@ -23,6 +23,8 @@ app = typer.Typer(
 )
 verify_app = typer.Typer(no_args_is_help=True, help="Check committers and stores by experiment.")
 app.add_typer(verify_app, name="verify")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks, side by side in one run.")
+app.add_typer(bench_app, name="bench")
 
 console = Console()
 err = Console(stderr=True)
@@ -328,6 +330,96 @@ def verify_crash_cmd(
             )
     if data["total_violations"]:
         raise typer.Exit(1)
+
+
+# --- bench ---------------------------------------------------------------------------------------
+
+
+@bench_app.command("commit")
+def bench_commit(
+    committers: str = typer.Option("v1,v2,manifest", help="Comma-separated committer names."),
+    files: int = typer.Option(4000, help="Files in the job."),
+    tasks: int = typer.Option(40, help="Tasks (each writes files/tasks files)."),
+    partitions: int = typer.Option(40, help="Partition directories every task writes into."),
+    store: str = typer.Option("sim:abfs", help="sim:PROFILE, 'local', or a directory."),
+    io_threads: int = typer.Option(32, "--io-threads", help="Job-commit I/O threads."),
+    file_size: int = typer.Option(1024, help="Bytes per file."),
+    repeats: int = typer.Option(1, help="Runs per committer (interleaved); medians are shown."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Commit the same job with each committer and compare task and job commit."""
+    from .bench.commit import CommitBenchSpec, run_commit_bench
+
+    with _errors():
+        spec = CommitBenchSpec(
+            committers=tuple(c.strip() for c in committers.split(",") if c.strip()),
+            files=files,
+            tasks=tasks,
+            partitions=partitions,
+            store=store,
+            io_threads=io_threads,
+            file_size=file_size,
+            repeats=repeats,
+        )
+        with _progress("committers", len(spec.committers) * repeats, json_out) as advance:
+            report = run_commit_bench(spec, progress=lambda msg: advance(0))
+    data = report.to_json()
+    if json_out:
+        _print_json(data)
+        return
+    floor = data["floor_s"]
+    t = Table(
+        title=f"bench commit: {files} files, {tasks} tasks, {partitions} partitions on {store} "
+        f"({io_threads} I/O threads, median of {repeats})"
+    )
+    for col in (
+        "committer",
+        "task commit s (sum)",
+        "job commit s",
+        "vs v1",
+        "limit s",
+        "x limit",
+        "requests / ops",
+    ):
+        t.add_column(col, justify="left" if col == "committer" else "right")
+    for r in data["results"]:
+        speed = data["speedup_vs_v1"].get(r["committer"])
+        requests = r["requests"].get("store_requests") or sum(
+            v for k, v in r["ops"].items() if not k.endswith(".failures")
+        )
+        t.add_row(
+            r["committer"],
+            f"{r['task_commit_s']:.3f}",
+            f"{r['job_commit_s']:.3f}",
+            f"{speed:.1f}x" if speed else "",
+            f"{r['limit_s']:.3f}",
+            f"{r['ratio_to_limit']:.2f}",
+            str(requests),
+        )
+    console.print(t)
+    if floor is not None:
+        console.print(
+            f"limit on local disk = {files} bare renames measured in this run: {floor:.3f} s"
+        )
+    s = Table(title="job commit stages (s)")
+    stage_names = sorted({k for r in data["results"] for k in r["stages"]})
+    s.add_column("committer")
+    for name in stage_names:
+        s.add_column(name, justify="right")
+    for r in data["results"]:
+        s.add_row(
+            r["committer"],
+            *(f"{r['stages'].get(n, 0):.3f}" if n in r["stages"] else "" for n in stage_names),
+        )
+    console.print(s)
+    o = Table(title="job commit store operations")
+    op_names = sorted({k for r in data["results"] for k in r["ops"]})
+    o.add_column("committer")
+    for name in op_names:
+        o.add_column(name.removeprefix("op_"), justify="right")
+    for r in data["results"]:
+        o.add_row(r["committer"], *(str(r["ops"].get(n, 0)) for n in op_names))
+    console.print(o)
 
 
 def main() -> None:

@@ -40,7 +40,9 @@ def _run(ctx: StageContext) -> CleanupOutcome:
                 attempts = [s.path for s in ctx.store.list(ctx.layout.tasks_dir)]
             except StoreError:
                 attempts = []
-            ctx.pool.for_each(lambda p: ctx.store.delete(p, recursive=True), attempts)
+            ctx.pool.for_each(
+                lambda p: ctx.store.delete(p, recursive=True), attempts, adaptive=True
+            )
             outcome = CleanupOutcome.PARALLEL_DELETE
         ctx.store.delete(ctx.layout.job_dir, recursive=True)
         _remove_empty_pending_dir(ctx)

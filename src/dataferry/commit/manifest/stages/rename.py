@@ -39,23 +39,26 @@ def rename_files(
     lock = threading.Lock()
     pacer = Pacer(ctx.config.io_rate_limit)
 
-    def commit_one(item: tuple[FileEntry, str]) -> None:
-        entry, attempt = item
-        delete_first = (
-            ctx.config.delete_target_files and paths.parent(entry.dest) not in created.created
-        )
-        if delete_first and ctx.store.exists(entry.dest):
-            ctx.stats.incr("op_delete_file_under_destination")
-            ctx.store.delete(entry.dest, recursive=True)
-        recovered = commit_file(ctx, entry, attempt, pacer)
+    def commit_batch(batch: list[tuple[FileEntry, str]]) -> None:
+        recovered = nbytes = 0
+        for entry, attempt in batch:
+            delete_first = (
+                ctx.config.delete_target_files and paths.parent(entry.dest) not in created.created
+            )
+            if delete_first and ctx.store.exists(entry.dest):
+                ctx.stats.incr("op_delete_file_under_destination")
+                ctx.store.delete(entry.dest, recursive=True)
+            recovered += commit_file(ctx, entry, attempt, pacer)
+            nbytes += entry.size
         with lock:
-            result.files += 1
-            result.bytes += entry.size
+            result.files += len(batch)
+            result.bytes += nbytes
             result.recovered += recovered
-            if len(result.filenames) < FILENAME_LIMIT:
-                result.filenames.append(ctx.store.full_url(entry.dest))
+            room = FILENAME_LIMIT - len(result.filenames)
+            result.filenames.extend(ctx.store.full_url(e.dest) for e, _ in batch[:room])
 
-    ctx.pool.for_each(commit_one, loaded.entries())
+    ctx.pool.for_each(commit_batch, loaded.batches(ctx.pool.threads), adaptive=True)
+    ctx.stats.set_gauge("job_stage_rename_files.parallel", int(ctx.pool.last_mode == "pool"))
     ctx.stats.incr("commit_file_rename", result.files)
     ctx.stats.incr("commit_file_rename_recovered", result.recovered)
     return result
@@ -65,12 +68,10 @@ def commit_file(ctx: StageContext, entry: FileEntry, attempt: str, pacer: Pacer)
     """Rename one file; True if an ambiguous earlier try turned out to have done it."""
     store = ctx.store
     for attempt_no in range(1, ctx.config.rename_attempts + 1):
-        waited = pacer.acquire()
-        if waited:
-            ctx.stats.add_sample("store_io_rate_limited", waited * 1000.0)
+        if pacer.interval:
+            ctx.stats.add_sample("store_io_rate_limited", pacer.acquire() * 1000.0)
         try:
-            with ctx.stats.duration("op_rename"):
-                store.rename(entry.source, entry.dest)
+            store.rename(entry.source, entry.dest)
             return False
         except AmbiguousOutcome:
             verdict = resolve_ambiguous(ctx, entry)

@@ -13,8 +13,11 @@ from .load import LoadedManifests
 def validate_output(ctx: StageContext, loaded: LoadedManifests) -> int:
     check_etags = ctx.store.capabilities.etags_preserved_by_rename
 
-    def check(item: tuple[FileEntry, str]) -> None:
-        entry, _attempt = item
+    def check_batch(batch: list[tuple[FileEntry, str]]) -> None:
+        for entry, _attempt in batch:
+            check(entry)
+
+    def check(entry: FileEntry) -> None:
         url = ctx.store.full_url(entry.dest)
         try:
             st = ctx.store.stat(entry.dest)
@@ -27,4 +30,5 @@ def validate_output(ctx: StageContext, loaded: LoadedManifests) -> int:
         if check_etags and entry.etag and st.etag and st.etag != entry.etag:
             raise JobCommitError(f"validation: {url} has etag {st.etag}, expected {entry.etag}")
 
-    return ctx.pool.for_each(check, loaded.entries())
+    ctx.pool.for_each(check_batch, loaded.batches(ctx.pool.threads), adaptive=True)
+    return loaded.files

@@ -1,0 +1,1 @@
+"""Benchmarks: the same work for each contender in one run, reported side by side."""

@@ -1,0 +1,256 @@
+"""`dataferry bench commit`: the same write job committed by each committer, side by side.
+
+Per committer, in one run on the same store model: the task files are written first with the
+model's latency switched off (setting up the job is not what is measured, and costs every
+committer the same), then task commits (in parallel, as executors would) and the job commit run
+with the full model. Reported: task-commit time, job-commit time with its stages, store requests
+by kind, and the job-commit lower bound of the store model with the ratio to it.
+
+The lower bound of a job commit that sends R requests on a model with latency L, `n` I/O threads
+and a ceiling of C requests per second is max(R * L / n, R / C) (writes and reads against their
+own ceilings). On local disk there is no model; the floor is measured instead: the same number
+of bare renames, timed in the same run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..commit.factory import build_committer, build_config
+from ..commit.protocol import TaskCommitMessage
+from ..errors import ConfigError
+from ..store import LocalStore, SimStore, Store, open_store
+from .machine import machine_info
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CommitBenchSpec:
+    committers: tuple[str, ...] = ("v1", "v2", "manifest")
+    files: int = 4000
+    tasks: int = 40
+    partitions: int = 40
+    store: str = "sim:abfs"
+    io_threads: int = 32
+    file_size: int = 1024
+    task_parallelism: int = 8
+    repeats: int = 1
+
+    def __post_init__(self) -> None:
+        for name, value in (
+            ("files", self.files),
+            ("tasks", self.tasks),
+            ("partitions", self.partitions),
+        ):
+            if value < 1:
+                raise ConfigError(f"--{name} must be >= 1, got {value}")
+        if self.files < self.tasks:
+            raise ConfigError(f"--files ({self.files}) must be at least --tasks ({self.tasks})")
+
+
+@dataclass
+class CommitBenchResult:
+    committer: str
+    task_commit_s: float
+    task_commit_wall_s: float
+    job_commit_s: float
+    stages: dict[str, float]
+    ops: dict[str, int]
+    requests: dict[str, int]
+    limit_s: float
+    files: int
+    runs: list[float] = field(default_factory=list)
+
+    @property
+    def ratio_to_limit(self) -> float:
+        return self.job_commit_s / self.limit_s if self.limit_s > 0 else float("nan")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "committer": self.committer,
+            "task_commit_s": round(self.task_commit_s, 4),
+            "task_commit_wall_s": round(self.task_commit_wall_s, 4),
+            "job_commit_s": round(self.job_commit_s, 4),
+            "job_commit_runs_s": [round(r, 4) for r in self.runs],
+            "stages": {k: round(v, 4) for k, v in self.stages.items()},
+            "ops": self.ops,
+            "requests": self.requests,
+            "limit_s": round(self.limit_s, 4),
+            "ratio_to_limit": round(self.ratio_to_limit, 2),
+            "files": self.files,
+        }
+
+
+@dataclass
+class CommitBenchReport:
+    spec: CommitBenchSpec
+    results: list[CommitBenchResult]
+    floor_s: float | None  # local disk: measured bare renames
+    machine: dict[str, Any]
+
+    def speedup(self, committer: str, baseline: str = "v1") -> float | None:
+        by = {r.committer: r for r in self.results}
+        if committer in by and baseline in by and by[committer].job_commit_s > 0:
+            return by[baseline].job_commit_s / by[committer].job_commit_s
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "benchmark": "commit",
+            "spec": self.spec.__dict__,
+            "machine": self.machine,
+            "floor_s": None if self.floor_s is None else round(self.floor_s, 4),
+            "results": [r.to_json() for r in self.results],
+            "speedup_vs_v1": {
+                r.committer: round(s, 2)
+                for r in self.results
+                if (s := self.speedup(r.committer)) is not None
+            },
+        }
+
+
+def _open(base: str, name: str) -> Store:
+    if base.startswith("sim:"):
+        return open_store(f"{base}:{name}")
+    return open_store(f"{base}/{name}")
+
+
+def _set_latency(store: Store, scale: float) -> None:
+    if isinstance(store, SimStore):
+        store.latency_scale = scale
+
+
+def _file_layout(spec: CommitBenchSpec, task: int) -> list[str]:
+    """Task t writes its share of the files, spread over every partition: tasks share partition
+    directories, the case where v1 cannot rename whole directories."""
+    per_task = spec.files // spec.tasks + (1 if task < spec.files % spec.tasks else 0)
+    start = task * (spec.files // spec.tasks) + min(task, spec.files % spec.tasks)
+    return [
+        f"part={(start + j) % spec.partitions:04d}/part-{task:05d}-{j:05d}.bin"
+        for j in range(per_task)
+    ]
+
+
+def run_one(spec: CommitBenchSpec, committer_name: str, store: Store) -> CommitBenchResult:
+    options = {"io_threads": spec.io_threads} if committer_name == "manifest" else {}
+    committer = build_committer(committer_name, store, build_config(committer_name, options))
+    payload = b"x" * spec.file_size
+    _set_latency(store, 0.0)
+    job = committer.new_job()
+    committer.setup_job(job)
+    attempts = [job.task(t) for t in range(spec.tasks)]
+    for t in attempts:
+        committer.setup_task(t)
+        for rel in _file_layout(spec, t.task_index):
+            committer.write_file(t, rel, payload)
+    _set_latency(store, 1.0)
+
+    def commit(task: Any) -> tuple[TaskCommitMessage, float]:
+        start = time.perf_counter()
+        msg = committer.commit_task(task)
+        return msg, time.perf_counter() - start
+
+    wall = time.perf_counter()
+    with ThreadPoolExecutor(spec.task_parallelism) as pool:
+        done = list(pool.map(commit, attempts))
+    task_wall = time.perf_counter() - wall
+    messages = [m for m, _ in done]
+    before = store.stats.snapshot()
+    start = time.perf_counter()
+    result = committer.commit_job(job, messages)
+    job_commit_s = time.perf_counter() - start
+    delta = store.stats.diff(before)["counters"]
+    ops = {k: v for k, v in delta.items() if k.startswith("op_")}
+    requests = {k: v for k, v in delta.items() if k.startswith("store_requests")}
+    return CommitBenchResult(
+        committer=committer_name,
+        task_commit_s=sum(s for _, s in done),
+        task_commit_wall_s=task_wall,
+        job_commit_s=job_commit_s,
+        stages={k: v for k, v in result.stage_seconds.items() if k != "total"},
+        ops=ops,
+        requests=requests,
+        limit_s=model_limit(store, requests, spec.io_threads),
+        files=result.files,
+    )
+
+
+def model_limit(store: Store, requests: dict[str, int], threads: int) -> float:
+    """The store model's lower bound for sending these requests with `threads` in flight."""
+    if not isinstance(store, SimStore):
+        return 0.0
+    p = store.profile
+    total = requests.get("store_requests", 0)
+    writes = requests.get("store_requests_write", 0)
+    reads = requests.get("store_requests_read", 0)
+    by_latency = total * p.latency_s / max(1, threads)
+    by_ceiling = max(
+        writes / p.write_ops_per_s if p.write_ops_per_s else 0.0,
+        reads / p.read_ops_per_s if p.read_ops_per_s else 0.0,
+    )
+    return max(by_latency, by_ceiling)
+
+
+def measure_rename_floor(files: int, file_size: int) -> float:
+    """Seconds for `files` bare renames of small files on local disk, one after another."""
+    directory = tempfile.mkdtemp(prefix="dataferry-floor-")
+    try:
+        store = LocalStore(directory)
+        payload = b"x" * file_size
+        names = [f"f{i:06d}" for i in range(files)]
+        for n in names:
+            store.write_bytes(f"src/{n}", payload)
+        store.mkdirs("dst")
+        start = time.perf_counter()
+        for n in names:
+            store.rename(f"src/{n}", f"dst/{n}")
+        return time.perf_counter() - start
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) -> CommitBenchReport:
+    say = progress or (lambda _msg: None)
+    base_dir = tempfile.mkdtemp(prefix="dataferry-bench-commit-")
+    local = not spec.store.startswith("sim:")
+    base = (
+        base_dir
+        if spec.store in ("local", "")
+        else (f"{spec.store}:{base_dir}" if spec.store.count(":") == 1 else spec.store)
+    )
+    if local and spec.store not in ("local", ""):
+        base = spec.store
+    runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
+    floors: list[float] = []
+    try:
+        for rep in range(spec.repeats):
+            if local:
+                say(f"floor: {spec.files} bare renames (run {rep + 1})")
+                floors.append(measure_rename_floor(spec.files, spec.file_size))
+            for name in spec.committers:  # interleaved, so drift hits every committer alike
+                say(f"{name}: run {rep + 1} of {spec.repeats}")
+                store = _open(base, f"{name}-{rep}")
+                runs[name].append(run_one(spec, name, store))
+                store.delete("", recursive=True)
+    finally:
+        shutil.rmtree(base_dir, ignore_errors=True)
+    results = []
+    for name in spec.committers:
+        rs = runs[name]
+        median = sorted(rs, key=lambda r: r.job_commit_s)[len(rs) // 2]
+        median.runs = [r.job_commit_s for r in rs]
+        median.task_commit_s = statistics.median(r.task_commit_s for r in rs)
+        results.append(median)
+    floor = statistics.median(floors) if floors else None
+    if floor is not None:
+        for r in results:
+            r.limit_s = floor
+    return CommitBenchReport(spec, results, floor, machine_info())
