@@ -42,3 +42,51 @@ def test_verify_crash_exit_codes():
     assert bad.exit_code == 1 and json.loads(bad.stdout)["total_violations"] > 0
     unknown = runner.invoke(app, ["verify", "crash", "--committer", "nope"])
     assert unknown.exit_code == 2 and "unknown committer" in unknown.output
+
+
+def test_manifest_command_shows_task_manifests(tmp_path):
+    from dataferry import make_committer
+
+    c = make_committer("manifest", str(tmp_path / "out"))
+    job = c.new_job()
+    c.setup_job(job)
+    t = job.task(0)
+    c.setup_task(t)
+    c.write_file(t, "p=1/a.parquet", b"123")
+    c.commit_task(t)
+    manifests = tmp_path / "out" / "_temporary" / job.job_uuid / "00" / "manifests"
+    res = runner.invoke(app, ["manifest", str(manifests), "--json"])
+    assert res.exit_code == 0, res.output
+    (entry,) = json.loads(res.stdout)
+    assert entry["taskAttemptID"] == str(t.attempt_id) and entry["files"] == 1
+    assert entry["entries"][0]["d"].endswith("/p=1/a.parquet")
+    bad = tmp_path / "bad-manifest.json"
+    bad.write_text('{"type": "nope"}')
+    res = runner.invoke(app, ["manifest", str(bad)])
+    assert res.exit_code == 2 and "wrong type" in res.output
+
+
+def test_bench_commit_json():
+    res = runner.invoke(
+        app,
+        [
+            "bench",
+            "commit",
+            "--committers",
+            "v1,manifest",
+            "--files",
+            "40",
+            "--tasks",
+            "2",
+            "--partitions",
+            "2",
+            "--store",
+            "sim:hdfs",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [r["committer"] for r in data["results"]] == ["v1", "manifest"]
+    for r in data["results"]:
+        assert {"committer", "job_commit_s", "task_commit_s", "ops", "limit_s"} <= set(r)

@@ -66,3 +66,23 @@ def test_items_are_consumed_lazily():
         next(it)
         assert pulled <= 2 * 2 + 2
         list(it)
+
+
+def test_adaptive_runs_cpu_bound_work_inline_and_waiting_work_on_the_pool():
+    threads_seen = set()
+
+    def busy(_):
+        threads_seen.add(threading.get_ident())
+        sum(i * i for i in range(20_000))
+
+    with IOPool(4) as pool:
+        pool.for_each(busy, range(20), adaptive=True)
+        assert pool.last_mode == "inline"
+    assert threads_seen == {threading.get_ident()}
+
+    def waits(_):
+        time.sleep(0.005)
+
+    with IOPool(4) as pool:
+        pool.for_each(waits, range(20), adaptive=True)
+        assert pool.last_mode == "pool"

@@ -1,0 +1,43 @@
+"""The commit benchmark measures what its name says; no timing assertions here."""
+
+from __future__ import annotations
+
+from dataferry.bench.commit import CommitBenchSpec, _file_layout, run_commit_bench
+
+
+def test_layout_spreads_every_task_over_the_partitions():
+    spec = CommitBenchSpec(files=100, tasks=4, partitions=10)
+    layouts = [_file_layout(spec, t) for t in range(4)]
+    assert sum(len(files) for files in layouts) == 100
+    assert all(len({f.split("/")[0] for f in files}) == 10 for files in layouts)
+    assert len({f for files in layouts for f in files}) == 100
+
+
+def test_small_run_on_a_store_model():
+    spec = CommitBenchSpec(
+        committers=("v1", "manifest"),
+        files=60,
+        tasks=3,
+        partitions=4,
+        store="sim:hdfs",
+        io_threads=8,
+    )
+    report = run_commit_bench(spec)
+    data = report.to_json()
+    by = {r["committer"]: r for r in data["results"]}
+    assert set(by) == {"v1", "manifest"}
+    for r in by.values():
+        assert r["files"] == 60 and r["job_commit_s"] > 0 and r["limit_s"] > 0
+    # manifest's job commit renames each file once; v1 probes then renames each file
+    assert by["manifest"]["ops"]["op_rename"] == 61  # 60 files + _SUCCESS
+    v1 = by["v1"]["ops"]
+    assert v1["op_get_file_status"] + v1.get("op_get_file_status.failures", 0) > 40
+    assert set(by["manifest"]["stages"]) >= {"load_manifests", "rename_files", "cleanup"}
+    assert data["floor_s"] is None
+
+
+def test_local_run_measures_the_rename_floor():
+    spec = CommitBenchSpec(committers=("manifest",), files=50, tasks=2, partitions=2, store="local")
+    report = run_commit_bench(spec)
+    assert report.floor_s and report.floor_s > 0
+    assert report.results[0].limit_s == report.floor_s
