@@ -8,7 +8,7 @@ import pytest
 
 from dataferry.store import Store, open_store
 
-STORE_KINDS = ["local", "memory", "sim-hdfs", "sim-gcs", "sim-s3", "faulty-local"]
+STORE_KINDS = ["local", "memory", "sim-hdfs", "sim-gcs", "sim-s3", "faulty-local", "sub-local"]
 
 
 def make_store(kind: str, tmp_path) -> Store:
@@ -20,6 +20,10 @@ def make_store(kind: str, tmp_path) -> Store:
         return open_store(f"sim:{kind[4:]}:{tmp_path / 'store'}", latency_scale=0.0)
     if kind == "faulty-local":
         return open_store(str(tmp_path / "store"), faults=[])
+    if kind == "sub-local":
+        from dataferry.store.substore import SubStore
+
+        return SubStore(open_store(str(tmp_path / "outer")), "a/b/inner")
     raise ValueError(kind)
 
 

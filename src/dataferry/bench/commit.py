@@ -118,9 +118,8 @@ class CommitBenchReport:
 
 
 def _open(base: str, name: str) -> Store:
-    if base.startswith("sim:"):
-        return open_store(f"{base}:{name}")
-    return open_store(f"{base}/{name}")
+    """A fresh destination `name` inside the base directory (of a `sim:` URL or a path)."""
+    return open_store(f"{base.rstrip('/')}/{name}")
 
 
 def _set_latency(store: Store, scale: float) -> None:

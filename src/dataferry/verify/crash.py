@@ -192,7 +192,8 @@ def deterministic_options(committer: str) -> dict[str, Any]:
     if kind is None:
         return {}
     fields = {f.name for f in dataclasses.fields(kind.config_type)}
-    return {"io_threads": 1} if "io_threads" in fields else {}
+    pools = ("io_threads", "move_threads", "load_partition_threads")
+    return {name: 1 for name in pools if name in fields}
 
 
 def allowed_leftovers(committer: Any) -> tuple[str, ...]:

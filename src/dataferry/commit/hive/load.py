@@ -1,0 +1,236 @@
+"""The load: moving a committed staging tree into the table, as named stages.
+
+plan_load -> (journal saved) -> move_aside -> move_in -> register -> (journal: registered)
+
+A partition new to the table moves with one directory rename where the store renames
+directories atomically in O(1); otherwise its files move one by one, in parallel. Replaced
+partitions (overwrite) are first moved aside into the staging directory, so a failed load can
+put them back. Every move is an idempotent journal step.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ...errors import AlreadyExists, CommitError, NotFound
+from ...stats import IOStatistics
+from ...store import FileStatus, IOPool, Store, paths
+from ...store.catalog import Catalog, PartitionRecord
+from .journal import Journal, Step
+from .staging import REPLACED_DIR, is_staging_dir
+
+
+@dataclass
+class LoadPools:
+    partitions: IOPool
+    files: IOPool
+
+    def close(self) -> None:
+        self.partitions.close()
+        self.files.close()
+
+
+@dataclass
+class LoadStats:
+    partitions: int = 0
+    dir_renames: int = 0
+    file_moves: int = 0
+    aside: int = 0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def copy_name(name: str, n: int) -> str:
+    """Hive's name for the n-th copy: `base_copy_N.ext`."""
+    base, dot, ext = name.rpartition(".")
+    return f"{base}_copy_{n}.{ext}" if dot and base else f"{name}_copy_{n}"
+
+
+def _exists_map(store: Store, candidates: list[str], pool: IOPool) -> dict[str, FileStatus | None]:
+    def probe(path: str) -> tuple[str, FileStatus | None]:
+        try:
+            return path, store.stat(path)
+        except NotFound:
+            return path, None
+
+    return dict(pool.map(probe, candidates, adaptive=True))
+
+
+def plan_load(
+    store: Store,
+    staging: str,
+    ext: str,
+    mode: str,
+    table: str,
+    job_id: str,
+    pools: LoadPools,
+) -> Journal:
+    """Decide every move of the load from the staged tree and the table as it is now."""
+    staged: dict[str, list[FileStatus]] = defaultdict(list)
+    for st in store.walk(ext):
+        rel = paths.relative_to(st.path, ext)
+        if not paths.is_hidden(rel):
+            staged[paths.parent(rel)].append(st)
+    partitions = sorted(staged)
+    journal = Journal(job_id=job_id, mode=mode, table=table, partitions=partitions)
+    caps = store.capabilities
+    dir_rename_ok = caps.atomic_dir_rename and caps.o1_dir_rename
+    aside_root = f"{staging}/{REPLACED_DIR}"
+
+    def move_aside(st: FileStatus) -> None:
+        target = f"{aside_root}/{st.path}"
+        if st.is_dir and not dir_rename_ok:
+            for f in store.walk(st.path):
+                journal.steps.append(Step("aside", f.path, f"{aside_root}/{f.path}"))
+        else:
+            journal.steps.append(Step("aside", st.path, target, directory=st.is_dir))
+
+    existing = _exists_map(store, [p for p in partitions if p], pools.partitions)
+    if mode == "overwrite-table":
+        for e in _visible_entries(store, ""):
+            move_aside(e)
+        existing = dict.fromkeys(existing)
+    elif mode == "overwrite":
+        for p in partitions:
+            if p == "":
+                for e in _visible_entries(store, ""):
+                    if not e.is_dir:
+                        move_aside(e)
+            elif existing.get(p) is not None:
+                move_aside(existing[p])  # type: ignore[arg-type]
+                existing[p] = None
+    taken = _names_taken(store, [p for p in partitions if p == "" or existing.get(p)], pools)
+    nested = {p for p in partitions for q in partitions if q != p and paths.is_under(q, p)}
+    for p in partitions:
+        if p and existing.get(p) is None and dir_rename_ok and p not in nested:
+            journal.steps.append(Step("in", paths.join(ext, p), p, directory=True))
+            continue
+        names = taken.get(p, set())
+        for st in sorted(staged[p], key=lambda s: s.path):
+            name, n = st.name, 0
+            while name in names:
+                n += 1
+                name = copy_name(st.name, n)
+            names.add(name)
+            journal.steps.append(Step("in", st.path, paths.join(p, name)))
+    return journal
+
+
+def _visible_entries(store: Store, path: str) -> list[FileStatus]:
+    try:
+        entries = store.list(path)
+    except NotFound:
+        return []
+    return [e for e in entries if not paths.is_hidden(e.path) and not is_staging_dir(e.name)]
+
+
+def _names_taken(store: Store, partitions: list[str], pools: LoadPools) -> dict[str, set[str]]:
+    """File names already in partitions that receive files (for `_copy_N` in append)."""
+
+    def names(p: str) -> tuple[str, set[str]]:
+        try:
+            return p, {e.name for e in store.list(p) if not e.is_dir}
+        except NotFound:
+            return p, set()
+
+    return dict(pools.partitions.map(names, partitions, adaptive=True))
+
+
+def run_steps(store: Store, steps: list[Step], pools: LoadPools, backwards: bool = False) -> int:
+    """Carry out (or undo) moves, directory renames on the partition pool and file moves on the
+    file pool. Idempotent: a step already done (or undone) is skipped. Returns moves made."""
+    moved = 0
+    lock = threading.Lock()
+
+    def one(step: Step) -> None:
+        nonlocal moved
+        src, dst = (step.dst, step.src) if backwards else (step.src, step.dst)
+        if _move(store, src, dst):
+            with lock:
+                moved += 1
+
+    parents = sorted({paths.parent(s.src if backwards else s.dst) for s in steps} - {""})
+    pools.partitions.for_each(store.mkdirs, parents, adaptive=True)
+    pools.partitions.for_each(one, [s for s in steps if s.directory], adaptive=True)
+    pools.files.for_each(one, [s for s in steps if not s.directory], adaptive=True)
+    return moved
+
+
+def _move(store: Store, src: str, dst: str) -> bool:
+    """Rename src to dst; False if it had already happened. Raises if neither side is there."""
+    try:
+        store.rename(src, dst)
+        return True
+    except NotFound:
+        if store.exists(dst):
+            return False
+        raise CommitError(
+            f"load step lost: neither {store.full_url(src)} nor {store.full_url(dst)} exists"
+        ) from None
+    except AlreadyExists:
+        if not store.exists(src):
+            return False
+        if _same_file(store, src, dst):
+            # a copy-then-delete rename that died after its copy: finish it
+            store.delete(src)
+            return True
+        raise CommitError(
+            f"load step blocked: {store.full_url(dst)} already exists and "
+            f"{store.full_url(src)} is still waiting to move there"
+        ) from None
+
+
+def _same_file(store: Store, a: str, b: str) -> bool:
+    """Both are files with the same bytes (etags first, content only when they cannot tell)."""
+    sa, sb = store.stat(a), store.stat(b)
+    if sa.is_dir or sb.is_dir or sa.size != sb.size:
+        return False
+    if sa.etag and sb.etag and sa.etag == sb.etag:
+        return True
+    return store.read_bytes(a) == store.read_bytes(b)
+
+
+def register(
+    store: Store,
+    catalog: Catalog,
+    journal: Journal,
+    table_location: str,
+    pools: LoadPools,
+) -> list[PartitionRecord]:
+    """Record each written partition's state after the load (files and bytes as listed now)."""
+
+    def state(p: str) -> PartitionRecord:
+        if p:
+            files = [f for f in store.walk(p) if not paths.is_hidden(paths.relative_to(f.path, p))]
+        else:
+            files = [e for e in _visible_entries(store, "") if not e.is_dir]
+        return PartitionRecord(
+            spec=p,
+            location=store.full_url(p),
+            files=len(files),
+            bytes=sum(f.size for f in files),
+            job_id=journal.job_id,
+        )
+
+    records = pools.partitions.map(state, journal.partitions, adaptive=True)
+    replace = "table" if journal.mode == "overwrite-table" else "none"
+    catalog.record_load(journal.table, table_location, records, journal.job_id, replace)  # type: ignore[arg-type]
+    return records
+
+
+def timed(stats: IOStatistics, result: LoadStats, name: str):
+    """Context manager: record a load stage's duration (Hadoop-style name, short name)."""
+    import time
+    from contextlib import contextmanager
+
+    @contextmanager
+    def run():
+        start = time.perf_counter()
+        try:
+            with stats.duration(f"hive_stage_{name}"):
+                yield
+        finally:
+            result.stage_seconds[name] = time.perf_counter() - start
+
+    return run()

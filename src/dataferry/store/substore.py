@@ -1,0 +1,71 @@
+"""A store rooted at a directory of another store: every path is prefixed on the way in and
+stripped on the way out. Lets a committer run unchanged inside a staging directory."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import BinaryIO
+
+from . import paths
+from .base import FileStatus, Store, WrappingStore
+
+
+class SubStore(WrappingStore):
+    def __init__(self, inner: Store, prefix: str) -> None:
+        super().__init__(inner)
+        self.prefix = paths.normalize(prefix)
+        self.url = inner.full_url(self.prefix)
+
+    def __reduce__(self):
+        return (SubStore, (self.inner, self.prefix))
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} / {self.prefix}"
+
+    def _in(self, path: str) -> str:
+        return paths.join(self.prefix, path)
+
+    def _out(self, st: FileStatus) -> FileStatus:
+        return replace(st, path=paths.relative_to(st.path, self.prefix))
+
+    def _stat(self, path: str) -> FileStatus:
+        return self._out(self.inner.stat(self._in(path)))
+
+    def _list(self, path: str) -> list[FileStatus]:
+        return [self._out(s) for s in self.inner.list(self._in(path))]
+
+    def _walk(self, path: str) -> list[FileStatus]:
+        return [self._out(s) for s in self.inner.walk(self._in(path))]
+
+    def _mkdirs(self, path: str) -> None:
+        self.inner.mkdirs(self._in(path))
+
+    def _delete(self, path: str, recursive: bool) -> bool:
+        return self.inner.delete(self._in(path), recursive)
+
+    def _rename(self, src: str, dst: str) -> None:
+        self.inner.rename(self._in(src), self._in(dst))
+
+    def _copy(self, src: str, dst: str) -> None:
+        self.inner.copy(self._in(src), self._in(dst))
+
+    def _read(self, path: str) -> bytes:
+        return self.inner.read_bytes(self._in(path))
+
+    def _write(self, path: str, data: bytes, overwrite: bool) -> None:
+        self.inner.write_bytes(self._in(path), data, overwrite)
+
+    def _create_if_absent(self, path: str, data: bytes) -> bool:
+        return self.inner.create_if_absent(self._in(path), data)
+
+    def open_write(self, path: str, overwrite: bool = True) -> BinaryIO:
+        return self.inner.open_write(self._in(paths.normalize(path)), overwrite)
+
+    def open_read(self, path: str) -> BinaryIO:
+        return self.inner.open_read(self._in(paths.normalize(path)))
+
+    def full_url(self, path: str = "") -> str:
+        return self.inner.full_url(self._in(path))
+
+    def relative_path(self, url: str) -> str:
+        return paths.relative_to(self.inner.relative_path(url), self.prefix)
