@@ -25,8 +25,10 @@ verify_app = typer.Typer(no_args_is_help=True, help="Check committers and stores
 app.add_typer(verify_app, name="verify")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks, side by side in one run.")
 app.add_typer(bench_app, name="bench")
+catalog_app = typer.Typer(no_args_is_help=True, help="The partition catalog of Hive-style tables.")
+app.add_typer(catalog_app, name="catalog")
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True)
 
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
@@ -288,6 +290,100 @@ def manifest(
             console.print(ft)
 
 
+# --- cleanup and catalog -------------------------------------------------------------------------
+
+
+@app.command()
+def cleanup(
+    dest: str = typer.Argument(..., help="The destination (table) to clean."),
+    older_than: str = typer.Option("1h", help="Only touch what has not changed for this long."),
+    rollback: bool = typer.Option(
+        False, help="Undo abandoned Hive loads instead of completing them."
+    ),
+    catalog: str = typer.Option("", help="Catalog to register completed Hive loads in."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be done."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Remove what crashed jobs left behind: job temporary directories, and abandoned Hive
+    staging directories (their loads completed, or rolled back with --rollback)."""
+    from .commit.cleanup import cleanup_destination, parse_duration
+    from .store import open_store
+
+    with _errors():
+        report = cleanup_destination(
+            open_store(dest),
+            older_than_s=parse_duration(older_than),
+            rollback=rollback,
+            dry_run=dry_run,
+            catalog=catalog,
+        )
+    data = report.__dict__
+    if json_out:
+        _print_json(data)
+        return
+    if not report.found:
+        console.print(f"{dest}: nothing left behind by dead jobs")
+        return
+    t = Table(title=f"cleanup of {dest}" + (" (dry run)" if dry_run else ""))
+    t.add_column("entry")
+    t.add_column("action")
+    for path in report.found:
+        if path in report.skipped_recent:
+            action = f"skipped: changed within {older_than}"
+        elif path in report.completed_loads:
+            action = "load completed, staging removed"
+        elif path in report.rolled_back_loads:
+            action = "load rolled back, staging removed"
+        elif path in report.removed:
+            action = "removed"
+        else:
+            action = "would be removed"
+        t.add_row(path, action)
+    console.print(t)
+
+
+@catalog_app.command("list")
+def catalog_list(
+    catalog: str = typer.Argument(..., help="Catalog file (SQLite)."), json_out: bool = JSON_OPT
+) -> None:
+    """Tables in a catalog, with partition, file and byte counts."""
+    from .store.catalog import open_catalog
+
+    with _errors():
+        tables = open_catalog(catalog).tables()
+    if json_out:
+        _print_json([t.__dict__ for t in tables])
+        return
+    t = Table(title=f"catalog {catalog}")
+    for col in ("table", "location", "partitions", "files", "bytes"):
+        t.add_column(col, justify="right" if col in ("partitions", "files", "bytes") else "left")
+    for r in tables:
+        t.add_row(r.name, r.location, str(r.partitions), str(r.files), f"{r.bytes:,}")
+    console.print(t)
+
+
+@catalog_app.command("partitions")
+def catalog_partitions(
+    catalog: str = typer.Argument(..., help="Catalog file (SQLite)."),
+    table: str = typer.Argument(..., help="Table name."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """A table's partitions: files, bytes and the job that last wrote each."""
+    from .store.catalog import open_catalog
+
+    with _errors():
+        parts = open_catalog(catalog).partitions(table)
+    if json_out:
+        _print_json([p.__dict__ for p in parts])
+        return
+    t = Table(title=f"{table}: {len(parts)} partitions")
+    for col in ("partition", "files", "bytes", "job"):
+        t.add_column(col, justify="right" if col in ("files", "bytes") else "left")
+    for p in parts:
+        t.add_row(p.spec or "(table root)", str(p.files), f"{p.bytes:,}", p.job_id)
+    console.print(t)
+
+
 # --- verify --------------------------------------------------------------------------------------
 
 
@@ -420,6 +516,50 @@ def bench_commit(
     for r in data["results"]:
         o.add_row(r["committer"], *(str(r["ops"].get(n, 0)) for n in op_names))
     console.print(o)
+
+
+@bench_app.command("hive")
+def bench_hive(
+    files: int = typer.Option(20_000, help="Staged files to load."),
+    partitions: int = typer.Option(200, help="Partitions they fall into."),
+    store: str = typer.Option("sim:hdfs-loaded", help="sim:PROFILE or a directory."),
+    modes: str = typer.Option(
+        ",".join(("one-by-one", "new-partitions", "append")), help="Modes to run."
+    ),
+    move_threads: int = typer.Option(15, help="hive.mv.files.thread"),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Load the same staged tree one file at a time (as Hive did) and with dataferry's load."""
+    from .bench.hive import HiveBenchSpec, run_hive_bench
+
+    with _errors():
+        spec = HiveBenchSpec(
+            files=files,
+            partitions=partitions,
+            store=store,
+            move_threads=move_threads,
+            modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
+        )
+        with _progress("modes", len(spec.modes), json_out) as advance:
+            data = run_hive_bench(spec, progress=lambda _m: advance(0))
+    if json_out:
+        _print_json(data)
+        return
+    t = Table(title=f"bench hive: {files} files into {partitions} partitions on {store}")
+    for col in ("mode", "load s", "speed-up", "limit s", "x limit", "requests", "files in table"):
+        t.add_column(col, justify="left" if col == "mode" else "right")
+    for r in data["results"]:
+        sp = data["speedup_vs_one_by_one"].get(r["mode"])
+        t.add_row(
+            r["mode"],
+            f"{r['load_s']:.2f}",
+            f"{sp:.1f}x" if sp else "",
+            f"{r['limit_s']:.2f}",
+            f"{r['ratio_to_limit']:.2f}" if r["ratio_to_limit"] else "",
+            str(r["requests"].get("store_requests", sum(r["ops"].values()))),
+            str(r["files_in_table"]),
+        )
+    console.print(t)
 
 
 def main() -> None:

@@ -65,7 +65,9 @@ def write_dataset(
 
     data: a pyarrow Table or RecordBatch (split into `tasks` tasks), or an iterable of tables
         or batches (one task each).
-    mode: `error` (refuse a non-empty destination), `append` or `overwrite`.
+    mode: `error` (refuse a non-empty destination), `append` or `overwrite`; with
+        committer="hive": `append`, `overwrite` (the partitions written are replaced) or
+        `overwrite-table`.
     committer: a committer name (`auto` chooses from the store's capabilities).
     engine: None for the embedded local engine with default settings.
     """
@@ -74,8 +76,14 @@ def write_dataset(
     chunks = _split(data, tasks)
     _check_partition_columns(chunks[0].schema, partition_by)
     store = dest if isinstance(dest, Store) else open_store(dest)
-    prepare_destination(store, mode)
-    com = make_committer(committer, store, **(committer_options or {}))
+    options = dict(committer_options or {})
+    if committer == "hive":
+        # a Hive-style insert applies its mode in the load, partition by partition
+        options["mode"] = _hive_mode(mode)
+        prepare_destination(store, "append")
+    else:
+        prepare_destination(store, mode)
+    com = make_committer(committer, store, **options)
     if engine is None:
         engine = LocalEngine()
     elif isinstance(engine, LocalEngineConfig):
@@ -107,6 +115,16 @@ def write_task(
             encode(rows, sink)
         parts.append(directory)
     return {"rows": chunk.num_rows, "partitions": parts}
+
+
+def _hive_mode(mode: str) -> str:
+    from ..commit.hive.config import MODES
+
+    if mode not in MODES:
+        raise ConfigError(
+            f"committer 'hive' takes mode {', '.join(repr(m) for m in MODES)}, not {mode!r}"
+        )
+    return mode
 
 
 def _check_partition_columns(schema: pa.Schema, partition_by: tuple[str, ...]) -> None:

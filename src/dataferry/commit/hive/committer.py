@@ -152,6 +152,10 @@ class HiveCommitter(Committer):
             load=load,
         )
 
+    def load(self, job: JobContext) -> LoadStats:
+        """Load a committed staging tree into the table (job commit's second half)."""
+        return self._load(job)
+
     def _load(self, job: JobContext, journal: Journal | None = None) -> LoadStats:
         staging = staging_dir(job)
         result = LoadStats()

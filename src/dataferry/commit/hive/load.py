@@ -18,6 +18,7 @@ from ...errors import AlreadyExists, CommitError, NotFound
 from ...stats import IOStatistics
 from ...store import FileStatus, IOPool, Store, paths
 from ...store.catalog import Catalog, PartitionRecord
+from ...store.walk import parallel_walk
 from .journal import Journal, Step
 from .staging import REPLACED_DIR, is_staging_dir
 
@@ -68,7 +69,7 @@ def plan_load(
 ) -> Journal:
     """Decide every move of the load from the staged tree and the table as it is now."""
     staged: dict[str, list[FileStatus]] = defaultdict(list)
-    for st in store.walk(ext):
+    for st in parallel_walk(store, ext, pools.partitions):
         rel = paths.relative_to(st.path, ext)
         if not paths.is_hidden(rel):
             staged[paths.parent(rel)].append(st)
@@ -81,7 +82,7 @@ def plan_load(
     def move_aside(st: FileStatus) -> None:
         target = f"{aside_root}/{st.path}"
         if st.is_dir and not dir_rename_ok:
-            for f in store.walk(st.path):
+            for f in parallel_walk(store, st.path, pools.partitions):
                 journal.steps.append(Step("aside", f.path, f"{aside_root}/{f.path}"))
         else:
             journal.steps.append(Step("aside", st.path, target, directory=st.is_dir))

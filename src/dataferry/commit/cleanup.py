@@ -1,0 +1,86 @@
+"""Find and remove what dead jobs left in a destination (`dataferry cleanup DEST`).
+
+- `_temporary/<job>` directories of the FileOutputCommitter and manifest committers;
+- `.hive-staging_*` directories: a load with a journal is completed (or rolled back when asked),
+  one without a journal never reached the table and is deleted.
+
+Only entries older than `older_than_s` are touched, so jobs still running are left alone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..store import Store, paths
+from .hive.staging import JOURNAL, is_staging_dir
+from .manifest.layout import PENDING_DIR
+
+
+@dataclass
+class CleanupReport:
+    found: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    completed_loads: list[str] = field(default_factory=list)
+    rolled_back_loads: list[str] = field(default_factory=list)
+    skipped_recent: list[str] = field(default_factory=list)
+
+
+def _newest_mtime(store: Store, path: str) -> float:
+    times = [s.mtime or 0.0 for s in store.walk(path)]
+    try:
+        times.append(store.stat(path).mtime or 0.0)
+    except FileNotFoundError:
+        pass
+    return max(times) if times else 0.0
+
+
+def parse_duration(text: str) -> float:
+    """'90s', '30m', '6h', '2d' or plain seconds -> seconds; ConfigError naming a bad value."""
+    from ..errors import ConfigError
+
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    t = text.strip().lower()
+    try:
+        if t and t[-1] in units:
+            return float(t[:-1]) * units[t[-1]]
+        return float(t)
+    except ValueError:
+        raise ConfigError(f"not a duration: {text!r} (use e.g. 90s, 30m, 6h, 2d)") from None
+
+
+def cleanup_destination(
+    store: Store,
+    *,
+    older_than_s: float = 3600.0,
+    rollback: bool = False,
+    dry_run: bool = False,
+    catalog: str = "",
+) -> CleanupReport:
+    report = CleanupReport()
+    now = time.time()
+    candidates: list[str] = []
+    if store.exists(PENDING_DIR):
+        candidates += [e.path for e in store.list(PENDING_DIR)]
+    candidates += (
+        [e.path for e in store.list("") if is_staging_dir(e.name)] if store.exists("") else []
+    )
+    for path in candidates:
+        report.found.append(path)
+        if now - _newest_mtime(store, path) < older_than_s:
+            report.skipped_recent.append(path)
+            continue
+        if dry_run:
+            continue
+        if is_staging_dir(paths.name(path)) and store.exists(f"{path}/{JOURNAL}"):
+            from ..store.catalog import open_catalog
+            from .hive.recovery import finish_abandoned_load
+
+            cat = open_catalog(catalog) if catalog else None
+            finish_abandoned_load(store, path, rollback=rollback, catalog=cat)
+            (report.rolled_back_loads if rollback else report.completed_loads).append(path)
+        store.delete(path, recursive=True)
+        report.removed.append(path)
+    if not dry_run and store.exists(PENDING_DIR) and not store.list(PENDING_DIR):
+        store.delete(PENDING_DIR)
+    return report
