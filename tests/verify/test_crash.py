@@ -40,3 +40,17 @@ def test_manifest_has_no_violations_at_any_crash_point(store):
     assert report.crash_points > 50
     assert report.total_violations == 0, report.to_json(3)["examples"]
     assert report.outcomes["driver_crashed"] > 0
+
+
+@pytest.mark.parametrize("store", ["sim:hdfs", "sim:gcs"])
+def test_hive_has_no_violations_including_crashes_inside_the_load(store):
+    report = verify_crash("hive", store)
+    assert report.total_violations == 0, report.to_json(3)["examples"]
+    load_points = [
+        s
+        for s in report.scenarios
+        if ".hive-staging" in s.path
+        and "-ext-10000/part=" in s.path
+        and s.op in ("rename", "copy", "delete")
+    ]
+    assert load_points, "the load's moves must be among the crash points"

@@ -20,8 +20,10 @@ Mode = Literal["error", "append", "overwrite"]
 MODES = ("error", "append", "overwrite")
 
 
-def prepare_destination(store: Store, mode: str = "error") -> None:
-    """Check and prepare the destination for a new job in `mode`; raises naming the path."""
+def prepare_destination(store: Store, mode: str = "error", keep_success: bool = False) -> None:
+    """Check and prepare the destination for a new job in `mode`; raises naming the path.
+    keep_success: leave an existing `_SUCCESS` for the committer to replace (a Hive-style load
+    does so only when it has moved everything, so a failed load leaves the table as it was)."""
     if mode not in MODES:
         raise ConfigError(f"unknown write mode {mode!r}; use one of {', '.join(MODES)}")
     url = store.full_url()
@@ -52,7 +54,7 @@ def prepare_destination(store: Store, mode: str = "error") -> None:
         if mode == "overwrite":
             for e in data:
                 store.delete(e.path, recursive=True)
-        if success:  # the old record no longer describes what the directory will hold
+        if success and not keep_success:  # the old record will no longer describe the directory
             store.delete(SUCCESS_FILE)
     except AccessDenied as e:
         raise DestinationError(f"destination {url} is not writable: {e}") from None

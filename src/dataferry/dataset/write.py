@@ -80,7 +80,7 @@ def write_dataset(
     if committer == "hive":
         # a Hive-style insert applies its mode in the load, partition by partition
         options["mode"] = _hive_mode(mode)
-        prepare_destination(store, "append")
+        prepare_destination(store, "append", keep_success=True)
     else:
         prepare_destination(store, mode)
     com = make_committer(committer, store, **options)

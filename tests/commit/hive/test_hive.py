@@ -1,0 +1,274 @@
+"""Hive-style insert: modes, name clashes, staging, restartable load, catalog, readers."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pytest
+
+import dataferry
+from dataferry import make_committer
+from dataferry.commit.cleanup import cleanup_destination
+from dataferry.commit.hive.load import copy_name
+from dataferry.commit.hive.staging import JOURNAL, is_staging_dir, staging_dir
+from dataferry.engine import LocalEngine, LocalEngineConfig
+from dataferry.errors import ConfigError, InjectedCrash, JobCommitError
+from dataferry.store import FaultRule, Op, fault_layer, open_store
+from dataferry.store.catalog import open_catalog
+
+INLINE = LocalEngineConfig(workers=0)
+
+
+def table_rows(path):
+    return pads.dataset(str(path), format="parquet", partitioning="hive").to_table()
+
+
+def write(path, table, mode, catalog="", tasks=2, **options):
+    return dataferry.write_dataset(
+        table,
+        str(path),
+        partition_by=["day"],
+        committer="hive",
+        mode=mode,
+        engine=INLINE,
+        tasks=tasks,
+        committer_options={"catalog": catalog, **options},
+    )
+
+
+def days(n, start=0, rows=10):
+    return pa.table(
+        {
+            "day": [f"d{(start + i % n):02d}" for i in range(rows)],
+            "v": list(range(start * 1000, start * 1000 + rows)),
+        }
+    )
+
+
+def staging_left(path):
+    return [p.name for p in path.iterdir() if is_staging_dir(p.name)] if path.exists() else []
+
+
+def test_append_twice_keeps_both_and_renames_clashes(tmp_path):
+    t = tmp_path / "t"
+    write(t, days(3), "append", tasks=1)
+    write(t, days(3), "append", tasks=1)
+    assert table_rows(t).num_rows == 20
+    names = sorted(p.name for p in (t / "day=d00").iterdir())
+    assert len(names) == 2 and names[0] != names[1]
+    assert staging_left(t) == []
+
+
+def test_copy_names_follow_hive():
+    assert copy_name("part-0.c000.parquet", 1) == "part-0.c000_copy_1.parquet"
+    assert copy_name("noext", 2) == "noext_copy_2"
+
+
+def test_name_clash_in_the_load_gets_copy_suffix(tmp_path):
+    """Same job uuid in names can't clash across jobs, so force a clash by hand."""
+    store = open_store(str(tmp_path / "t"))
+    store.write_bytes("day=d00/part-00000.parquet", b"old")
+    c = make_committer("hive", store, mode="append")
+    job = c.new_job()
+    c.setup_job(job)
+    t = job.task(0)
+    c.setup_task(t)
+    c.write_file(t, "day=d00/part-00000.parquet", b"new")
+    c.commit_job(job, [c.commit_task(t)])
+    assert store.read_bytes("day=d00/part-00000.parquet") == b"old"
+    assert store.read_bytes("day=d00/part-00000_copy_1.parquet") == b"new"
+
+
+def test_overwrite_replaces_only_written_partitions(tmp_path):
+    t = tmp_path / "t"
+    write(t, days(4), "append")
+    write(t, days(2, start=0, rows=4).set_column(1, "v", pa.array([7, 7, 7, 7])), "overwrite")
+    rows = table_rows(t).to_pydict()
+    by_day: dict[str, list[int]] = {}
+    for d, v in zip(rows["day"], rows["v"], strict=True):
+        by_day.setdefault(d, []).append(v)
+    assert sorted(by_day["d00"]) == [7, 7] and sorted(by_day["d01"]) == [7, 7]
+    assert sorted(by_day["d02"]) == [2, 6] and sorted(by_day["d03"]) == [3, 7]  # untouched
+    assert staging_left(t) == []
+
+
+def test_overwrite_table_replaces_everything(tmp_path):
+    t = tmp_path / "t"
+    write(t, days(4), "append")
+    write(t, days(1, start=9, rows=3), "overwrite-table")
+    rows = table_rows(t)
+    assert rows.num_rows == 3 and set(rows.column("day").to_pylist()) == {"d09"}
+
+
+def test_new_partitions_move_by_directory_rename_where_atomic(tmp_path):
+    for store_url, expect_dir_renames in (
+        (f"sim:hdfs:{tmp_path / 'h'}", True),
+        (f"sim:gcs:{tmp_path / 'g'}", False),
+    ):
+        store = open_store(store_url, latency_scale=0)
+        result = dataferry.write_dataset(
+            days(3),
+            store,
+            partition_by=["day"],
+            committer="hive",
+            mode="append",
+            engine=INLINE,
+            tasks=2,
+        )
+        load = result.run.commit.load
+        assert (load.dir_renames == 3) == expect_dir_renames
+        assert (load.file_moves == 0) == expect_dir_renames
+        assert table_rows(store.inner.full_url().removeprefix("file://")).num_rows == 10
+
+
+def test_catalog_records_partitions_consistently(tmp_path):
+    cat = str(tmp_path / "catalog.sqlite")
+    t = tmp_path / "sales"
+    write(t, days(3), "append", catalog=cat)
+    write(t, days(2), "append", catalog=cat)
+    catalog = open_catalog(cat)
+    (table,) = catalog.tables()
+    assert (table.name, table.partitions, table.files) == ("sales", 3, 2 * 2 + 2 * 2 + 2)
+    parts = {p.spec: p for p in catalog.partitions("sales")}
+    on_disk = {d.name: len(list(d.iterdir())) for d in t.iterdir() if d.name.startswith("day=")}
+    assert {k: v.files for k, v in parts.items()} == on_disk
+    write(t, days(1, start=5, rows=2), "overwrite-table", catalog=cat)
+    assert [p.spec for p in catalog.partitions("sales")] == ["day=d05"]
+    with pytest.raises(ConfigError, match="not in the catalog"):
+        catalog.partitions("nope")
+
+
+def test_staging_is_gone_after_a_failed_load_and_the_table_is_untouched(tmp_path):
+    t = tmp_path / "t"
+    write(t, days(2), "append")
+    before = sorted(str(p.relative_to(t)) for p in t.rglob("*") if p.is_file())
+    store = open_store(
+        str(t),
+        faults=[
+            FaultRule(
+                action="fail",
+                kinds=frozenset({Op.RENAME}),
+                path_glob=".hive-staging*/-ext-10000/day=*",
+                times=1,
+            )
+        ],
+    )
+    with pytest.raises(JobCommitError):
+        dataferry.write_dataset(
+            days(2),
+            store,
+            partition_by=["day"],
+            committer="hive",
+            mode="overwrite",
+            engine=INLINE,
+            tasks=1,
+        )
+    after = sorted(str(p.relative_to(t)) for p in t.rglob("*") if p.is_file())
+    assert staging_left(t) == []
+    assert after == before  # the overwrite was rolled back: old partitions are back
+
+
+def test_crashed_load_completes_on_resume_with_catalog_consistent(tmp_path):
+    cat = str(tmp_path / "catalog.sqlite")
+    store = open_store(str(tmp_path / "t"), faults=[])
+    c = make_committer(
+        "hive", store, mode="append", catalog=cat, move_threads=1, load_partition_threads=1
+    )
+    job = c.new_job()
+    c.setup_job(job)
+    msgs = []
+    for i in range(2):
+        t = job.task(i)
+        c.setup_task(t)
+        for d in range(3):
+            c.write_file(t, f"day=d{d}/part-{i}.parquet", b"x" * (i + 1))
+        msgs.append(c.commit_task(t))
+    # die in the middle of moving partitions into the table
+    fault_layer(store).add_rule(
+        FaultRule(
+            action="crash",
+            when="after",
+            kinds=frozenset({Op.RENAME}),
+            path_glob=".hive-staging*/-ext-10000/day=d1",
+        )
+    )
+    with pytest.raises(InjectedCrash):
+        c.commit_job(job, msgs)
+    fault_layer(store).armed = False
+    assert store.exists(f"{staging_dir(job)}/{JOURNAL}")
+    assert open_catalog(cat).tables() == []  # not registered yet
+    c2 = make_committer("hive", store, mode="append", catalog=cat)
+    c2.resume_load(job)
+    assert staging_left(tmp_path / "t") == []
+    parts = {p.spec: p.files for p in open_catalog(cat).partitions("t")}
+    assert parts == {"day=d0": 2, "day=d1": 2, "day=d2": 2}
+    assert sorted(s.path for s in store.walk("") if s.path.startswith("day=")) == [
+        f"day=d{d}/part-{i}.parquet" for d in range(3) for i in range(2)
+    ]
+
+
+def test_cleanup_completes_or_rolls_back_an_abandoned_load(tmp_path):
+    for rollback in (False, True):
+        root = tmp_path / f"rb{rollback}"
+        store = open_store(str(root), faults=[])
+        store.write_bytes("day=d0/old.parquet", b"old")
+        c = make_committer(
+            "hive", store, mode="overwrite", move_threads=1, load_partition_threads=1
+        )
+        job = c.new_job()
+        c.setup_job(job)
+        t = job.task(0)
+        c.setup_task(t)
+        c.write_file(t, "day=d0/new.parquet", b"new")
+        msg = c.commit_task(t)
+        fault_layer(store).add_rule(
+            FaultRule(
+                action="crash", when="after", kinds=frozenset({Op.RENAME}), path_glob="day=d0"
+            )
+        )
+        with pytest.raises(InjectedCrash):
+            c.commit_job(job, [msg])  # died after moving the old partition aside
+        fault_layer(store).armed = False
+        assert not store.exists("day=d0")
+        report = cleanup_destination(store, older_than_s=0, rollback=rollback)
+        assert len(report.removed) == 1 and staging_left(root) == []
+        expected = ["day=d0/old.parquet"] if rollback else ["day=d0/new.parquet"]
+        assert [s.path for s in store.walk("")] == expected
+
+
+def test_cleanup_leaves_recent_jobs_alone_and_removes_dead_temporaries(tmp_path):
+    store = open_store(str(tmp_path / "d"))
+    c = make_committer("manifest", store)
+    job = c.new_job()
+    c.setup_job(job)
+    report = cleanup_destination(store, older_than_s=3600)
+    assert report.skipped_recent and store.exists("_temporary")
+    report = cleanup_destination(store, older_than_s=0, dry_run=True)
+    assert store.exists("_temporary")
+    report = cleanup_destination(store, older_than_s=0)
+    assert report.removed and not store.exists("_temporary")
+
+
+def test_bad_mode_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="unknown hive mode 'upsert'"):
+        make_committer("hive", str(tmp_path), mode="upsert")
+    with pytest.raises(ConfigError, match="takes mode"):
+        write(tmp_path / "x", days(1), "error")
+
+
+def test_process_pool_engine_reads_back_exactly(tmp_path):
+    t = tmp_path / "pool"
+    table = days(5, rows=5000)
+    dataferry.write_dataset(
+        table,
+        str(t),
+        partition_by=["day"],
+        committer="hive",
+        mode="append",
+        engine=LocalEngine(workers=2),
+        tasks=4,
+    )
+    back = table_rows(t)
+    assert back.num_rows == 5000 and sorted(back.column("v").to_pylist()) == sorted(
+        table.column("v").to_pylist()
+    )
