@@ -2,16 +2,59 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
 
 from dataferry.store import Store, open_store
 
-STORE_KINDS = ["local", "memory", "sim-hdfs", "sim-gcs", "sim-s3", "faulty-local", "sub-local"]
+STORE_KINDS = [
+    "local",
+    "memory",
+    "sim-hdfs",
+    "sim-gcs",
+    "sim-s3",
+    "faulty-local",
+    "sub-local",
+    "s3",
+]
 
 
-def make_store(kind: str, tmp_path) -> Store:
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3-protocol server (moto, in its own process) on a free loopback port, with the
+    AWS variables of this process pointed at it."""
+    from dataferry.store.s3_local import LocalS3Server
+
+    saved = {
+        k: os.environ.get(k)
+        for k in (
+            "AWS_ENDPOINT_URL",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_DEFAULT_REGION",
+        )
+    }
+    with LocalS3Server() as server:
+        server.export()
+        yield server
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture
+def s3_url(s3_server) -> str:
+    """A fresh, empty s3:// location on the test server."""
+    return f"s3://{s3_server.create_bucket()}/{uuid.uuid4().hex[:8]}"
+
+
+def make_store(kind: str, tmp_path, request=None) -> Store:
+    if kind == "s3":
+        return open_store(request.getfixturevalue("s3_url"))
     if kind == "local":
         return open_store(str(tmp_path / "store"))
     if kind == "memory":
@@ -29,7 +72,7 @@ def make_store(kind: str, tmp_path) -> Store:
 
 @pytest.fixture(params=STORE_KINDS)
 def any_store(request, tmp_path) -> Store:
-    return make_store(request.param, tmp_path)
+    return make_store(request.param, tmp_path, request)
 
 
 @pytest.fixture

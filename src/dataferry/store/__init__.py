@@ -32,7 +32,7 @@ __all__ = [
     "parallel_map",
 ]
 
-FSSPEC_SCHEMES = ("memory", "s3", "s3a", "gs", "gcs", "abfs", "abfss", "az")
+FSSPEC_SCHEMES = ("memory", "gs", "gcs", "abfs", "abfss", "az")
 
 
 def open_store(
@@ -44,8 +44,9 @@ def open_store(
 ) -> Store:
     """Open a store rooted at a URL or path.
 
-    Plain paths and `file://` give the local store; `memory://`, `s3://`, `gs://`, `abfs://`
-    go through fsspec (options are its storage options); `sim:PROFILE[:dir]` gives a local
+    Plain paths and `file://` give the local store; `s3://` the S3 store (boto3; options are
+    client options such as endpoint_url); `memory://`, `gs://`, `abfs://` go through fsspec
+    (options are its storage options); `sim:PROFILE[:dir]` gives a local
     directory behind a model of another store. `faults` wraps the underlying store in a
     FaultStore (below any `sim:` model, so the model's composite operations can be broken
     half way). `latency_scale` scales a `sim:` model's sleeps (0 keeps only its semantics).
@@ -63,6 +64,10 @@ def open_store(
     scheme = url.split("://", 1)[0] if "://" in url else ""
     if scheme in ("", "file"):
         store: Store = LocalStore(url)
+    elif scheme in ("s3", "s3a"):
+        from .s3 import S3Store
+
+        store = S3Store(url, **options)
     elif scheme in FSSPEC_SCHEMES:
         from .fsspec_store import FsspecStore
 

@@ -35,13 +35,29 @@ class Op(StrEnum):
     READ = "open"
     WRITE = "create"
     CREATE_IF_ABSENT = "create_if_absent"
+    MULTIPART_INITIATE = "multipart_initiate"
+    MULTIPART_PART = "multipart_upload_part"
+    MULTIPART_COMPLETE = "multipart_complete"
+    MULTIPART_ABORT = "multipart_abort"
+    MULTIPART_LIST = "multipart_list"
 
     @property
     def mutates(self) -> bool:
         return self in _MUTATING
 
 
-_MUTATING = {Op.MKDIRS, Op.DELETE, Op.RENAME, Op.COPY, Op.WRITE, Op.CREATE_IF_ABSENT}
+_MUTATING = {
+    Op.MKDIRS,
+    Op.DELETE,
+    Op.RENAME,
+    Op.COPY,
+    Op.WRITE,
+    Op.CREATE_IF_ABSENT,
+    Op.MULTIPART_INITIATE,
+    Op.MULTIPART_PART,
+    Op.MULTIPART_COMPLETE,
+    Op.MULTIPART_ABORT,
+}
 
 
 @dataclass(frozen=True)
@@ -55,6 +71,15 @@ class FileStatus:
     @property
     def name(self) -> str:
         return paths.name(self.path)
+
+
+@dataclass(frozen=True)
+class PendingUpload:
+    """A multipart upload that was started and neither completed nor aborted."""
+
+    path: str
+    upload_id: str
+    initiated: float  # seconds since the epoch
 
 
 @dataclass(frozen=True)
@@ -155,6 +180,47 @@ class Store(ABC):
     def open_read(self, path: str) -> BinaryIO:
         return io.BytesIO(self.read_bytes(path))
 
+    # --- multipart upload (stores with capabilities.multipart_upload) -------------------------
+
+    def initiate_upload(self, path: str) -> str:
+        """Start a multipart upload to `path`; nothing is visible there until it completes."""
+        path = paths.normalize(path)
+        return self._op(Op.MULTIPART_INITIATE, path, self._initiate_upload, path)
+
+    def upload_part(self, path: str, upload_id: str, number: int, data: bytes) -> str:
+        """Upload part `number` (1-based); returns its etag."""
+        path = paths.normalize(path)
+        return self._op(
+            Op.MULTIPART_PART, path, self._upload_part, path, upload_id, number, bytes(data)
+        )
+
+    def complete_upload(self, path: str, upload_id: str, etags: list[str]) -> str:
+        """Make the upload visible at `path`, parts in order; returns the object's etag."""
+        path = paths.normalize(path)
+        return self._op(
+            Op.MULTIPART_COMPLETE, path, self._complete_upload, path, upload_id, list(etags)
+        )
+
+    def abort_upload(self, path: str, upload_id: str) -> bool:
+        """Abort an upload; False if it was no longer pending."""
+        path = paths.normalize(path)
+        return self._op(Op.MULTIPART_ABORT, path, self._abort_upload, path, upload_id)
+
+    def list_uploads(self, path: str = "") -> list[PendingUpload]:
+        """Uploads pending under `path` (a prefix), oldest first."""
+        path = paths.normalize(path)
+        return self._op(Op.MULTIPART_LIST, path, self._list_uploads, path)
+
+    def _no_multipart(self, *_args: Any) -> Any:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"{self.describe()} has no multipart upload")
+
+    _initiate_upload = _upload_part = _complete_upload = _abort_upload = _no_multipart
+
+    def _list_uploads(self, path: str) -> list[PendingUpload]:
+        return []
+
     def open_write(self, path: str, overwrite: bool = True) -> BinaryIO:
         """A stream whose bytes become the file, all at once, when it is closed."""
         return _WriteOnClose(self, paths.normalize(path), overwrite)
@@ -253,6 +319,21 @@ class WrappingStore(Store):
 
     def _create_if_absent(self, path: str, data: bytes) -> bool:
         return self.inner.create_if_absent(path, data)
+
+    def _initiate_upload(self, path: str) -> str:
+        return self.inner.initiate_upload(path)
+
+    def _upload_part(self, path: str, upload_id: str, number: int, data: bytes) -> str:
+        return self.inner.upload_part(path, upload_id, number, data)
+
+    def _complete_upload(self, path: str, upload_id: str, etags: list[str]) -> str:
+        return self.inner.complete_upload(path, upload_id, etags)
+
+    def _abort_upload(self, path: str, upload_id: str) -> bool:
+        return self.inner.abort_upload(path, upload_id)
+
+    def _list_uploads(self, path: str) -> list[PendingUpload]:
+        return self.inner.list_uploads(path)
 
 
 class _WriteOnClose(io.BytesIO):

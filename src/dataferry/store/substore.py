@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import BinaryIO
 
 from . import paths
-from .base import FileStatus, Store, WrappingStore
+from .base import FileStatus, PendingUpload, Store, WrappingStore
 
 
 class SubStore(WrappingStore):
@@ -57,6 +57,24 @@ class SubStore(WrappingStore):
 
     def _create_if_absent(self, path: str, data: bytes) -> bool:
         return self.inner.create_if_absent(self._in(path), data)
+
+    def _initiate_upload(self, path: str) -> str:
+        return self.inner.initiate_upload(self._in(path))
+
+    def _upload_part(self, path: str, upload_id: str, number: int, data: bytes) -> str:
+        return self.inner.upload_part(self._in(path), upload_id, number, data)
+
+    def _complete_upload(self, path: str, upload_id: str, etags: list[str]) -> str:
+        return self.inner.complete_upload(self._in(path), upload_id, etags)
+
+    def _abort_upload(self, path: str, upload_id: str) -> bool:
+        return self.inner.abort_upload(self._in(path), upload_id)
+
+    def _list_uploads(self, path: str) -> list[PendingUpload]:
+        return [
+            replace(u, path=paths.relative_to(u.path, self.prefix))
+            for u in self.inner.list_uploads(self._in(path))
+        ]
 
     def open_write(self, path: str, overwrite: bool = True) -> BinaryIO:
         return self.inner.open_write(self._in(paths.normalize(path)), overwrite)

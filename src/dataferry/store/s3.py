@@ -1,0 +1,325 @@
+"""Amazon S3 and S3-compatible stores (MinIO, moto, ...) through boto3.
+
+boto3 rather than s3fs: the magic committer needs every multipart call (initiate, upload part,
+complete, abort, list pending uploads) and conditional puts, which boto3 exposes one to one; its
+client is synchronous and thread-safe, which fits the bounded thread pool all parallel I/O goes
+through. Endpoint, credentials and region come from the ordinary AWS variables
+(`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_DEFAULT_REGION`) or
+options (`endpoint_url`, `region_name`, ...).
+
+S3 has no directories: a directory is a common key prefix, and `mkdirs` writes an empty
+`dir/` marker object so an empty directory can exist. There is no rename: `rename` is a copy of
+every object and a delete, per object and not atomic, and the capabilities say so.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..errors import AlreadyExists, ConfigError, NotFound, StoreError
+from . import paths
+from .base import Capabilities, FileStatus, PendingUpload, Store
+
+S3_CAPABILITIES = Capabilities(
+    atomic_file_rename=False,
+    atomic_dir_rename=False,
+    o1_dir_rename=False,
+    etags=True,
+    etags_preserved_by_rename=False,
+    consistent_listing=True,
+    conditional_create=True,
+    multipart_upload=True,
+)
+
+_CLIENTS: dict[tuple, Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _client(options: dict[str, Any]) -> Any:
+    """One boto3 client per process and set of options (clients are thread-safe)."""
+    key = tuple(sorted(options.items()))
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            import boto3
+            from botocore.config import Config
+
+            conf = Config(max_pool_connections=64, retries={"max_attempts": 4, "mode": "standard"})
+            client = boto3.session.Session().client("s3", config=conf, **options)
+            _CLIENTS[key] = client
+        return client
+
+
+def _code(e: Exception) -> str:
+    return str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
+
+
+class S3Store(Store):
+    """The objects under `s3://bucket/prefix`."""
+
+    def __init__(self, url: str, **options: Any) -> None:
+        if not url.startswith(("s3://", "s3a://")):
+            raise ConfigError(f"not an s3:// URL: {url!r}")
+        rest = url.split("://", 1)[1]
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            raise ConfigError(f"no bucket in {url!r}")
+        self.bucket = bucket
+        self.prefix = paths.normalize(prefix)
+        self.options = options
+        super().__init__(f"s3://{bucket}/{self.prefix}".rstrip("/"), S3_CAPABILITIES)
+
+    def __reduce__(self):
+        return (_rebuild, (self.url, self.options))
+
+    @property
+    def client(self) -> Any:
+        return _client(self.options)
+
+    def _key(self, path: str) -> str:
+        return paths.join(self.prefix, path)
+
+    def _rel(self, key: str) -> str:
+        return paths.relative_to(key.rstrip("/"), self.prefix)
+
+    def _dir_prefix(self, path: str) -> str:
+        key = self._key(path)
+        return key + "/" if key else ""
+
+    def _err(self, e: Exception, path: str, what: str) -> StoreError:
+        code = _code(e)
+        msg = f"{what} {self.full_url(path)}: {code or e}"
+        if code in ("NoSuchKey", "404", "NotFound", "NoSuchUpload"):
+            return NotFound(msg, path)
+        if code in ("PreconditionFailed", "412"):
+            return AlreadyExists(msg, path)
+        if code in ("AccessDenied", "403"):
+            from ..errors import AccessDenied
+
+            return AccessDenied(msg, path)
+        if code in ("SlowDown", "503"):
+            from ..errors import Throttled
+
+            return Throttled(msg, path)
+        return StoreError(msg, path)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _head(self, path: str) -> dict[str, Any] | None:
+        from botocore.exceptions import ClientError
+
+        if not self._key(path):
+            return None
+        try:
+            return self.client.head_object(Bucket=self.bucket, Key=self._key(path))
+        except ClientError as e:
+            if _code(e) in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self._err(e, path, "stat") from None
+
+    def _is_dir(self, path: str) -> bool:
+        resp = self.client.list_objects_v2(
+            Bucket=self.bucket, Prefix=self._dir_prefix(path), MaxKeys=1
+        )
+        return resp.get("KeyCount", 0) > 0 or not self._key(path)
+
+    def _keys_under(self, path: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        pager = self.client.get_paginator("list_objects_v2")
+        for page in pager.paginate(Bucket=self.bucket, Prefix=self._dir_prefix(path)):
+            out.extend(page.get("Contents", []))
+        return out
+
+    def _file_status(self, obj: dict[str, Any]) -> FileStatus:
+        modified = obj.get("LastModified")
+        return FileStatus(
+            path=self._rel(obj["Key"]),
+            size=int(obj.get("Size", obj.get("ContentLength", 0))),
+            is_dir=False,
+            etag=str(obj.get("ETag", "")).strip('"') or None,
+            mtime=modified.timestamp() if modified else None,
+        )
+
+    # --- primitives ------------------------------------------------------------------------
+
+    def _stat(self, path: str) -> FileStatus:
+        head = self._head(path)
+        if head is not None:
+            return self._file_status(
+                {"Key": self._key(path), "Size": head["ContentLength"], **head}
+            )
+        if self._is_dir(path):
+            return FileStatus(path, 0, True)
+        raise NotFound(f"stat {self.full_url(path)}: no such object or prefix", path)
+
+    def _list(self, path: str) -> list[FileStatus]:
+        prefix = self._dir_prefix(path)
+        out: list[FileStatus] = []
+        pager = self.client.get_paginator("list_objects_v2")
+        for page in pager.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
+            for cp in page.get("CommonPrefixes", []):
+                out.append(FileStatus(self._rel(cp["Prefix"]), 0, True))
+            for obj in page.get("Contents", []):
+                if obj["Key"] != prefix:  # the directory's own marker
+                    out.append(self._file_status(obj))
+        if not out and not self._is_dir(path):
+            if self._head(path) is not None:
+                from ..errors import NotADirectory
+
+                raise NotADirectory(f"list {self.full_url(path)}: is a file", path)
+            raise NotFound(f"list {self.full_url(path)}: no such prefix", path)
+        return sorted(out, key=lambda s: s.path)
+
+    def _walk(self, path: str) -> list[FileStatus]:
+        objs = [o for o in self._keys_under(path) if not o["Key"].endswith("/")]
+        return sorted((self._file_status(o) for o in objs), key=lambda s: s.path)
+
+    def _mkdirs(self, path: str) -> None:
+        probe = path
+        while probe:
+            if self._head(probe) is not None:
+                raise AlreadyExists(f"mkdirs {self.full_url(path)}: a file is in the way", probe)
+            probe = paths.parent(probe)
+        if self._key(path):
+            self.client.put_object(Bucket=self.bucket, Key=self._dir_prefix(path), Body=b"")
+
+    def _delete(self, path: str, recursive: bool) -> bool:
+        if self._key(path) and self._head(path) is not None:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(path))
+            return True
+        keys = [o["Key"] for o in self._keys_under(path)]
+        if not keys:
+            return False
+        if not recursive and any(k != self._dir_prefix(path) for k in keys):
+            raise StoreError(
+                f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
+            )
+        for i in range(0, len(keys), 1000):
+            self.client.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
+            )
+        return True
+
+    def _rename(self, src: str, dst: str) -> None:
+        what = f"rename {self.full_url(src)} to {self.full_url(dst)}"
+        if self._head(dst) is not None or (self._key(dst) and self._is_dir(dst)):
+            raise AlreadyExists(f"{what}: destination exists", dst)
+        if self._head(src) is not None:
+            self._copy(src, dst)
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(src))
+            return
+        objs = self._keys_under(src)
+        if not objs:
+            raise NotFound(f"{what}: source does not exist", src)
+        for o in objs:  # per object, not atomic: S3 has no rename
+            rel = o["Key"][len(self._dir_prefix(src)) :]
+            target = self._dir_prefix(dst) + rel
+            self.client.copy_object(
+                Bucket=self.bucket, Key=target, CopySource={"Bucket": self.bucket, "Key": o["Key"]}
+            )
+            self.client.delete_object(Bucket=self.bucket, Key=o["Key"])
+
+    def _copy(self, src: str, dst: str) -> None:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.copy_object(
+                Bucket=self.bucket,
+                Key=self._key(dst),
+                CopySource={"Bucket": self.bucket, "Key": self._key(src)},
+            )
+        except ClientError as e:
+            raise self._err(e, src, "copy") from None
+
+    def _read(self, path: str) -> bytes:
+        from botocore.exceptions import ClientError
+
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(path))["Body"].read()
+        except ClientError as e:
+            raise self._err(e, path, "read") from None
+
+    def _write(self, path: str, data: bytes, overwrite: bool) -> None:
+        from botocore.exceptions import ClientError
+
+        extra = {} if overwrite else {"IfNoneMatch": "*"}
+        if self._key(path) and self._is_dir(path):
+            raise AlreadyExists(f"write {self.full_url(path)}: a directory is there", path)
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(path), Body=data, **extra)
+        except ClientError as e:
+            raise self._err(e, path, "write") from None
+
+    def _create_if_absent(self, path: str, data: bytes) -> bool:
+        try:
+            self._write(path, data, overwrite=False)
+        except AlreadyExists:
+            return False
+        return True
+
+    # --- multipart upload ------------------------------------------------------------------
+
+    def _initiate_upload(self, path: str) -> str:
+        return self.client.create_multipart_upload(Bucket=self.bucket, Key=self._key(path))[
+            "UploadId"
+        ]
+
+    def _upload_part(self, path: str, upload_id: str, number: int, data: bytes) -> str:
+        from botocore.exceptions import ClientError
+
+        try:
+            resp = self.client.upload_part(
+                Bucket=self.bucket,
+                Key=self._key(path),
+                UploadId=upload_id,
+                PartNumber=number,
+                Body=data,
+            )
+        except ClientError as e:
+            raise self._err(e, path, "upload part to") from None
+        return str(resp["ETag"]).strip('"')
+
+    def _complete_upload(self, path: str, upload_id: str, etags: list[str]) -> str:
+        from botocore.exceptions import ClientError
+
+        parts = [{"ETag": f'"{e}"', "PartNumber": i} for i, e in enumerate(etags, start=1)]
+        try:
+            resp = self.client.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=self._key(path),
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+            )
+        except ClientError as e:
+            raise self._err(e, path, "complete upload to") from None
+        return str(resp.get("ETag", "")).strip('"')
+
+    def _abort_upload(self, path: str, upload_id: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.abort_multipart_upload(
+                Bucket=self.bucket, Key=self._key(path), UploadId=upload_id
+            )
+        except ClientError as e:
+            if _code(e) in ("NoSuchUpload", "404"):
+                return False
+            raise self._err(e, path, "abort upload to") from None
+        return True
+
+    def _list_uploads(self, path: str) -> list[PendingUpload]:
+        prefix = self._key(path)
+        out: list[PendingUpload] = []
+        pager = self.client.get_paginator("list_multipart_uploads")
+        for page in pager.paginate(Bucket=self.bucket, Prefix=prefix):
+            for u in page.get("Uploads", []):
+                out.append(
+                    PendingUpload(self._rel(u["Key"]), u["UploadId"], u["Initiated"].timestamp())
+                )
+        return sorted(out, key=lambda u: (u.initiated, u.path))
+
+
+def _rebuild(url: str, options: dict[str, Any]) -> S3Store:
+    return S3Store(url, **options)
