@@ -25,6 +25,10 @@ verify_app = typer.Typer(no_args_is_help=True, help="Check committers and stores
 app.add_typer(verify_app, name="verify")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks, side by side in one run.")
 app.add_typer(bench_app, name="bench")
+uploads_app = typer.Typer(
+    no_args_is_help=True, help="Multipart uploads left pending (billed until aborted)."
+)
+app.add_typer(uploads_app, name="uploads")
 catalog_app = typer.Typer(no_args_is_help=True, help="The partition catalog of Hive-style tables.")
 app.add_typer(catalog_app, name="catalog")
 
@@ -340,6 +344,58 @@ def cleanup(
             action = "would be removed"
         t.add_row(path, action)
     console.print(t)
+
+
+@uploads_app.command("list")
+def uploads_list(
+    url: str = typer.Argument(..., help="A store URL (s3://bucket/prefix)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Multipart uploads pending under a prefix."""
+    from .store import open_store
+
+    with _errors():
+        uploads = open_store(url).list_uploads("")
+    if json_out:
+        _print_json([u.__dict__ for u in uploads])
+        return
+    t = Table(title=f"{len(uploads)} pending uploads under {url}")
+    for col in ("key", "upload id", "initiated (UTC)"):
+        t.add_column(col)
+    import datetime as _dt
+
+    for u in uploads:
+        when = _dt.datetime.fromtimestamp(u.initiated, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+        t.add_row(u.path, u.upload_id[:24] + "...", when)
+    console.print(t)
+
+
+@uploads_app.command("abort")
+def uploads_abort(
+    url: str = typer.Argument(..., help="A store URL (s3://bucket/prefix)."),
+    older_than: str = typer.Option("0", help="Only uploads started at least this long ago."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be aborted."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Abort pending multipart uploads under a prefix."""
+    from .commit.cleanup import abort_uploads, parse_duration
+    from .store import open_store
+
+    with _errors():
+        report = abort_uploads(
+            open_store(url), older_than_s=parse_duration(older_than), dry_run=dry_run
+        )
+    if json_out:
+        _print_json(
+            {
+                "pending": len(report.pending),
+                "aborted": [u.__dict__ for u in report.aborted],
+                "dry_run": dry_run,
+            }
+        )
+        return
+    verb = "would abort" if dry_run else "aborted"
+    console.print(f"{len(report.pending)} pending under {url}; {verb} {len(report.aborted)}")
 
 
 @catalog_app.command("list")

@@ -2,7 +2,9 @@
 
 - `_temporary/<job>` directories of the FileOutputCommitter and manifest committers;
 - `.hive-staging_*` directories: a load with a journal is completed (or rolled back when asked),
-  one without a journal never reached the table and is deleted.
+  one without a journal never reached the table and is deleted;
+- `__magic_job-*` directories of the magic committer, with every upload their attempts left
+  pending (they are invisible, but billed until aborted).
 
 Only entries older than `older_than_s` are touched, so jobs still running are left alone.
 """
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..store import Store, paths
 from .hive.staging import JOURNAL, is_staging_dir
+from .magic.committer import MAGIC_PREFIX, abort_magic_job_dir
 from .manifest.layout import PENDING_DIR
 
 
@@ -72,7 +75,9 @@ def cleanup_destination(
             continue
         if dry_run:
             continue
-        if is_staging_dir(paths.name(path)) and store.exists(f"{path}/{JOURNAL}"):
+        if paths.name(path).startswith(MAGIC_PREFIX):
+            abort_magic_job_dir(store, path)
+        elif is_staging_dir(paths.name(path)) and store.exists(f"{path}/{JOURNAL}"):
             from ..store.catalog import open_catalog
             from .hive.recovery import finish_abandoned_load
 
@@ -83,4 +88,24 @@ def cleanup_destination(
         report.removed.append(path)
     if not dry_run and store.exists(PENDING_DIR) and not store.list(PENDING_DIR):
         store.delete(PENDING_DIR)
+    return report
+
+
+@dataclass
+class UploadsReport:
+    pending: list = field(default_factory=list)
+    aborted: list = field(default_factory=list)
+
+
+def abort_uploads(
+    store: Store, *, older_than_s: float = 0.0, dry_run: bool = False
+) -> UploadsReport:
+    """Abort multipart uploads pending under the store's root that are older than the limit."""
+    now = time.time()
+    report = UploadsReport(pending=store.list_uploads(""))
+    for u in report.pending:
+        if now - u.initiated >= older_than_s:
+            if not dry_run:
+                store.abort_upload(u.path, u.upload_id)
+            report.aborted.append(u)
     return report

@@ -70,9 +70,20 @@ def check_nothing_visible(store: Store) -> list[str]:
 
 
 def check_no_leftovers(store: Store, allow: tuple[str, ...] = (SUCCESS,)) -> list[str]:
+    """No in-flight directories, and on stores with multipart upload no upload left pending
+    (an incomplete upload is invisible, but billed until it is aborted)."""
+    problems = []
     try:
         entries = store.list("")
     except FileNotFoundError:
-        return []
+        entries = []
     extra = [e.path for e in entries if paths.is_hidden(e.path) and e.path not in allow]
-    return [f"{NO_LEFTOVERS}: {', '.join(extra)} left behind"] if extra else []
+    if extra:
+        problems.append(f"{NO_LEFTOVERS}: {', '.join(extra)} left behind")
+    if store.capabilities.multipart_upload:
+        uploads = store.list_uploads("")
+        if uploads:
+            problems.append(
+                f"{NO_LEFTOVERS}: {len(uploads)} uploads pending, e.g. {uploads[0].path}"
+            )
+    return problems

@@ -1,0 +1,493 @@
+"""The magic committer: zero-rename commit on stores with multipart upload (S3).
+
+A task attempt writes each file as a multipart upload to its final key and does not complete
+it: nothing is visible. Before it starts an upload it writes a zero-byte marker at the file's
+magic path (so an attempt that dies before recording the upload still names the key to clean),
+and after the last part a `.pending` record. Task commit gathers the attempt's `.pending` records
+into one `<taskId>.pendingset` (the last attempt to commit wins). Job commit loads the committed
+tasks' pendingsets, applies the conflict mode, completes every upload in parallel, writes
+`_SUCCESS` and deletes the magic directory. No byte is copied at commit time.
+
+Layout: `$dest/__magic_job-<jobUUID>/<NN>/tasks/<taskAttemptId>/<path>[.pending]` and
+`$dest/__magic_job-<jobUUID>/<NN>/<taskId>.pendingset` (per-job magic directories, as S3A's
+since HADOOP-18797, so concurrent jobs never touch each other's records).
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from ...errors import (
+    CommitError,
+    InjectedCrash,
+    JobCommitError,
+    NotFound,
+    TaskCommitError,
+    ValidationError,
+)
+from ...store import IOPool, Store, paths
+from ..protocol import Committer, JobCommitResult, JobContext, TaskAttemptContext, TaskCommitMessage
+from ..success import SUCCESS_FILE, SuccessData
+from .config import MagicConfig
+from .files import PendingCommit, PendingSet
+
+MAGIC_PREFIX = "__magic_job-"
+PENDING_SUFFIX = ".pending"
+PENDINGSET_SUFFIX = ".pendingset"
+COMMITTER_NAME = "dataferry.commit.magic.MagicCommitter"
+
+
+def job_dir(job: JobContext) -> str:
+    return f"{MAGIC_PREFIX}{job.job_uuid}"
+
+
+def job_attempt_dir(job: JobContext) -> str:
+    return f"{job_dir(job)}/{job.attempt:02d}"
+
+
+def attempt_dir(task: TaskAttemptContext) -> str:
+    return f"{job_attempt_dir(task.job)}/tasks/{task.attempt_id}"
+
+
+def pendingset_path(job: JobContext, task_id: str) -> str:
+    return f"{job_attempt_dir(job)}/{task_id}{PENDINGSET_SUFFIX}"
+
+
+@dataclass
+class MagicJobCommitResult(JobCommitResult):
+    uploads_completed: int = 0
+    replaced_objects: int = 0
+
+
+class MagicCommitter(Committer):
+    name = "magic"
+
+    def __init__(self, store: Store, config: MagicConfig) -> None:
+        super().__init__(store, config)
+
+    def _require_multipart(self) -> None:
+        if not self.store.capabilities.multipart_upload:
+            raise CommitError(
+                f"the magic committer needs multipart upload, which {self.store.describe()} lacks"
+            )
+
+    # --- job and task setup ----------------------------------------------------------------
+
+    def setup_job(self, job: JobContext) -> None:
+        self._require_multipart()
+        self.check_destination()
+        with self.stats.duration("job_stage_setup"):
+            if self.store.exists(job_attempt_dir(job)):
+                raise CommitError(
+                    f"magic directory {self.store.full_url(job_attempt_dir(job))} exists: job id reused?"
+                )
+            if self.config.conflict_mode == "fail":
+                self._fail_if_data(paths_to_check=[""])
+
+    def setup_task(self, task: TaskAttemptContext) -> None:
+        pass  # no directories on an object store; the attempt's records appear as it writes
+
+    def task_work_path(self, task: TaskAttemptContext) -> str:
+        return attempt_dir(task)
+
+    # --- writing: multipart uploads to the final key ---------------------------------------
+
+    def open_file(self, task: TaskAttemptContext, relpath: str) -> BinaryIO:
+        rel = paths.normalize(relpath)
+        if not rel or paths.is_hidden(rel):
+            raise CommitError(f"task {task.attempt_id}: cannot write {relpath!r}: not a data path")
+        return _UploadStream(self, task, rel)  # type: ignore[return-value]
+
+    def write_file(self, task: TaskAttemptContext, relpath: str, data: bytes) -> str:
+        with self.open_file(task, relpath) as f:
+            f.write(data)
+        return paths.normalize(relpath)
+
+    # --- task commit -----------------------------------------------------------------------
+
+    def needs_task_commit(self, task: TaskAttemptContext) -> bool:
+        return True
+
+    def _attempt_records(self, task: TaskAttemptContext) -> tuple[list[str], list[str]]:
+        """(.pending paths, marker paths) of an attempt."""
+        base = attempt_dir(task)
+        pending, markers = [], []
+        for st in self.store.walk(base):
+            (pending if st.path.endswith(PENDING_SUFFIX) else markers).append(st.path)
+        return pending, markers
+
+    def commit_task(self, task: TaskAttemptContext) -> TaskCommitMessage:
+        with self.stats.duration("task_stage_commit"):
+            target = pendingset_path(task.job, str(task.task_id))
+            self._refuse_second_commit(task, target)
+            pending, _markers = self._attempt_records(task)
+            commits = []
+            try:
+                for p in pending:
+                    commits.append(
+                        PendingCommit.from_json(
+                            _json(self.store, p), self.store, self.store.full_url(p)
+                        )
+                    )
+            except ValidationError:
+                self._abort_commits(commits)
+                raise
+            pset = PendingSet(task.job.job_uuid, str(task.attempt_id), commits)
+            self.store.write_bytes(target, pset.to_bytes(self.store))  # last attempt wins
+            self.store.delete(attempt_dir(task), recursive=True)
+        return TaskCommitMessage(
+            job_id=str(task.job.job_id),
+            task_id=str(task.task_id),
+            attempt_id=str(task.attempt_id),
+            committer=self.name,
+            files=tuple(c.path for c in commits),
+            bytes=sum(c.length for c in commits),
+            extra={"pendingset": target},
+        )
+
+    def _refuse_second_commit(self, task: TaskAttemptContext, target: str) -> None:
+        try:
+            raw = self.store.read_bytes(target)
+        except NotFound:
+            return
+        if PendingSet.from_bytes(raw, self.store, target).task_attempt_id == str(task.attempt_id):
+            raise TaskCommitError(f"task attempt {task.attempt_id} is already committed ({target})")
+
+    def abort_task(self, task: TaskAttemptContext) -> None:
+        with self.stats.duration("task_stage_abort_task"):
+            self._abort_attempt_dir(attempt_dir(task))
+
+    def _abort_attempt_dir(self, base: str) -> None:
+        """Abort every upload an attempt started: those with a `.pending` by upload id, those
+        that died before recording one through their marker's key."""
+        recorded: set[str] = set()
+        for st in self.store.walk(base):
+            if st.path.endswith(PENDING_SUFFIX):
+                try:
+                    c = PendingCommit.from_json(_json(self.store, st.path), self.store, st.path)
+                except ValidationError:
+                    continue
+                self.store.abort_upload(c.path, c.upload_id)
+                recorded.add(paths.relative_to(st.path[: -len(PENDING_SUFFIX)], base))
+        for st in self.store.walk(base):
+            if st.path.endswith(PENDING_SUFFIX):
+                continue
+            rel = paths.relative_to(st.path, base)
+            if rel in recorded:
+                continue
+            for u in self.store.list_uploads(rel):
+                if u.path == rel:
+                    self.store.abort_upload(u.path, u.upload_id)
+        self.store.delete(base, recursive=True)
+
+    def _abort_commits(self, commits: list[PendingCommit]) -> None:
+        for c in commits:
+            try:
+                self.store.abort_upload(c.path, c.upload_id)
+            except Exception:
+                pass
+
+    # --- job commit ------------------------------------------------------------------------
+
+    def _load_pendingsets(
+        self, job: JobContext, messages: Sequence[TaskCommitMessage], pool: IOPool
+    ) -> list[PendingCommit]:
+        def load(m: TaskCommitMessage) -> list[PendingCommit]:
+            path = pendingset_path(job, m.task_id)
+            source = self.store.full_url(path)
+            try:
+                raw = self.store.read_bytes(path)
+            except NotFound:
+                raise JobCommitError(
+                    f"task {m.task_id} committed by {m.attempt_id} has no pendingset {source}"
+                ) from None
+            pset = PendingSet.from_bytes(raw, self.store, source)
+            if pset.task_attempt_id != m.attempt_id:
+                raise ValidationError(
+                    f"pendingset is of {pset.task_attempt_id}, but the driver says {m.attempt_id} committed",
+                    source,
+                    "extraData",
+                )
+            return pset.commits
+
+        commits = [c for batch in pool.map(load, messages) for c in batch]
+        seen: dict[str, PendingCommit] = {}
+        for c in commits:
+            if c.path in seen:
+                raise JobCommitError(
+                    f"destination {self.store.full_url(c.path)} is written by two tasks: "
+                    f"{seen[c.path].task_id} and {c.task_id}"
+                )
+            seen[c.path] = c
+        return commits
+
+    def _fail_if_data(self, paths_to_check: list[str]) -> None:
+        for p in paths_to_check:
+            try:
+                entries = self.store.list(p)
+            except NotFound:
+                continue
+            data = [e for e in entries if not paths.is_hidden(e.path) and (p or not e.is_dir)]
+            if p == "":
+                data = [e for e in entries if not paths.is_hidden(e.path)]
+            if data:
+                raise JobCommitError(
+                    f"conflict mode 'fail': {self.store.full_url(p)} already holds data, e.g. {data[0].path}"
+                )
+
+    def _replace(self, partitions: list[str], pool: IOPool) -> int:
+        """Delete existing data in the partitions this job writes (conflict mode `replace`)."""
+        doomed = []
+        for p in partitions:
+            doomed += (
+                [
+                    s.path
+                    for s in self.store.walk(p)
+                    if not paths.is_hidden(paths.relative_to(s.path, p))
+                ]
+                if p
+                else [
+                    e.path
+                    for e in self.store.list("")
+                    if not e.is_dir and not paths.is_hidden(e.path)
+                ]
+            )
+        pool.for_each(self.store.delete, doomed)
+        return len(doomed)
+
+    def commit_job(
+        self, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> MagicJobCommitResult:
+        self.check_messages(job, messages)
+        start = time.perf_counter()
+        stages: dict[str, float] = {}
+        completed: list[PendingCommit] = []
+        lock = threading.Lock()
+        with IOPool(self.config.threads) as pool, self.stats.duration("committer_commit_job"):
+            t = time.perf_counter()
+            commits = self._load_pendingsets(job, messages, pool)
+            stages["load_pendingsets"] = time.perf_counter() - t
+            partitions = sorted({paths.parent(c.path) for c in commits})
+            replaced = 0
+            t = time.perf_counter()
+            if self.config.conflict_mode == "fail":
+                self._fail_if_data(partitions)
+            elif self.config.conflict_mode == "replace":
+                replaced = self._replace(partitions, pool)
+            stages["conflict"] = time.perf_counter() - t
+
+            def complete(c: PendingCommit) -> None:
+                self.store.complete_upload(c.path, c.upload_id, c.etags)
+                with lock:
+                    completed.append(c)
+
+            t = time.perf_counter()
+            try:
+                pool.for_each(complete, commits)
+            except Exception as e:
+                self._revert(commits, completed, pool)
+                raise JobCommitError(
+                    f"job {job.job_id}: completing uploads failed after {len(completed)} of "
+                    f"{len(commits)}; completed files deleted, the rest aborted: {e}"
+                ) from e
+            stages["complete_uploads"] = time.perf_counter() - t
+            self.stats.set_counter("committer_files_committed", len(commits))
+            self.stats.set_counter("committer_bytes_committed", sum(c.length for c in commits))
+            if self.config.mark_successful_jobs:
+                t = time.perf_counter()
+                self._save_success(job, commits)
+                stages["save_success"] = time.perf_counter() - t
+            t = time.perf_counter()
+            self._abort_uncommitted_attempts(job, pool)
+            self.store.delete(job_dir(job), recursive=True)
+            stages["cleanup"] = time.perf_counter() - t
+        stages["total"] = time.perf_counter() - start
+        return MagicJobCommitResult(
+            job_id=str(job.job_id),
+            committer=self.name,
+            files=len(commits),
+            bytes=sum(c.length for c in commits),
+            success_path=SUCCESS_FILE if self.config.mark_successful_jobs else None,
+            stage_seconds=stages,
+            iostatistics=self.stats,
+            filenames=sorted(c.path for c in commits)[:100],
+            uploads_completed=len(completed),
+            replaced_objects=replaced,
+        )
+
+    def _abort_uncommitted_attempts(self, job: JobContext, pool: IOPool) -> None:
+        """Attempts that died or were denied left uploads pending: abort them (a committed
+        attempt's directory is already gone)."""
+        tasks = f"{job_attempt_dir(job)}/tasks"
+        if self.store.exists(tasks):
+            pool.for_each(lambda st: self._abort_attempt_dir(st.path), self.store.list(tasks))
+
+    def _revert(
+        self, commits: list[PendingCommit], completed: list[PendingCommit], pool: IOPool
+    ) -> None:
+        done = {c.path for c in completed}
+        pool.for_each(lambda c: self.store.delete(c.path), completed)
+        pool.for_each(
+            lambda c: self.store.abort_upload(c.path, c.upload_id),
+            [c for c in commits if c.path not in done],
+        )
+
+    def _save_success(self, job: JobContext, commits: list[PendingCommit]) -> None:
+        data = SuccessData(
+            committer=COMMITTER_NAME,
+            description=f"Job {job.job_id} committed by dataferry's magic committer",
+            job_id=job.job_uuid,
+            job_id_source="dataferry.job_uuid",
+            metrics={k: v for k, v in self.stats.counters.items() if k.startswith("committer_")},
+            filenames=[self.store.full_url(c.path) for c in commits[:100]],
+            state="committed",
+            stage="committer_commit_job",
+            iostatistics=self.stats.snapshot(),
+        )
+        self.store.write_bytes(SUCCESS_FILE, data.to_bytes())  # a PUT is atomic on S3
+
+    # --- abort and cleanup -----------------------------------------------------------------
+
+    def abort_job(self, job: JobContext) -> None:
+        """Abort every upload of the job (nothing left to bill), delete any file a failed job
+        commit had already completed, and remove the magic directory."""
+        with self.stats.duration("job_stage_abort"):
+            base = job_attempt_dir(job)
+            for st in (
+                self.store.list(f"{base}/tasks") if self.store.exists(f"{base}/tasks") else []
+            ):
+                self._abort_attempt_dir(st.path)
+            for st in self.store.walk(base):
+                if not st.path.endswith(PENDINGSET_SUFFIX):
+                    continue
+                try:
+                    pset = PendingSet.from_bytes(
+                        self.store.read_bytes(st.path), self.store, st.path
+                    )
+                except ValidationError:
+                    continue
+                for c in pset.commits:
+                    if not self.store.abort_upload(c.path, c.upload_id):
+                        self._delete_if_ours(c)
+            self.store.delete(job_dir(job), recursive=True)
+
+    def _delete_if_ours(self, c: PendingCommit) -> None:
+        """An upload no longer pending was completed: delete the object if it is that upload's."""
+        try:
+            st = self.store.stat(c.path)
+        except NotFound:
+            return
+        if st.etag == c.expected_etag():
+            self.store.delete(c.path)
+
+    def cleanup_job(self, job: JobContext) -> None:
+        self.store.delete(job_dir(job), recursive=True)
+
+
+def _json(store: Store, path: str) -> Any:
+    import json
+
+    from ...errors import ValidationError as VE
+
+    raw = store.read_bytes(path)
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise VE(f"not valid JSON: {e}", store.full_url(path)) from None
+
+
+class _UploadStream(io.RawIOBase):
+    """Writes one file as a multipart upload that is left pending: parts go up as they fill;
+    on close the last part is sent and the `.pending` record saved."""
+
+    def __init__(self, committer: MagicCommitter, task: TaskAttemptContext, relpath: str) -> None:
+        super().__init__()
+        self.c, self.task, self.path = committer, task, relpath
+        self.store = committer.store
+        self.buffer = bytearray()
+        self.etags: list[str] = []
+        self.upload_id: str | None = None
+        self.length = 0
+        self.failed = False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        chunk = bytes(data)
+        self.buffer += chunk
+        self.length += len(chunk)
+        size = self.c.config.part_size
+        while len(self.buffer) >= 2 * size:  # keep a full part back: the last part may be small
+            self._part(bytes(self.buffer[:size]))
+            del self.buffer[:size]
+        return len(chunk)
+
+    def _start(self) -> str:
+        if self.upload_id is None:
+            base = attempt_dir(self.task)
+            self.store.write_bytes(f"{base}/{self.path}", b"")  # the marker: names the key
+            self.upload_id = self.store.initiate_upload(self.path)
+        return self.upload_id
+
+    def _part(self, data: bytes) -> None:
+        upload = self._start()
+        self.etags.append(self.store.upload_part(self.path, upload, len(self.etags) + 1, data))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if not self.failed:
+                self._part(bytes(self.buffer))
+                pending = PendingCommit(
+                    self.path,
+                    self.upload_id or "",
+                    self.etags,
+                    self.length,
+                    self.task.job.job_uuid,
+                    str(self.task.task_id),
+                )
+                base = attempt_dir(self.task)
+                self.store.write_bytes(
+                    f"{base}/{self.path}{PENDING_SUFFIX}",
+                    _dumps(pending.to_json(self.store)),
+                )
+        finally:
+            super().close()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.failed = True
+            # a dying process aborts nothing; an ordinary failure aborts its own upload
+            if self.upload_id and not issubclass(exc_type, InjectedCrash):
+                try:
+                    self.store.abort_upload(self.path, self.upload_id)
+                except Exception:
+                    pass
+        self.close()
+
+
+def _dumps(data: dict[str, Any]) -> bytes:
+    import json
+
+    return json.dumps(data, indent=1).encode()
+
+
+def abort_magic_job_dir(store: Store, job_path: str) -> None:
+    """Abort every upload a (dead) magic job left, from its directory alone, and delete it."""
+    from ...ids import new_job_id
+
+    uuid = paths.name(job_path)[len(MAGIC_PREFIX) :]
+    committer = MagicCommitter(store, MagicConfig())
+    for attempt in store.list(job_path) if store.exists(job_path) else []:
+        if not attempt.is_dir or not attempt.name.isdigit():
+            continue
+        job = committer.new_job(new_job_id(job_uuid=uuid), attempt=int(attempt.name))
+        committer.abort_job(job)
+    store.delete(job_path, recursive=True)
