@@ -294,6 +294,41 @@ def manifest(
             console.print(ft)
 
 
+# --- check-store ---------------------------------------------------------------------------------
+
+
+@app.command("check-store")
+def check_store(
+    url: str = typer.Argument(..., help="Store URL or path to probe."), json_out: bool = JSON_OPT
+) -> None:
+    """Probe a store by experiment (in a scratch prefix) and recommend a committer."""
+    from .verify.probe import probe_store
+
+    with _errors():
+        report = probe_store(url)
+    if json_out:
+        _print_json(report.to_json())
+        return
+    t = Table(title=f"check-store {report.url}")
+    for col in ("capability", "measured", "declared", "detail"):
+        t.add_column(col)
+    declared = report.declared.as_dict()
+    alias = {
+        "atomic_o1_file_rename": "atomic_file_rename",
+        "atomic_o1_dir_rename": "atomic_dir_rename",
+    }
+    for f in report.findings:
+        d = declared.get(alias.get(f.name, f.name))
+        t.add_row(
+            f.name,
+            "yes" if f.value else "no",
+            "" if d is None else ("yes" if d else "no"),
+            f.detail,
+        )
+    console.print(t)
+    console.print(f"recommended committer: [bold]{report.recommended}[/] ({report.reason})")
+
+
 # --- cleanup and catalog -------------------------------------------------------------------------
 
 

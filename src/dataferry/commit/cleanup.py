@@ -65,9 +65,12 @@ def cleanup_destination(
     candidates: list[str] = []
     if store.exists(PENDING_DIR):
         candidates += [e.path for e in store.list(PENDING_DIR)]
-    candidates += (
-        [e.path for e in store.list("") if is_staging_dir(e.name)] if store.exists("") else []
-    )
+    if store.exists(""):
+        candidates += [
+            e.path
+            for e in store.list("")
+            if is_staging_dir(e.name) or e.name.startswith(MAGIC_PREFIX)
+        ]
     for path in candidates:
         report.found.append(path)
         if now - _newest_mtime(store, path) < older_than_s:

@@ -113,9 +113,32 @@ def choose_committer(store: Store) -> str:
     )
 
 
-def make_committer(name: str, dest: str | os.PathLike[str] | Store, **options: Any) -> Committer:
-    """A committer by name for a destination (URL, path or open Store)."""
+RENAME_BASED = ("v1", "v2", "manifest", "hive")
+
+
+def make_committer(
+    name: str,
+    dest: str | os.PathLike[str] | Store,
+    *,
+    allow_unsafe_rename: bool = False,
+    **options: Any,
+) -> Committer:
+    """A committer by name for a destination (URL, path or open Store).
+
+    A rename-based committer on a store without atomic file rename (S3, GCS) is refused
+    unless `allow_unsafe_rename=True`: there every rename is a copy, slow and not atomic.
+    """
     store = dest if isinstance(dest, Store) else open_store(dest)
     if name == "auto":
         name = choose_committer(store)
+    elif (
+        name in RENAME_BASED
+        and not store.capabilities.atomic_file_rename
+        and not allow_unsafe_rename
+    ):
+        raise ConfigError(
+            f"committer {name!r} commits by renaming, and {store.describe()} has no atomic rename "
+            "(a rename there is a copy and a delete); use 'magic' or 'auto', or pass "
+            "allow_unsafe_rename=True to measure it anyway"
+        )
     return build_committer(name, store, build_config(name, options))

@@ -58,6 +58,7 @@ def write_dataset(
     mode: str = "error",
     tasks: int | None = None,
     committer_options: dict[str, Any] | None = None,
+    allow_unsafe_rename: bool = False,
     on_event: EventHook | None = None,
     before_job_commit: Callable[[Any], None] | None = None,
 ) -> WriteResult:
@@ -70,6 +71,7 @@ def write_dataset(
         `overwrite-table`.
     committer: a committer name (`auto` chooses from the store's capabilities).
     engine: None for the embedded local engine with default settings.
+    allow_unsafe_rename: let a rename-based committer run on a store whose rename is a copy.
     """
     writer_for(format)  # fail early on an unknown format
     partition_by = tuple(partition_by)
@@ -83,7 +85,7 @@ def write_dataset(
         prepare_destination(store, "append", keep_success=True)
     else:
         prepare_destination(store, mode)
-    com = make_committer(committer, store, **options)
+    com = make_committer(committer, store, allow_unsafe_rename=allow_unsafe_rename, **options)
     if engine is None:
         engine = LocalEngine()
     elif isinstance(engine, LocalEngineConfig):

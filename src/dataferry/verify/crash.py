@@ -150,7 +150,7 @@ def run_scenario(
         quiet(lambda: inv.check_nothing_visible(store))
 
     job_id = new_job_id()
-    com = make_committer(committer, store, **options)
+    com = make_committer(committer, store, allow_unsafe_rename=True, **options)
     try:
         _engine().run_job(com, reference_tasks(), job_id=job_id, before_job_commit=before_commit)
         scenario.outcome = "committed"
@@ -167,12 +167,12 @@ def run_scenario(
         return scenario, store
     # recovery: abort and clean up the failed job, then rerun it as a new job
     failed = com.new_job(job_id)
-    recovery = make_committer(committer, store, **options)
+    recovery = make_committer(committer, store, allow_unsafe_rename=True, **options)
     recovery.abort_job(failed)
     recovery.cleanup_job(failed)
     problems.extend(inv.check_no_leftovers(store, allowed_leftovers(recovery)))
     prepare_destination(store, "overwrite")
-    rerun = make_committer(committer, store, **options)
+    rerun = make_committer(committer, store, allow_unsafe_rename=True, **options)
     _engine().run_job(rerun, reference_tasks(), before_job_commit=before_commit)
     problems.extend(inv.check_success(store, True))
     problems.extend(inv.check_output(store))

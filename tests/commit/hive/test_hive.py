@@ -114,6 +114,7 @@ def test_new_partitions_move_by_directory_rename_where_atomic(tmp_path):
             mode="append",
             engine=INLINE,
             tasks=2,
+            allow_unsafe_rename=True,
         )
         load = result.run.commit.load
         assert (load.dir_renames == 3) == expect_dir_renames

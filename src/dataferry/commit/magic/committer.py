@@ -86,8 +86,6 @@ class MagicCommitter(Committer):
                 raise CommitError(
                     f"magic directory {self.store.full_url(job_attempt_dir(job))} exists: job id reused?"
                 )
-            if self.config.conflict_mode == "fail":
-                self._fail_if_data(paths_to_check=[""])
 
     def setup_task(self, task: TaskAttemptContext) -> None:
         pass  # no directories on an object store; the attempt's records appear as it writes

@@ -1,0 +1,219 @@
+"""`dataferry check-store URL`: find out by experiment what a store can do, and which committer
+is safe and fast on it.
+
+Every probe runs in a scratch prefix that is removed afterwards:
+- write and read back; is a new file listed at once (consistent listing)?
+- are there etags (from stat and from listings)?
+- is create-if-absent honoured (a second create refused)?
+- file rename: does it work, and does its time grow with the file's size (a copy) or not
+  (a metadata operation, atomic and O(1) on every store we know)? Is the etag kept?
+- directory rename: does its time grow with the number of files (per-file, not atomic)?
+- multipart upload: can one be started and aborted?
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import DataferryError
+from ..store import Capabilities, Store, open_store, paths
+
+SMALL = 1024
+LARGE = 16 * 1024 * 1024
+DIR_FILES = 32
+
+
+@dataclass
+class Finding:
+    name: str
+    value: bool | None
+    detail: str
+
+
+@dataclass
+class ProbeReport:
+    url: str
+    declared: Capabilities
+    findings: list[Finding] = field(default_factory=list)
+    recommended: str = ""
+    reason: str = ""
+
+    def measured(self) -> dict[str, bool | None]:
+        return {f.name: f.value for f in self.findings}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "declared": self.declared.as_dict(),
+            "measured": {f.name: {"value": f.value, "detail": f.detail} for f in self.findings},
+            "recommended": self.recommended,
+            "reason": self.reason,
+        }
+
+
+def _timed(fn: Callable[[], object], repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _grows(small_s: float, large_s: float, ratio: float, floor_s: float) -> bool:
+    return large_s > ratio * small_s and large_s - small_s > floor_s
+
+
+def probe_store(url: str) -> ProbeReport:
+    store = open_store(url)
+    scratch = f"_dataferry_probe_{uuid.uuid4().hex[:10]}"
+    report = ProbeReport(store.full_url(), store.capabilities)
+    add = report.findings.append
+    try:
+        _run_probes(store, scratch, add)
+    finally:
+        try:
+            store.delete(scratch, recursive=True)
+        except Exception:
+            pass
+    report.recommended, report.reason = recommend(report.measured())
+    return report
+
+
+def _run_probes(store: Store, base: str, add: Callable[[Finding], None]) -> None:
+    p = paths.join
+    store.write_bytes(p(base, "a"), b"x" * SMALL)
+    if store.read_bytes(p(base, "a")) != b"x" * SMALL:
+        raise DataferryError(
+            f"{store.full_url(base)}: a file read back differs from what was written"
+        )
+    listed = [s.path for s in store.list(base)]
+    add(
+        Finding(
+            "consistent_listing",
+            p(base, "a") in listed,
+            "a new file is listed at once"
+            if p(base, "a") in listed
+            else "a new file was not listed",
+        )
+    )
+    st = store.stat(p(base, "a"))
+    add(Finding("etags", bool(st.etag), f"etag {st.etag!r}" if st.etag else "no etag from stat"))
+    first = store.create_if_absent(p(base, "once"), b"1")
+    second = store.create_if_absent(p(base, "once"), b"2")
+    honoured = first and not second and store.read_bytes(p(base, "once")) == b"1"
+    add(
+        Finding(
+            "conditional_create",
+            honoured,
+            "a second create-if-absent was refused"
+            if honoured
+            else "a second create-if-absent overwrote or failed",
+        )
+    )
+
+    # file rename: time against size
+    store.write_bytes(p(base, "large"), b"y" * LARGE)
+    counter = iter(range(1_000_000))
+
+    def rename_round_trip(name: str) -> Callable[[], None]:
+        def go() -> None:
+            n = next(counter)
+            store.rename(p(base, name), p(base, f"{name}-{n}"))
+            store.rename(p(base, f"{name}-{n}"), p(base, name))
+
+        return go
+
+    try:
+        small_s = _timed(rename_round_trip("a"))
+        large_s = _timed(rename_round_trip("large"))
+    except DataferryError as e:
+        add(Finding("file_rename", False, f"rename failed: {e}"))
+        small_s = large_s = 0.0
+    else:
+        copies = _grows(small_s, large_s, ratio=1.5, floor_s=0.005)
+        add(Finding("file_rename", True, "works"))
+        add(
+            Finding(
+                "atomic_o1_file_rename",
+                not copies,
+                f"1 KiB: {small_s * 500:.2f} ms, 16 MiB: {large_s * 500:.2f} ms per rename: "
+                + (
+                    "time grows with size, so rename copies the bytes (not atomic)"
+                    if copies
+                    else "independent of size: a metadata operation"
+                ),
+            )
+        )
+        before = store.stat(p(base, "large")).etag
+        store.rename(p(base, "large"), p(base, "large-moved"))
+        after = store.stat(p(base, "large-moved")).etag
+        add(
+            Finding(
+                "etags_preserved_by_rename",
+                bool(before) and before == after,
+                f"{before!r} -> {after!r}",
+            )
+        )
+
+    # directory rename: time against number of files
+    for i in range(DIR_FILES):
+        store.write_bytes(p(base, "many", f"f{i}"), b"z")
+    store.write_bytes(p(base, "one", "f0"), b"z")
+
+    def dir_round_trip(name: str) -> Callable[[], None]:
+        def go() -> None:
+            n = next(counter)
+            store.rename(p(base, name), p(base, f"{name}-{n}"))
+            store.rename(p(base, f"{name}-{n}"), p(base, name))
+
+        return go
+
+    try:
+        one_s = _timed(dir_round_trip("one"))
+        many_s = _timed(dir_round_trip("many"))
+    except DataferryError as e:
+        add(Finding("atomic_o1_dir_rename", False, f"directory rename failed: {e}"))
+    else:
+        per_file = _grows(one_s, many_s, ratio=4.0, floor_s=0.010)
+        add(
+            Finding(
+                "atomic_o1_dir_rename",
+                not per_file,
+                f"1 file: {one_s * 500:.2f} ms, {DIR_FILES} files: {many_s * 500:.2f} ms per rename: "
+                + (
+                    "grows with the files: renamed file by file, not atomic"
+                    if per_file
+                    else "independent of the files: atomic"
+                ),
+            )
+        )
+
+    try:
+        upload = store.initiate_upload(p(base, "mpu"))
+        store.abort_upload(p(base, "mpu"), upload)
+        add(Finding("multipart_upload", True, "an upload was started and aborted"))
+    except DataferryError as e:
+        add(Finding("multipart_upload", False, str(e)))
+
+
+def recommend(measured: dict[str, bool | None]) -> tuple[str, str]:
+    if measured.get("atomic_o1_file_rename"):
+        return (
+            "manifest",
+            "file rename is a metadata operation: parallel renames at job commit are safe and fast",
+        )
+    if measured.get("multipart_upload"):
+        return (
+            "magic",
+            "no real rename, but multipart upload: uploads completed at job commit copy nothing",
+        )
+    return (
+        "none",
+        "no atomic rename and no multipart upload: no rename-based committer is safe here",
+    )

@@ -1,0 +1,221 @@
+"""The magic committer against a real S3-protocol server (moto in its own process)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from dataferry import make_committer
+from dataferry.cli import app
+from dataferry.commit.cleanup import cleanup_destination
+from dataferry.commit.magic.committer import attempt_dir, job_dir, pendingset_path
+from dataferry.engine import AttemptFailure, LocalEngine
+from dataferry.errors import ConfigError, InjectedCrash, JobCommitError, TaskCommitError
+from dataferry.store import FaultRule, Op, fault_layer, open_store
+from dataferry.verify import invariants as inv
+from dataferry.verify.reference import reference_tasks
+
+
+def visible(store):
+    return sorted(s.path for s in store.walk("") if not s.path.startswith("_"))
+
+
+def tasks_with(c, job, files, attempt=0):
+    msgs = []
+    for i, names in files.items():
+        t = job.task(i, attempt)
+        c.setup_task(t)
+        for n in names:
+            c.write_file(t, n, f"{i}:{n}".encode())
+        msgs.append(c.commit_task(t))
+    return msgs
+
+
+def test_nothing_visible_until_job_commit_and_nothing_copied(s3_url):
+    store = open_store(s3_url)
+    c = make_committer("magic", store)
+    job = c.new_job()
+    c.setup_job(job)
+    msgs = tasks_with(c, job, {0: ["p=1/a", "p=2/b"], 1: ["p=1/c"]})
+    assert visible(store) == []
+    assert len(store.list_uploads("")) == 3
+    result = c.commit_job(job, msgs)
+    assert visible(store) == ["p=1/a", "p=1/c", "p=2/b"]
+    assert store.read_bytes("p=1/c") == b"1:p=1/c"
+    assert store.list_uploads("") == [] and not store.exists(job_dir(job))
+    counters = store.stats.counters
+    assert counters["op_multipart_complete"] == 3
+    assert "op_copy" not in counters and "op_rename" not in counters  # zero rename, zero copy
+    success = json.loads(store.read_bytes("_SUCCESS"))
+    assert success["committer"].endswith("MagicCommitter") and len(success["filenames"]) == 3
+    assert result.uploads_completed == 3
+
+
+def test_pending_and_pendingset_shapes(s3_url):
+    store = open_store(s3_url)
+    c = make_committer("magic", store)
+    job = c.new_job()
+    c.setup_job(job)
+    t = job.task(0)
+    c.write_file(t, "d=1/x.bin", b"abc")
+    pending = json.loads(store.read_bytes(f"{attempt_dir(t)}/d=1/x.bin.pending"))
+    assert {
+        "version",
+        "filename",
+        "uri",
+        "uploadId",
+        "bucket",
+        "destinationKey",
+        "created",
+        "saved",
+        "date",
+        "jobId",
+        "taskId",
+        "text",
+        "etags",
+        "extraData",
+        "iostatistics",
+        "length",
+    } <= set(pending)
+    assert pending["destinationKey"].endswith("/d=1/x.bin") and pending["length"] == 3
+    c.commit_task(t)
+    pset = json.loads(store.read_bytes(pendingset_path(job, str(t.task_id))))
+    assert pset["extraData"]["task.attempt.id"] == str(t.attempt_id) and len(pset["commits"]) == 1
+    with pytest.raises(TaskCommitError, match="already committed"):
+        c.commit_task(t)
+
+
+def test_large_file_goes_up_in_parts(s3_url):
+    store = open_store(s3_url)
+    c = make_committer("magic", store, part_size=5 * 1024 * 1024)
+    job = c.new_job()
+    c.setup_job(job)
+    t = job.task(0)
+    data = bytes(range(256)) * (48 * 1024)  # 12 MiB: parts of 5 + 7 MiB
+    with c.open_file(t, "big.bin") as f:
+        for i in range(0, len(data), 1 << 20):
+            f.write(data[i : i + (1 << 20)])
+    c.commit_job(job, [c.commit_task(t)])
+    assert store.read_bytes("big.bin") == data
+    assert store.stats.counter("op_multipart_upload_part") == 2
+
+
+def test_speculative_and_dead_attempts_leave_no_upload(s3_url):
+    store = open_store(s3_url)
+    engine = LocalEngine(
+        workers=0, speculate_tasks=(1,), failures=(AttemptFailure(2, 0, "after_write"),)
+    )
+    engine.run_job(make_committer("magic", store), reference_tasks())
+    assert inv.check_output(store) == [] and inv.check_no_leftovers(store) == []
+    assert store.list_uploads("") == []
+
+
+def test_job_killed_before_commit_leaves_uploads_that_abort_removes(s3_url):
+    store = open_store(s3_url)
+    c = make_committer("magic", store)
+    job = c.new_job()
+    c.setup_job(job)
+    tasks_with(c, job, {0: ["a", "b"]})
+    assert len(store.list_uploads("")) == 2  # the driver "died" here
+    runner = CliRunner()
+    listed = runner.invoke(app, ["uploads", "list", s3_url, "--json"])
+    assert listed.exit_code == 0 and len(json.loads(listed.stdout)) == 2
+    dry = runner.invoke(app, ["uploads", "abort", s3_url, "--dry-run"])
+    assert "would abort 2" in dry.output and len(store.list_uploads("")) == 2
+    res = runner.invoke(app, ["uploads", "abort", s3_url])
+    assert res.exit_code == 0 and store.list_uploads("") == []
+
+
+def test_cleanup_aborts_a_dead_jobs_uploads_and_magic_dir(s3_url):
+    store = open_store(s3_url)
+    c = make_committer("magic", store)
+    job = c.new_job()
+    c.setup_job(job)
+    tasks_with(c, job, {0: ["a"], 1: ["b"]})
+    t = job.task(2)
+    c.write_file(t, "c", b"uncommitted")  # an attempt that never committed
+    report = cleanup_destination(store, older_than_s=0)
+    assert report.removed == [job_dir(job)]
+    assert store.list_uploads("") == [] and store.walk("") == []
+
+
+@pytest.mark.parametrize("mode", ["fail", "append", "replace"])
+def test_conflict_modes(s3_url, mode):
+    store = open_store(s3_url)
+    store.write_bytes("p=1/old", b"old")
+    store.write_bytes("p=2/other", b"other")
+    c = make_committer("magic", store, conflict_mode=mode)
+    job = c.new_job()
+    c.setup_job(job)
+    msgs = tasks_with(c, job, {0: ["p=1/new"]})
+    if mode == "fail":
+        with pytest.raises(JobCommitError, match="already holds data"):
+            c.commit_job(job, msgs)
+        c.abort_job(job)
+        assert visible(store) == ["p=1/old", "p=2/other"] and store.list_uploads("") == []
+        return
+    c.commit_job(job, msgs)
+    expected = {"append": ["p=1/new", "p=1/old", "p=2/other"], "replace": ["p=1/new", "p=2/other"]}
+    assert visible(store) == expected[mode]
+
+
+def test_failed_completion_reverts_everything(s3_url):
+    store = open_store(s3_url, faults=[])
+    c = make_committer("magic", store, threads=1)
+    job = c.new_job()
+    c.setup_job(job)
+    msgs = tasks_with(c, job, {i: [f"f{i}"] for i in range(5)})
+    fault_layer(store).add_rule(
+        FaultRule(
+            action="fail",
+            kinds=frozenset({Op.MULTIPART_COMPLETE}),
+            index=None,
+            predicate=lambda i, op, p: p == "f3",
+        )
+    )
+    with pytest.raises(JobCommitError, match="completed files deleted"):
+        c.commit_job(job, msgs)
+    assert visible(store) == [] and store.list_uploads("") == []
+    c.abort_job(job)
+    assert store.walk("") == []
+
+
+def test_abort_after_a_crash_mid_commit_deletes_what_was_completed(s3_url):
+    store = open_store(s3_url, faults=[])
+    c = make_committer("magic", store, threads=1)
+    job = c.new_job()
+    c.setup_job(job)
+    msgs = tasks_with(c, job, {i: [f"f{i}"] for i in range(4)})
+    fault_layer(store).add_rule(
+        FaultRule(
+            action="crash",
+            when="after",
+            predicate=lambda i, op, p: op == Op.MULTIPART_COMPLETE and p == "f1",
+        )
+    )
+    with pytest.raises(InjectedCrash):
+        c.commit_job(job, msgs)
+    fault_layer(store).armed = False
+    assert visible(store) == ["f0", "f1"]
+    make_committer("magic", store).abort_job(job)
+    assert visible(store) == [] and store.list_uploads("") == []
+
+
+def test_auto_and_refusals(s3_url, tmp_path):
+    assert make_committer("auto", s3_url).name == "magic"
+    assert make_committer("auto", str(tmp_path)).name == "manifest"
+    with pytest.raises(ConfigError, match="no atomic rename"):
+        make_committer("manifest", s3_url)
+    assert make_committer("v1", s3_url, allow_unsafe_rename=True).name == "v1"
+    with pytest.raises(ConfigError, match="conflict_mode"):
+        make_committer("magic", s3_url, conflict_mode="merge")
+
+
+def test_harness_sample_on_s3(s3_url):
+    from dataferry.verify import verify_crash
+
+    report = verify_crash("magic", s3_url, every=9)
+    assert report.total_violations == 0, report.to_json(3)["examples"]
+    assert report.outcomes.get("driver_crashed", 0) > 0
