@@ -532,12 +532,22 @@ def bench_commit(
     io_threads: int = typer.Option(32, "--io-threads", help="Job-commit I/O threads."),
     file_size: int = typer.Option(1024, help="Bytes per file."),
     repeats: int = typer.Option(1, help="Runs per committer (interleaved); medians are shown."),
+    s3_local: bool = typer.Option(
+        False, "--s3-local", help="Start a local S3 server (moto) and benchmark on it."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Commit the same job with each committer and compare task and job commit."""
-    from .bench.commit import CommitBenchSpec, run_commit_bench
+    from contextlib import ExitStack
 
-    with _errors():
+    from .bench.commit import CommitBenchSpec, run_commit_bench
+    from .store.s3_local import LocalS3Server
+
+    with _errors(), ExitStack() as stack:
+        if s3_local:
+            server = stack.enter_context(LocalS3Server())
+            server.export()
+            store = f"s3://{server.create_bucket()}/bench"
         spec = CommitBenchSpec(
             committers=tuple(c.strip() for c in committers.split(",") if c.strip()),
             files=files,
@@ -567,6 +577,7 @@ def bench_commit(
         "limit s",
         "x limit",
         "requests / ops",
+        "bytes copied",
     ):
         t.add_column(col, justify="left" if col == "committer" else "right")
     for r in data["results"]:
@@ -582,6 +593,7 @@ def bench_commit(
             f"{r['limit_s']:.3f}",
             f"{r['ratio_to_limit']:.2f}",
             str(requests),
+            f"{r['requests'].get('store_bytes_copied', 0):,}",
         )
     console.print(t)
     if floor is not None:

@@ -168,7 +168,7 @@ def run_one(spec: CommitBenchSpec, committer_name: str, store: Store) -> CommitB
     job_commit_s = time.perf_counter() - start
     delta = store.stats.diff(before)["counters"]
     ops = {k: v for k, v in delta.items() if k.startswith("op_")}
-    requests = {k: v for k, v in delta.items() if k.startswith("store_requests")}
+    requests = {k: v for k, v in delta.items() if k.startswith(("store_requests", "store_bytes"))}
     return CommitBenchResult(
         committer=committer_name,
         task_commit_s=sum(s for _, s in done),
@@ -219,13 +219,12 @@ def measure_rename_floor(files: int, file_size: int) -> float:
 def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) -> CommitBenchReport:
     say = progress or (lambda _msg: None)
     base_dir = tempfile.mkdtemp(prefix="dataferry-bench-commit-")
-    local = not spec.store.startswith("sim:")
-    base = (
-        base_dir
-        if spec.store in ("local", "")
-        else (f"{spec.store}:{base_dir}" if spec.store.count(":") == 1 else spec.store)
-    )
-    if local and spec.store not in ("local", ""):
+    local = not spec.store.startswith(("sim:", "s3://", "s3a://"))
+    if spec.store in ("local", ""):
+        base = base_dir
+    elif spec.store.startswith("sim:") and spec.store.count(":") == 1:
+        base = f"{spec.store}:{base_dir}"
+    else:
         base = spec.store
     runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
     floors: list[float] = []

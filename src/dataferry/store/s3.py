@@ -206,8 +206,10 @@ class S3Store(Store):
         what = f"rename {self.full_url(src)} to {self.full_url(dst)}"
         if self._head(dst) is not None or (self._key(dst) and self._is_dir(dst)):
             raise AlreadyExists(f"{what}: destination exists", dst)
-        if self._head(src) is not None:
+        head = self._head(src)
+        if head is not None:
             self._copy(src, dst)
+            self.stats.incr("store_bytes_copied", int(head.get("ContentLength", 0)))
             self.client.delete_object(Bucket=self.bucket, Key=self._key(src))
             return
         objs = self._keys_under(src)
@@ -220,6 +222,7 @@ class S3Store(Store):
                 Bucket=self.bucket, Key=target, CopySource={"Bucket": self.bucket, "Key": o["Key"]}
             )
             self.client.delete_object(Bucket=self.bucket, Key=o["Key"])
+            self.stats.incr("store_bytes_copied", int(o.get("Size", 0)))
 
     def _copy(self, src: str, dst: str) -> None:
         from botocore.exceptions import ClientError
