@@ -176,3 +176,9 @@ def test_full_url_round_trip(any_store):
     assert any_store.relative_path(url) == "x/y.parquet"
     with pytest.raises(ConfigError):
         any_store.relative_path("elsewhere://nope/x")
+
+
+def test_append(any_store):
+    any_store.append_bytes("ap/log", b"one\n")
+    any_store.append_bytes("ap/log", b"two\n")
+    assert any_store.read_bytes("ap/log") == b"one\ntwo\n"

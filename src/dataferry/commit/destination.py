@@ -16,6 +16,8 @@ from ..errors import AccessDenied, ConfigError, DestinationError, NotFound
 from ..store import Store, paths
 from .success import SUCCESS_FILE
 
+COMMIT_RECORDS = "_dataferry/commits"  # the direct committer's records of committed jobs
+
 Mode = Literal["error", "append", "overwrite"]
 MODES = ("error", "append", "overwrite")
 
@@ -54,6 +56,7 @@ def prepare_destination(store: Store, mode: str = "error", keep_success: bool = 
         if mode == "overwrite":
             for e in data:
                 store.delete(e.path, recursive=True)
+            store.delete(COMMIT_RECORDS, recursive=True)  # they describe the data just deleted
         if success and not keep_success:  # the old record will no longer describe the directory
             store.delete(SUCCESS_FILE)
     except AccessDenied as e:

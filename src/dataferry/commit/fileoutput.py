@@ -103,7 +103,9 @@ class FileOutputCommitter(Committer):
     def needs_task_commit(self, task: TaskAttemptContext) -> bool:
         return self.store.exists(self.task_work_path(task))
 
-    def commit_task(self, task: TaskAttemptContext) -> TaskCommitMessage:
+    def commit_task(
+        self, task: TaskAttemptContext, written: Sequence[str] = ()
+    ) -> TaskCommitMessage:
         with self.stats.duration("task_stage_commit"):
             work = self.task_work_path(task)
             try:

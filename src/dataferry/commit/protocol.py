@@ -120,6 +120,10 @@ class Committer(ABC):
     def task_work_path(self, task: TaskAttemptContext) -> str:
         """Store-relative directory under which the attempt writes its files."""
 
+    def output_path(self, task: TaskAttemptContext, relpath: str) -> str:
+        """Where a file written as `relpath` ends up in the destination once committed."""
+        return paths.normalize(relpath)
+
     def write_file(self, task: TaskAttemptContext, relpath: str, data: bytes) -> str:
         """Write one output file of the attempt; `relpath` is relative to the destination."""
         target = paths.join(self.task_work_path(task), paths.normalize(relpath))
@@ -135,7 +139,11 @@ class Committer(ABC):
     def needs_task_commit(self, task: TaskAttemptContext) -> bool: ...
 
     @abstractmethod
-    def commit_task(self, task: TaskAttemptContext) -> TaskCommitMessage: ...
+    def commit_task(
+        self, task: TaskAttemptContext, written: Sequence[str] = ()
+    ) -> TaskCommitMessage:
+        """Commit an attempt. `written` are the paths `write_file`/`open_file` returned for it
+        (engines pass them along; committers that find their files themselves ignore them)."""
 
     @abstractmethod
     def abort_task(self, task: TaskAttemptContext) -> None: ...

@@ -43,6 +43,7 @@ class TaskOutput:
         self._committer = committer
         self.ctx = ctx
         self.files: list[str] = []
+        self.written: list[str] = []  # what the committer made of each file's path
         self.bytes = 0
 
     @property
@@ -63,11 +64,13 @@ class TaskOutput:
 
     def write(self, relpath: str, data: bytes) -> None:
         self._committer.write_file(self.ctx, relpath, data)
+        self.written.append(self._committer.output_path(self.ctx, relpath))
         self.files.append(relpath)
         self.bytes += len(data)
 
     def open(self, relpath: str) -> BinaryIO:
         self.files.append(relpath)
+        self.written.append(self._committer.output_path(self.ctx, relpath))
         return self._committer.open_file(self.ctx, relpath)
 
 
@@ -79,6 +82,7 @@ class AttemptReport:
     """Phase 1's answer to the driver."""
 
     needs_commit: bool
+    written: tuple[str, ...] = ()
     files: int = 0
     bytes: int = 0
     result: Any = None
@@ -115,6 +119,7 @@ def run_attempt(
         raise
     return AttemptReport(
         needs_commit=needs,
+        written=tuple(out.written),
         files=len(out.files),
         bytes=out.bytes,
         result=result,
@@ -123,7 +128,9 @@ def run_attempt(
     )
 
 
-def commit_attempt(ctx: TaskAttemptContext, failure: FailurePoint | None = None) -> CommitReport:
+def commit_attempt(
+    ctx: TaskAttemptContext, failure: FailurePoint | None = None, written: tuple[str, ...] = ()
+) -> CommitReport:
     store = ctx.job.store
     before = store.stats.snapshot()
     if failure == "during_commit":
@@ -134,7 +141,7 @@ def commit_attempt(ctx: TaskAttemptContext, failure: FailurePoint | None = None)
         ctx = replace(ctx, job=replace(ctx.job, store=dying))
     committer = committer_for(ctx)
     try:
-        message = committer.commit_task(ctx)
+        message = committer.commit_task(ctx, written)
     except InjectedCrash as e:
         raise AttemptDied(f"{ctx.attempt_id}: crashed during task commit: {e}") from None
     return CommitReport(

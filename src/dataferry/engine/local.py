@@ -286,7 +286,14 @@ class _Driver:
                 self.running[i].add(n)
                 self.started[(i, n, "commit")] = time.perf_counter()  # type: ignore[index]
                 failure = self.failures.get((i, n))
-                self.submit("commit", ctx, commit_attempt, ctx, _only(failure, "during_commit"))
+                self.submit(
+                    "commit",
+                    ctx,
+                    commit_attempt,
+                    ctx,
+                    _only(failure, "during_commit"),
+                    report.written,
+                )
             else:
                 self.deny(ctx)
         elif kind == "commit":

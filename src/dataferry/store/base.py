@@ -35,6 +35,7 @@ class Op(StrEnum):
     READ = "open"
     WRITE = "create"
     CREATE_IF_ABSENT = "create_if_absent"
+    APPEND = "append"
     MULTIPART_INITIATE = "multipart_initiate"
     MULTIPART_PART = "multipart_upload_part"
     MULTIPART_COMPLETE = "multipart_complete"
@@ -53,6 +54,7 @@ _MUTATING = {
     Op.COPY,
     Op.WRITE,
     Op.CREATE_IF_ABSENT,
+    Op.APPEND,
     Op.MULTIPART_INITIATE,
     Op.MULTIPART_PART,
     Op.MULTIPART_COMPLETE,
@@ -179,6 +181,21 @@ class Store(ABC):
 
     def open_read(self, path: str) -> BinaryIO:
         return io.BytesIO(self.read_bytes(path))
+
+    def append_bytes(self, path: str, data: bytes) -> None:
+        """Append to a file (created if absent). Where the store cannot append, the whole file
+        is rewritten, which is atomic on object stores (one PUT)."""
+        path = paths.normalize(path)
+        self._op(Op.APPEND, path, self._append, path, bytes(data))
+
+    def _append(self, path: str, data: bytes) -> None:
+        from ..errors import NotFound
+
+        try:
+            old = self._read(path)
+        except NotFound:
+            old = b""
+        self._write(path, old + data, True)
 
     # --- multipart upload (stores with capabilities.multipart_upload) -------------------------
 
@@ -319,6 +336,9 @@ class WrappingStore(Store):
 
     def _create_if_absent(self, path: str, data: bytes) -> bool:
         return self.inner.create_if_absent(path, data)
+
+    def _append(self, path: str, data: bytes) -> None:
+        self.inner.append_bytes(path, data)
 
     def _initiate_upload(self, path: str) -> str:
         return self.inner.initiate_upload(path)

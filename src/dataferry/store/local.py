@@ -231,6 +231,21 @@ class LocalStore(Store):
         except OSError as e:
             raise self._translate(e, path, "write") from None
 
+    def _append(self, path: str, data: bytes) -> None:
+        """O_APPEND: what was appended survives the process dying right after."""
+        target = self._abs(path)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise self._translate(e, path, "append") from None
+
     def _create_if_absent(self, path: str, data: bytes) -> bool:
         try:
             self._write(path, data, overwrite=False)

@@ -285,6 +285,14 @@ class SimStore(WrappingStore):
         self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
         self.inner.write_bytes(path, data, overwrite)
 
+    def _append(self, path: str, data: bytes) -> None:
+        if self.profile.rename == "copy":  # an object store rewrites the whole object
+            size = self.inner.stat(path).size if self.inner.exists(path) else 0
+            self._charge("write", path, size + len(data), self.profile.bandwidth_bytes_s)
+        else:
+            self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
+        self.inner.append_bytes(path, data)
+
     def _create_if_absent(self, path: str, data: bytes) -> bool:
         self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
         return self.inner.create_if_absent(path, data)

@@ -58,6 +58,9 @@ class SubStore(WrappingStore):
     def _create_if_absent(self, path: str, data: bytes) -> bool:
         return self.inner.create_if_absent(self._in(path), data)
 
+    def _append(self, path: str, data: bytes) -> None:
+        self.inner.append_bytes(self._in(path), data)
+
     def _initiate_upload(self, path: str) -> str:
         return self.inner.initiate_upload(self._in(path))
 

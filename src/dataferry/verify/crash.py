@@ -146,8 +146,14 @@ def run_scenario(
         finally:
             fault.armed = armed
 
+    in_place = getattr(
+        make_committer(committer, store, allow_unsafe_rename=True, **options),
+        "writes_in_place",
+        False,
+    )
+
     def before_commit(_job: Any) -> None:
-        quiet(lambda: inv.check_nothing_visible(store))
+        quiet(lambda: inv.check_nothing_visible(store, in_place))
 
     job_id = new_job_id()
     com = make_committer(committer, store, allow_unsafe_rename=True, **options)

@@ -64,8 +64,15 @@ def check_success(store: Store, job_reported_committed: bool) -> list[str]:
     return []
 
 
-def check_nothing_visible(store: Store) -> list[str]:
-    files = visible_files(store)
+def check_nothing_visible(store: Store, in_place: bool = False) -> list[str]:
+    """Before job commit nothing may be visible; for a committer that writes in place (direct),
+    "visible" means what a reader of committed files sees (`list_committed`)."""
+    if in_place:
+        from ..commit.direct import list_committed
+
+        files = list_committed(store)
+    else:
+        files = visible_files(store)
     return [f"{NOTHING_VISIBLE}: {len(files)} files visible, e.g. {files[0]}"] if files else []
 
 
@@ -78,6 +85,10 @@ def check_no_leftovers(store: Store, allow: tuple[str, ...] = (SUCCESS,)) -> lis
     except FileNotFoundError:
         entries = []
     extra = [e.path for e in entries if paths.is_hidden(e.path) and e.path not in allow]
+    from ..markers.base import MARKERS_ROOT
+
+    if store.exists(MARKERS_ROOT) and store.walk(MARKERS_ROOT):
+        extra.append(MARKERS_ROOT)
     if extra:
         problems.append(f"{NO_LEFTOVERS}: {', '.join(extra)} left behind")
     if store.capabilities.multipart_upload:

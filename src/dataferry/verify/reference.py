@@ -18,7 +18,8 @@ FILES_PER_TASK = 3
 PARTITIONS = 2
 SPECULATIVE_TASK = 1
 
-_NAME = re.compile(r"^part=p(\d+)/t(\d+)-f(\d+)-a(\d+)\.dat$")
+# committers that write in place add a job/task/attempt tag before the extension
+_NAME = re.compile(r"^part=p(\d+)/t(\d+)-f(\d+)-a(\d+)(?:-[0-9a-f]{8}-t\d+-a\d+)?\.dat$")
 
 
 def file_path(task: int, file: int, attempt: int) -> str:

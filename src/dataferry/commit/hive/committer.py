@@ -104,9 +104,11 @@ class HiveCommitter(Committer):
         inner, t = self._inner_task(task)
         return inner.needs_task_commit(t)
 
-    def commit_task(self, task: TaskAttemptContext) -> TaskCommitMessage:
+    def commit_task(
+        self, task: TaskAttemptContext, written: Sequence[str] = ()
+    ) -> TaskCommitMessage:
         inner, t = self._inner_task(task)
-        msg = inner.commit_task(t)
+        msg = inner.commit_task(t, written)
         self.stats.merge(inner.stats)
         return msg
 

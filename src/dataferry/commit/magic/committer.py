@@ -119,7 +119,9 @@ class MagicCommitter(Committer):
             (pending if st.path.endswith(PENDING_SUFFIX) else markers).append(st.path)
         return pending, markers
 
-    def commit_task(self, task: TaskAttemptContext) -> TaskCommitMessage:
+    def commit_task(
+        self, task: TaskAttemptContext, written: Sequence[str] = ()
+    ) -> TaskCommitMessage:
         with self.stats.duration("task_stage_commit"):
             target = pendingset_path(task.job, str(task.task_id))
             self._refuse_second_commit(task, target)

@@ -88,7 +88,9 @@ class ManifestCommitter(Committer):
     def needs_task_commit(self, task: TaskAttemptContext) -> bool:
         return True  # as Hadoop: a task with no output still reports its statistics
 
-    def commit_task(self, task: TaskAttemptContext) -> TaskCommitMessage:
+    def commit_task(
+        self, task: TaskAttemptContext, written: Sequence[str] = ()
+    ) -> TaskCommitMessage:
         ctx = self._ctx(task.job)
         with self.stats.duration("task_stage_commit"):
             self._refuse_second_commit(ctx, task)

@@ -1,0 +1,72 @@
+"""Write markers: a record, made before a data file is written, that the file is being written.
+
+With markers a job can find every file its attempts created without listing the table: to
+delete partial files and speculative duplicates before commit, and to roll back a failed job.
+Names follow Hudi: `<partition>/<data file>.marker.<CREATE|MERGE|APPEND>`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from enum import StrEnum
+
+from ..store import paths
+
+MARKER_EXTN = ".marker"
+MARKERS_ROOT = "_dataferry/markers"
+
+
+class IOType(StrEnum):
+    CREATE = "CREATE"
+    MERGE = "MERGE"
+    APPEND = "APPEND"
+
+
+def marker_name(partition: str, file_name: str, io_type: IOType = IOType.CREATE) -> str:
+    name = f"{file_name}{MARKER_EXTN}.{IOType(io_type).value}"
+    return paths.join(partition, name) if partition else name
+
+
+def data_path(marker: str) -> str:
+    """The data file a marker stands for (relative to the table)."""
+    i = marker.find(MARKER_EXTN + ".")
+    if i < 0:
+        raise ValueError(f"not a marker name: {marker!r}")
+    return marker[:i]
+
+
+def io_type_of(marker: str) -> IOType:
+    return IOType(marker.rsplit(".", 1)[-1])
+
+
+def marker_dir(job_uuid: str) -> str:
+    return f"{MARKERS_ROOT}/{job_uuid}"
+
+
+class WriteMarkers(ABC):
+    """The markers of one job (one marker directory)."""
+
+    directory: str
+
+    @abstractmethod
+    def create(self, partition: str, file_name: str, io_type: IOType = IOType.CREATE) -> bool:
+        """Record a marker; True if it was new, False if it already existed."""
+
+    def create_if_absent(
+        self, partition: str, file_name: str, io_type: IOType = IOType.CREATE
+    ) -> bool:
+        return self.create(partition, file_name, io_type)
+
+    @abstractmethod
+    def all(self) -> set[str]:
+        """Every marker name of the job."""
+
+    @abstractmethod
+    def delete_all(self) -> None:
+        """Remove the job's markers (after commit or rollback)."""
+
+    def data_paths(self, include_append: bool = False) -> set[str]:
+        """Data files the markers stand for (CREATE and MERGE; APPEND ones on request)."""
+        return {
+            data_path(m) for m in self.all() if include_append or io_type_of(m) != IOType.APPEND
+        }

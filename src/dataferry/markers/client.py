@@ -1,0 +1,139 @@
+"""Tasks' side of the marker service: an HTTP client, and markers that fall back to direct
+markers (saying so once) when the service cannot be reached."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import socket
+import threading
+from typing import Any
+from urllib.parse import urlencode, urlparse
+
+from ..errors import DataferryError
+from ..store import Store, paths
+from .base import IOType, WriteMarkers, marker_name
+from .direct import DirectMarkers
+from .files import read_marker_files
+
+log = logging.getLogger("dataferry.markers")
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+class ServiceUnavailable(DataferryError):
+    pass
+
+
+class MarkerClient:
+    """A keep-alive HTTP client per thread (http.client), with the shared-secret token."""
+
+    def __init__(self, url: str, token: str = "", timeout: float = 60.0) -> None:
+        parsed = urlparse(url)
+        if parsed.scheme != "http" or not parsed.hostname:
+            raise DataferryError(f"marker service URL must be http://host:port, got {url!r}")
+        self.url, self.token, self.timeout = url, token, timeout
+        self._host, self._port = parsed.hostname, parsed.port or 80
+        self._local = threading.local()
+
+    def __reduce__(self):
+        return (MarkerClient, (self.url, self.token, self.timeout))
+
+    def _conn(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+            conn.connect()
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._local.conn = conn
+        return conn
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        headers = {"X-Dataferry-Token": self.token} if self.token else {}
+        raw = None
+        if body is not None:
+            raw = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        for attempt in range(2):  # a kept-alive connection may have been closed by the server
+            conn = self._conn()
+            try:
+                conn.request(method, path, body=raw, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                break
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                self._local.conn = None
+                if attempt == 1:
+                    raise ServiceUnavailable(
+                        f"marker service {self.url} unreachable: {e}"
+                    ) from None
+        if resp.status >= 500:
+            raise ServiceUnavailable(f"marker service {self.url}: {resp.status} {data[:200]!r}")
+        answer = json.loads(data or b"{}")
+        if resp.status >= 400:
+            raise DataferryError(f"marker service {self.url} refused {path}: {answer.get('error')}")
+        return answer
+
+    def create(self, directory: str, name: str) -> bool:
+        return bool(
+            self.request("POST", "/v1/markers/create", {"dir": directory, "name": name})["created"]
+        )
+
+    def all(self, directory: str) -> list[str]:
+        return list(
+            self.request("GET", "/v1/markers/all?" + urlencode({"dir": directory}))["markers"]
+        )
+
+    def delete(self, directory: str) -> bool:
+        return bool(self.request("POST", "/v1/markers/delete", {"dir": directory})["deleted"])
+
+    def health(self) -> dict[str, Any]:
+        return self.request("GET", "/v1/health")
+
+
+class ServiceMarkers(WriteMarkers):
+    """Markers through the service; direct markers while it cannot be reached. Both kinds live
+    in the same directory, so listing and rollback see them all."""
+
+    def __init__(self, client: MarkerClient, store: Store, directory: str) -> None:
+        self.client = client
+        self.store = store
+        self.directory = paths.normalize(directory)
+        self.direct = DirectMarkers(store, self.directory)
+
+    def __reduce__(self):
+        return (ServiceMarkers, (self.client, self.store, self.directory))
+
+    def _fallback(self, e: Exception) -> None:
+        with _warned_lock:
+            if self.client.url not in _warned:
+                _warned.add(self.client.url)
+                log.warning("marker service unreachable (%s): using direct markers", e)
+
+    def create(self, partition: str, file_name: str, io_type: IOType = IOType.CREATE) -> bool:
+        try:
+            return self.client.create(self.directory, marker_name(partition, file_name, io_type))
+        except ServiceUnavailable as e:
+            self._fallback(e)
+            return self.direct.create(partition, file_name, io_type)
+
+    def all(self) -> set[str]:
+        """Markers from the service, or straight from its files when it is down, plus any
+        direct markers made while it was unreachable."""
+        try:
+            found = set(self.client.all(self.directory))
+        except ServiceUnavailable as e:
+            self._fallback(e)
+            found = {
+                m for names in read_marker_files(self.store, self.directory).values() for m in names
+            }
+        return found | self.direct.all()
+
+    def delete_all(self) -> None:
+        try:
+            self.client.delete(self.directory)
+        except ServiceUnavailable as e:
+            self._fallback(e)
+        self.store.delete(self.directory, recursive=True)
