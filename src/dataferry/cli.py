@@ -25,6 +25,8 @@ verify_app = typer.Typer(no_args_is_help=True, help="Check committers and stores
 app.add_typer(verify_app, name="verify")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks, side by side in one run.")
 app.add_typer(bench_app, name="bench")
+markers_app = typer.Typer(no_args_is_help=True, help="Write markers and the marker service.")
+app.add_typer(markers_app, name="markers")
 uploads_app = typer.Typer(
     no_args_is_help=True, help="Multipart uploads left pending (billed until aborted)."
 )
@@ -379,6 +381,47 @@ def cleanup(
             action = "would be removed"
         t.add_row(path, action)
     console.print(t)
+
+
+@markers_app.command("serve")
+def markers_serve(
+    dest: str = typer.Option(
+        ..., "--dest", help="The table (store URL or path) the markers belong to."
+    ),
+    port: int = typer.Option(0, help="Port (0: a free one)."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback unless told otherwise)."),
+    token: str = typer.Option("", envvar="DATAFERRY_MARKER_TOKEN", help="Shared secret."),
+    batch_interval_ms: int = typer.Option(50, help="hoodie...batch.interval_ms"),
+    threads: int = typer.Option(20, help="hoodie...batch.num_threads (MARKERS<i> files)"),
+    port_file: str = typer.Option("", help="Write the URL here once listening."),
+) -> None:
+    """Run the batching marker service until interrupted."""
+    import signal
+    import threading
+
+    from .markers import MarkerService, MarkerServiceConfig
+    from .store import open_store
+
+    with _errors():
+        config = MarkerServiceConfig(
+            batch_interval_ms=batch_interval_ms, num_threads=threads, token=token
+        )
+        service = MarkerService(open_store(dest), config).start(host, port)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if port_file:
+        with open(port_file + ".tmp", "w") as f:
+            f.write(service.url)
+        import os
+
+        os.replace(port_file + ".tmp", port_file)
+    err.print(f"marker service for {dest} listening on {service.url}")
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    service.stop()
 
 
 @uploads_app.command("list")

@@ -54,3 +54,10 @@ def test_hive_has_no_violations_including_crashes_inside_the_load(store):
         and s.op in ("rename", "copy", "delete")
     ]
     assert load_points, "the load's moves must be among the crash points"
+
+
+@pytest.mark.parametrize("store", ["sim:s3", None])
+def test_direct_committer_has_no_violations(store):
+    report = verify_crash("direct", store)
+    assert report.total_violations == 0, report.to_json(3)["examples"]
+    assert report.outcomes["driver_crashed"] > 0

@@ -44,7 +44,7 @@ class MarkerClient:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
-            conn.connect()
+            conn.connect()  # raises OSError when the service is unreachable
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._local.conn = conn
         return conn
@@ -56,14 +56,16 @@ class MarkerClient:
             raw = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         for attempt in range(2):  # a kept-alive connection may have been closed by the server
-            conn = self._conn()
             try:
+                conn = self._conn()
                 conn.request(method, path, body=raw, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
                 break
             except (OSError, http.client.HTTPException) as e:
-                conn.close()
+                stale = getattr(self._local, "conn", None)
+                if stale is not None:
+                    stale.close()
                 self._local.conn = None
                 if attempt == 1:
                     raise ServiceUnavailable(
