@@ -109,7 +109,8 @@ class DirectCommitter(Committer):
     def output_path(self, task: TaskAttemptContext, relpath: str) -> str:
         return unique_name(relpath, task)
 
-    def _mark(self, task: TaskAttemptContext, relpath: str) -> str:
+    def mark(self, task: TaskAttemptContext, relpath: str) -> str:
+        """Create the marker for a file about to be written; returns its final path."""
         final = self.output_path(task, relpath)
         if paths.is_hidden(final):
             raise CommitError(f"task {task.attempt_id}: cannot write {relpath!r}: not a data path")
@@ -117,12 +118,12 @@ class DirectCommitter(Committer):
         return final
 
     def write_file(self, task: TaskAttemptContext, relpath: str, data: bytes) -> str:
-        final = self._mark(task, relpath)
+        final = self.mark(task, relpath)
         self.store.write_bytes(final, data)
         return final
 
     def open_file(self, task: TaskAttemptContext, relpath: str) -> BinaryIO:
-        return self.store.open_write(self._mark(task, relpath))
+        return self.store.open_write(self.mark(task, relpath))
 
     def needs_task_commit(self, task: TaskAttemptContext) -> bool:
         return True

@@ -310,7 +310,15 @@ def _handler_for(service: MarkerService) -> type[BaseHTTPRequestHandler]:
             q = {k: v[0] for k, v in parse_qs(url.query).items()}
             try:
                 if url.path == "/v1/health":
-                    self._send(200, {"ok": True, "directories": len(service._states)})
+                    self._send(
+                        200,
+                        {
+                            "ok": True,
+                            "directories": len(service._states),
+                            "service": service.stats.snapshot()["counters"],
+                            "store": service.store.stats.snapshot()["counters"],
+                        },
+                    )
                 elif url.path == "/v1/markers/exists":
                     self._send(
                         200,

@@ -191,6 +191,8 @@ class SimStore(WrappingStore):
         """One modelled request: wait for a slot, then latency plus transfer time."""
         self.stats.incr("store_requests")
         self.stats.incr(f"store_requests_{kind}")
+        # per top-level prefix: where the load goes (S3's ceilings are per prefix)
+        self.stats.incr(f"store_requests_prefix.{path.split('/', 1)[0]}")
         if nbytes:
             self.stats.incr(f"store_bytes_{kind}", nbytes)
         if self.latency_scale == 0:

@@ -219,3 +219,38 @@ def test_harness_sample_on_s3(s3_url):
     report = verify_crash("magic", s3_url, every=9)
     assert report.total_violations == 0, report.to_json(3)["examples"]
     assert report.outcomes.get("driver_crashed", 0) > 0
+
+
+def test_attempt_dying_after_its_task_commit_leaves_no_upload(s3_url):
+    """Found by the full crash run: the first attempt saves its pendingset and dies; the retry
+    overwrites the pendingset. The dead attempt's uploads must still be aborted."""
+    store = open_store(s3_url, faults=[])
+    # die at the very end of the first attempt's task commit (after any cleanup it does)
+    fault_layer(store).add_rule(
+        FaultRule(action="crash", when="after", predicate=_last_commit_op_of_first_attempt())
+    )
+    LocalEngine(workers=0).run_job(make_committer("magic", store), reference_tasks())
+    fault_layer(store).armed = False
+    assert inv.check_output(store) == []
+    assert store.list_uploads("") == []
+    # and dying just after saving the pendingset, before anything else
+    other = open_store(s3_url + "-2")
+    engine = LocalEngine(workers=0, failures=(AttemptFailure(0, 0, "during_commit"),))
+    engine.run_job(make_committer("magic", other), reference_tasks())
+    assert inv.check_output(other) == [] and other.list_uploads("") == []
+
+
+def _last_commit_op_of_first_attempt():
+    """Crash after the last change task commit makes for task 0's first attempt: the pendingset
+    write, or a delete of its records if task commit does one."""
+    seen = {"pendingset": False}
+
+    def pick(i, op, p):
+        if op == Op.WRITE and p.endswith("_m_000000.pendingset"):
+            seen["pendingset"] = True
+            return False
+        if seen["pendingset"] and op == Op.DELETE and p.endswith("_m_000000_0"):
+            return True
+        return False
+
+    return pick

@@ -139,7 +139,8 @@ class MagicCommitter(Committer):
                 raise
             pset = PendingSet(task.job.job_uuid, str(task.attempt_id), commits)
             self.store.write_bytes(target, pset.to_bytes(self.store))  # last attempt wins
-            self.store.delete(attempt_dir(task), recursive=True)
+            # the attempt's own records stay until job commit: if this attempt dies now and a
+            # later one overwrites the pendingset, they are all that names its uploads
         return TaskCommitMessage(
             job_id=str(task.job.job_id),
             task_id=str(task.task_id),
@@ -303,7 +304,7 @@ class MagicCommitter(Committer):
                 self._save_success(job, commits)
                 stages["save_success"] = time.perf_counter() - t
             t = time.perf_counter()
-            self._abort_uncommitted_attempts(job, pool)
+            self._abort_uncommitted_attempts(job, pool, frozenset(m.attempt_id for m in messages))
             self.store.delete(job_dir(job), recursive=True)
             stages["cleanup"] = time.perf_counter() - t
         stages["total"] = time.perf_counter() - start
@@ -320,12 +321,15 @@ class MagicCommitter(Committer):
             replaced_objects=replaced,
         )
 
-    def _abort_uncommitted_attempts(self, job: JobContext, pool: IOPool) -> None:
-        """Attempts that died or were denied left uploads pending: abort them (a committed
-        attempt's directory is already gone)."""
+    def _abort_uncommitted_attempts(
+        self, job: JobContext, pool: IOPool, committed: frozenset[str] = frozenset()
+    ) -> None:
+        """Attempts that died, were denied, or were superseded left uploads pending: abort
+        every attempt's uploads except those of the attempts whose uploads were completed."""
         tasks = f"{job_attempt_dir(job)}/tasks"
         if self.store.exists(tasks):
-            pool.for_each(lambda st: self._abort_attempt_dir(st.path), self.store.list(tasks))
+            doomed = [st.path for st in self.store.list(tasks) if st.name not in committed]
+            pool.for_each(self._abort_attempt_dir, doomed)
 
     def _revert(
         self, commits: list[PendingCommit], completed: list[PendingCommit], pool: IOPool
