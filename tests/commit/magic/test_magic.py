@@ -249,8 +249,6 @@ def _last_commit_op_of_first_attempt():
         if op == Op.WRITE and p.endswith("_m_000000.pendingset"):
             seen["pendingset"] = True
             return False
-        if seen["pendingset"] and op == Op.DELETE and p.endswith("_m_000000_0"):
-            return True
-        return False
+        return bool(seen["pendingset"] and op == Op.DELETE and p.endswith("_m_000000_0"))
 
     return pick
