@@ -708,6 +708,42 @@ def bench_hive(
     console.print(t)
 
 
+@bench_app.command("markers")
+def bench_markers(
+    tasks: int = typer.Option(240, help="Tasks, all running at once."),
+    files: int = typer.Option(24_000, help="Data files in the job."),
+    store: str = typer.Option("sim:s3", help="A store model, sim:PROFILE."),
+    file_size: int = typer.Option(64 * 1024, help="Bytes per data file."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """The same write job with direct markers and with the marker service."""
+    from .bench.markers import MarkersBenchSpec, run_markers_bench
+
+    with _errors():
+        spec = MarkersBenchSpec(tasks=tasks, files=files, store=store, file_size=file_size)
+        with _progress("modes", 2, json_out) as advance:
+            data = run_markers_bench(spec, progress=lambda _m: advance(0))
+    if json_out:
+        _print_json(data)
+        return
+    t = Table(title=f"bench markers: {files} files from {tasks} tasks on {store}")
+    for col in ("markers", "marker requests", "marker files", "marker s (all tasks)", "write s"):
+        t.add_column(col, justify="left" if col == "markers" else "right")
+    for r in data["results"]:
+        t.add_row(
+            r["markers"],
+            str(r["marker_ops"]),
+            str(r["marker_files"]),
+            f"{r['marker_s']:.1f}",
+            f"{r['write_s']:.2f}",
+        )
+    console.print(t)
+    console.print(
+        f"marker requests {data['marker_ops_ratio']}x fewer with the service; "
+        f"total write time {data['write_time_reduction'] * 100:.1f}% less"
+    )
+
+
 def main() -> None:
     app()
 

@@ -199,7 +199,7 @@ class MarkerService:
             target=self._dispatch_forever, name="markers-dispatch", daemon=True
         )
         self._dispatcher.start()
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._server = _Server((host, port), _handler_for(self))
         self._server.daemon_threads = True
         self._serve_thread = threading.Thread(
             target=self._server.serve_forever, name="markers-http", daemon=True
@@ -225,6 +225,11 @@ class MarkerService:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # hundreds of tasks connect at once; the default backlog is 5
+    daemon_threads = True
 
 
 def _valid_dir(directory: Any) -> str:
