@@ -216,3 +216,17 @@ def test_in_process_service_and_stats(tmp_path):
         assert client.all(marker_dir("x")) == ["a.marker.CREATE"]
         assert client.delete(marker_dir("x"))
         assert svc.stats.counter("marker_batches") >= 1
+
+
+def test_cleanup_rolls_back_a_dead_direct_job(tmp_path):
+    from dataferry.commit.cleanup import cleanup_destination
+
+    store = open_store(str(tmp_path / "t"))
+    store.write_bytes("p=0/kept.parquet", b"committed long ago")
+    c = make_committer("direct", store)
+    job = c.new_job()
+    c.setup_job(job)
+    c.write_file(job.task(0), "p=0/new.parquet", b"in flight")  # the driver died here
+    report = cleanup_destination(store, older_than_s=0)
+    assert report.removed == [marker_dir(job.job_uuid)]
+    assert [s.path for s in store.walk("")] == ["p=0/kept.parquet"]

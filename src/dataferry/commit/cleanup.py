@@ -4,7 +4,9 @@
 - `.hive-staging_*` directories: a load with a journal is completed (or rolled back when asked),
   one without a journal never reached the table and is deleted;
 - `__magic_job-*` directories of the magic committer, with every upload their attempts left
-  pending (they are invisible, but billed until aborted).
+  pending (they are invisible, but billed until aborted);
+- `_dataferry/markers/<job>` of the direct committer: a job that left markers and no commit
+  record is rolled back (every marked file deleted).
 
 Only entries older than `older_than_s` are touched, so jobs still running are left alone.
 """
@@ -14,7 +16,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ..markers.base import MARKERS_ROOT
+from ..markers.rollback import rollback as rollback_markers
 from ..store import Store, paths
+from .direct import commit_record_path
 from .hive.staging import JOURNAL, is_staging_dir
 from .magic.committer import MAGIC_PREFIX, abort_magic_job_dir
 from .manifest.layout import PENDING_DIR
@@ -65,6 +70,8 @@ def cleanup_destination(
     candidates: list[str] = []
     if store.exists(PENDING_DIR):
         candidates += [e.path for e in store.list(PENDING_DIR)]
+    if store.exists(MARKERS_ROOT):
+        candidates += [e.path for e in store.list(MARKERS_ROOT)]
     if store.exists(""):
         candidates += [
             e.path
@@ -78,7 +85,11 @@ def cleanup_destination(
             continue
         if dry_run:
             continue
-        if paths.name(path).startswith(MAGIC_PREFIX):
+        if paths.is_under(path, MARKERS_ROOT):
+            if not store.exists(commit_record_path(paths.name(path))):
+                rollback_markers(store, path)
+                report.rolled_back_loads.append(path)
+        elif paths.name(path).startswith(MAGIC_PREFIX):
             abort_magic_job_dir(store, path)
         elif is_staging_dir(paths.name(path)) and store.exists(f"{path}/{JOURNAL}"):
             from ..store.catalog import open_catalog
