@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from ..errors import DataferryError
+from ..store import LocalStore
 
 
 class ServiceProcess:
@@ -20,6 +21,7 @@ class ServiceProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
         self._dir = tempfile.mkdtemp(prefix="dataferry-markers-")
+        self._files = LocalStore(self._dir)
         self._port_file = os.path.join(self._dir, "url")
 
     def start(self, timeout: float = 30.0) -> ServiceProcess:
@@ -42,9 +44,8 @@ class ServiceProcess:
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if os.path.exists(self._port_file):
-                with open(self._port_file) as f:
-                    self.url = f.read().strip()
+            if self._files.exists("url"):
+                self.url = self._files.read_bytes("url").decode().strip()
                 return self
             if self.proc.poll() is not None:
                 raise DataferryError(
@@ -58,8 +59,7 @@ class ServiceProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
             self.proc.wait(10)
-        if os.path.exists(self._port_file):
-            os.remove(self._port_file)
+        self._files.delete("url")
 
     def __enter__(self) -> ServiceProcess:
         return self.start()

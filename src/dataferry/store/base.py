@@ -290,8 +290,16 @@ class Store(ABC):
     @abstractmethod
     def _write(self, path: str, data: bytes, overwrite: bool) -> None: ...
 
-    @abstractmethod
-    def _create_if_absent(self, path: str, data: bytes) -> bool: ...
+    def _create_if_absent(self, path: str, data: bytes) -> bool:
+        """A write that refuses to overwrite; stores whose write(overwrite=False) is atomic
+        (O_EXCL, If-None-Match) make this atomic too."""
+        from ..errors import AlreadyExists
+
+        try:
+            self._write(path, data, False)
+        except AlreadyExists:
+            return False
+        return True
 
 
 class WrappingStore(Store):

@@ -184,13 +184,6 @@ class FsspecStore(Store):
                 self._mkdirs(parent)
             self.fs.pipe_file(full, data)
 
-    def _create_if_absent(self, path: str, data: bytes) -> bool:
-        try:
-            self._write(path, data, overwrite=False)
-        except AlreadyExists:
-            return False
-        return True
-
 
 def _rebuild(url: str, storage_options: dict[str, Any]) -> FsspecStore:
     return FsspecStore(url, **storage_options)

@@ -246,13 +246,6 @@ class LocalStore(Store):
         except OSError as e:
             raise self._translate(e, path, "append") from None
 
-    def _create_if_absent(self, path: str, data: bytes) -> bool:
-        try:
-            self._write(path, data, overwrite=False)
-        except AlreadyExists:
-            return False
-        return True
-
     def open_read(self, path: str) -> BinaryIO:
         """A real file handle: large files are read as a stream, not loaded whole."""
         path = paths.normalize(path)

@@ -255,13 +255,6 @@ class S3Store(Store):
         except ClientError as e:
             raise self._err(e, path, "write") from None
 
-    def _create_if_absent(self, path: str, data: bytes) -> bool:
-        try:
-            self._write(path, data, overwrite=False)
-        except AlreadyExists:
-            return False
-        return True
-
     # --- multipart upload ------------------------------------------------------------------
 
     def _initiate_upload(self, path: str) -> str:

@@ -166,17 +166,9 @@ def _run_probes(store: Store, base: str, add: Callable[[Finding], None]) -> None
         store.write_bytes(p(base, "many", f"f{i}"), b"z")
     store.write_bytes(p(base, "one", "f0"), b"z")
 
-    def dir_round_trip(name: str) -> Callable[[], None]:
-        def go() -> None:
-            n = next(counter)
-            store.rename(p(base, name), p(base, f"{name}-{n}"))
-            store.rename(p(base, f"{name}-{n}"), p(base, name))
-
-        return go
-
     try:
-        one_s = _timed(dir_round_trip("one"))
-        many_s = _timed(dir_round_trip("many"))
+        one_s = _timed(rename_round_trip("one"))
+        many_s = _timed(rename_round_trip("many"))
     except DataferryError as e:
         add(Finding("atomic_o1_dir_rename", False, f"directory rename failed: {e}"))
     else:
