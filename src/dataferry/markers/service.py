@@ -18,14 +18,14 @@ Malformed requests get a 4xx and the service keeps serving.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import socket
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -69,7 +69,7 @@ class _DirState:
     """In-memory state of one marker directory."""
 
     markers: set[str] = field(default_factory=set)
-    pending: list[tuple[str, Future]] = field(default_factory=list)
+    pending: list[tuple[str, Any]] = field(default_factory=list)  # (name, asyncio future)
     busy: list[bool] = field(default_factory=list)
     last_slot: int = -1
     type_written: bool = False
@@ -77,7 +77,11 @@ class _DirState:
 
 
 class MarkerService:
-    """The batching marker service over a destination store (start() / stop())."""
+    """The batching marker service over a destination store (start() / stop()).
+
+    The network side is one asyncio event loop in its own thread (no thread per connection);
+    writing `MARKERS<i>` files happens on `num_threads` writer threads.
+    """
 
     def __init__(self, store: Store, config: MarkerServiceConfig | None = None) -> None:
         self.store = store
@@ -88,12 +92,13 @@ class MarkerService:
         self._writers = ThreadPoolExecutor(
             self.config.num_threads, thread_name_prefix="markers-batch"
         )
-        self._stop = threading.Event()
-        self._dispatcher: threading.Thread | None = None
-        self._server: ThreadingHTTPServer | None = None
-        self._serve_thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._address: tuple[str, int] = ("", 0)
+        self._dispatcher: asyncio.Task | None = None
 
-    # --- marker operations -----------------------------------------------------------------
+    # --- marker operations (state is touched by the loop and by writer threads) -------------
 
     def _state(self, directory: str) -> _DirState:
         state = self._states.get(directory)
@@ -109,31 +114,45 @@ class MarkerService:
                 self._states[directory] = state
         return state
 
-    def create(self, directory: str, name: str) -> bool:
+    async def create(self, directory: str, name: str) -> bool:
         """Queue a create; returns once it is durably recorded (True) or found to exist."""
-        fut: Future = Future()
-        state = self._state(directory)
+        loop = asyncio.get_running_loop()
+        state = self._states.get(directory) or await loop.run_in_executor(
+            self._writers, self._state, directory
+        )
+        fut: asyncio.Future = loop.create_future()
         with state.lock:
             state.pending.append((name, fut))
         self.stats.incr("marker_create_requests")
-        return fut.result(timeout=self.config.request_timeout_s)
+        return await asyncio.wait_for(fut, self.config.request_timeout_s)
 
-    def exists(self, directory: str, name: str) -> bool:
-        return name in self._state(directory).markers
+    async def exists(self, directory: str, name: str) -> bool:
+        state = await asyncio.get_running_loop().run_in_executor(
+            self._writers, self._state, directory
+        )
+        with state.lock:
+            return name in state.markers
 
-    def all(self, directory: str) -> list[str]:
-        return sorted(self._state(directory).markers)
+    async def all(self, directory: str) -> list[str]:
+        state = await asyncio.get_running_loop().run_in_executor(
+            self._writers, self._state, directory
+        )
+        with state.lock:
+            return sorted(state.markers)
 
-    def delete(self, directory: str) -> bool:
+    async def delete(self, directory: str) -> bool:
         with self._states_lock:
             self._states.pop(directory, None)
-        return self.store.delete(directory, recursive=True)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._writers, lambda: self.store.delete(directory, recursive=True)
+        )
 
     # --- batching --------------------------------------------------------------------------
 
-    def _dispatch_forever(self) -> None:
+    async def _dispatch_forever(self) -> None:
         interval = self.config.batch_interval_ms / 1000.0
-        while not self._stop.wait(interval):
+        while True:
+            await asyncio.sleep(interval)
             self._dispatch_once()
 
     def _dispatch_once(self) -> None:
@@ -158,9 +177,11 @@ class MarkerService:
         return None
 
     def _process(
-        self, directory: str, state: _DirState, slot: int, batch: list[tuple[str, Future]]
+        self, directory: str, state: _DirState, slot: int, batch: list[tuple[str, Any]]
     ) -> None:
-        results: list[tuple[Future, bool]] = []
+        loop = self._loop
+        assert loop is not None
+        results: list[tuple[Any, bool]] = []
         new: list[str] = []
         with state.lock:
             for name, fut in batch:
@@ -183,53 +204,226 @@ class MarkerService:
                 state.markers.update(new)  # known only once durable
         except BaseException as e:
             for fut, _ in results:
-                fut.set_exception(e)
+                loop.call_soon_threadsafe(_settle, fut, None, e)
             return
         finally:
             with state.lock:
                 state.busy[slot] = False
         self.stats.incr("marker_batches")
         for fut, fresh in results:
-            fut.set_result(fresh)
+            loop.call_soon_threadsafe(_settle, fut, fresh, None)
 
     # --- the network server ----------------------------------------------------------------
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> MarkerService:
-        self._dispatcher = threading.Thread(
-            target=self._dispatch_forever, name="markers-dispatch", daemon=True
-        )
-        self._dispatcher.start()
-        self._server = _Server((host, port), _handler_for(self))
-        self._server.daemon_threads = True
-        self._serve_thread = threading.Thread(
-            target=self._server.serve_forever, name="markers-http", daemon=True
-        )
-        self._serve_thread.start()
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                self._server = loop.run_until_complete(
+                    asyncio.start_server(
+                        self._connection,
+                        host,
+                        port,
+                        backlog=1024,
+                        limit=self.config.max_request_bytes + 8192,
+                    )
+                )
+                self._address = self._server.sockets[0].getsockname()[:2]
+                self._dispatcher = loop.create_task(self._dispatch_forever())
+            except BaseException as e:
+                failure.append(e)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="markers-loop", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
         return self
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "not started"
-        host, port = self._server.server_address[:2]
+        host, port = self._address
         return f"http://{host}:{port}"
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        loop = self._loop
+        if loop is not None and loop.is_running():
+
+            async def close() -> None:
+                if self._server is not None:
+                    self._server.close()
+                others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in others:
+                    task.cancel()
+                await asyncio.gather(*others, return_exceptions=True)  # let them finish first
+                loop.stop()
+
+            asyncio.run_coroutine_threadsafe(close(), loop)
+            if self._thread is not None:
+                self._thread.join(10)
         self._writers.shutdown(wait=True)
 
     def __enter__(self) -> MarkerService:
-        return self.start() if self._server is None else self
+        return self.start() if self._loop is None else self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:
+                    return
+                except asyncio.LimitOverrunError:
+                    await _respond(writer, 431, {"error": "request head too large"}, close=True)
+                    return
+                keep = await self._request(head, reader, writer)
+                if not keep:
+                    return
+        except (ConnectionError, asyncio.CancelledError):
+            return
+        finally:
+            try:
+                writer.close()
+            except RuntimeError:
+                pass  # the loop is shutting down
 
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 1024  # hundreds of tasks connect at once; the default backlog is 5
-    daemon_threads = True
+    async def _request(
+        self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Serve one request; False to close the connection."""
+        try:
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, _version = lines[0].split(" ", 2)
+            headers = {}
+            for line in lines[1:]:
+                if line:
+                    k, _, v = line.partition(":")
+                    headers[k.strip().lower()] = v.strip()
+        except ValueError:
+            await _respond(writer, 400, {"error": "malformed request line"}, close=True)
+            return False
+        body = b""
+        if method == "POST":
+            length = headers.get("content-length")
+            if length is None:
+                await _respond(writer, 411, {"error": "Content-Length required"}, close=True)
+                return False
+            try:
+                n = int(length)
+            except ValueError:
+                await _respond(writer, 400, {"error": "bad Content-Length"}, close=True)
+                return False
+            if n < 0 or n > self.config.max_request_bytes:
+                await _respond(
+                    writer,
+                    413,
+                    {"error": f"request larger than {self.config.max_request_bytes} bytes"},
+                    close=True,
+                )
+                return False
+            body = await reader.readexactly(n)
+        token = self.config.token
+        if token and not hmac.compare_digest(
+            headers.get("x-dataferry-token", "").encode(), token.encode()
+        ):
+            await _respond(writer, 401, {"error": "missing or wrong token"})
+            return True
+        status, answer = await self._route(method, target, body)
+        await _respond(writer, status, answer)
+        return headers.get("connection", "").lower() != "close"
+
+    async def _route(self, method: str, target: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        url = urlparse(target)
+        try:
+            if method == "GET":
+                q = {k: v[0] for k, v in parse_qs(url.query).items()}
+                if url.path == "/v1/health":
+                    return 200, {
+                        "ok": True,
+                        "directories": len(self._states),
+                        "service": self.stats.snapshot()["counters"],
+                        "store": self.store.stats.snapshot()["counters"],
+                    }
+                if url.path == "/v1/markers/exists":
+                    return 200, {
+                        "exists": await self.exists(
+                            _valid_dir(q.get("dir")), _valid_name(q.get("name"))
+                        )
+                    }
+                if url.path == "/v1/markers/all":
+                    return 200, {"markers": await self.all(_valid_dir(q.get("dir")))}
+                return 404, {"error": f"no such endpoint {url.path}"}
+            if method == "POST":
+                try:
+                    data = json.loads(body or b"{}")
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    return 400, {"error": "body is not JSON"}
+                if not isinstance(data, dict):
+                    return 400, {"error": "body must be a JSON object"}
+                if url.path == "/v1/markers/create":
+                    start = time.perf_counter()
+                    created = await self.create(
+                        _valid_dir(data.get("dir")), _valid_name(data.get("name"))
+                    )
+                    self.stats.record_duration("marker_create", time.perf_counter() - start)
+                    return 200, {"created": created}
+                if url.path == "/v1/markers/delete":
+                    return 200, {"deleted": await self.delete(_valid_dir(data.get("dir")))}
+                return 404, {"error": f"no such endpoint {url.path}"}
+            return 405, {"error": f"method {method} not allowed"}
+        except (ValueError, ConfigError) as e:
+            return 400, {"error": str(e)}
+        except Exception as e:  # a store failure: the client may retry or fall back
+            return 503, {"error": f"{type(e).__name__}: {e}"}
+
+
+def _settle(fut: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)
+
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    413: "Payload Too Large",
+    431: "Request Header Fields Too Large",
+    503: "Service Unavailable",
+}
+
+
+async def _respond(
+    writer: asyncio.StreamWriter, status: int, body: dict[str, Any], close: bool = False
+) -> None:
+    raw = json.dumps(body).encode()
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(raw)}\r\n{'Connection: close' + chr(13) + chr(10) if close else ''}\r\n"
+    ).encode()
+    writer.write(head + raw)
+    await writer.drain()
 
 
 def _valid_dir(directory: Any) -> str:
@@ -248,122 +442,3 @@ def _valid_name(name: Any) -> str:
     if MARKER_EXTN + "." not in n or "\n" in n:
         raise ValueError(f"not a marker name: {name!r}")
     return n
-
-
-def _handler_for(service: MarkerService) -> type[BaseHTTPRequestHandler]:
-    config = service.config
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "dataferry-markers/1"
-
-        def log_message(self, *args: Any) -> None:  # quiet: the service is used by many tasks
-            pass
-
-        def _send(self, status: int, body: dict[str, Any]) -> None:
-            raw = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            # headers and body in one write: two small writes meet Nagle and delayed ACK
-            self._headers_buffer.append(b"\r\n")  # type: ignore[attr-defined]
-            payload = b"".join(self._headers_buffer) + raw  # type: ignore[attr-defined]
-            self._headers_buffer = []  # type: ignore[attr-defined]
-            self.wfile.write(payload)
-
-        def setup(self) -> None:
-            super().setup()
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def _authorised(self) -> bool:
-            if not config.token:
-                return True
-            given = self.headers.get("X-Dataferry-Token", "")
-            if hmac.compare_digest(given.encode(), config.token.encode()):
-                return True
-            self._send(401, {"error": "missing or wrong token"})
-            return False
-
-        def _body(self) -> dict[str, Any] | None:
-            length = self.headers.get("Content-Length")
-            if length is None:
-                self._send(411, {"error": "Content-Length required"})
-                return None
-            try:
-                n = int(length)
-            except ValueError:
-                self._send(400, {"error": "bad Content-Length"})
-                return None
-            if n < 0 or n > config.max_request_bytes:
-                self.close_connection = True
-                self._send(413, {"error": f"request larger than {config.max_request_bytes} bytes"})
-                return None
-            try:
-                data = json.loads(self.rfile.read(n) or b"{}")
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                self._send(400, {"error": "body is not JSON"})
-                return None
-            if not isinstance(data, dict):
-                self._send(400, {"error": "body must be a JSON object"})
-                return None
-            return data
-
-        def do_GET(self) -> None:
-            if not self._authorised():
-                return
-            url = urlparse(self.path)
-            q = {k: v[0] for k, v in parse_qs(url.query).items()}
-            try:
-                if url.path == "/v1/health":
-                    self._send(
-                        200,
-                        {
-                            "ok": True,
-                            "directories": len(service._states),
-                            "service": service.stats.snapshot()["counters"],
-                            "store": service.store.stats.snapshot()["counters"],
-                        },
-                    )
-                elif url.path == "/v1/markers/exists":
-                    self._send(
-                        200,
-                        {
-                            "exists": service.exists(
-                                _valid_dir(q.get("dir")), _valid_name(q.get("name"))
-                            )
-                        },
-                    )
-                elif url.path == "/v1/markers/all":
-                    self._send(200, {"markers": service.all(_valid_dir(q.get("dir")))})
-                else:
-                    self._send(404, {"error": f"no such endpoint {url.path}"})
-            except (ValueError, ConfigError) as e:
-                self._send(400, {"error": str(e)})
-            except Exception as e:  # a store failure: the client may retry or fall back
-                self._send(503, {"error": f"{type(e).__name__}: {e}"})
-
-        def do_POST(self) -> None:
-            if not self._authorised():
-                return
-            data = self._body()
-            if data is None:
-                return
-            path = urlparse(self.path).path
-            try:
-                if path == "/v1/markers/create":
-                    start = time.perf_counter()
-                    created = service.create(
-                        _valid_dir(data.get("dir")), _valid_name(data.get("name"))
-                    )
-                    service.stats.record_duration("marker_create", time.perf_counter() - start)
-                    self._send(200, {"created": created})
-                elif path == "/v1/markers/delete":
-                    self._send(200, {"deleted": service.delete(_valid_dir(data.get("dir")))})
-                else:
-                    self._send(404, {"error": f"no such endpoint {path}"})
-            except (ValueError, ConfigError) as e:
-                self._send(400, {"error": str(e)})
-            except Exception as e:
-                self._send(503, {"error": f"{type(e).__name__}: {e}"})
-
-    return Handler
