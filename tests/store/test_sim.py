@@ -65,3 +65,25 @@ def test_url_without_directory_gets_a_fresh_one():
     a = open_store("sim:hdfs", latency_scale=0)
     b = open_store("sim:hdfs", latency_scale=0)
     assert a.full_url() != b.full_url()
+
+
+def test_token_bucket_rejects_over_the_rate():
+    from dataferry.store.pacing import TokenBucket
+
+    bucket = TokenBucket(100.0, burst_s=0.1)  # 10 tokens of burst
+    taken = sum(bucket.try_take() for _ in range(50))
+    assert 10 <= taken <= 12
+
+
+def test_object_store_models_answer_slow_down_over_their_ceiling(tmp_path):
+    from dataclasses import replace
+
+    from dataferry.store import LocalStore, SimStore
+
+    assert PROFILES["s3"].over_ceiling == "slowdown" and PROFILES["hdfs"].over_ceiling == "queue"
+    tight = replace(PROFILES["s3"], write_ops_per_s=20.0, latency_s=0.001)
+    store = SimStore(tight, LocalStore(str(tmp_path)), latency_scale=0.01)
+    for i in range(40):  # twice the burst allowance, as fast as possible
+        store.write_bytes(f"p/f{i}", b"x")
+    assert store.stats.counter("store_requests_throttled") > 0
+    assert len(store.walk("p")) == 40  # every write got through in the end

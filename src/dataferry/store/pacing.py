@@ -31,3 +31,28 @@ class Pacer:
         if wait > 0:
             time.sleep(wait)
         return wait
+
+
+class TokenBucket:
+    """A rate with a burst allowance: `try_take` succeeds while tokens last, refilling at
+    `per_second`. Models a server that rejects (HTTP 503) what it cannot take, rather than
+    queueing it."""
+
+    def __init__(self, per_second: float, burst_s: float = 0.5) -> None:
+        self.rate = per_second
+        self.capacity = max(1.0, per_second * burst_s)
+        self.tokens = self.capacity
+        self.stamp = time.perf_counter()
+        self.lock = threading.Lock()
+
+    def try_take(self) -> bool:
+        if self.rate <= 0:
+            return True
+        with self.lock:
+            now = time.perf_counter()
+            self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            if self.tokens >= 1.0:
+                self.tokens -= 1.0
+                return True
+            return False

@@ -1,8 +1,9 @@
 """`sim:` stores: a real local directory behind a model of another store.
 
 Each request costs the profile's latency (a real sleep, so parallel requests really overlap),
-plus transfer time for the bytes it moves, and waits for a slot under the profile's
-requests-per-second ceiling. Rename follows the modelled store's semantics: atomic and O(1)
+plus transfer time for the bytes it moves. Over the profile's requests-per-second ceiling a
+request either waits for a slot (HDFS, ABFS) or, as object stores do, is answered 503 Slow Down
+and retried by the client after a jittered exponential backoff (S3, GCS). Rename follows the modelled store's semantics: atomic and O(1)
 (HDFS, ABFS), or a copy of every byte then a delete, per file and not atomic for directories
 (GCS, S3). Directory renames on such stores are carried out file by file on the inner store, so
 a fault injected below the model can stop one half way, as on the real thing.
@@ -14,6 +15,7 @@ they rest on (request ceilings, rename semantics, the seed's loaded NameNode) ar
 from __future__ import annotations
 
 import math
+import random
 import tempfile
 import threading
 import time
@@ -23,7 +25,7 @@ from typing import Literal
 from ..errors import AlreadyExists, ConfigError, NotFound
 from . import paths
 from .base import Capabilities, FileStatus, Store, WrappingStore
-from .pacing import Pacer
+from .pacing import Pacer, TokenBucket
 
 MB = 1_000_000
 
@@ -45,6 +47,10 @@ class SimProfile:
     delete_batch: int  # objects per bulk-delete request on a flat namespace
     etags: bool
     conditional_create: bool
+    # over the ceiling: `queue` (the request waits its turn: a NameNode's RPC queue, a client-side
+    # rate limiter) or `slowdown` (the service answers 503 Slow Down and the client's SDK retries
+    # after an exponential backoff with full jitter, base factor 2, at most 20 s)
+    over_ceiling: Literal["queue", "slowdown"] = "queue"
 
     @property
     def capabilities(self) -> Capabilities:
@@ -127,6 +133,7 @@ PROFILES: dict[str, SimProfile] = {
             delete_batch=100,
             etags=True,
             conditional_create=True,
+            over_ceiling="slowdown",
         ),
         SimProfile(
             name="s3",
@@ -143,6 +150,7 @@ PROFILES: dict[str, SimProfile] = {
             delete_batch=1_000,
             etags=True,
             conditional_create=True,
+            over_ceiling="slowdown",
         ),
     )
 }
@@ -159,6 +167,8 @@ class SimStore(WrappingStore):
         self.latency_scale = latency_scale
         self.url = f"sim:{profile.name}:{inner.url}"
         self._pacers: dict[tuple[str, str], Pacer] = {}
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+        self._random = random.Random(0x5EED)
         self._pacer_lock = threading.Lock()
 
     def __reduce__(self):
@@ -197,11 +207,43 @@ class SimStore(WrappingStore):
             self.stats.incr(f"store_bytes_{kind}", nbytes)
         if self.latency_scale == 0:
             return
+        if self.profile.over_ceiling == "slowdown":
+            self._slow_down(kind, path)
+            transfer = nbytes / bandwidth if bandwidth and nbytes else 0.0
+            time.sleep((self.profile.latency_s + transfer) * self.latency_scale)
+            return
         wait = self._pacer(kind, path).reserve()
         if wait > 0:
             self.stats.add_sample("store_io_rate_limited", wait * 1000.0)
         transfer = nbytes / bandwidth if bandwidth and nbytes else 0.0
         time.sleep(wait + (self.profile.latency_s + transfer) * self.latency_scale)
+
+    def _slow_down(self, kind: str, path: str) -> None:
+        """Over the prefix's rate the service answers 503 Slow Down: each rejected request costs
+        a round trip, and the client backs off (full jitter, base factor 2, at most 20 s) before
+        it tries again."""
+        bucket = self._bucket(kind, path)
+        retry = 0
+        while not bucket.try_take():
+            retry += 1
+            self.stats.incr("store_requests_throttled")
+            self.stats.incr("store_requests")
+            self.stats.incr(f"store_requests_prefix.{path.split('/', 1)[0]}")
+            backoff = min(20.0, self._random.random() * 2 ** (retry - 1))
+            self.stats.add_sample("store_throttle_backoff", backoff * 1000.0)
+            time.sleep((self.profile.latency_s + backoff) * self.latency_scale)
+
+    def _bucket(self, kind: str, path: str) -> TokenBucket:
+        prefix = path.split("/", 1)[0] if self.profile.per_prefix_ceiling else ""
+        key = (kind, prefix)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            with self._pacer_lock:
+                rate = (
+                    self.profile.write_ops_per_s if kind == "write" else self.profile.read_ops_per_s
+                )
+                bucket = self._buckets.setdefault(key, TokenBucket(rate))
+        return bucket
 
     def _strip(self, st: FileStatus) -> FileStatus:
         return st if self.profile.etags else replace(st, etag=None)
