@@ -73,10 +73,41 @@ def write_dataset(
     engine: None for the embedded local engine with default settings.
     allow_unsafe_rename: let a rename-based committer run on a store whose rename is a copy.
     """
-    writer_for(format)  # fail early on an unknown format
     partition_by = tuple(partition_by)
     chunks = _split(data, tasks)
-    _check_partition_columns(chunks[0].schema, partition_by)
+    store, com = prepare_write(
+        dest,
+        chunks[0].schema,
+        partition_by,
+        format,
+        committer,
+        mode,
+        committer_options,
+        allow_unsafe_rename,
+    )
+    if engine is None:
+        engine = LocalEngine()
+    elif isinstance(engine, LocalEngineConfig):
+        engine = LocalEngine(engine)
+    works = [functools.partial(write_task, chunk, partition_by, format) for chunk in chunks]
+    run = engine.run_job(com, works, on_event=on_event, before_job_commit=before_job_commit)
+    return write_result(store, com, run)
+
+
+def prepare_write(
+    dest: str | os.PathLike[str] | Store,
+    schema: pa.Schema,
+    partition_by: tuple[str, ...],
+    fmt: str,
+    committer: str,
+    mode: str,
+    committer_options: dict[str, Any] | None = None,
+    allow_unsafe_rename: bool = False,
+) -> tuple[Store, Any]:
+    """Everything a write does on the driver before any task runs: check the format and the
+    partition columns, apply the write mode to the destination, build the committer."""
+    writer_for(fmt)  # fail early on an unknown format
+    _check_partition_columns(schema, partition_by)
     store = dest if isinstance(dest, Store) else open_store(dest)
     options = dict(committer_options or {})
     if committer == "hive":
@@ -85,13 +116,12 @@ def write_dataset(
         prepare_destination(store, "append", keep_success=True)
     else:
         prepare_destination(store, mode)
-    com = make_committer(committer, store, allow_unsafe_rename=allow_unsafe_rename, **options)
-    if engine is None:
-        engine = LocalEngine()
-    elif isinstance(engine, LocalEngineConfig):
-        engine = LocalEngine(engine)
-    works = [functools.partial(write_task, chunk, partition_by, format) for chunk in chunks]
-    run = engine.run_job(com, works, on_event=on_event, before_job_commit=before_job_commit)
+    return store, make_committer(
+        committer, store, allow_unsafe_rename=allow_unsafe_rename, **options
+    )
+
+
+def write_result(store: Store, com: Any, run: JobRun) -> WriteResult:
     task_results = [r for r in run.results.values() if r is not None]
     return WriteResult(
         dest=store.full_url(),

@@ -123,6 +123,9 @@ class LocalEngine:
             return _InlineExecutor()
         return ProcessPoolExecutor(max_workers=self.workers, mp_context=_worker_context())
 
+    def _close_executor(self, executor: Executor) -> None:
+        executor.shutdown(wait=True, cancel_futures=True)
+
     def run_job(
         self,
         committer: Committer,
@@ -152,7 +155,7 @@ class LocalEngine:
             committer.abort_job(job)
             raise
         finally:
-            executor.shutdown(wait=True, cancel_futures=True)
+            self._close_executor(executor)
         write_s = time.perf_counter() - start
         if before_job_commit is not None:
             before_job_commit(job)

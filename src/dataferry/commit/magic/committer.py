@@ -39,6 +39,7 @@ from .files import PendingCommit, PendingSet
 MAGIC_PREFIX = "__magic_job-"
 PENDING_SUFFIX = ".pending"
 PENDINGSET_SUFFIX = ".pendingset"
+ATTEMPT_CLAIM = "_attempt"
 COMMITTER_NAME = "dataferry.commit.magic.MagicCommitter"
 
 
@@ -88,7 +89,12 @@ class MagicCommitter(Committer):
                 )
 
     def setup_task(self, task: TaskAttemptContext) -> None:
-        pass  # no directories on an object store; the attempt's records appear as it writes
+        """Claim the attempt id: an engine that reruns a task with the same id (Dask after a
+        worker died) is refused, so no earlier run's uploads can lose their records."""
+        if not self.store.create_if_absent(f"{attempt_dir(task)}/{ATTEMPT_CLAIM}", b""):
+            raise CommitError(
+                f"task attempt {task.attempt_id} was already set up; not running it twice"
+            )
 
     def task_work_path(self, task: TaskAttemptContext) -> str:
         return attempt_dir(task)
@@ -176,7 +182,7 @@ class MagicCommitter(Committer):
                 self.store.abort_upload(c.path, c.upload_id)
                 recorded.add(paths.relative_to(st.path[: -len(PENDING_SUFFIX)], base))
         for st in self.store.walk(base):
-            if st.path.endswith(PENDING_SUFFIX):
+            if st.path.endswith(PENDING_SUFFIX) or st.name == ATTEMPT_CLAIM:
                 continue
             rel = paths.relative_to(st.path, base)
             if rel in recorded:
