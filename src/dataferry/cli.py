@@ -744,6 +744,32 @@ def bench_markers(
     )
 
 
+@bench_app.command("write")
+def bench_write(
+    rows: int = typer.Option(3_000_000, help="Rows of generated data."),
+    tasks: int = typer.Option(None, help="dataferry write tasks (default: write_dataset's)."),
+    repeats: int = typer.Option(5, help="Runs of each, alternating; medians compared."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """The cost of safety: dataferry's committed write vs pyarrow writing straight in."""
+    from .bench.write import WriteBenchSpec, run_write_bench
+
+    with _errors(), _progress("runs", repeats, json_out) as advance:
+        data = run_write_bench(
+            WriteBenchSpec(rows=rows, tasks=tasks, repeats=repeats), progress=lambda _m: advance()
+        )
+    if json_out:
+        _print_json(data)
+        return
+    t = Table(title=f"bench write: {rows:,} rows, partitioned Parquet (median of {repeats})")
+    for col in ("writer", "wall s", "runs s"):
+        t.add_column(col)
+    for r in data["results"]:
+        t.add_row(r["writer"], f"{r['wall_s']:.3f}", ", ".join(f"{x:.2f}" for x in r["runs_s"]))
+    console.print(t)
+    console.print(f"dataferry / pyarrow direct write: {data['ratio']:.2f}x")
+
+
 def main() -> None:
     app()
 

@@ -24,11 +24,14 @@ def tasks(n, fn=write_two):
     return [functools.partial(fn, i) for i in range(n)]
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_retries_speculation_and_deaths_commit_exactly_one_attempt(tmp_path, workers):
+@pytest.mark.parametrize(
+    ("workers", "executor"), [(0, "processes"), (2, "processes"), (2, "threads")]
+)
+def test_retries_speculation_and_deaths_commit_exactly_one_attempt(tmp_path, workers, executor):
     c = make_committer("v1", str(tmp_path / "out"))
     engine = LocalEngine(
         workers=workers,
+        executor=executor,
         speculate_tasks=(2,),
         failures=(
             AttemptFailure(task=1, attempt=0, when="after_write"),

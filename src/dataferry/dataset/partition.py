@@ -57,9 +57,9 @@ def split_by_partition(table: pa.Table, columns: Sequence[str]) -> Iterator[tupl
     bounds = np.flatnonzero(np.diff(sorted_key)) + 1
     starts = np.concatenate(([0], bounds))
     ends = np.concatenate((bounds, [len(order)]))
-    data = table.drop_columns(list(columns))
     part_values = table.select(list(columns))
+    # one gather into partition order, then zero-copy slices (not one gather per partition)
+    data = table.drop_columns(list(columns)).take(pa.array(order))
     for s, e in zip(starts, ends, strict=True):
-        rows = pa.array(order[s:e])
         first = part_values.slice(int(order[s]), 1).to_pylist()[0]
-        yield partition_dir(columns, [first[c] for c in columns]), data.take(rows)
+        yield partition_dir(columns, [first[c] for c in columns]), data.slice(int(s), int(e - s))

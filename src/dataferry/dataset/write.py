@@ -70,7 +70,7 @@ def write_dataset(
         committer="hive": `append`, `overwrite` (the partitions written are replaced) or
         `overwrite-table`.
     committer: a committer name (`auto` chooses from the store's capabilities).
-    engine: None for the embedded local engine with default settings.
+    engine: None for the embedded local engine on threads (the data is in this process).
     allow_unsafe_rename: let a rename-based committer run on a store whose rename is a copy.
     """
     partition_by = tuple(partition_by)
@@ -86,7 +86,9 @@ def write_dataset(
         allow_unsafe_rename,
     )
     if engine is None:
-        engine = LocalEngine()
+        # the data is already in this process: threads copy nothing, and pyarrow releases the
+        # GIL while it encodes and writes (a process pool would first pickle every chunk)
+        engine = LocalEngine(executor="threads")
     elif isinstance(engine, LocalEngineConfig):
         engine = LocalEngine(engine)
     works = [functools.partial(write_task, chunk, partition_by, format) for chunk in chunks]
@@ -170,13 +172,18 @@ def _check_partition_columns(schema: pa.Schema, partition_by: tuple[str, ...]) -
         raise ConfigError("every column is a partition column: no data would be left to write")
 
 
+def _default_tasks(rows: int) -> int:
+    """About a million rows a task, and a multiple of the cores so none idles at the end."""
+    cores = os.cpu_count() or 1
+    n = max(cores, math.ceil(rows / DEFAULT_ROWS_PER_TASK))
+    return min(4 * cores, math.ceil(n / cores) * cores)
+
+
 def _split(data: Any, tasks: int | None) -> list[pa.Table]:
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
-        n = tasks or max(
-            1, min(4 * (os.cpu_count() or 1), math.ceil(data.num_rows / DEFAULT_ROWS_PER_TASK))
-        )
+        n = tasks or _default_tasks(data.num_rows)
         if n < 1:
             raise ConfigError(f"tasks must be >= 1, got {n}")
         size = max(1, math.ceil(data.num_rows / n)) if data.num_rows else 1

@@ -19,7 +19,14 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +56,10 @@ EventHook = Callable[[str, int, int], None]
 class LocalEngineConfig:
     """Options of the embedded engine.
 
-    workers: worker processes (None: one per core; 0: inline and deterministic).
+    workers: worker processes or threads (None: one per core; 0: inline and deterministic).
+    executor: `processes` (isolation: a task that crashes its interpreter takes only its
+        worker) or `threads` (for data already in this process's memory, such as an Arrow
+        table: nothing is copied, and pyarrow releases the GIL while it encodes and writes).
     max_attempts: attempts per task before the job fails (spark.task.maxFailures, 4).
     speculation: launch duplicates of slow tasks (spark.speculation).
     speculation_quantile: fraction of tasks done before speculating (spark.speculation.quantile).
@@ -60,6 +70,7 @@ class LocalEngineConfig:
     """
 
     workers: int | None = None
+    executor: str = "processes"
     max_attempts: int = 4
     speculation: bool = False
     speculation_quantile: float = 0.75
@@ -68,6 +79,8 @@ class LocalEngineConfig:
     failures: tuple[AttemptFailure, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.executor not in ("processes", "threads"):
+            raise ConfigError(f"executor must be 'processes' or 'threads', got {self.executor!r}")
         if self.workers is not None and self.workers < 0:
             raise ConfigError(f"workers must be >= 0, got {self.workers}")
         if self.max_attempts < 1:
@@ -121,7 +134,15 @@ class LocalEngine:
     def _executor(self) -> Executor:
         if self.workers == 0:
             return _InlineExecutor()
+        if self.config.executor == "threads":
+            return ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="dataferry-task")
         return ProcessPoolExecutor(max_workers=self.workers, mp_context=_worker_context())
+
+    @property
+    def shares_store(self) -> bool:
+        """Attempts run on the driver's own store object (inline or threads): their store
+        statistics are already counted there."""
+        return self.workers == 0 or self.config.executor == "threads"
 
     def _close_executor(self, executor: Executor) -> None:
         executor.shutdown(wait=True, cancel_futures=True)
@@ -176,7 +197,7 @@ class LocalEngine:
         driver.emit("job_committed", -1, -1)
         committer.stats.merge(driver.committer_stats)
         store_stats = IOStatistics(committer.store.stats.snapshot())
-        if self.workers > 0:  # inline attempts counted on the driver's own store already
+        if not self.shares_store:
             store_stats.merge(driver.worker_store_stats)
         return JobRun(
             job=job,
