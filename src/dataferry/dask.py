@@ -23,6 +23,14 @@ def write_partition(pdf: Any, partition_by: tuple[str, ...], fmt: str, out: Any)
     return write_task(pa.Table.from_pandas(pdf, preserve_index=False), partition_by, fmt, out)
 
 
+def _replicate(client: Any, futures: list[Any]) -> None:
+    """Keep each task's input on two workers: a retried attempt after a worker died needs its
+    partition, and losing the only copy sends Dask back to recompute it while the attempt's
+    result is awaited."""
+    if len(client.scheduler_info().get("workers", {})) > 1:
+        client.replicate(futures, n=2)
+
+
 def write_dataset(
     ddf: Any,
     dest: str | os.PathLike[str],
@@ -55,6 +63,7 @@ def write_dataset(
         )
         for part in parts
     ]
+    _replicate(engine.client, works)
     run = engine.run_job(com, works, on_event=on_event)
     return write_result(store, com, run)
 

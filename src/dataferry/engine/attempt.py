@@ -104,7 +104,12 @@ def run_attempt(
     store = ctx.job.store
     before = store.stats.snapshot()
     try:
+        # a refused setup (the attempt id is already in use: an engine reran it) leaves the
+        # other run's directory alone: nothing here belongs to this run yet
         committer.setup_task(ctx)
+    except InjectedCrash as e:
+        raise AttemptDied(f"{ctx.attempt_id}: crashed during setup: {e}") from None
+    try:
         out = TaskOutput(committer, ctx)
         result = work(out)
         if failure == "after_write":

@@ -13,7 +13,7 @@ attempt with a new number.
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from .local import LocalEngine, LocalEngineConfig
@@ -35,7 +35,37 @@ class DaskEngine(LocalEngine):
         return max(1, len(self.client.scheduler_info().get("workers", {})))
 
     def _executor(self) -> Executor:
-        return self.client.get_executor(pure=False)
+        return _DaskExecutor(self.client)
 
     def _close_executor(self, executor: Executor) -> None:
-        executor.shutdown(wait=True)  # the client's executor; the client stays open
+        executor.shutdown(wait=True)  # the client stays open
+
+
+class _DaskExecutor(Executor):
+    """Dask tasks behind the concurrent.futures interface, settled by waiter threads.
+
+    Dask's own executor adapter settles its futures in a callback; when a result is lost with
+    a dying worker and the gather fails inside that callback, the future is never settled. Here
+    every outcome, a failed gather included, becomes the future's result or exception, so the
+    driver sees an attempt fail and launches another.
+    """
+
+    def __init__(self, client: Any, waiters: int = 32) -> None:
+        self.client = client
+        self._waiters = ThreadPoolExecutor(waiters, thread_name_prefix="dataferry-dask-wait")
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
+        task = self.client.submit(fn, *args, pure=False, **kwargs)
+        settled: Future = Future()
+
+        def wait() -> None:
+            try:
+                settled.set_result(task.result())
+            except BaseException as e:
+                settled.set_exception(e)
+
+        self._waiters.submit(wait)
+        return settled
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._waiters.shutdown(wait=wait, cancel_futures=cancel_futures)

@@ -132,11 +132,15 @@ class CommitDatasink(_Base):  # type: ignore[misc,valid-type]
         task = self.job.task(index, attempt)
         com = committer_for(task)
         try:
+            com.setup_task(task)
+        except BaseException:
+            ray.get(self.coordinator.attempt_failed.remote(index, attempt))
+            raise  # nothing of this run's to clean: the attempt id may be another run's
+        try:
             tables = [
                 b if isinstance(b, pa.Table) else pa.Table.from_pandas(b, preserve_index=False)
                 for b in blocks
             ]
-            com.setup_task(task)
             if tables:
                 write_task(
                     pa.concat_tables(tables), self.partition_by, self.format, TaskOutput(com, task)
