@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -409,12 +410,14 @@ def markers_serve(
         service = MarkerService(open_store(dest), config).start(host, port)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if port_file:
-        with open(port_file + ".tmp", "w") as f:
-            f.write(service.url)
-        import os
+    if port_file:  # written whole, then renamed: a reader never sees half a URL
+        from .store import LocalStore
 
-        os.replace(port_file + ".tmp", port_file)
+        folder, _, name = os.path.abspath(port_file).rpartition(os.sep)
+        files = LocalStore(folder)
+        files.delete(name)
+        files.write_bytes(name + ".tmp", service.url.encode())
+        files.rename(name + ".tmp", name)
     err.print(f"marker service for {dest} listening on {service.url}")
     try:
         while not stop.wait(0.5):
