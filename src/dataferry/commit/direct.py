@@ -23,6 +23,7 @@ from typing import BinaryIO
 
 from ..errors import CommitError, NotFound
 from ..markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers, marker_dir
+from ..stats import StageClock
 from ..store import IOPool, Store, open_store, paths
 from .protocol import Committer, JobCommitResult, JobContext, TaskAttemptContext, TaskCommitMessage
 from .success import SUCCESS_FILE, SuccessData
@@ -150,55 +151,49 @@ class DirectCommitter(Committer):
         self, job: JobContext, messages: Sequence[TaskCommitMessage]
     ) -> DirectJobCommitResult:
         self.check_messages(job, messages)
-        start = time.perf_counter()
-        stages: dict[str, float] = {}
+        clock = StageClock(self.stats)
         markers = self.markers(job)
         committed = {f for m in messages for f in m.files}
         with IOPool(self.config.threads) as pool, self.stats.duration("committer_commit_job"):
-            t = time.perf_counter()
-            marked = markers.data_paths()
-            stages["list_markers"] = time.perf_counter() - t
+            with clock.stage("list_markers"):
+                marked = markers.data_paths()
             unmarked = committed - marked
             if unmarked:
                 raise CommitError(
                     f"job {job.job_id}: {len(unmarked)} reported files have no marker, e.g. {sorted(unmarked)[0]}"
                 )
             stray = sorted(marked - committed)
-            t = time.perf_counter()
-            pool.for_each(self.store.delete, stray, adaptive=True)
-            stages["delete_stray_files"] = time.perf_counter() - t
-            t = time.perf_counter()
-            record = {
-                "jobId": job.job_uuid,
-                "job": str(job.job_id),
-                "committed": time.time(),
-                "files": sorted(committed),
-            }
-            self.store.write_bytes(commit_record_path(job.job_uuid), json.dumps(record).encode())
-            if self.config.mark_successful_jobs:
-                success = SuccessData(
-                    committer=COMMITTER_NAME,
-                    description=f"Job {job.job_id} written in place, reconciled against markers",
-                    job_id=job.job_uuid,
-                    job_id_source="dataferry.job_uuid",
-                    metrics={
-                        "committer_files_committed": len(committed),
-                        "committer_stray_files_deleted": len(stray),
-                    },
-                    diagnostics={
-                        "commit_record": commit_record_path(job.job_uuid),
-                        "markers": self.config.markers,
-                    },
-                    filenames=[self.store.full_url(f) for f in sorted(committed)[:100]],
-                    state="committed",
-                    stage="committer_commit_job",
+            with clock.stage("delete_stray_files"):
+                pool.for_each(self.store.delete, stray, adaptive=True)
+            with clock.stage("save_records"):
+                record = {
+                    "jobId": job.job_uuid,
+                    "job": str(job.job_id),
+                    "committed": time.time(),
+                    "files": sorted(committed),
+                }
+                self.store.write_bytes(
+                    commit_record_path(job.job_uuid), json.dumps(record).encode()
                 )
-                self.store.write_bytes(SUCCESS_FILE, success.to_bytes())
-            stages["save_records"] = time.perf_counter() - t
-            t = time.perf_counter()
-            markers.delete_all()
-            stages["delete_markers"] = time.perf_counter() - t
-        stages["total"] = time.perf_counter() - start
+                if self.config.mark_successful_jobs:
+                    success = SuccessData.for_job(
+                        COMMITTER_NAME,
+                        job,
+                        f"Job {job.job_id} written in place, reconciled against markers",
+                        metrics={
+                            "committer_files_committed": len(committed),
+                            "committer_stray_files_deleted": len(stray),
+                        },
+                        diagnostics={
+                            "commit_record": commit_record_path(job.job_uuid),
+                            "markers": self.config.markers,
+                        },
+                        filenames=[self.store.full_url(f) for f in sorted(committed)[:100]],
+                    )
+                    self.store.write_bytes(SUCCESS_FILE, success.to_bytes())
+            with clock.stage("delete_markers"):
+                markers.delete_all()
+        stages = clock.finish()
         return DirectJobCommitResult(
             job_id=str(job.job_id),
             committer=self.name,

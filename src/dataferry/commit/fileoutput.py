@@ -19,11 +19,11 @@ fails. The crash-point harness shows both violations.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import AccessDenied, DestinationError, NotFound, TaskCommitError
+from ..stats import StageClock
 from ..store import FileStatus, paths
 from .protocol import (
     Committer,
@@ -142,25 +142,19 @@ class FileOutputCommitter(Committer):
 
     def commit_job(self, job: JobContext, messages: Sequence[TaskCommitMessage]) -> JobCommitResult:
         self.check_messages(job, messages)
-        stages: dict[str, float] = {}
-        start = time.perf_counter()
+        clock = StageClock(self.stats)
         with self.stats.duration("committer_commit_job"):
             if self.config.algorithm == 1:
-                t = time.perf_counter()
-                with self.stats.duration("job_stage_merge_paths"):
+                with clock.stage("merge_paths", "job_stage_merge_paths"):
                     for m in sorted(messages, key=lambda m: m.task_id):
                         src = f"{self.job_attempt_path(job)}/{m.task_id}"
                         self._merge_paths(self.store.stat(src), "")
-                stages["merge_paths"] = time.perf_counter() - t
-            t = time.perf_counter()
-            self._cleanup(job, "job_stage_cleanup")
-            stages["cleanup"] = time.perf_counter() - t
+            with clock.stage("cleanup"):
+                self._cleanup(job, "job_stage_cleanup")
             if self.config.mark_successful_jobs:
-                t = time.perf_counter()
-                with self.stats.duration("job_stage_save_success_marker"):
+                with clock.stage("save_success", "job_stage_save_success_marker"):
                     self.store.write_bytes(SUCCESS_FILE, b"")
-                stages["save_success"] = time.perf_counter() - t
-        stages["total"] = time.perf_counter() - start
+        stages = clock.finish()
         files = [f for m in messages for f in m.files]
         return JobCommitResult(
             job_id=str(job.job_id),

@@ -40,6 +40,19 @@ class SuccessData:
     stage: str | None = None
     success: bool = True
 
+    @classmethod
+    def for_job(cls, committer: str, job: Any, description: str, **fields: Any) -> SuccessData:
+        """The record of a committed job: our job ids and state, whatever the committer."""
+        return cls(
+            committer=committer,
+            description=description,
+            job_id=job.job_uuid,
+            job_id_source="dataferry.job_uuid",
+            state="committed",
+            stage="committer_commit_job",
+            **fields,
+        )
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": SUCCESS_NAME,

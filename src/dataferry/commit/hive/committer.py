@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from ...errors import CommitError, JobCommitError
+from ...stats import StageClock
 from ...store import IOPool, Store, paths
 from ...store.catalog import Catalog, open_catalog
 from ...store.substore import SubStore
@@ -32,7 +33,7 @@ from ..protocol import (
 from ..success import SUCCESS_FILE, SuccessData
 from .config import HiveConfig
 from .journal import Journal, load_journal, save_journal
-from .load import LoadPools, LoadStats, plan_load, register, run_steps, timed
+from .load import LoadPools, LoadStats, plan_load, register, run_steps
 from .staging import JOURNAL, ext_dir, staging_dir
 
 COMMITTER_NAME = "dataferry.commit.hive.HiveCommitter"
@@ -161,10 +162,11 @@ class HiveCommitter(Committer):
     def _load(self, job: JobContext, journal: Journal | None = None) -> LoadStats:
         staging = staging_dir(job)
         result = LoadStats()
+        clock = StageClock(self.stats)
         pools = self._pools()
         try:
             if journal is None:
-                with timed(self.stats, result, "plan"):
+                with clock.stage("plan", "hive_stage_plan"):
                     journal = plan_load(
                         self.store,
                         staging,
@@ -177,11 +179,11 @@ class HiveCommitter(Committer):
                     save_journal(self.store, f"{staging}/{JOURNAL}", journal)
             result.partitions = len(journal.partitions)
             if journal.state == "planned":
-                with timed(self.stats, result, "move_aside"):
+                with clock.stage("move_aside", "hive_stage_move_aside"):
                     result.aside = run_steps(
                         self.store, [s for s in journal.steps if s.phase == "aside"], pools
                     )
-                with timed(self.stats, result, "move_in"):
+                with clock.stage("move_in", "hive_stage_move_in"):
                     moved_in = [s for s in journal.steps if s.phase == "in"]
                     run_steps(self.store, moved_in, pools)
                 result.dir_renames = sum(1 for s in moved_in if s.directory)
@@ -191,30 +193,28 @@ class HiveCommitter(Committer):
             catalog = self._catalog()
             if journal.state == "moved":
                 if catalog is not None:
-                    with timed(self.stats, result, "register"):
+                    with clock.stage("register", "hive_stage_register"):
                         register(self.store, catalog, journal, self.store.full_url(), pools)
                 journal.state = "registered"
                 save_journal(self.store, f"{staging}/{JOURNAL}", journal)
             if self.config.mark_successful_jobs:
-                with timed(self.stats, result, "save_success"):
+                with clock.stage("save_success", "hive_stage_save_success"):
                     self._save_success(job, journal)
-            with timed(self.stats, result, "cleanup"):
+            with clock.stage("cleanup", "hive_stage_cleanup"):
                 self.store.delete(staging, recursive=True)
         finally:
             pools.close()
+            result.stage_seconds = dict(clock.seconds)
         return result
 
     def _save_success(self, job: JobContext, journal: Journal) -> None:
-        data = SuccessData(
-            committer=COMMITTER_NAME,
-            description=f"Hive-style {journal.mode} of job {job.job_id} into {self.table_name()}",
-            job_id=job.job_uuid,
-            job_id_source="dataferry.job_uuid",
+        data = SuccessData.for_job(
+            COMMITTER_NAME,
+            job,
+            f"Hive-style {journal.mode} of job {job.job_id} into {self.table_name()}",
             metrics={"committer_partitions_loaded": len(journal.partitions)},
             diagnostics={"mode": journal.mode, "partitions": ",".join(journal.partitions[:100])},
             filenames=[self.store.full_url(s.dst) for s in journal.steps if s.phase == "in"][:100],
-            state="committed",
-            stage="committer_commit_job",
             iostatistics=self.stats.snapshot(),
         )
         tmp = f"{staging_dir(job)}/{SUCCESS_FILE}.tmp"

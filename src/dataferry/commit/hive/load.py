@@ -15,7 +15,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ...errors import AlreadyExists, CommitError, NotFound
-from ...stats import IOStatistics
 from ...store import FileStatus, IOPool, Store, paths
 from ...store.catalog import Catalog, PartitionRecord
 from ...store.walk import parallel_walk
@@ -218,20 +217,3 @@ def register(
     replace = "table" if journal.mode == "overwrite-table" else "none"
     catalog.record_load(journal.table, table_location, records, journal.job_id, replace)  # type: ignore[arg-type]
     return records
-
-
-def timed(stats: IOStatistics, result: LoadStats, name: str):
-    """Context manager: record a load stage's duration (Hadoop-style name, short name)."""
-    import time
-    from contextlib import contextmanager
-
-    @contextmanager
-    def run():
-        start = time.perf_counter()
-        try:
-            with stats.duration(f"hive_stage_{name}"):
-                yield
-        finally:
-            result.stage_seconds[name] = time.perf_counter() - start
-
-    return run()

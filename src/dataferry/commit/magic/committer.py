@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -30,6 +29,7 @@ from ...errors import (
     TaskCommitError,
     ValidationError,
 )
+from ...stats import StageClock
 from ...store import IOPool, Store, paths
 from ..protocol import Committer, JobCommitResult, JobContext, TaskAttemptContext, TaskCommitMessage
 from ..success import SUCCESS_FILE, SuccessData
@@ -271,49 +271,45 @@ class MagicCommitter(Committer):
         self, job: JobContext, messages: Sequence[TaskCommitMessage]
     ) -> MagicJobCommitResult:
         self.check_messages(job, messages)
-        start = time.perf_counter()
-        stages: dict[str, float] = {}
+        clock = StageClock(self.stats)
         completed: list[PendingCommit] = []
         lock = threading.Lock()
         with IOPool(self.config.threads) as pool, self.stats.duration("committer_commit_job"):
-            t = time.perf_counter()
-            commits = self._load_pendingsets(job, messages, pool)
-            stages["load_pendingsets"] = time.perf_counter() - t
+            with clock.stage("load_pendingsets"):
+                commits = self._load_pendingsets(job, messages, pool)
             partitions = sorted({paths.parent(c.path) for c in commits})
             replaced = 0
-            t = time.perf_counter()
-            if self.config.conflict_mode == "fail":
-                self._fail_if_data(partitions)
-            elif self.config.conflict_mode == "replace":
-                replaced = self._replace(partitions, pool)
-            stages["conflict"] = time.perf_counter() - t
+            with clock.stage("conflict"):
+                if self.config.conflict_mode == "fail":
+                    self._fail_if_data(partitions)
+                elif self.config.conflict_mode == "replace":
+                    replaced = self._replace(partitions, pool)
 
             def complete(c: PendingCommit) -> None:
                 self.store.complete_upload(c.path, c.upload_id, c.etags)
                 with lock:
                     completed.append(c)
 
-            t = time.perf_counter()
-            try:
-                pool.for_each(complete, commits)
-            except Exception as e:
-                self._revert(commits, completed, pool)
-                raise JobCommitError(
-                    f"job {job.job_id}: completing uploads failed after {len(completed)} of "
-                    f"{len(commits)}; completed files deleted, the rest aborted: {e}"
-                ) from e
-            stages["complete_uploads"] = time.perf_counter() - t
+            with clock.stage("complete_uploads"):
+                try:
+                    pool.for_each(complete, commits)
+                except Exception as e:
+                    self._revert(commits, completed, pool)
+                    raise JobCommitError(
+                        f"job {job.job_id}: completing uploads failed after {len(completed)} of "
+                        f"{len(commits)}; completed files deleted, the rest aborted: {e}"
+                    ) from e
             self.stats.set_counter("committer_files_committed", len(commits))
             self.stats.set_counter("committer_bytes_committed", sum(c.length for c in commits))
             if self.config.mark_successful_jobs:
-                t = time.perf_counter()
-                self._save_success(job, commits)
-                stages["save_success"] = time.perf_counter() - t
-            t = time.perf_counter()
-            self._abort_uncommitted_attempts(job, pool, frozenset(m.attempt_id for m in messages))
-            self.store.delete(job_dir(job), recursive=True)
-            stages["cleanup"] = time.perf_counter() - t
-        stages["total"] = time.perf_counter() - start
+                with clock.stage("save_success"):
+                    self._save_success(job, commits)
+            with clock.stage("cleanup"):
+                self._abort_uncommitted_attempts(
+                    job, pool, frozenset(m.attempt_id for m in messages)
+                )
+                self.store.delete(job_dir(job), recursive=True)
+        stages = clock.finish()
         return MagicJobCommitResult(
             job_id=str(job.job_id),
             committer=self.name,
@@ -348,15 +344,12 @@ class MagicCommitter(Committer):
         )
 
     def _save_success(self, job: JobContext, commits: list[PendingCommit]) -> None:
-        data = SuccessData(
-            committer=COMMITTER_NAME,
-            description=f"Job {job.job_id} committed by dataferry's magic committer",
-            job_id=job.job_uuid,
-            job_id_source="dataferry.job_uuid",
+        data = SuccessData.for_job(
+            COMMITTER_NAME,
+            job,
+            f"Job {job.job_id} committed by dataferry's magic committer",
             metrics={k: v for k, v in self.stats.counters.items() if k.startswith("committer_")},
             filenames=[self.store.full_url(c.path) for c in commits[:100]],
-            state="committed",
-            stage="committer_commit_job",
             iostatistics=self.stats.snapshot(),
         )
         self.store.write_bytes(SUCCESS_FILE, data.to_bytes())  # a PUT is atomic on S3

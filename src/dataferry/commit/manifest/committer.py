@@ -189,11 +189,8 @@ class ManifestCommitter(Committer):
         )
 
     def _success_data(self, job: JobContext) -> SuccessData:
-        return SuccessData(
-            committer=COMMITTER_NAME,
-            description=f"Job {job.job_id} committed by dataferry's manifest committer",
-            job_id=job.job_uuid,
-            job_id_source="dataferry.job_uuid",
+        return SuccessData.for_job(
+            COMMITTER_NAME, job, f"Job {job.job_id} committed by dataferry's manifest committer"
         )
 
     def _fill(self, success: SuccessData, ctx: StageContext, state: str) -> None:
