@@ -98,6 +98,18 @@ class ValidationError(CommitError, ValueError):
         self.field = field
 
 
+class ShuffleError(DataferryError):
+    """A shuffle could not be written, merged or read."""
+
+
+class CorruptShuffleData(ShuffleError):
+    """A shuffle block or index failed its checks (magic, length, order or checksum)."""
+
+
+class ShuffleServiceUnavailable(ShuffleError, ConnectionError):
+    """A shuffle service could not be reached or dropped the connection."""
+
+
 class EngineError(DataferryError):
     """A job could not be run to completion by an engine."""
 

@@ -68,6 +68,12 @@ class IOStatistics:
         with self._lock:
             self.gauges[name] = value
 
+    def maximum(self, name: str, value: float) -> None:
+        """Keep the largest value seen (a high-water mark)."""
+        with self._lock:
+            if value > self.maximums.get(name, float("-inf")):
+                self.maximums[name] = value
+
     def add_sample(self, name: str, value: float) -> None:
         """Add one sample to a mean statistic (and its min/max)."""
         with self._lock:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from ..errors import ConfigError
+from ..net import BackgroundServer
 from ..stats import IOStatistics
 from ..store import Store, paths
 from .base import MARKER_EXTN, MARKERS_ROOT
@@ -93,9 +93,9 @@ class MarkerService:
             self.config.num_threads, thread_name_prefix="markers-batch"
         )
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.base_events.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._address: tuple[str, int] = ("", 0)
+        self._server = BackgroundServer(
+            self._connection, "markers-loop", limit=self.config.max_request_bytes + 8192
+        )
         self._dispatcher: asyncio.Task | None = None
 
     # --- marker operations (state is touched by the loop and by writer threads) -------------
@@ -216,60 +216,20 @@ class MarkerService:
     # --- the network server ----------------------------------------------------------------
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> MarkerService:
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
+        def begin(loop: asyncio.AbstractEventLoop) -> None:
             self._loop = loop
-            try:
-                self._server = loop.run_until_complete(
-                    asyncio.start_server(
-                        self._connection,
-                        host,
-                        port,
-                        backlog=1024,
-                        limit=self.config.max_request_bytes + 8192,
-                    )
-                )
-                self._address = self._server.sockets[0].getsockname()[:2]
-                self._dispatcher = loop.create_task(self._dispatch_forever())
-            except BaseException as e:
-                failure.append(e)
-                ready.set()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.close()
+            self._dispatcher = loop.create_task(self._dispatch_forever())
 
-        self._thread = threading.Thread(target=run, name="markers-loop", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if failure:
-            raise failure[0]
+        self._server.start(host, port, on_loop=begin)
         return self
 
     @property
     def url(self) -> str:
-        host, port = self._address
+        host, port = self._server.address
         return f"http://{host}:{port}"
 
     def stop(self) -> None:
-        loop = self._loop
-        if loop is not None and loop.is_running():
-
-            async def close() -> None:
-                if self._server is not None:
-                    self._server.close()
-                others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-                for task in others:
-                    task.cancel()
-                await asyncio.gather(*others, return_exceptions=True)  # let them finish first
-                loop.stop()
-
-            asyncio.run_coroutine_threadsafe(close(), loop)
-            if self._thread is not None:
-                self._thread.join(10)
+        self._server.stop()
         self._writers.shutdown(wait=True)
 
     def __enter__(self) -> MarkerService:
@@ -279,28 +239,16 @@ class MarkerService:
         self.stop()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.IncompleteReadError:
-                    return
-                except asyncio.LimitOverrunError:
-                    await _respond(writer, 431, {"error": "request head too large"}, close=True)
-                    return
-                keep = await self._request(head, reader, writer)
-                if not keep:
-                    return
-        except (ConnectionError, asyncio.CancelledError):
-            return
-        finally:
+        while True:
             try:
-                writer.close()
-            except RuntimeError:
-                pass  # the loop is shutting down
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            except asyncio.LimitOverrunError:
+                await _respond(writer, 431, {"error": "request head too large"}, close=True)
+                return
+            if not await self._request(head, reader, writer):
+                return
 
     async def _request(
         self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

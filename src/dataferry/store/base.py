@@ -36,6 +36,9 @@ class Op(StrEnum):
     WRITE = "create"
     CREATE_IF_ABSENT = "create_if_absent"
     APPEND = "append"
+    WRITE_AT = "write_at"
+    TRUNCATE = "truncate"
+    READ_RANGE = "read_range"
     MULTIPART_INITIATE = "multipart_initiate"
     MULTIPART_PART = "multipart_upload_part"
     MULTIPART_COMPLETE = "multipart_complete"
@@ -55,6 +58,8 @@ _MUTATING = {
     Op.WRITE,
     Op.CREATE_IF_ABSENT,
     Op.APPEND,
+    Op.WRITE_AT,
+    Op.TRUNCATE,
     Op.MULTIPART_INITIATE,
     Op.MULTIPART_PART,
     Op.MULTIPART_COMPLETE,
@@ -196,6 +201,39 @@ class Store(ABC):
         except NotFound:
             old = b""
         self._write(path, old + data, True)
+
+    def write_at(self, path: str, offset: int, data: bytes) -> None:
+        """Write bytes at an offset of a file (created if absent), leaving the rest in place:
+        the shuffle merge writes each block at the committed end, so a failed write is simply
+        overwritten by the next one. Stores without positional writes rewrite the file."""
+        path = paths.normalize(path)
+        self._op(Op.WRITE_AT, path, self._write_at, path, offset, bytes(data))
+
+    def truncate(self, path: str, size: int) -> None:
+        """Cut a file to `size` bytes (drops a partial tail after a failure)."""
+        path = paths.normalize(path)
+        self._op(Op.TRUNCATE, path, self._truncate, path, size)
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        """`length` bytes from `start` (fewer at the end of the file)."""
+        path = paths.normalize(path)
+        return self._op(Op.READ_RANGE, path, self._read_range, path, start, length)
+
+    def _write_at(self, path: str, offset: int, data: bytes) -> None:
+        from ..errors import NotFound
+
+        try:
+            old = self._read(path)
+        except NotFound:
+            old = b""
+        head = old[:offset].ljust(offset, b"\0")
+        self._write(path, head + data + old[offset + len(data) :], True)
+
+    def _truncate(self, path: str, size: int) -> None:
+        self._write(path, self._read(path)[:size], True)
+
+    def _read_range(self, path: str, start: int, length: int) -> bytes:
+        return self._read(path)[start : start + length]
 
     # --- multipart upload (stores with capabilities.multipart_upload) -------------------------
 
@@ -347,6 +385,15 @@ class WrappingStore(Store):
 
     def _append(self, path: str, data: bytes) -> None:
         self.inner.append_bytes(path, data)
+
+    def _write_at(self, path: str, offset: int, data: bytes) -> None:
+        self.inner.write_at(path, offset, data)
+
+    def _truncate(self, path: str, size: int) -> None:
+        self.inner.truncate(path, size)
+
+    def _read_range(self, path: str, start: int, length: int) -> bytes:
+        return self.inner.read_range(path, start, length)
 
     def _initiate_upload(self, path: str) -> str:
         return self.inner.initiate_upload(path)

@@ -246,6 +246,37 @@ class LocalStore(Store):
         except OSError as e:
             raise self._translate(e, path, "append") from None
 
+    def _write_at(self, path: str, offset: int, data: bytes) -> None:
+        target = self._abs(path)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                view, at = memoryview(data), offset
+                while view:
+                    n = os.pwrite(fd, view, at)
+                    view, at = view[n:], at + n
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise self._translate(e, path, "write") from None
+
+    def _truncate(self, path: str, size: int) -> None:
+        try:
+            os.truncate(self._abs(path), size)
+        except OSError as e:
+            raise self._translate(e, path, "truncate") from None
+
+    def _read_range(self, path: str, start: int, length: int) -> bytes:
+        try:
+            fd = os.open(self._abs(path), os.O_RDONLY)
+            try:
+                return os.pread(fd, length, start)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise self._translate(e, path, "read") from None
+
     def open_read(self, path: str) -> BinaryIO:
         """A real file handle: large files are read as a stream, not loaded whole."""
         path = paths.normalize(path)

@@ -244,6 +244,21 @@ class S3Store(Store):
         except ClientError as e:
             raise self._err(e, path, "read") from None
 
+    def _read_range(self, path: str, start: int, length: int) -> bytes:
+        from botocore.exceptions import ClientError
+
+        if length <= 0:
+            return b""
+        try:
+            rng = f"bytes={start}-{start + length - 1}"
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(path), Range=rng)[
+                "Body"
+            ].read()
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") == "InvalidRange":
+                return b""
+            raise self._err(e, path, "read") from None
+
     def _write(self, path: str, data: bytes, overwrite: bool) -> None:
         from botocore.exceptions import ClientError
 

@@ -337,6 +337,11 @@ class SimStore(WrappingStore):
             self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
         self.inner.append_bytes(path, data)
 
+    def _read_range(self, path: str, start: int, length: int) -> bytes:
+        data = self.inner.read_range(path, start, length)
+        self._charge("read", path, len(data), self.profile.bandwidth_bytes_s)
+        return data
+
     def _create_if_absent(self, path: str, data: bytes) -> bool:
         self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
         return self.inner.create_if_absent(path, data)

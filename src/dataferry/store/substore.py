@@ -61,6 +61,15 @@ class SubStore(WrappingStore):
     def _append(self, path: str, data: bytes) -> None:
         self.inner.append_bytes(self._in(path), data)
 
+    def _write_at(self, path: str, offset: int, data: bytes) -> None:
+        self.inner.write_at(self._in(path), offset, data)
+
+    def _truncate(self, path: str, size: int) -> None:
+        self.inner.truncate(self._in(path), size)
+
+    def _read_range(self, path: str, start: int, length: int) -> bytes:
+        return self.inner.read_range(self._in(path), start, length)
+
     def _initiate_upload(self, path: str) -> str:
         return self.inner.initiate_upload(self._in(path))
 

@@ -1,0 +1,101 @@
+"""Network plumbing shared by the services: an asyncio server running on its own thread.
+
+The marker and shuffle services are asyncio servers; a job driver or a test starts them in its
+own process, and `dataferry ... serve` runs them as a process of their own. Either way the
+event loop lives on one background thread, and `stop()` cancels what is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+class BackgroundServer:
+    """Run `handler` for each connection on a loop in a background thread."""
+
+    def __init__(self, handler: Handler, name: str, limit: int = 2**16) -> None:
+        self.handler, self.name, self.limit = handler, name, limit
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.address: tuple[str, int] = ("", 0)
+        self._server: asyncio.base_events.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        on_loop: Callable[[asyncio.AbstractEventLoop], None] | None = None,
+    ) -> BackgroundServer:
+        """Bind and serve; `on_loop` runs on the loop first (to start background tasks)."""
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self.loop = loop
+            try:
+                self._server = loop.run_until_complete(
+                    asyncio.start_server(
+                        self._connection, host, port, backlog=1024, limit=self.limit
+                    )
+                )
+                self.address = self._server.sockets[0].getsockname()[:2]
+                if on_loop is not None:
+                    on_loop(loop)
+            except BaseException as e:
+                failure.append(e)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+        return self
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            await self.handler(reader, writer)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            try:
+                writer.close()
+            except RuntimeError:
+                pass  # the loop is shutting down
+
+    def stop(self) -> None:
+        loop = self.loop
+        if loop is None or not loop.is_running():
+            return
+
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)  # let them finish first
+            loop.stop()
+
+        asyncio.run_coroutine_threadsafe(close(), loop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def run_coroutine(self, coro: Awaitable[Any]) -> Any:
+        """Run a coroutine on the server's loop from another thread and wait for it."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()  # type: ignore[arg-type]

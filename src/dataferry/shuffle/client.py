@@ -1,0 +1,198 @@
+"""A blocking client of the shuffle service: one TCP connection, requests answered in turn.
+
+Used by pushers (map side), readers (reduce side) and the driver (finalize, remove). It counts
+its requests and bytes so that benchmarks can report reduce-side reads. Connection failures
+raise ShuffleServiceUnavailable; an ERROR answer raises ShuffleError with the service's words.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+from pyroaring import BitMap
+
+from ..errors import ShuffleError, ShuffleServiceUnavailable
+from ..stats import IOStatistics
+from .merge import MergeStatus, PushCode
+from .protocol import MAGIC as FRAME_MAGIC
+from .protocol import PREFIX, Msg, prefix
+
+
+class ServiceRefused(ShuffleError):
+    def __init__(self, address: str, status: int, error: str) -> None:
+        super().__init__(f"shuffle service {address} refused: {status} {error}")
+        self.status = status
+
+
+class ShuffleClient:
+    def __init__(
+        self,
+        address: str,
+        token: str = "",
+        timeout: float = 60.0,
+        stats: IOStatistics | None = None,
+    ) -> None:
+        self.address, self.token, self.timeout = address, token, timeout
+        self.stats = stats if stats is not None else IOStatistics()
+        self._sock: socket.socket | None = None
+
+    def __reduce__(self):
+        return (ShuffleClient, (self.address, self.token, self.timeout))
+
+    def _conn(self) -> socket.socket:
+        if self._sock is None:
+            host, _, port = self.address.rpartition(":")
+            try:
+                sock = socket.create_connection((host, int(port)), timeout=self.timeout)
+            except OSError as e:
+                raise ShuffleServiceUnavailable(
+                    f"shuffle service {self.address} unreachable: {e}"
+                ) from None
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock = sock
+            self._exchange(Msg.HELLO, {"token": self.token})
+        return self._sock
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def __enter__(self) -> ShuffleClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def request(
+        self, msg: Msg, header: dict[str, Any], payload: bytes | memoryview = b""
+    ) -> tuple[dict[str, Any], memoryview]:
+        self._conn()
+        return self._exchange(msg, header, payload)
+
+    def _exchange(
+        self, msg: Msg, header: dict[str, Any], payload: bytes | memoryview | list = b""
+    ) -> tuple[dict[str, Any], memoryview]:
+        sock = self._sock
+        assert sock is not None
+        parts = payload if isinstance(payload, list) else [payload]
+        head = json.dumps(header).encode()
+        try:
+            sock.sendall(prefix(msg, len(head), sum(len(p) for p in parts)) + head)
+            for part in parts:
+                sock.sendall(part)
+            magic, kind, header_len, payload_len = PREFIX.unpack(_recv(sock, PREFIX.size))
+            answer = json.loads(_recv(sock, header_len)) if header_len else {}
+            body = _recv(sock, payload_len)
+        except OSError as e:
+            self.close()
+            raise ShuffleServiceUnavailable(f"shuffle service {self.address}: {e}") from None
+        if magic != FRAME_MAGIC:
+            self.close()
+            raise ShuffleServiceUnavailable(f"shuffle service {self.address}: bad answer frame")
+        self.stats.incr("requests")
+        self.stats.incr("bytes_received", payload_len)
+        if kind == Msg.ERROR:
+            if answer.get("status") in (400, 401, 413):
+                self.close()  # the service closes the connection after refusing a frame
+            raise ServiceRefused(self.address, answer.get("status", 0), answer.get("error", ""))
+        return answer, memoryview(body)
+
+    # --- operations ----------------------------------------------------------------------------
+
+    def push(
+        self,
+        app: str,
+        shuffle: int,
+        merge_id: int,
+        blocks: list[tuple[int, int, bytes | memoryview]],
+    ) -> list[PushCode]:
+        """Push framed blocks [(map, reduce, block)]; one code per block."""
+        self._conn()
+        header = {
+            "app": app,
+            "shuffle": shuffle,
+            "merge_id": merge_id,
+            "blocks": [[m, r, len(b)] for m, r, b in blocks],
+        }
+        answer, _ = self._exchange(Msg.PUSH, header, [b for _, _, b in blocks])
+        self.stats.incr("push_requests")
+        return [PushCode(c) for c in answer["codes"]]
+
+    def finalize(self, app: str, shuffle: int, merge_id: int) -> list[MergeStatus]:
+        answer, body = self.request(
+            Msg.FINALIZE, {"app": app, "shuffle": shuffle, "merge_id": merge_id}
+        )
+        statuses, pos = [], 0
+        for reduce_id, size, length in answer["statuses"]:
+            statuses.append(
+                MergeStatus(reduce_id, BitMap.deserialize(body[pos : pos + length]), size)
+            )
+            pos += length
+        return statuses
+
+    def merged_meta(
+        self, app: str, shuffle: int, merge_id: int, reduce_id: int
+    ) -> tuple[memoryview, memoryview]:
+        """(index bytes, meta bytes) of a finalized merged partition."""
+        header = {"app": app, "shuffle": shuffle, "merge_id": merge_id, "reduce": reduce_id}
+        answer, body = self.request(Msg.MERGED_META, header)
+        n = int(answer["index_len"])
+        self.stats.incr("reduce_reads")
+        self.stats.incr("reduce_read_bytes", len(body))
+        return body[:n], body[n:]
+
+    def merged_chunk(
+        self, app: str, shuffle: int, merge_id: int, reduce_id: int, chunk: int
+    ) -> memoryview:
+        header = {
+            "app": app,
+            "shuffle": shuffle,
+            "merge_id": merge_id,
+            "reduce": reduce_id,
+            "chunk": chunk,
+        }
+        _, body = self.request(Msg.MERGED_CHUNK, header)
+        self.stats.incr("reduce_reads")
+        self.stats.incr("reduce_read_bytes", len(body))
+        return body
+
+    def fetch(
+        self, app: str, shuffle: int, map_index: int, attempt: int, start: int, end: int
+    ) -> tuple[list[int], memoryview]:
+        """Original blocks of one map attempt for reduces [start, end): (offsets, bytes)."""
+        header = {
+            "app": app,
+            "shuffle": shuffle,
+            "map": map_index,
+            "attempt": attempt,
+            "start": start,
+            "end": end,
+        }
+        answer, body = self.request(Msg.FETCH, header)
+        self.stats.incr("reduce_reads")
+        self.stats.incr("reduce_read_bytes", len(body))
+        return answer["offsets"], body
+
+    def remove(self, app: str, shuffle: int) -> bool:
+        answer, _ = self.request(Msg.REMOVE, {"app": app, "shuffle": shuffle})
+        return bool(answer["removed"])
+
+    def service_stats(self) -> dict[str, Any]:
+        return self.request(Msg.STATS, {})[0]["stats"]
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if not k:
+            raise ConnectionResetError("connection closed by the shuffle service")
+        got += k
+    return bytes(buf) if n < 4096 else buf  # type: ignore[return-value]

@@ -1,0 +1,99 @@
+"""Configuration of the push-based shuffle: the merger (service), the pusher and the driver.
+
+Each option that mirrors a Spark option names it; defaults are Spark's unless said otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MergerConfig:
+    """The shuffle service's merge side.
+
+    min_chunk_size: `spark.shuffle.push.server.minChunkSizeInMergedShuffleFile` (2m): a merged
+        chunk closes at the first block boundary past this size.
+    io_exceptions_threshold: `spark.shuffle.push.server.ioExceptionsThresholdDuringMerge` (4):
+        past this many failed writes a partition stops merging.
+    max_deferred_bytes: memory for blocks waiting while another block of the same partition is
+        written. Spark leaves this unbounded (SPARK-38965); here a push past it is answered
+        BUSY, which the pusher retries later.
+    max_frame_bytes: largest request payload accepted (a push batch is at most 3 MiB).
+    token: shared secret every connection must present ("" for none).
+    """
+
+    min_chunk_size: int = 2 * MiB
+    io_exceptions_threshold: int = 4
+    max_deferred_bytes: int = 64 * MiB
+    max_frame_bytes: int = 16 * MiB
+    token: str = ""
+
+    def __post_init__(self) -> None:
+        if self.min_chunk_size < 1 or self.max_deferred_bytes < 0 or self.max_frame_bytes < 1024:
+            raise ConfigError(
+                "min_chunk_size must be >= 1, max_deferred_bytes >= 0, max_frame_bytes >= 1024"
+            )
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    """The map side.
+
+    max_block_size_to_push: `spark.shuffle.push.maxBlockSizeToPush` (1m): larger blocks are
+        only fetched from the map output.
+    max_block_batch_size: `spark.shuffle.push.maxBlockBatchSize` (3m): largest push request.
+    max_bytes_in_flight: `spark.reducer.maxSizeInFlight` (48m), which Spark's pusher reuses.
+    push_threads: `spark.shuffle.push.numPushThreads`: pushes to different mergers in parallel.
+    retries / retry_wait_s: `spark.shuffle.io.maxRetries` (3) and `spark.shuffle.io.retryWait`
+        (5s; 0.05 s here, doubling) for retriable answers (BUSY, IO_ERROR).
+    """
+
+    max_block_size_to_push: int = 1 * MiB
+    max_block_batch_size: int = 3 * MiB
+    max_bytes_in_flight: int = 48 * MiB
+    push_threads: int = 4
+    retries: int = 3
+    retry_wait_s: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.max_block_batch_size < 1 or self.max_bytes_in_flight < self.max_block_batch_size:
+            raise ConfigError("max_bytes_in_flight must be >= max_block_batch_size >= 1")
+
+
+@dataclass(frozen=True)
+class DriverConfig:
+    """The driver side.
+
+    min_shuffle_size_to_wait: `spark.shuffle.push.minShuffleSizeToWait` (500m): smaller shuffles
+        finalize at once and their merge results are not used.
+    min_completed_push_ratio: `spark.shuffle.push.minCompletedPushRatio` (1.0): finalize early
+        once this fraction of maps has finished pushing.
+    finalize_timeout_s: `spark.shuffle.push.finalize.timeout` (10s): longest wait after the
+        last map before finalizing.
+    results_timeout_s: `spark.shuffle.push.results.timeout` (10s): longest wait for merge
+        results; a merger that does not answer in time is treated as having merged nothing.
+    mergers_min_static_threshold / mergers_min_threshold_ratio:
+        `spark.shuffle.push.mergersMinStaticThreshold` (5) and `...mergersMinThresholdRatio`
+        (0.05): with fewer services than needed, push is turned off for the shuffle. The static
+        threshold defaults to 1 here, since a single machine has few services.
+    reduces_per_merger: reduce partitions a merger should take before another one is used.
+    """
+
+    min_shuffle_size_to_wait: int = 500 * MiB
+    min_completed_push_ratio: float = 1.0
+    finalize_timeout_s: float = 10.0
+    results_timeout_s: float = 10.0
+    mergers_min_static_threshold: int = 1
+    mergers_min_threshold_ratio: float = 0.0
+    reduces_per_merger: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_completed_push_ratio <= 1.0:
+            raise ConfigError(
+                f"min_completed_push_ratio must be in [0, 1], not {self.min_completed_push_ratio}"
+            )

@@ -1,0 +1,306 @@
+"""The merge state machine of a shuffle service (Spark's RemoteBlockPushResolver, re-thought).
+
+Pushed blocks of one reduce partition are appended to one merged data file. The invariants:
+- One writer per partition at a time. Blocks of other maps that arrive meanwhile wait in
+  deferred buffers; their total size is bounded (past it the push is answered BUSY).
+- A block is written at the committed end of the data file and committed by advancing that end
+  and adding its map index to the partition's bitmap, under the partition lock. A failed write
+  leaves bytes past the committed end only; the next writer overwrites them and finalize
+  truncates them.
+- Idempotence by bitmap: a block whose map index is already merged (a retried or speculative
+  map) is acknowledged and dropped.
+- Chunks close at a block boundary once they reach `min_chunk_size`: the index gets the offset,
+  then the meta file gets the chunk's bitmap (index first, so a failed index write leaves meta
+  untouched); both are written at their logical positions and advanced only on success.
+- Epochs: a push for a lower merge id is STALE; a higher one discards the older merge. A push
+  after finalize is TOO_LATE.
+- Finalize freezes the shuffle, closes the last chunk, truncates data, index and meta to their
+  committed sizes and reports (reduce id, bitmap, size) for every partition that merged.
+All file I/O goes through the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from pyroaring import BitMap
+
+from ..errors import StoreError
+from ..stats import IOStatistics
+from ..store import Store
+from .config import MergerConfig
+from .files import encode_offsets, merged_files, shuffle_dir
+
+
+class PushCode(IntEnum):
+    """Answers to one pushed block (Spark's BlockPushNonFatalFailure codes, plus our own)."""
+
+    SUCCESS = 0
+    TOO_LATE = 1  # the merge was finalized: do not push to it again
+    COLLISION = 2  # kept for Spark's numbering; deferral means it is never sent here
+    STALE = 3  # a newer merge id exists: this map is from an older stage attempt
+    BUSY = 5  # deferred-buffer memory is full: retry later
+    IO_ERROR = 6  # the write failed: retry later
+    MERGE_FAILED = 7  # the partition saw too many I/O errors: it will not merge more
+    DUPLICATE = 8  # already merged: acknowledged and dropped
+    CORRUPT = 9  # the block failed its frame or checksum checks: not merged
+
+    @property
+    def retriable(self) -> bool:
+        return self in (PushCode.BUSY, PushCode.IO_ERROR)
+
+    @property
+    def stops_pushing(self) -> bool:
+        """Codes after which a pusher stops pushing this shuffle altogether."""
+        return self in (PushCode.TOO_LATE, PushCode.STALE)
+
+
+@dataclass(frozen=True)
+class MergeStatus:
+    """One merged reduce partition, as reported by finalize."""
+
+    reduce_id: int
+    bitmap: BitMap
+    size: int
+
+
+@dataclass
+class _Partition:
+    reduce_id: int
+    data: str
+    index: str
+    meta: str
+    data_end: int = 0  # committed end of the data file
+    last_chunk_offset: int = 0
+    index_pos: int = 8  # the leading 0 offset is written when the partition is created
+    meta_pos: int = 0
+    maps: BitMap = field(default_factory=BitMap)
+    chunk_maps: BitMap = field(default_factory=BitMap)
+    writing: bool = False
+    deferred: deque[tuple[int, bytes, Future]] = field(default_factory=deque)
+    io_errors: int = 0
+    failed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)  # state
+    io_lock: threading.Lock = field(default_factory=threading.Lock)  # data-file writes
+
+
+@dataclass
+class _Merge:
+    """The merge of one (app, shuffle) at its current merge id."""
+
+    merge_id: int
+    finalized: bool = False
+    partitions: dict[int, _Partition] = field(default_factory=dict)
+    results: list[MergeStatus] = field(default_factory=list)
+
+
+class MergeManager:
+    """Thread-safe merge state of one service; `push` may be called from many threads."""
+
+    def __init__(self, store: Store, config: MergerConfig | None = None) -> None:
+        self.store = store
+        self.config = config or MergerConfig()
+        self.stats = IOStatistics()
+        self._merges: dict[tuple[str, int], _Merge] = {}
+        self._lock = threading.Lock()
+        self._deferred_bytes = 0
+
+    # --- push ------------------------------------------------------------------------------
+
+    def push(
+        self, app: str, shuffle_id: int, merge_id: int, map_index: int, reduce_id: int, block: bytes
+    ) -> PushCode | Future:
+        """Merge one framed block. Returns a code, or a Future of one when the block waits
+        behind another writer of its partition."""
+        self.stats.incr("push_blocks")
+        found = self._partition(app, shuffle_id, merge_id, reduce_id)
+        if isinstance(found, PushCode):
+            return self._count(found)
+        merge, part = found
+        with part.lock:
+            if merge.finalized:
+                return self._count(PushCode.TOO_LATE)
+            if part.failed:
+                return self._count(PushCode.MERGE_FAILED)
+            if map_index in part.maps or any(m == map_index for m, _, _ in part.deferred):
+                return self._count(PushCode.DUPLICATE)
+            if part.writing:
+                with self._lock:
+                    if self._deferred_bytes + len(block) > self.config.max_deferred_bytes:
+                        return self._count(PushCode.BUSY)
+                    self._deferred_bytes += len(block)
+                    self.stats.maximum("deferred_bytes_peak", self._deferred_bytes)
+                fut: Future = Future()
+                part.deferred.append((map_index, block, fut))
+                self.stats.incr("push_deferred")
+                return fut
+            part.writing = True
+        code = self._write(merge, part, map_index, block)
+        self._drain(merge, part)
+        return self._count(code)
+
+    def _drain(self, merge: _Merge, part: _Partition) -> None:
+        """The writer of a partition writes every block that was deferred behind it."""
+        while True:
+            with part.lock:
+                if not part.deferred:
+                    part.writing = False
+                    return
+                map_index, block, fut = part.deferred.popleft()
+            with self._lock:
+                self._deferred_bytes -= len(block)
+            with part.lock:
+                dup = map_index in part.maps
+            code = PushCode.DUPLICATE if dup else self._write(merge, part, map_index, block)
+            fut.set_result(self._count(code))
+
+    def _write(self, merge: _Merge, part: _Partition, map_index: int, block: bytes) -> PushCode:
+        with part.io_lock:
+            if merge.finalized:
+                return PushCode.TOO_LATE
+            if part.failed:
+                return PushCode.MERGE_FAILED
+            try:
+                self.store.write_at(part.data, part.data_end, block)
+            except StoreError:
+                with part.lock:
+                    part.io_errors += 1
+                    if part.io_errors > self.config.io_exceptions_threshold:
+                        part.failed = True
+                return PushCode.IO_ERROR
+            with part.lock:
+                part.data_end += len(block)
+                part.maps.add(map_index)
+                part.chunk_maps.add(map_index)
+                if part.data_end - part.last_chunk_offset >= self.config.min_chunk_size:
+                    self._close_chunk(part)
+            self.stats.incr("merged_blocks")
+            self.stats.incr("merged_bytes", len(block))
+            return PushCode.SUCCESS
+
+    def _close_chunk(self, part: _Partition) -> bool:
+        """Record the chunk ending at the committed end; False (chunk stays open) on failure."""
+        bitmap = part.chunk_maps.serialize()
+        try:
+            self.store.write_at(part.index, part.index_pos, encode_offsets([part.data_end]))
+            self.store.write_at(part.meta, part.meta_pos, bitmap)
+        except StoreError:
+            part.io_errors += 1
+            return False
+        part.index_pos += 8
+        part.meta_pos += len(bitmap)
+        part.last_chunk_offset = part.data_end
+        part.chunk_maps = BitMap()
+        self.stats.incr("merged_chunks")
+        return True
+
+    def _count(self, code: PushCode) -> PushCode:
+        self.stats.incr(f"push_{code.name.lower()}")
+        return code
+
+    # --- merges and partitions -------------------------------------------------------------
+
+    def _partition(
+        self, app: str, shuffle_id: int, merge_id: int, reduce_id: int
+    ) -> tuple[_Merge, _Partition] | PushCode:
+        with self._lock:
+            merge = self._merges.get((app, shuffle_id))
+            if merge is not None and merge.merge_id > merge_id:
+                return PushCode.STALE
+            if merge is None or merge.merge_id < merge_id:
+                old = merge
+                merge = self._merges[(app, shuffle_id)] = _Merge(merge_id)
+                if old is not None:
+                    self._discard(app, shuffle_id, old)
+            if merge.finalized:
+                return PushCode.TOO_LATE
+            part = merge.partitions.get(reduce_id)
+            if part is None:
+                data, index, meta = merged_files(app, shuffle_id, merge_id, reduce_id)
+                part = _Partition(reduce_id, data, index, meta)
+                # files are overwritten, never appended to: a merge that a dead service left
+                # unfinished starts again from nothing
+                self.store.write_bytes(data, b"")
+                self.store.write_bytes(index, encode_offsets([0]))
+                self.store.write_bytes(meta, b"")
+                merge.partitions[reduce_id] = part
+            return merge, part
+
+    def _discard(self, app: str, shuffle_id: int, merge: _Merge) -> None:
+        """Drop an older merge's state and files (a newer stage attempt started)."""
+        merge.finalized = True
+        for part in merge.partitions.values():
+            with part.io_lock:
+                for path in (part.data, part.index, part.meta):
+                    self.store.delete(path)
+        self.stats.incr("merges_discarded")
+
+    # --- finalize, read, remove --------------------------------------------------------------
+
+    def finalize(self, app: str, shuffle_id: int, merge_id: int) -> list[MergeStatus]:
+        """Freeze the merge and report what it holds. A repeated finalize answers the same."""
+        with self._lock:
+            merge = self._merges.get((app, shuffle_id))
+            if merge is not None and merge.merge_id > merge_id:
+                raise ValueError(
+                    f"stale finalize of shuffle {shuffle_id}: merge id {merge_id} < {merge.merge_id}"
+                )
+            if merge is not None and merge.merge_id == merge_id and merge.finalized:
+                return merge.results
+            if merge is None or merge.merge_id < merge_id:
+                old = merge
+                merge = self._merges[(app, shuffle_id)] = _Merge(merge_id)
+                if old is not None:
+                    self._discard(app, shuffle_id, old)
+            merge.finalized = True  # from here every push is TOO_LATE
+        results: list[MergeStatus] = []
+        for reduce_id in sorted(merge.partitions):
+            part = merge.partitions[reduce_id]
+            with part.io_lock, part.lock:
+                status = self._finalize_partition(part)
+            if status is not None:
+                results.append(status)
+        merge.results = results
+        self.stats.incr("finalized_shuffles")
+        return results
+
+    def _finalize_partition(self, part: _Partition) -> MergeStatus | None:
+        if part.data_end != part.last_chunk_offset and not self._close_chunk(part):
+            return None  # the last chunk could not be recorded: report the partition unmerged
+        try:
+            self.store.truncate(part.data, part.last_chunk_offset)
+            self.store.truncate(part.index, part.index_pos)
+            self.store.truncate(part.meta, part.meta_pos)
+        except StoreError:
+            return None
+        if not part.maps or part.failed:
+            return None
+        return MergeStatus(part.reduce_id, BitMap(part.maps), part.last_chunk_offset)
+
+    def merged_paths(
+        self, app: str, shuffle_id: int, merge_id: int, reduce_id: int
+    ) -> tuple[str, str, str]:
+        """The files of a finalized merged partition; raises KeyError if there is none."""
+        merge = self._merges.get((app, shuffle_id))
+        if merge is None or merge.merge_id != merge_id or not merge.finalized:
+            raise KeyError(f"shuffle {shuffle_id} merge {merge_id} is not finalized here")
+        if reduce_id not in merge.partitions:
+            raise KeyError(f"shuffle {shuffle_id} merge {merge_id} has no reduce {reduce_id}")
+        return merged_files(app, shuffle_id, merge_id, reduce_id)
+
+    def remove(self, app: str, shuffle_id: int) -> bool:
+        """Forget a shuffle and delete its files, map outputs and merges alike."""
+        with self._lock:
+            merge = self._merges.pop((app, shuffle_id), None)
+            if merge is not None:
+                merge.finalized = True
+        self.stats.incr("removed_shuffles")
+        return self.store.delete(shuffle_dir(app, shuffle_id), recursive=True)
+
+    @property
+    def deferred_bytes(self) -> int:
+        return self._deferred_bytes
