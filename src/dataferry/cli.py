@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +27,8 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks, side by side in 
 app.add_typer(bench_app, name="bench")
 markers_app = typer.Typer(no_args_is_help=True, help="Write markers and the marker service.")
 app.add_typer(markers_app, name="markers")
+shuffle_app = typer.Typer(no_args_is_help=True, help="The push-based shuffle service.")
+app.add_typer(shuffle_app, name="shuffle")
 uploads_app = typer.Typer(
     no_args_is_help=True, help="Multipart uploads left pending (billed until aborted)."
 )
@@ -397,10 +398,8 @@ def markers_serve(
     port_file: str = typer.Option("", help="Write the URL here once listening."),
 ) -> None:
     """Run the batching marker service until interrupted."""
-    import signal
-    import threading
-
     from .markers import MarkerService, MarkerServiceConfig
+    from .net import announce, wait_for_signal
     from .store import open_store
 
     with _errors():
@@ -408,22 +407,41 @@ def markers_serve(
             batch_interval_ms=batch_interval_ms, num_threads=threads, token=token
         )
         service = MarkerService(open_store(dest), config).start(host, port)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if port_file:  # written whole, then renamed: a reader never sees half a URL
-        from .store import LocalStore
-
-        folder, _, name = os.path.abspath(port_file).rpartition(os.sep)
-        files = LocalStore(folder)
-        files.delete(name)
-        files.write_bytes(name + ".tmp", service.url.encode())
-        files.rename(name + ".tmp", name)
+    if port_file:
+        announce(port_file, service.url)
     err.print(f"marker service for {dest} listening on {service.url}")
-    try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
+    wait_for_signal()
+    service.stop()
+
+
+@shuffle_app.command("serve")
+def shuffle_serve(
+    dir: str = typer.Option(..., "--dir", help="The node's shuffle directory (path or store URL)."),
+    port: int = typer.Option(0, help="Port (0: a free one)."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback unless told otherwise)."),
+    token: str = typer.Option("", envvar="DATAFERRY_SHUFFLE_TOKEN", help="Shared secret."),
+    min_chunk_size: int = typer.Option(
+        2 * 1024 * 1024, help="spark.shuffle.push.server.minChunkSizeInMergedShuffleFile"
+    ),
+    max_deferred_bytes: int = typer.Option(
+        64 * 1024 * 1024, help="Memory for blocks waiting on a busy partition (then: BUSY)."
+    ),
+    port_file: str = typer.Option("", help="Write host:port here once listening."),
+) -> None:
+    """Run a node's shuffle service (serves map outputs, merges pushed blocks) until stopped."""
+    from .net import announce, wait_for_signal
+    from .shuffle import MergerConfig, ShuffleService
+    from .store import open_store
+
+    with _errors():
+        config = MergerConfig(
+            min_chunk_size=min_chunk_size, max_deferred_bytes=max_deferred_bytes, token=token
+        )
+        service = ShuffleService(open_store(dir), config).start(host, port)
+    if port_file:
+        announce(port_file, service.address)
+    err.print(f"shuffle service for {dir} listening on {service.address}")
+    wait_for_signal()
     service.stop()
 
 

@@ -8,10 +8,18 @@ event loop lives on one background thread, and `stop()` cancels what is in fligh
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+
+from .errors import DataferryError
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -99,3 +107,91 @@ class BackgroundServer:
         """Run a coroutine on the server's loop from another thread and wait for it."""
         assert self.loop is not None
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()  # type: ignore[arg-type]
+
+
+def announce(port_file: str, text: str) -> None:
+    """Write a service's address to a file, whole then renamed: a reader never sees half."""
+    from .store import LocalStore
+
+    folder, _, name = os.path.abspath(port_file).rpartition(os.sep)
+    files = LocalStore(folder)
+    files.delete(name)
+    files.write_bytes(name + ".tmp", text.encode())
+    files.rename(name + ".tmp", name)
+
+
+def wait_for_signal() -> None:
+    """Block until SIGTERM or Ctrl-C (how `dataferry ... serve` runs)."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+
+
+class ServiceProcess:
+    """A `dataferry ... serve` command run as its own process; start() waits for its address.
+
+    Tests and job drivers use it to run the marker and shuffle services out of their own process
+    (and to kill -9 them)."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        token: str = "",
+        token_env: str = "",
+        what: str = "service",
+        **options: Any,
+    ) -> None:
+        from .store import LocalStore
+
+        self.command, self.token, self.token_env, self.what = list(command), token, token_env, what
+        self.options = options
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.address = ""
+        self._dir = tempfile.mkdtemp(prefix="dataferry-service-")
+        self._files = LocalStore(self._dir)
+        self._port_file = os.path.join(self._dir, "address")
+
+    def start(self, timeout: float = 30.0) -> ServiceProcess:
+        cmd = [sys.executable, "-m", "dataferry.cli", *self.command]
+        cmd += ["--port-file", self._port_file]
+        for k, v in self.options.items():
+            cmd += [f"--{k.replace('_', '-')}", str(v)]
+        env = dict(os.environ)
+        if self.token_env:
+            env[self.token_env] = self.token
+        self._files.delete("address")
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._files.exists("address"):
+                self.address = self._files.read_bytes("address").decode().strip()
+                return self
+            if self.proc.poll() is not None:
+                tail = self.proc.stderr.read().decode()[-500:]  # type: ignore[union-attr]
+                raise DataferryError(f"{self.what} exited: {tail}")
+            time.sleep(0.05)
+        self.kill()
+        raise DataferryError(f"{self.what} did not start within {timeout} s")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.alive:
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+        self._files.delete("address")
+
+    def __enter__(self) -> ServiceProcess:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.kill(signal.SIGTERM)

@@ -97,3 +97,16 @@ class DriverConfig:
             raise ConfigError(
                 f"min_completed_push_ratio must be in [0, 1], not {self.min_completed_push_ratio}"
             )
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    """The reduce side.
+
+    fetch_retries / fetch_retry_wait_s: `spark.shuffle.io.maxRetries` (3) and
+        `spark.shuffle.io.retryWait`; the wait doubles. A node's service that is being restarted
+        is waited for this long before the read fails.
+    """
+
+    fetch_retries: int = 6
+    fetch_retry_wait_s: float = 0.1

@@ -11,6 +11,7 @@ under one directory means removing a shuffle is one recursive delete (no pile-up
 
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 
@@ -52,6 +53,6 @@ def decode_offsets(data: bytes, where: str = "") -> list[int]:
     if len(data) % 8 or not data:
         raise CorruptShuffleData(f"{where}: index of {len(data)} bytes is not a run of u64 offsets")
     offsets = list(struct.unpack(f">{len(data) // 8}Q", data))
-    if offsets[0] != 0 or any(b < a for a, b in zip(offsets, offsets[1:], strict=False)):
+    if offsets[0] != 0 or any(b < a for a, b in itertools.pairwise(offsets)):
         raise CorruptShuffleData(f"{where}: index offsets must start at 0 and never decrease")
     return offsets

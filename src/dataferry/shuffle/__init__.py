@@ -1,0 +1,42 @@
+"""Push-based shuffle (Spark's "Magnet" design): map outputs, the shuffle service that merges
+pushed blocks, the pusher, the driver's finalize, and the reader with fallback."""
+
+from .blocks import Block, frame, unframe
+from .client import ServiceRefused, ShuffleClient
+from .config import DriverConfig, MergerConfig, PushConfig, ReadConfig
+from .driver import FinalizeReport, MergedPartition, ShuffleDriver
+from .mapoutput import MapStatus, write_map_output
+from .merge import MergeManager, MergeStatus, PushCode
+from .process import ShuffleServiceProcess
+from .pusher import PushReport, PushTarget, plan_requests, push_map_output
+from .reader import ReadReport, ReduceInput, read_reduce
+from .service import ShuffleService
+
+__all__ = [
+    "Block",
+    "DriverConfig",
+    "FinalizeReport",
+    "MapStatus",
+    "MergeManager",
+    "MergeStatus",
+    "MergedPartition",
+    "MergerConfig",
+    "PushCode",
+    "PushConfig",
+    "PushReport",
+    "PushTarget",
+    "ReadConfig",
+    "ReadReport",
+    "ReduceInput",
+    "ServiceRefused",
+    "ShuffleClient",
+    "ShuffleDriver",
+    "ShuffleService",
+    "ShuffleServiceProcess",
+    "frame",
+    "plan_requests",
+    "push_map_output",
+    "read_reduce",
+    "unframe",
+    "write_map_output",
+]

@@ -1,0 +1,214 @@
+"""The driver side of push-based shuffle: choose mergers, track maps and pushes, finalize.
+
+Stages: `plan` (choose mergers among the node services: contiguous reduce ranges per merger;
+too few services turns push off), `track` (map statuses as maps finish, push completions),
+`finalize` (wait until enough pushes are complete or `finalize_timeout`, then finalize every
+merger in parallel and wait at most `results_timeout`), `remove` (delete the shuffle's files on
+every service). A merger that fails or does not answer merges nothing; the stage never fails
+because of a merger.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from pyroaring import BitMap
+
+from ..errors import ShuffleError
+from ..stats import IOStatistics, StageClock
+from .client import ShuffleClient
+from .config import DriverConfig, PushConfig
+from .mapoutput import MapStatus
+from .pusher import PushTarget
+
+
+@dataclass(frozen=True)
+class MergedPartition:
+    """A merged reduce partition and the merger that holds it."""
+
+    reduce_id: int
+    location: str
+    bitmap: BitMap
+    size: int
+
+
+@dataclass
+class FinalizeReport:
+    waited_s: float = 0.0
+    used: bool = False  # False: the merge results are ignored (small shuffle, push off)
+    mergers_ok: list[str] = field(default_factory=list)
+    mergers_failed: dict[str, str] = field(default_factory=dict)
+    merged_partitions: int = 0
+    merged_bytes: int = 0
+
+
+class ShuffleDriver:
+    def __init__(
+        self,
+        app: str,
+        shuffle_id: int,
+        num_maps: int,
+        num_reduces: int,
+        services: Sequence[str],
+        *,
+        token: str = "",
+        config: DriverConfig | None = None,
+        push: PushConfig | None = None,
+        merge_id: int = 0,
+        enabled: bool = True,
+    ) -> None:
+        self.app, self.shuffle_id = app, shuffle_id
+        self.num_maps, self.num_reduces = num_maps, num_reduces
+        self.services = list(services)
+        self.token = token
+        self.config = config or DriverConfig()
+        self.merge_id = merge_id
+        self.stats = IOStatistics()
+        self.clock = StageClock(self.stats)
+        self.mergers = self._choose_mergers() if enabled else ()
+        self.target = PushTarget(
+            app, shuffle_id, merge_id, num_reduces, self.mergers, token, push or PushConfig()
+        )
+        self.statuses: dict[int, MapStatus] = {}
+        self._pushed: set[int] = set()
+        self._changed = threading.Condition()
+        self._maps_done_at: float | None = None
+        self.merged: dict[int, MergedPartition] = {}
+        self.finalize_report = FinalizeReport()
+
+    @property
+    def push_enabled(self) -> bool:
+        return bool(self.mergers)
+
+    # --- plan ------------------------------------------------------------------------------
+
+    def _choose_mergers(self) -> tuple[str, ...]:
+        cfg = self.config
+        desired = min(
+            len(self.services), max(1, math.ceil(self.num_reduces / cfg.reduces_per_merger))
+        )
+        needed = max(
+            cfg.mergers_min_static_threshold,
+            math.floor(desired * cfg.mergers_min_threshold_ratio),
+        )
+        if desired < needed or not self.services:
+            self.stats.incr("push_disabled_too_few_mergers")
+            return ()
+        # rotate by shuffle id so that concurrent shuffles spread their merges over the nodes
+        first = self.shuffle_id % len(self.services)
+        ring = self.services[first:] + self.services[:first]
+        return tuple(ring[:desired])
+
+    # --- track -----------------------------------------------------------------------------
+
+    def map_finished(self, status: MapStatus, pushed: bool = True) -> bool:
+        """Register a map attempt's output; the first attempt to finish wins (a speculative or
+        retried duplicate is ignored). Returns True if this attempt's output is the one used."""
+        if len(status.sizes) != self.num_reduces:
+            raise ShuffleError(
+                f"map {status.map_index} reported {len(status.sizes)} block sizes, "
+                f"expected {self.num_reduces}"
+            )
+        with self._changed:
+            won = status.map_index not in self.statuses
+            if won:
+                self.statuses[status.map_index] = status
+            if pushed:
+                self._pushed.add(status.map_index)
+            if len(self.statuses) == self.num_maps and self._maps_done_at is None:
+                self._maps_done_at = time.monotonic()
+            self._changed.notify_all()
+        return won
+
+    def push_finished(self, map_index: int) -> None:
+        """A map's pushes are done (Spark's ShufflePushCompletion)."""
+        with self._changed:
+            self._pushed.add(map_index)
+            self._changed.notify_all()
+
+    def map_statuses(self) -> list[MapStatus]:
+        missing = [m for m in range(self.num_maps) if m not in self.statuses]
+        if missing:
+            raise ShuffleError(f"shuffle {self.shuffle_id}: maps {missing[:10]} have no output")
+        return [self.statuses[m] for m in range(self.num_maps)]
+
+    # --- finalize --------------------------------------------------------------------------
+
+    def finalize(self) -> dict[int, MergedPartition]:
+        """Finalize the merge; returns the merged partitions the reducers may use."""
+        report = self.finalize_report
+        if not self.push_enabled:
+            return {}
+        total = sum(s.total_size for s in self.statuses.values())
+        use = total >= self.config.min_shuffle_size_to_wait
+        with self.clock.stage("finalize_wait"):
+            if use:
+                report.waited_s = self._wait_for_pushes()
+        with self.clock.stage("finalize_rpc"):
+            results = self._finalize_all()
+        report.used = use
+        if not use:
+            return {}  # a small shuffle: finalized so the services close their files; not used
+        for address, statuses in results.items():
+            for s in statuses:
+                if self.target.mergers[self.target.merger_of(s.reduce_id)] != address:
+                    continue  # not this merger's range: ignore rather than trust
+                self.merged[s.reduce_id] = MergedPartition(s.reduce_id, address, s.bitmap, s.size)
+                report.merged_bytes += s.size
+        report.merged_partitions = len(self.merged)
+        return self.merged
+
+    def _wait_for_pushes(self) -> float:
+        start = time.monotonic()
+        with self._changed:
+            while True:
+                ratio = len(self._pushed) / max(1, self.num_maps)
+                if ratio >= self.config.min_completed_push_ratio:
+                    break
+                done = self._maps_done_at if self._maps_done_at is not None else start
+                left = done + self.config.finalize_timeout_s - time.monotonic()
+                if left <= 0:
+                    self.stats.incr("finalize_timed_out")
+                    break
+                self._changed.wait(left)
+        return time.monotonic() - start
+
+    def _finalize_all(self) -> dict[str, list]:
+        results: dict[str, list] = {}
+        report = self.finalize_report
+
+        def one(address: str) -> None:
+            with ShuffleClient(address, self.token, timeout=self.config.results_timeout_s) as c:
+                results[address] = c.finalize(self.app, self.shuffle_id, self.merge_id)
+
+        pool = ThreadPoolExecutor(min(8, len(self.mergers)), thread_name_prefix="shuffle-finalize")
+        futures = {pool.submit(one, a): a for a in self.mergers}
+        done, pending = wait(futures, timeout=self.config.results_timeout_s)
+        for f in done:
+            if f.exception() is not None:
+                report.mergers_failed[futures[f]] = str(f.exception())
+        for f in pending:
+            f.cancel()
+            report.mergers_failed[futures[f]] = "no answer within results_timeout"
+        pool.shutdown(wait=False, cancel_futures=True)
+        report.mergers_ok = sorted(a for a in results if a not in report.mergers_failed)
+        self.stats.incr("mergers_failed", len(report.mergers_failed))
+        return {a: results[a] for a in report.mergers_ok}
+
+    # --- remove ----------------------------------------------------------------------------
+
+    def remove(self) -> dict[str, bool]:
+        """Delete the shuffle's files on every service (map outputs and merges)."""
+        removed: dict[str, bool] = {}
+        for address in self.services:
+            try:
+                with ShuffleClient(address, self.token) as c:
+                    removed[address] = c.remove(self.app, self.shuffle_id)
+            except ShuffleError:
+                removed[address] = False
+        return removed

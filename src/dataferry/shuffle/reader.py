@@ -1,0 +1,208 @@
+"""The reduce side: read a reduce partition's blocks, merged where possible, every map once.
+
+Stages: `meta` (the merged partition's index and per-chunk bitmaps; they must add up to the
+driver's bitmap), `chunks` (each merged chunk, every block checked: frame, checksum, map in
+the chunk's bitmap, each map once), `fallback` (a chunk that fails is replaced by its maps'
+original blocks, found by its bitmap; a merger that cannot be reached gives up all its pending
+chunks), `originals` (the maps missing from the merged bitmap, and every map when nothing was
+merged, fetched from their map outputs). The three sets are disjoint, so each map's block
+arrives exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from pyroaring import BitMap
+
+from ..errors import CorruptShuffleData, ShuffleError, ShuffleServiceUnavailable
+from ..stats import IOStatistics
+from .blocks import Block, unframe
+from .client import ShuffleClient
+from .config import ReadConfig
+from .driver import MergedPartition
+from .files import decode_offsets
+from .mapoutput import MapStatus
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ReduceInput:
+    """Everything a reduce task needs (picklable)."""
+
+    app: str
+    shuffle_id: int
+    merge_id: int
+    reduce_id: int
+    maps: tuple[MapStatus, ...]
+    merged: MergedPartition | None = None
+    token: str = ""
+    config: ReadConfig = field(default_factory=ReadConfig)
+
+
+@dataclass
+class ReadReport:
+    merged_chunks: int = 0
+    merged_blocks: int = 0
+    fallback_chunks: int = 0
+    fallback_maps: int = 0
+    original_blocks: int = 0
+
+
+class _Clients:
+    """One connection per service for the duration of a read."""
+
+    def __init__(self, token: str, stats: IOStatistics) -> None:
+        self.token, self.stats = token, stats
+        self._clients: dict[str, ShuffleClient] = {}
+
+    def __call__(self, address: str) -> ShuffleClient:
+        if address not in self._clients:
+            self._clients[address] = ShuffleClient(address, self.token, stats=self.stats)
+        return self._clients[address]
+
+    def close(self) -> None:
+        for c in self._clients.values():
+            c.close()
+
+
+def read_reduce(
+    inp: ReduceInput, stats: IOStatistics | None = None
+) -> tuple[list[Block], ReadReport]:
+    """The blocks of one reduce partition, sorted by map index, and how they were read."""
+    stats = stats if stats is not None else IOStatistics()
+    report = ReadReport()
+    clients = _Clients(inp.token, stats)
+    blocks: list[Block] = []
+    try:
+        merged_maps = BitMap()
+        fallback = BitMap()
+        if inp.merged is not None:
+            merged_maps = inp.merged.bitmap
+            got, failed = _read_merged(inp, clients, report)
+            blocks.extend(got)
+            fallback |= failed
+        # originals: maps with a block for this reduce that the merge does not hold, plus the
+        # maps of failed chunks
+        for status in inp.maps:
+            size = status.sizes[inp.reduce_id]
+            if size == 0:
+                continue
+            if status.map_index in merged_maps and status.map_index not in fallback:
+                continue
+            blocks.extend(_read_original(inp, clients, status))
+            report.original_blocks += 1
+        report.fallback_maps = len(fallback)
+    finally:
+        clients.close()
+    blocks.sort(key=lambda b: b.map_index)
+    seen = [b.map_index for b in blocks]
+    if len(seen) != len(set(seen)):
+        raise ShuffleError(f"reduce {inp.reduce_id}: a map's block was read twice")
+    return blocks, report
+
+
+def _read_merged(
+    inp: ReduceInput, clients: _Clients, report: ReadReport
+) -> tuple[list[Block], BitMap]:
+    """(blocks read from merged chunks, maps to fall back to)."""
+    merged = inp.merged
+    assert merged is not None
+    client = clients(merged.location)
+    try:
+        index, meta = _retrying(
+            inp.config,
+            lambda: client.merged_meta(inp.app, inp.shuffle_id, inp.merge_id, inp.reduce_id),
+        )
+        chunk_maps = _chunk_bitmaps(index, meta, merged)
+    except (ShuffleError, CorruptShuffleData, ValueError):
+        report.fallback_chunks += 1
+        return [], BitMap(merged.bitmap)  # no usable meta: the whole merged partition falls back
+    blocks: list[Block] = []
+    fallback = BitMap()
+    host_down = False
+    for chunk, maps in enumerate(chunk_maps):
+        if host_down:
+            fallback |= maps
+            report.fallback_chunks += 1
+            continue
+        try:
+            data = client.merged_chunk(inp.app, inp.shuffle_id, inp.merge_id, inp.reduce_id, chunk)
+            got = _check_chunk(data, maps, inp.reduce_id, f"{merged.location} chunk {chunk}")
+        except ShuffleServiceUnavailable:
+            host_down = True  # the next chunks from this host would fail as well
+            fallback |= maps
+            report.fallback_chunks += 1
+            continue
+        except (ShuffleError, CorruptShuffleData):
+            fallback |= maps
+            report.fallback_chunks += 1
+            continue
+        blocks.extend(got)
+        report.merged_chunks += 1
+        report.merged_blocks += len(got)
+    return blocks, fallback
+
+
+def _chunk_bitmaps(index: memoryview, meta: memoryview, merged: MergedPartition) -> list[BitMap]:
+    offsets = decode_offsets(bytes(index), f"merged index of reduce {merged.reduce_id}")
+    bitmaps: list[BitMap] = []
+    pos = 0
+    for _ in range(len(offsets) - 1):
+        bm = BitMap.deserialize(bytes(meta[pos:]))
+        bitmaps.append(bm)
+        pos += len(bm.serialize())
+    union = BitMap()
+    for bm in bitmaps:
+        union |= bm
+    if pos != len(meta) or union != merged.bitmap or offsets[-1] != merged.size:
+        raise CorruptShuffleData(
+            f"merged meta of reduce {merged.reduce_id} does not match the merge status"
+        )
+    return bitmaps
+
+
+def _check_chunk(data: memoryview, maps: BitMap, reduce_id: int, where: str) -> list[Block]:
+    got = list(unframe(data, where))
+    seen = BitMap(b.map_index for b in got)
+    if len(seen) != len(got) or seen != maps or any(b.reduce_id != reduce_id for b in got):
+        raise CorruptShuffleData(f"{where}: blocks do not match the chunk's bitmap")
+    return got
+
+
+def _read_original(inp: ReduceInput, clients: _Clients, status: MapStatus) -> list[Block]:
+    where = f"map {status.map_index} attempt {status.attempt} at {status.location}"
+
+    def fetch() -> list[Block]:
+        _, data = clients(status.location).fetch(
+            inp.app,
+            inp.shuffle_id,
+            status.map_index,
+            status.attempt,
+            inp.reduce_id,
+            inp.reduce_id + 1,
+        )
+        got = list(unframe(data, where))
+        if len(got) != 1 or got[0].map_index != status.map_index:
+            raise CorruptShuffleData(f"{where}: expected one block of reduce {inp.reduce_id}")
+        return got
+
+    return _retrying(inp.config, fetch)
+
+
+def _retrying(config: ReadConfig, fn: Callable[[], T]) -> T:
+    """Retry a read while the service cannot be reached (it may be restarting)."""
+    wait = config.fetch_retry_wait_s
+    for attempt in range(config.fetch_retries + 1):
+        try:
+            return fn()
+        except ShuffleServiceUnavailable:
+            if attempt == config.fetch_retries:
+                raise
+            time.sleep(wait)
+            wait *= 2
+    raise AssertionError("unreachable")
