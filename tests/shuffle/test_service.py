@@ -27,6 +27,7 @@ from dataferry.shuffle import (
     write_map_output,
 )
 from dataferry.shuffle.files import merged_files
+from dataferry.shuffle.mapoutput import block_sizes
 from dataferry.shuffle.protocol import PREFIX, Msg, prefix
 from dataferry.store import LocalStore
 
@@ -139,7 +140,7 @@ def test_bounded_deferred_memory_under_many_pushers(node):
             5,
             0,
             r,
-            tuple(MapStatus(m, 0, node.address, _sizes(offsets[m])) for m in range(maps)),
+            tuple(MapStatus(m, 0, node.address, block_sizes(offsets[m])) for m in range(maps)),
             MergedPartition(r, node.address, statuses[r].bitmap, statuses[r].size)
             if r in statuses
             else None,
@@ -151,10 +152,6 @@ def test_bounded_deferred_memory_under_many_pushers(node):
     # BUSY answers were retried rather than lost (the pushers give up only after 12 retries)
     merged = sum(len(s.bitmap) for s in statuses.values())
     assert merged == sum(rep.blocks for rep in reports.values()) > 0
-
-
-def _sizes(offsets):
-    return tuple(b - a for a, b in zip(offsets, offsets[1:], strict=False))
 
 
 def test_plan_requests_follow_the_rules():
@@ -191,7 +188,7 @@ def test_corrupted_merged_chunk_falls_back_to_originals(node):
         7,
         0,
         0,
-        tuple(MapStatus(m, 0, node.address, _sizes(offsets[m])) for m in range(maps)),
+        tuple(MapStatus(m, 0, node.address, block_sizes(offsets[m])) for m in range(maps)),
         MergedPartition(0, node.address, status.bitmap, status.size),
         TOKEN,
     )
@@ -205,7 +202,7 @@ def test_unreachable_merger_stops_pushes_to_it(tmp_path):
     offsets = write_map_output(store, APP, 0, 0, 0, [payload(0, r) for r in range(4)])
     dead = socket.socket()
     dead.bind(("127.0.0.1", 0))
-    address = "127.0.0.1:%d" % dead.getsockname()[1]
+    address = f"127.0.0.1:{dead.getsockname()[1]}"
     dead.close()  # nothing listens there
     report = push_map_output(store, PushTarget(APP, 0, 0, 4, (address,)), 0, 0, offsets)
     assert report.unreachable == [address] and report.blocks == 0

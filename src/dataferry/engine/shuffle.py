@@ -10,7 +10,6 @@ originals for a pull-based shuffle) and decodes them into one table.
 
 from __future__ import annotations
 
-import itertools
 import os
 import secrets
 import tempfile
@@ -38,6 +37,7 @@ from ..shuffle import (
     write_map_output,
 )
 from ..shuffle.blocks import Block
+from ..shuffle.mapoutput import block_sizes
 from ..stats import IOStatistics
 from ..store import LocalStore, open_store
 from .local import _worker_context
@@ -127,7 +127,7 @@ def run_map_task(task: MapTask) -> MapResult:
     offsets = write_map_output(
         store, task.app, task.shuffle_id, task.map_index, task.attempt, payloads
     )
-    sizes = tuple(b - a for a, b in itertools.pairwise(offsets))
+    sizes = block_sizes(offsets)
     stats = IOStatistics()
     push: dict[str, Any] = {}
     if task.target is not None:

@@ -7,6 +7,7 @@ describes a complete data file (Spark's `writeMetadataFileAndCommit` does the sa
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,6 +62,11 @@ def read_offsets(
     _, index_path = map_output(app, shuffle_id, map_index, attempt)
     offsets = decode_offsets(store.read_bytes(index_path), index_path)
     return offsets
+
+
+def block_sizes(offsets: list[int]) -> tuple[int, ...]:
+    """Framed size of each block from an index's offsets."""
+    return tuple(b - a for a, b in itertools.pairwise(offsets))
 
 
 def block_range(offsets: list[int], start: int, end: int, where: str = "") -> tuple[int, int]:
