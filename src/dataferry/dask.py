@@ -1,4 +1,5 @@
-"""Dask integration: `dataferry.dask.write_dataset(ddf, dest, ...)`.
+"""Dask integration: `dataferry.dask.write_dataset(ddf, dest, ...)` and
+`dataferry.dask.shuffle(ddf, on, npartitions=...)`.
 
 Job setup and job commit run on the client; each partition is one task whose attempts run on
 the workers, where the partition's data already is.
@@ -13,6 +14,7 @@ from typing import Any
 
 from .dataset.write import WriteResult, prepare_write, write_result, write_task
 from .engine.dask import DaskEngine
+from .engine.dask_shuffle import shuffle
 from .engine.local import EventHook, LocalEngineConfig
 
 
@@ -68,4 +70,4 @@ def write_dataset(
     return write_result(store, com, run)
 
 
-__all__ = ["DaskEngine", "write_dataset", "write_partition"]
+__all__ = ["DaskEngine", "shuffle", "write_dataset", "write_partition"]

@@ -55,10 +55,14 @@ def as_table(data: Any) -> pa.Table:
 
 
 def partition_ids(table: pa.Table, on: Sequence[str], n: int) -> np.ndarray:
-    """Output partition of every row: pandas' hash of the key columns modulo n."""
+    """Output partition of every row: pandas' hash of the key columns modulo n, numeric keys
+    hashed as float64, which is Dask's rule, so a key lands where `ddf.shuffle` puts it."""
     import pandas as pd
 
     keys = table.select(list(on)).to_pandas()
+    numeric = {c: np.float64 for c, t in keys.dtypes.items() if pd.api.types.is_numeric_dtype(t)}
+    if numeric:
+        keys = keys.astype(numeric, errors="ignore")
     hashed = pd.util.hash_pandas_object(keys, index=False).to_numpy()
     return (hashed % np.uint64(n)).astype(np.int64)
 
@@ -106,7 +110,7 @@ class MapTask:
     location: str
     num_reduces: int
     on: tuple[str, ...]
-    source: TableSource
+    source: TableSource | None = None  # None: the data is passed to run_map_task
     target: PushTarget | None = None  # None: pull-based (no push)
 
 
@@ -119,9 +123,10 @@ class MapResult:
     seconds: float
 
 
-def run_map_task(task: MapTask) -> MapResult:
+def run_map_task(task: MapTask, data: Any = None) -> MapResult:
+    """Run one map attempt on `data` (a table or DataFrame), or on what its source returns."""
     started = time.perf_counter()
-    table = as_table(task.source())
+    table = as_table(task.source() if data is None else data)
     payloads = [encode_block(t) for t in split_table(table, task.on, task.num_reduces)]
     store = open_store(task.node_dir)
     offsets = write_map_output(
