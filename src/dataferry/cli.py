@@ -765,6 +765,56 @@ def bench_markers(
     )
 
 
+@bench_app.command("shuffle")
+def bench_shuffle(
+    size: str = typer.Option("1GiB", help="Data to shuffle (e.g. 256MiB, 1GiB)."),
+    maps: int = typer.Option(100, help="Map tasks (input partitions)."),
+    reduces: int = typer.Option(200, help="Reduce partitions."),
+    workers: int = typer.Option(2, help="Dask workers, and embedded-engine nodes and workers."),
+    repeats: int = typer.Option(1, help="Runs of each method, alternating; medians compared."),
+    engine: list[str] = typer.Option(["dask", "local"], help="dask and/or local."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Pull, push (merged), Dask p2p and Dask tasks shuffling the same data, side by side."""
+    from .bench.shuffle import ShuffleBenchSpec, parse_size, run_shuffle_bench
+
+    with _errors():
+        spec = ShuffleBenchSpec(
+            size=parse_size(size),
+            maps=maps,
+            reduces=reduces,
+            workers=workers,
+            repeats=repeats,
+            engines=tuple(engine),
+        )
+        steps = repeats * (4 * ("dask" in engine) + 2 * ("local" in engine))
+        with _progress("shuffles", steps, json_out) as advance:
+            data = run_shuffle_bench(spec, progress=lambda _m: advance())
+    if json_out:
+        _print_json(data)
+        return
+    t = Table(
+        title=f"bench shuffle: {size} in {maps} maps x {reduces} reduces "
+        f"(~{data['spec']['avg_block_bytes'] // 1024} KiB blocks)"
+    )
+    for col in ("engine", "method", "wall s", "MB/s", "reduce reads", "avg read KiB"):
+        t.add_column(col, justify="left" if col in ("engine", "method") else "right")
+    for r in data["results"]:
+        t.add_row(
+            r["engine"],
+            r["method"],
+            f"{r['wall_s']:.2f}",
+            f"{r['mb_s']:.0f}",
+            str(r["reduce_reads"] or "-"),
+            f"{r['avg_read_bytes'] / 1024:.0f}" if r["avg_read_bytes"] else "-",
+        )
+    console.print(t)
+    console.print(
+        f"disk (sequential write, fsync): {data['disk_mb_s']:.0f} MB/s; "
+        + ", ".join(f"{k} {v}" for k, v in data["summary"].items())
+    )
+
+
 @bench_app.command("write")
 def bench_write(
     rows: int = typer.Option(3_000_000, help="Rows of generated data."),
