@@ -24,14 +24,72 @@ from .errors import DataferryError
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
+class RawConnection:
+    """A connection read straight into caller buffers (no stream buffer, no extra copies):
+    for services that move large payloads, such as the shuffle service."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        self.loop, self.sock = loop, sock
+
+    async def read_exactly(self, n: int, into: bytearray | None = None) -> memoryview | None:
+        """n bytes (in `into` when it is given and large enough: a connection that reuses one
+        buffer does not allocate and fault in fresh pages for every request), or None if the
+        peer closed before sending them."""
+        buf = into if into is not None and len(into) >= n else bytearray(n)
+        view = memoryview(buf)[:n]
+        got = 0
+        while got < n:
+            k = await self.loop.sock_recv_into(self.sock, view[got:])
+            if not k:
+                return None
+            got += k
+        return view
+
+    async def send(self, *parts: bytes | memoryview) -> None:
+        for part in parts:
+            if part:
+                await self.loop.sock_sendall(self.sock, part)
+
+    async def linger_close(self, max_bytes: int = 1 << 20, timeout: float = 1.0) -> None:
+        """Close after a refusal without resetting the connection: stop sending, then read and
+        drop what the peer still sends (briefly), so the refusal reaches it."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+            buf = bytearray(65536)
+            dropped = 0
+            while dropped < max_bytes:
+                k = await asyncio.wait_for(self.loop.sock_recv_into(self.sock, buf), timeout)
+                if not k:
+                    break
+                dropped += k
+        except (OSError, TimeoutError):
+            pass
+
+    async def sendfile(self, file: Any, offset: int, count: int) -> None:
+        """Zero-copy where the platform has it (os.sendfile), else read and send."""
+        await self.loop.sock_sendfile(self.sock, file, offset, count)
+
+
+RawHandler = Callable[[RawConnection], Awaitable[None]]
+
+
 class BackgroundServer:
     """Run `handler` for each connection on a loop in a background thread."""
 
-    def __init__(self, handler: Handler, name: str, limit: int = 2**16) -> None:
-        self.handler, self.name, self.limit = handler, name, limit
+    def __init__(
+        self,
+        handler: Handler | None,
+        name: str,
+        limit: int = 2**16,
+        raw_handler: RawHandler | None = None,
+    ) -> None:
+        """`handler` gets asyncio streams; `raw_handler` a RawConnection instead."""
+        self.handler, self.raw_handler, self.name, self.limit = handler, raw_handler, name, limit
         self.loop: asyncio.AbstractEventLoop | None = None
         self.address: tuple[str, int] = ("", 0)
         self._server: asyncio.base_events.Server | None = None
+        self._listener: socket.socket | None = None
+        self._tasks: set[asyncio.Task] = set()  # keep references: the loop holds weak ones
         self._thread: threading.Thread | None = None
 
     def start(
@@ -48,12 +106,19 @@ class BackgroundServer:
             loop = asyncio.new_event_loop()
             self.loop = loop
             try:
-                self._server = loop.run_until_complete(
-                    asyncio.start_server(
-                        self._connection, host, port, backlog=1024, limit=self.limit
+                if self.raw_handler is not None:
+                    listener = socket.create_server((host, port), backlog=1024)
+                    listener.setblocking(False)
+                    self._listener = listener
+                    self.address = listener.getsockname()[:2]
+                    self._tasks.add(loop.create_task(self._accept_forever(listener)))
+                else:
+                    self._server = loop.run_until_complete(
+                        asyncio.start_server(
+                            self._connection, host, port, backlog=1024, limit=self.limit
+                        )
                     )
-                )
-                self.address = self._server.sockets[0].getsockname()[:2]
+                    self.address = self._server.sockets[0].getsockname()[:2]
                 if on_loop is not None:
                     on_loop(loop)
             except BaseException as e:
@@ -85,6 +150,25 @@ class BackgroundServer:
             except RuntimeError:
                 pass  # the loop is shutting down
 
+    async def _accept_forever(self, listener: socket.socket) -> None:
+        assert self.loop is not None
+        while True:
+            sock, _ = await self.loop.sock_accept(listener)
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            task = self.loop.create_task(self._raw_connection(sock))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _raw_connection(self, sock: socket.socket) -> None:
+        assert self.raw_handler is not None and self.loop is not None
+        try:
+            await self.raw_handler(RawConnection(self.loop, sock))
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            sock.close()
+
     def stop(self) -> None:
         loop = self.loop
         if loop is None or not loop.is_running():
@@ -93,6 +177,8 @@ class BackgroundServer:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
+            if self._listener is not None:
+                self._listener.close()
             others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for task in others:
                 task.cancel()

@@ -114,7 +114,9 @@ def _reduce(inp: ReduceInput, schema: Any, meta: Any) -> Any:
     result = run_reduce_task(inp, schema)
     _plugin().read_stats.setdefault(inp.app, IOStatistics()).merge(result.stats)
     pdf = result.value.to_pandas()
-    return pdf.astype(meta.dtypes.to_dict()) if len(pdf.columns) == len(meta.columns) else pdf
+    if list(pdf.columns) == list(meta.columns) and not pdf.dtypes.equals(meta.dtypes):
+        pdf = pdf.astype(meta.dtypes.to_dict())  # e.g. an empty partition's object columns
+    return pdf
 
 
 @dataclass

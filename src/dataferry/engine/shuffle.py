@@ -64,7 +64,9 @@ def partition_ids(table: pa.Table, on: Sequence[str], n: int) -> np.ndarray:
     if numeric:
         keys = keys.astype(numeric, errors="ignore")
     hashed = pd.util.hash_pandas_object(keys, index=False).to_numpy()
-    return (hashed % np.uint64(n)).astype(np.int64)
+    ids = hashed % np.uint64(n)
+    # small integer types let numpy's stable sort run as a radix sort
+    return ids.astype(np.int16 if n <= 32767 else np.int64)
 
 
 def split_table(table: pa.Table, on: Sequence[str], n: int) -> list[pa.Table]:
@@ -129,14 +131,17 @@ def run_map_task(task: MapTask, data: Any = None) -> MapResult:
     table = as_table(task.source() if data is None else data)
     payloads = [encode_block(t) for t in split_table(table, task.on, task.num_reduces)]
     store = open_store(task.node_dir)
+    framed: list[bytes] = []
     offsets = write_map_output(
-        store, task.app, task.shuffle_id, task.map_index, task.attempt, payloads
+        store, task.app, task.shuffle_id, task.map_index, task.attempt, payloads, framed
     )
     sizes = block_sizes(offsets)
     stats = IOStatistics()
     push: dict[str, Any] = {}
     if task.target is not None:
-        report = push_map_output(store, task.target, task.map_index, task.attempt, offsets, stats)
+        report = push_map_output(
+            store, task.target, task.map_index, task.attempt, offsets, stats, framed
+        )
         push = asdict(report)
     status = MapStatus(task.map_index, task.attempt, task.location, sizes, push.get("blocks", 0))
     stats.merge(store.stats.snapshot())
@@ -162,8 +167,8 @@ def run_reduce_task(
 
 
 def table_summary(table: pa.Table) -> dict[str, int]:
-    """What a benchmark's reduce task returns instead of its table: rows and bytes."""
-    return {"rows": table.num_rows, "bytes": table.nbytes}
+    """What a benchmark's reduce task returns instead of its table: its row count."""
+    return {"rows": table.num_rows}
 
 
 # --- the embedded engine's shuffle ------------------------------------------------------------

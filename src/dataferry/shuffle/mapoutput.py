@@ -40,8 +40,10 @@ def write_map_output(
     map_index: int,
     attempt: int,
     payloads: Sequence[bytes | memoryview],
+    keep: list[bytes] | None = None,
 ) -> list[int]:
-    """Write one map attempt's blocks (one payload per reduce partition); returns the offsets."""
+    """Write one map attempt's blocks (one payload per reduce partition); returns the offsets.
+    With `keep`, the framed blocks are also left there, for pushing them from memory."""
     data_path, index_path = map_output(app, shuffle_id, map_index, attempt)
     offsets = [0]
     with store.open_write(data_path) as out:
@@ -49,6 +51,8 @@ def write_map_output(
             framed = frame(map_index, reduce_id, payload)
             out.write(framed)
             offsets.append(offsets[-1] + len(framed))
+            if keep is not None:
+                keep.append(framed)
     tmp = index_path + ".tmp"
     store.write_bytes(tmp, encode_offsets(offsets))
     store.delete(index_path)  # a rerun of the same attempt number replaces its output

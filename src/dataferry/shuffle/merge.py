@@ -112,7 +112,13 @@ class MergeManager:
     # --- push ------------------------------------------------------------------------------
 
     def push(
-        self, app: str, shuffle_id: int, merge_id: int, map_index: int, reduce_id: int, block: bytes
+        self,
+        app: str,
+        shuffle_id: int,
+        merge_id: int,
+        map_index: int,
+        reduce_id: int,
+        block: bytes | memoryview,
     ) -> PushCode | Future:
         """Merge one framed block. Returns a code, or a Future of one when the block waits
         behind another writer of its partition."""
@@ -135,7 +141,8 @@ class MergeManager:
                     self._deferred_bytes += len(block)
                     self.stats.maximum("deferred_bytes_peak", self._deferred_bytes)
                 fut: Future = Future()
-                part.deferred.append((map_index, block, fut))
+                # a copy: the deferred block must not pin the whole request it came in
+                part.deferred.append((map_index, bytes(block), fut))
                 self.stats.incr("push_deferred")
                 return fut
             part.writing = True
@@ -158,7 +165,9 @@ class MergeManager:
             code = PushCode.DUPLICATE if dup else self._write(merge, part, map_index, block)
             fut.set_result(self._count(code))
 
-    def _write(self, merge: _Merge, part: _Partition, map_index: int, block: bytes) -> PushCode:
+    def _write(
+        self, merge: _Merge, part: _Partition, map_index: int, block: bytes | memoryview
+    ) -> PushCode:
         with part.io_lock:
             if merge.finalized:
                 return PushCode.TOO_LATE

@@ -109,9 +109,11 @@ def push_map_output(
     attempt: int,
     offsets: Sequence[int],
     stats: IOStatistics | None = None,
+    blocks: Sequence[bytes] | None = None,
 ) -> PushReport:
     """Push one map attempt's output to the mergers; returns what happened (never raises for a
-    merger's failure: pushing is best effort)."""
+    merger's failure: pushing is best effort). With `blocks` (the framed blocks the map task
+    still holds) nothing is read back from the map output file."""
     report = PushReport()
     stats = stats if stats is not None else IOStatistics()
     requests = plan_requests(target, offsets)
@@ -148,19 +150,23 @@ def push_map_output(
         return random.Random(f"{target.shuffle_id}/{map_index}/{attempt}/{req.start}")
 
     def _send(client: ShuffleClient, req: PushRequest, order: random.Random) -> None:
-        data = memoryview(store.read_range(data_path, req.start, req.size))
-        blocks, pos = [], 0
-        for reduce_id, length in req.blocks:
-            blocks.append((map_index, reduce_id, data[pos : pos + length]))
-            pos += length
-        order.shuffle(blocks)
+        batch: list[tuple[int, int, bytes | memoryview]] = []
+        if blocks is not None:
+            batch = [(map_index, r, blocks[r]) for r, _ in req.blocks]
+        else:
+            data = memoryview(store.read_range(data_path, req.start, req.size))
+            pos = 0
+            for reduce_id, length in req.blocks:
+                batch.append((map_index, reduce_id, data[pos : pos + length]))
+                pos += length
+        order.shuffle(batch)
         wait = cfg.retry_wait_s
         for attempt_no in range(cfg.retries + 1):
-            codes = client.push(target.app, target.shuffle_id, target.merge_id, blocks)
+            codes = client.push(target.app, target.shuffle_id, target.merge_id, batch)
             retry = []
             with lock:
                 report.requests += 1
-                for block, code in zip(blocks, codes, strict=True):
+                for block, code in zip(batch, codes, strict=True):
                     report.count(code)
                     if code in (PushCode.SUCCESS, PushCode.DUPLICATE):
                         report.blocks += 1
@@ -172,7 +178,7 @@ def push_map_output(
                         stop.set()
             if not retry or stop.is_set():
                 return
-            blocks = retry
+            batch = retry
             time.sleep(wait)
             wait *= 2
 

@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ..errors import ConfigError, CorruptShuffleData, NotFound, StoreError
-from ..net import BackgroundServer
+from ..net import BackgroundServer, RawConnection
 from ..stats import IOStatistics
 from ..store import Store
 from .blocks import HEADER, MAGIC, unframe
@@ -46,7 +46,9 @@ class ShuffleService:
         self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="shuffle-io")
         self._indexes: OrderedDict[str, list[int]] = OrderedDict()  # small LRU of index files
         self._indexes_lock = threading.Lock()
-        self._server = BackgroundServer(self._connection, "shuffle-loop")
+        # raw sockets: a pushed payload is received straight into one buffer, with no stream
+        # buffer copying it on the way
+        self._server = BackgroundServer(None, "shuffle-loop", raw_handler=self._connection)
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> ShuffleService:
         self._server.start(host, port)
@@ -75,63 +77,64 @@ class ShuffleService:
 
     # --- connection ------------------------------------------------------------------------
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connection(self, conn: RawConnection) -> None:
         authed = not self.config.token
+        buffer = bytearray(0)  # reused for every payload of this connection
         while True:
-            try:
-                raw = await reader.readexactly(PREFIX.size)
-            except asyncio.IncompleteReadError:
+            raw = await conn.read_exactly(PREFIX.size)
+            if raw is None:
                 return
             magic, msg, header_len, payload_len = PREFIX.unpack(raw)
             if magic != FRAME_MAGIC or header_len > MAX_HEADER_BYTES:
-                return await self._refuse(writer, 400, "malformed frame")
+                return await self._refuse(conn, 400, "malformed frame")
             if payload_len > self.config.max_frame_bytes:
                 return await self._refuse(
-                    writer,
-                    413,
-                    f"payload of {payload_len} bytes over {self.config.max_frame_bytes}",
+                    conn, 413, f"payload of {payload_len} bytes over {self.config.max_frame_bytes}"
                 )
+            head = await conn.read_exactly(header_len)
+            if payload_len > len(buffer):
+                buffer = bytearray(payload_len)
+            payload = await conn.read_exactly(payload_len, buffer)
+            if head is None or payload is None:
+                return
             try:
-                header = json.loads(await reader.readexactly(header_len) or b"{}")
-                payload = await reader.readexactly(payload_len)
+                header = json.loads(bytes(head) or b"{}")
                 if not isinstance(header, dict):
                     raise ValueError("header is not an object")
-            except asyncio.IncompleteReadError:
-                return
             except ValueError as e:
-                return await self._refuse(writer, 400, f"malformed header: {e}")
+                return await self._refuse(conn, 400, f"malformed header: {e}")
             if not authed:
                 if msg == Msg.HELLO and hmac.compare_digest(
                     str(header.get("token", "")), self.config.token
                 ):
                     authed = True
-                    await self._answer(writer, {})
+                    await self._answer(conn, {})
                     continue
                 self.stats.incr("requests_unauthorized")
-                return await self._refuse(writer, 401, "missing or wrong token")
+                return await self._refuse(conn, 401, "missing or wrong token")
             try:
-                await self._dispatch(Msg(msg), header, payload, writer)
+                await self._dispatch(Msg(msg), header, payload, conn)
             except BadRequest as e:
                 self.stats.incr("requests_refused")
-                await self._answer_error(writer, e.status, str(e))
+                await self._answer_error(conn, e.status, str(e))
             except (KeyError, TypeError, ValueError, ConfigError, CorruptShuffleData) as e:
                 self.stats.incr("requests_refused")
-                await self._answer_error(writer, 400, f"bad request: {e}")
+                await self._answer_error(conn, 400, f"bad request: {e}")
             except NotFound as e:
-                await self._answer_error(writer, 404, str(e))
+                await self._answer_error(conn, 404, str(e))
             except StoreError as e:
-                await self._answer_error(writer, 500, str(e))
+                await self._answer_error(conn, 500, str(e))
 
     async def _dispatch(
-        self, msg: Msg, header: dict[str, Any], payload: bytes, writer: asyncio.StreamWriter
+        self, msg: Msg, header: dict[str, Any], payload: memoryview, conn: RawConnection
     ) -> None:
         self.stats.incr(f"requests_{msg.name.lower()}")
         loop = asyncio.get_running_loop()
         if msg == Msg.HELLO:
-            await self._answer(writer, {})
+            await self._answer(conn, {})
         elif msg == Msg.PUSH:
             codes = await self._push(header, payload)
-            await self._answer(writer, {"codes": codes})
+            await self._answer(conn, {"codes": codes})
         elif msg == Msg.FINALIZE:
             app, shuffle, merge_id = _ids(header)
             statuses = await loop.run_in_executor(
@@ -139,33 +142,33 @@ class ShuffleService:
             )
             bitmaps = [s.bitmap.serialize() for s in statuses]
             rows = [[s.reduce_id, s.size, len(b)] for s, b in zip(statuses, bitmaps, strict=True)]
-            await self._answer(writer, {"statuses": rows}, b"".join(bitmaps))
+            await self._answer(conn, {"statuses": rows}, b"".join(bitmaps))
         elif msg == Msg.MERGED_META:
             index, meta = await loop.run_in_executor(self._io, self._merged_meta, header)
-            await self._answer(writer, {"index_len": len(index)}, index + meta)
+            await self._answer(conn, {"index_len": len(index)}, index + meta)
         elif msg == Msg.MERGED_CHUNK:
             path, start, length = await loop.run_in_executor(self._io, self._chunk_range, header)
-            await self._send_file(writer, {}, path, start, length)
+            await self._send_file(conn, {}, path, start, length)
         elif msg == Msg.FETCH:
             path, start, length, offsets = await loop.run_in_executor(
                 self._io, self._fetch_range, header
             )
-            await self._send_file(writer, {"offsets": offsets}, path, start, length)
+            await self._send_file(conn, {"offsets": offsets}, path, start, length)
         elif msg == Msg.REMOVE:
             app, shuffle = check_app(str(header["app"])), int(header["shuffle"])
             removed = await loop.run_in_executor(self._io, self.merges.remove, app, shuffle)
             with self._indexes_lock:
                 for key in [k for k in self._indexes if k.startswith(f"{app}/shuffle_{shuffle}/")]:
                     del self._indexes[key]
-            await self._answer(writer, {"removed": removed})
+            await self._answer(conn, {"removed": removed})
         elif msg == Msg.STATS:
-            await self._answer(writer, {"stats": self.snapshot()})
+            await self._answer(conn, {"stats": self.snapshot()})
         else:
             raise BadRequest(400, f"unknown message type {int(msg)}")
 
     # --- push ------------------------------------------------------------------------------
 
-    async def _push(self, header: dict[str, Any], payload: bytes) -> list[int]:
+    async def _push(self, header: dict[str, Any], payload: memoryview) -> list[int]:
         app, shuffle, merge_id = _ids(header)
         blocks = header["blocks"]
         if not isinstance(blocks, list) or sum(int(b[2]) for b in blocks) != len(payload):
@@ -180,12 +183,13 @@ class ShuffleService:
         return codes
 
     def _push_blocks(
-        self, app: str, shuffle: int, merge_id: int, blocks: list[Any], payload: bytes
+        self, app: str, shuffle: int, merge_id: int, blocks: list[Any], payload: memoryview
     ) -> list[PushCode | Future]:
         results: list[PushCode | Future] = []
         pos = 0
+        view = payload
         for map_index, reduce_id, length in blocks:
-            block = payload[pos : pos + int(length)]
+            block = view[pos : pos + int(length)]
             pos += int(length)
             if not _well_framed(block, int(map_index), int(reduce_id)):
                 self.merges.stats.incr("push_corrupt")
@@ -242,35 +246,32 @@ class ShuffleService:
     # --- answers -----------------------------------------------------------------------------
 
     async def _answer(
-        self, writer: asyncio.StreamWriter, header: dict[str, Any], payload: bytes = b""
+        self, conn: RawConnection, header: dict[str, Any], payload: bytes = b""
     ) -> None:
         head = json.dumps(header).encode()
-        writer.write(prefix(Msg.OK, len(head), len(payload)) + head)
-        if payload:
-            writer.write(payload)
-        await writer.drain()
+        await conn.send(prefix(Msg.OK, len(head), len(payload)) + head, payload)
 
-    async def _answer_error(self, writer: asyncio.StreamWriter, status: int, error: str) -> None:
+    async def _answer_error(self, conn: RawConnection, status: int, error: str) -> None:
         head = json.dumps({"status": status, "error": error}).encode()
-        writer.write(prefix(Msg.ERROR, len(head), 0) + head)
-        await writer.drain()
+        await conn.send(prefix(Msg.ERROR, len(head), 0) + head)
 
-    async def _refuse(self, writer: asyncio.StreamWriter, status: int, error: str) -> None:
+    async def _refuse(self, conn: RawConnection, status: int, error: str) -> None:
         """Answer and close: after a bad frame the stream cannot be trusted."""
         self.stats.incr("frames_refused")
-        await self._answer_error(writer, status, error)
+        await self._answer_error(conn, status, error)
+        await conn.linger_close()
 
     async def _send_file(
-        self, writer: asyncio.StreamWriter, header: dict[str, Any], path: str, start: int, n: int
+        self, conn: RawConnection, header: dict[str, Any], path: str, start: int, n: int
     ) -> None:
         head = json.dumps(header).encode()
-        writer.write(prefix(Msg.OK, len(head), n) + head)
-        await writer.drain()
+        await conn.send(prefix(Msg.OK, len(head), n) + head)
         if n:
-            loop = asyncio.get_running_loop()
-            f = await loop.run_in_executor(self._io, self.store.open_read, path)
+            f = await asyncio.get_running_loop().run_in_executor(
+                self._io, self.store.open_read, path
+            )
             try:
-                await loop.sendfile(writer.transport, f, start, n)
+                await conn.sendfile(f, start, n)
             finally:
                 f.close()
         self.stats.incr("served_bytes", n)
@@ -280,9 +281,9 @@ def _ids(header: dict[str, Any]) -> tuple[str, int, int]:
     return check_app(str(header["app"])), int(header["shuffle"]), int(header["merge_id"])
 
 
-def _well_framed(block: bytes, map_index: int, reduce_id: int) -> bool:
+def _well_framed(block: memoryview, map_index: int, reduce_id: int) -> bool:
     """A pushed block must be exactly one framed block of the map and reduce it claims."""
-    if len(block) < HEADER.size or block[:4] != MAGIC:
+    if len(block) < HEADER.size or bytes(block[:4]) != MAGIC:
         return False
     try:
         (only,) = list(unframe(block))

@@ -202,12 +202,12 @@ class Store(ABC):
             old = b""
         self._write(path, old + data, True)
 
-    def write_at(self, path: str, offset: int, data: bytes) -> None:
+    def write_at(self, path: str, offset: int, data: bytes | memoryview) -> None:
         """Write bytes at an offset of a file (created if absent), leaving the rest in place:
         the shuffle merge writes each block at the committed end, so a failed write is simply
         overwritten by the next one. Stores without positional writes rewrite the file."""
         path = paths.normalize(path)
-        self._op(Op.WRITE_AT, path, self._write_at, path, offset, bytes(data))
+        self._op(Op.WRITE_AT, path, self._write_at, path, offset, data)
 
     def truncate(self, path: str, size: int) -> None:
         """Cut a file to `size` bytes (drops a partial tail after a failure)."""

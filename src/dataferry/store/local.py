@@ -246,11 +246,14 @@ class LocalStore(Store):
         except OSError as e:
             raise self._translate(e, path, "append") from None
 
-    def _write_at(self, path: str, offset: int, data: bytes) -> None:
+    def _write_at(self, path: str, offset: int, data: bytes | memoryview) -> None:
         target = self._abs(path)
         try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
+            except FileNotFoundError:  # parents are created on first use only
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 view, at = memoryview(data), offset
                 while view:
