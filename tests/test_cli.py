@@ -90,3 +90,37 @@ def test_bench_commit_json():
     assert [r["committer"] for r in data["results"]] == ["v1", "manifest"]
     for r in data["results"]:
         assert {"committer", "job_commit_s", "task_commit_s", "ops", "limit_s"} <= set(r)
+
+
+def test_bench_shuffle_json_on_the_embedded_engine():
+    res = runner.invoke(
+        app,
+        [
+            "bench",
+            "shuffle",
+            "--size",
+            "4MiB",
+            "--maps",
+            "4",
+            "--reduces",
+            "6",
+            "--engine",
+            "local",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    by = {r["method"]: r for r in data["results"]}
+    assert set(by) == {"pull", "push"} and data["disk_mb_s"] > 0
+    assert by["pull"]["reduce_reads"] == 4 * 6
+    assert by["push"]["merged_partitions"] == 6
+    assert by["push"]["reduce_reads"] < by["pull"]["reduce_reads"]
+    for r in data["results"]:
+        assert {"method", "wall_s", "mb_s", "reduce_reads", "avg_read_bytes"} <= set(r)
+        assert r["rows"] == data["spec"]["rows"]
+
+
+def test_bench_shuffle_refuses_a_bad_size():
+    res = runner.invoke(app, ["bench", "shuffle", "--size", "lots"])
+    assert res.exit_code == 2 and "size 'lots'" in res.output
