@@ -27,6 +27,8 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks, side by side in 
 app.add_typer(bench_app, name="bench")
 markers_app = typer.Typer(no_args_is_help=True, help="Write markers and the marker service.")
 app.add_typer(markers_app, name="markers")
+plan_app = typer.Typer(no_args_is_help=True, help="Predict commit cost at sizes past one machine.")
+app.add_typer(plan_app, name="plan")
 shuffle_app = typer.Typer(no_args_is_help=True, help="The push-based shuffle service.")
 app.add_typer(shuffle_app, name="shuffle")
 uploads_app = typer.Typer(
@@ -813,6 +815,62 @@ def bench_shuffle(
         f"disk (sequential write, fsync): {data['disk_mb_s']:.0f} MB/s; "
         + ", ".join(f"{k} {v}" for k, v in data["summary"].items())
     )
+
+
+@plan_app.command("commit")
+def plan_commit_cmd(
+    files: int = typer.Option(1_000_000, help="Files the job writes."),
+    tasks: int = typer.Option(10_000, help="Tasks that write them."),
+    partitions: int = typer.Option(1_000, help="Partition directories."),
+    store: str = typer.Option("hdfs", help="Store model: hdfs, hdfs-loaded, abfs, gcs, s3."),
+    committers: str = typer.Option("v1,manifest", help="Comma-separated committer names."),
+    io_threads: int = typer.Option(32, help="The committers' I/O threads."),
+    task_parallelism: int = typer.Option(8, help="Task commits running at once."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Predict each committer's task and job commit time and store requests on a store model."""
+    from .bench.plan import PlanSpec, plan_commit
+
+    names = tuple(c.strip() for c in committers.split(",") if c.strip())
+    with _errors():
+        spec = PlanSpec(
+            files=files,
+            tasks=tasks,
+            partitions=partitions,
+            store=store,
+            committers=names,
+            io_threads=io_threads,
+            task_parallelism=task_parallelism,
+        )
+        with _progress("calibrating", len(names) * 9, json_out) as advance:
+            data = plan_commit(spec, progress=lambda _m: advance())
+    if json_out:
+        _print_json(data)
+        return
+    t = Table(
+        title=f"plan commit: {files:,} files, {tasks:,} tasks, {partitions:,} partitions "
+        f"on sim:{spec.profile_name} (a model, not a measurement)"
+    )
+    for col in (
+        "committer",
+        "task commit s",
+        f"all task commits s ({task_parallelism} at once)",
+        "job commit s",
+        "job requests",
+        "job bound by",
+    ):
+        t.add_column(col, justify="left" if col in ("committer", "job bound by") else "right")
+    for p in data["predictions"]:
+        t.add_row(
+            p["committer"],
+            f"{p['task_commit_s']:.3f}",
+            f"{p['task_commits_wall_s']:,.1f}",
+            f"{p['job_commit_s']:,.1f}",
+            f"{p['job_requests']:,}",
+            p["bound"],
+        )
+    console.print(t)
+    console.print(f"[dim]{data['profile']}[/]")
 
 
 @bench_app.command("write")

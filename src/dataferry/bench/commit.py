@@ -68,6 +68,7 @@ class CommitBenchResult:
     limit_s: float
     files: int
     runs: list[float] = field(default_factory=list)
+    task_requests: dict[str, int] = field(default_factory=dict)
 
     @property
     def ratio_to_limit(self) -> float:
@@ -138,7 +139,9 @@ def _file_layout(spec: CommitBenchSpec, task: int) -> list[str]:
     ]
 
 
-def run_one(spec: CommitBenchSpec, committer_name: str, store: Store) -> CommitBenchResult:
+def run_one(
+    spec: CommitBenchSpec, committer_name: str, store: Store, latency_scale: float = 1.0
+) -> CommitBenchResult:
     options = {"io_threads": spec.io_threads} if committer_name == "manifest" else {}
     committer = build_committer(committer_name, store, build_config(committer_name, options))
     payload = b"x" * spec.file_size
@@ -150,7 +153,8 @@ def run_one(spec: CommitBenchSpec, committer_name: str, store: Store) -> CommitB
         committer.setup_task(t)
         for rel in _file_layout(spec, t.task_index):
             committer.write_file(t, rel, payload)
-    _set_latency(store, 1.0)
+    _set_latency(store, latency_scale)
+    before_tasks = store.stats.snapshot()
 
     def commit(task: Any) -> tuple[TaskCommitMessage, float]:
         start = time.perf_counter()
@@ -163,12 +167,13 @@ def run_one(spec: CommitBenchSpec, committer_name: str, store: Store) -> CommitB
     task_wall = time.perf_counter() - wall
     messages = [m for m, _ in done]
     before = store.stats.snapshot()
+    task_requests = _requests(store.stats.diff(before_tasks)["counters"])
     start = time.perf_counter()
     result = committer.commit_job(job, messages)
     job_commit_s = time.perf_counter() - start
     delta = store.stats.diff(before)["counters"]
     ops = {k: v for k, v in delta.items() if k.startswith("op_")}
-    requests = {k: v for k, v in delta.items() if k.startswith(("store_requests", "store_bytes"))}
+    requests = _requests(delta)
     return CommitBenchResult(
         committer=committer_name,
         task_commit_s=sum(s for _, s in done),
@@ -179,7 +184,12 @@ def run_one(spec: CommitBenchSpec, committer_name: str, store: Store) -> CommitB
         requests=requests,
         limit_s=model_limit(store, requests, spec.io_threads),
         files=result.files,
+        task_requests=task_requests,
     )
+
+
+def _requests(counters: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in counters.items() if k.startswith(("store_requests", "store_bytes"))}
 
 
 def model_limit(store: Store, requests: dict[str, int], threads: int) -> float:
