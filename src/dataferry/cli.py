@@ -873,6 +873,21 @@ def plan_commit_cmd(
     console.print(f"[dim]{data['profile']}[/]")
 
 
+@bench_app.command("report")
+def bench_report(
+    out: str = typer.Option(
+        "docs/benchmarks", help="Directory for plots and JSON; the page is <out>.md."
+    ),
+    quick: bool = typer.Option(False, help="Tiny sizes (seconds): for trying it out."),
+) -> None:
+    """Run the benchmark suite and write docs/benchmarks.md with tables and plots."""
+    from .bench.report import ReportSpec, run_report
+
+    with _errors(), _progress("report", None, False) as advance:
+        data = run_report(ReportSpec(out=out, quick=quick), progress=lambda _m: advance())
+    console.print(f"wrote {out}.md and its plots in {data['seconds']} s")
+
+
 @bench_app.command("write")
 def bench_write(
     rows: int = typer.Option(3_000_000, help="Rows of generated data."),
