@@ -111,9 +111,14 @@ def demo(
     tasks: int = typer.Option(16, help="Write tasks."),
     committer: str = typer.Option("auto", help="Committer name."),
     workers: int = typer.Option(None, help="Worker processes (default: one per core)."),
+    tour: bool = typer.Option(
+        True, help="Then commit the write with v1 and manifest on sim:hdfs-loaded, and shuffle."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """The main job: a partitioned Parquet write with a failed attempt and a speculative one."""
+    """The main job (a partitioned write with a failed attempt and a speculative one), then the
+    tour: the same write committed by v1 and by manifest on a loaded NameNode's model, and a
+    small shuffle pulled and pushed."""
     from .demo import run_demo
 
     with _errors(), _progress("writing", tasks, json_out) as advance:
@@ -123,7 +128,13 @@ def demo(
                 advance()
 
         report = run_demo(
-            dest, rows=rows, tasks=tasks, committer=committer, workers=workers, on_event=on_event
+            dest,
+            rows=rows,
+            tasks=tasks,
+            committer=committer,
+            workers=workers,
+            on_event=on_event,
+            tour=tour,
         )
     run = report.write.run
     if json_out:
@@ -145,6 +156,8 @@ def demo(
                 "job_commit_s": run.job_commit_s,
                 "stages_s": run.commit.stage_seconds,
                 "store_ops": run.store_stats.snapshot()["counters"],
+                "commit_tour": report.commit_tour,
+                "shuffle_tour": report.shuffle_tour,
             }
         )
         return
@@ -177,6 +190,45 @@ def demo(
     console.print(stages)
     console.print(_ops_table(run.store_stats, "store operations (driver and workers)"))
     console.print(f"[green]ok[/]: {report.rows_read:,} rows read back from {report.dest}")
+    if report.commit_tour:
+        t = Table(title="the same write (by day) committed on sim:hdfs-loaded, a loaded NameNode")
+        for col in ("committer", "files", "job commit s", "slowest stage"):
+            t.add_column(col, justify="left" if col in ("committer", "slowest stage") else "right")
+        for r in report.commit_tour:
+            stage = max(
+                ((k, v) for k, v in r["stages_s"].items() if k != "total"),
+                key=lambda kv: kv[1],
+                default=("", 0.0),
+            )
+            t.add_row(
+                r["committer"],
+                str(r["files"]),
+                f"{r['job_commit_s']:.2f}",
+                f"{stage[0]} {stage[1]:.2f} s",
+            )
+        console.print(t)
+    if report.shuffle_tour:
+        t = Table(title="a small shuffle by customer on two shuffle services")
+        for col in (
+            "method",
+            "rows",
+            "wall s",
+            "reduce reads",
+            "avg read KiB",
+            "merged partitions",
+        ):
+            t.add_column(col, justify="left" if col == "method" else "right")
+        for r in report.shuffle_tour:
+            t.add_row(
+                r["method"],
+                f"{r['rows']:,}",
+                f"{r['wall_s']:.2f}",
+                str(r["reduce_reads"]),
+                f"{r['avg_read_bytes'] / 1024:.0f}",
+                str(r["merged_partitions"]),
+            )
+        console.print(t)
+        console.print(f"tour output under {report.dest.rstrip('/')}-tour")
 
 
 # --- success -------------------------------------------------------------------------------------

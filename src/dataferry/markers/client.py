@@ -7,6 +7,7 @@ import json
 import logging
 import socket
 import threading
+from concurrent.futures import Future
 from typing import Any
 from urllib.parse import urlencode, urlparse
 
@@ -120,6 +121,81 @@ class MarkerClient:
         return self.request("GET", "/v1/health")
 
 
+class CreateBatcher:
+    """Concurrent marker creates of one process travel together (a group commit): a create
+    joins the pending ones, and whichever caller finds a free sending slot sends everything
+    pending for a directory in one request. With one task at a time nothing waits; with many
+    (tasks as threads, as executors run them) the service gets few large requests instead of
+    one per marker. Each create still returns only once its marker is durable."""
+
+    def __init__(self, client: MarkerClient, max_in_flight: int = 4, max_batch: int = 400):
+        self.client, self.max_in_flight, self.max_batch = client, max_in_flight, max_batch
+        self._cond = threading.Condition()
+        self._pending: dict[str, list[tuple[str, Future]]] = {}
+        self._sending = 0
+
+    def create(self, directory: str, name: str) -> bool:
+        fut: Future = Future()
+        with self._cond:
+            self._pending.setdefault(directory, []).append((name, fut))
+        while not fut.done():
+            with self._cond:
+                if fut.done():
+                    break
+                if self._sending >= self.max_in_flight or not self._pending:
+                    self._cond.wait(0.05)
+                    continue
+                self._sending += 1
+                directory_, items = next(iter(self._pending.items()))
+                n, size = 0, 0
+                while n < min(len(items), self.max_batch) and size < 32 * 1024:
+                    size += len(items[n][0]) + 4  # the request stays under the service's cap
+                    n += 1
+                batch, rest = items[:n], items[n:]
+                if rest:
+                    self._pending[directory_] = rest
+                else:
+                    del self._pending[directory_]
+            try:
+                self._send(directory_, batch)
+            finally:
+                with self._cond:
+                    self._sending -= 1
+                    self._cond.notify_all()
+        return bool(fut.result())
+
+    def _send(self, directory: str, batch: list[tuple[str, Future]]) -> None:
+        try:
+            if len(batch) == 1:
+                created = [self.client.create(directory, batch[0][0])]
+            else:
+                answer = self.client.request(
+                    "POST",
+                    "/v1/markers/create_batch",
+                    {"dir": directory, "names": [n for n, _ in batch]},
+                )
+                created = answer["created"]
+        except BaseException as e:
+            for _, fut in batch:
+                fut.set_exception(e)
+            return
+        for (_, fut), ok in zip(batch, created, strict=True):
+            fut.set_result(ok)
+
+
+_batchers: dict[tuple[str, str], CreateBatcher] = {}
+_batchers_lock = threading.Lock()
+
+
+def batcher_for(client: MarkerClient) -> CreateBatcher:
+    """The process's batcher for a service (shared by every task of the process)."""
+    key = (client.url, client.token)
+    with _batchers_lock:
+        if key not in _batchers:
+            _batchers[key] = CreateBatcher(client)
+        return _batchers[key]
+
+
 class ServiceMarkers(WriteMarkers):
     """Markers through the service; direct markers while it cannot be reached. Both kinds live
     in the same directory, so listing and rollback see them all."""
@@ -141,7 +217,9 @@ class ServiceMarkers(WriteMarkers):
 
     def create(self, partition: str, file_name: str, io_type: IOType = IOType.CREATE) -> bool:
         try:
-            return self.client.create(self.directory, marker_name(partition, file_name, io_type))
+            return batcher_for(self.client).create(
+                self.directory, marker_name(partition, file_name, io_type)
+            )
         except ServiceUnavailable as e:
             self._fallback(e)
             return self.direct.create(partition, file_name, io_type)

@@ -9,6 +9,7 @@ can read them without the service at all.
 
 HTTP (JSON bodies and answers; header `X-Dataferry-Token` when a token is set):
     POST /v1/markers/create  {"dir", "name"}  -> {"created": bool}   (false: already existed)
+    POST /v1/markers/create_batch {"dir", "names"} -> {"created": [bool, ...]}
     GET  /v1/markers/exists?dir=&name=        -> {"exists": bool}
     GET  /v1/markers/all?dir=                 -> {"markers": [...]}
     POST /v1/markers/delete  {"dir"}          -> {"deleted": bool}
@@ -330,6 +331,17 @@ class MarkerService:
                     )
                     self.stats.record_duration("marker_create", time.perf_counter() - start)
                     return 200, {"created": created}
+                if url.path == "/v1/markers/create_batch":
+                    directory = _valid_dir(data.get("dir"))
+                    names = data.get("names")
+                    if not isinstance(names, list) or not names:
+                        return 400, {"error": "names must be a non-empty list"}
+                    start = time.perf_counter()
+                    created = await asyncio.gather(
+                        *(self.create(directory, _valid_name(n)) for n in names)
+                    )
+                    self.stats.record_duration("marker_create_batch", time.perf_counter() - start)
+                    return 200, {"created": list(created)}
                 if url.path == "/v1/markers/delete":
                     return 200, {"deleted": await self.delete(_valid_dir(data.get("dir")))}
                 return 404, {"error": f"no such endpoint {url.path}"}
