@@ -22,6 +22,13 @@ def test_demo_json_and_success(tmp_path):
     data = json.loads(res.stdout)
     assert data["rows_written"] == data["rows_read"] == 20000
     assert data["failed_attempts"] == 1 and data["speculative_attempts"] == 1
+    # the tour: v1 and manifest on the loaded NameNode's model, a pulled and a pushed shuffle
+    tour = {r["committer"]: r for r in data["commit_tour"]}
+    assert set(tour) == {"v1", "manifest"} and tour["v1"]["files"] == tour["manifest"]["files"]
+    shuffle = {r["method"]: r for r in data["shuffle_tour"]}
+    assert shuffle["pull"]["rows"] == shuffle["push"]["rows"] == 8 * 60_000
+    assert shuffle["push"]["merged_partitions"] == 16
+    assert shuffle["push"]["reduce_reads"] < shuffle["pull"]["reduce_reads"]
     res = runner.invoke(app, ["success", dest])
     assert res.exit_code == 0 and "_SUCCESS" in res.output
 

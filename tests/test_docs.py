@@ -36,7 +36,10 @@ def test_examples_run(page, tmp_path, monkeypatch, s3_server):
         pytest.skip("no examples")
     import boto3
 
-    boto3.client("s3").create_bucket(Bucket="bucket")  # the examples' S3 bucket
+    try:
+        boto3.client("s3").create_bucket(Bucket="bucket")  # the examples' S3 bucket
+    except Exception as e:  # made for an earlier page
+        assert "BucketAlready" in type(e).__name__ or "BucketAlready" in str(e), e
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "__docs__"}
     for lang, code in found:

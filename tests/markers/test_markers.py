@@ -72,7 +72,7 @@ def test_batching_batches_and_duplicates_are_detected(tmp_path, service):
     # the 32 threads' creates travelled together: far fewer requests than markers
     batches = health["service"].get("marker_create_batch", 0)
     singles = health["service"].get("marker_create", 0)
-    assert 0 < batches and batches + singles < 400 / 4
+    assert batches > 0 and batches + singles < 400 / 4
 
 
 def test_kill_9_loses_no_acknowledged_marker(tmp_path):
@@ -234,3 +234,28 @@ def test_cleanup_rolls_back_a_dead_direct_job(tmp_path):
     report = cleanup_destination(store, older_than_s=0)
     assert report.removed == [marker_dir(job.job_uuid)]
     assert [s.path for s in store.walk("")] == ["p=0/kept.parquet"]
+
+
+def test_announced_files_are_marked_in_one_request(tmp_path, service):
+    """A task that announces its files gets all their markers in one request to the service;
+    writing them then creates no more markers, and duplicates are still detected."""
+    from dataferry.commit.direct import DirectCommitter, DirectConfig
+
+    store = open_store(str(tmp_path / "table"))
+    config = DirectConfig(markers="service", service_url=service.url, service_token=TOKEN)
+    committer = DirectCommitter(store, config)
+    job = committer.new_job()
+    committer.setup_job(job)
+    task = job.task(0)
+    names = [f"p={i % 3}/f{i}.parquet" for i in range(50)]
+    before = MarkerClient(service.url, TOKEN).health()["service"]
+    committer.announce_files(task, names)
+    written = [committer.write_file(task, n, b"x") for n in names]
+    after = MarkerClient(service.url, TOKEN).health()["service"]
+    assert after.get("marker_create_batch", 0) - before.get("marker_create_batch", 0) == 1
+    assert after.get("marker_create", 0) == before.get("marker_create", 0)
+    markers = committer.markers(job)
+    assert markers.data_paths() == set(written)
+    assert markers.create_many([("p=0", written[0].rsplit("/", 1)[1])]) == [False]
+    committer.commit_job(job, [committer.commit_task(task, written)])
+    assert sorted(list_committed(store)) == sorted(written)

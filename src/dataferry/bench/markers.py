@@ -82,9 +82,16 @@ def run_mode(spec: MarkersBenchSpec, mode: str, base_dir: str) -> dict[str, Any]
             t = job.task(i)
             spent = 0.0
             written = []
-            for j in range(i, spec.files, spec.tasks):
+            names = [
+                f"day={j % spec.partitions:03d}/part-{j:06d}.parquet"
+                for j in range(i, spec.files, spec.tasks)
+            ]
+            m0 = time.perf_counter()
+            committer.announce_files(t, names)  # a task knows its files before writing them
+            spent += time.perf_counter() - m0
+            for name in names:
                 m0 = time.perf_counter()
-                final = committer.mark(t, f"day={j % spec.partitions:03d}/part-{j:06d}.parquet")
+                final = committer.mark(t, name)
                 spent += time.perf_counter() - m0
                 store.write_bytes(final, payload)
                 written.append(final)

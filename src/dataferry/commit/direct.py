@@ -16,6 +16,7 @@ of committed jobs.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -86,6 +87,8 @@ class DirectCommitter(Committer):
 
     def __init__(self, store: Store, config: DirectConfig) -> None:
         super().__init__(store, config)
+        self._announced: set[str] = set()  # marked ahead by announce_files, not yet written
+        self._announced_lock = threading.Lock()
 
     def markers(self, job: JobContext) -> WriteMarkers:
         directory = marker_dir(job.job_uuid)
@@ -111,11 +114,32 @@ class DirectCommitter(Committer):
         return unique_name(relpath, task)
 
     def mark(self, task: TaskAttemptContext, relpath: str) -> str:
-        """Create the marker for a file about to be written; returns its final path."""
+        """Create the marker for a file about to be written (unless it was announced with the
+        attempt's other files); returns its final path."""
+        final = self._final(task, relpath)
+        with self._announced_lock:
+            announced = final in self._announced
+            self._announced.discard(final)
+        if not announced:
+            self.markers(task.job).create(paths.parent(final), paths.name(final))
+        return final
+
+    def announce_files(self, task: TaskAttemptContext, relpaths: Sequence[str]) -> None:
+        """Markers for every file the attempt is about to write, in one request to the marker
+        service. Direct markers stay one per file, made as each file is opened: made all at
+        once they would only meet the store's request ceiling in a burst."""
+        markers = self.markers(task.job)
+        if not markers.batches:
+            return
+        finals = [self._final(task, r) for r in relpaths]
+        markers.create_many([(paths.parent(f), paths.name(f)) for f in finals])
+        with self._announced_lock:
+            self._announced.update(finals)
+
+    def _final(self, task: TaskAttemptContext, relpath: str) -> str:
         final = self.output_path(task, relpath)
         if paths.is_hidden(final):
             raise CommitError(f"task {task.attempt_id}: cannot write {relpath!r}: not a data path")
-        self.markers(task.job).create(paths.parent(final), paths.name(final))
         return final
 
     def write_file(self, task: TaskAttemptContext, relpath: str, data: bytes) -> str:

@@ -124,6 +124,11 @@ class Committer(ABC):
         """Where a file written as `relpath` ends up in the destination once committed."""
         return paths.normalize(relpath)
 
+    def announce_files(self, task: TaskAttemptContext, relpaths: Sequence[str]) -> None:
+        """The attempt is about to write these files. Committers that must record a file before
+        it exists (direct: a marker each) do it for all of them at once; others ignore it."""
+        return None
+
     def write_file(self, task: TaskAttemptContext, relpath: str, data: bytes) -> str:
         """Write one output file of the attempt; `relpath` is relative to the destination."""
         target = paths.join(self.task_work_path(task), paths.normalize(relpath))

@@ -143,8 +143,10 @@ def write_task(
     """One task's work: one file per partition of its rows."""
     ext, encode = writer_for(fmt)
     name = f"part-{out.task_index:05d}-{out.job_uuid}.c000.{ext}"
+    split = list(split_by_partition(chunk, partition_by))
+    out.announce([paths.join(directory, name) for directory, _ in split])
     parts = []
-    for directory, rows in split_by_partition(chunk, partition_by):
+    for directory, rows in split:
         with out.open(paths.join(directory, name)) as sink:
             encode(rows, sink)
         parts.append(directory)

@@ -68,6 +68,10 @@ class TaskOutput:
         self.files.append(relpath)
         self.bytes += len(data)
 
+    def announce(self, relpaths: list[str]) -> None:
+        """The files this task is about to write (see Committer.announce_files)."""
+        self._committer.announce_files(self.ctx, relpaths)
+
     def open(self, relpath: str) -> BinaryIO:
         self.files.append(relpath)
         self.written.append(self._committer.output_path(self.ctx, relpath))

@@ -8,6 +8,7 @@ Names follow Hudi: `<partition>/<data file>.marker.<CREATE|MERGE|APPEND>`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from enum import StrEnum
 
 from ..store import paths
@@ -47,6 +48,7 @@ class WriteMarkers(ABC):
     """The markers of one job (one marker directory)."""
 
     directory: str
+    batches = False  # True where create_many costs fewer requests than one create per marker
 
     @abstractmethod
     def create(self, partition: str, file_name: str, io_type: IOType = IOType.CREATE) -> bool:
@@ -56,6 +58,13 @@ class WriteMarkers(ABC):
         self, partition: str, file_name: str, io_type: IOType = IOType.CREATE
     ) -> bool:
         return self.create(partition, file_name, io_type)
+
+    def create_many(
+        self, files: Sequence[tuple[str, str]], io_type: IOType = IOType.CREATE
+    ) -> list[bool]:
+        """Markers for several (partition, file name) at once, for a task that knows the files
+        it is about to write: kinds that can do it in fewer requests override this."""
+        return [self.create(partition, name, io_type) for partition, name in files]
 
     @abstractmethod
     def all(self) -> set[str]:

@@ -7,6 +7,7 @@ import json
 import logging
 import socket
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 from urllib.parse import urlencode, urlparse
@@ -200,6 +201,8 @@ class ServiceMarkers(WriteMarkers):
     """Markers through the service; direct markers while it cannot be reached. Both kinds live
     in the same directory, so listing and rollback see them all."""
 
+    batches = True
+
     def __init__(self, client: MarkerClient, store: Store, directory: str) -> None:
         self.client = client
         self.store = store
@@ -223,6 +226,31 @@ class ServiceMarkers(WriteMarkers):
         except ServiceUnavailable as e:
             self._fallback(e)
             return self.direct.create(partition, file_name, io_type)
+
+    def create_many(
+        self, files: Sequence[tuple[str, str]], io_type: IOType = IOType.CREATE
+    ) -> list[bool]:
+        """All of them in one request (or a few, under the service's size cap)."""
+        names = [marker_name(partition, name, io_type) for partition, name in files]
+        try:
+            created: list[bool] = []
+            start = 0
+            while start < len(names):
+                end, size = start, 0
+                while end < len(names) and size < 32 * 1024:
+                    size += len(names[end]) + 4
+                    end += 1
+                answer = self.client.request(
+                    "POST",
+                    "/v1/markers/create_batch",
+                    {"dir": self.directory, "names": names[start:end]},
+                )
+                created += [bool(c) for c in answer["created"]]
+                start = end
+            return created
+        except ServiceUnavailable as e:
+            self._fallback(e)
+            return self.direct.create_many(files, io_type)
 
     def all(self) -> set[str]:
         """Markers from the service, or straight from its files when it is down, plus any

@@ -1,4 +1,6 @@
-"""Direct markers: one empty file per marker, through the store (one request each)."""
+"""Direct markers: one empty file per marker, through the store, one request each and one
+after another (as Hudi creates them): a burst of parallel creates only meets the store's
+request ceiling sooner."""
 
 from __future__ import annotations
 
