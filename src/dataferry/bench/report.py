@@ -298,6 +298,13 @@ def _plots(data: dict[str, Any], directory: str) -> list[str]:
     return made
 
 
+def _change(reduction: float | None) -> str:
+    if reduction is None:
+        return "not measured"
+    word = "less" if reduction >= 0 else "more"
+    return f"{abs(reduction) * 100:.1f}% {word} with the service"
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -393,7 +400,7 @@ Predicted, 100 files per task (a model, not a measurement):
 
 {mk["spec"]["files"]} files from {mk["spec"]["tasks"]} tasks on {mk["spec"]["store"]}, with direct
 markers and with the marker service: {mk["marker_ops_ratio"]}x fewer marker requests with the
-service; total write time {mk["write_time_reduction"] * 100:+.1f}% less (negative: more).
+service, and the total write time {_change(mk["write_time_reduction"])}.
 
 ![markers]({name}/markers.png)
 
