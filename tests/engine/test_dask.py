@@ -19,17 +19,6 @@ from dataferry.dataset.write import prepare_write, write_result  # noqa: E402
 from .dask_work import kill_worker_once  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
-
-
 def frame(n=20_000, parts=8):
     rng = np.random.default_rng(1)
     pdf = pd.DataFrame(

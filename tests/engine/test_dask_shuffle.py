@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import distributed
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,17 +13,6 @@ from dataferry.shuffle import DriverConfig
 dd = pytest.importorskip("dask.dataframe")
 
 ROWS = 30000
-
-
-@pytest.fixture(scope="module")
-def client():
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
 
 
 @pytest.fixture(scope="module")

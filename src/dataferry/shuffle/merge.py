@@ -221,10 +221,7 @@ class MergeManager:
             if merge is not None and merge.merge_id > merge_id:
                 return PushCode.STALE
             if merge is None or merge.merge_id < merge_id:
-                old = merge
-                merge = self._merges[(app, shuffle_id)] = _Merge(merge_id)
-                if old is not None:
-                    self._discard(app, shuffle_id, old)
+                merge = self._start_merge(app, shuffle_id, merge_id, merge)
             if merge.finalized:
                 return PushCode.TOO_LATE
             part = merge.partitions.get(reduce_id)
@@ -239,7 +236,16 @@ class MergeManager:
                 merge.partitions[reduce_id] = part
             return merge, part
 
-    def _discard(self, app: str, shuffle_id: int, merge: _Merge) -> None:
+    def _start_merge(
+        self, app: str, shuffle_id: int, merge_id: int, older: _Merge | None
+    ) -> _Merge:
+        """A merge at a new (higher) merge id replaces the older one and its files."""
+        merge = self._merges[(app, shuffle_id)] = _Merge(merge_id)
+        if older is not None:
+            self._discard(older)
+        return merge
+
+    def _discard(self, merge: _Merge) -> None:
         """Drop an older merge's state and files (a newer stage attempt started)."""
         merge.finalized = True
         for part in merge.partitions.values():
@@ -261,10 +267,7 @@ class MergeManager:
             if merge is not None and merge.merge_id == merge_id and merge.finalized:
                 return merge.results
             if merge is None or merge.merge_id < merge_id:
-                old = merge
-                merge = self._merges[(app, shuffle_id)] = _Merge(merge_id)
-                if old is not None:
-                    self._discard(app, shuffle_id, old)
+                merge = self._start_merge(app, shuffle_id, merge_id, merge)
             merge.finalized = True  # from here every push is TOO_LATE
         results: list[MergeStatus] = []
         for reduce_id in sorted(merge.partitions):
