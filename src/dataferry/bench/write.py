@@ -8,6 +8,7 @@ today (no commit protocol at all). Runs alternate and medians are compared.
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import tempfile
@@ -48,9 +49,11 @@ def run_write_bench(spec: WriteBenchSpec, progress: Any = None) -> dict[str, Any
     try:
         for rep in range(spec.repeats):
             say(f"run {rep + 1}")
+            os.sync()  # each run starts with no dirty pages left by the one before
             t = time.perf_counter()
             _pyarrow_write(table, f"{base}/pyarrow-{rep}")
             times["pyarrow"].append(time.perf_counter() - t)
+            os.sync()
             t = time.perf_counter()
             write_dataset(
                 table,
