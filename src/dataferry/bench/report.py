@@ -183,9 +183,9 @@ def write_page(spec: ReportSpec, data: dict[str, Any]) -> list[str]:
     try:
         figures = _plots(data, scratch)
         files.delete(name, recursive=True)
+        drawn = LocalStore(scratch)
         for fig in figures:
-            with open(os.path.join(scratch, fig), "rb") as f:
-                files.write_bytes(f"{name}/{fig}", f.read())
+            files.write_bytes(f"{name}/{fig}", drawn.read_bytes(fig))
         files.write_bytes(f"{name}/report.json", json.dumps(data, indent=2).encode())
         files.write_bytes(f"{name}.md", _markdown(name, data).encode())
     finally:

@@ -12,7 +12,7 @@ import os
 import random
 import secrets
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..shuffle import DriverConfig, PushConfig, ReduceInput, ShuffleDriver, ShuffleServiceProcess
@@ -94,7 +94,7 @@ def _map(pdf: Any, task: MapTask) -> dict[str, Any]:
     plugin = _plugin()
     # Dask may run a task again elsewhere after a worker dies: every execution is its own
     # attempt, with its own files
-    run = dataclass_replace(
+    run = replace(
         task,
         node_dir=plugin.directory,
         location=plugin.address,
@@ -102,12 +102,6 @@ def _map(pdf: Any, task: MapTask) -> dict[str, Any]:
     )
     result = run_map_task(run, pdf)
     return {"status": result.status, "push": result.push, "schema": result.schema}
-
-
-def dataclass_replace(obj: Any, **changes: Any) -> Any:
-    from dataclasses import replace
-
-    return replace(obj, **changes)
 
 
 def _reduce(inp: ReduceInput, schema: Any, meta: Any) -> Any:

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -410,6 +410,4 @@ class LocalShuffle:
 
 
 def _next_attempt(task: MapTask, tries: int) -> MapTask:
-    from dataclasses import replace
-
     return replace(task, attempt=task.attempt + 10 * tries)

@@ -142,8 +142,7 @@ class ShuffleClient:
         header = {"app": app, "shuffle": shuffle, "merge_id": merge_id, "reduce": reduce_id}
         answer, body = self.request(Msg.MERGED_META, header)
         n = int(answer["index_len"])
-        self.stats.incr("reduce_reads")
-        self.stats.incr("reduce_read_bytes", len(body))
+        self._count_read(body)
         return body[:n], body[n:]
 
     def merged_chunk(
@@ -157,8 +156,7 @@ class ShuffleClient:
             "chunk": chunk,
         }
         _, body = self.request(Msg.MERGED_CHUNK, header)
-        self.stats.incr("reduce_reads")
-        self.stats.incr("reduce_read_bytes", len(body))
+        self._count_read(body)
         return body
 
     def fetch(
@@ -174,9 +172,13 @@ class ShuffleClient:
             "end": end,
         }
         answer, body = self.request(Msg.FETCH, header)
+        self._count_read(body)
+        return answer["offsets"], body
+
+    def _count_read(self, body: memoryview) -> None:
+        """A reduce-side read: what benchmarks compare between pull and push."""
         self.stats.incr("reduce_reads")
         self.stats.incr("reduce_read_bytes", len(body))
-        return answer["offsets"], body
 
     def remove(self, app: str, shuffle: int) -> bool:
         answer, _ = self.request(Msg.REMOVE, {"app": app, "shuffle": shuffle})

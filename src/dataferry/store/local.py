@@ -221,13 +221,7 @@ class LocalStore(Store):
         try:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
-            fd = os.open(target, flags, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
+            _write_all(os.open(target, flags, 0o644), data)
         except OSError as e:
             raise self._translate(e, path, "write") from None
 
@@ -236,13 +230,7 @@ class LocalStore(Store):
         target = self._abs(path)
         try:
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
+            _write_all(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), data)
         except OSError as e:
             raise self._translate(e, path, "append") from None
 
@@ -254,13 +242,7 @@ class LocalStore(Store):
             except FileNotFoundError:  # parents are created on first use only
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                view, at = memoryview(data), offset
-                while view:
-                    n = os.pwrite(fd, view, at)
-                    view, at = view[n:], at + n
-            finally:
-                os.close(fd)
+            _write_all(fd, data, offset)
         except OSError as e:
             raise self._translate(e, path, "write") from None
 
@@ -305,3 +287,16 @@ class LocalStore(Store):
                 raise self._translate(e, path, "write") from None
 
         return self._op(Op.WRITE, path, _open)
+
+
+def _write_all(fd: int, data: bytes | memoryview, offset: int | None = None) -> None:
+    """Write every byte to an open descriptor (at `offset` if given), then close it."""
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view) if offset is None else os.pwrite(fd, view, offset)
+            view = view[n:]
+            if offset is not None:
+                offset += n
+    finally:
+        os.close(fd)
