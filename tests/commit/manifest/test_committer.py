@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 import tracemalloc
 
 import pytest
@@ -13,7 +15,7 @@ from dataferry.commit.manifest.layout import JobLayout
 from dataferry.commit.manifest.stages.create_dirs import leaf_directories
 from dataferry.commit.success import read_success
 from dataferry.errors import CommitError, JobCommitError, TaskCommitError, ValidationError
-from dataferry.store import FaultRule, Op, fault_layer, open_store
+from dataferry.store import FaultRule, Op, WrappingStore, fault_layer, open_store
 
 from .helpers import committed_tasks, data_files, new_job
 
@@ -367,3 +369,58 @@ def test_loading_2000_manifests_keeps_memory_bounded(tmp_path):
     ctx.pool.close()
     # holding every parsed manifest would take several times their JSON size
     assert peak < manifest_bytes / 3, (peak, manifest_bytes)
+
+
+class _SlowListing(WrappingStore):
+    """Listings and stats that wait like an object store's, counting how many overlap."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self.peak = 0
+
+    def _waiting(self, call):
+        with self._lock:
+            self._in_flight += 1
+            self.peak = max(self.peak, self._in_flight)
+        try:
+            time.sleep(0.01)
+            return call()
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _list(self, path):
+        return self._waiting(lambda: self.inner.list(path))
+
+    def _stat(self, path):
+        return self._waiting(lambda: self.inner.stat(path))
+
+
+@pytest.mark.parametrize("threads", [1, 8])
+def test_task_scan_lists_a_level_in_parallel_and_finds_the_same_entries(tmp_path, threads):
+    base = open_store(str(tmp_path / "out"))
+    base.write_bytes("day=1/region=a/old", b"old")  # a destination directory that exists
+    base.write_bytes("day=2", b"a file where a directory must go")
+    slow = _SlowListing(base)
+    c, job = new_job(slow, task_scan_threads=threads)
+    t = job.task(0)
+    c.setup_task(t)
+    for day in (1, 2, 3):
+        for region in "abcd":
+            c.write_file(t, f"day={day}/region={region}/part-0", b"x" * day)
+    slow.peak = 0
+    msg = c.commit_task(t)
+    assert (slow.peak > 1) == (threads > 1)
+    manifest = TaskManifest.from_bytes(base.read_bytes(msg.extra["manifest"]), base, "manifest")
+    assert [f.dest for f in manifest.files] == [
+        f"day={d}/region={r}/part-0" for d in (1, 2, 3) for r in "abcd"
+    ]
+    status = {d.dest: d.status for d in manifest.directories}
+    assert status["day=1"] == status["day=1/region=a"] == EntryStatus.DIR
+    assert status["day=1/region=b"] == status["day=3"] == EntryStatus.NOT_FOUND
+    assert status["day=2"] == EntryStatus.FILE
+    assert status["day=2/region=a"] == EntryStatus.NOT_FOUND  # its parent is a file: no probe
+    c.commit_job(job, [msg])
+    assert len(data_files(base)) == 13

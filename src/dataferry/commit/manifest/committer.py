@@ -91,11 +91,14 @@ class ManifestCommitter(Committer):
     def commit_task(
         self, task: TaskAttemptContext, written: Sequence[str] = ()
     ) -> TaskCommitMessage:
-        ctx = self._ctx(task.job)
+        ctx = self._ctx(task.job, self.config.task_scan_threads)
         with self.stats.duration("task_stage_commit"):
             self._refuse_second_commit(ctx, task)
             attempt_dir = self.task_work_path(task)
-            files, dirs = scan_task_attempt(ctx, attempt_dir)
+            try:
+                files, dirs = scan_task_attempt(ctx, attempt_dir)
+            finally:
+                ctx.pool.close()
             manifest = TaskManifest(
                 job_id=task.job.job_uuid,
                 job_attempt_number=task.job.attempt,

@@ -22,6 +22,9 @@ class ManifestConfig:
     cleanup_skipped: `mapreduce.fileoutputcommitter.cleanup.skipped` (False).
     cleanup_failures_ignored: `mapreduce.fileoutputcommitter.cleanup-failures.ignored` (False).
     mark_successful_jobs: `mapreduce.fileoutputcommitter.marksuccessfuljobs` (True).
+    task_scan_threads: threads a task commit lists its attempt directory with, one level of
+        directories at a time (Hadoop walks it on one thread). Used only when listing waits
+        on the store rather than on the CPU.
     summary_report_dir: `mapreduce.manifest.committer.summary.report.directory` (""): a URL or
         path where `summary-<jobUUID>.json` is saved after every commit, failed ones included.
     diagnostics_manifest_dir: `mapreduce.manifest.committer.diagnostics.manifest.directory`
@@ -41,6 +44,7 @@ class ManifestConfig:
     cleanup_skipped: bool = False
     cleanup_failures_ignored: bool = False
     mark_successful_jobs: bool = True
+    task_scan_threads: int = 8
     summary_report_dir: str = ""
     diagnostics_manifest_dir: str = ""
     manifest_save_attempts: int = 5
@@ -51,6 +55,8 @@ class ManifestConfig:
     def __post_init__(self) -> None:
         if self.io_threads < 1:
             raise ConfigError(f"io_threads must be >= 1, got {self.io_threads}")
+        if self.task_scan_threads < 1:
+            raise ConfigError(f"task_scan_threads must be >= 1, got {self.task_scan_threads}")
         if self.manifest_save_attempts < 1:
             raise ConfigError(
                 f"manifest_save_attempts must be >= 1, got {self.manifest_save_attempts}"
