@@ -8,7 +8,7 @@ Stages:
    commit, and the time they still take (the committer's own CPU and the local disk: "local"
    time). Fit each as a + b*files + c*tasks + d*partitions + e*min(files, tasks*partitions), the
    last being the task-partition directories a job creates (least squares).
-2. `pace`: two small runs with the model's latency on and its ceilings off: what the committer
+2. `pace`: two small runs (the median of three each) with the model's latency on and its ceilings off: what the committer
    adds to its local time per second of "busy" time (requests x latency + bytes / bandwidth,
    what the requests would cost one after another) is 1 / concurrency, how many requests it
    keeps in flight.
@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import shutil
+import statistics
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,12 +35,19 @@ from ..store import LocalStore, SimStore
 from ..store.sim import PROFILES, SimProfile
 from .commit import CommitBenchResult, CommitBenchSpec, run_one
 
+PACE_REPEATS = 3
+
+
+def _median(values: Iterable[float]) -> float:
+    return statistics.median(list(values))
+
 
 def pace_sizes(files: int, tasks: int, partitions: int) -> list[tuple[int, int, int]]:
-    """Two of the job's shape, small enough to run with the model's latency on."""
+    """Two of the job's shape, small enough to run with the model's latency on and far enough
+    apart that the slope between them is not lost in a few milliseconds of noise."""
     per_task = max(1, min(files // tasks, 120))
     parts = max(1, min(partitions, 2000))
-    return [(2 * max(1, per_task // 4), 2, parts), (4 * max(1, per_task // 2), 4, parts)]
+    return [(2 * max(1, per_task // 2), 2, parts), (8 * per_task, 8, parts)]
 
 
 def calibration_sizes(files: int, tasks: int, partitions: int) -> list[tuple[int, int, int]]:
@@ -188,16 +196,18 @@ def calibrate(
     unlimited = replace(profile, write_ops_per_s=0, read_ops_per_s=0)
     for size in pace_sizes(spec.files, spec.tasks, spec.partitions):
         say(f"{committer}: pacing at {size[0]} files")
-        r = _run(unlimited, committer, size, spec, 1.0)
+        runs = [_run(unlimited, committer, size, spec, 1.0) for _ in range(PACE_REPEATS)]
+        r = runs[0]
         tasks_fit = model.tasks.requests(*size)
         job_fit = model.job.requests(*size)
         model.calibration.append(
             {
                 "size": size,
-                # all tasks' commit time over their local time, and what they cost one by one
-                "task_s": r.task_commit_s - tasks_fit["local_s"],
+                # all tasks' commit time over their local time, and what they cost one by one;
+                # times are medians, as one stall of the machine would skew a single run
+                "task_s": _median(x.task_commit_s for x in runs) - tasks_fit["local_s"],
                 "task_busy_s": busy_seconds(profile, _counts(r.task_requests, 0.0)),
-                "job_s": r.job_commit_s - job_fit["local_s"],
+                "job_s": _median(x.job_commit_s for x in runs) - job_fit["local_s"],
                 "job_busy_s": busy_seconds(profile, _counts(r.requests, 0.0)),
             }
         )
