@@ -708,8 +708,8 @@ def bench_commit(
             f"{r['task_commit_s']:.3f}",
             f"{r['job_commit_s']:.3f}",
             f"{speed:.1f}x" if speed else "",
-            f"{r['limit_s']:.3f}",
-            f"{r['ratio_to_limit']:.2f}",
+            f"{r['limit_s']:.3f}" if r["limit_s"] else "-",  # no model of a real server
+            f"{r['ratio_to_limit']:.2f}" if r["ratio_to_limit"] else "-",
             str(requests),
             f"{r['requests'].get('store_bytes_copied', 0):,}",
         )

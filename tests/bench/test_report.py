@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 
-from dataferry.bench.report import ReportSpec, run_report
+from dataferry.bench.report import S3_SERVER, ReportSpec, run_report
 
 
 def test_quick_report_writes_page_and_plots(tmp_path):
     out = tmp_path / "docs" / "benchmarks"
     (tmp_path / "docs").mkdir()
+    endpoint_before = os.environ.get("AWS_ENDPOINT_URL")
     data = run_report(ReportSpec(out=str(out), quick=True))
     page = (tmp_path / "docs" / "benchmarks.md").read_text()
     for section in ("Job commit time", "Planning past one machine", "Write markers", "Shuffle"):
@@ -20,3 +22,8 @@ def test_quick_report_writes_page_and_plots(tmp_path):
     assert json.loads((out / "report.json").read_text())["plan"] == data["plan"]
     assert data["plan"]["checks"][0]["predicted_requests"] > 0
     assert f"**{data['write']['ratio']}x**" in page  # numbers come from the run
+    # the magic committer ran on the S3 server, and the server was stopped and forgotten after
+    (magic,) = [r for r in data["commit"] if r["store"] == S3_SERVER]
+    assert magic["committer"] == "magic" and magic["requests"] > 0
+    assert f"| {S3_SERVER} | magic | 20 |" in page
+    assert os.environ.get("AWS_ENDPOINT_URL") == endpoint_before

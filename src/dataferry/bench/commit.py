@@ -71,8 +71,9 @@ class CommitBenchResult:
     task_requests: dict[str, int] = field(default_factory=dict)
 
     @property
-    def ratio_to_limit(self) -> float:
-        return self.job_commit_s / self.limit_s if self.limit_s > 0 else float("nan")
+    def ratio_to_limit(self) -> float | None:
+        """Job commit time over the limit; None where there is no limit (a real server)."""
+        return self.job_commit_s / self.limit_s if self.limit_s > 0 else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,7 +86,9 @@ class CommitBenchResult:
             "ops": self.ops,
             "requests": self.requests,
             "limit_s": round(self.limit_s, 4),
-            "ratio_to_limit": round(self.ratio_to_limit, 2),
+            "ratio_to_limit": None
+            if self.ratio_to_limit is None
+            else round(self.ratio_to_limit, 2),
             "files": self.files,
         }
 

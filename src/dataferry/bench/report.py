@@ -15,10 +15,12 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
 from ..store import LocalStore
+from ..store.s3_local import LocalS3Server
 from .commit import CommitBenchSpec, run_commit_bench
 from .machine import machine_info
 from .markers import MarkersBenchSpec, run_markers_bench
@@ -27,6 +29,10 @@ from .shuffle import ShuffleBenchSpec, run_shuffle_bench
 from .write import WriteBenchSpec, run_write_bench
 
 Progress = Callable[[str], None]
+
+# a real S3-protocol server on loopback (moto, its own process), for the committers that
+# need the S3 API itself
+S3_SERVER = "s3 server (moto)"
 
 
 @dataclass(frozen=True)
@@ -40,12 +46,17 @@ class ReportSpec:
     def commit_sweep(self) -> dict[str, dict[str, tuple[int, ...]]]:
         """store model -> committer -> file counts measured."""
         if self.quick:
-            return {"sim:hdfs": {"v1": (40, 80), "manifest": (40, 80)}}
+            return {
+                "sim:hdfs": {"v1": (40, 80), "manifest": (40, 80)},
+                S3_SERVER: {"magic": (20,)},
+            }
         big = (500, 2000, 5000)
         return {
             "sim:hdfs": {"v1": big, "manifest": big, "hive": big, "direct": big},
             "sim:abfs": {"v1": (250,), "manifest": big, "hive": big, "direct": big},
             "sim:s3": {"manifest": (500, 2000), "direct": big},
+            # the one committer that needs a real S3 API, beside the others on the same server
+            S3_SERVER: {"magic": (200, 1000), "direct": (200, 1000), "manifest": (200,)},
         }
 
     @property
@@ -71,32 +82,45 @@ class ReportSpec:
 
 def commit_stage(spec: ReportSpec, say: Progress) -> list[dict[str, Any]]:
     rows = []
-    for store, committers in spec.commit_sweep.items():
-        for committer, sizes in committers.items():
-            for files in sizes:
-                say(f"commit: {committer} on {store}, {files} files")
-                tasks = max(2, files // 50)
-                report = run_commit_bench(
-                    CommitBenchSpec(
-                        committers=(committer,),
-                        files=files,
-                        tasks=tasks,
-                        partitions=min(100, tasks),
-                        store=store,
+    with ExitStack() as resources:
+        for store, committers in spec.commit_sweep.items():
+            url = _store_url(store, resources, say)
+            for committer, sizes in committers.items():
+                for files in sizes:
+                    say(f"commit: {committer} on {store}, {files} files")
+                    tasks = max(2, files // 50)
+                    report = run_commit_bench(
+                        CommitBenchSpec(
+                            committers=(committer,),
+                            files=files,
+                            tasks=tasks,
+                            partitions=min(100, tasks),
+                            store=url,
+                        )
                     )
-                )
-                (r,) = report.results
-                rows.append(
-                    {
-                        "store": store,
-                        "committer": committer,
-                        "files": files,
-                        "tasks": tasks,
-                        "job_commit_s": round(r.job_commit_s, 3),
-                        "requests": r.requests.get("store_requests", 0),
-                    }
-                )
+                    (r,) = report.results
+                    rows.append(
+                        {
+                            "store": store,
+                            "committer": committer,
+                            "files": files,
+                            "tasks": tasks,
+                            "job_commit_s": round(r.job_commit_s, 3),
+                            "requests": r.requests.get("store_requests", 0),
+                        }
+                    )
     return rows
+
+
+def _store_url(store: str, resources: ExitStack, say: Progress) -> str:
+    """The benchmark's store argument; the S3 server is started here and stopped with the
+    stage."""
+    if store != S3_SERVER:
+        return store
+    say("commit: starting the local S3 server")
+    server = resources.enter_context(LocalS3Server())
+    resources.enter_context(server.exported())
+    return f"s3://{server.create_bucket()}/report"
 
 
 def plan_stage(spec: ReportSpec, say: Progress) -> dict[str, Any]:
@@ -374,7 +398,9 @@ Python {m["python"]}) in {data["seconds"]} s. Nothing on this page is typed by h
 command again to regenerate the page, its plots and `{name}/report.json`.{" (Quick mode: sizes shrunk for a test.)" if data["quick"] else ""}
 The `sim:` stores are models of real stores (latency, request ceilings, rename semantics; see
 [store-models.md](store-models.md)), run with real sleeps: they compare committers on one
-machine, they are not measurements of the real services.
+machine, they are not measurements of the real services. `{S3_SERVER}` is a real
+S3-protocol server on loopback, where the `magic` committer runs beside the others: its times
+are those of moto on this machine, its request counts are what S3 would receive.
 
 ## Job commit time against files
 

@@ -14,12 +14,16 @@ every object and a delete, per object and not atomic, and the capabilities say s
 
 from __future__ import annotations
 
+import os
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..errors import AlreadyExists, ConfigError, NotFound, StoreError
 from . import paths
-from .base import Capabilities, FileStatus, PendingUpload, Store
+from .base import Capabilities, FileStatus, Op, PendingUpload, Store
+
+T = TypeVar("T")
 
 S3_CAPABILITIES = Capabilities(
     atomic_file_rename=False,
@@ -33,12 +37,37 @@ S3_CAPABILITIES = Capabilities(
 )
 
 _CLIENTS: dict[tuple, Any] = {}
+_ENVIRONMENT = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "AWS_PROFILE",
+)
 _CLIENTS_LOCK = threading.Lock()
+# the S3Store whose operation this thread is running: boto3 sends on the calling thread, so
+# each HTTP request is counted in the statistics of the store that caused it
+_CURRENT = threading.local()
+_READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+def _count_request(request: Any = None, **_: Any) -> None:
+    """botocore `before-send` hook: one count per HTTP request sent, retries included."""
+    store = getattr(_CURRENT, "store", None)
+    if store is not None:
+        kind = "read" if getattr(request, "method", "") in _READ_METHODS else "write"
+        store.stats.incr("store_requests")
+        store.stats.incr(f"store_requests_{kind}")
 
 
 def _client(options: dict[str, Any]) -> Any:
-    """One boto3 client per process and set of options (clients are thread-safe)."""
-    key = tuple(sorted(options.items()))
+    """One boto3 client per process, set of options and AWS environment (clients are
+    thread-safe; the environment is part of the key, so pointing the variables at another
+    endpoint is not answered by a client of the old one)."""
+    key = (tuple(sorted(options.items())), tuple(os.environ.get(v) for v in _ENVIRONMENT))
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
@@ -47,6 +76,7 @@ def _client(options: dict[str, Any]) -> Any:
 
             conf = Config(max_pool_connections=64, retries={"max_attempts": 4, "mode": "standard"})
             client = boto3.session.Session().client("s3", config=conf, **options)
+            client.meta.events.register("before-send.s3", _count_request)
             _CLIENTS[key] = client
         return client
 
@@ -76,6 +106,14 @@ class S3Store(Store):
     @property
     def client(self) -> Any:
         return _client(self.options)
+
+    def _op(self, op: Op, path: str, fn: Callable[..., T], *args: Any) -> T:
+        outer = getattr(_CURRENT, "store", None)
+        _CURRENT.store = self
+        try:
+            return super()._op(op, path, fn, *args)
+        finally:
+            _CURRENT.store = outer
 
     def _key(self, path: str) -> str:
         return paths.join(self.prefix, path)

@@ -3,6 +3,7 @@ own process (not in-process mocking), on a free port, with throwaway credentials
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConfigError
@@ -81,6 +83,20 @@ class LocalS3Server:
     def export(self) -> None:
         """Point this process's AWS variables (and so boto3) at this server."""
         os.environ.update(self.env)
+
+    @contextlib.contextmanager
+    def exported(self) -> Iterator[LocalS3Server]:
+        """`export` for the duration of a block; the variables are put back after it."""
+        saved = {k: os.environ.get(k) for k in self.env}
+        self.export()
+        try:
+            yield self
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
     def create_bucket(self, name: str | None = None) -> str:
         import boto3
