@@ -10,6 +10,7 @@ files, and its table up to 1M files), `markers`, `shuffle`, `write` (the cost of
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -222,6 +223,20 @@ def _footer(data: dict[str, Any]) -> str:
     return f"{m['cpus']} CPUs, {m['platform']}, Python {m['python']}; `dataferry bench report`; {m['date']}"
 
 
+def _log_axes(ax: Any) -> None:
+    """Log scales labelled with plain numbers (1,000 rather than 10^3) at 1, 2 and 5 times
+    each power of ten."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    plain = FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1 else f"{v:g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(NullFormatter())
+
+
 def _plots(data: dict[str, Any], directory: str) -> list[str]:
     import matplotlib
 
@@ -239,23 +254,37 @@ def _plots(data: dict[str, Any], directory: str) -> list[str]:
         made.append(name)
 
     # job commit time vs files, one panel per store model
-    stores = sorted({r["store"] for r in data["commit"]})
-    fig, axes = plt.subplots(1, len(stores), figsize=(4.2 * len(stores), 3.6), squeeze=False)
-    for ax, store in zip(axes[0], stores, strict=True):
-        for committer in sorted({r["committer"] for r in data["commit"] if r["store"] == store}):
+    stores = sorted(
+        {r["store"] for r in data["commit"]}, key=lambda s: (not s.startswith("sim:"), s)
+    )
+    committers = sorted({r["committer"] for r in data["commit"]})
+    colour = {c: f"C{i}" for i, c in enumerate(committers)}  # one colour a committer, everywhere
+    columns = min(2, len(stores))
+    rows = math.ceil(len(stores) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.3 * rows), squeeze=False)
+    for ax, store in zip(axes.flat, stores, strict=False):
+        for committer in committers:
             pts = sorted(
                 (r["files"], r["job_commit_s"])
                 for r in data["commit"]
                 if r["store"] == store and r["committer"] == committer
             )
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=committer)
+            if pts:
+                ax.plot(
+                    [p[0] for p in pts],
+                    [p[1] for p in pts],
+                    marker="o",
+                    label=committer,
+                    color=colour[committer],
+                )
         ax.set_title(store)
         ax.set_xlabel("files")
         ax.set_ylabel("job commit s")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        _log_axes(ax)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(stores) :]:
+        ax.set_visible(False)
     save(fig, "commit.png")
 
     # the planner: predicted against measured, and the prediction up to 1M files
@@ -282,8 +311,7 @@ def _plots(data: dict[str, Any], directory: str) -> list[str]:
             linestyle="--",
             label=f"{c['committer']} sim:{c['store']}",
         )
-    a2.set_xscale("log")
-    a2.set_yscale("log")
+    _log_axes(a2)
     a2.set_xlabel("files (100 per task)")
     a2.set_ylabel("predicted job commit s")
     a2.grid(alpha=0.3)
