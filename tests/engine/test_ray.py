@@ -24,10 +24,14 @@ def table(n=10_000):
     return pa.table({"id": np.arange(n), "day": [f"d{i % 3}" for i in range(n)]})
 
 
-def test_a_task_that_fails_once_is_retried_and_output_is_exact(local_ray, tmp_path):
+@pytest.mark.parametrize("committer", ["manifest", "direct"])
+def test_a_task_that_fails_once_is_retried_and_output_is_exact(local_ray, tmp_path, committer):
     t = table()
     sink = CommitDatasink(
-        str(tmp_path / "out"), partition_by=["day"], failures=[AttemptFailure(1, 0, "after_write")]
+        str(tmp_path / "out"),
+        partition_by=["day"],
+        committer=committer,
+        failures=[AttemptFailure(1, 0, "after_write")],
     )
     ray.data.from_arrow(t).repartition(4).write_datasink(
         sink, ray_remote_args={"max_retries": 3, "retry_exceptions": True}
@@ -36,7 +40,7 @@ def test_a_task_that_fails_once_is_retried_and_output_is_exact(local_ray, tmp_pa
     assert sorted(back.column("id").to_pylist()) == list(range(t.num_rows))
     assert (tmp_path / "out" / "_SUCCESS").exists()
     assert not (tmp_path / "out" / "_temporary").exists()
-    assert sink.result.committer == "manifest"
+    assert sink.result.committer == committer
 
 
 def test_a_failed_write_is_aborted(local_ray, tmp_path):

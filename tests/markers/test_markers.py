@@ -14,6 +14,7 @@ import pytest
 from dataferry import make_committer
 from dataferry.commit.direct import list_committed
 from dataferry.engine import AttemptFailure, LocalEngine
+from dataferry.errors import CommitError
 from dataferry.markers import (
     DirectMarkers,
     MarkerClient,
@@ -195,6 +196,48 @@ def test_direct_committer_reconciles_partial_and_duplicate_files(tmp_path, servi
         assert list_committed(store) == sorted(
             s.path for s in store.walk("") if not s.path.startswith("_")
         )
+
+
+def test_direct_task_commit_reports_what_its_committer_wrote(tmp_path):
+    """The committer API used by hand, with no `written` list: nothing committed is lost."""
+    store = open_store(str(tmp_path / "out"))
+    c = make_committer("direct", store)
+    job = c.new_job()
+    c.setup_job(job)
+    msgs = []
+    for i in range(2):
+        t = job.task(i)
+        c.setup_task(t)
+        c.write_file(t, f"p=1/f{i}.bin", b"x")
+        with c.open_file(t, f"p=2/f{i}.bin") as sink:
+            sink.write(b"y")
+        msgs.append(c.commit_task(t))
+    loser = job.task(1, attempt=1)  # a speculative duplicate that lost: its file goes
+    c.write_file(loser, "p=1/f1.bin", b"z")
+    c.abort_task(loser)
+    result = c.commit_job(job, msgs)
+    assert all(len(m.files) == 2 for m in msgs)
+    assert result.files == 4 and result.stray_files_deleted == 1
+    assert list_committed(store) == sorted(
+        s.path for s in store.walk("") if not s.path.startswith("_")
+    )
+
+
+def test_direct_job_commit_refuses_to_delete_a_committed_attempts_unreported_file(tmp_path):
+    """Written by one committer object, committed by another without the paths: the job
+    commit must not take the attempt's files for strays."""
+    store = open_store(str(tmp_path / "out"))
+    writer = make_committer("direct", store)
+    job = writer.new_job()
+    writer.setup_job(job)
+    t = job.task(0)
+    final = writer.write_file(t, "p=1/part.parquet", b"data")
+    other = make_committer("direct", store)
+    message = other.commit_task(t)  # knows nothing of the file
+    with pytest.raises(CommitError, match="were not in their task commits") as e:
+        other.commit_job(job, [message])
+    assert final in str(e.value)
+    assert store.read_bytes(final) == b"data" and not store.exists("_SUCCESS")
 
 
 def test_rollback_with_the_service_down(tmp_path):

@@ -16,6 +16,7 @@ of committed jobs.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from ..errors import CommitError, NotFound
+from ..ids import parse_task_attempt_id
 from ..markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers, marker_dir
 from ..stats import StageClock
 from ..store import IOPool, Store, open_store, paths
@@ -76,8 +78,31 @@ def unique_name(relpath: str, task: TaskAttemptContext) -> str:
     stem, dot, ext = name.rpartition(".")
     if not dot or not stem:
         stem, ext = name, ""
-    tag = f"-{task.job.job_uuid[:8]}-t{task.task_index}-a{task.attempt_number}"
+    tag = _attempt_tag(task.job.job_uuid, task.task_index, task.attempt_number)
     return paths.join(parent, f"{stem}{tag}{'.' + ext if ext else ''}")
+
+
+def _attempt_tag(job_uuid: str, task_index: int, attempt_number: int) -> str:
+    return f"-{job_uuid[:8]}-t{task_index}-a{attempt_number}"
+
+
+_TAG_RE = re.compile(r"(-[^/]{8}-t\d+-a\d+)(?:\.[^.]*)?$")
+
+
+def _unreported(
+    stray: Sequence[str], messages: Sequence[TaskCommitMessage], job: JobContext
+) -> list[str]:
+    """Stray files whose names say a committed attempt wrote them: its commit left them out."""
+    committed = set()
+    for m in messages:
+        attempt = parse_task_attempt_id(m.attempt_id)
+        committed.add(_attempt_tag(job.job_uuid, attempt.task.index, attempt.number))
+    found = []
+    for f in stray:
+        match = _TAG_RE.search(paths.name(f))
+        if match and match.group(1) in committed:
+            found.append(f)
+    return found
 
 
 class DirectCommitter(Committer):
@@ -89,6 +114,9 @@ class DirectCommitter(Committer):
         super().__init__(store, config)
         self._announced: set[str] = set()  # marked ahead by announce_files, not yet written
         self._announced_lock = threading.Lock()
+        # what each attempt wrote through this committer: its task commit reports them even
+        # when the caller passes no `written` list (a file no commit reports is deleted)
+        self._written: dict[str, set[str]] = {}
 
     def markers(self, job: JobContext) -> WriteMarkers:
         directory = marker_dir(job.job_uuid)
@@ -145,10 +173,22 @@ class DirectCommitter(Committer):
     def write_file(self, task: TaskAttemptContext, relpath: str, data: bytes) -> str:
         final = self.mark(task, relpath)
         self.store.write_bytes(final, data)
+        self._record(task, final)
         return final
 
     def open_file(self, task: TaskAttemptContext, relpath: str) -> BinaryIO:
-        return self.store.open_write(self.mark(task, relpath))
+        final = self.mark(task, relpath)
+        stream = self.store.open_write(final)
+        self._record(task, final)
+        return stream
+
+    def _record(self, task: TaskAttemptContext, final: str) -> None:
+        with self._announced_lock:
+            self._written.setdefault(str(task.attempt_id), set()).add(final)
+
+    def _take_written(self, task: TaskAttemptContext) -> set[str]:
+        with self._announced_lock:
+            return self._written.pop(str(task.attempt_id), set())
 
     def needs_task_commit(self, task: TaskAttemptContext) -> bool:
         return True
@@ -157,7 +197,8 @@ class DirectCommitter(Committer):
         self, task: TaskAttemptContext, written: Sequence[str] = ()
     ) -> TaskCommitMessage:
         with self.stats.duration("task_stage_commit"):
-            files = tuple(paths.normalize(f) for f in written)
+            mine = self._take_written(task)
+            files = tuple(sorted({paths.normalize(f) for f in written} | mine))
         return TaskCommitMessage(
             job_id=str(task.job.job_id),
             task_id=str(task.task_id),
@@ -167,7 +208,8 @@ class DirectCommitter(Committer):
         )
 
     def abort_task(self, task: TaskAttemptContext) -> None:
-        pass  # its files are marked: job commit deletes them, or job abort does
+        # its files are marked: job commit deletes them, or job abort does
+        self._take_written(task)
 
     # --- job commit: reconcile against the markers -------------------------------------------
 
@@ -187,6 +229,7 @@ class DirectCommitter(Committer):
                     f"job {job.job_id}: {len(unmarked)} reported files have no marker, e.g. {sorted(unmarked)[0]}"
                 )
             stray = sorted(marked - committed)
+            self._refuse_to_delete_unreported(job, stray, messages)
             with clock.stage("delete_stray_files"):
                 pool.for_each(self.store.delete, stray, adaptive=True)
             with clock.stage("save_records"):
@@ -230,6 +273,21 @@ class DirectCommitter(Committer):
             stray_files_deleted=len(stray),
             markers_found=len(marked),
         )
+
+    def _refuse_to_delete_unreported(
+        self, job: JobContext, stray: Sequence[str], messages: Sequence[TaskCommitMessage]
+    ) -> None:
+        """A committed attempt's file that its commit did not report would be deleted as a
+        stray: that is a caller that committed without the written paths, and deleting would
+        lose committed data. Refuse, before anything is deleted."""
+        unreported = [f for f in _unreported(stray, messages, job) if self.store.exists(f)]
+        if unreported:
+            raise CommitError(
+                f"job {job.job_id}: {len(unreported)} files written by committed task attempts "
+                f"were not in their task commits, e.g. {self.store.full_url(unreported[0])}; "
+                "nothing was deleted. Commit each task through the committer that wrote its "
+                "files, or pass the written paths to commit_task"
+            )
 
     # --- rollback --------------------------------------------------------------------------
 

@@ -141,16 +141,15 @@ class CommitDatasink(_Base):  # type: ignore[misc,valid-type]
                 b if isinstance(b, pa.Table) else pa.Table.from_pandas(b, preserve_index=False)
                 for b in blocks
             ]
+            out = TaskOutput(com, task)
             if tables:
-                write_task(
-                    pa.concat_tables(tables), self.partition_by, self.format, TaskOutput(com, task)
-                )
+                write_task(pa.concat_tables(tables), self.partition_by, self.format, out)
             if self.failures.get((index, attempt)) == "after_write":
                 raise AttemptDied(f"{task.attempt_id}: injected failure after writing")
             if not ray.get(self.coordinator.can_commit.remote(index, attempt)):
                 com.abort_task(task)
                 return None
-            message = com.commit_task(task)
+            message = com.commit_task(task, tuple(out.written))
         except BaseException:
             ray.get(self.coordinator.attempt_failed.remote(index, attempt))
             try:
