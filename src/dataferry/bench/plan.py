@@ -3,18 +3,21 @@ requests at sizes no test machine can run (1M files, 10k tasks), from the store 
 committer's own operation counts.
 
 Stages:
-1. `count`: run the committer at seven small jobs of the asked job's shape (files per task,
-   partitions) on the store model with its latency switched off; record the store requests (reads, writes, bytes) of the task commits and of the job
-   commit, and the time they still take (the committer's own CPU and the local disk: "local"
-   time). Fit each as a + b*files + c*tasks + d*partitions + e*min(files, tasks*partitions), the
-   last being the task-partition directories a job creates (least squares).
-2. `pace`: two small runs (the median of three each) with the model's latency on and its ceilings off: what the committer
-   adds to its local time per second of "busy" time (requests x latency + bytes / bandwidth,
-   what the requests would cost one after another) is 1 / concurrency, how many requests it
-   keeps in flight.
+1. `count`: run the committer at eight small jobs of the asked job's shape (files per task,
+   partitions) on the store model with its latency switched off; record the store requests
+   (reads, writes, bytes) of the task commits and of the job commit, and the time they still
+   take (the committer's own CPU and the local disk: "local" time). Fit each as
+   a + b*files + c*tasks + d*partitions + e*min(files, tasks*partitions)
+   + f*min(files, partitions): the task-partition directories a job creates, and the
+   partition directories it uses (least squares).
+2. `pace`: two small runs (the median of three each) with the model's latency on and its
+   ceilings off: what the committer adds to its local time per second of "busy" time
+   (requests x latency + bytes / bandwidth, what the requests would cost one after another) is
+   1 / concurrency, how many requests it keeps in flight.
 3. `predict`: at the asked size, local + max(busy / concurrency, writes / write ceiling + reads
-   / read ceiling), the max rounded off where the two are close (`soft_max`) (the stages that read and those that write run one after another). Task
-   commits run `task_parallelism` at a time.
+   / read ceiling), the max rounded off where the two are close (`soft_max`; the stages that
+   read and those that write run one after another). Task commits run `task_parallelism` at a
+   time.
 `dataferry bench report` checks the prediction against measured runs of the model.
 """
 
@@ -65,6 +68,9 @@ def calibration_sizes(files: int, tasks: int, partitions: int) -> list[tuple[int
         (4, max(1, per_task // 4), parts),
         (4, per_task, max(1, parts // 2)),
         (3, per_task, max(1, parts // 4)),
+        # more files than partitions, so a count that follows the partition directories in use
+        # (min(files, partitions)) is told apart from one that follows the files
+        (max(2, math.ceil(2 * parts / per_task)), per_task, parts),
     ):
         sizes.append((t * f, t, d))
     return sizes
@@ -74,7 +80,14 @@ KINDS = ("reads", "writes", "bytes_read", "bytes_written", "local_s")
 
 
 def features(files: int, tasks: int, partitions: int) -> list[float]:
-    return [1.0, files, tasks, partitions, min(files, tasks * partitions)]
+    return [
+        1.0,
+        files,
+        tasks,
+        partitions,
+        min(files, tasks * partitions),  # task-partition directories
+        min(files, partitions),  # partition directories in use
+    ]
 
 
 @dataclass(frozen=True)
