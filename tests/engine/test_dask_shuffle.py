@@ -67,3 +67,15 @@ def test_multi_column_keys(client, ddf):
         for p in theirs.to_delayed()
     ]
     assert pairs == expected
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_every_row_keeps_its_index_label(client, ddf, named):
+    source = ddf.set_index("row", sorted=True) if named else ddf
+    cfg = DriverConfig(min_shuffle_size_to_wait=0)
+    ours = dfd.shuffle(source, "key", npartitions=4, client=client, driver_config=cfg).compute()
+    theirs = source.shuffle("key", npartitions=4).compute()
+    assert ours.index.name == theirs.index.name and ours.index.dtype == theirs.index.dtype
+    assert list(ours.columns) == list(theirs.columns)
+    # the same (label, row) pairs, whatever order the rows arrive in
+    assert ours.sort_index().equals(theirs.sort_index())

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import pyarrow as pa
+
 from ..shuffle import DriverConfig, PushConfig, ReduceInput, ShuffleDriver, ShuffleServiceProcess
 from ..stats import IOStatistics
 from .shuffle import MapTask, run_map_task, run_reduce_task
@@ -100,16 +102,20 @@ def _map(pdf: Any, task: MapTask) -> dict[str, Any]:
         location=plugin.address,
         attempt=random.getrandbits(31),
     )
-    result = run_map_task(run, pdf)
+    # the index travels as a column (pandas' metadata names it), so every row keeps its label
+    result = run_map_task(run, pa.Table.from_pandas(pdf, preserve_index=True))
     return {"status": result.status, "push": result.push, "schema": result.schema}
 
 
 def _reduce(inp: ReduceInput, schema: Any, meta: Any) -> Any:
     result = run_reduce_task(inp, schema)
     _plugin().read_stats.setdefault(inp.app, IOStatistics()).merge(result.stats)
-    pdf = result.value.to_pandas()
+    pdf = result.value.to_pandas()  # the index comes back from the schema's pandas metadata
     if list(pdf.columns) == list(meta.columns) and not pdf.dtypes.equals(meta.dtypes):
         pdf = pdf.astype(meta.dtypes.to_dict())  # e.g. an empty partition's object columns
+    if pdf.index.dtype != meta.index.dtype:
+        pdf.index = pdf.index.astype(meta.index.dtype)
+    pdf.index.name = meta.index.name
     return pdf
 
 
@@ -135,7 +141,8 @@ def shuffle(
     report: DaskShuffleReport | None = None,
 ) -> Any:
     """Shuffle a Dask DataFrame through the shuffle services; runs now and returns a Dask
-    DataFrame over the reduce results held on the workers (the index is not kept)."""
+    DataFrame over the reduce results held on the workers. Every row keeps its index label,
+    as with `ddf.shuffle`; the result has no known divisions."""
     import dask.dataframe as dd
     from distributed import default_client, wait
 
@@ -173,7 +180,7 @@ def shuffle(
     merged = driver.finalize()
     statuses = tuple(driver.map_statuses())
     schema = results[0]["schema"]
-    meta = ddf._meta.reset_index(drop=True)
+    meta = ddf._meta
     reduces = [
         client.submit(
             _reduce,
