@@ -79,3 +79,12 @@ def test_every_row_keeps_its_index_label(client, ddf, named):
     assert list(ours.columns) == list(theirs.columns)
     # the same (label, row) pairs, whatever order the rows arrive in
     assert ours.sort_index().equals(theirs.sort_index())
+
+
+def test_the_index_can_be_left_behind(client, ddf):
+    source = ddf.set_index("row", sorted=True)
+    cfg = DriverConfig(min_shuffle_size_to_wait=0)
+    out = dfd.shuffle(source, "key", 4, client=client, driver_config=cfg, keep_index=False)
+    parts = [p.compute() for p in out.to_delayed()]
+    assert all(isinstance(p.index, pd.RangeIndex) and p.index.name is None for p in parts)
+    assert sum(len(p) for p in parts) == ROWS and list(parts[0].columns) == ["key", "name"]

@@ -92,7 +92,7 @@ def _service_address(dask_worker: Any) -> str:
     return _plugin(dask_worker).address
 
 
-def _map(pdf: Any, task: MapTask) -> dict[str, Any]:
+def _map(pdf: Any, task: MapTask, keep_index: bool) -> dict[str, Any]:
     plugin = _plugin()
     # Dask may run a task again elsewhere after a worker dies: every execution is its own
     # attempt, with its own files
@@ -103,7 +103,7 @@ def _map(pdf: Any, task: MapTask) -> dict[str, Any]:
         attempt=random.getrandbits(31),
     )
     # the index travels as a column (pandas' metadata names it), so every row keeps its label
-    result = run_map_task(run, pa.Table.from_pandas(pdf, preserve_index=True))
+    result = run_map_task(run, pa.Table.from_pandas(pdf, preserve_index=keep_index))
     return {"status": result.status, "push": result.push, "schema": result.schema}
 
 
@@ -139,10 +139,14 @@ def shuffle(
     driver_config: DriverConfig | None = None,
     push_config: PushConfig | None = None,
     report: DaskShuffleReport | None = None,
+    keep_index: bool = True,
 ) -> Any:
     """Shuffle a Dask DataFrame through the shuffle services; runs now and returns a Dask
     DataFrame over the reduce results held on the workers. Every row keeps its index label,
-    as with `ddf.shuffle`; the result has no known divisions."""
+    as with `ddf.shuffle`; the result has no known divisions.
+
+    keep_index: False drops the index (each output partition gets a fresh range index) and
+        so does not move it: one column fewer through the shuffle."""
     import dask.dataframe as dd
     from distributed import default_client, wait
 
@@ -170,6 +174,7 @@ def shuffle(
             _map,
             part,
             MapTask(app, shuffle_id, i, 0, "", "", n_out, keys, None, target),
+            keep_index,
             pure=False,
         )
         for i, part in enumerate(parts)
@@ -180,7 +185,7 @@ def shuffle(
     merged = driver.finalize()
     statuses = tuple(driver.map_statuses())
     schema = results[0]["schema"]
-    meta = ddf._meta
+    meta = ddf._meta if keep_index else ddf._meta.reset_index(drop=True)
     reduces = [
         client.submit(
             _reduce,
