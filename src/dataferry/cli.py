@@ -44,6 +44,11 @@ err = Console(stderr=True)
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated option ("v1, manifest") as its names."""
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
 @contextmanager
 def _errors() -> Iterator[None]:
     """Library errors become one red line and exit code 2, not a traceback."""
@@ -664,10 +669,10 @@ def bench_commit(
     with _errors(), ExitStack() as stack:
         if s3_local:
             server = stack.enter_context(LocalS3Server())
-            server.export()
+            stack.enter_context(server.exported())
             store = f"s3://{server.create_bucket()}/bench"
         spec = CommitBenchSpec(
-            committers=tuple(c.strip() for c in committers.split(",") if c.strip()),
+            committers=_names(committers),
             files=files,
             tasks=tasks,
             partitions=partitions,
@@ -759,7 +764,7 @@ def bench_hive(
             partitions=partitions,
             store=store,
             move_threads=move_threads,
-            modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
+            modes=_names(modes),
         )
         with _progress("modes", len(spec.modes), json_out) as advance:
             data = run_hive_bench(spec, progress=lambda _m: advance(0))
@@ -883,7 +888,7 @@ def plan_commit_cmd(
     """Predict each committer's task and job commit time and store requests on a store model."""
     from .bench.plan import PlanSpec, plan_commit
 
-    names = tuple(c.strip() for c in committers.split(",") if c.strip())
+    names = _names(committers)
     with _errors():
         spec = PlanSpec(
             files=files,

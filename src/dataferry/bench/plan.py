@@ -27,7 +27,7 @@ import math
 import shutil
 import statistics
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,10 +39,6 @@ from ..store.sim import PROFILES, SimProfile
 from .commit import CommitBenchResult, CommitBenchSpec, run_one
 
 PACE_REPEATS = 3
-
-
-def _median(values: Iterable[float]) -> float:
-    return statistics.median(list(values))
 
 
 def pace_sizes(files: int, tasks: int, partitions: int) -> list[tuple[int, int, int]]:
@@ -218,9 +214,9 @@ def calibrate(
                 "size": size,
                 # all tasks' commit time over their local time, and what they cost one by one;
                 # times are medians, as one stall of the machine would skew a single run
-                "task_s": _median(x.task_commit_s for x in runs) - tasks_fit["local_s"],
+                "task_s": statistics.median(x.task_commit_s for x in runs) - tasks_fit["local_s"],
                 "task_busy_s": busy_seconds(profile, _counts(r.task_requests, 0.0)),
-                "job_s": _median(x.job_commit_s for x in runs) - job_fit["local_s"],
+                "job_s": statistics.median(x.job_commit_s for x in runs) - job_fit["local_s"],
                 "job_busy_s": busy_seconds(profile, _counts(r.requests, 0.0)),
             }
         )

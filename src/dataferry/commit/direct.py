@@ -113,7 +113,7 @@ class DirectCommitter(Committer):
     def __init__(self, store: Store, config: DirectConfig) -> None:
         super().__init__(store, config)
         self._announced: set[str] = set()  # marked ahead by announce_files, not yet written
-        self._announced_lock = threading.Lock()
+        self._lock = threading.Lock()
         # what each attempt wrote through this committer: its task commit reports them even
         # when the caller passes no `written` list (a file no commit reports is deleted)
         self._written: dict[str, set[str]] = {}
@@ -145,7 +145,7 @@ class DirectCommitter(Committer):
         """Create the marker for a file about to be written (unless it was announced with the
         attempt's other files); returns its final path."""
         final = self._final(task, relpath)
-        with self._announced_lock:
+        with self._lock:
             announced = final in self._announced
             self._announced.discard(final)
         if not announced:
@@ -161,7 +161,7 @@ class DirectCommitter(Committer):
             return
         finals = [self._final(task, r) for r in relpaths]
         markers.create_many([(paths.parent(f), paths.name(f)) for f in finals])
-        with self._announced_lock:
+        with self._lock:
             self._announced.update(finals)
 
     def _final(self, task: TaskAttemptContext, relpath: str) -> str:
@@ -183,11 +183,11 @@ class DirectCommitter(Committer):
         return stream
 
     def _record(self, task: TaskAttemptContext, final: str) -> None:
-        with self._announced_lock:
+        with self._lock:
             self._written.setdefault(str(task.attempt_id), set()).add(final)
 
     def _take_written(self, task: TaskAttemptContext) -> set[str]:
-        with self._announced_lock:
+        with self._lock:
             return self._written.pop(str(task.attempt_id), set())
 
     def needs_task_commit(self, task: TaskAttemptContext) -> bool:

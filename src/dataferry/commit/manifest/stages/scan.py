@@ -37,21 +37,20 @@ def scan_task_attempt(
     level = [_Pending(attempt_dir, "", True)]
     while level:
         listings = ctx.pool.map(lambda p: _list(ctx, p.src), level, adaptive=True)
-        subdirs: list[tuple[_Pending, FileStatus]] = []
+        # (the subdirectory under the attempt, its destination, did the parent's exist?)
+        subdirs: list[tuple[str, str, bool]] = []
         for parent, listing in zip(level, listings, strict=True):
             for st in listing:
+                dest = paths.join(parent.dest, st.name)
                 if st.is_dir:
-                    subdirs.append((parent, st))
+                    subdirs.append((st.path, dest, parent.dest_exists))
                 else:
-                    files.append(
-                        FileEntry(st.path, paths.join(parent.dest, st.name), st.size, st.etag)
-                    )
-        statuses = ctx.pool.map(lambda pair: _probe(ctx, *pair), subdirs, adaptive=True)
+                    files.append(FileEntry(st.path, dest, st.size, st.etag))
+        statuses = ctx.pool.map(lambda sub: _probe(ctx, sub[1], sub[2]), subdirs, adaptive=True)
         level = []
-        for (parent, st), status in zip(subdirs, statuses, strict=True):
-            dest = paths.join(parent.dest, st.name)
+        for (src, dest, _), status in zip(subdirs, statuses, strict=True):
             dirs.append(DirEntry(dest, status, paths.depth(dest)))
-            level.append(_Pending(st.path, dest, status == EntryStatus.DIR))
+            level.append(_Pending(src, dest, status == EntryStatus.DIR))
     ctx.stats.incr("committer_task_file_count", len(files))
     ctx.stats.incr("committer_task_directory_count", len(dirs))
     for f in files:
@@ -69,16 +68,12 @@ def _list(ctx: StageContext, src: str) -> list[FileStatus]:
         ) from None
 
 
-def _probe(ctx: StageContext, parent: _Pending, st: FileStatus) -> EntryStatus:
-    """What the destination holds where this directory goes; no request when its parent did
-    not exist there."""
-    if not parent.dest_exists:
+def _probe(ctx: StageContext, dest: str, parent_exists: bool) -> EntryStatus:
+    """What the destination holds where a directory goes; no request when its parent did not
+    exist there."""
+    if not parent_exists:
         return EntryStatus.NOT_FOUND
     try:
-        return (
-            EntryStatus.DIR
-            if ctx.store.stat(paths.join(parent.dest, st.name)).is_dir
-            else EntryStatus.FILE
-        )
+        return EntryStatus.DIR if ctx.store.stat(dest).is_dir else EntryStatus.FILE
     except NotFound:
         return EntryStatus.NOT_FOUND
