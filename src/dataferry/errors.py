@@ -120,3 +120,7 @@ class TaskFailed(EngineError):
     def __init__(self, message: str, causes: list[str] | None = None) -> None:
         super().__init__(message)
         self.causes = causes or []
+
+
+class DestinationClaimed(DestinationError):
+    """Another live job holds the destination's claim (its commit is in progress)."""

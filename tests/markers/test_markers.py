@@ -188,7 +188,7 @@ def test_direct_committer_reconciles_partial_and_duplicate_files(tmp_path, servi
             workers=0, speculate_tasks=(1,), failures=(AttemptFailure(2, 0, "after_write"),)
         )
         run = engine.run_job(c, reference_tasks())
-        assert run.commit.stray_files_deleted == 3 + 3  # the dead attempt's and the loser's
+        assert run.commit.details["stray_files_deleted"] == 3 + 3  # the dead attempt's and the loser's
         assert (
             inv.check_output(store) == []
             and inv.check_no_leftovers(store, ("_SUCCESS", "_dataferry")) == []
@@ -217,7 +217,7 @@ def test_direct_task_commit_reports_what_its_committer_wrote(tmp_path):
     c.abort_task(loser)
     result = c.commit_job(job, msgs)
     assert all(len(m.files) == 2 for m in msgs)
-    assert result.files == 4 and result.stray_files_deleted == 1
+    assert result.files == 4 and result.details["stray_files_deleted"] == 1
     assert list_committed(store) == sorted(
         s.path for s in store.walk("") if not s.path.startswith("_")
     )

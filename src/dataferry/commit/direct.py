@@ -323,18 +323,3 @@ def list_committed(dest: str | Store) -> list[str]:
             files.update(json.loads(store.read_bytes(r.path))["files"])
     return sorted(f for f in files if store.exists(f))
 
-
-def _register() -> None:
-    from .factory import CommitterKind, register
-
-    register(
-        CommitterKind(
-            "direct",
-            DirectConfig,
-            DirectCommitter,
-            "direct committer: files written in place, reconciled and rolled back by markers",
-        )
-    )
-
-
-_register()

@@ -8,6 +8,9 @@ committer from it). Engines drive the protocol:
     task:    setup_task(t); write files; [needs_task_commit(t) and coordinator says yes]
              msg = commit_task(t)   (or abort_task(t))
     driver:  commit_job(job, [msg...])   (or abort_job(job)); cleanup_job(job)
+
+Every committer's job commit is the one in `jobcommit.py` (claim, plan, intent, finish); a
+committer supplies its planning and applying stages and its recovery hooks.
 """
 
 from __future__ import annotations
@@ -18,9 +21,18 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from ..errors import CommitError, DestinationError, JobCommitError
-from ..ids import JobId, TaskAttemptId, TaskId, new_job_id
+from ..ids import JobId, TaskAttemptId, TaskId, new_job_id, parse_job_id
 from ..stats import IOStatistics
-from ..store import Store, paths
+from ..store import IOPool, Store, paths
+from . import jobcommit
+from .claim import DEFAULT_CLAIM_TIMEOUT_S
+from .intent import Intent
+from .jobcommit import Applied, CommitPlan
+from .registry import KNOWN
+from .stages import StageContext
+from .success import SuccessData
+
+MODES = ("error", "append", "overwrite")
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,8 @@ class JobContext:
     committer: str
     config: Any
     attempt: int = 0
+    mode: str = "append"  # what the commit does with data already there (see MODES)
+    claim: bool = True  # hold the destination's claim while committing (not for staging)
 
     @property
     def job_uuid(self) -> str:
@@ -85,12 +99,27 @@ class JobCommitResult:
     stage_seconds: dict[str, float]
     iostatistics: IOStatistics
     filenames: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """What a job that is no longer running may have left: its directory, and whose it is."""
+
+    path: str
+    committer: str
+    job_uuid: str = ""
+    attempt: int = 0
 
 
 class Committer(ABC):
     """A committer bound to a destination store and a configuration."""
 
     name: str = ""
+    commits_empty_jobs = False  # a job commit with no committed task is refused
+    can_undo_decided = False  # cleanup --rollback can undo a commit that has an intent record
+    write_mode = "append"  # set by make_committer(mode=...)
+    claim_timeout_s = DEFAULT_CLAIM_TIMEOUT_S
 
     def __init__(self, store: Store, config: Any) -> None:
         self.store = store
@@ -106,6 +135,7 @@ class Committer(ABC):
             committer=self.name,
             config=self.config,
             attempt=attempt,
+            mode=self.write_mode,
         )
 
     # --- task side -------------------------------------------------------------------------
@@ -155,16 +185,100 @@ class Committer(ABC):
 
     # --- driver side -----------------------------------------------------------------------
 
-    @abstractmethod
     def commit_job(
         self, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> JobCommitResult: ...
+    ) -> JobCommitResult:
+        """Commit the job: all of its committed tasks' output becomes visible, or none does."""
+        return jobcommit.commit_job(self, job, messages)
 
-    @abstractmethod
-    def abort_job(self, job: JobContext) -> None: ...
+    def abort_job(self, job: JobContext) -> None:
+        """Undo a job that has not decided its commit; finish one that has (once its intent
+        record is saved, finishing is the only way to leave the destination whole)."""
+        with self.stats.duration("job_stage_abort"):
+            jobcommit.recover_job(self, job)
 
     @abstractmethod
     def cleanup_job(self, job: JobContext) -> None: ...
+
+    # --- the job commit's hooks (see jobcommit.py) ---------------------------------------------
+
+    def stage_context(self, job: JobContext) -> StageContext:
+        threads = getattr(self.config, "io_threads", None) or getattr(self.config, "threads", 8)
+        return StageContext(
+            store=self.store,
+            stats=self.stats,
+            pool=IOPool(threads),
+            job_id=str(job.job_id),
+            config=self.config,
+        )
+
+    @abstractmethod
+    def job_dir(self, job: JobContext) -> str:
+        """The job's own directory (its intent record lives there)."""
+
+    @abstractmethod
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        """Decide everything the commit will do, changing nothing a reader sees."""
+
+    @abstractmethod
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        """Make the planned output visible, from the intent record alone; idempotent, so a
+        resumed commit runs it again from the start."""
+
+    def existing_data(self, job: JobContext) -> list[str]:
+        """What of the destination a write mode sees as data (and `overwrite` replaces)."""
+        return jobcommit.visible_entries(self)
+
+    def success_bytes(
+        self, ctx: StageContext, job: JobContext, intent: Intent, applied: Applied
+    ) -> bytes | None:
+        """The `_SUCCESS` to write (None: none): a JSON record in Hadoop's SuccessData shape."""
+        if not getattr(self.config, "mark_successful_jobs", True):
+            return None
+        data = SuccessData.for_job(
+            self.success_committer_name(),
+            job,
+            f"Job {job.job_id} committed by dataferry's {self.name} committer",
+            metrics={k: v for k, v in ctx.stats.counters.items() if k.startswith("committer_")},
+            diagnostics={"mode": intent.mode, "stage": ctx.last_stage},
+            filenames=[self.store.full_url(f) for f in applied.filenames[:100]],
+            iostatistics=ctx.stats.snapshot(),
+        )
+        return data.to_bytes()
+
+    def success_committer_name(self) -> str:
+        return f"dataferry.commit.{self.name}"
+
+    def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
+        """The job commit's last stage: delete the job's own directory."""
+        self.store.delete(self.job_dir(job), recursive=True)
+        return "deleted"
+
+    def rollback_job(self, job: JobContext) -> None:
+        """Undo a job whose commit was never decided: nothing of it may stay visible."""
+        self.store.delete(self.job_dir(job), recursive=True)
+
+    def commit_failed(self, ctx: StageContext, job: JobContext, error: BaseException) -> None:
+        """Told when a job commit fails (for reports); must not raise."""
+        return None
+
+    # --- what dead jobs leave behind (dataferry cleanup) ----------------------------------------
+
+    @classmethod
+    def leftovers(cls, store: Store) -> list[Leftover]:
+        """Directories of this committer's jobs in the destination, live or dead."""
+        return []
+
+    @classmethod
+    def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
+        """Finish or undo the job that left `leftover`, then remove it; returns what was done."""
+        com = committer_by_name(leftover.committer, store)
+        job = com.new_job(new_job_id(job_uuid=leftover.job_uuid), attempt=leftover.attempt)
+        outcome = jobcommit.recover_job(com, job, rollback=rollback)
+        store.delete(leftover.path, recursive=True)
+        return outcome
 
     # --- shared checks ---------------------------------------------------------------------
 
@@ -207,10 +321,20 @@ class Committer(ABC):
 
 def committer_for(ctx: JobContext | TaskAttemptContext) -> Committer:
     """Rebuild the committer a context belongs to (on a worker, from the context alone)."""
-    from .factory import build_committer
-
     job = ctx if isinstance(ctx, JobContext) else ctx.job
-    return build_committer(job.committer, job.store, job.config)
+    com = KNOWN[job.committer].committer_class()(job.store, job.config)
+    com.write_mode = job.mode
+    return com
+
+
+def committer_by_name(name: str, store: Store) -> Committer:
+    """A committer with its default options (recovery works from the store, not the options)."""
+    spec = KNOWN[name]
+    return spec.committer_class()(store, spec.config_class()(**spec.defaults))
+
+
+def job_from_ids(com: Committer, job_id: str, job_uuid: str, attempt: int) -> JobContext:
+    return com.new_job(parse_job_id(job_id, job_uuid), attempt=attempt)
 
 
 __all__ = [
@@ -218,6 +342,7 @@ __all__ = [
     "Committer",
     "JobCommitResult",
     "JobContext",
+    "Leftover",
     "TaskAttemptContext",
     "TaskCommitMessage",
     "committer_for",

@@ -74,6 +74,7 @@ class FileStatus:
     is_dir: bool
     etag: str | None = None
     mtime: float | None = None
+    is_link: bool = False  # a symbolic link, listed as itself (never followed)
 
     @property
     def name(self) -> str:

@@ -9,6 +9,10 @@ what happens:
 - `ambiguous`: raise `AmbiguousOutcome` (a timeout whose effect is unknown);
 - `deny`: raise `AccessDenied` (an unwritable destination, even when running as root);
 - `throttle`: raise `Throttled` (the store's "slow down");
+- `kill`: SIGKILL the current process (a driver that really dies: no `finally`, no `atexit`,
+  no heartbeat; only ever armed in a child process the harness started for it);
+- `callback`: run `rule.callback(index, op, path)` at that point and carry on without raising
+  (another actor acts right there: a zombie attempt commits, a second job commits).
 
 `when="before"` means the operation never reached the store; `when="after"` means it took
 effect and then the caller saw the failure, the ambiguity every real store has.
@@ -17,17 +21,27 @@ effect and then the caller saw the failure, the ambiguity every real store has.
 from __future__ import annotations
 
 import fnmatch
+import os
+import signal
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from ..errors import AccessDenied, AmbiguousOutcome, InjectedCrash, InjectedFault, Throttled
+from ..errors import (
+    AccessDenied,
+    AmbiguousOutcome,
+    ConfigError,
+    InjectedCrash,
+    InjectedFault,
+    Throttled,
+)
 from .base import Op, Store, WrappingStore
 
 T = TypeVar("T")
 
-Action = Literal["crash", "fail", "ambiguous", "deny", "throttle"]
+Action = Literal["crash", "fail", "ambiguous", "deny", "throttle", "kill", "callback"]
+Callback = Callable[[int, Op, str], None]
 When = Literal["before", "after"]
 
 
@@ -43,6 +57,11 @@ class FaultRule:
     predicate: Callable[[int, Op, str], bool] | None = None
     times: int = 1  # how many matching operations to break; -1 for all
     fired: int = field(default=0, compare=False)
+    callback: Callback | None = field(default=None, compare=False)  # for action "callback"
+
+    def __post_init__(self) -> None:
+        if (self.action == "callback") != (self.callback is not None):
+            raise ConfigError("a FaultRule has a callback exactly when its action is 'callback'")
 
     def matches(self, index: int, op: Op, path: str) -> bool:
         if self.times >= 0 and self.fired >= self.times:
@@ -58,6 +77,16 @@ class FaultRule:
 
 def crash_at(index: int, when: When = "before") -> FaultRule:
     return FaultRule(action="crash", when=when, index=index)
+
+
+def kill_at(index: int, when: When = "before") -> FaultRule:
+    """SIGKILL this process at operation `index` (arm only in a process meant to die)."""
+    return FaultRule(action="kill", when=when, index=index)
+
+
+def call_at(index: int, callback: Callback, when: When = "before") -> FaultRule:
+    """Run `callback(index, op, path)` at operation `index`, then go on with the operation."""
+    return FaultRule(action="callback", when=when, index=index, callback=callback)
 
 
 @dataclass(frozen=True)
@@ -115,6 +144,12 @@ class FaultStore(WrappingStore):
     def _fire(self, rule: FaultRule, index: int, op: Op, path: str) -> None:
         self.stats.incr(f"fault_injected_{rule.action}")
         what = f"injected {rule.action} {rule.when} op #{index} {op.value} {path!r}"
+        if rule.action == "callback":
+            assert rule.callback is not None
+            rule.callback(index, op, path)
+            return
+        if rule.action == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
         if rule.action == "crash":
             raise InjectedCrash(what, index)
         if rule.action == "ambiguous":

@@ -88,6 +88,8 @@ class FsspecStore(Store):
             is_dir=is_dir,
             etag=None if is_dir or etag is None else str(etag).strip('"'),
             mtime=mtime,
+            # fsspec's local file system lists a link as itself (type "other", islink True)
+            is_link=bool(info.get("islink")) or info.get("type") == "link",
         )
 
     def _is_dir(self, path: str) -> bool:

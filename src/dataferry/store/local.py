@@ -75,6 +75,7 @@ class LocalStore(Store):
         return os.path.join(self.root, path) if path else self.root
 
     def _status(self, path: str, st: os.stat_result) -> FileStatus:
+        """A status from a stat result; from `lstat`, a symbolic link is itself (is_link)."""
         is_dir = stat_mod.S_ISDIR(st.st_mode)
         return FileStatus(
             path=path,
@@ -82,6 +83,7 @@ class LocalStore(Store):
             is_dir=is_dir,
             etag=None if is_dir else _etag(st),
             mtime=st.st_mtime,
+            is_link=stat_mod.S_ISLNK(st.st_mode),
         )
 
     def _translate(self, e: OSError, path: str, what: str) -> StoreError:
@@ -108,25 +110,33 @@ class LocalStore(Store):
             raise self._translate(e, path, "stat") from None
 
     def _list(self, path: str) -> list[FileStatus]:
+        """Links are listed as themselves, never followed: a link in a task's output must not
+        carry its target's files into the destination (and a dangling one must not crash)."""
         try:
             with os.scandir(self._abs(path)) as it:
-                out = [self._status(paths.join(path, d.name), d.stat()) for d in it]
+                out = [
+                    self._status(paths.join(path, d.name), d.stat(follow_symlinks=False))
+                    for d in it
+                ]
         except OSError as e:
             raise self._translate(e, path, "list") from None
         return sorted(out, key=lambda s: s.path)
 
     def _walk(self, path: str) -> list[FileStatus]:
+        """Every file and every link (as itself, like `_list`); never descends into a link."""
         out: list[FileStatus] = []
         base = self._abs(path)
         if not os.path.isdir(base):
             return out
-        for dirpath, _dirs, files in os.walk(base):
+        for dirpath, dirs, files in os.walk(base, followlinks=False):
             rel_dir = os.path.relpath(dirpath, self.root)
             rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-            for f in files:
+            # os.walk puts links to directories among `dirs` (and does not enter them)
+            links = [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]
+            for f in files + links:
                 full = os.path.join(dirpath, f)
                 try:
-                    out.append(self._status(paths.join(rel_dir, f), os.stat(full)))
+                    out.append(self._status(paths.join(rel_dir, f), os.lstat(full)))
                 except FileNotFoundError:
                     continue  # deleted while we walked
         return sorted(out, key=lambda s: s.path)

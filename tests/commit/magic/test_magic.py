@@ -50,7 +50,7 @@ def test_nothing_visible_until_job_commit_and_nothing_copied(s3_url):
     assert "op_copy" not in counters and "op_rename" not in counters  # zero rename, zero copy
     success = json.loads(store.read_bytes("_SUCCESS"))
     assert success["committer"].endswith("MagicCommitter") and len(success["filenames"]) == 3
-    assert result.uploads_completed == 3
+    assert result.details["uploads_completed"] == 3
 
 
 def test_pending_and_pendingset_shapes(s3_url):

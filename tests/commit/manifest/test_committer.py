@@ -54,7 +54,7 @@ def test_end_to_end_with_json_success(store):
         "save_success",
         "cleanup",
     }
-    assert result.cleanup == "parallel delete"
+    assert result.details["cleanup"] == "parallel delete"
     assert not store.exists("_temporary")
 
 
@@ -150,27 +150,34 @@ def test_directories_known_to_exist_cost_nothing_and_files_in_the_way_go(store):
     assert store.stats.counter("op_mkdirs") - mkdirs_before <= 2
 
 
-def test_rename_failing_mid_stage_then_abort_and_cleanup_recover(tmp_path):
+def test_rename_failing_mid_stage_is_finished_by_abort_once_the_store_recovers(tmp_path):
+    """Past its intent record a commit is decided: abort finishes it rather than leaving half
+    of it visible, and while the store still fails it leaves everything in place."""
     store = open_store(str(tmp_path / "out"), faults=[])
     c, job = new_job(store, io_threads=1)
     msgs = committed_tasks(c, job, {i: [f"p/f{i}"] for i in range(6)})
-    fault_layer(store).add_rule(
-        FaultRule(
-            action="fail",
-            kinds=frozenset({Op.RENAME}),
-            path_glob="_temporary/*/tasks/*",
-            times=-1,
-            predicate=lambda i, op, p: p.endswith("f3"),
-        )
+    rule = FaultRule(
+        action="fail",
+        kinds=frozenset({Op.RENAME}),
+        path_glob="_temporary/*/tasks/*",
+        times=-1,
+        predicate=lambda i, op, p: p.endswith("f3"),
     )
+    fault_layer(store).add_rule(rule)
     with pytest.raises(JobCommitError, match="rename_files"):
         c.commit_job(job, msgs)
     assert not store.exists("_SUCCESS")
     assert len(data_files(store)) == 3  # partial, but no _SUCCESS claims otherwise
+    with pytest.raises(JobCommitError):
+        c.abort_job(job)  # the store still fails: nothing is deleted
+    assert len(data_files(store)) == 3 and store.exists("_temporary")
+    rule.times = 0  # the store recovers
     c.abort_job(job)
+    assert data_files(store) == [f"p/f{i}" for i in range(6)]
+    assert read_success(store).data.job_id == job.job_uuid
     c.cleanup_job(job)
     c.abort_job(job)  # idempotent
-    assert not store.exists("_temporary")
+    assert not store.exists("_temporary") and not store.exists("_dataferry")
 
 
 def test_ambiguous_rename_is_recovered_by_etag(tmp_path):
@@ -190,7 +197,7 @@ def test_ambiguous_rename_is_recovered_by_etag(tmp_path):
     c, job = new_job(store)
     msgs = committed_tasks(c, job, {0: ["a", "b", "c"]})
     result = c.commit_job(job, msgs)
-    assert result.recovered_renames == 2
+    assert result.details["recovered_renames"] == 2
     assert data_files(store) == ["a", "b", "c"]
     assert c.stats.counter("commit_file_rename_recovered") == 2
 
@@ -210,7 +217,7 @@ def test_ambiguous_rename_that_did_not_happen_is_retried(tmp_path):
     )
     c, job = new_job(store, io_threads=1)
     result = c.commit_job(job, committed_tasks(c, job, {0: ["a"]}))
-    assert result.recovered_renames == 0 and data_files(store) == ["a"]
+    assert result.details["recovered_renames"] == 0 and data_files(store) == ["a"]
 
 
 def test_validate_output_catches_a_changed_file_before_success(tmp_path):
@@ -353,12 +360,12 @@ def test_loading_2000_manifests_keeps_memory_bounded(tmp_path):
             TaskCommitMessage(str(job.job_id), str(t.task_id), str(t.attempt_id), "manifest")
         )
     manifest_bytes = sum(s.size for s in store.walk(layout.manifests_dir))
-    from dataferry.commit.manifest.stages.base import StageContext
+    from dataferry.commit.stages import StageContext
     from dataferry.commit.manifest.stages.load import load_manifests
     from dataferry.store import IOPool
     from dataferry.store.scratch import scratch_store
 
-    ctx = StageContext(store, layout, c.config, c.stats, IOPool(4))
+    ctx = StageContext(store, c.stats, IOPool(4), config=c.config, layout=layout)
     tracemalloc.start()
     with scratch_store() as scratch:
         loaded = load_manifests(ctx, {m.task_id: m.attempt_id for m in msgs}, scratch)

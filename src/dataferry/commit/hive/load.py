@@ -14,10 +14,11 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ...errors import AlreadyExists, CommitError, NotFound
+from ...errors import AlreadyExists, CommitError, JobCommitError, NotFound
 from ...store import FileStatus, IOPool, Store, paths
 from ...store.catalog import Catalog, PartitionRecord
 from ...store.walk import parallel_walk
+from ..links import refuse_links
 from .journal import Journal, Step
 from .staging import REPLACED_DIR, is_staging_dir
 
@@ -68,7 +69,9 @@ def plan_load(
 ) -> Journal:
     """Decide every move of the load from the staged tree and the table as it is now."""
     staged: dict[str, list[FileStatus]] = defaultdict(list)
-    for st in parallel_walk(store, ext, pools.partitions):
+    tree = parallel_walk(store, ext, pools.partitions)
+    refuse_links(store, tree, "staged tree", error=JobCommitError)  # before any move
+    for st in tree:
         rel = paths.relative_to(st.path, ext)
         if not paths.is_hidden(rel):
             staged[paths.parent(rel)].append(st)

@@ -1,18 +1,8 @@
 """The manifest committer (Hadoop's MAPREDUCE-7341 design, compatible formats)."""
 
-from ..factory import CommitterKind, register
-from .committer import ManifestCommitter, ManifestJobCommitResult
+from .committer import ManifestCommitter
 from .config import ManifestConfig
 from .files import DirEntry, EntryStatus, FileEntry, TaskManifest
-
-register(
-    CommitterKind(
-        "manifest",
-        ManifestConfig,
-        ManifestCommitter,
-        "manifest committer: task commit saves a manifest; job commit renames files in parallel",
-    )
-)
 
 __all__ = [
     "DirEntry",
@@ -20,6 +10,5 @@ __all__ = [
     "FileEntry",
     "ManifestCommitter",
     "ManifestConfig",
-    "ManifestJobCommitResult",
     "TaskManifest",
 ]

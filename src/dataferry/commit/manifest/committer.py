@@ -6,38 +6,39 @@ parallel, then writes a JSON `_SUCCESS`. Made for stores with atomic O(1) file r
 non-atomic directory operations (ABFS, GCS with care, HDFS under load); not for S3, which has no
 rename at all (use the magic committer there).
 
-Stages (each in `stages/`, each timed into the committer's statistics):
+Stages (each in `stages/`, each timed into the committer's statistics), inside the job commit
+that every committer shares (`commit/jobcommit.py`: claim, intent record, recovery):
     setup_job -> [tasks: setup_task, scan_task_attempt, save_task_manifest]
-    -> load_manifests -> create_directories -> rename_files -> [validate_output]
+    -> claim -> load_manifests (entries saved in the job directory) -> check_existing_files
+    -> save_intent -> create_directories -> rename_files -> [validate_output]
     -> save_success -> cleanup
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from ...errors import CommitError, JobCommitError, NotFound, TaskCommitError
+from ...errors import NotFound, TaskCommitError
 from ...stats import IOStatistics
 from ...store import IOPool, Store, open_store, paths
-from ...store.scratch import scratch_store
+from ..intent import Intent
+from ..jobcommit import Applied, CommitPlan
 from ..protocol import (
     Committer,
-    JobCommitResult,
     JobContext,
+    Leftover,
     TaskAttemptContext,
     TaskCommitMessage,
 )
-from ..success import SUCCESS_FILE, SuccessData
+from ..success import SuccessData
 from .config import ManifestConfig
-from .files import TaskManifest
-from .layout import JobLayout
-from .stages.base import StageContext
+from .files import DirEntry, EntryStatus, TaskManifest
+from .layout import PENDING_DIR, JobLayout
+from ..stages import StageContext
 from .stages.cleanup import CleanupOutcome, cleanup
 from .stages.create_dirs import create_directories
-from .stages.load import load_manifests
-from .stages.rename import rename_files
+from .stages.load import LoadedManifests, check_existing_files, load_manifests
+from .stages.rename import remaining_sources, rename_files
 from .stages.save_manifest import save_task_manifest
 from .stages.scan import scan_task_attempt
 from .stages.setup import setup_job, setup_task
@@ -45,14 +46,7 @@ from .stages.success import save_success
 from .stages.validate import validate_output
 
 COMMITTER_NAME = "dataferry.commit.manifest.ManifestCommitter"
-
-
-@dataclass
-class ManifestJobCommitResult(JobCommitResult):
-    cleanup: str = ""
-    recovered_renames: int = 0
-    directories_created: int = 0
-    success: SuccessData | None = None
+ENTRIES_NAME = "_commit_entries.jsonl"
 
 
 class ManifestCommitter(Committer):
@@ -64,11 +58,11 @@ class ManifestCommitter(Committer):
     def _ctx(self, job: JobContext, threads: int = 1) -> StageContext:
         return StageContext(
             store=self.store,
-            layout=JobLayout.of(job),
-            config=self.config,
             stats=self.stats,
             pool=IOPool(threads),
             job_id=str(job.job_id),
+            config=self.config,
+            layout=JobLayout.of(job),
         )
 
     # --- job setup -------------------------------------------------------------------------
@@ -136,60 +130,117 @@ class ManifestCommitter(Committer):
             self.store.delete(self.task_work_path(task), recursive=True)
             self.store.delete(layout.manifest_tmp_path(str(task.attempt_id)))
 
-    # --- job commit ------------------------------------------------------------------------
+    # --- job commit (the stages of jobcommit.py; these are the manifest committer's own) ---------
 
-    def commit_job(
-        self, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> ManifestJobCommitResult:
-        self.check_messages(job, messages)
-        ctx = self._ctx(job, self.config.io_threads)
-        start = time.perf_counter()
-        success = self._success_data(job)
-        try:
-            with self.stats.duration("committer_commit_job"), scratch_store() as scratch:
-                committed = {m.task_id: m.attempt_id for m in messages}
-                loaded = load_manifests(ctx, committed, scratch)
-                dirs = create_directories(ctx, loaded.directories)
-                renamed = rename_files(ctx, loaded, dirs)
-                if self.config.validate_output:
-                    validate_output(ctx, loaded)
-                self.stats.set_counter("committer_files_committed", renamed.files)
-                self.stats.set_counter("committer_bytes_committed", renamed.bytes)
-                self.stats.set_counter("committer_tasks_completed", loaded.manifests)
-                self._maybe_save_diagnostics(ctx)
-                success.filenames = renamed.filenames
-                self._fill(success, ctx, state="committed")
-                if self.config.mark_successful_jobs:
-                    save_success(ctx, success)
-                outcome = cleanup(ctx)
-        except BaseException as e:
-            success.success = False
-            self._fill(success, ctx, state="failed")
-            success.diagnostics["exception"] = f"{type(e).__name__}: {e}"
-            self._maybe_save_summary(job, success, overwrite=True)
-            if isinstance(e, Exception) and not isinstance(e, CommitError):
-                raise JobCommitError(
-                    f"job {job.job_id}: job commit failed in stage {ctx.last_stage}: {e}"
-                ) from e
-            raise
-        finally:
-            ctx.pool.close()
-        ctx.stage_seconds["total"] = time.perf_counter() - start
-        self._maybe_save_summary(job, success, overwrite=True)
-        return ManifestJobCommitResult(
-            job_id=str(job.job_id),
-            committer=self.name,
+    def job_dir(self, job: JobContext) -> str:
+        return JobLayout.of(job).job_attempt_dir
+
+    def stage_context(self, job: JobContext) -> StageContext:
+        return self._ctx(job, self.config.io_threads)
+
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        committed = {m.task_id: m.attempt_id for m in messages}
+        entries = f"{ctx.layout.job_attempt_dir}/{ENTRIES_NAME}"
+        loaded = load_manifests(ctx, committed, ctx.store, entries)
+        replace = check_existing_files(ctx, loaded)
+        return CommitPlan(
+            payload={
+                "entries": entries,
+                "manifests": loaded.manifests,
+                "files": loaded.files,
+                "bytes": loaded.bytes,
+                "task_attempts": sorted(loaded.task_attempts),
+                "directories": [
+                    [d.dest, int(d.status), d.level] for d in loaded.directories.values()
+                ],
+                "replace_files": replace,
+            },
+            files=loaded.files,
+            bytes=loaded.bytes,
+        )
+
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        plan = intent.payload
+        loaded = LoadedManifests(
+            ctx.store,
+            plan["entries"],
+            directories={
+                d: DirEntry(d, EntryStatus.of(status), level)
+                for d, status, level in plan["directories"]
+            },
+            manifests=plan["manifests"],
+            files=plan["files"],
+            bytes=plan["bytes"],
+            task_attempts=list(plan["task_attempts"]),
+        )
+        ctx.pool.for_each(ctx.store.delete, plan["replace_files"], adaptive=True)
+        # a replaced data set took the directories the tasks saw with it: create them all
+        dirs = create_directories(ctx, loaded.directories, force=bool(intent.replace))
+        remaining = remaining_sources(ctx) if ctx.resumed else None
+        renamed = rename_files(ctx, loaded, dirs, remaining)
+        if self.config.validate_output:
+            validate_output(ctx, loaded)
+        self.stats.set_counter("committer_tasks_completed", loaded.manifests)
+        self._maybe_save_diagnostics(ctx)
+        return Applied(
             files=renamed.files,
             bytes=renamed.bytes,
-            success_path=SUCCESS_FILE if self.config.mark_successful_jobs else None,
-            stage_seconds=dict(ctx.stage_seconds),
-            iostatistics=self.stats,
             filenames=[self.store.relative_path(u) for u in renamed.filenames],
-            cleanup=str(outcome),
-            recovered_renames=renamed.recovered,
-            directories_created=len(dirs.created),
-            success=success,
+            details={
+                "recovered_renames": renamed.recovered,
+                "directories_created": len(dirs.created),
+            },
         )
+
+    def success_bytes(
+        self, ctx: StageContext, job: JobContext, intent: Intent, applied: Applied
+    ) -> bytes | None:
+        success = self._success_data(job)
+        success.filenames = [self.store.full_url(f) for f in applied.filenames]
+        self._fill(success, ctx, state="committed")
+        success.diagnostics["mode"] = intent.mode
+        self._maybe_save_summary(job, success, overwrite=True)
+        return success.to_bytes() if self.config.mark_successful_jobs else None
+
+    def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
+        return str(cleanup(ctx))
+
+    def rollback_job(self, job: JobContext) -> None:
+        ctx = self._ctx(job, self.config.io_threads)
+        try:
+            cleanup(ctx, "job_stage_abort")
+        finally:
+            ctx.pool.close()
+
+    def commit_failed(self, ctx: StageContext, job: JobContext, error: BaseException) -> None:
+        success = self._success_data(job)
+        success.success = False
+        self._fill(success, ctx, state="failed")
+        success.diagnostics["exception"] = f"{type(error).__name__}: {error}"
+        self._maybe_save_summary(job, success, overwrite=True)
+
+    @classmethod
+    def leftovers(cls, store: Store) -> list[Leftover]:
+        """`_temporary/<jobUUID>/<NN>` of manifest jobs (v1's `_temporary/<NN>` are v1's)."""
+        found = []
+        for job in _list_or_empty(store, PENDING_DIR):
+            if not job.is_dir or job.name.isdigit():
+                continue
+            for attempt in _list_or_empty(store, job.path):
+                if attempt.is_dir and attempt.name.isdigit():
+                    found.append(Leftover(attempt.path, cls.name, job.name, int(attempt.name)))
+            if not any(f.path.startswith(job.path + "/") for f in found):
+                found.append(Leftover(job.path, cls.name, job.name, 0))
+        return found
+
+    @classmethod
+    def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
+        outcome = super().recover_leftover(store, leftover, rollback)
+        _remove_if_empty(store, paths.parent(leftover.path))  # the job's directory
+        _remove_if_empty(store, PENDING_DIR)
+        return outcome
 
     def _success_data(self, job: JobContext) -> SuccessData:
         return SuccessData.for_job(
@@ -230,22 +281,12 @@ class ManifestCommitter(Committer):
         try:
             dest = paths.join(target, ctx.layout.job_uuid)
             self.store.mkdirs(paths.parent(dest)) if paths.parent(dest) else None
-            self.store.rename(ctx.layout.manifests_dir, dest)
+            if not self.store.exists(dest):
+                self.store.rename(ctx.layout.manifests_dir, dest)
         except Exception:
             self.stats.incr("committer_diagnostics_failures")
 
-    # --- abort and cleanup -----------------------------------------------------------------
-
-    def abort_job(self, job: JobContext) -> None:
-        ctx = self._ctx(job, self.config.io_threads)
-        try:
-            cleanup(ctx, "job_stage_abort")
-        finally:
-            ctx.pool.close()
-        report = self._success_data(job)
-        report.success = False
-        self._fill(report, ctx, state="aborted")
-        self._maybe_save_summary(job, report, overwrite=False)
+    # --- cleanup ---------------------------------------------------------------------------
 
     def cleanup_job(self, job: JobContext) -> CleanupOutcome:
         ctx = self._ctx(job, self.config.io_threads)
@@ -253,3 +294,22 @@ class ManifestCommitter(Committer):
             return cleanup(ctx)
         finally:
             ctx.pool.close()
+
+
+def _list_or_empty(store: Store, path: str) -> list:
+    try:
+        return store.list(path)
+    except NotFound:
+        return []
+
+
+def _is_empty(store: Store, path: str) -> bool:
+    try:
+        return not store.list(path)
+    except NotFound:
+        return False
+
+
+def _remove_if_empty(store: Store, path: str) -> None:
+    if _is_empty(store, path):
+        store.delete(path, recursive=False)

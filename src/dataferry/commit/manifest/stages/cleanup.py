@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from ....errors import StoreError
 from ..layout import PENDING_DIR
-from .base import StageContext, stage
+from ...stages import StageContext, stage
 
 
 class CleanupOutcome(StrEnum):

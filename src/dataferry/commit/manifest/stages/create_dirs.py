@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ....errors import JobCommitError, NotFound, StoreError
 from ....store import paths
 from ..files import DirEntry, EntryStatus
-from .base import StageContext, stage
+from ...stages import StageContext, stage
 
 
 @dataclass
@@ -35,13 +35,21 @@ def leaf_directories(dirs: dict[str, DirEntry]) -> list[DirEntry]:
 
 
 @stage("job_stage_create_target_dirs", "create_directories")
-def create_directories(ctx: StageContext, dirs: dict[str, DirEntry]) -> CreatedDirectories:
+def create_directories(
+    ctx: StageContext, dirs: dict[str, DirEntry], force: bool = False
+) -> CreatedDirectories:
+    """force: create every leaf, even those the tasks saw existing (a replaced data set took
+    them away). Creating a directory that exists is harmless, so a resumed commit repeats it."""
     result = CreatedDirectories()
     in_the_way = sorted(d.dest for d in dirs.values() if d.status == EntryStatus.FILE)
 
     def delete_file(path: str) -> None:
         try:
+            if ctx.store.stat(path).is_dir:
+                return  # made into a directory already (a resumed commit)
             ctx.store.delete(path, recursive=False)
+        except NotFound:
+            return
         except StoreError as e:
             raise JobCommitError(
                 f"cannot delete {ctx.store.full_url(path)}, which stands where a directory "
@@ -53,7 +61,7 @@ def create_directories(ctx: StageContext, dirs: dict[str, DirEntry]) -> CreatedD
     leaves = leaf_directories(dirs)
 
     def create(d: DirEntry) -> str | None:
-        if d.status in (EntryStatus.DIR, EntryStatus.CREATED_DIR):
+        if not force and d.status in (EntryStatus.DIR, EntryStatus.CREATED_DIR):
             return None  # seen to exist at task commit: no I/O
         with ctx.stats.duration("op_create_one_directory"):
             try:

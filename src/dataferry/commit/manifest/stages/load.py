@@ -2,7 +2,8 @@
 
 Manifests are loaded in parallel on the I/O pool, validated, checked for paths that escape
 (sources must lie in the task's own attempt directory, destinations in the destination and
-outside `_temporary`), and their file entries are streamed to a scratch file: memory holds at
+outside `_temporary`), and their file entries are streamed to an entries file in the job's own
+directory, where the intent record points and a resumed commit reads them: memory holds at
 most one manifest per I/O thread plus a compact digest per destination (to reject two tasks
 writing the same file, naming both), not the whole job's file list.
 """
@@ -18,9 +19,9 @@ from dataclasses import dataclass, field
 from ....errors import JobCommitError, NotFound, ValidationError
 from ....store import Store, paths
 from ...success import SUCCESS_FILE
-from ..files import DirEntry, FileEntry, TaskManifest
+from ..files import DirEntry, EntryStatus, FileEntry, TaskManifest
 from ..layout import PENDING_DIR
-from .base import StageContext, stage
+from ...stages import StageContext, stage
 
 ENTRIES_FILE = "entries.jsonl"
 
@@ -30,6 +31,7 @@ class LoadedManifests:
     """What job commit knows after loading: where the entries are, and the totals."""
 
     scratch: Store
+    entries_path: str = ENTRIES_FILE
     directories: dict[str, DirEntry] = field(default_factory=dict)
     manifests: int = 0
     files: int = 0
@@ -44,7 +46,7 @@ class LoadedManifests:
             return
         size = max(1, min(256, self.files // (threads * 8)))
         batch: list[tuple[FileEntry, str]] = []
-        with self.scratch.open_read(ENTRIES_FILE) as f:
+        with self.scratch.open_read(self.entries_path) as f:
             for line in f:
                 record = json.loads(line)
                 attempt = record["a"]
@@ -64,14 +66,17 @@ class LoadedManifests:
 
 @stage("job_stage_load_manifests", "load_manifests")
 def load_manifests(
-    ctx: StageContext, committed: Mapping[str, str], scratch: Store
+    ctx: StageContext,
+    committed: Mapping[str, str],
+    scratch: Store,
+    entries_path: str = ENTRIES_FILE,
 ) -> LoadedManifests:
     """Load the manifest of each committed task (task id -> the attempt the driver says
-    committed it)."""
-    loaded = LoadedManifests(scratch)
+    committed it), streaming its entries to `entries_path` in `scratch`."""
+    loaded = LoadedManifests(scratch, entries_path)
     owners: dict[bytes, str] = {}
     lock = threading.Lock()
-    sink = scratch.open_write(ENTRIES_FILE)
+    sink = scratch.open_write(entries_path)
 
     def load_one(item: tuple[str, str]) -> None:
         task_id, attempt_id = item
@@ -164,3 +169,37 @@ def check_manifest(
 
 def _forbidden_dest(dest: str) -> bool:
     return not dest or dest == SUCCESS_FILE or paths.is_under(dest, PENDING_DIR)
+
+
+@stage("job_stage_check_existing_files", "check_existing_files")
+def check_existing_files(ctx: StageContext, loaded: LoadedManifests) -> list[str]:
+    """Files already in the destination where this job's files go, found before anything
+    changes: one listing per directory the tasks saw existing (none for a new destination).
+    They are refused, or with `delete_target_files` returned to be replaced."""
+    existing = [d.dest for d in loaded.directories.values() if d.status == EntryStatus.DIR]
+    if not existing and not loaded.files:
+        return []
+    names: dict[str, set[str]] = {}
+
+    def list_one(directory: str) -> None:
+        try:
+            names[directory] = {e.name for e in ctx.store.list(directory) if not e.is_dir}
+        except NotFound:
+            names[directory] = set()
+
+    ctx.pool.for_each(list_one, ["", *existing], adaptive=True)
+    if not any(names.values()):
+        return []
+    taken = []
+    for entry, attempt in loaded.entries():
+        parent = paths.parent(entry.dest)
+        if paths.name(entry.dest) in names.get(parent, ()):
+            if not ctx.config.delete_target_files:
+                raise JobCommitError(
+                    f"cannot commit {ctx.store.full_url(entry.dest)} (from {attempt}): a file is "
+                    "already there; file names should be unique per job, or set "
+                    "delete_target_files=True"
+                )
+            taken.append(entry.dest)
+    ctx.stats.incr("op_delete_file_under_destination", len(taken))
+    return taken

@@ -5,6 +5,10 @@ or failed: if the destination now has the source's recorded etag (or, on stores 
 the source is gone and the destination has its size), the earlier request took effect and the
 file counts as committed ("recovered", as Hadoop's ABFS resilient rename does). A throttled
 rename backs off and is retried.
+
+Resumed (finishing a commit that died), the stage first lists the job's task directories once:
+files still there are renamed as usual; a file no longer there is checked against one listing
+of its destination directory, so the renames done before the crash cost no request each.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from ....store import FileStatus, paths
 from ....store.pacing import Pacer
 from ...success import FILENAME_LIMIT
 from ..files import FileEntry
-from .base import StageContext, stage
+from ...stages import StageContext, stage
 from .create_dirs import CreatedDirectories
 from .load import LoadedManifests
 
@@ -31,24 +35,52 @@ class RenameResult:
     filenames: list[str] = field(default_factory=list)
 
 
+def remaining_sources(ctx: StageContext) -> set[str]:
+    """The files still in the job's task attempt directories (one walk)."""
+    return {s.path for s in ctx.store.walk(ctx.layout.tasks_dir) if not s.is_dir}
+
+
+class _DestinationListings:
+    """Destination directories listed once each, on demand (a resumed commit's check)."""
+
+    def __init__(self, ctx: StageContext) -> None:
+        self.ctx, self._lock, self._seen = ctx, threading.Lock(), {}
+
+    def size_of(self, path: str) -> int | None:
+        parent = paths.parent(path)
+        with self._lock:
+            listing = self._seen.get(parent)
+        if listing is None:
+            try:
+                listing = {s.path: s.size for s in self.ctx.store.list(parent) if not s.is_dir}
+            except NotFound:
+                listing = {}
+            with self._lock:
+                self._seen[parent] = listing
+        return listing.get(path)
+
+
 @stage("job_stage_rename_files", "rename_files")
 def rename_files(
-    ctx: StageContext, loaded: LoadedManifests, created: CreatedDirectories
+    ctx: StageContext,
+    loaded: LoadedManifests,
+    created: CreatedDirectories,
+    remaining: set[str] | None = None,
 ) -> RenameResult:
+    """remaining: for a resumed commit, the sources not yet moved (None: all of them)."""
     result = RenameResult()
     lock = threading.Lock()
     pacer = Pacer(ctx.config.io_rate_limit)
+    listings = _DestinationListings(ctx)
 
     def commit_batch(batch: list[tuple[FileEntry, str]]) -> None:
         recovered = nbytes = 0
         for entry, attempt in batch:
-            delete_first = (
-                ctx.config.delete_target_files and paths.parent(entry.dest) not in created.created
-            )
-            if delete_first and ctx.store.exists(entry.dest):
-                ctx.stats.incr("op_delete_file_under_destination")
-                ctx.store.delete(entry.dest, recursive=True)
-            recovered += commit_file(ctx, entry, attempt, pacer)
+            if remaining is not None and entry.source not in remaining:
+                _check_moved(ctx, entry, attempt, listings)
+                recovered += 1
+            else:
+                recovered += commit_file(ctx, entry, attempt, pacer)
             nbytes += entry.size
         with lock:
             result.files += len(batch)
@@ -62,6 +94,19 @@ def rename_files(
     ctx.stats.incr("commit_file_rename", result.files)
     ctx.stats.incr("commit_file_rename_recovered", result.recovered)
     return result
+
+
+def _check_moved(
+    ctx: StageContext, entry: FileEntry, attempt: str, listings: _DestinationListings
+) -> None:
+    size = listings.size_of(entry.dest)
+    if size != entry.size:
+        found = "nothing" if size is None else f"{size} bytes"
+        raise JobCommitError(
+            f"cannot finish the commit: {ctx.store.full_url(entry.source)} (from {attempt}) is "
+            f"gone, and {ctx.store.full_url(entry.dest)} holds {found}, not its {entry.size} "
+            "bytes; the job's directory is left in place"
+        )
 
 
 def commit_file(ctx: StageContext, entry: FileEntry, attempt: str, pacer: Pacer) -> bool:
@@ -85,7 +130,17 @@ def commit_file(ctx: StageContext, entry: FileEntry, attempt: str, pacer: Pacer)
                 ) from None
         except Throttled:
             time.sleep(min(1.0, 0.05 * 2**attempt_no))
+        except NotFound:
+            if resolve_ambiguous(ctx, entry) == "done":  # moved by the run that died
+                return True
+            raise JobCommitError(
+                f"cannot commit {store.full_url(entry.dest)}: its source "
+                f"{store.full_url(entry.source)} (from {attempt}) has vanished"
+            ) from None
         except AlreadyExists:
+            if _copied_already(ctx, entry):  # a copy-then-delete rename that died after its copy
+                store.delete(entry.source)
+                return True
             raise JobCommitError(
                 f"cannot commit {store.full_url(entry.dest)} (from {attempt}): a file is already "
                 "there; file names should be unique per job, or set delete_target_files=True"
@@ -111,6 +166,16 @@ def resolve_ambiguous(ctx: StageContext, entry: FileEntry) -> str:
     if source is not None and dest is None:
         return "retry"
     return "lost"
+
+
+def _copied_already(ctx: StageContext, entry: FileEntry) -> bool:
+    """The destination holds the source's bytes (etags first, content when they cannot tell)."""
+    dest = _stat_or_none(ctx, entry.dest)
+    if dest is None or dest.is_dir or dest.size != entry.size:
+        return False
+    if entry.etag and dest.etag == entry.etag:
+        return True
+    return ctx.store.read_bytes(entry.dest) == ctx.store.read_bytes(entry.source)
 
 
 def _stat_or_none(ctx: StageContext, path: str) -> FileStatus | None:

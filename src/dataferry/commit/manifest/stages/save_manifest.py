@@ -11,7 +11,7 @@ import time
 
 from ....errors import StoreError
 from ..files import TaskManifest
-from .base import StageContext, stage
+from ...stages import StageContext, stage
 
 
 @stage("task_stage_save_manifest", "save_manifest")

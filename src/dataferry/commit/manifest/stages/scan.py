@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from ....errors import NotFound, TaskCommitError
 from ....store import FileStatus, paths
+from ...links import refuse_links
+from ...stages import StageContext, stage
 from ..files import DirEntry, EntryStatus, FileEntry
-from .base import StageContext, stage
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,16 @@ def scan_task_attempt(
 
 
 def _list(ctx: StageContext, src: str) -> list[FileStatus]:
+    """One directory of the attempt; a link in it fails the task commit before any rename."""
     try:
-        return ctx.store.list(src)
+        listing = ctx.store.list(src)
     except NotFound:
         raise TaskCommitError(
             f"task attempt directory {ctx.store.full_url(src)} does not exist: the attempt "
             "was never set up, or was aborted"
         ) from None
+    refuse_links(ctx.store, listing, "task attempt directory")
+    return listing
 
 
 def _probe(ctx: StageContext, dest: str, parent_exists: bool) -> EntryStatus:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from ....errors import AccessDenied, CommitError, DestinationError, NotFound
-from ...success import SUCCESS_FILE
-from .base import StageContext, stage
+from ...stages import StageContext, stage
 
 
 def _create_new_directory(ctx: StageContext, path: str, what: str) -> None:
@@ -23,8 +22,6 @@ def setup_job(ctx: StageContext) -> None:
     try:
         _create_new_directory(ctx, ctx.layout.job_attempt_dir, "job attempt")
         ctx.store.mkdirs(ctx.layout.manifests_dir)
-        if ctx.config.mark_successful_jobs:
-            ctx.store.delete(SUCCESS_FILE)  # the directory is no longer one job's result
     except AccessDenied as e:
         raise DestinationError(f"destination {ctx.store.full_url()} is not writable: {e}") from None
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ...success import SUCCESS_FILE, SuccessData
-from .base import StageContext, stage
+from ...stages import StageContext, stage
 
 
 @stage("job_stage_save_success_marker", "save_success")

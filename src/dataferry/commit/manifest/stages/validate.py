@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ....errors import JobCommitError, NotFound
 from ..files import FileEntry
-from .base import StageContext, stage
+from ...stages import StageContext, stage
 from .load import LoadedManifests
 
 

@@ -1,5 +1,11 @@
-"""What every stage of the manifest committer shares: the store, the layout, the config, the
-one bounded I/O pool, and the statistics each stage records its duration into."""
+"""The stage base every committer's job commit runs on.
+
+A job commit is a sequence of named stages (Hadoop's manifest committer is the model: load,
+create directories, rename, save success, cleanup). Each stage is a function whose first
+argument is a `StageContext`; the `stage` decorator records its duration under its Hadoop-style
+statistic name and in `ctx.stage_seconds`, and remembers it as the last stage entered, so a
+failure can say where it happened.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,10 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from ....stats import IOStatistics
-from ....store import IOPool, Store
-from ..config import ManifestConfig
-from ..layout import JobLayout
+from ..stats import IOStatistics
+from ..store import IOPool, Store
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -20,14 +24,21 @@ R = TypeVar("R")
 
 @dataclass
 class StageContext:
+    """What the stages of one job commit (or task commit) share: the store, the committer's
+    config and layout, the one bounded I/O pool, and the statistics."""
+
     store: Store
-    layout: JobLayout
-    config: ManifestConfig
     stats: IOStatistics
     pool: IOPool
     job_id: str = ""
+    config: Any = None
+    layout: Any = None
     stage_seconds: dict[str, float] = field(default_factory=dict)
     last_stage: str = ""
+    resumed: bool = False  # finishing a commit that an earlier process decided and left
+
+    def close(self) -> None:
+        self.pool.close()
 
 
 def stage(statistic: str, short: str) -> Callable[[Callable[P, R]], Callable[P, R]]:

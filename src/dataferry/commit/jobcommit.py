@@ -1,0 +1,246 @@
+"""One job commit for every committer: claim, plan, decide, finish; and its recovery.
+
+    claim_destination -> [committer: plan stages] -> check_write_mode -> save_intent
+    -> finish: replace_existing -> [committer: apply stages] -> save_success -> cleanup
+       -> release the claim
+
+Nothing a reader sees changes before `save_intent`; from there on `finish_commit` is the whole
+rest of the commit, and it is also what recovery runs for a commit that died: each of its stages
+is idempotent and works from the intent record alone, so the finished result is the same as an
+uninterrupted commit's. A job with no intent record is rolled back by its committer instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CommitError, DestinationError, JobCommitError, NotFound, StoreError
+from ..store import paths
+from .claim import Claim, HeldClaim, acquire_claim, release_claim
+from .intent import Intent, load_intent, mark_phase, phase_done, save_intent
+from .stages import StageContext, stage
+from .success import SUCCESS_FILE
+
+if TYPE_CHECKING:
+    from .protocol import Committer, JobCommitResult, JobContext, TaskCommitMessage
+
+REPLACED_PHASE = "replaced"
+
+
+@dataclass
+class CommitPlan:
+    """What a committer's planning stages decided; nothing visible has changed yet.
+    `payload` goes into the intent record: apply works from it alone."""
+
+    payload: dict[str, Any]
+    files: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class Applied:
+    """What a committer's apply stages did (files committed, and its own counters)."""
+
+    files: int = 0
+    bytes: int = 0
+    filenames: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+# --- the stages every committer shares --------------------------------------------------------
+
+
+@stage("job_stage_claim_destination", "claim")
+def claim_destination(ctx: StageContext, com: Committer, job: JobContext) -> HeldClaim:
+    """Own the destination for this commit. `append` waits for another live commit to finish;
+    `error` and `overwrite` give way at once, naming the holder."""
+    from .recovery import recover_claim
+
+    claim = Claim(
+        job_id=str(job.job_id),
+        job_uuid=job.job_uuid,
+        committer=com.name,
+        mode=job.mode,
+        job_dir=com.job_dir(job),
+        attempt=job.attempt,
+    )
+    timeout = com.claim_timeout_s
+    return acquire_claim(
+        ctx.store,
+        claim,
+        wait_s=timeout if job.mode == "append" else 0.0,
+        timeout_s=timeout,
+        recover=lambda dead: recover_claim(ctx.store, dead),
+    )
+
+
+@stage("job_stage_check_write_mode", "check_write_mode")
+def check_write_mode(ctx: StageContext, com: Committer, job: JobContext) -> list[str]:
+    """Decide the write mode against the destination as it is now (we hold its claim):
+    `error` refuses existing data, `overwrite` returns the entries it replaces."""
+    if job.mode == "append":
+        return []
+    existing = com.existing_data(job)
+    if job.mode == "error":
+        if existing:
+            raise DestinationError(
+                f"destination {ctx.store.full_url()} is not empty (it holds {len(existing)} "
+                f"entries, e.g. {existing[0]!r}); write with mode='append' or mode='overwrite'"
+            )
+        return []
+    return existing
+
+
+@stage("job_stage_save_intent", "save_intent")
+def save_intent_stage(ctx: StageContext, job_dir: str, intent: Intent) -> str:
+    return save_intent(ctx.store, job_dir, intent)
+
+
+@stage("job_stage_replace_existing", "replace_existing")
+def replace_existing(ctx: StageContext, job_dir: str, intent: Intent) -> int:
+    """Delete what the write mode replaces, once: after this phase new files move in, and a
+    resumed commit must not delete them."""
+    if not intent.replace or phase_done(ctx.store, job_dir, REPLACED_PHASE):
+        return 0
+    ctx.pool.for_each(lambda p: ctx.store.delete(p, recursive=True), intent.replace, adaptive=True)
+    mark_phase(ctx.store, job_dir, REPLACED_PHASE)
+    ctx.stats.incr("committer_entries_replaced", len(intent.replace))
+    return len(intent.replace)
+
+
+@stage("job_stage_save_success_marker", "save_success")
+def save_success(ctx: StageContext, job_dir: str, data: bytes) -> str:
+    """Replace `_SUCCESS` in one step: renamed into place where rename is atomic, else one PUT
+    (atomic on object stores)."""
+    if ctx.store.capabilities.atomic_file_rename:
+        tmp = paths.join(job_dir, f"{SUCCESS_FILE}.tmp")
+        ctx.store.write_bytes(tmp, data)
+        ctx.store.delete(SUCCESS_FILE)
+        ctx.store.rename(tmp, SUCCESS_FILE)
+    else:
+        ctx.store.write_bytes(SUCCESS_FILE, data)
+    return SUCCESS_FILE
+
+
+@stage("job_stage_cleanup", "cleanup")
+def cleanup_stage(ctx: StageContext, com: Committer, job: JobContext) -> str:
+    return com.remove_job_dir(ctx, job)
+
+
+# --- the job commit, and its finishing half -------------------------------------------------
+
+
+def commit_job(
+    com: Committer, job: JobContext, messages: Sequence[TaskCommitMessage]
+) -> JobCommitResult:
+    """The job commit of every committer (see the module docstring)."""
+    com.check_messages(job, messages, allow_empty=com.commits_empty_jobs)
+    ctx = com.stage_context(job)
+    start = time.perf_counter()
+    held: HeldClaim | None = None
+    decided = False
+    try:
+        with ctx.stats.duration("committer_commit_job"):
+            if job.claim:
+                held = claim_destination(ctx, com, job)
+            plan = com.plan_commit(ctx, job, messages)
+            replace = check_write_mode(ctx, com, job)
+            intent = Intent(
+                job_id=str(job.job_id),
+                job_uuid=job.job_uuid,
+                committer=com.name,
+                mode=job.mode,
+                payload=plan.payload,
+                replace=replace,
+            )
+            save_intent_stage(ctx, com.job_dir(job), intent)
+            decided = True
+            result = finish_commit(com, ctx, job, intent)
+    except Exception as e:
+        if held is not None:
+            held.abandon() if decided else held.release()
+        com.commit_failed(ctx, job, e)
+        if isinstance(e, CommitError):
+            raise
+        raise JobCommitError(
+            f"job {job.job_id}: job commit failed in stage {ctx.last_stage}"
+            f"{' (decided: dataferry cleanup finishes it)' if decided else ''}: {e}"
+        ) from e
+    except BaseException:
+        if held is not None:
+            held._stop_beating()  # an injected crash: the process is dead, it writes nothing
+        raise
+    finally:
+        ctx.close()
+    result.stage_seconds["total"] = time.perf_counter() - start
+    return result
+
+
+def finish_commit(
+    com: Committer, ctx: StageContext, job: JobContext, intent: Intent
+) -> JobCommitResult:
+    """Everything after the intent record, from the record alone: the same code finishes a
+    commit that is running and one that died."""
+    from .protocol import JobCommitResult
+
+    job_dir = com.job_dir(job)
+    replaced = replace_existing(ctx, job_dir, intent)
+    applied = com.apply_commit(ctx, job, intent)
+    ctx.stats.set_counter("committer_files_committed", applied.files)
+    ctx.stats.set_counter("committer_bytes_committed", applied.bytes)
+    success_path = None
+    data = com.success_bytes(ctx, job, intent, applied)
+    if data is not None:
+        success_path = save_success(ctx, job_dir, data)
+    outcome = cleanup_stage(ctx, com, job)
+    release_claim(ctx.store, job.job_uuid)
+    return JobCommitResult(
+        job_id=str(job.job_id),
+        committer=com.name,
+        files=applied.files,
+        bytes=applied.bytes,
+        success_path=success_path,
+        stage_seconds=dict(ctx.stage_seconds),
+        iostatistics=ctx.stats,
+        filenames=[ctx.store.relative_path(f) if "://" in f else f for f in applied.filenames],
+        details={"cleanup": outcome, "replaced": replaced, **applied.details},
+    )
+
+
+def recover_job(com: Committer, job: JobContext, rollback: bool = False) -> str:
+    """Finish a job's interrupted commit from its intent record ('rolled forward'), or undo the
+    job when it has none ('rolled back'). Raises, leaving everything in place, when a decided
+    commit cannot be finished."""
+    intent = load_intent(com.store, com.job_dir(job))
+    if intent is not None and not (rollback and com.can_undo_decided):
+        ctx = com.stage_context(job)
+        ctx.resumed = True
+        try:
+            finish_commit(com, ctx, job, intent)
+        except CommitError:
+            raise
+        except Exception as e:
+            raise JobCommitError(
+                f"job {job.job_id}: cannot finish its decided commit yet (stage "
+                f"{ctx.last_stage}): {e}; its directory {com.job_dir(job)} is left in place"
+            ) from e
+        finally:
+            ctx.close()
+        return "rolled forward"
+    com.rollback_job(job)
+    release_claim(com.store, job.job_uuid)
+    return "rolled back"
+
+
+def visible_entries(com: Committer) -> list[str]:
+    """The destination's top-level entries a reader sees, and a committed job's `_SUCCESS`."""
+    try:
+        entries = com.store.list("")
+    except NotFound:
+        return []
+    except StoreError as e:
+        raise DestinationError(f"destination {com.store.full_url()} cannot be listed: {e}")
+    return sorted(e.path for e in entries if not paths.is_hidden(e.path) or e.path == SUCCESS_FILE)

@@ -1,0 +1,32 @@
+"""Symbolic links in task output are refused, never followed.
+
+A link in a task attempt directory (or a staged tree) to a directory elsewhere would otherwise
+have its target's files renamed into the destination, emptying the outside directory. Stores
+list a link as itself (`FileStatus.is_link`); committers call `refuse_links` on those listings
+before anything is renamed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..errors import CommitError, TaskCommitError
+from ..store import FileStatus, Store
+
+
+def refuse_links(
+    store: Store,
+    statuses: Iterable[FileStatus],
+    where: str,
+    *,
+    error: type[CommitError] = TaskCommitError,
+) -> None:
+    """Raise `error` naming the first link among `statuses`, listed from `where` (words such as
+    "task attempt directory <url>"); return quietly when there is none. Job-side callers pass
+    `error=JobCommitError`."""
+    for st in statuses:
+        if st.is_link:
+            raise error(
+                f"{where}: {store.full_url(st.path)} is a symbolic link; links are not "
+                "followed, so it cannot be committed"
+            )

@@ -1,0 +1,99 @@
+"""Every committer in one declarative table, loaded lazily (as fsspec's known_implementations).
+
+A row names the committer, the module that holds it, its class and config class, its fixed
+option values, and a one-line summary. Nothing is imported until a committer is asked for, so
+this module imports nothing from the committers and they import nothing from it. Each committer
+class carries its own hooks (finding and recovering what a dead job left, preparing a write
+mode), so no other module branches on a committer's name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CommitterSpec:
+    name: str
+    module: str
+    class_name: str
+    config_name: str
+    summary: str
+    defaults: dict[str, Any] = field(default_factory=dict)
+    rename_based: bool = False  # commits by renaming: refused where rename is a copy
+
+    def committer_class(self) -> type:
+        return getattr(importlib.import_module(self.module), self.class_name)
+
+    def config_class(self) -> type:
+        return getattr(importlib.import_module(self.module), self.config_name)
+
+
+_PKG = __package__
+KNOWN: dict[str, CommitterSpec] = {
+    s.name: s
+    for s in (
+        CommitterSpec(
+            "v1",
+            f"{_PKG}.fileoutput",
+            "FileOutputCommitter",
+            "FileOutputConfig",
+            "FileOutputCommitter v1: task commit renames a directory; job commit merges serially",
+            {"algorithm": 1},
+            rename_based=True,
+        ),
+        CommitterSpec(
+            "v2",
+            f"{_PKG}.fileoutput",
+            "FileOutputCommitter",
+            "FileOutputConfig",
+            "FileOutputCommitter v2 (UNSAFE baseline): task commit merges into the destination",
+            {"algorithm": 2},
+            rename_based=True,
+        ),
+        CommitterSpec(
+            "manifest",
+            f"{_PKG}.manifest.committer",
+            "ManifestCommitter",
+            "ManifestConfig",
+            "manifest committer: task commit saves a manifest; job commit renames files in parallel",
+            rename_based=True,
+        ),
+        CommitterSpec(
+            "magic",
+            f"{_PKG}.magic.committer",
+            "MagicCommitter",
+            "MagicConfig",
+            "magic committer: uploads left pending until job commit completes them (S3)",
+        ),
+        CommitterSpec(
+            "hive",
+            f"{_PKG}.hive.committer",
+            "HiveCommitter",
+            "HiveConfig",
+            "Hive-style insert: commit into .hive-staging, then a journaled parallel load",
+            rename_based=True,
+        ),
+        CommitterSpec(
+            "direct",
+            f"{_PKG}.direct",
+            "DirectCommitter",
+            "DirectConfig",
+            "direct committer: files written in place, reconciled and rolled back by markers",
+        ),
+    )
+}
+
+
+def spec(name: str) -> CommitterSpec | None:
+    return KNOWN.get(name)
+
+
+def committer_classes() -> list[type]:
+    """Each distinct committer class once (v1 and v2 share one), for hooks such as cleanup's."""
+    seen: dict[type, None] = {}
+    for s in KNOWN.values():
+        seen.setdefault(s.committer_class(), None)
+    return list(seen)
