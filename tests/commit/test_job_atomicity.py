@@ -7,8 +7,10 @@ A. A driver SIGKILLed in the middle of its job commit (the renames into the dest
 B. Two drivers racing into one destination: with mode="error" exactly one commits and the
    other fails naming the cause; with mode="overwrite" the destination ends up holding exactly
    one job's rows.
-C. A failed overwrite job (driver killed before its job commit moved anything) keeps the data
-   set that was there before.
+C. An overwrite job whose driver dies before its job commit (while tasks write, or once they
+   have committed) keeps, after `dataferry cleanup`, the data set that was there before; one that
+   dies at its first rename into the destination leaves the old data set intact or the new one
+   complete, never an empty or mixed table.
 
 Each driver is a child process (`atomicity_child.py`) that kills itself with SIGKILL at a
 chosen store operation, so the kill lands at a known point of a real job.

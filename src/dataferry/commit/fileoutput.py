@@ -22,19 +22,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import AccessDenied, DestinationError, NotFound, TaskCommitError
-from ..stats import StageClock
-from ..store import FileStatus, paths
+from ..errors import (
+    AccessDenied,
+    DestinationError,
+    JobCommitError,
+    NotFound,
+    StoreError,
+    TaskCommitError,
+)
+from ..store import FileStatus, Store, paths
+from .intent import INTENT_FILE, Intent, load_intent
+from .jobcommit import Applied, CommitPlan, recover_job
+from .links import refuse_links
 from .protocol import (
     Committer,
-    JobCommitResult,
     JobContext,
+    Leftover,
     TaskAttemptContext,
     TaskCommitMessage,
+    committer_by_name,
+    job_from_ids,
 )
+from .stages import StageContext, stage
 from .success import SUCCESS_FILE
 
 PENDING_DIR = "_temporary"
+TAKEN_DIR = "_committing"  # committed task directories, once the job commit has taken them
+INTENT_NAMES = (INTENT_FILE, f"{INTENT_FILE}.replaced", f"{SUCCESS_FILE}.tmp")
 
 
 @dataclass(frozen=True)
@@ -117,6 +131,7 @@ class FileOutputCommitter(Committer):
                     "committed or aborted"
                 ) from None
             files = self.store.walk(work) if st.is_dir else []
+            refuse_links(self.store, files, f"task attempt {task.attempt_id}")
             if self.config.algorithm == 1:
                 committed = self.committed_task_path(task)
                 self.store.delete(committed, recursive=True)  # a dead earlier attempt's output
@@ -138,73 +153,242 @@ class FileOutputCommitter(Committer):
         with self.stats.duration("task_stage_abort_task"):
             self.store.delete(self.task_work_path(task), recursive=True)
 
-    # --- job commit ------------------------------------------------------------------------
-
-    def commit_job(self, job: JobContext, messages: Sequence[TaskCommitMessage]) -> JobCommitResult:
-        self.check_messages(job, messages)
-        clock = StageClock(self.stats)
-        with self.stats.duration("committer_commit_job"):
-            if self.config.algorithm == 1:
-                with clock.stage("merge_paths", "job_stage_merge_paths"):
-                    for m in sorted(messages, key=lambda m: m.task_id):
-                        src = f"{self.job_attempt_path(job)}/{m.task_id}"
-                        self._merge_paths(self.store.stat(src), "")
-            with clock.stage("cleanup"):
-                self._cleanup(job, "job_stage_cleanup")
-            if self.config.mark_successful_jobs:
-                with clock.stage("save_success", "job_stage_save_success_marker"):
-                    self.store.write_bytes(SUCCESS_FILE, b"")
-        stages = clock.finish()
-        files = [f for m in messages for f in m.files]
-        return JobCommitResult(
-            job_id=str(job.job_id),
-            committer=self.name,
-            files=len(files),
-            bytes=sum(m.bytes for m in messages),
-            success_path=SUCCESS_FILE if self.config.mark_successful_jobs else None,
-            stage_seconds=stages,
-            iostatistics=self.stats,
-            filenames=sorted(files)[:100],
-        )
-
     def _merge_paths(self, src: FileStatus, dst: str) -> None:
-        """Hadoop's mergePaths: move `src` to `dst`, merging into directories that exist."""
+        """v2's task commit: move the attempt's files into the destination one by one, merging
+        into directories (never renaming one: another task may write beside it)."""
         if not src.is_dir:
             if self.store.exists(dst):
                 self.store.delete(dst, recursive=True)
             self.store.rename(src.path, dst)
             return
+        if dst:
+            try:
+                if not self.store.stat(dst).is_dir:
+                    self.store.delete(dst)
+                    self.store.mkdirs(dst)
+            except NotFound:
+                self.store.mkdirs(dst)
+        for child in self.store.list(src.path):
+            self._merge_paths(child, paths.join(dst, child.name))
+
+    # --- job commit (on the shared stages of jobcommit.py) ------------------------------------
+
+    def job_dir(self, job: JobContext) -> str:
+        return self.job_attempt_path(job)
+
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        files = sorted(f for m in messages for f in m.files)
+        summary = {"files": len(files), "bytes": sum(m.bytes for m in messages)}
+        summary["filenames"] = files[:100]
+        if self.config.algorithm == 2:  # task commits already merged everything
+            return CommitPlan({"moves": [], **summary}, len(files))
+        taken = take_committed_tasks(ctx, self.job_attempt_path(job), messages)
+        moves = plan_merge(ctx, taken)
+        return CommitPlan({"moves": [m.to_json() for m in moves], **summary}, len(files))
+
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        plan = intent.payload
+        merge_paths(ctx, [Move.from_json(m) for m in plan["moves"]])
+        return Applied(files=plan["files"], bytes=plan["bytes"], filenames=plan["filenames"])
+
+    def success_bytes(
+        self, ctx: StageContext, job: JobContext, intent: Intent, applied: Applied
+    ) -> bytes | None:
+        return b"" if self.config.mark_successful_jobs else None  # the classic empty marker
+
+    def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
+        if self.config.cleanup_skipped:
+            return "disabled"
         try:
-            target = self.store.stat(dst)
-        except NotFound:
-            target = None
-        if target is not None and not target.is_dir:
-            self.store.delete(dst)
-            target = None
-        if target is not None:
-            for child in self.store.list(src.path):
-                self._merge_paths(child, paths.join(dst, child.name))
-        elif self.config.algorithm == 1:
-            self.store.rename(src.path, dst)
-        else:
-            self.store.mkdirs(dst)
-            for child in self.store.list(src.path):
-                self._merge_paths(child, paths.join(dst, child.name))
+            self._remove_own(job)
+        except StoreError:
+            if not self.config.cleanup_failures_ignored:
+                raise
+            return "failure"
+        return "deleted"
 
-    # --- abort and cleanup -----------------------------------------------------------------
+    def rollback_job(self, job: JobContext) -> None:
+        self._remove_own(job)
 
-    def abort_job(self, job: JobContext) -> None:
-        self._cleanup(job, "job_stage_abort")
+    def _remove_own(self, job: JobContext) -> None:
+        """Delete this job's task and attempt directories (their names carry its job id), and
+        `_temporary` once it is empty. Hadoop deletes all of `_temporary`, which destroys the
+        work of any other job writing to the same destination."""
+        base = self.job_attempt_path(job)
+        tag = f"_{job.job_id.tracker}_{job.job_id.number:04d}_"
+        for parent in (f"{base}/{PENDING_DIR}", f"{base}/{TAKEN_DIR}", base):
+            for st in _list_or_empty(self.store, parent):
+                if tag in st.name:
+                    self.store.delete(st.path, recursive=True)
+        for name in INTENT_NAMES:
+            self.store.delete(f"{base}/{name}")
+        for empty in (f"{base}/{TAKEN_DIR}", f"{base}/{PENDING_DIR}", base, PENDING_DIR):
+            _remove_if_empty(self.store, empty)
+
+    # --- cleanup -----------------------------------------------------------------------------
 
     def cleanup_job(self, job: JobContext) -> None:
-        self._cleanup(job, "job_stage_cleanup")
+        if not self.config.cleanup_skipped:
+            self._remove_own(job)
 
-    def _cleanup(self, job: JobContext, stat: str) -> None:
-        if self.config.cleanup_skipped:
+    @classmethod
+    def leftovers(cls, store: Store) -> list[Leftover]:
+        """`_temporary/<appAttempt>` directories (the manifest committer's are named by UUID)."""
+        found = []
+        for st in _list_or_empty(store, PENDING_DIR):
+            if st.is_dir and st.name.isdigit():
+                intent = load_intent(store, st.path)
+                name = intent.committer if intent else "v1"
+                found.append(Leftover(st.path, name, intent.job_uuid if intent else "", int(st.name)))
+        return found
+
+    @classmethod
+    def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
+        intent = load_intent(store, leftover.path)
+        outcome = "rolled back"
+        if intent is not None:
+            com = committer_by_name(intent.committer, store)
+            job = job_from_ids(com, intent.job_id, intent.job_uuid, leftover.attempt)
+            outcome = recover_job(com, job)
+        store.delete(leftover.path, recursive=True)
+        _remove_if_empty(store, PENDING_DIR)
+        return outcome
+
+
+# --- v1's job commit stages ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Move:
+    """Move `src` to `dst`: a whole directory when nothing is there yet, else one file
+    (replacing a file that was there when planned, as Hadoop's mergePaths does)."""
+
+    src: str
+    dst: str
+    directory: bool = False
+    replace: bool = False
+
+    def to_json(self) -> list:
+        return [self.src, self.dst, int(self.directory), int(self.replace)]
+
+    @classmethod
+    def from_json(cls, row: list) -> Move:
+        return cls(row[0], row[1], bool(row[2]), bool(row[3]))
+
+
+@stage("job_stage_take_committed_tasks", "take_committed_tasks")
+def take_committed_tasks(
+    ctx: StageContext, base: str, messages: Sequence[TaskCommitMessage]
+) -> list[str]:
+    """Move each committed task directory into the job commit's own directory first (one
+    directory rename each): an attempt the driver gave up on that still commits afterwards
+    then only replaces a directory no one reads any more. Where directory rename is atomic this
+    makes v1 safe against such zombies; where it is a copy, it is not."""
+    taken = []
+    for m in sorted(messages, key=lambda m: m.task_id):
+        src, dst = f"{base}/{m.task_id}", f"{base}/{TAKEN_DIR}/{m.task_id}"
+        try:
+            ctx.store.mkdirs(f"{base}/{TAKEN_DIR}")
+            ctx.store.rename(src, dst)
+        except NotFound:
+            if not ctx.store.exists(dst):
+                raise JobCommitError(
+                    f"task {m.task_id} was committed by {m.attempt_id}, but its committed "
+                    f"directory {ctx.store.full_url(src)} is missing"
+                ) from None
+        taken.append(dst)
+    return taken
+
+
+@stage("job_stage_plan_merge", "plan_merge")
+def plan_merge(ctx: StageContext, taken: list[str]) -> list[Move]:
+    """Hadoop's mergePaths, planned instead of done: a directory moves whole where the target
+    does not exist (nor will, by an earlier move), else its children merge one by one."""
+    store = ctx.store
+    will_exist: set[str] = set()
+    moves: list[Move] = []
+
+    def exists(path: str) -> FileStatus | None:
+        if path in will_exist:
+            return FileStatus(path, 0, True)
+        try:
+            return store.stat(path)
+        except NotFound:
+            return None
+
+    def merge(src: FileStatus, dst: str) -> None:
+        target = exists(dst) if dst else FileStatus("", 0, True)
+        if not src.is_dir:
+            moves.append(Move(src.path, dst, replace=target is not None))
             return
-        with self.stats.duration(stat):
-            try:
-                self.store.delete(PENDING_DIR, recursive=True)
-            except Exception:
-                if not self.config.cleanup_failures_ignored:
-                    raise
+        if target is None or not target.is_dir:
+            moves.append(Move(src.path, dst, directory=True, replace=target is not None))
+            will_exist.add(dst)
+            return
+        children = store.list(src.path)
+        refuse_links(store, children, "committed task directory", error=JobCommitError)
+        for child in children:
+            merge(child, paths.join(dst, child.name))
+
+    for task_dir in taken:
+        merge(store.stat(task_dir), "")
+    return moves
+
+
+@stage("job_stage_merge_paths", "merge_paths")
+def merge_paths(ctx: StageContext, moves: list[Move]) -> None:
+    """Carry out the planned moves in order; each one finishes or is found finished, so a
+    resumed commit runs the same list again."""
+    for move in moves:
+        _finish_move(ctx.store, move.src, move.dst, move.replace)
+
+
+def _finish_move(store: Store, src: str, dst: str, replace: bool) -> None:
+    try:
+        s = store.stat(src)
+    except NotFound:
+        if store.exists(dst):
+            return  # moved before
+        raise JobCommitError(
+            f"cannot finish the merge: neither {store.full_url(src)} nor {store.full_url(dst)} "
+            "exists"
+        ) from None
+    try:
+        d = store.stat(dst)
+    except NotFound:
+        d = None
+    if d is not None and s.is_dir and d.is_dir:
+        # a directory rename that copied part of its files before it died: merge the rest
+        for child in store.list(src):
+            _finish_move(store, child.path, paths.join(dst, child.name), replace)
+        store.delete(src, recursive=True)
+        return
+    if d is not None:
+        if not s.is_dir and not d.is_dir and s.size == d.size and (
+            (s.etag and s.etag == d.etag) or store.read_bytes(src) == store.read_bytes(dst)
+        ):
+            store.delete(src)  # a copy-then-delete rename that died after its copy
+            return
+        if not replace:
+            raise JobCommitError(
+                f"cannot merge {store.full_url(src)}: {store.full_url(dst)} is in the way"
+            )
+        store.delete(dst, recursive=True)
+    store.rename(src, dst)
+
+
+def _list_or_empty(store: Store, path: str) -> list[FileStatus]:
+    try:
+        return store.list(path)
+    except NotFound:
+        return []
+
+
+def _remove_if_empty(store: Store, path: str) -> None:
+    try:
+        if not store.list(path):
+            store.delete(path, recursive=False)
+    except (NotFound, StoreError):
+        pass

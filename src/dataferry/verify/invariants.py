@@ -8,11 +8,28 @@
 - nothing_visible_before_commit: when job commit starts, no output is visible yet.
 - no_leftovers: after success, abort or cleanup, no `_temporary`, staging or other in-flight
   entries remain.
+
+Dead drivers, zombie attempts, racing jobs and destinations that already hold data add:
+
+- nothing_of_failed_job: a job that failed, or whose dead driver was recovered, and that did not
+  end committed leaves nothing a reader sees: no file, no empty directory, no output without
+  its `_SUCCESS`.
+- earlier_data_kept: data committed earlier by another job stays exactly as it was (same files,
+  same bytes) unless a completed job's write mode replaces it (`overwrite`).
+- write_mode: a job does what its mode says: `error` refuses a destination that holds data (with
+  a DestinationError) and commits into an empty one; `append` adds; `overwrite` leaves only the
+  new output.
+- one_writer: two jobs racing into one destination: in `error` mode exactly one commits and the
+  other fails with a DestinationError, leaving nothing visible; in `overwrite` the destination
+  ends with exactly one job's output, never the union.
+- stable_after_success: once `_SUCCESS` is written, nothing a reader sees changes (a zombie
+  attempt that commits late changes nothing, before or after `dataferry cleanup`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection, Mapping
 
 from ..store import Store, paths
 from .reference import FILES_PER_TASK, TASKS, parse_file
@@ -22,7 +39,13 @@ EXCLUSIVE = "exclusive_output"
 COMPLETE = "complete_output"
 NOTHING_VISIBLE = "nothing_visible_before_commit"
 NO_LEFTOVERS = "no_leftovers"
-ALL = (NO_FALSE_SUCCESS, EXCLUSIVE, COMPLETE, NOTHING_VISIBLE, NO_LEFTOVERS)
+NOTHING_OF_FAILED = "nothing_of_failed_job"
+EARLIER_KEPT = "earlier_data_kept"
+WRITE_MODE = "write_mode"
+ONE_WRITER = "one_writer"
+STABLE = "stable_after_success"
+CORE = (NO_FALSE_SUCCESS, EXCLUSIVE, COMPLETE, NOTHING_VISIBLE, NO_LEFTOVERS)
+ALL = (*CORE, NOTHING_OF_FAILED, EARLIER_KEPT, WRITE_MODE, ONE_WRITER, STABLE)
 
 SUCCESS = "_SUCCESS"
 
@@ -98,3 +121,119 @@ def check_no_leftovers(store: Store, allow: tuple[str, ...] = (SUCCESS,)) -> lis
                 f"{NO_LEFTOVERS}: {len(uploads)} uploads pending, e.g. {uploads[0].path}"
             )
     return problems
+
+
+# --- several jobs in one destination ---------------------------------------------------------
+
+Snapshot = dict[str, bytes]
+
+
+def snapshot(store: Store, files: Collection[str] | None = None) -> Snapshot:
+    """Visible files and their bytes (or only `files`, e.g. what an in-place reader sees)."""
+    return {p: store.read_bytes(p) for p in (visible_files(store) if files is None else files)}
+
+
+def reader_view(store: Store, in_place: bool) -> Snapshot:
+    """What a reader of committed data sees: every visible file, or for a committer that
+    writes in place (direct) the files of committed jobs (`list_committed`)."""
+    if not in_place:
+        return snapshot(store)
+    from ..commit.direct import list_committed
+
+    return snapshot(store, list_committed(store))
+
+
+def diff(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> str:
+    """'' if equal, else a short account of files added, removed and changed."""
+    added = sorted(set(after) - set(before))
+    removed = sorted(set(before) - set(after))
+    changed = sorted(p for p in set(before) & set(after) if before[p] != after[p])
+    parts = [
+        f"{what} {len(names)} (e.g. {names[0]})"
+        for what, names in (("added", added), ("removed", removed), ("changed", changed))
+        if names
+    ]
+    return ", ".join(parts)
+
+
+def files_of_job(store: Store, job_uuid: str, among: Collection[str] | None = None) -> list[str]:
+    """Visible files whose bytes say they were written by `job_uuid`."""
+    out = []
+    for path in visible_files(store) if among is None else among:
+        parsed = parse_file(path, store.read_bytes(path))
+        if parsed is not None and parsed.job_uuid == job_uuid:
+            out.append(path)
+    return out
+
+
+def check_jobs(
+    store: Store, expected: Collection[str], ignore: Collection[str] = ()
+) -> list[str]:
+    """Exclusive and complete for several jobs: every visible file (but `ignore`) belongs to
+    one of the `expected` jobs, and each of them has every task's files from one attempt."""
+    problems: list[str] = []
+    groups: dict[str, dict[int, dict[int, set[int]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(set))
+    )
+    skip = set(ignore)
+    for path in visible_files(store):
+        if path in skip:
+            continue
+        parsed = parse_file(path, store.read_bytes(path))
+        if parsed is None or parsed.job_uuid is None:
+            problems.append(f"{EXCLUSIVE}: unexpected or corrupt file {path}")
+            continue
+        groups[parsed.job_uuid][parsed.task][parsed.attempt].add(parsed.file)
+    for job in sorted(set(groups) - set(expected)):
+        n = sum(len(f) for t in groups[job].values() for f in t.values())
+        problems.append(f"{EXCLUSIVE}: {n} files of job {job}, which must not be visible")
+    for job in expected:
+        tasks = groups.get(job, {})
+        for task in range(TASKS):
+            attempts = tasks.get(task, {})
+            if len(attempts) > 1:
+                problems.append(
+                    f"{EXCLUSIVE}: job {job} task {task} has files of attempts {sorted(attempts)}"
+                )
+            if not any(len(f) == FILES_PER_TASK for f in attempts.values()):
+                problems.append(
+                    f"{COMPLETE}: job {job} task {task} output incomplete: "
+                    f"{ {a: sorted(f) for a, f in attempts.items()} }"
+                )
+    return problems
+
+
+def check_kept(store: Store, earlier: Mapping[str, bytes], what: str = "") -> list[str]:
+    """Every file of the earlier data set is still there with the same bytes."""
+    now = {p: store.read_bytes(p) for p in earlier if store.exists(p)}
+    missing = sorted(set(earlier) - set(now))
+    changed = sorted(p for p in now if now[p] != earlier[p])
+    if not missing and not changed:
+        return []
+    detail = ", ".join(
+        f"{k} {len(v)} of {len(earlier)} (e.g. {v[0]})"
+        for k, v in (("lost", missing), ("changed", changed))
+        if v
+    )
+    return [f"{EARLIER_KEPT}: {what + ': ' if what else ''}earlier data {detail}"]
+
+
+def visible_dirs(store: Store, path: str = "") -> list[str]:
+    """Every directory a reader sees (no hidden name on its path), recursively."""
+    try:
+        entries = store.list(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for e in entries:
+        if e.is_dir and not paths.is_hidden(e.path):
+            out.append(e.path)
+            out.extend(visible_dirs(store, e.path))
+    return out
+
+
+def empty_visible_dirs(store: Store) -> list[str]:
+    files = visible_files(store)
+    return [
+        d for d in visible_dirs(store) if not any(paths.is_under(f, d) for f in files)
+    ]

@@ -3,6 +3,10 @@
 4 tasks write 3 files each over 2 partition directories; task 1 also gets one speculative
 duplicate attempt. A file's name carries its task, file number and attempt, and its bytes carry
 the job too, so output mixed from two attempts or two jobs is detectable by looking at it.
+
+`unique_tasks()` is the same job with the job's tag in every file name (`-j<8 hex>`), as Spark
+puts the write's UUID in its file names: two jobs into one destination (an append, racing
+jobs) then never write the same name, and a file's job is known from its name alone.
 """
 
 from __future__ import annotations
@@ -18,12 +22,21 @@ FILES_PER_TASK = 3
 PARTITIONS = 2
 SPECULATIVE_TASK = 1
 
-# committers that write in place add a job/task/attempt tag before the extension
-_NAME = re.compile(r"^part=p(\d+)/t(\d+)-f(\d+)-a(\d+)(?:-[0-9a-f]{8}-t\d+-a\d+)?\.dat$")
+# unique names carry the job's tag; committers that write in place add a job/task/attempt tag
+# of their own before the extension
+_NAME = re.compile(
+    r"^part=p(\d+)/t(\d+)-f(\d+)-a(\d+)(?:-j([0-9a-f]{8}))?(?:-[0-9a-f]{8}-t\d+-a\d+)?\.dat$"
+)
 
 
-def file_path(task: int, file: int, attempt: int) -> str:
-    return f"part=p{file % PARTITIONS}/t{task}-f{file}-a{attempt}.dat"
+def job_tag(job_uuid: str) -> str:
+    """The 8 hex digits of a job's UUID that unique file names carry."""
+    return job_uuid.replace("-", "")[:8]
+
+
+def file_path(task: int, file: int, attempt: int, tag: str = "") -> str:
+    suffix = f"-j{tag}" if tag else ""
+    return f"part=p{file % PARTITIONS}/t{task}-f{file}-a{attempt}{suffix}.dat"
 
 
 def file_bytes(task: int, file: int, attempt: int, job_uuid: str) -> bytes:
@@ -39,8 +52,21 @@ def reference_work(task: int, out: TaskOutput) -> None:
         )
 
 
+def unique_work(task: int, out: TaskOutput, files: range | None = None) -> None:
+    """The reference task with the job's tag in its file names (`files`: only these)."""
+    for f in files if files is not None else range(FILES_PER_TASK):
+        out.write(
+            file_path(task, f, out.attempt_number, job_tag(out.job_uuid)),
+            file_bytes(task, f, out.attempt_number, out.job_uuid),
+        )
+
+
 def reference_tasks() -> list[functools.partial]:
     return [functools.partial(reference_work, t) for t in range(TASKS)]
+
+
+def unique_tasks() -> list[functools.partial]:
+    return [functools.partial(unique_work, t) for t in range(TASKS)]
 
 
 @dataclass(frozen=True)
@@ -56,7 +82,8 @@ def parse_file(path: str, data: bytes) -> ParsedFile | None:
     m = _NAME.match(path)
     if not m:
         return None
-    part, task, file, attempt = (int(g) for g in m.groups())
+    part, task, file, attempt = (int(g) for g in m.groups()[:4])
+    tag = m.group(5)
     if part != file % PARTITIONS or task >= TASKS or file >= FILES_PER_TASK:
         return None
     job = None
@@ -64,4 +91,6 @@ def parse_file(path: str, data: bytes) -> ParsedFile | None:
     jm = re.match(r"^task=\d+ file=\d+ attempt=\d+ job=(\S+)$", first)
     if jm and data == file_bytes(task, file, attempt, jm.group(1)):
         job = jm.group(1)
+        if tag is not None and job_tag(job) != tag:
+            job = None  # another job's bytes under this job's name
     return ParsedFile(task, file, attempt, job)
