@@ -157,11 +157,15 @@ def diff(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> str:
 
 
 def files_of_job(store: Store, job_uuid: str, among: Collection[str] | None = None) -> list[str]:
-    """Visible files whose bytes say they were written by `job_uuid`."""
+    """Visible files of `job_uuid`: by their bytes, or by the job tag in their name (a file
+    half copied by a non-atomic rename is still the job's)."""
+    from .reference import job_tag
+
+    tag = job_tag(job_uuid)
     out = []
     for path in visible_files(store) if among is None else among:
         parsed = parse_file(path, store.read_bytes(path))
-        if parsed is not None and parsed.job_uuid == job_uuid:
+        if parsed is not None and (parsed.job_uuid == job_uuid or parsed.tag == tag):
             out.append(path)
     return out
 

@@ -75,6 +75,7 @@ class ParsedFile:
     file: int
     attempt: int
     job_uuid: str | None  # None: the bytes are not what any attempt writes
+    tag: str | None = None  # the job tag in a unique name (None: a name without one)
 
 
 def parse_file(path: str, data: bytes) -> ParsedFile | None:
@@ -93,4 +94,4 @@ def parse_file(path: str, data: bytes) -> ParsedFile | None:
         job = jm.group(1)
         if tag is not None and job_tag(job) != tag:
             job = None  # another job's bytes under this job's name
-    return ParsedFile(task, file, attempt, job)
+    return ParsedFile(task, file, attempt, job, tag)

@@ -161,28 +161,38 @@ def test_conflict_modes(s3_url, mode):
     assert visible(store) == expected[mode]
 
 
-def test_failed_completion_reverts_everything(s3_url):
+def test_failed_completion_is_finished_once_the_store_recovers(s3_url):
+    """Once its intent record is saved the commit is decided: a failed completion deletes
+    nothing (the old code deleted the completed files, and with `replace` the partition ended
+    with neither data set); abort finishes it when the store answers again."""
     store = open_store(s3_url, faults=[])
     c = make_committer("magic", store, threads=1)
     job = c.new_job()
     c.setup_job(job)
     msgs = tasks_with(c, job, {i: [f"f{i}"] for i in range(5)})
-    fault_layer(store).add_rule(
-        FaultRule(
-            action="fail",
-            kinds=frozenset({Op.MULTIPART_COMPLETE}),
-            index=None,
-            predicate=lambda i, op, p: p == "f3",
-        )
+    rule = FaultRule(
+        action="fail",
+        kinds=frozenset({Op.MULTIPART_COMPLETE}),
+        index=None,
+        times=-1,
+        predicate=lambda i, op, p: p == "f3",
     )
-    with pytest.raises(JobCommitError, match="completed files deleted"):
+    fault_layer(store).add_rule(rule)
+    with pytest.raises(JobCommitError, match="decided"):
         c.commit_job(job, msgs)
-    assert visible(store) == [] and store.list_uploads("") == []
+    assert visible(store) == ["f0", "f1", "f2"] and not store.exists("_SUCCESS")
+    with pytest.raises(JobCommitError):
+        c.abort_job(job)  # the store still fails: nothing is deleted or aborted
+    assert visible(store) == ["f0", "f1", "f2"] and len(store.list_uploads("")) == 2
+    rule.times = 0
     c.abort_job(job)
-    assert store.walk("") == []
+    assert visible(store) == [f"f{i}" for i in range(5)] and store.exists("_SUCCESS")
+    assert store.list_uploads("") == [] and not any(
+        e.name.startswith("__magic") for e in store.list("")
+    )
 
 
-def test_abort_after_a_crash_mid_commit_deletes_what_was_completed(s3_url):
+def test_recovery_after_a_crash_mid_commit_finishes_it(s3_url):
     store = open_store(s3_url, faults=[])
     c = make_committer("magic", store, threads=1)
     job = c.new_job()
@@ -200,7 +210,8 @@ def test_abort_after_a_crash_mid_commit_deletes_what_was_completed(s3_url):
     fault_layer(store).armed = False
     assert visible(store) == ["f0", "f1"]
     make_committer("magic", store).abort_job(job)
-    assert visible(store) == [] and store.list_uploads("") == []
+    assert visible(store) == ["f0", "f1", "f2", "f3"] and store.exists("_SUCCESS")
+    assert store.list_uploads("") == []
 
 
 def test_auto_and_refusals(s3_url, tmp_path):

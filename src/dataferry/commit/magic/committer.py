@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ...errors import (
+    AmbiguousOutcome,
     CommitError,
     InjectedCrash,
     JobCommitError,
@@ -29,12 +30,21 @@ from ...errors import (
     TaskCommitError,
     ValidationError,
 )
-from ...stats import StageClock
+from ...ids import new_job_id
 from ...store import IOPool, Store, paths
-from ..protocol import Committer, JobCommitResult, JobContext, TaskAttemptContext, TaskCommitMessage
-from ..success import SUCCESS_FILE, SuccessData
+from ..intent import Intent, load_intent, mark_phase, phase_done
+from ..jobcommit import Applied, CommitPlan, recover_job
+from ..protocol import (
+    Committer,
+    JobContext,
+    Leftover,
+    TaskAttemptContext,
+    TaskCommitMessage,
+    committer_by_name,
+)
+from ..stages import StageContext, stage
 from .config import MagicConfig
-from .files import PendingCommit, PendingSet
+from .files import PendingCommit, PendingSet, multipart_etag
 
 MAGIC_PREFIX = "__magic_job-"
 PENDING_SUFFIX = ".pending"
@@ -57,12 +67,6 @@ def attempt_dir(task: TaskAttemptContext) -> str:
 
 def pendingset_path(job: JobContext, task_id: str) -> str:
     return f"{job_attempt_dir(job)}/{task_id}{PENDINGSET_SUFFIX}"
-
-
-@dataclass
-class MagicJobCommitResult(JobCommitResult):
-    uploads_completed: int = 0
-    replaced_objects: int = 0
 
 
 class MagicCommitter(Committer):
@@ -247,81 +251,74 @@ class MagicCommitter(Committer):
                     f"conflict mode 'fail': {self.store.full_url(p)} already holds data, e.g. {data[0].path}"
                 )
 
-    def _replace(self, partitions: list[str], pool: IOPool) -> int:
-        """Delete existing data in the partitions this job writes (conflict mode `replace`)."""
+    def _doomed(self, partitions: list[str]) -> list[str]:
+        """Existing data in the partitions this job writes (conflict mode `replace`)."""
         doomed = []
         for p in partitions:
-            doomed += (
-                [
+            if p:
+                doomed += [
                     s.path
                     for s in self.store.walk(p)
                     if not paths.is_hidden(paths.relative_to(s.path, p))
                 ]
-                if p
-                else [
+            else:
+                doomed += [
                     e.path
                     for e in self.store.list("")
                     if not e.is_dir and not paths.is_hidden(e.path)
                 ]
-            )
-        pool.for_each(self.store.delete, doomed)
-        return len(doomed)
+        return doomed
 
-    def commit_job(
-        self, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> MagicJobCommitResult:
-        self.check_messages(job, messages)
-        clock = StageClock(self.stats)
-        completed: list[PendingCommit] = []
-        lock = threading.Lock()
-        with IOPool(self.config.threads) as pool, self.stats.duration("committer_commit_job"):
-            with clock.stage("load_pendingsets"):
-                commits = self._load_pendingsets(job, messages, pool)
-            partitions = sorted({paths.parent(c.path) for c in commits})
-            replaced = 0
-            with clock.stage("conflict"):
-                if self.config.conflict_mode == "fail":
-                    self._fail_if_data(partitions)
-                elif self.config.conflict_mode == "replace":
-                    replaced = self._replace(partitions, pool)
+    # --- job commit (on the shared stages of jobcommit.py) ------------------------------------
 
-            def complete(c: PendingCommit) -> None:
-                self.store.complete_upload(c.path, c.upload_id, c.etags)
-                with lock:
-                    completed.append(c)
+    def job_dir(self, job: JobContext) -> str:
+        return job_attempt_dir(job)
 
-            with clock.stage("complete_uploads"):
-                try:
-                    pool.for_each(complete, commits)
-                except Exception as e:
-                    self._revert(commits, completed, pool)
-                    raise JobCommitError(
-                        f"job {job.job_id}: completing uploads failed after {len(completed)} of "
-                        f"{len(commits)}; completed files deleted, the rest aborted: {e}"
-                    ) from e
-            self.stats.set_counter("committer_files_committed", len(commits))
-            self.stats.set_counter("committer_bytes_committed", sum(c.length for c in commits))
-            if self.config.mark_successful_jobs:
-                with clock.stage("save_success"):
-                    self._save_success(job, commits)
-            with clock.stage("cleanup"):
-                self._abort_uncommitted_attempts(
-                    job, pool, frozenset(m.attempt_id for m in messages)
-                )
-                self.store.delete(job_dir(job), recursive=True)
-        stages = clock.finish()
-        return MagicJobCommitResult(
-            job_id=str(job.job_id),
-            committer=self.name,
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        self._require_multipart()
+        commits = load_pendingsets(ctx, self, job, messages)
+        partitions = sorted({paths.parent(c.path) for c in commits})
+        doomed = check_conflicts(ctx, self, partitions)
+        return CommitPlan(
+            {
+                "commits": [[c.path, c.upload_id, c.etags, c.length] for c in commits],
+                "attempts": sorted(m.attempt_id for m in messages),
+                "replace_files": doomed,
+            },
+            len(commits),
+            sum(c.length for c in commits),
+        )
+
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        plan = intent.payload
+        commits = [_Upload(*row) for row in plan["commits"]]
+        # replaced before completing, never after: a resumed commit must not delete new files
+        if not phase_done(ctx.store, self.job_dir(job), "conflict_resolved"):
+            ctx.pool.for_each(ctx.store.delete, plan["replace_files"], adaptive=True)
+            mark_phase(ctx.store, self.job_dir(job), "conflict_resolved")
+        recovered = complete_uploads(ctx, commits)
+        return Applied(
             files=len(commits),
             bytes=sum(c.length for c in commits),
-            success_path=SUCCESS_FILE if self.config.mark_successful_jobs else None,
-            stage_seconds=stages,
-            iostatistics=self.stats,
             filenames=sorted(c.path for c in commits)[:100],
-            uploads_completed=len(completed),
-            replaced_objects=replaced,
+            details={
+                "uploads_completed": len(commits),
+                "uploads_recovered": recovered,
+                "replaced_objects": len(plan["replace_files"]),
+            },
         )
+
+    def success_committer_name(self) -> str:
+        return COMMITTER_NAME
+
+    def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
+        intent = load_intent(self.store, self.job_dir(job))
+        committed = frozenset(intent.payload["attempts"]) if intent else frozenset()
+        self._abort_uncommitted_attempts(job, ctx.pool, committed)
+        self.store.delete(job_dir(job), recursive=True)
+        return "deleted"
 
     def _abort_uncommitted_attempts(
         self, job: JobContext, pool: IOPool, committed: frozenset[str] = frozenset()
@@ -333,63 +330,117 @@ class MagicCommitter(Committer):
             doomed = [st.path for st in self.store.list(tasks) if st.name not in committed]
             pool.for_each(self._abort_attempt_dir, doomed)
 
-    def _revert(
-        self, commits: list[PendingCommit], completed: list[PendingCommit], pool: IOPool
-    ) -> None:
-        done = {c.path for c in completed}
-        pool.for_each(lambda c: self.store.delete(c.path), completed)
-        pool.for_each(
-            lambda c: self.store.abort_upload(c.path, c.upload_id),
-            [c for c in commits if c.path not in done],
-        )
-
-    def _save_success(self, job: JobContext, commits: list[PendingCommit]) -> None:
-        data = SuccessData.for_job(
-            COMMITTER_NAME,
-            job,
-            f"Job {job.job_id} committed by dataferry's magic committer",
-            metrics={k: v for k, v in self.stats.counters.items() if k.startswith("committer_")},
-            filenames=[self.store.full_url(c.path) for c in commits[:100]],
-            iostatistics=self.stats.snapshot(),
-        )
-        self.store.write_bytes(SUCCESS_FILE, data.to_bytes())  # a PUT is atomic on S3
-
     # --- abort and cleanup -----------------------------------------------------------------
 
-    def abort_job(self, job: JobContext) -> None:
-        """Abort every upload of the job (nothing left to bill), delete any file a failed job
-        commit had already completed, and remove the magic directory."""
-        with self.stats.duration("job_stage_abort"):
-            base = job_attempt_dir(job)
-            for st in (
-                self.store.list(f"{base}/tasks") if self.store.exists(f"{base}/tasks") else []
-            ):
-                self._abort_attempt_dir(st.path)
-            for st in self.store.walk(base):
-                if not st.path.endswith(PENDINGSET_SUFFIX):
-                    continue
-                try:
-                    pset = PendingSet.from_bytes(
-                        self.store.read_bytes(st.path), self.store, st.path
-                    )
-                except ValidationError:
-                    continue
-                for c in pset.commits:
-                    if not self.store.abort_upload(c.path, c.upload_id):
-                        self._delete_if_ours(c)
-            self.store.delete(job_dir(job), recursive=True)
-
-    def _delete_if_ours(self, c: PendingCommit) -> None:
-        """An upload no longer pending was completed: delete the object if it is that upload's."""
-        try:
-            st = self.store.stat(c.path)
-        except NotFound:
-            return
-        if st.etag == c.expected_etag():
-            self.store.delete(c.path)
+    def rollback_job(self, job: JobContext) -> None:
+        """Abort every upload of the job (nothing left to bill) and remove the magic directory.
+        Without an intent record no upload was completed, so nothing visible is left."""
+        base = job_attempt_dir(job)
+        for st in self.store.list(f"{base}/tasks") if self.store.exists(f"{base}/tasks") else []:
+            self._abort_attempt_dir(st.path)
+        for st in self.store.walk(base):
+            if not st.path.endswith(PENDINGSET_SUFFIX):
+                continue
+            try:
+                pset = PendingSet.from_bytes(self.store.read_bytes(st.path), self.store, st.path)
+            except ValidationError:
+                continue
+            for c in pset.commits:
+                self.store.abort_upload(c.path, c.upload_id)
+        self.store.delete(job_dir(job), recursive=True)
 
     def cleanup_job(self, job: JobContext) -> None:
         self.store.delete(job_dir(job), recursive=True)
+
+    @classmethod
+    def leftovers(cls, store: Store) -> list[Leftover]:
+        if not store.exists(""):
+            return []
+        found = []
+        for e in store.list(""):
+            if e.name.startswith(MAGIC_PREFIX):
+                uuid = e.name[len(MAGIC_PREFIX) :]
+                attempts = [a for a in store.list(e.path) if a.is_dir and a.name.isdigit()]
+                found += [Leftover(e.path, cls.name, uuid, int(a.name)) for a in attempts] or [
+                    Leftover(e.path, cls.name, uuid, 0)
+                ]
+        return found
+
+    @classmethod
+    def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
+        com = committer_by_name(cls.name, store)
+        job = com.new_job(new_job_id(job_uuid=leftover.job_uuid), attempt=leftover.attempt)
+        outcome = recover_job(com, job, rollback=rollback)
+        if store.exists(leftover.path) and not store.list(leftover.path):
+            store.delete(leftover.path, recursive=True)
+        return outcome
+
+
+@dataclass(frozen=True)
+class _Upload:
+    path: str
+    upload_id: str
+    etags: list[str]
+    length: int
+
+    def expected_etag(self) -> str:
+        return multipart_etag(self.etags)
+
+
+@stage("job_stage_load_pendingsets", "load_pendingsets")
+def load_pendingsets(
+    ctx: StageContext, com: MagicCommitter, job: JobContext, messages: Sequence[TaskCommitMessage]
+) -> list[PendingCommit]:
+    return com._load_pendingsets(job, messages, ctx.pool)
+
+
+@stage("job_stage_check_conflicts", "conflict")
+def check_conflicts(ctx: StageContext, com: MagicCommitter, partitions: list[str]) -> list[str]:
+    """Conflict mode `fail` refuses data in the partitions written; `replace` lists it to be
+    deleted once the commit is decided; `append` leaves it."""
+    if com.config.conflict_mode == "fail":
+        com._fail_if_data(partitions)
+    if com.config.conflict_mode == "replace":
+        return com._doomed(partitions)
+    return []
+
+
+@stage("job_stage_complete_uploads", "complete_uploads")
+def complete_uploads(ctx: StageContext, commits: list[_Upload]) -> int:
+    """Complete every upload in parallel. An upload no longer pending was completed before (a
+    resumed commit, or a completion that timed out after taking effect): it counts as done when
+    the object has the etag the upload produces. Returns how many were found done."""
+    store = ctx.store
+    pending = (
+        {u.upload_id for u in store.list_uploads("")} if ctx.resumed else None
+    )  # one listing, not a request per upload already completed
+    found = 0
+    lock = threading.Lock()
+
+    def finished(c: _Upload) -> bool:
+        try:
+            return store.stat(c.path).etag == c.expected_etag()
+        except NotFound:
+            return False
+
+    def complete(c: _Upload) -> None:
+        nonlocal found
+        if pending is None or c.upload_id in pending:
+            try:
+                store.complete_upload(c.path, c.upload_id, c.etags)
+                return
+            except (NotFound, AmbiguousOutcome):
+                pass
+        if not finished(c):
+            raise JobCommitError(
+                f"upload {c.upload_id} of {store.full_url(c.path)} is neither pending nor "
+                "completed; the job's magic directory is left in place"
+            )
+        with lock:
+            found += 1
+
+    ctx.pool.for_each(complete, commits)
+    return found
 
 
 def _json(store: Store, path: str) -> Any:
@@ -480,17 +531,3 @@ def _dumps(data: dict[str, Any]) -> bytes:
     import json
 
     return json.dumps(data, indent=1).encode()
-
-
-def abort_magic_job_dir(store: Store, job_path: str) -> None:
-    """Abort every upload a (dead) magic job left, from its directory alone, and delete it."""
-    from ...ids import new_job_id
-
-    uuid = paths.name(job_path)[len(MAGIC_PREFIX) :]
-    committer = MagicCommitter(store, MagicConfig())
-    for attempt in store.list(job_path) if store.exists(job_path) else []:
-        if not attempt.is_dir or not attempt.name.isdigit():
-            continue
-        job = committer.new_job(new_job_id(job_uuid=uuid), attempt=int(attempt.name))
-        committer.abort_job(job)
-    store.delete(job_path, recursive=True)

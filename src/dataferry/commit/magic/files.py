@@ -22,6 +22,12 @@ PENDINGSET_VERSION = 2
 TASK_ATTEMPT_KEY = "task.attempt.id"
 
 
+def multipart_etag(etags: list[str]) -> str:
+    """The etag S3 gives a completed multipart object: md5 of the parts' md5s, `-<parts>`."""
+    digest = hashlib.md5(b"".join(bytes.fromhex(e) for e in etags)).hexdigest()
+    return f"{digest}-{len(etags)}"
+
+
 @dataclass
 class PendingCommit:
     path: str  # store-relative destination
@@ -33,9 +39,7 @@ class PendingCommit:
     created: int = field(default_factory=lambda: int(time.time() * 1000))
 
     def expected_etag(self) -> str:
-        """The etag S3 gives the completed object: md5 of the parts' md5s, then `-<parts>`."""
-        digest = hashlib.md5(b"".join(bytes.fromhex(e) for e in self.etags)).hexdigest()
-        return f"{digest}-{len(self.etags)}"
+        return multipart_etag(self.etags)
 
     def to_json(self, store: Store) -> dict[str, Any]:
         uri = store.full_url(self.path)
