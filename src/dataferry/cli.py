@@ -608,36 +608,98 @@ def verify_crash_cmd(
         None, "--store", help="Store URL or sim:PROFILE (default: a local temp dir)."
     ),
     processes: int = typer.Option(1, help="Scenarios run in this many processes."),
+    driver_kills: int = typer.Option(
+        0,
+        "--driver-kills",
+        help="Kill the driver (SIGKILL, in a child process) at N points of the job commit, "
+        "on a fresh destination and over data in each write mode; then cleanup and rerun.",
+    ),
+    zombies: bool = typer.Option(
+        False,
+        "--zombies",
+        help="Zombie task attempts that commit before, during and after the job commit.",
+    ),
+    concurrent_jobs: bool = typer.Option(
+        False, "--concurrent-jobs", help="Two jobs committing into one destination at once."
+    ),
+    existing_data: bool = typer.Option(
+        False,
+        "--existing-data",
+        help="Also every crash point over a committed data set, in each write mode (3x).",
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the kill points and schedules."),
+    kill_timeout: float = typer.Option(
+        60.0, "--kill-timeout", help="Seconds a child driver may run before it is killed."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Crash the reference job at every store operation and check the invariants."""
+    """Crash the reference job at every store operation and check the invariants; with the
+    options, also kill its driver, let zombie attempts commit, and race two jobs."""
     from .verify.crash import verify_crash
 
-    with _errors(), _progress("crash points", None, json_out) as advance:
+    with _errors(), _progress("scenarios", None, json_out) as advance:
+        seen = {"done": 0}
+
+        def on_progress(done: int, total: int) -> None:
+            advance(done - seen["done"], total)
+            seen["done"] = done
+
         report = verify_crash(
             committer,
             store,
             processes=processes,
-            progress=lambda done, total: advance(1, total),
+            progress=on_progress,
+            driver_kills=driver_kills,
+            zombies=zombies,
+            concurrent_jobs=concurrent_jobs,
+            existing_data=existing_data,
+            seed=seed,
+            kill_timeout_s=kill_timeout,
         )
     data = report.to_json()
     if json_out:
         _print_json(data)
     else:
+        kinds = data["kinds"]
         t = Table(title=f"crash points: {committer} on {data['store']}")
         t.add_column("invariant")
-        t.add_column("violating scenarios", justify="right")
+        for kind in kinds:
+            t.add_column(kind.replace("_", " "), justify="right")
+        t.add_column("total", justify="right")
         for name, n in data["violations"].items():
-            t.add_row(name, f"[red]{n}[/]" if n else "[green]0[/]")
+            cells = [kinds[k]["violations"][name] for k in kinds]
+            t.add_row(
+                name,
+                *(f"[red]{c}[/]" if c else "[green]0[/]" for c in cells),
+                f"[red]{n}[/]" if n else "[green]0[/]",
+            )
+        t.add_row(
+            "[dim]scenarios[/]", *(f"[dim]{kinds[k]['scenarios']}[/]" for k in kinds), ""
+        )
         console.print(t)
         console.print(
             f"{data['crash_points']} store operations, {data['scenarios']} scenarios "
             f"(crash before and after each, plus the crash-free run); outcomes: {data['outcomes']}"
         )
-        for ex in data["examples"][:5]:
-            console.print(
-                f"  op #{ex['index']} {ex['when']} {ex['op']} {ex['path']}: {ex['problems'][0]}"
+        extra = {
+            "driver kills": data["driver_kills"],
+            "zombie schedules": data["zombie_schedules"],
+            "concurrent runs": data["concurrent_runs"],
+            "crash points over existing data": data["existing_data_crash_points"],
+        }
+        if any(extra.values()):
+            console.print(", ".join(f"{k}: {v}" for k, v in extra.items() if v))
+        for kind, why in data["skipped"].items():
+            console.print(f"[yellow]skipped {kind}:[/] {why}")
+        for ex in data["examples"][:8]:
+            where = (
+                f"op #{ex['index']} {ex['when']} {ex['op']} {ex['path']}"
+                if ex["index"] is not None
+                else ex["when"]
             )
+            kind = ex["kind"] + (f" {ex['destination']} {ex['mode']}" if ex["mode"] else "")
+            sched = f" [{ex['schedule']}]" if ex["schedule"] else ""
+            console.print(f"  {kind}{sched} {where}: {ex['problems'][0]}")
     if data["total_violations"]:
         raise typer.Exit(1)
 

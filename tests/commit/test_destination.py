@@ -23,14 +23,13 @@ def test_error_mode_refuses_and_loses_nothing(populated):
     assert populated.exists("_SUCCESS")
 
 
-def test_append_keeps_data_and_drops_the_old_record(populated):
-    prepare_destination(populated, "append")
-    assert populated.exists("p=1/old.parquet") and not populated.exists("_SUCCESS")
-
-
-def test_overwrite_deletes_data_but_not_jobs_in_flight(populated):
-    prepare_destination(populated, "overwrite")
-    assert [s.path for s in populated.walk("")] == ["_temporary/other-job/x"]
+@pytest.mark.parametrize("mode", ["append", "overwrite"])
+def test_append_and_overwrite_change_nothing_before_the_job_commits(populated, mode):
+    """The mode is applied when the job commits: a job that never gets there (it fails, its
+    driver dies) leaves the earlier data set and its _SUCCESS exactly as they were."""
+    before = {s.path: populated.read_bytes(s.path) for s in populated.walk("")}
+    prepare_destination(populated, mode)
+    assert {s.path: populated.read_bytes(s.path) for s in populated.walk("")} == before
 
 
 def test_missing_destination_is_created_and_bad_mode_named(tmp_path):

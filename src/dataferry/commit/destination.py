@@ -1,11 +1,14 @@
-"""Write modes for a destination, applied before a job starts (as Spark's SaveMode).
+"""Write modes for a destination (as Spark's SaveMode), checked early before a job starts.
 
 - `error` (default): refuse a destination that already holds data or a committed job;
 - `append`: keep existing data, add this job's files;
-- `overwrite`: delete existing data first, then write.
+- `overwrite`: replace existing data with this job's output.
 
-Hidden entries other than `_SUCCESS` (`_temporary`, staging directories of other jobs, ...) are
-never touched here: they belong to jobs in flight, and `dataferry cleanup` deals with dead ones.
+This check only fails early and creates the destination: nothing is deleted here. The mode is
+decided when the job commits, while it holds the destination's claim (`jobcommit.py`), so a
+job that fails leaves the earlier data exactly as it was and two jobs cannot both win.
+Hidden entries other than `_SUCCESS` (`_temporary`, staging directories of other jobs, ...)
+belong to jobs in flight, and `dataferry cleanup` deals with dead ones.
 """
 
 from __future__ import annotations
@@ -14,18 +17,15 @@ from typing import Literal
 
 from ..errors import AccessDenied, ConfigError, DestinationError, NotFound
 from ..store import Store, paths
+from .protocol import MODES
 from .success import SUCCESS_FILE
 
-COMMIT_RECORDS = "_dataferry/commits"  # the direct committer's records of committed jobs
-
 Mode = Literal["error", "append", "overwrite"]
-MODES = ("error", "append", "overwrite")
 
 
-def prepare_destination(store: Store, mode: str = "error", keep_success: bool = False) -> None:
-    """Check and prepare the destination for a new job in `mode`; raises naming the path.
-    keep_success: leave an existing `_SUCCESS` for the committer to replace (a Hive-style load
-    does so only when it has moved everything, so a failed load leaves the table as it was)."""
+def prepare_destination(store: Store, mode: str = "error") -> None:
+    """Check the destination for a new job in `mode` (creating it if absent); raises naming
+    the path. A destination held by a dead job's commit is recovered first."""
     if mode not in MODES:
         raise ConfigError(f"unknown write mode {mode!r}; use one of {', '.join(MODES)}")
     url = store.full_url()
@@ -39,6 +39,9 @@ def prepare_destination(store: Store, mode: str = "error", keep_success: bool = 
         return
     if not st.is_dir:
         raise DestinationError(f"destination {url} is a file, not a directory")
+    from .recovery import recover_dead_claim
+
+    recover_dead_claim(store)  # "before it starts": finish or undo a dead job's commit
     entries = store.list("")
     data = [e for e in entries if not paths.is_hidden(e.path)]
     success = [e for e in entries if e.path == SUCCESS_FILE]
@@ -52,12 +55,3 @@ def prepare_destination(store: Store, mode: str = "error", keep_success: bool = 
             f"destination {url} is not empty (it holds {what}); "
             "write with mode='append' or mode='overwrite'"
         )
-    try:
-        if mode == "overwrite":
-            for e in data:
-                store.delete(e.path, recursive=True)
-            store.delete(COMMIT_RECORDS, recursive=True)  # they describe the data just deleted
-        if success and not keep_success:  # the old record will no longer describe the directory
-            store.delete(SUCCESS_FILE)
-    except AccessDenied as e:
-        raise DestinationError(f"destination {url} is not writable: {e}") from None

@@ -23,13 +23,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ..errors import CommitError, NotFound
+from ..errors import CommitError, NotFound, StoreError
 from ..ids import parse_task_attempt_id
 from ..markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers, marker_dir
-from ..stats import StageClock
-from ..store import IOPool, Store, open_store, paths
-from .protocol import Committer, JobCommitResult, JobContext, TaskAttemptContext, TaskCommitMessage
-from .success import SUCCESS_FILE, SuccessData
+from ..markers.base import MARKERS_ROOT, data_path
+from ..markers.rollback import markers_in
+from ..store import FileStatus, IOPool, Store, open_store, paths
+from .intent import Intent
+from .jobcommit import Applied, CommitPlan
+from .protocol import Committer, JobContext, Leftover, TaskAttemptContext, TaskCommitMessage
+from .stages import StageContext, stage
+from .success import SUCCESS_FILE
 
 COMMITS_DIR = "_dataferry/commits"
 COMMITTER_NAME = "dataferry.commit.direct.DirectCommitter"
@@ -59,12 +63,6 @@ class DirectConfig:
             raise ConfigError(f"markers must be 'direct' or 'service', got {self.markers!r}")
         if self.markers == "service" and not self.service_url:
             raise ConfigError("markers='service' needs service_url")
-
-
-@dataclass
-class DirectJobCommitResult(JobCommitResult):
-    stray_files_deleted: int = 0
-    markers_found: int = 0
 
 
 def commit_record_path(job_uuid: str) -> str:
@@ -211,68 +209,70 @@ class DirectCommitter(Committer):
         # its files are marked: job commit deletes them, or job abort does
         self._take_written(task)
 
-    # --- job commit: reconcile against the markers -------------------------------------------
+    # --- job commit: reconcile against the markers (stages of jobcommit.py) -----------------
 
-    def commit_job(
-        self, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> DirectJobCommitResult:
-        self.check_messages(job, messages)
-        clock = StageClock(self.stats)
-        markers = self.markers(job)
-        committed = {f for m in messages for f in m.files}
-        with IOPool(self.config.threads) as pool, self.stats.duration("committer_commit_job"):
-            with clock.stage("list_markers"):
-                marked = markers.data_paths()
-            unmarked = committed - marked
-            if unmarked:
-                raise CommitError(
-                    f"job {job.job_id}: {len(unmarked)} reported files have no marker, e.g. {sorted(unmarked)[0]}"
-                )
-            stray = sorted(marked - committed)
-            self._refuse_to_delete_unreported(job, stray, messages)
-            with clock.stage("delete_stray_files"):
-                pool.for_each(self.store.delete, stray, adaptive=True)
-            with clock.stage("save_records"):
-                record = {
-                    "jobId": job.job_uuid,
-                    "job": str(job.job_id),
-                    "committed": time.time(),
-                    "files": sorted(committed),
-                }
-                self.store.write_bytes(
-                    commit_record_path(job.job_uuid), json.dumps(record).encode()
-                )
-                if self.config.mark_successful_jobs:
-                    success = SuccessData.for_job(
-                        COMMITTER_NAME,
-                        job,
-                        f"Job {job.job_id} written in place, reconciled against markers",
-                        metrics={
-                            "committer_files_committed": len(committed),
-                            "committer_stray_files_deleted": len(stray),
-                        },
-                        diagnostics={
-                            "commit_record": commit_record_path(job.job_uuid),
-                            "markers": self.config.markers,
-                        },
-                        filenames=[self.store.full_url(f) for f in sorted(committed)[:100]],
-                    )
-                    self.store.write_bytes(SUCCESS_FILE, success.to_bytes())
-            with clock.stage("delete_markers"):
-                markers.delete_all()
-        stages = clock.finish()
-        return DirectJobCommitResult(
+    def job_dir(self, job: JobContext) -> str:
+        return marker_dir(job.job_uuid)
+
+    def stage_context(self, job: JobContext) -> StageContext:
+        return StageContext(
+            store=self.store,
+            stats=self.stats,
+            pool=IOPool(self.config.threads),
             job_id=str(job.job_id),
-            committer=self.name,
-            files=len(committed),
-            bytes=0,
-            success_path=SUCCESS_FILE if self.config.mark_successful_jobs else None,
-            stage_seconds=stages,
-            iostatistics=self.stats,
-            filenames=sorted(committed)[:100],
-            stray_files_deleted=len(stray),
-            markers_found=len(marked),
+            config=self.config,
         )
+
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        marked = list_markers(ctx, self.markers(job))
+        committed = {f for m in messages for f in m.files}
+        unmarked = committed - marked
+        if unmarked:
+            raise CommitError(
+                f"job {job.job_id}: {len(unmarked)} reported files have no marker, e.g. {sorted(unmarked)[0]}"
+            )
+        stray = sorted(marked - committed)
+        self._refuse_to_delete_unreported(job, stray, messages)
+        return CommitPlan(
+            {"files": sorted(committed), "stray": stray, "marked": len(marked)}, len(committed)
+        )
+
+    def existing_data(self, job: JobContext) -> list[str]:
+        """Committed jobs' records and files, `_SUCCESS`, and any other visible file: not the
+        job's own files, which are already in place."""
+        ours = self.markers(job).data_paths(include_append=True)
+        records = [
+            r.path
+            for r in _list_or_empty(self.store, COMMITS_DIR)
+            if r.path != commit_record_path(job.job_uuid)
+        ]
+        files = [
+            s.path
+            for s in self.store.walk("")
+            if not paths.is_hidden(s.path) and s.path not in ours
+        ]
+        success = [SUCCESS_FILE] if self.store.exists(SUCCESS_FILE) else []
+        return sorted(files) + records + success
+
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        plan = intent.payload
+        delete_stray_files(ctx, plan["stray"])
+        save_commit_record(ctx, job, plan["files"])
+        return Applied(
+            files=len(plan["files"]),
+            filenames=plan["files"][:100],
+            details={"stray_files_deleted": len(plan["stray"]), "markers_found": plan["marked"]},
+        )
+
+    def success_committer_name(self) -> str:
+        return COMMITTER_NAME
+
+    def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
+        self.markers(job).delete_all()
+        _remove_if_empty(self.store, MARKERS_ROOT)
+        return "deleted"
 
     def _refuse_to_delete_unreported(
         self, job: JobContext, stray: Sequence[str], messages: Sequence[TaskCommitMessage]
@@ -291,23 +291,78 @@ class DirectCommitter(Committer):
 
     # --- rollback --------------------------------------------------------------------------
 
-    def abort_job(self, job: JobContext) -> None:
-        """Roll back: delete every file the job's markers name (works with the service down:
-        its MARKERS files are read from the store), then the markers. A job that already has a
-        commit record is committed: only its leftover markers go."""
-        with self.stats.duration("job_stage_abort"):
-            markers = self.markers(job)
-            if not self.store.exists(commit_record_path(job.job_uuid)):
-                with IOPool(self.config.threads) as pool:
-                    pool.for_each(
-                        self.store.delete,
-                        sorted(markers.data_paths(include_append=True)),
-                        adaptive=True,
-                    )
-            markers.delete_all()
+    def rollback_job(self, job: JobContext) -> None:
+        """Delete every file the job's markers name (read from the store: works with the
+        service down), the directories it made that are now empty, then the markers."""
+        directory = marker_dir(job.job_uuid)
+        if self.store.exists(commit_record_path(job.job_uuid)):
+            self.store.delete(directory, recursive=True)  # committed: only markers are left
+        else:
+            doomed = sorted({data_path(m) for m in markers_in(self.store, directory)})
+            with IOPool(self.config.threads) as pool:
+                pool.for_each(self.store.delete, doomed, adaptive=True)
+            self.store.delete(directory, recursive=True)
+            remove_empty_parents(self.store, doomed)
+        _remove_if_empty(self.store, MARKERS_ROOT)
 
     def cleanup_job(self, job: JobContext) -> None:
         self.markers(job).delete_all()
+
+    @classmethod
+    def leftovers(cls, store: Store) -> list[Leftover]:
+        return [
+            Leftover(e.path, cls.name, e.name)
+            for e in _list_or_empty(store, MARKERS_ROOT)
+            if e.is_dir
+        ]
+
+
+@stage("job_stage_list_markers", "list_markers")
+def list_markers(ctx: StageContext, markers: WriteMarkers) -> set[str]:
+    return markers.data_paths()
+
+
+@stage("job_stage_delete_stray_files", "delete_stray_files")
+def delete_stray_files(ctx: StageContext, stray: list[str]) -> None:
+    ctx.pool.for_each(ctx.store.delete, stray, adaptive=True)
+    remove_empty_parents(ctx.store, stray)
+
+
+@stage("job_stage_save_records", "save_records")
+def save_commit_record(ctx: StageContext, job: JobContext, files: list[str]) -> None:
+    """The switch readers of committed files see: one write of the complete file list."""
+    record = {"jobId": job.job_uuid, "job": str(job.job_id), "committed": time.time()}
+    record["files"] = files
+    ctx.store.write_bytes(commit_record_path(job.job_uuid), json.dumps(record).encode())
+
+
+def remove_empty_parents(store: Store, files: Sequence[str]) -> None:
+    """Delete the visible directories of `files` that are empty now, deepest first."""
+    parents = {paths.parent(f) for f in files}
+    for d in sorted(parents, key=paths.depth, reverse=True):
+        while d and not paths.is_hidden(d):
+            try:
+                if store.list(d):
+                    break
+                store.delete(d, recursive=False)
+            except StoreError:
+                break
+            d = paths.parent(d)
+
+
+def _list_or_empty(store: Store, path: str) -> list[FileStatus]:
+    try:
+        return store.list(path)
+    except NotFound:
+        return []
+
+
+def _remove_if_empty(store: Store, path: str) -> None:
+    try:
+        if not store.list(path):
+            store.delete(path, recursive=False)
+    except StoreError:
+        pass
 
 
 def list_committed(dest: str | Store) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..store import Store, open_store
 from .claim import DEFAULT_CLAIM_TIMEOUT_S
-from .protocol import MODES, Committer
+from .protocol import Committer
 from .registry import KNOWN, CommitterSpec
 
 
@@ -81,8 +81,6 @@ def make_committer(
     A rename-based committer on a store without atomic file rename (S3, GCS) is refused
     unless `allow_unsafe_rename=True`: there every rename is a copy, slow and not atomic.
     """
-    if mode not in MODES:
-        raise ConfigError(f"unknown write mode {mode!r}; use one of {', '.join(MODES)}")
     store = dest if isinstance(dest, Store) else open_store(dest)
     if name == "auto":
         name = choose_committer(store)
@@ -96,7 +94,8 @@ def make_committer(
             "(a rename there is a copy and a delete); use 'magic' or 'auto', or pass "
             "allow_unsafe_rename=True to measure it anyway"
         )
-    committer = build_committer(name, store, build_config(name, options))
-    committer.write_mode = mode
+    write_mode, implied = _spec(name).committer_class().prepare_mode(mode)
+    committer = build_committer(name, store, build_config(name, {**implied, **options}))
+    committer.write_mode = write_mode
     committer.claim_timeout_s = claim_timeout_s
     return committer

@@ -160,6 +160,10 @@ def commit_job(
             decided = True
             result = finish_commit(com, ctx, job, intent)
     except Exception as e:
+        if decided:  # a decided commit is finished, not undone: try once more from its record
+            retried = _finish_again(com, job, intent)
+            if retried is not None:
+                return retried
         if held is not None:
             held.abandon() if decided else held.release()
         com.commit_failed(ctx, job, e)
@@ -176,6 +180,21 @@ def commit_job(
     finally:
         ctx.close()
     result.stage_seconds["total"] = time.perf_counter() - start
+    return result
+
+
+def _finish_again(com: Committer, job: JobContext, intent: Intent) -> JobCommitResult | None:
+    """A transient failure after the intent record: finish from the record at once, so the
+    caller sees a committed job rather than one waiting for `dataferry cleanup`."""
+    ctx = com.stage_context(job)
+    ctx.resumed = True
+    try:
+        result = finish_commit(com, ctx, job, intent)
+    except Exception:
+        return None
+    finally:
+        ctx.close()
+    com.stats.incr("committer_commit_job_resumed")
     return result
 
 

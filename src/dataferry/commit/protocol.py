@@ -202,6 +202,16 @@ class Committer(ABC):
 
     # --- the job commit's hooks (see jobcommit.py) ---------------------------------------------
 
+    @classmethod
+    def prepare_mode(cls, mode: str) -> tuple[str, dict[str, Any]]:
+        """A user's write mode -> (the job's mode for the commit, committer options it implies).
+        Committers with modes of their own (Hive's partition overwrite) translate them here."""
+        if mode not in MODES:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"unknown write mode {mode!r}; use one of {', '.join(MODES)}")
+        return mode, {}
+
     def stage_context(self, job: JobContext) -> StageContext:
         threads = getattr(self.config, "io_threads", None) or getattr(self.config, "threads", 8)
         return StageContext(

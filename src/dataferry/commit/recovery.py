@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 
 from ..errors import CommitError, NotFound, StoreError
 from ..store import Store
-from .claim import DEFAULT_CLAIM_TIMEOUT_S, CLAIM_FILE, Claim, read_claim, release_claim
+from .claim import (
+    CLAIM_FILE,
+    DEFAULT_CLAIM_TIMEOUT_S,
+    Claim,
+    read_claim,
+    release_claim,
+    take_over,
+)
 from .jobcommit import recover_job
 from .protocol import Leftover, committer_by_name, job_from_ids
 from .registry import committer_classes
@@ -25,6 +32,18 @@ def recover_claim(store: Store, dead: Claim) -> str:
     com = committer_by_name(dead.committer, store)
     job = job_from_ids(com, dead.job_id, dead.job_uuid, dead.attempt)
     return recover_job(com, job)
+
+
+def recover_dead_claim(store: Store, timeout_s: float = DEFAULT_CLAIM_TIMEOUT_S) -> str | None:
+    """What a new job does before it starts: if the destination's claim is held by a dead job,
+    finish or undo that job's commit and free the destination. Returns what was done."""
+    holder = read_claim(store)
+    if holder is None or not holder.is_dead(timeout_s):
+        return None
+    taker = Claim(job_id="recovery", job_uuid="", committer="", mode="")
+    outcome: list[str] = []
+    take_over(store, holder, taker, timeout_s, lambda dead: outcome.append(recover_claim(store, dead)))
+    return outcome[0] if outcome else None
 
 
 @dataclass
@@ -103,4 +122,10 @@ def _record(report: RecoveryReport, path: str, what: str) -> None:
         report.rolled_back.append(path)
 
 
-__all__ = ["Leftover", "RecoveryReport", "recover_claim", "recover_destination"]
+__all__ = [
+    "Leftover",
+    "RecoveryReport",
+    "recover_claim",
+    "recover_dead_claim",
+    "recover_destination",
+]

@@ -107,20 +107,20 @@ def prepare_write(
     allow_unsafe_rename: bool = False,
 ) -> tuple[Store, Any]:
     """Everything a write does on the driver before any task runs: check the format and the
-    partition columns, apply the write mode to the destination, build the committer."""
+    partition columns, build the committer for the write mode, and check the destination early
+    (the mode itself is decided when the job commits, holding the destination's claim)."""
     writer_for(fmt)  # fail early on an unknown format
     _check_partition_columns(schema, partition_by)
     store = dest if isinstance(dest, Store) else open_store(dest)
-    options = dict(committer_options or {})
-    if committer == "hive":
-        # a Hive-style insert applies its mode in the load, partition by partition
-        options["mode"] = _hive_mode(mode)
-        prepare_destination(store, "append", keep_success=True)
-    else:
-        prepare_destination(store, mode)
-    return store, make_committer(
-        committer, store, allow_unsafe_rename=allow_unsafe_rename, **options
+    com = make_committer(
+        committer,
+        store,
+        mode=mode,
+        allow_unsafe_rename=allow_unsafe_rename,
+        **dict(committer_options or {}),
     )
+    prepare_destination(store, com.write_mode)
+    return store, com
 
 
 def write_result(store: Store, com: Any, run: JobRun) -> WriteResult:
@@ -151,16 +151,6 @@ def write_task(
             encode(rows, sink)
         parts.append(directory)
     return {"rows": chunk.num_rows, "partitions": parts}
-
-
-def _hive_mode(mode: str) -> str:
-    from ..commit.hive.config import MODES
-
-    if mode not in MODES:
-        raise ConfigError(
-            f"committer 'hive' takes mode {', '.join(repr(m) for m in MODES)}, not {mode!r}"
-        )
-    return mode
 
 
 def _check_partition_columns(schema: pa.Schema, partition_by: tuple[str, ...]) -> None:

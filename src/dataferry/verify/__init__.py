@@ -1,4 +1,5 @@
-"""Verification: the crash-point harness (and, later, the store capability probe)."""
+"""Verification: the referee (crash points, dead drivers, zombie attempts, racing jobs, each on
+fresh destinations and over existing data) and the store capability probe."""
 
 from .crash import CrashReport, verify_crash
 

@@ -6,7 +6,8 @@
 2. For each crash point, run the job on a fresh destination with a crash there, then do what a
    real engine would do: a crash inside a task attempt fails that attempt and a new one runs; a
    crash in the driver (job setup or commit) fails the job, which is recovered by `abort_job`
-   and `cleanup_job` and then rerun with a new job id in overwrite mode.
+   and `cleanup_job` and then rerun with a new job id in overwrite mode (a rerun that fails
+   counts as a `write_mode` violation: recovery left a destination no job can write).
 3. Check the invariants (see `invariants.py`) at each step and count violations by name.
 
 `verify_crash` also runs, on request, the kinds of failure one live process cannot show, each in
@@ -25,7 +26,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..commit.destination import prepare_destination
 from ..commit.factory import make_committer
 from ..errors import DataferryError, InjectedCrash
 from ..ids import new_job_id
@@ -42,6 +42,7 @@ from .harness import (
     check_rerun,
     deterministic_options,
     discard,
+    job_committer,
     quiet_store,
     recovery_committer,
     run_reference,
@@ -211,9 +212,15 @@ def run_scenario(
     recovery.abort_job(failed)
     recovery.cleanup_job(failed)
     problems.extend(inv.check_no_leftovers(store, allowed_leftovers(recovery)))
-    prepare_destination(store, "overwrite")
-    rerun = make_committer(committer, store, allow_unsafe_rename=True, **options)
-    _engine().run_job(rerun, reference_tasks(), before_job_commit=before_commit)
+    try:
+        rerun = job_committer(committer, store, "overwrite", options)
+        _engine().run_job(rerun, reference_tasks(), before_job_commit=before_commit)
+    except DataferryError as e:
+        problems.append(
+            f"{inv.WRITE_MODE}: the rerun in mode 'overwrite' after recovery failed: "
+            f"{type(e).__name__}: {e}"
+        )
+        return scenario, store
     problems.extend(inv.check_success(store, True))
     problems.extend(inv.check_output(store))
     problems.extend(inv.check_no_leftovers(store, allowed_leftovers(rerun)))

@@ -10,9 +10,10 @@ import dataferry
 from dataferry import make_committer
 from dataferry.commit.cleanup import cleanup_destination
 from dataferry.commit.hive.load import copy_name
-from dataferry.commit.hive.staging import JOURNAL, is_staging_dir, staging_dir
+from dataferry.commit.hive.staging import is_staging_dir, staging_dir
+from dataferry.commit.intent import INTENT_FILE
 from dataferry.engine import LocalEngine, LocalEngineConfig
-from dataferry.errors import ConfigError, InjectedCrash, JobCommitError
+from dataferry.errors import ConfigError, DestinationError, InjectedCrash, JobCommitError
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 from dataferry.store.catalog import open_catalog
 
@@ -21,6 +22,14 @@ INLINE = LocalEngineConfig(workers=0)
 
 def table_rows(path):
     return pads.dataset(str(path), format="parquet", partitioning="hive").to_table()
+
+
+def read_back(path):
+    return rows_of(table_rows(path))
+
+
+def rows_of(table):
+    return sorted((r["day"], r["v"]) for r in table.to_pylist())
 
 
 def write(path, table, mode, catalog="", tasks=2, **options):
@@ -116,7 +125,7 @@ def test_new_partitions_move_by_directory_rename_where_atomic(tmp_path):
             tasks=2,
             allow_unsafe_rename=True,
         )
-        load = result.run.commit.load
+        load = result.run.commit.details["load"]
         assert (load.dir_renames == 3) == expect_dir_renames
         assert (load.file_moves == 0) == expect_dir_renames
         assert table_rows(store.inner.full_url().removeprefix("file://")).num_rows == 10
@@ -139,7 +148,9 @@ def test_catalog_records_partitions_consistently(tmp_path):
         catalog.partitions("nope")
 
 
-def test_staging_is_gone_after_a_failed_load_and_the_table_is_untouched(tmp_path):
+def test_a_load_failing_once_is_finished_and_one_failing_on_is_finished_by_cleanup(tmp_path):
+    """Once planned (its intent record saved) a load is decided: a failed move is retried from
+    the journal at once, and while the store keeps failing the load waits, whole, for cleanup."""
     t = tmp_path / "t"
     write(t, days(2), "append")
     before = sorted(str(p.relative_to(t)) for p in t.rglob("*") if p.is_file())
@@ -154,19 +165,29 @@ def test_staging_is_gone_after_a_failed_load_and_the_table_is_untouched(tmp_path
             )
         ],
     )
-    with pytest.raises(JobCommitError):
+    new = days(2, start=0, rows=3)
+    dataferry.write_dataset(
+        new, store, partition_by=["day"], committer="hive", mode="overwrite", engine=INLINE
+    )
+    assert staging_left(t) == [] and (t / "_SUCCESS").exists()
+    assert read_back(t) == rows_of(new)
+    rule = FaultRule(
+        action="fail",
+        kinds=frozenset({Op.RENAME}),
+        path_glob=".hive-staging*/-ext-10000/day=*",
+        times=-1,
+    )
+    fault_layer(store).add_rule(rule)
+    with pytest.raises(JobCommitError, match="decided"):
         dataferry.write_dataset(
-            days(2),
-            store,
-            partition_by=["day"],
-            committer="hive",
-            mode="overwrite",
-            engine=INLINE,
-            tasks=1,
+            days(2), store, partition_by=["day"], committer="hive", mode="overwrite", engine=INLINE
         )
-    after = sorted(str(p.relative_to(t)) for p in t.rglob("*") if p.is_file())
-    assert staging_left(t) == []
-    assert after == before  # the overwrite was rolled back: old partitions are back
+    assert staging_left(t) != []  # the decided load waits, with what it replaced
+    rule.times = 0
+    report = cleanup_destination(open_store(str(t)), older_than_s=0)
+    assert report.rolled_forward and staging_left(t) == []
+    assert read_back(t) == rows_of(days(2))
+    assert before
 
 
 def test_crashed_load_completes_on_resume_with_catalog_consistent(tmp_path):
@@ -196,10 +217,10 @@ def test_crashed_load_completes_on_resume_with_catalog_consistent(tmp_path):
     with pytest.raises(InjectedCrash):
         c.commit_job(job, msgs)
     fault_layer(store).armed = False
-    assert store.exists(f"{staging_dir(job)}/{JOURNAL}")
+    assert store.exists(f"{staging_dir(job)}/{INTENT_FILE}")
     assert open_catalog(cat).tables() == []  # not registered yet
-    c2 = make_committer("hive", store, mode="append", catalog=cat)
-    c2.resume_load(job)
+    report = cleanup_destination(store, older_than_s=0)  # the catalog is in the intent record
+    assert report.rolled_forward
     assert staging_left(tmp_path / "t") == []
     parts = {p.spec: p.files for p in open_catalog(cat).partitions("t")}
     assert parts == {"day=d0": 2, "day=d1": 2, "day=d2": 2}
@@ -233,7 +254,7 @@ def test_cleanup_completes_or_rolls_back_an_abandoned_load(tmp_path):
         assert not store.exists("day=d0")
         report = cleanup_destination(store, older_than_s=0, rollback=rollback)
         assert len(report.removed) == 1 and staging_left(root) == []
-        expected = ["day=d0/old.parquet"] if rollback else ["day=d0/new.parquet"]
+        expected = ["day=d0/old.parquet"] if rollback else ["_SUCCESS", "day=d0/new.parquet"]
         assert [s.path for s in store.walk("")] == expected
 
 
@@ -253,7 +274,8 @@ def test_cleanup_leaves_recent_jobs_alone_and_removes_dead_temporaries(tmp_path)
 def test_bad_mode_is_named(tmp_path):
     with pytest.raises(ConfigError, match="unknown hive mode 'upsert'"):
         make_committer("hive", str(tmp_path), mode="upsert")
-    with pytest.raises(ConfigError, match="takes mode"):
+    write(tmp_path / "x", days(1), "error")  # error: only into an empty table
+    with pytest.raises(DestinationError, match="not empty"):
         write(tmp_path / "x", days(1), "error")
 
 

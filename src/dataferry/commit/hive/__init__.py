@@ -1,6 +1,6 @@
 """Hive-style insert: staging directory, parallel restartable load, partition catalog."""
 
-from .committer import HiveCommitter, HiveJobCommitResult
+from .committer import HiveCommitter
 from .config import HiveConfig
 
-__all__ = ["HiveCommitter", "HiveConfig", "HiveJobCommitResult"]
+__all__ = ["HiveCommitter", "HiveConfig"]

@@ -2,46 +2,45 @@
 
 Tasks write and commit through an inner committer (manifest by default) rooted at
 `<table>/.hive-staging_hive_.../-ext-10000`, exactly where Spark's InsertIntoHiveTable puts
-them. Job commit first commits the inner job there, then loads: it writes a journal, moves the
-staged partitions into the table (a directory rename per new partition where that is atomic and
-O(1), parallel file moves otherwise), records the partitions in the catalog, writes `_SUCCESS`
-and deletes the staging directory. A load that fails is rolled back from its journal; one whose
-process died is completed by `resume_load` (what `dataferry cleanup` runs) or undone by
-`abort_job`.
+them. Job commit (the one every committer shares, `commit/jobcommit.py`) first commits the
+inner job there and plans the load (its journal of moves is the intent record's payload), then
+moves the staged partitions into the table (a directory rename per new partition where that is
+atomic and O(1), parallel file moves otherwise), records the partitions in the catalog, writes
+`_SUCCESS` and deletes the staging directory. A load that died is finished from its journal by
+`dataferry cleanup` or the next job, or undone from it with `cleanup --rollback` (the partitions
+it replaced wait in the staging directory until the load is complete).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import BinaryIO
+from dataclasses import replace
+from typing import Any, BinaryIO
 
-from ...errors import CommitError, JobCommitError
-from ...stats import StageClock
+from ...errors import ConfigError
 from ...store import IOPool, Store, paths
 from ...store.catalog import Catalog, open_catalog
 from ...store.substore import SubStore
 from ..factory import build_committer, build_config
+from ..intent import Intent, load_intent, mark_phase, phase_done, save_intent
+from ..jobcommit import Applied, CommitPlan, recover_job
 from ..protocol import (
     Committer,
     JobCommitResult,
     JobContext,
+    Leftover,
     TaskAttemptContext,
     TaskCommitMessage,
+    committer_by_name,
+    job_from_ids,
 )
-from ..success import SUCCESS_FILE, SuccessData
-from .config import HiveConfig
-from .journal import Journal, load_journal, save_journal
+from ..stages import StageContext, stage
+from .config import MODES, HiveConfig
+from .journal import Journal
 from .load import LoadPools, LoadStats, plan_load, register, run_steps
-from .staging import JOURNAL, ext_dir, staging_dir
+from .staging import ext_dir, is_staging_dir, staging_dir
 
 COMMITTER_NAME = "dataferry.commit.hive.HiveCommitter"
-
-
-@dataclass
-class HiveJobCommitResult(JobCommitResult):
-    load: LoadStats | None = None
 
 
 class HiveCommitter(Committer):
@@ -58,7 +57,9 @@ class HiveCommitter(Committer):
         inner_config = build_config(cfg.inner, options)
         sub = SubStore(self.store, ext_dir(job))
         inner = build_committer(cfg.inner, sub, inner_config)
-        inner_job = replace(job, store=sub, committer=cfg.inner, config=inner_config)
+        inner_job = replace(
+            job, store=sub, committer=cfg.inner, config=inner_config, mode="append", claim=False
+        )
         return inner, inner_job
 
     def _inner_task(self, task: TaskAttemptContext) -> tuple[Committer, TaskAttemptContext]:
@@ -117,153 +118,209 @@ class HiveCommitter(Committer):
         inner, t = self._inner_task(task)
         inner.abort_task(t)
 
-    # --- job commit: inner commit, then the load ---------------------------------------------
+    # --- job commit: inner commit, then the load (stages of jobcommit.py) -------------------
 
-    def commit_job(
-        self, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> HiveJobCommitResult:
-        self.check_messages(job, messages)
-        start = time.perf_counter()
-        inner, inner_job = self._inner(job)
-        with self.stats.duration("committer_commit_job"):
-            inner_result = inner.commit_job(inner_job, messages)
-            self.stats.merge(inner.stats)
-            stages = {
-                f"staging_{k}": v for k, v in inner_result.stage_seconds.items() if k != "total"
-            }
-            try:
-                load = self._load(job)
-            except BaseException as e:
-                if isinstance(e, Exception):
-                    self._undo_load(job)
-                    if not isinstance(e, CommitError):
-                        raise JobCommitError(
-                            f"job {job.job_id}: load into the table failed: {e}"
-                        ) from e
-                raise
-        stages.update({f"load_{k}": v for k, v in load.stage_seconds.items()})
-        stages["total"] = time.perf_counter() - start
-        return HiveJobCommitResult(
+    @classmethod
+    def prepare_mode(cls, mode: str) -> tuple[str, dict[str, Any]]:
+        """A Hive insert applies `append`, `overwrite` (the partitions written) and
+        `overwrite-table` in its load; `error` loads only into an empty table."""
+        if mode == "error":
+            return "error", {"mode": "append"}
+        if mode not in MODES:
+            raise ConfigError(
+                f"unknown hive mode {mode!r}; committer 'hive' takes mode "
+                f"{', '.join(repr(m) for m in ('error', *MODES))}"
+            )
+        return "append", {"mode": mode}
+
+    def job_dir(self, job: JobContext) -> str:
+        return staging_dir(job)
+
+    def stage_context(self, job: JobContext) -> StageContext:
+        return StageContext(
+            store=self.store,
+            stats=self.stats,
+            pool=IOPool(self.config.move_threads),
             job_id=str(job.job_id),
-            committer=self.name,
-            files=inner_result.files,
-            bytes=inner_result.bytes,
-            success_path=SUCCESS_FILE if self.config.mark_successful_jobs else None,
-            stage_seconds=stages,
-            iostatistics=self.stats,
-            filenames=inner_result.filenames,
-            load=load,
+            config=self.config,
+        )
+
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        inner, inner_job = self._inner(job)
+        staged = commit_staging(ctx, inner, inner_job, messages)
+        self.stats.merge(inner.stats)
+        journal = self._plan(ctx, job)
+        return CommitPlan(
+            {"journal": journal.to_json(), "catalog": self.config.catalog, "files": staged.files},
+            staged.files,
+            staged.bytes,
+        )
+
+    def _plan(self, ctx: StageContext, job: JobContext) -> Journal:
+        pools = self._pools()
+        try:
+            return plan_load_stage(
+                ctx,
+                staging_dir(job),
+                ext_dir(job),
+                self.config.mode,
+                self.table_name(),
+                str(job.job_id),
+                pools,
+            )
+        finally:
+            pools.close()
+
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        job_dir = self.job_dir(job)
+        journal = Journal.from_json(intent.payload["journal"], self.store.full_url(job_dir))
+        pools = self._pools()
+        try:
+            stats = run_load(ctx, job_dir, journal, intent.payload["catalog"], pools)
+        finally:
+            pools.close()
+        moved = [s.dst for s in journal.steps if s.phase == "in"]
+        return Applied(
+            files=intent.payload["files"],
+            filenames=moved[:100],
+            details={"load": stats},
         )
 
     def load(self, job: JobContext) -> LoadStats:
-        """Load a committed staging tree into the table (job commit's second half)."""
-        return self._load(job)
-
-    def _load(self, job: JobContext, journal: Journal | None = None) -> LoadStats:
-        staging = staging_dir(job)
-        result = LoadStats()
-        clock = StageClock(self.stats)
-        pools = self._pools()
+        """Load a committed staging tree into the table (the job commit's second half), from a
+        fresh plan: what `bench hive` measures."""
+        ctx = self.stage_context(job)
         try:
-            if journal is None:
-                with clock.stage("plan", "hive_stage_plan"):
-                    journal = plan_load(
-                        self.store,
-                        staging,
-                        ext_dir(job),
-                        self.config.mode,
-                        self.table_name(),
-                        str(job.job_id),
-                        pools,
-                    )
-                    save_journal(self.store, f"{staging}/{JOURNAL}", journal)
-            result.partitions = len(journal.partitions)
-            if journal.state == "planned":
-                with clock.stage("move_aside", "hive_stage_move_aside"):
-                    result.aside = run_steps(
-                        self.store, [s for s in journal.steps if s.phase == "aside"], pools
-                    )
-                with clock.stage("move_in", "hive_stage_move_in"):
-                    moved_in = [s for s in journal.steps if s.phase == "in"]
-                    run_steps(self.store, moved_in, pools)
-                result.dir_renames = sum(1 for s in moved_in if s.directory)
-                result.file_moves = len(moved_in) - result.dir_renames
-                journal.state = "moved"
-                save_journal(self.store, f"{staging}/{JOURNAL}", journal)
-            catalog = self._catalog()
-            if journal.state == "moved":
-                if catalog is not None:
-                    with clock.stage("register", "hive_stage_register"):
-                        register(self.store, catalog, journal, self.store.full_url(), pools)
-                journal.state = "registered"
-                save_journal(self.store, f"{staging}/{JOURNAL}", journal)
-            if self.config.mark_successful_jobs:
-                with clock.stage("save_success", "hive_stage_save_success"):
-                    self._save_success(job, journal)
-            with clock.stage("cleanup", "hive_stage_cleanup"):
-                self.store.delete(staging, recursive=True)
+            journal = self._plan(ctx, job)
+            save_intent(self.store, staging_dir(job), _intent_of(job, journal, self))
+            pools = self._pools()
+            try:
+                stats = run_load(ctx, staging_dir(job), journal, self.config.catalog, pools)
+            finally:
+                pools.close()
+            self.store.delete(staging_dir(job), recursive=True)
         finally:
-            pools.close()
-            result.stage_seconds = dict(clock.seconds)
-        return result
+            ctx.close()
+        stats.stage_seconds = dict(ctx.stage_seconds)
+        return stats
 
-    def _save_success(self, job: JobContext, journal: Journal) -> None:
-        data = SuccessData.for_job(
-            COMMITTER_NAME,
-            job,
-            f"Hive-style {journal.mode} of job {job.job_id} into {self.table_name()}",
-            metrics={"committer_partitions_loaded": len(journal.partitions)},
-            diagnostics={"mode": journal.mode, "partitions": ",".join(journal.partitions[:100])},
-            filenames=[self.store.full_url(s.dst) for s in journal.steps if s.phase == "in"][:100],
-            iostatistics=self.stats.snapshot(),
-        )
-        tmp = f"{staging_dir(job)}/{SUCCESS_FILE}.tmp"
-        self.store.write_bytes(tmp, data.to_bytes())
-        self.store.delete(SUCCESS_FILE)
-        self.store.rename(tmp, SUCCESS_FILE)
+    def success_committer_name(self) -> str:
+        return COMMITTER_NAME
+
+    def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
+        self.store.delete(staging_dir(job), recursive=True)  # with the partitions replaced
+        return "deleted"
 
     # --- recovery ----------------------------------------------------------------------------
 
-    def resume_load(self, job: JobContext) -> LoadStats | None:
-        """Complete a load whose process died, from its journal (None if it had none)."""
-        journal = load_journal(self.store, f"{staging_dir(job)}/{JOURNAL}")
-        if journal is None:
-            return None
-        return self._load(job, journal)
+    can_undo_decided = True  # the replaced partitions wait in the staging directory
 
-    def _undo_load(self, job: JobContext) -> bool:
-        """Put the table back as it was before the load, from the journal."""
-        staging = staging_dir(job)
-        journal = load_journal(self.store, f"{staging}/{JOURNAL}")
-        if journal is None or journal.state == "registered":
-            return False  # nothing moved yet, or the load is complete: nothing to undo
-        pools = self._pools()
-        try:
-            run_steps(
-                self.store,
-                [s for s in reversed(journal.steps) if s.phase == "in"],
-                pools,
-                backwards=True,
-            )
-            run_steps(
-                self.store,
-                [s for s in reversed(journal.steps) if s.phase == "aside"],
-                pools,
-                backwards=True,
-            )
-            self.store.delete(f"{staging}/{JOURNAL}")
-        finally:
-            pools.close()
-        return True
-
-    def abort_job(self, job: JobContext) -> None:
-        with self.stats.duration("job_stage_abort"):
-            self._undo_load(job)
-            inner, inner_job = self._inner(job)
-            inner.abort_job(inner_job)
-            self.store.delete(staging_dir(job), recursive=True)
+    def rollback_job(self, job: JobContext) -> None:
+        """Undo the load's moves from its intent record, if it has one (the replaced partitions
+        come back from the staging directory), then delete the staging directory."""
+        intent = load_intent(self.store, staging_dir(job))
+        if intent is not None:
+            journal = Journal.from_json(intent.payload["journal"], staging_dir(job))
+            pools = self._pools()
+            try:
+                undo_load(self.store, journal, pools)
+            finally:
+                pools.close()
+        inner, inner_job = self._inner(job)
+        inner.rollback_job(inner_job)
+        self.store.delete(staging_dir(job), recursive=True)
 
     def cleanup_job(self, job: JobContext) -> None:
         with self.stats.duration("job_stage_cleanup"):
-            if load_journal(self.store, f"{staging_dir(job)}/{JOURNAL}") is None:
+            if load_intent(self.store, staging_dir(job)) is None:
                 self.store.delete(staging_dir(job), recursive=True)
+
+    @classmethod
+    def leftovers(cls, store: Store) -> list[Leftover]:
+        if not store.exists(""):
+            return []
+        return [Leftover(e.path, cls.name) for e in store.list("") if is_staging_dir(e.name)]
+
+    @classmethod
+    def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
+        """A staging directory names its job only through its intent record; without one the
+        load never started and nothing of the job is in the table."""
+        intent = load_intent(store, leftover.path)
+        outcome = "rolled back"
+        if intent is not None:
+            com = committer_by_name(cls.name, store)
+            job = job_from_ids(com, intent.job_id, intent.job_uuid, 0)
+            outcome = recover_job(com, job, rollback=rollback)
+        store.delete(leftover.path, recursive=True)
+        return outcome
+
+
+def _intent_of(job: JobContext, journal: Journal, com: HiveCommitter) -> Intent:
+    return Intent(
+        job_id=str(job.job_id),
+        job_uuid=job.job_uuid,
+        committer=com.name,
+        mode=job.mode,
+        payload={"journal": journal.to_json(), "catalog": com.config.catalog, "files": 0},
+    )
+
+
+@stage("hive_stage_commit_staging", "commit_staging")
+def commit_staging(
+    ctx: StageContext, inner: Committer, inner_job: JobContext, messages: Sequence[TaskCommitMessage]
+) -> JobCommitResult:
+    """Commit the tasks into the staging directory through the inner committer (hidden from
+    readers; a crash here leaves nothing in the table)."""
+    return inner.commit_job(inner_job, messages)
+
+
+@stage("hive_stage_plan", "plan")
+def plan_load_stage(ctx: StageContext, *args: Any) -> Journal:
+    return plan_load(ctx.store, *args)
+
+
+def run_load(
+    ctx: StageContext, job_dir: str, journal: Journal, catalog: str, pools: LoadPools
+) -> LoadStats:
+    """The load's moves, each phase once: replaced partitions aside, staged ones in, then the
+    catalog. Phase markers keep a resumed load from moving the new partitions aside again."""
+    result = LoadStats(partitions=len(journal.partitions))
+    if not phase_done(ctx.store, job_dir, "aside"):
+        result.aside = move_aside(ctx, journal, pools)
+        mark_phase(ctx.store, job_dir, "aside")
+    moved_in = [s for s in journal.steps if s.phase == "in"]
+    if not phase_done(ctx.store, job_dir, "moved"):
+        move_in(ctx, moved_in, pools)
+        mark_phase(ctx.store, job_dir, "moved")
+    result.dir_renames = sum(1 for s in moved_in if s.directory)
+    result.file_moves = len(moved_in) - result.dir_renames
+    if catalog and not phase_done(ctx.store, job_dir, "registered"):
+        register_stage(ctx, open_catalog(catalog), journal, pools)
+        mark_phase(ctx.store, job_dir, "registered")
+    return result
+
+
+@stage("hive_stage_move_aside", "move_aside")
+def move_aside(ctx: StageContext, journal: Journal, pools: LoadPools) -> int:
+    return run_steps(ctx.store, [s for s in journal.steps if s.phase == "aside"], pools)
+
+
+@stage("hive_stage_move_in", "move_in")
+def move_in(ctx: StageContext, steps: list, pools: LoadPools) -> int:
+    return run_steps(ctx.store, steps, pools)
+
+
+@stage("hive_stage_register", "register")
+def register_stage(
+    ctx: StageContext, catalog: Catalog, journal: Journal, pools: LoadPools
+) -> None:
+    register(ctx.store, catalog, journal, ctx.store.full_url(), pools)
+
+
+def undo_load(store: Store, journal: Journal, pools: LoadPools) -> None:
+    """Every move of the load backwards: staged partitions out, replaced ones back."""
+    for phase in ("in", "aside"):
+        steps = [s for s in reversed(journal.steps) if s.phase == phase]
+        run_steps(store, steps, pools, backwards=True)

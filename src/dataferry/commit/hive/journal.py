@@ -1,19 +1,17 @@
-"""The load journal: what a load will do, written before it moves anything.
+"""The load journal: every move a load will make, planned before it moves anything.
 
-Steps are idempotent moves. A step whose source is gone and whose destination exists is done;
-one whose source exists is still to do. So a load that stopped anywhere can be completed by
-running the journal again, or rolled back by running its done steps backwards. Hive's own load
-cannot do either.
+It is the payload of the job's intent record. Steps are idempotent moves: a step whose source
+is gone and whose destination exists is done; one whose source exists is still to do. So a load
+that stopped anywhere can be completed by running the journal again, or rolled back by running
+its steps backwards. Hive's own load can do neither.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ...errors import ValidationError
-from ...store import Store
 
 Phase = Literal["aside", "in"]
 
@@ -35,36 +33,15 @@ class Journal:
     table: str
     partitions: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
-    state: str = "planned"  # planned -> moved -> registered
 
-    def to_bytes(self) -> bytes:
-        data = asdict(self)
-        return json.dumps(data, indent=1).encode()
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
     @classmethod
-    def from_bytes(cls, raw: bytes, source: str) -> Journal:
+    def from_json(cls, data: dict[str, Any], source: str) -> Journal:
         try:
-            data = json.loads(raw)
+            data = dict(data)
             steps = [Step(**s) for s in data.pop("steps")]
             return cls(**data, steps=steps)
         except (ValueError, TypeError, KeyError) as e:
             raise ValidationError(f"not a load journal: {e}", source) from None
-
-
-def save_journal(store: Store, path: str, journal: Journal) -> None:
-    """Write atomically: a temporary file renamed over the journal."""
-    tmp = path + ".tmp"
-    store.delete(tmp)
-    store.write_bytes(tmp, journal.to_bytes())
-    store.delete(path)
-    store.rename(tmp, path)
-
-
-def load_journal(store: Store, path: str) -> Journal | None:
-    from ...errors import NotFound
-
-    try:
-        raw = store.read_bytes(path)
-    except NotFound:
-        return None
-    return Journal.from_bytes(raw, store.full_url(path))

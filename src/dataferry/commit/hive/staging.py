@@ -12,7 +12,6 @@ from ..protocol import JobContext
 
 STAGING_PREFIX = ".hive-staging"
 EXT_DIR = "-ext-10000"
-JOURNAL = "_load_journal.json"
 REPLACED_DIR = "_replaced"
 
 
