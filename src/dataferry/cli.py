@@ -400,14 +400,14 @@ def cleanup(
     dest: str = typer.Argument(..., help="The destination (table) to clean."),
     older_than: str = typer.Option("1h", help="Only touch what has not changed for this long."),
     rollback: bool = typer.Option(
-        False, help="Undo abandoned Hive loads instead of completing them."
+        False, help="Undo decided Hive loads (from their journal) instead of finishing them."
     ),
-    catalog: str = typer.Option("", help="Catalog to register completed Hive loads in."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be done."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Remove what crashed jobs left behind: job temporary directories, and abandoned Hive
-    staging directories (their loads completed, or rolled back with --rollback)."""
+    """Finish or undo what dead jobs left: a job commit that saved its intent record is
+    finished (as if it had never died), any other job is rolled back so nothing of it stays
+    visible. Exits 1, leaving everything in place, when a commit cannot be finished."""
     from .commit.cleanup import cleanup_destination, parse_duration
     from .store import open_store
 
@@ -417,31 +417,35 @@ def cleanup(
             older_than_s=parse_duration(older_than),
             rollback=rollback,
             dry_run=dry_run,
-            catalog=catalog,
         )
     data = report.__dict__
     if json_out:
         _print_json(data)
-        return
-    if not report.found:
+    elif not report.found:
         console.print(f"{dest}: nothing left behind by dead jobs")
-        return
-    t = Table(title=f"cleanup of {dest}" + (" (dry run)" if dry_run else ""))
-    t.add_column("entry")
-    t.add_column("action")
-    for path in report.found:
-        if path in report.skipped_recent:
-            action = f"skipped: changed within {older_than}"
-        elif path in report.completed_loads:
-            action = "load completed, staging removed"
-        elif path in report.rolled_back_loads:
-            action = "load rolled back, staging removed"
-        elif path in report.removed:
-            action = "removed"
-        else:
-            action = "would be removed"
-        t.add_row(path, action)
-    console.print(t)
+    else:
+        t = Table(title=f"cleanup of {dest}" + (" (dry run)" if dry_run else ""))
+        t.add_column("entry")
+        t.add_column("action")
+        for path in report.found:
+            t.add_row(path, _cleanup_action(report, path, older_than))
+        console.print(t)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+def _cleanup_action(report, path: str, older_than: str) -> str:
+    if path in report.failed:
+        return f"LEFT IN PLACE: {report.failed[path]}"
+    if path in report.skipped_recent:
+        return f"skipped: changed within {older_than}"
+    if path in report.rolled_forward:
+        return "commit finished, job directory removed"
+    if path in report.rolled_back:
+        return "job rolled back, nothing of it visible"
+    if path in report.removed:
+        return "removed"
+    return "would be recovered"
 
 
 @markers_app.command("serve")
@@ -673,9 +677,7 @@ def verify_crash_cmd(
                 *(f"[red]{c}[/]" if c else "[green]0[/]" for c in cells),
                 f"[red]{n}[/]" if n else "[green]0[/]",
             )
-        t.add_row(
-            "[dim]scenarios[/]", *(f"[dim]{kinds[k]['scenarios']}[/]" for k in kinds), ""
-        )
+        t.add_row("[dim]scenarios[/]", *(f"[dim]{kinds[k]['scenarios']}[/]" for k in kinds), "")
         console.print(t)
         console.print(
             f"{data['crash_points']} store operations, {data['scenarios']} scenarios "

@@ -26,12 +26,12 @@ from .protocol import Leftover, committer_by_name, job_from_ids
 from .registry import committer_classes
 
 
-def recover_claim(store: Store, dead: Claim) -> str:
+def recover_claim(store: Store, dead: Claim, rollback: bool = False) -> str:
     """Finish (or roll back) the commit of a claim holder that died; the claim stays for the
     caller to remove. Raises, leaving everything in place, when it cannot be finished."""
     com = committer_by_name(dead.committer, store)
     job = job_from_ids(com, dead.job_id, dead.job_uuid, dead.attempt)
-    return recover_job(com, job)
+    return recover_job(com, job, rollback=rollback)
 
 
 def recover_dead_claim(store: Store, timeout_s: float = DEFAULT_CLAIM_TIMEOUT_S) -> str | None:
@@ -85,7 +85,7 @@ def recover_destination(
             report.skipped_recent.append(CLAIM_FILE)
         elif not dry_run:
             try:
-                what = recover_claim(store, claim)
+                what = recover_claim(store, claim, rollback=rollback)
                 release_claim(store, claim.job_uuid)
                 _record(report, claim.job_dir or CLAIM_FILE, what)
                 report.removed.append(CLAIM_FILE)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DataferryError
-from ..store import open_store
 from ..store import fault_layer as find_fault_layer
+from ..store import open_store
 from ..store.faults import call_at
 from . import invariants as inv
 from .harness import (
@@ -89,7 +89,9 @@ def _prepare(committer: str, url: str, mode: str, options: dict, side: _Side, ru
 def _run(
     committer: str, url: str, options: dict[str, Any], v: _Variant, index: int | None
 ) -> Scenario:
-    earlier = write_earlier(committer, url, options, v.uuids[0]) if v.destination == EXISTING else {}
+    earlier = (
+        write_earlier(committer, url, options, v.uuids[0]) if v.destination == EXISTING else {}
+    )
     a, b = _Side("A", v.uuids[1]), _Side("B", v.uuids[2])
     thread: list[threading.Thread] = []
 
@@ -170,9 +172,7 @@ def check_race(
         if len(won) == 2:
             problems.append(f"{inv.ONE_WRITER}: both jobs committed in mode 'error'")
         elif not won:
-            problems.append(
-                f"{inv.ONE_WRITER}: neither job committed (A: {a.error}; B: {b.error})"
-            )
+            problems.append(f"{inv.ONE_WRITER}: neither job committed (A: {a.error}; B: {b.error})")
         else:
             (loser,) = lost
             if loser.status != "refused":
@@ -189,9 +189,7 @@ def check_race(
                 f"{len(files['A'])} + {len(files['B'])} files)"
             )
         if not won:
-            problems.append(
-                f"{inv.ONE_WRITER}: neither job committed (A: {a.error}; B: {b.error})"
-            )
+            problems.append(f"{inv.ONE_WRITER}: neither job committed (A: {a.error}; B: {b.error})")
         for s in present:
             if s.status != "committed":
                 problems.append(

@@ -19,6 +19,7 @@ holds a committed data set, in each write mode (`run_existing_scenario`).
 
 from __future__ import annotations
 
+import os
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -212,9 +213,13 @@ def run_scenario(
     recovery.abort_job(failed)
     recovery.cleanup_job(failed)
     problems.extend(inv.check_no_leftovers(store, allowed_leftovers(recovery)))
+
+    def before_rerun_commit(job: Any) -> None:  # the failed job's data may be there
+        quiet(lambda: inv.check_nothing_visible(store, in_place, job.job_uuid))
+
     try:
         rerun = job_committer(committer, store, "overwrite", options)
-        _engine().run_job(rerun, reference_tasks(), before_job_commit=before_commit)
+        _engine().run_job(rerun, reference_tasks(), before_job_commit=before_rerun_commit)
     except DataferryError as e:
         problems.append(
             f"{inv.WRITE_MODE}: the rerun in mode 'overwrite' after recovery failed: "
@@ -269,9 +274,7 @@ def run_existing_scenario(
     A crashed or failed job is aborted and cleaned up as in `run_scenario`; then the earlier data
     must be exactly as it was, or the job all there as its mode says. Then a rerun in the same
     mode must do what the mode says (`error`: be refused)."""
-    scenario = Scenario(
-        index=None, when="", kind="existing_crash", mode=mode, destination=EXISTING
-    )
+    scenario = Scenario(index=None, when="", kind="existing_crash", mode=mode, destination=EXISTING)
     earlier = write_earlier(committer, url, options, uuids[0])
     store = open_store(url, faults=rules, latency_scale=0.0)
     fault = find_fault_layer(store)
@@ -292,7 +295,7 @@ def run_existing_scenario(
         try:
             recovery.abort_job(failed)
             recovery.cleanup_job(failed)
-        except Exception as e:  # noqa: BLE001 - the check below shows what it left
+        except Exception as e:
             scenario.problems.append(f"{inv.NO_LEFTOVERS}: abort/cleanup raised {e!r}")
     scenario.problems += check_outcome(plain, out.job_uuid, mode, earlier, reported, allow)
     if mode == "error":
@@ -380,6 +383,8 @@ def verify_crash(
     existing_data: bool = False,
     seed: int = 0,
     kill_timeout_s: float = 60.0,
+    zombie_points: int | None = None,
+    concurrent_points: int = 6,
 ) -> CrashReport:
     """Enumerate every crash point of the reference job for `committer` on `store` (or every
     `every`-th one, for a quicker sample on slow stores); then, as asked:
@@ -387,9 +392,11 @@ def verify_crash(
     driver_kills: this many kill points spread over the job commit (seeded by `seed`), on a
         fresh destination and on one holding data in each write mode; each a child process
         SIGKILLed there, then `dataferry cleanup` and a rerun (see `driver_kills.py`).
-    zombies: zombie task attempts committing before, during (at every store operation) and
-        after the job commit, fresh and over data in each mode (see `zombies.py`).
-    concurrent_jobs: two jobs committing into one destination at once, in each mode, fresh and
+    zombies: zombie task attempts committing before, during (at every store operation, or
+        `zombie_points` of them spread) and after the job commit, fresh and over data in each
+        mode (see `zombies.py`).
+    concurrent_jobs: two jobs committing into one destination at once, the second starting
+        at `concurrent_points` operations of the first's job commit, in each mode, fresh and
         over data (see `concurrent.py`).
     existing_data: every crash point again, for a job in each write mode into a destination
         that holds a committed data set (3x the crash points).
@@ -439,9 +446,7 @@ def verify_crash(
                 tick(len(jobs))
         for s, (t, _w) in zip(scenarios, points, strict=True):
             s.op, s.path = t.op.value, t.path
-        report = CrashReport(
-            committer, store or "local", len(trace), [base, *scenarios], seed=seed
-        )
+        report = CrashReport(committer, store or "local", len(trace), [base, *scenarios], seed=seed)
         if driver_kills > 0:
             if stores.shared_between_processes:
                 report.extra += run_driver_kills(
@@ -451,7 +456,7 @@ def verify_crash(
                     driver_kills,
                     seed=seed,
                     timeout_s=kill_timeout_s,
-                    workers=max(2, processes),
+                    workers=max(processes, min(2, os.cpu_count() or 1)),
                     progress=part(),
                 )
             else:
@@ -460,10 +465,17 @@ def verify_crash(
                     "destination would vanish with it"
                 )
         if zombies:
-            report.extra += run_zombies(committer, stores, options, seed=seed, progress=part())
+            report.extra += run_zombies(
+                committer, stores, options, seed=seed, max_points=zombie_points, progress=part()
+            )
         if concurrent_jobs:
             report.extra += run_concurrent(
-                committer, stores, options, seed=seed, progress=part()
+                committer,
+                stores,
+                options,
+                seed=seed,
+                points=concurrent_points,
+                progress=part(),
             )
         if existing_data:
             report.extra += existing_crash_points(

@@ -127,9 +127,7 @@ class _Variant:
     end: int = 0
 
 
-def _earlier(
-    committer: str, url: str, options: dict[str, Any], v: _Variant
-) -> dict[str, bytes]:
+def _earlier(committer: str, url: str, options: dict[str, Any], v: _Variant) -> dict[str, bytes]:
     if v.destination != EXISTING:
         return {}
     return write_earlier(committer, url, options, v.earlier_uuid)
@@ -223,12 +221,12 @@ def run_driver_kills(
     """N kill points per variant (fresh destination; existing data in each write mode): the
     variants' baselines first, then every kill scenario, `workers` child drivers at a time."""
     rng = random.Random(f"{seed}:driver_kills")
-    variants = [
-        _Variant(dest, mode, seeded_uuid(rng), seeded_uuid(rng)) for dest, mode in VARIANTS
-    ]
+    variants = [_Variant(dest, mode, seeded_uuid(rng), seeded_uuid(rng)) for dest, mode in VARIANTS]
     lock = threading.Lock()
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="dataferry-kill") as pool:
-        out = list(pool.map(lambda v: _baseline(committer, stores, options, v, timeout_s), variants))
+        out = list(
+            pool.map(lambda v: _baseline(committer, stores, options, v, timeout_s), variants)
+        )
         runs = [(v, i, w) for v in variants for i, w in kill_points(v.start, v.end, n, rng)]
         total = len(runs) + len(variants)
         if progress:

@@ -149,7 +149,9 @@ def spread(points: list[Any], n: int, rng: random.Random) -> list[Any]:
     """`n` of `points` spread over all of them: one at random from each of n equal strata."""
     if n >= len(points):
         return list(points)
-    return [points[rng.randrange(i * len(points) // n, (i + 1) * len(points) // n)] for i in range(n)]
+    return [
+        points[rng.randrange(i * len(points) // n, (i + 1) * len(points) // n)] for i in range(n)
+    ]
 
 
 # --- a job in a write mode ------------------------------------------------------------------
@@ -168,9 +170,7 @@ def job_committer(name: str, store: Store, mode: str, options: dict[str, Any]) -
     return make_committer(name, store, allow_unsafe_rename=True, **options)
 
 
-def recovery_committer(
-    name: str, store: Store, mode: str, options: dict[str, Any]
-) -> Committer:
+def recovery_committer(name: str, store: Store, mode: str, options: dict[str, Any]) -> Committer:
     """A committer to abort or recover a job of `mode` with (changes nothing by itself)."""
     try:
         return make_committer(name, store, mode=mode, allow_unsafe_rename=True, **options)
@@ -264,11 +264,11 @@ class PreparedJob:
         try:
             self.com.commit_job(self.job, self.messages)
             self.status = "committed"
-        except Exception as e:  # noqa: BLE001 - every failure is an outcome to check
+        except Exception as e:
             self.status, self.error = status_of(e), f"{type(e).__name__}: {e}"
             try:
                 self.com.abort_job(self.job)
-            except Exception:  # noqa: BLE001 - what abort left is checked afterwards
+            except Exception:
                 pass
         return self.status
 

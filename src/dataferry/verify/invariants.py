@@ -87,15 +87,20 @@ def check_success(store: Store, job_reported_committed: bool) -> list[str]:
     return []
 
 
-def check_nothing_visible(store: Store, in_place: bool = False) -> list[str]:
+def check_nothing_visible(
+    store: Store, in_place: bool = False, job_uuid: str | None = None
+) -> list[str]:
     """Before job commit nothing may be visible; for a committer that writes in place (direct),
-    "visible" means what a reader of committed files sees (`list_committed`)."""
+    "visible" means what a reader of committed files sees (`list_committed`). With `job_uuid`,
+    only that job's files count (the destination may hold an earlier job's data)."""
     if in_place:
         from ..commit.direct import list_committed
 
         files = list_committed(store)
     else:
         files = visible_files(store)
+    if job_uuid is not None:
+        files = files_of_job(store, job_uuid, files)
     return [f"{NOTHING_VISIBLE}: {len(files)} files visible, e.g. {files[0]}"] if files else []
 
 
@@ -170,9 +175,7 @@ def files_of_job(store: Store, job_uuid: str, among: Collection[str] | None = No
     return out
 
 
-def check_jobs(
-    store: Store, expected: Collection[str], ignore: Collection[str] = ()
-) -> list[str]:
+def check_jobs(store: Store, expected: Collection[str], ignore: Collection[str] = ()) -> list[str]:
     """Exclusive and complete for several jobs: every visible file (but `ignore`) belongs to
     one of the `expected` jobs, and each of them has every task's files from one attempt."""
     problems: list[str] = []
@@ -238,6 +241,4 @@ def visible_dirs(store: Store, path: str = "") -> list[str]:
 
 def empty_visible_dirs(store: Store) -> list[str]:
     files = visible_files(store)
-    return [
-        d for d in visible_dirs(store) if not any(paths.is_under(f, d) for f in files)
-    ]
+    return [d for d in visible_dirs(store) if not any(paths.is_under(f, d) for f in files)]

@@ -31,8 +31,8 @@ from typing import Any
 from ..commit.protocol import TaskAttemptContext, committer_for
 from ..engine.attempt import TaskOutput
 from ..errors import DataferryError
-from ..store import open_store
 from ..store import fault_layer as find_fault_layer
+from ..store import open_store
 from ..store.faults import call_at
 from . import invariants as inv
 from .harness import (
@@ -84,7 +84,7 @@ class Zombie:
             unique_work(ZOMBIE_TASK, self.out, range(1, FILES_PER_TASK))
             self.com.commit_task(self.ctx, tuple(self.out.written))
             self.result = "committed"
-        except Exception as e:  # noqa: BLE001 - a committer may refuse the zombie
+        except Exception as e:
             self.result = f"refused:{type(e).__name__}"
 
 
@@ -108,7 +108,9 @@ def _run(
 ) -> tuple[Scenario, PreparedJob | None]:
     """One schedule (`where` None: the zombie never commits; the baseline that finds the job
     commit's span)."""
-    earlier = write_earlier(committer, url, options, v.earlier_uuid) if v.destination == EXISTING else {}
+    earlier = (
+        write_earlier(committer, url, options, v.earlier_uuid) if v.destination == EXISTING else {}
+    )
     holder: dict[str, Zombie] = {}
     rules = [] if index is None else [call_at(index, lambda *a: holder["z"].finish(*a))]
     store = open_store(url, faults=rules, latency_scale=0.0)
@@ -124,9 +126,7 @@ def _run(
     )
     plain = quiet_store(url)
     try:
-        job = prepare_job(
-            committer, store, v.mode, options, v.job_uuid, attempts={ZOMBIE_TASK: 1}
-        )
+        job = prepare_job(committer, store, v.mode, options, v.job_uuid, attempts={ZOMBIE_TASK: 1})
     except DataferryError as e:  # refused (or failed) before any task ran
         scenario.outcome = status_of(e)
         scenario.problems += check_outcome(plain, v.job_uuid, v.mode, earlier, scenario.outcome)
@@ -191,9 +191,7 @@ def run_zombies(
     """Every schedule for every variant: before the job commit, at each store operation of it
     (or `max_points` of them, spread), after it. The baselines are not reported."""
     rng = random.Random(f"{seed}:zombies")
-    variants = [
-        _Variant(dest, mode, seeded_uuid(rng), seeded_uuid(rng)) for dest, mode in VARIANTS
-    ]
+    variants = [_Variant(dest, mode, seeded_uuid(rng), seeded_uuid(rng)) for dest, mode in VARIANTS]
     runs: list[tuple[_Variant, str, int | None]] = []
     for v in variants:
         url = stores.url(f"z-{v.destination[0]}{v.mode}-base")
