@@ -185,7 +185,7 @@ class FileOutputCommitter(Committer):
         if self.config.algorithm == 2:  # task commits already merged everything
             return CommitPlan({"moves": [], **summary}, len(files))
         taken = take_committed_tasks(ctx, self.job_attempt_path(job), messages)
-        moves = plan_merge(ctx, taken)
+        moves = plan_merge(ctx, taken, replacing_all=job.mode == "overwrite")
         return CommitPlan({"moves": [m.to_json() for m in moves], **summary}, len(files))
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
@@ -303,9 +303,10 @@ def take_committed_tasks(
 
 
 @stage("job_stage_plan_merge", "plan_merge")
-def plan_merge(ctx: StageContext, taken: list[str]) -> list[Move]:
+def plan_merge(ctx: StageContext, taken: list[str], replacing_all: bool = False) -> list[Move]:
     """Hadoop's mergePaths, planned instead of done: a directory moves whole where the target
-    does not exist (nor will, by an earlier move), else its children merge one by one."""
+    does not exist (nor will, by an earlier move), else its children merge one by one.
+    replacing_all: the write mode replaces everything visible first (plan as if empty)."""
     store = ctx.store
     will_exist: set[str] = set()
     moves: list[Move] = []
@@ -313,6 +314,8 @@ def plan_merge(ctx: StageContext, taken: list[str]) -> list[Move]:
     def exists(path: str) -> FileStatus | None:
         if path in will_exist:
             return FileStatus(path, 0, True)
+        if replacing_all:
+            return None
         try:
             return store.stat(path)
         except NotFound:

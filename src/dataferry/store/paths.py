@@ -11,6 +11,18 @@ from ..errors import ConfigError
 
 def normalize(path: str) -> str:
     """Canonical form of a store-relative path; raises ConfigError naming a path that escapes."""
+    if type(path) is str:
+        # fast path: most paths are canonical already (no empty, "." or ".." part, no scheme,
+        # no backslash or NUL); a job commit normalizes every path several times
+        wrapped = f"/{path}/"
+        if (
+            "//" not in wrapped
+            and "/./" not in wrapped
+            and "/../" not in wrapped
+            and "\\" not in path
+            and "\x00" not in path
+        ):
+            return path
     if not isinstance(path, str):
         raise ConfigError(f"path must be a string, got {type(path).__name__}: {path!r}")
     if "://" in path or path.startswith("/") or "\\" in path or "\x00" in path:

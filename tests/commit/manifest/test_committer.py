@@ -82,15 +82,19 @@ def _message(task, committer, store):
     )
 
 
-def test_driver_and_manifest_disagree_is_refused(store):
+def test_a_later_attempts_manifest_does_not_replace_the_chosen_attempts_files(store):
+    """A zombie: attempt 1 was given up, but commits after attempt 0 (the one the driver
+    chose) and overwrites the task's manifest. The job commits attempt 0's files, rebuilt from
+    its own directory, and nothing of attempt 1."""
     c, job = new_job(store)
     a0, a1 = job.task(0, 0), job.task(0, 1)
     for t in (a0, a1):
         c.setup_task(t)
         c.write_file(t, f"f{t.attempt_number}", b"x")
         c.commit_task(t)
-    with pytest.raises(ValidationError, match="driver says"):
-        c.commit_job(job, [_message(a0, c, store)])
+    c.commit_job(job, [_message(a0, c, store)])
+    assert data_files(store) == ["f0"]
+    assert c.stats.counter("committer_task_manifests_rebuilt") == 1
 
 
 def test_committing_twice_or_after_abort_fails_clearly(store):

@@ -144,7 +144,8 @@ class ManifestCommitter(Committer):
         committed = {m.task_id: m.attempt_id for m in messages}
         entries = f"{ctx.layout.job_attempt_dir}/{ENTRIES_NAME}"
         loaded = load_manifests(ctx, committed, ctx.store, entries)
-        replace = check_existing_files(ctx, loaded)
+        # overwrite replaces everything visible: nothing already there can be in the way
+        replace = [] if job.mode == "overwrite" else check_existing_files(ctx, loaded)
         return CommitPlan(
             payload={
                 "entries": entries,

@@ -14,10 +14,10 @@ import hashlib
 import json
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ....errors import JobCommitError, NotFound, ValidationError
-from ....store import Store, paths
+from ....store import IOPool, Store, paths
 from ...success import SUCCESS_FILE
 from ..files import DirEntry, EntryStatus, FileEntry, TaskManifest
 from ..layout import PENDING_DIR
@@ -92,6 +92,8 @@ def load_manifests(
         if not raw:
             raise ValidationError("not a valid manifest file: empty", source)
         manifest = TaskManifest.from_bytes(raw, ctx.store, source)
+        if manifest.task_attempt_id != attempt_id and manifest.task_id == task_id:
+            manifest = rescan_attempt(ctx, manifest, attempt_id)
         check_manifest(ctx, manifest, source, task_id, attempt_id)
         line = json.dumps(
             {"a": attempt_id, "f": [[f.source, f.dest, f.size, f.etag] for f in manifest.files]}
@@ -120,6 +122,28 @@ def load_manifests(
         sink.close()
     ctx.stats.incr("committer_task_manifests_loaded", loaded.manifests)
     return loaded
+
+
+def rescan_attempt(ctx: StageContext, saved: TaskManifest, attempt_id: str) -> TaskManifest:
+    """The task's manifest is another attempt's: one the driver gave up on committed after the
+    attempt it chose (last writer wins the manifest's name). The chosen attempt's files are
+    still in its own directory, so its manifest is rebuilt from there, untouched by the other."""
+    from .scan import scan_task_attempt
+
+    attempt_dir = f"{ctx.layout.tasks_dir}/{attempt_id}"
+    own = StageContext(ctx.store, ctx.stats, IOPool(1), ctx.job_id, ctx.config, ctx.layout)
+    try:
+        files, dirs = scan_task_attempt(own, attempt_dir)
+    finally:
+        own.close()
+    ctx.stats.incr("committer_task_manifests_rebuilt")
+    return replace(
+        saved,
+        task_attempt_id=attempt_id,
+        task_attempt_dir=attempt_dir,
+        files=files,
+        directories=dirs,
+    )
 
 
 def check_manifest(
