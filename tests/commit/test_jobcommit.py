@@ -211,7 +211,9 @@ def test_rolling_forward_costs_the_other_half_and_one_listing(tmp_path):
     to move, one walk of the job directory and one listing per destination directory."""
     store = open_store(str(tmp_path / "d"), faults=[])
     c, job = job_of(store, "append", io_threads=1)
-    msgs = committed_tasks(c, job, {t: [f"p={t % 4}/f{t}-{i}" for i in range(10)] for t in range(8)})
+    msgs = committed_tasks(
+        c, job, {t: [f"p={t % 4}/f{t}-{i}" for i in range(10)] for t in range(8)}
+    )
     moved = {"n": 0}
 
     def halfway(i, op, p):

@@ -188,7 +188,9 @@ def test_direct_committer_reconciles_partial_and_duplicate_files(tmp_path, servi
             workers=0, speculate_tasks=(1,), failures=(AttemptFailure(2, 0, "after_write"),)
         )
         run = engine.run_job(c, reference_tasks())
-        assert run.commit.details["stray_files_deleted"] == 3 + 3  # the dead attempt's and the loser's
+        assert (
+            run.commit.details["stray_files_deleted"] == 3 + 3
+        )  # the dead attempt's and the loser's
         assert (
             inv.check_output(store) == []
             and inv.check_no_leftovers(store, ("_SUCCESS", "_dataferry")) == []

@@ -119,7 +119,9 @@ class HeldClaim:
                 current = read_claim(self.store)
                 if current is None or current.job_uuid != self.claim.job_uuid:
                     return  # taken over: nothing of ours to refresh
-                self.store.write_bytes(CLAIM_FILE, replace(self.claim, alive=time.time()).to_bytes())
+                self.store.write_bytes(
+                    CLAIM_FILE, replace(self.claim, alive=time.time()).to_bytes()
+                )
             except StoreError:
                 continue
 

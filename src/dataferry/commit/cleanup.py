@@ -40,9 +40,7 @@ def cleanup_destination(
     rollback: bool = False,
     dry_run: bool = False,
 ) -> CleanupReport:
-    return recover_destination(
-        store, older_than_s=older_than_s, rollback=rollback, dry_run=dry_run
-    )
+    return recover_destination(store, older_than_s=older_than_s, rollback=rollback, dry_run=dry_run)
 
 
 @dataclass

@@ -377,4 +377,3 @@ def list_committed(dest: str | Store) -> list[str]:
         if r.name.endswith(".json"):
             files.update(json.loads(store.read_bytes(r.path))["files"])
     return sorted(f for f in files if store.exists(f))
-

@@ -241,7 +241,9 @@ class FileOutputCommitter(Committer):
             if st.is_dir and st.name.isdigit():
                 intent = load_intent(store, st.path)
                 name = intent.committer if intent else "v1"
-                found.append(Leftover(st.path, name, intent.job_uuid if intent else "", int(st.name)))
+                found.append(
+                    Leftover(st.path, name, intent.job_uuid if intent else "", int(st.name))
+                )
         return found
 
     @classmethod
@@ -369,8 +371,11 @@ def _finish_move(store: Store, src: str, dst: str, replace: bool) -> None:
         store.delete(src, recursive=True)
         return
     if d is not None:
-        if not s.is_dir and not d.is_dir and s.size == d.size and (
-            (s.etag and s.etag == d.etag) or store.read_bytes(src) == store.read_bytes(dst)
+        if (
+            not s.is_dir
+            and not d.is_dir
+            and s.size == d.size
+            and ((s.etag and s.etag == d.etag) or store.read_bytes(src) == store.read_bytes(dst))
         ):
             store.delete(src)  # a copy-then-delete rename that died after its copy
             return

@@ -261,5 +261,7 @@ def visible_entries(com: Committer) -> list[str]:
     except NotFound:
         return []
     except StoreError as e:
-        raise DestinationError(f"destination {com.store.full_url()} cannot be listed: {e}")
+        raise DestinationError(
+            f"destination {com.store.full_url()} cannot be listed: {e}"
+        ) from None
     return sorted(e.path for e in entries if not paths.is_hidden(e.path) or e.path == SUCCESS_FILE)

@@ -185,9 +185,7 @@ class Committer(ABC):
 
     # --- driver side -----------------------------------------------------------------------
 
-    def commit_job(
-        self, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> JobCommitResult:
+    def commit_job(self, job: JobContext, messages: Sequence[TaskCommitMessage]) -> JobCommitResult:
         """Commit the job: all of its committed tasks' output becomes visible, or none does."""
         return jobcommit.commit_job(self, job, messages)
 

@@ -42,7 +42,9 @@ def recover_dead_claim(store: Store, timeout_s: float = DEFAULT_CLAIM_TIMEOUT_S)
         return None
     taker = Claim(job_id="recovery", job_uuid="", committer="", mode="")
     outcome: list[str] = []
-    take_over(store, holder, taker, timeout_s, lambda dead: outcome.append(recover_claim(store, dead)))
+    take_over(
+        store, holder, taker, timeout_s, lambda dead: outcome.append(recover_claim(store, dead))
+    )
     return outcome[0] if outcome else None
 
 

@@ -186,6 +186,23 @@ class FsspecStore(Store):
                 self._mkdirs(parent)
             self.fs.pipe_file(full, data)
 
+    def _create_if_absent(self, path: str, data: bytes) -> bool:
+        """Exclusive create ("xb": O_EXCL locally, If-None-Match on s3fs), so two processes
+        cannot both create the file; a file system without it falls back to check-then-write
+        (exclusive within this process only)."""
+        full = self._abs(path)
+        parent = paths.parent(path)
+        if parent:
+            self._mkdirs(parent)
+        try:
+            with self.fs.open(full, "xb") as f:
+                f.write(data)
+            return True
+        except FileExistsError:
+            return False
+        except (ValueError, NotImplementedError, TypeError):
+            return super()._create_if_absent(path, data)
+
 
 def _rebuild(url: str, storage_options: dict[str, Any]) -> FsspecStore:
     return FsspecStore(url, **storage_options)

@@ -12,7 +12,13 @@ from dataferry.cli import app
 from dataferry.commit.cleanup import cleanup_destination
 from dataferry.commit.magic.committer import attempt_dir, job_dir, pendingset_path
 from dataferry.engine import AttemptFailure, LocalEngine
-from dataferry.errors import ConfigError, InjectedCrash, JobCommitError, TaskCommitError
+from dataferry.errors import (
+    ConfigError,
+    DestinationError,
+    InjectedCrash,
+    JobCommitError,
+    TaskCommitError,
+)
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 from dataferry.verify import invariants as inv
 from dataferry.verify.reference import reference_tasks
@@ -263,3 +269,34 @@ def _last_commit_op_of_first_attempt():
         return bool(seen["pendingset"] and op == Op.DELETE and p.endswith("_m_000000_0"))
 
     return pick
+
+
+def test_the_claim_is_a_conditional_put_on_s3(s3_url):
+    """Two magic jobs in error mode into one new S3 destination: the claim (If-None-Match PUT)
+    lets one commit; the other gives way naming it, and none of its uploads completes."""
+    from dataferry.commit.claim import CLAIM_FILE, Claim, acquire_claim
+    from dataferry.errors import DestinationClaimed
+
+    store = open_store(s3_url)
+    assert store.create_if_absent("probe", b"1") and not store.create_if_absent("probe", b"2")
+    store.delete("probe")
+    a = make_committer("magic", store, mode="error")
+    b = make_committer("magic", store, mode="error")
+    ja, jb = a.new_job(), b.new_job()
+    a.setup_job(ja)
+    b.setup_job(jb)
+    ma = tasks_with(a, ja, {0: ["a0"], 1: ["a1"]})
+    mb = tasks_with(b, jb, {0: ["b0"]})
+    holder = Claim(str(ja.job_id), ja.job_uuid, "magic", "error")
+    held = acquire_claim(store, holder, wait_s=0, timeout_s=60, recover=None, heartbeat_s=0)
+    with pytest.raises(DestinationClaimed, match=str(ja.job_id)):
+        b.commit_job(jb, mb)
+    b.abort_job(jb)
+    assert store.read_bytes(CLAIM_FILE) == holder.to_bytes()
+    a.commit_job(ja, ma)  # its own claim: the commit goes on
+    held._stop_beating()
+    assert visible(store) == ["a0", "a1"] and store.list_uploads("") == []
+    with pytest.raises(DestinationError, match="not empty"):
+        jb2 = b.new_job()
+        b.setup_job(jb2)
+        b.commit_job(jb2, tasks_with(b, jb2, {0: ["b0"]}))

@@ -364,8 +364,8 @@ def test_loading_2000_manifests_keeps_memory_bounded(tmp_path):
             TaskCommitMessage(str(job.job_id), str(t.task_id), str(t.attempt_id), "manifest")
         )
     manifest_bytes = sum(s.size for s in store.walk(layout.manifests_dir))
-    from dataferry.commit.stages import StageContext
     from dataferry.commit.manifest.stages.load import load_manifests
+    from dataferry.commit.stages import StageContext
     from dataferry.store import IOPool
     from dataferry.store.scratch import scratch_store
 

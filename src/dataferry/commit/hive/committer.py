@@ -269,7 +269,10 @@ def _intent_of(job: JobContext, journal: Journal, com: HiveCommitter) -> Intent:
 
 @stage("hive_stage_commit_staging", "commit_staging")
 def commit_staging(
-    ctx: StageContext, inner: Committer, inner_job: JobContext, messages: Sequence[TaskCommitMessage]
+    ctx: StageContext,
+    inner: Committer,
+    inner_job: JobContext,
+    messages: Sequence[TaskCommitMessage],
 ) -> JobCommitResult:
     """Commit the tasks into the staging directory through the inner committer (hidden from
     readers; a crash here leaves nothing in the table)."""
@@ -313,9 +316,7 @@ def move_in(ctx: StageContext, steps: list, pools: LoadPools) -> int:
 
 
 @stage("hive_stage_register", "register")
-def register_stage(
-    ctx: StageContext, catalog: Catalog, journal: Journal, pools: LoadPools
-) -> None:
+def register_stage(ctx: StageContext, catalog: Catalog, journal: Journal, pools: LoadPools) -> None:
     register(ctx.store, catalog, journal, ctx.store.full_url(), pools)
 
 

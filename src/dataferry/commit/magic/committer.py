@@ -219,11 +219,11 @@ class MagicCommitter(Committer):
                 ) from None
             pset = PendingSet.from_bytes(raw, self.store, source)
             if pset.task_attempt_id != m.attempt_id:
-                raise ValidationError(
-                    f"pendingset is of {pset.task_attempt_id}, but the driver says {m.attempt_id} committed",
-                    source,
-                    "extraData",
-                )
+                # an attempt the driver gave up on committed after the chosen one (the last
+                # writer wins the pendingset's name): the chosen attempt's own .pending records
+                # are still in its directory
+                self.stats.incr("committer_pendingsets_rebuilt")
+                return self._pending_of(f"{job_attempt_dir(job)}/tasks/{m.attempt_id}")
             return pset.commits
 
         commits = [c for batch in pool.map(load, messages) for c in batch]
@@ -236,6 +236,14 @@ class MagicCommitter(Committer):
                 )
             seen[c.path] = c
         return commits
+
+    def _pending_of(self, base: str) -> list[PendingCommit]:
+        """The `.pending` records an attempt left in its directory."""
+        return [
+            PendingCommit.from_json(_json(self.store, st.path), self.store, st.path)
+            for st in self.store.walk(base)
+            if st.path.endswith(PENDING_SUFFIX)
+        ]
 
     def _fail_if_data(self, paths_to_check: list[str]) -> None:
         for p in paths_to_check:

@@ -30,11 +30,11 @@ from ..protocol import (
     TaskAttemptContext,
     TaskCommitMessage,
 )
+from ..stages import StageContext
 from ..success import SuccessData
 from .config import ManifestConfig
 from .files import DirEntry, EntryStatus, TaskManifest
 from .layout import PENDING_DIR, JobLayout
-from ..stages import StageContext
 from .stages.cleanup import CleanupOutcome, cleanup
 from .stages.create_dirs import create_directories
 from .stages.load import LoadedManifests, check_existing_files, load_manifests
@@ -42,7 +42,6 @@ from .stages.rename import remaining_sources, rename_files
 from .stages.save_manifest import save_task_manifest
 from .stages.scan import scan_task_attempt
 from .stages.setup import setup_job, setup_task
-from .stages.success import save_success
 from .stages.validate import validate_output
 
 COMMITTER_NAME = "dataferry.commit.manifest.ManifestCommitter"

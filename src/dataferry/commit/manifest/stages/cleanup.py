@@ -11,8 +11,8 @@ from __future__ import annotations
 from enum import StrEnum
 
 from ....errors import StoreError
-from ..layout import PENDING_DIR
 from ...stages import StageContext, stage
+from ..layout import PENDING_DIR
 
 
 class CleanupOutcome(StrEnum):

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from ....errors import JobCommitError, NotFound, StoreError
 from ....store import paths
-from ..files import DirEntry, EntryStatus
 from ...stages import StageContext, stage
+from ..files import DirEntry, EntryStatus
 
 
 @dataclass

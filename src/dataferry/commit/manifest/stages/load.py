@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, replace
 
 from ....errors import JobCommitError, NotFound, ValidationError
 from ....store import IOPool, Store, paths
+from ...stages import StageContext, stage
 from ...success import SUCCESS_FILE
 from ..files import DirEntry, EntryStatus, FileEntry, TaskManifest
 from ..layout import PENDING_DIR
-from ...stages import StageContext, stage
 
 ENTRIES_FILE = "entries.jsonl"
 

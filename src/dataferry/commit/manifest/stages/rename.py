@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from ....errors import AlreadyExists, AmbiguousOutcome, JobCommitError, NotFound, Throttled
 from ....store import FileStatus, paths
 from ....store.pacing import Pacer
+from ...stages import StageContext, stage
 from ...success import FILENAME_LIMIT
 from ..files import FileEntry
-from ...stages import StageContext, stage
 from .create_dirs import CreatedDirectories
 from .load import LoadedManifests
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 from ....errors import StoreError
-from ..files import TaskManifest
 from ...stages import StageContext, stage
+from ..files import TaskManifest
 
 
 @stage("task_stage_save_manifest", "save_manifest")

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from ...success import SUCCESS_FILE, SuccessData
 from ...stages import StageContext, stage
+from ...success import SUCCESS_FILE, SuccessData
 
 
 @stage("job_stage_save_success_marker", "save_success")

@@ -4,8 +4,8 @@ etag, on stores that keep etags through a rename). One stat per file: meant for 
 from __future__ import annotations
 
 from ....errors import JobCommitError, NotFound
-from ..files import FileEntry
 from ...stages import StageContext, stage
+from ..files import FileEntry
 from .load import LoadedManifests
 
 
