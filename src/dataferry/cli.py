@@ -722,6 +722,12 @@ def bench_commit(
     s3_local: bool = typer.Option(
         False, "--s3-local", help="Start a local S3 server (moto) and benchmark on it."
     ),
+    kill_at: float = typer.Option(
+        None,
+        "--kill-at",
+        help="Also kill each job commit after this fraction of its files moved (0-1) and time "
+        "its recovery by `dataferry cleanup`.",
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Commit the same job with each committer and compare task and job commit."""
@@ -744,6 +750,7 @@ def bench_commit(
             io_threads=io_threads,
             file_size=file_size,
             repeats=repeats,
+            kill_at=kill_at,
         )
         with _progress("committers", len(spec.committers) * repeats, json_out) as advance:
             report = run_commit_bench(spec, progress=lambda msg: advance(0))
@@ -806,6 +813,25 @@ def bench_commit(
     for r in data["results"]:
         o.add_row(r["committer"], *(str(r["ops"].get(n, 0)) for n in op_names))
     console.print(o)
+    if kill_at is not None:
+        k = Table(title=f"job commit killed after {kill_at:.0%} of its files, then `cleanup`")
+        cols = ("committer", "until kill s", "recovery s", "rest of full commit s", "listing s")
+        for col in (*cols, "recovery / (rest + listing)"):
+            k.add_column(col, justify="left" if col == "committer" else "right")
+        k.add_column("outcome")
+        for r in data["results"]:
+            rec = r["recovery"]
+            ratio = r["recovery_to_rest"]
+            k.add_row(
+                r["committer"],
+                f"{rec['until_kill_s']:.3f}",
+                f"{rec['recover_s']:.3f}",
+                f"{r['rest_s']:.3f}" if r["rest_s"] is not None else "-",
+                f"{rec['listing_s']:.3f}",
+                f"{ratio:.2f}" if ratio is not None else "-",
+                rec["outcome"] if rec["killed"] else "not killed (fewer moves)",
+            )
+        console.print(k)
 
 
 @bench_app.command("hive")

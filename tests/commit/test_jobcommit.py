@@ -248,6 +248,6 @@ def test_a_commit_whose_source_vanished_is_left_in_place_and_reported(tmp_path):
     attempt_dir = c.task_work_path(job.task(0))
     store.delete(f"{attempt_dir}/p=1/c")  # someone deleted a file the commit still had to move
     report = cleanup_destination(store, older_than_s=0)
-    assert report.failed and "is gone" in next(iter(report.failed.values()))
+    assert report.failed and "vanished" in next(iter(report.failed.values()))
     assert load_intent(store, c.job_dir(job)) is not None and read_claim(store) is not None
     assert not store.exists("_SUCCESS") and data_files(store) == ["p=1/a", "p=1/b"]

@@ -17,16 +17,19 @@ from __future__ import annotations
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..commit.cleanup import cleanup_destination
 from ..commit.factory import build_committer, build_config
 from ..commit.protocol import TaskCommitMessage
-from ..errors import ConfigError
-from ..store import LocalStore, SimStore, Store, open_store
+from ..commit.registry import committer_classes
+from ..errors import ConfigError, InjectedCrash
+from ..store import FaultRule, FaultStore, LocalStore, Op, SimStore, Store, open_store, paths
 from .machine import machine_info
 
 Progress = Callable[[str], None]
@@ -43,8 +46,11 @@ class CommitBenchSpec:
     file_size: int = 1024
     task_parallelism: int = 8
     repeats: int = 1
+    kill_at: float | None = None  # kill the job commit after this fraction of its files moved
 
     def __post_init__(self) -> None:
+        if self.kill_at is not None and not 0.0 < self.kill_at < 1.0:
+            raise ConfigError(f"--kill-at must be between 0 and 1, got {self.kill_at}")
         for name, value in (
             ("files", self.files),
             ("tasks", self.tasks),
@@ -69,6 +75,23 @@ class CommitBenchResult:
     files: int
     runs: list[float] = field(default_factory=list)
     task_requests: dict[str, int] = field(default_factory=dict)
+    recovery: RecoveryRun | None = None  # with --kill-at: finishing the killed commit
+
+    @property
+    def rest_s(self) -> float | None:
+        """What an uninterrupted commit still had to do at the kill point: its time less the
+        time the killed one ran."""
+        if self.recovery is None or not self.recovery.killed:
+            return None
+        return max(0.0, self.job_commit_s - self.recovery.until_kill_s)
+
+    @property
+    def recovery_to_rest(self) -> float | None:
+        """Recovery time over that rest plus one listing of the job directory (the target)."""
+        if self.rest_s is None or self.recovery is None:
+            return None
+        budget = self.rest_s + self.recovery.listing_s
+        return self.recovery.recover_s / budget if budget > 0 else None
 
     @property
     def ratio_to_limit(self) -> float | None:
@@ -90,6 +113,35 @@ class CommitBenchResult:
             if self.ratio_to_limit is None
             else round(self.ratio_to_limit, 2),
             "files": self.files,
+            "recovery": None if self.recovery is None else self.recovery.to_json(),
+            "rest_s": None if self.rest_s is None else round(self.rest_s, 4),
+            "recovery_to_rest": None
+            if self.recovery_to_rest is None
+            else round(self.recovery_to_rest, 2),
+        }
+
+
+@dataclass
+class RecoveryRun:
+    """A job commit killed after `fraction` of its files moved, then finished by recovery."""
+
+    fraction: float
+    killed: bool
+    until_kill_s: float
+    recover_s: float
+    outcome: str
+    ops: dict[str, int] = field(default_factory=dict)
+    listing_s: float = 0.0  # one walk of the dead job's directory, timed on its own
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fraction": self.fraction,
+            "killed": self.killed,
+            "until_kill_s": round(self.until_kill_s, 4),
+            "recover_s": round(self.recover_s, 4),
+            "listing_s": round(self.listing_s, 4),
+            "outcome": self.outcome,
+            "ops": self.ops,
         }
 
 
@@ -143,10 +195,22 @@ def _file_layout(spec: CommitBenchSpec, task: int) -> list[str]:
 
 
 def run_one(
-    spec: CommitBenchSpec, committer_name: str, store: Store, latency_scale: float = 1.0
+    spec: CommitBenchSpec,
+    committer_name: str,
+    store: Store,
+    latency_scale: float = 1.0,
+    kill_after: int | None = None,
 ) -> CommitBenchResult:
+    """One job through `committer_name`; with kill_after, its job commit dies after that many
+    files moved (renamed or their upload completed) and `dataferry cleanup` finishes it."""
     options = {"io_threads": spec.io_threads} if committer_name == "manifest" else {}
-    committer = build_committer(committer_name, store, build_config(committer_name, options))
+    target = store
+    if kill_after is not None:
+        target = FaultStore(
+            store, [FaultRule(action="crash", when="after", predicate=_nth_move(kill_after))]
+        )
+        target.armed = False
+    committer = build_committer(committer_name, target, build_config(committer_name, options))
     payload = b"x" * spec.file_size
     _set_latency(store, 0.0)
     job = committer.new_job()
@@ -172,6 +236,8 @@ def run_one(
     before = store.stats.snapshot()
     task_requests = _requests(store.stats.diff(before_tasks)["counters"])
     start = time.perf_counter()
+    if kill_after is not None:
+        return _killed_commit(committer, job, messages, store, target, start, kill_after, spec)
     result = committer.commit_job(job, messages)
     job_commit_s = time.perf_counter() - start
     delta = store.stats.diff(before)["counters"]
@@ -188,6 +254,73 @@ def run_one(
         limit_s=model_limit(store, requests, spec.io_threads),
         files=result.files,
         task_requests=task_requests,
+    )
+
+
+def _nth_move(n: int) -> Callable[[int, Op, str], bool]:
+    """Select the n-th store operation that moves a job's file into the destination."""
+    seen = [0]
+    lock = threading.Lock()
+
+    def pick(_index: int, op: Op, path: str) -> bool:
+        if op not in (Op.RENAME, Op.MULTIPART_COMPLETE) or paths.name(path).startswith("_"):
+            return False
+        with lock:
+            seen[0] += 1
+            return seen[0] == n
+
+    return pick
+
+
+def _killed_commit(
+    committer: Any,
+    job: Any,
+    messages: list[TaskCommitMessage],
+    store: Store,
+    target: FaultStore,
+    start: float,
+    kill_after: int,
+    spec: CommitBenchSpec,
+) -> CommitBenchResult:
+    target.armed = True
+    killed = False
+    try:
+        committer.commit_job(job, messages)
+    except InjectedCrash:
+        killed = True
+    until_kill = time.perf_counter() - start
+    target.armed = False
+    committer_classes()  # import every committer now: recovery's time is its own work
+    t0 = time.perf_counter()
+    store.walk(committer.job_dir(job))
+    listing_s = time.perf_counter() - t0
+    before = store.stats.snapshot()
+    t0 = time.perf_counter()
+    report = cleanup_destination(store, older_than_s=0.0)
+    recover_s = time.perf_counter() - t0
+    ops = {k: v for k, v in store.stats.diff(before)["counters"].items() if k.startswith("op_")}
+    outcome = (
+        "rolled forward"
+        if report.rolled_forward
+        else "rolled back"
+        if report.rolled_back
+        else "nothing to do"
+    )
+    if report.failed:
+        outcome = f"failed: {next(iter(report.failed.values()))}"
+    return CommitBenchResult(
+        committer=committer.name,
+        task_commit_s=0.0,
+        task_commit_wall_s=0.0,
+        job_commit_s=until_kill,
+        stages={},
+        ops=ops,
+        requests={},
+        limit_s=0.0,
+        files=spec.files,
+        recovery=RecoveryRun(
+            kill_after / spec.files, killed, until_kill, recover_s, outcome, ops, listing_s
+        ),
     )
 
 
@@ -240,6 +373,7 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     else:
         base = spec.store
     runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
+    killed_runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
     floors: list[float] = []
     try:
         for rep in range(spec.repeats):
@@ -251,6 +385,12 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
                 store = _open(base, f"{name}-{rep}")
                 runs[name].append(run_one(spec, name, store))
                 store.delete("", recursive=True)
+                if spec.kill_at is not None:
+                    say(f"{name}: killed at {spec.kill_at:.0%} and recovered (run {rep + 1})")
+                    store = _open(base, f"{name}-{rep}-killed")
+                    kill_after = max(1, int(spec.files * spec.kill_at))
+                    killed_runs[name].append(run_one(spec, name, store, kill_after=kill_after))
+                    store.delete("", recursive=True)
     finally:
         shutil.rmtree(base_dir, ignore_errors=True)
     results = []
@@ -259,6 +399,9 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
         median = sorted(rs, key=lambda r: r.job_commit_s)[len(rs) // 2]
         median.runs = [r.job_commit_s for r in rs]
         median.task_commit_s = statistics.median(r.task_commit_s for r in rs)
+        if killed_runs[name]:
+            ks = sorted(killed_runs[name], key=lambda r: r.recovery.recover_s)  # type: ignore[union-attr]
+            median.recovery = ks[len(ks) // 2].recovery
         results.append(median)
     floor = statistics.median(floors) if floors else None
     if floor is not None:

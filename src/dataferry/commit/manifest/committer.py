@@ -38,7 +38,7 @@ from .layout import PENDING_DIR, JobLayout
 from .stages.cleanup import CleanupOutcome, cleanup
 from .stages.create_dirs import create_directories
 from .stages.load import LoadedManifests, check_existing_files, load_manifests
-from .stages.rename import remaining_sources, rename_files
+from .stages.rename import rename_files
 from .stages.save_manifest import save_task_manifest
 from .stages.scan import scan_task_attempt
 from .stages.setup import setup_job, setup_task
@@ -178,8 +178,7 @@ class ManifestCommitter(Committer):
         ctx.pool.for_each(ctx.store.delete, plan["replace_files"], adaptive=True)
         # a replaced data set took the directories the tasks saw with it: create them all
         dirs = create_directories(ctx, loaded.directories, force=bool(intent.replace))
-        remaining = remaining_sources(ctx) if ctx.resumed else None
-        renamed = rename_files(ctx, loaded, dirs, remaining)
+        renamed = rename_files(ctx, loaded, dirs, resumed=ctx.resumed)
         if self.config.validate_output:
             validate_output(ctx, loaded)
         self.stats.set_counter("committer_tasks_completed", loaded.manifests)

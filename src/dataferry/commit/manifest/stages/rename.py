@@ -6,9 +6,10 @@ the source is gone and the destination has its size), the earlier request took e
 file counts as committed ("recovered", as Hadoop's ABFS resilient rename does). A throttled
 rename backs off and is retried.
 
-Resumed (finishing a commit that died), the stage first lists the job's task directories once:
-files still there are renamed as usual; a file no longer there is checked against one listing
-of its destination directory, so the renames done before the crash cost no request each.
+Resumed (finishing a commit that died), the stage lists each destination directory once: a
+file already there with its recorded size was moved before the crash and costs no request;
+every other file is renamed as usual (a source that has vanished then fails the stage, naming
+it, and the job's directory is left in place).
 """
 
 from __future__ import annotations
@@ -33,11 +34,6 @@ class RenameResult:
     bytes: int = 0
     recovered: int = 0
     filenames: list[str] = field(default_factory=list)
-
-
-def remaining_sources(ctx: StageContext) -> set[str]:
-    """The files still in the job's task attempt directories (one walk)."""
-    return {s.path for s in ctx.store.walk(ctx.layout.tasks_dir) if not s.is_dir}
 
 
 class _DestinationListings:
@@ -65,20 +61,19 @@ def rename_files(
     ctx: StageContext,
     loaded: LoadedManifests,
     created: CreatedDirectories,
-    remaining: set[str] | None = None,
+    resumed: bool = False,
 ) -> RenameResult:
-    """remaining: for a resumed commit, the sources not yet moved (None: all of them)."""
+    """resumed: finishing a commit that died part way (files already moved are skipped)."""
     result = RenameResult()
     lock = threading.Lock()
     pacer = Pacer(ctx.config.io_rate_limit)
-    listings = _DestinationListings(ctx)
+    listings = _DestinationListings(ctx) if resumed else None
 
     def commit_batch(batch: list[tuple[FileEntry, str]]) -> None:
         recovered = nbytes = 0
         for entry, attempt in batch:
-            if remaining is not None and entry.source not in remaining:
-                _check_moved(ctx, entry, attempt, listings)
-                recovered += 1
+            if listings is not None and listings.size_of(entry.dest) == entry.size:
+                recovered += 1  # moved before the crash
             else:
                 recovered += commit_file(ctx, entry, attempt, pacer)
             nbytes += entry.size
@@ -94,19 +89,6 @@ def rename_files(
     ctx.stats.incr("commit_file_rename", result.files)
     ctx.stats.incr("commit_file_rename_recovered", result.recovered)
     return result
-
-
-def _check_moved(
-    ctx: StageContext, entry: FileEntry, attempt: str, listings: _DestinationListings
-) -> None:
-    size = listings.size_of(entry.dest)
-    if size != entry.size:
-        found = "nothing" if size is None else f"{size} bytes"
-        raise JobCommitError(
-            f"cannot finish the commit: {ctx.store.full_url(entry.source)} (from {attempt}) is "
-            f"gone, and {ctx.store.full_url(entry.dest)} holds {found}, not its {entry.size} "
-            "bytes; the job's directory is left in place"
-        )
 
 
 def commit_file(ctx: StageContext, entry: FileEntry, attempt: str, pacer: Pacer) -> bool:
