@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import (
     AccessDenied,
+    AlreadyExists,
     DestinationError,
     JobCommitError,
     NotFound,
@@ -351,40 +352,38 @@ def merge_paths(ctx: StageContext, moves: list[Move]) -> None:
 
 
 def _finish_move(store: Store, src: str, dst: str, replace: bool) -> None:
+    """One planned move, found done or finished: a rename first (one request when nothing is in
+    the way), and only when it fails a look at what is there."""
+    if replace and store.exists(src):  # (not yet moved: a resumed commit keeps what it moved)
+        store.delete(dst, recursive=True)  # as mergePaths: a file in the way when planned
     try:
-        s = store.stat(src)
+        store.rename(src, dst)
+        return
     except NotFound:
-        if store.exists(dst):
-            return  # moved before
-        raise JobCommitError(
-            f"cannot finish the merge: neither {store.full_url(src)} nor {store.full_url(dst)} "
-            "exists"
-        ) from None
-    try:
-        d = store.stat(dst)
-    except NotFound:
-        d = None
-    if d is not None and s.is_dir and d.is_dir:
+        if not store.exists(src):
+            if store.exists(dst):
+                return  # moved before
+            raise JobCommitError(
+                f"cannot finish the merge: neither {store.full_url(src)} nor "
+                f"{store.full_url(dst)} exists"
+            ) from None
+        store.mkdirs(paths.parent(dst))
+        store.rename(src, dst)
+        return
+    except AlreadyExists:
+        pass
+    s, d = store.stat(src), store.stat(dst)
+    if s.is_dir and d.is_dir:
         # a directory rename that copied part of its files before it died: merge the rest
         for child in store.list(src):
-            _finish_move(store, child.path, paths.join(dst, child.name), replace)
+            _finish_move(store, child.path, paths.join(dst, child.name), False)
         store.delete(src, recursive=True)
         return
-    if d is not None:
-        if (
-            not s.is_dir
-            and not d.is_dir
-            and s.size == d.size
-            and ((s.etag and s.etag == d.etag) or store.read_bytes(src) == store.read_bytes(dst))
-        ):
-            store.delete(src)  # a copy-then-delete rename that died after its copy
-            return
-        if not replace:
-            raise JobCommitError(
-                f"cannot merge {store.full_url(src)}: {store.full_url(dst)} is in the way"
-            )
-        store.delete(dst, recursive=True)
-    store.rename(src, dst)
+    same = not s.is_dir and not d.is_dir and s.size == d.size
+    if same and ((s.etag and s.etag == d.etag) or store.read_bytes(src) == store.read_bytes(dst)):
+        store.delete(src)  # a copy-then-delete rename that died after its copy
+        return
+    raise JobCommitError(f"cannot merge {store.full_url(src)}: {store.full_url(dst)} is in the way")
 
 
 def _list_or_empty(store: Store, path: str) -> list[FileStatus]:
