@@ -251,3 +251,30 @@ def test_a_commit_whose_source_vanished_is_left_in_place_and_reported(tmp_path):
     assert report.failed and "vanished" in next(iter(report.failed.values()))
     assert load_intent(store, c.job_dir(job)) is not None and read_claim(store) is not None
     assert not store.exists("_SUCCESS") and data_files(store) == ["p=1/a", "p=1/b"]
+
+
+def test_a_v1_job_that_loses_the_claim_leaves_the_winners_decided_commit_alone(tmp_path):
+    """v1 jobs share `_temporary/0`: the loser's abort must neither finish nor delete the
+    winner's intent record, and the winner's recovery finishes the winner's commit only."""
+    store = open_store(str(tmp_path / "d"), faults=[])
+    a, job_a = job_of(store, "error", name="v1")
+    b, job_b = job_of(store, "error", name="v1")
+    ma = committed_tasks(a, job_a, {0: ["p=1/a0"], 1: ["p=2/a1"]})
+    mb = committed_tasks(b, job_b, {0: ["p=1/b0"]})
+    fault_layer(store).add_rule(
+        FaultRule(action="crash", when="after", kinds=frozenset({Op.RENAME}), path_glob="*p=1*")
+    )
+    with pytest.raises(InjectedCrash):
+        a.commit_job(job_a, ma)  # A decided, moved p=1, and "died" holding the claim
+    fault_layer(store).armed = False
+    store.write_bytes(
+        CLAIM_FILE, Claim(**{**read_claim(store).__dict__, "alive": time.time()}).to_bytes()
+    )
+    with pytest.raises(DestinationClaimed):
+        b.commit_job(job_b, mb)
+    b.abort_job(job_b)
+    assert load_intent(store, "_temporary/0").job_uuid == job_a.job_uuid
+    assert data_files(store) == ["p=1/a0"]  # B touched nothing of A's half-done commit
+    report = cleanup_destination(store, older_than_s=0)
+    assert report.rolled_forward and data_files(store) == ["p=1/a0", "p=2/a1"]
+    assert not store.exists("_temporary") and read_claim(store) is None

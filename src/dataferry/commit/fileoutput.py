@@ -223,8 +223,10 @@ class FileOutputCommitter(Committer):
             for st in _list_or_empty(self.store, parent):
                 if tag in st.name:
                     self.store.delete(st.path, recursive=True)
-        for name in INTENT_NAMES:
-            self.store.delete(f"{base}/{name}")
+        intent = load_intent(self.store, base)
+        if intent is None or intent.job_uuid == job.job_uuid:  # never another job's record
+            for name in INTENT_NAMES:
+                self.store.delete(f"{base}/{name}")
         for empty in (f"{base}/{TAKEN_DIR}", f"{base}/{PENDING_DIR}", base, PENDING_DIR):
             _remove_if_empty(self.store, empty)
 

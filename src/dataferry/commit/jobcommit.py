@@ -234,6 +234,8 @@ def recover_job(com: Committer, job: JobContext, rollback: bool = False) -> str:
     job when it has none ('rolled back'). Raises, leaving everything in place, when a decided
     commit cannot be finished."""
     intent = load_intent(com.store, com.job_dir(job))
+    if intent is not None and intent.job_uuid != job.job_uuid:
+        intent = None  # another job's (v1 jobs share one attempt directory): not ours to touch
     if intent is not None and not (rollback and com.can_undo_decided):
         ctx = com.stage_context(job)
         ctx.resumed = True
