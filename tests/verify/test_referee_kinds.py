@@ -243,3 +243,16 @@ def test_verify_crash_command_takes_the_new_options():
     data = json.loads(res.stdout)
     assert data["concurrent_runs"] == 36 and data["seed"] == 3
     assert data["kinds"]["concurrent"]["violations"][inv.ONE_WRITER] > 0
+
+
+def test_kill_after_an_operation_that_failed_still_kills(tmp_path):
+    code = (
+        "import sys; from dataferry.store import open_store; "
+        "from dataferry.store.faults import kill_at; "
+        "s = open_store(sys.argv[1], faults=[kill_at(0, 'after')]); "
+        "s.exists('missing'); print('survived')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == -9 and "survived" not in proc.stdout

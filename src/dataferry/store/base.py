@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, BinaryIO, TypeVar
 
+from ..errors import AlreadyExists, ConfigError, NotFound
 from ..stats import IOStatistics
 from . import paths
 
@@ -132,8 +133,6 @@ class Store(ABC):
         return self._op(Op.STAT, path, self._stat, path)
 
     def exists(self, path: str) -> bool:
-        from ..errors import NotFound
-
         try:
             self.stat(path)
         except NotFound:
@@ -195,8 +194,6 @@ class Store(ABC):
         self._op(Op.APPEND, path, self._append, path, bytes(data))
 
     def _append(self, path: str, data: bytes) -> None:
-        from ..errors import NotFound
-
         try:
             old = self._read(path)
         except NotFound:
@@ -221,8 +218,6 @@ class Store(ABC):
         return self._op(Op.READ_RANGE, path, self._read_range, path, start, length)
 
     def _write_at(self, path: str, offset: int, data: bytes) -> None:
-        from ..errors import NotFound
-
         try:
             old = self._read(path)
         except NotFound:
@@ -268,8 +263,6 @@ class Store(ABC):
         return self._op(Op.MULTIPART_LIST, path, self._list_uploads, path)
 
     def _no_multipart(self, *_args: Any) -> Any:
-        from ..errors import ConfigError
-
         raise ConfigError(f"{self.describe()} has no multipart upload")
 
     _initiate_upload = _upload_part = _complete_upload = _abort_upload = _no_multipart
@@ -288,8 +281,6 @@ class Store(ABC):
 
     def relative_path(self, url: str) -> str:
         """Inverse of full_url; raises ConfigError if the URL is not inside this store."""
-        from ..errors import ConfigError
-
         root = self.url
         if url == root:
             return ""
@@ -332,8 +323,6 @@ class Store(ABC):
     def _create_if_absent(self, path: str, data: bytes) -> bool:
         """A write that refuses to overwrite; stores whose write(overwrite=False) is atomic
         (O_EXCL, If-None-Match) make this atomic too."""
-        from ..errors import AlreadyExists
-
         try:
             self._write(path, data, False)
         except AlreadyExists:

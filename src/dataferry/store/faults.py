@@ -10,7 +10,8 @@ what happens:
 - `deny`: raise `AccessDenied` (an unwritable destination, even when running as root);
 - `throttle`: raise `Throttled` (the store's "slow down");
 - `kill`: SIGKILL the current process (a driver that really dies: no `finally`, no `atexit`,
-  no heartbeat; only ever armed in a child process the harness started for it);
+  no heartbeat; only ever armed in a child process the harness started for it); `after` an
+  operation that raised, it kills too (the process dies whatever the operation returned);
 - `callback`: run `rule.callback(index, op, path)` at that point and carry on without raising
   (another actor acts right there: a zombie attempt commits, a second job commits).
 
@@ -136,7 +137,12 @@ class FaultStore(WrappingStore):
                     break
         if rule is not None and rule.when == "before":
             self._fire(rule, index, op, path)
-        result = super()._op(op, path, fn, *args)
+        try:
+            result = super()._op(op, path, fn, *args)
+        except BaseException:
+            if rule is not None and rule.when == "after" and rule.action == "kill":
+                self._fire(rule, index, op, path)  # the process dies whether or not it failed
+            raise
         if rule is not None and rule.when == "after":
             self._fire(rule, index, op, path)
         return result

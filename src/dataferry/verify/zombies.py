@@ -72,8 +72,12 @@ class Zombie:
 
     def start(self) -> None:
         """Set up and write the first file (then the driver loses sight of it)."""
-        self.com.setup_task(self.ctx)
-        unique_work(ZOMBIE_TASK, self.out, range(0, 1))
+        try:
+            self.com.setup_task(self.ctx)
+            unique_work(ZOMBIE_TASK, self.out, range(0, 1))
+            self.result = "started"
+        except Exception as e:  # a committer may refuse it from the start
+            self.result = f"refused at setup:{type(e).__name__}"
 
     def finish(self, *_: Any) -> None:
         """Write the remaining files and commit; once only (also a FaultRule callback)."""
@@ -133,7 +137,6 @@ def _run(
         return scenario, None
     zombie = holder["z"] = Zombie(url, job.job)
     zombie.start()
-    zombie.result = "started"
     in_place = bool(getattr(job.com, "writes_in_place", False))
     allow = allowed_leftovers(job.com)
     if where == BEFORE:

@@ -193,7 +193,7 @@ def marshal(store: Store, path: str) -> str:
 def unmarshal(store: Store | None, uri: str, source: str = "", where: str = "") -> str:
     """URI string -> store-relative path; refuses anything outside the store, naming it.
     Without a store the URI is returned decoded, as it is."""
-    text = unquote(uri)
+    text = unquote(uri) if "%" in uri else uri
     if store is None:
         return text
     candidates = [text]

@@ -40,9 +40,8 @@ def _run(ctx: StageContext) -> CleanupOutcome:
                 attempts = [s.path for s in ctx.store.list(ctx.layout.tasks_dir)]
             except StoreError:
                 attempts = []
-            ctx.pool.for_each(
-                lambda p: ctx.store.delete(p, recursive=True), attempts, adaptive=True
-            )
+            # not adaptive: a recursive delete is kernel work that runs well in parallel
+            ctx.pool.for_each(lambda p: ctx.store.delete(p, recursive=True), attempts)
             outcome = CleanupOutcome.PARALLEL_DELETE
         ctx.store.delete(ctx.layout.job_dir, recursive=True)
         _remove_empty_pending_dir(ctx)

@@ -169,8 +169,9 @@ def check_manifest(
             source,
             "taskAttemptDir",
         )
+    inside = expected_dir + "/"  # paths from a manifest are normalized already
     for i, f in enumerate(m.files):
-        if not paths.is_under(f.source, expected_dir) or f.source == expected_dir:
+        if not f.source.startswith(inside):
             raise ValidationError(
                 f"source {f.source!r} is not inside the task attempt directory",
                 source,
@@ -192,7 +193,7 @@ def check_manifest(
 
 
 def _forbidden_dest(dest: str) -> bool:
-    return not dest or dest == SUCCESS_FILE or paths.is_under(dest, PENDING_DIR)
+    return not dest or dest in (SUCCESS_FILE, PENDING_DIR) or dest.startswith(PENDING_DIR + "/")
 
 
 @stage("job_stage_check_existing_files", "check_existing_files")
