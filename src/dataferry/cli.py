@@ -631,6 +631,11 @@ def verify_crash_cmd(
         "--existing-data",
         help="Also every crash point over a committed data set, in each write mode (3x).",
     ),
+    zombie_points: int = typer.Option(
+        0,
+        "--zombie-points",
+        help="Zombie commits at this many job-commit operations, spread (0: at every one).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the kill points and schedules."),
     kill_timeout: float = typer.Option(
         60.0, "--kill-timeout", help="Seconds a child driver may run before it is killed."
@@ -659,6 +664,7 @@ def verify_crash_cmd(
             existing_data=existing_data,
             seed=seed,
             kill_timeout_s=kill_timeout,
+            zombie_points=zombie_points or None,
         )
     data = report.to_json()
     if json_out:

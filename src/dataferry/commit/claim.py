@@ -145,16 +145,22 @@ class HeldClaim:
 
 
 def release_claim(store: Store, job_uuid: str) -> bool:
-    """Remove the claim if `job_uuid` holds it (and `_dataferry` if nothing else is in it)."""
+    """Remove the claim if `job_uuid` holds it, and `_dataferry` if nothing else is in it
+    (also when the claim was already gone: a release that died half way)."""
     current = read_claim(store)
-    if current is None or current.job_uuid != job_uuid:
-        return False
-    store.delete(CLAIM_FILE)
+    ours = current is not None and current.job_uuid == job_uuid
+    if ours:
+        store.delete(CLAIM_FILE)
+    remove_empty_claim_dir(store)
+    return ours
+
+
+def remove_empty_claim_dir(store: Store) -> None:
     try:
-        store.delete(CLAIM_DIR, recursive=False)
+        if not store.list(CLAIM_DIR):
+            store.delete(CLAIM_DIR, recursive=False)
     except StoreError:
-        pass  # commit records or markers live there too
-    return True
+        pass  # gone already, or commit records, markers or a new claim live there
 
 
 def acquire_claim(
@@ -172,8 +178,11 @@ def acquire_claim(
     deadline = time.monotonic() + wait_s
     beat = timeout_s / 6 if heartbeat_s is None else heartbeat_s
     while True:
-        if store.create_if_absent(CLAIM_FILE, claim.to_bytes()):
-            return HeldClaim(store, claim, beat)
+        try:
+            if store.create_if_absent(CLAIM_FILE, claim.to_bytes()):
+                return HeldClaim(store, claim, beat)
+        except NotFound:
+            continue  # `_dataferry` was removed as we created in it: try again
         holder = read_claim(store)
         if holder is None:
             if _stale(store, CLAIM_FILE, timeout_s):

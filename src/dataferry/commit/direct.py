@@ -239,10 +239,15 @@ class DirectCommitter(Committer):
             {"files": sorted(committed), "stray": stray, "marked": len(marked)}, len(committed)
         )
 
-    def existing_data(self, job: JobContext) -> list[str]:
+    def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
         """Committed jobs' records and files, `_SUCCESS`, and any other visible file: not the
-        job's own files, which are already in place."""
-        ours = self.markers(job).data_paths(include_append=True)
+        files of jobs in flight (this one's or another's), which are in place but not data
+        until their job commits."""
+        in_flight = {
+            data_path(m)
+            for d in _list_or_empty(self.store, MARKERS_ROOT)
+            for m in markers_in(self.store, d.path)
+        }
         records = [
             r.path
             for r in _list_or_empty(self.store, COMMITS_DIR)
@@ -251,7 +256,7 @@ class DirectCommitter(Committer):
         files = [
             s.path
             for s in self.store.walk("")
-            if not paths.is_hidden(s.path) and s.path not in ours
+            if not paths.is_hidden(s.path) and s.path not in in_flight
         ]
         success = [SUCCESS_FILE] if self.store.exists(SUCCESS_FILE) else []
         return sorted(files) + records + success
@@ -270,6 +275,9 @@ class DirectCommitter(Committer):
         return COMMITTER_NAME
 
     def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
+        """Delete the markers, after a last look: a file marked since the plan (an attempt
+        the driver gave up on, still writing) is not committed and goes first."""
+        delete_uncommitted(ctx.store, job.job_uuid, ctx.pool)
         self.markers(job).delete_all()
         _remove_if_empty(self.store, MARKERS_ROOT)
         return "deleted"
@@ -294,15 +302,9 @@ class DirectCommitter(Committer):
     def rollback_job(self, job: JobContext) -> None:
         """Delete every file the job's markers name (read from the store: works with the
         service down), the directories it made that are now empty, then the markers."""
-        directory = marker_dir(job.job_uuid)
-        if self.store.exists(commit_record_path(job.job_uuid)):
-            self.store.delete(directory, recursive=True)  # committed: only markers are left
-        else:
-            doomed = sorted({data_path(m) for m in markers_in(self.store, directory)})
-            with IOPool(self.config.threads) as pool:
-                pool.for_each(self.store.delete, doomed, adaptive=True)
-            self.store.delete(directory, recursive=True)
-            remove_empty_parents(self.store, doomed)
+        with IOPool(self.config.threads) as pool:
+            delete_uncommitted(self.store, job.job_uuid, pool)
+        self.store.delete(marker_dir(job.job_uuid), recursive=True)
         _remove_if_empty(self.store, MARKERS_ROOT)
 
     def cleanup_job(self, job: JobContext) -> None:
@@ -315,6 +317,20 @@ class DirectCommitter(Committer):
             for e in _list_or_empty(store, MARKERS_ROOT)
             if e.is_dir
         ]
+
+
+def delete_uncommitted(store: Store, job_uuid: str, pool: IOPool) -> list[str]:
+    """Delete every file the job's markers name that its commit record does not list (all of
+    them when it has none), and the directories it made that are now empty."""
+    marked = {data_path(m) for m in markers_in(store, marker_dir(job_uuid))}
+    try:
+        committed = set(json.loads(store.read_bytes(commit_record_path(job_uuid)))["files"])
+    except NotFound:
+        committed = set()
+    doomed = sorted(marked - committed)
+    pool.for_each(store.delete, doomed, adaptive=True)
+    remove_empty_parents(store, doomed)
+    return doomed
 
 
 @stage("job_stage_list_markers", "list_markers")

@@ -184,10 +184,19 @@ class FileOutputCommitter(Committer):
         summary = {"files": len(files), "bytes": sum(m.bytes for m in messages)}
         summary["filenames"] = files[:100]
         if self.config.algorithm == 2:  # task commits already merged everything
-            return CommitPlan({"moves": [], **summary}, len(files))
+            return CommitPlan({"moves": [], "merged": files, **summary}, len(files))
         taken = take_committed_tasks(ctx, self.job_attempt_path(job), messages)
         moves = plan_merge(ctx, taken, replacing_all=job.mode == "overwrite")
         return CommitPlan({"moves": [m.to_json() for m in moves], **summary}, len(files))
+
+    def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
+        """v2's tasks have moved their files in already: those are not someone else's data."""
+        mine = set(plan.payload.get("merged", ()))
+        tops = {f.split("/", 1)[0] for f in mine}
+        existing = super().existing_data(job, plan)
+        return [e for e in existing if e not in tops] + sorted(
+            s.path for t in existing if t in tops for s in self.store.walk(t) if s.path not in mine
+        )
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         plan = intent.payload

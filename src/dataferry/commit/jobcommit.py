@@ -78,12 +78,14 @@ def claim_destination(ctx: StageContext, com: Committer, job: JobContext) -> Hel
 
 
 @stage("job_stage_check_write_mode", "check_write_mode")
-def check_write_mode(ctx: StageContext, com: Committer, job: JobContext) -> list[str]:
+def check_write_mode(
+    ctx: StageContext, com: Committer, job: JobContext, plan: CommitPlan
+) -> list[str]:
     """Decide the write mode against the destination as it is now (we hold its claim):
     `error` refuses existing data, `overwrite` returns the entries it replaces."""
     if job.mode == "append":
         return []
-    existing = com.existing_data(job)
+    existing = com.existing_data(job, plan)
     if job.mode == "error":
         if existing:
             raise DestinationError(
@@ -147,7 +149,7 @@ def commit_job(
             if job.claim:
                 held = claim_destination(ctx, com, job)
             plan = com.plan_commit(ctx, job, messages)
-            replace = check_write_mode(ctx, com, job)
+            replace = check_write_mode(ctx, com, job, plan)
             intent = Intent(
                 job_id=str(job.job_id),
                 job_uuid=job.job_uuid,

@@ -235,7 +235,7 @@ class Committer(ABC):
         """Make the planned output visible, from the intent record alone; idempotent, so a
         resumed commit runs it again from the start."""
 
-    def existing_data(self, job: JobContext) -> list[str]:
+    def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
         """What of the destination a write mode sees as data (and `overwrite` replaces)."""
         return jobcommit.visible_entries(self)
 

@@ -19,6 +19,7 @@ from .claim import (
     Claim,
     read_claim,
     release_claim,
+    remove_empty_claim_dir,
     take_over,
 )
 from .jobcommit import recover_job
@@ -114,6 +115,8 @@ def recover_destination(
                 continue
             _record(report, left.path, what)
             report.removed.append(left.path)
+    if not dry_run:
+        remove_empty_claim_dir(store)  # a release that died between its two deletes
     return report
 
 

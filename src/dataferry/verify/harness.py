@@ -3,8 +3,7 @@ reference job run in a write mode, an earlier data set, and the checks of a dest
 job (and any recovery) ended.
 
 A job's write mode goes to `make_committer(name, store, mode=...)`, which decides it inside the
-job commit. A committer that does not take a mode yet gets the destination prepared up front,
-as `write_dataset` did (`prepare_destination`), so the same scenarios measure both.
+job commit, holding the destination's claim.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..commit.destination import prepare_destination
 from ..commit.factory import make_committer
 from ..commit.protocol import Committer, JobContext, TaskCommitMessage
 from ..engine.attempt import commit_attempt, run_attempt
@@ -158,24 +156,13 @@ def spread(points: list[Any], n: int, rng: random.Random) -> list[Any]:
 
 
 def job_committer(name: str, store: Store, mode: str, options: dict[str, Any]) -> Committer:
-    """A committer for one job in write `mode`. Raises DestinationError where the mode is
-    applied up front and refuses the destination."""
-    try:
-        com = make_committer(name, store, mode=mode, allow_unsafe_rename=True, **options)
-        if getattr(com, "write_mode", None) == mode:
-            return com
-    except (TypeError, ConfigError):
-        pass
-    prepare_destination(store, mode)
-    return make_committer(name, store, allow_unsafe_rename=True, **options)
+    """A committer for one job in write `mode` (decided inside its job commit)."""
+    return make_committer(name, store, mode=mode, allow_unsafe_rename=True, **options)
 
 
 def recovery_committer(name: str, store: Store, mode: str, options: dict[str, Any]) -> Committer:
     """A committer to abort or recover a job of `mode` with (changes nothing by itself)."""
-    try:
-        return make_committer(name, store, mode=mode, allow_unsafe_rename=True, **options)
-    except (TypeError, ConfigError):
-        return make_committer(name, store, allow_unsafe_rename=True, **options)
+    return make_committer(name, store, mode=mode, allow_unsafe_rename=True, **options)
 
 
 def refused(exc: BaseException | None) -> bool:
