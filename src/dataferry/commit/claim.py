@@ -156,11 +156,8 @@ def release_claim(store: Store, job_uuid: str) -> bool:
 
 
 def remove_empty_claim_dir(store: Store) -> None:
-    try:
-        if not store.list(CLAIM_DIR):
-            store.delete(CLAIM_DIR, recursive=False)
-    except StoreError:
-        pass  # gone already, or commit records, markers or a new claim live there
+    """`_dataferry` goes when nothing is left in it (commit records and markers live there)."""
+    store.delete_if_empty(CLAIM_DIR)
 
 
 def acquire_claim(

@@ -28,7 +28,7 @@ from ..ids import parse_task_attempt_id
 from ..markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers, marker_dir
 from ..markers.base import MARKERS_ROOT, data_path
 from ..markers.rollback import markers_in
-from ..store import FileStatus, IOPool, Store, open_store, paths
+from ..store import IOPool, Store, open_store, paths
 from .intent import Intent
 from .jobcommit import Applied, CommitPlan
 from .protocol import Committer, JobContext, Leftover, TaskAttemptContext, TaskCommitMessage
@@ -245,12 +245,12 @@ class DirectCommitter(Committer):
         until their job commits."""
         in_flight = {
             data_path(m)
-            for d in _list_or_empty(self.store, MARKERS_ROOT)
+            for d in self.store.list_or_empty(MARKERS_ROOT)
             for m in markers_in(self.store, d.path)
         }
         records = [
             r.path
-            for r in _list_or_empty(self.store, COMMITS_DIR)
+            for r in self.store.list_or_empty(COMMITS_DIR)
             if r.path != commit_record_path(job.job_uuid)
         ]
         files = [
@@ -279,7 +279,7 @@ class DirectCommitter(Committer):
         the driver gave up on, still writing) is not committed and goes first."""
         delete_uncommitted(ctx.store, job.job_uuid, ctx.pool)
         self.markers(job).delete_all()
-        _remove_if_empty(self.store, MARKERS_ROOT)
+        self.store.delete_if_empty(MARKERS_ROOT)
         return "deleted"
 
     def _refuse_to_delete_unreported(
@@ -305,7 +305,7 @@ class DirectCommitter(Committer):
         with IOPool(self.config.threads) as pool:
             delete_uncommitted(self.store, job.job_uuid, pool)
         self.store.delete(marker_dir(job.job_uuid), recursive=True)
-        _remove_if_empty(self.store, MARKERS_ROOT)
+        self.store.delete_if_empty(MARKERS_ROOT)
 
     def cleanup_job(self, job: JobContext) -> None:
         self.markers(job).delete_all()
@@ -314,7 +314,7 @@ class DirectCommitter(Committer):
     def leftovers(cls, store: Store) -> list[Leftover]:
         return [
             Leftover(e.path, cls.name, e.name)
-            for e in _list_or_empty(store, MARKERS_ROOT)
+            for e in store.list_or_empty(MARKERS_ROOT)
             if e.is_dir
         ]
 
@@ -364,21 +364,6 @@ def remove_empty_parents(store: Store, files: Sequence[str]) -> None:
             except StoreError:
                 break
             d = paths.parent(d)
-
-
-def _list_or_empty(store: Store, path: str) -> list[FileStatus]:
-    try:
-        return store.list(path)
-    except NotFound:
-        return []
-
-
-def _remove_if_empty(store: Store, path: str) -> None:
-    try:
-        if not store.list(path):
-            store.delete(path, recursive=False)
-    except StoreError:
-        pass
 
 
 def list_committed(dest: str | Store) -> list[str]:

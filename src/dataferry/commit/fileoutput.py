@@ -229,7 +229,7 @@ class FileOutputCommitter(Committer):
         base = self.job_attempt_path(job)
         tag = f"_{job.job_id.tracker}_{job.job_id.number:04d}_"
         for parent in (f"{base}/{PENDING_DIR}", f"{base}/{TAKEN_DIR}", base):
-            for st in _list_or_empty(self.store, parent):
+            for st in self.store.list_or_empty(parent):
                 if tag in st.name:
                     self.store.delete(st.path, recursive=True)
         intent = load_intent(self.store, base)
@@ -237,7 +237,7 @@ class FileOutputCommitter(Committer):
             for name in INTENT_NAMES:
                 self.store.delete(f"{base}/{name}")
         for empty in (f"{base}/{TAKEN_DIR}", f"{base}/{PENDING_DIR}", base, PENDING_DIR):
-            _remove_if_empty(self.store, empty)
+            self.store.delete_if_empty(empty)
 
     # --- cleanup -----------------------------------------------------------------------------
 
@@ -249,7 +249,7 @@ class FileOutputCommitter(Committer):
     def leftovers(cls, store: Store) -> list[Leftover]:
         """`_temporary/<appAttempt>` directories (the manifest committer's are named by UUID)."""
         found = []
-        for st in _list_or_empty(store, PENDING_DIR):
+        for st in store.list_or_empty(PENDING_DIR):
             if st.is_dir and st.name.isdigit():
                 intent = load_intent(store, st.path)
                 name = intent.committer if intent else "v1"
@@ -267,7 +267,7 @@ class FileOutputCommitter(Committer):
             job = job_from_ids(com, intent.job_id, intent.job_uuid, leftover.attempt)
             outcome = recover_job(com, job)
         store.delete(leftover.path, recursive=True)
-        _remove_if_empty(store, PENDING_DIR)
+        store.delete_if_empty(PENDING_DIR)
         return outcome
 
 
@@ -395,18 +395,3 @@ def _finish_move(store: Store, src: str, dst: str, replace: bool) -> None:
         store.delete(src)  # a copy-then-delete rename that died after its copy
         return
     raise JobCommitError(f"cannot merge {store.full_url(src)}: {store.full_url(dst)} is in the way")
-
-
-def _list_or_empty(store: Store, path: str) -> list[FileStatus]:
-    try:
-        return store.list(path)
-    except NotFound:
-        return []
-
-
-def _remove_if_empty(store: Store, path: str) -> None:
-    try:
-        if not store.list(path):
-            store.delete(path, recursive=False)
-    except (NotFound, StoreError):
-        pass

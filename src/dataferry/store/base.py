@@ -144,6 +144,25 @@ class Store(ABC):
         path = paths.normalize(path)
         return self._op(Op.LIST, path, self._list, path)
 
+    def list_or_empty(self, path: str = "") -> list[FileStatus]:
+        """`list`, with [] where nothing is."""
+        try:
+            return self.list(path)
+        except NotFound:
+            return []
+
+    def delete_if_empty(self, path: str) -> bool:
+        """Delete a directory only while it holds nothing (a job's shared parents: another job
+        may still have work in them); False where it holds something or is gone."""
+        from ..errors import StoreError
+
+        try:
+            if self.list(path):
+                return False
+            return self.delete(path, recursive=False)
+        except StoreError:
+            return False
+
     def walk(self, path: str = "") -> list[FileStatus]:
         """Every file below a directory (recursively), sorted by path; [] if it does not exist."""
         path = paths.normalize(path)

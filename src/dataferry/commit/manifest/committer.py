@@ -224,10 +224,10 @@ class ManifestCommitter(Committer):
     def leftovers(cls, store: Store) -> list[Leftover]:
         """`_temporary/<jobUUID>/<NN>` of manifest jobs (v1's `_temporary/<NN>` are v1's)."""
         found = []
-        for job in _list_or_empty(store, PENDING_DIR):
+        for job in store.list_or_empty(PENDING_DIR):
             if not job.is_dir or job.name.isdigit():
                 continue
-            for attempt in _list_or_empty(store, job.path):
+            for attempt in store.list_or_empty(job.path):
                 if attempt.is_dir and attempt.name.isdigit():
                     found.append(Leftover(attempt.path, cls.name, job.name, int(attempt.name)))
             if not any(f.path.startswith(job.path + "/") for f in found):
@@ -237,8 +237,8 @@ class ManifestCommitter(Committer):
     @classmethod
     def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
         outcome = super().recover_leftover(store, leftover, rollback)
-        _remove_if_empty(store, paths.parent(leftover.path))  # the job's directory
-        _remove_if_empty(store, PENDING_DIR)
+        store.delete_if_empty(paths.parent(leftover.path))  # the job's directory
+        store.delete_if_empty(PENDING_DIR)
         return outcome
 
     def _success_data(self, job: JobContext) -> SuccessData:
@@ -293,22 +293,3 @@ class ManifestCommitter(Committer):
             return cleanup(ctx)
         finally:
             ctx.pool.close()
-
-
-def _list_or_empty(store: Store, path: str) -> list:
-    try:
-        return store.list(path)
-    except NotFound:
-        return []
-
-
-def _is_empty(store: Store, path: str) -> bool:
-    try:
-        return not store.list(path)
-    except NotFound:
-        return False
-
-
-def _remove_if_empty(store: Store, path: str) -> None:
-    if _is_empty(store, path):
-        store.delete(path, recursive=False)
