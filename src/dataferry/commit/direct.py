@@ -214,15 +214,6 @@ class DirectCommitter(Committer):
     def job_dir(self, job: JobContext) -> str:
         return marker_dir(job.job_uuid)
 
-    def stage_context(self, job: JobContext) -> StageContext:
-        return StageContext(
-            store=self.store,
-            stats=self.stats,
-            pool=IOPool(self.config.threads),
-            job_id=str(job.job_id),
-            config=self.config,
-        )
-
     def plan_commit(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
     ) -> CommitPlan:

@@ -210,15 +210,22 @@ class Committer(ABC):
             raise ConfigError(f"unknown write mode {mode!r}; use one of {', '.join(MODES)}")
         return mode, {}
 
-    def stage_context(self, job: JobContext) -> StageContext:
-        threads = getattr(self.config, "io_threads", None) or getattr(self.config, "threads", 8)
+    def stage_context(self, job: JobContext, threads: int | None = None) -> StageContext:
+        """What the job's stages share; `threads` for its I/O pool (default: the config's)."""
+        if threads is None:
+            threads = getattr(self.config, "io_threads", 0) or getattr(self.config, "threads", 8)
         return StageContext(
             store=self.store,
             stats=self.stats,
             pool=IOPool(threads),
             job_id=str(job.job_id),
             config=self.config,
+            layout=self.layout_of(job),
         )
+
+    def layout_of(self, job: JobContext) -> Any:
+        """Where the committer keeps the job's things, if it has a layout object."""
+        return None
 
     @abstractmethod
     def job_dir(self, job: JobContext) -> str:

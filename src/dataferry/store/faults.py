@@ -16,7 +16,15 @@ what happens:
   (another actor acts right there: a zombie attempt commits, a second job commits).
 
 `when="before"` means the operation never reached the store; `when="after"` means it took
-effect and then the caller saw the failure, the ambiguity every real store has.
+effect and then the caller saw the failure, the ambiguity every real store has. An `ambiguous`
+rule is the store's answer "I cannot tell": before, the request was lost; after, it took effect
+(a rename, copy, completed upload, PUT or delete that is done although the caller got a
+timeout).
+
+Any rule may also carry a `callback` for an action other than `callback`: it runs first, then
+the action fires (another actor acted while the caller waited for its answer: e.g. a file of
+the same name appears at a rename's destination, then the rename times out). A traced rename
+or copy records where it goes (`TracedOp.dest`), so such a callback can act there.
 """
 
 from __future__ import annotations
@@ -58,11 +66,12 @@ class FaultRule:
     predicate: Callable[[int, Op, str], bool] | None = None
     times: int = 1  # how many matching operations to break; -1 for all
     fired: int = field(default=0, compare=False)
-    callback: Callback | None = field(default=None, compare=False)  # for action "callback"
+    # for action "callback" (required); for any other action it runs first (optional)
+    callback: Callback | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        if (self.action == "callback") != (self.callback is not None):
-            raise ConfigError("a FaultRule has a callback exactly when its action is 'callback'")
+        if self.action == "callback" and self.callback is None:
+            raise ConfigError("a FaultRule with action 'callback' needs a callback")
 
     def matches(self, index: int, op: Op, path: str) -> bool:
         if self.times >= 0 and self.fired >= self.times:
@@ -90,11 +99,19 @@ def call_at(index: int, callback: Callback, when: When = "before") -> FaultRule:
     return FaultRule(action="callback", when=when, index=index, callback=callback)
 
 
+def ambiguous_at(index: int, when: When = "before", meanwhile: Callback | None = None) -> FaultRule:
+    """Answer operation `index` with AmbiguousOutcome: `before` it reached the store (it did
+    not happen) or `after` it took effect. `meanwhile(index, op, path)` runs just before the
+    answer (another writer acts while the caller waits)."""
+    return FaultRule(action="ambiguous", when=when, index=index, callback=meanwhile)
+
+
 @dataclass(frozen=True)
 class TracedOp:
     index: int
     op: Op
     path: str
+    dest: str = ""  # where a rename or copy goes ("" for other operations)
 
 
 class FaultStore(WrappingStore):
@@ -128,7 +145,8 @@ class FaultStore(WrappingStore):
             return super()._op(op, path, fn, *args)
         with self._counter_lock:
             index = len(self.trace)
-            self.trace.append(TracedOp(index, op, path))
+            dest = args[1] if op in (Op.RENAME, Op.COPY) and len(args) > 1 else ""
+            self.trace.append(TracedOp(index, op, path, dest))
             rule = None
             for r in self.rules:
                 if r.matches(index, op, path):
@@ -150,9 +168,9 @@ class FaultStore(WrappingStore):
     def _fire(self, rule: FaultRule, index: int, op: Op, path: str) -> None:
         self.stats.incr(f"fault_injected_{rule.action}")
         what = f"injected {rule.action} {rule.when} op #{index} {op.value} {path!r}"
-        if rule.action == "callback":
-            assert rule.callback is not None
+        if rule.callback is not None:
             rule.callback(index, op, path)
+        if rule.action == "callback":
             return
         if rule.action == "kill":
             os.kill(os.getpid(), signal.SIGKILL)

@@ -8,7 +8,18 @@
    crash in the driver (job setup or commit) fails the job, which is recovered by `abort_job`
    and `cleanup_job` and then rerun with a new job id in overwrite mode (a rerun that fails
    counts as a `write_mode` violation: recovery left a destination no job can write).
-3. Check the invariants (see `invariants.py`) at each step and count violations by name.
+3. Check the invariants (see `invariants.py`) at each step and count violations by name. A job
+   that did not commit must, once recovered, be all there (a decided commit rolled forward,
+   with `_SUCCESS`) or not at all, before the rerun replaces whatever it left.
+4. Ambiguous answers, in the same run: at every traced rename, copy, multipart completion, PUT
+   (write or create-if-absent) and delete, the store answers AmbiguousOutcome (a timeout),
+   once `before` the operation took effect (it did not happen) and once `after` (it did); the
+   engine and the committer do what they do (retry, resolve by etag, fail the job, which is
+   then recovered as in 2) and the same invariants are checked. For each ambiguous rename,
+   copy or completion whose destination is a data file, once more with another writer's file
+   of the same name appearing there as the answer comes (a stale file of an earlier attempt or
+   job): a committer that takes a lost request for done ("assume it worked", no etag check)
+   then commits that file as its own, which `exclusive_output` and `no_false_success` see.
 
 `verify_crash` also runs, on request, the kinds of failure one live process cannot show, each in
 its own module: drivers killed for real during job commit (`driver_kills.py`), zombie task
@@ -30,8 +41,9 @@ from typing import Any
 from ..commit.factory import make_committer
 from ..errors import DataferryError, InjectedCrash
 from ..ids import new_job_id
-from ..store import FaultRule, Store, crash_at, open_store
+from ..store import FaultRule, Op, Store, crash_at, open_store
 from ..store import fault_layer as find_fault_layer
+from ..store.faults import TracedOp, ambiguous_at
 from . import invariants as inv
 from .harness import (
     EXISTING,
@@ -44,6 +56,7 @@ from .harness import (
     deterministic_options,
     discard,
     job_committer,
+    load_preload,
     quiet_store,
     recovery_committer,
     run_reference,
@@ -51,20 +64,25 @@ from .harness import (
     write_earlier,
 )
 from .harness import engine as _engine
-from .reference import reference_tasks
+from .reference import file_bytes, parse_file, reference_tasks
 
 __all__ = [
+    "AMBIGUOUS_OPS",
+    "AmbiguousPoint",
     "CrashReport",
     "Scenario",
     "ScenarioStores",
     "allowed_leftovers",
+    "ambiguous_points",
     "deterministic_options",
+    "run_ambiguous_scenario",
     "run_existing_scenario",
     "run_scenario",
     "verify_crash",
 ]
 
-KINDS = ("crash", "existing_crash", "driver_kill", "zombie", "concurrent")
+KINDS = ("crash", "ambiguous", "existing_crash", "driver_kill", "zombie", "concurrent")
+Select = Callable[[TracedOp], bool]
 
 
 @dataclass
@@ -110,6 +128,11 @@ class CrashReport:
         return sum(1 for s in self.extra if s.kind == "driver_kill" and s.index is not None)
 
     @property
+    def ambiguous_points(self) -> int:
+        """Ambiguous-answer scenarios run (before, after, and with another writer's file)."""
+        return len(self.of_kind("ambiguous"))
+
+    @property
     def zombie_schedules(self) -> int:
         return len(self.of_kind("zombie"))
 
@@ -150,6 +173,7 @@ class CrashReport:
             "violations": self.violations,
             "total_violations": self.total_violations,
             "violating_scenarios": len(bad),
+            "ambiguous_points": self.ambiguous_points,
             "driver_kills": self.driver_kills,
             "zombie_schedules": self.zombie_schedules,
             "concurrent_runs": self.concurrent_runs,
@@ -207,12 +231,13 @@ def run_scenario(
         problems.extend(inv.check_output(store))
         problems.extend(inv.check_no_leftovers(store, allowed_leftovers(com)))
         return scenario, store
-    # recovery: abort and clean up the failed job, then rerun it as a new job
-    failed = com.new_job(job_id)
-    recovery = make_committer(committer, store, allow_unsafe_rename=True, **options)
-    recovery.abort_job(failed)
-    recovery.cleanup_job(failed)
-    problems.extend(inv.check_no_leftovers(store, allowed_leftovers(recovery)))
+    # recovery: abort and clean up the failed job; it is then all there or not at all
+    recovery = _recover(committer, store, com.new_job(job_id), options, problems)
+    reported = "crashed" if scenario.outcome == "driver_crashed" else "failed"
+    problems.extend(
+        check_outcome(store, job_id.uuid, "append", {}, reported, allowed_leftovers(recovery))
+    )
+    # then rerun it as a new job, which must commit whatever the failed one left
 
     def before_rerun_commit(job: Any) -> None:  # the failed job's data may be there
         quiet(lambda: inv.check_nothing_visible(store, in_place, job.job_uuid))
@@ -230,6 +255,154 @@ def run_scenario(
     problems.extend(inv.check_output(store))
     problems.extend(inv.check_no_leftovers(store, allowed_leftovers(rerun)))
     return scenario, store
+
+
+def _recover(
+    committer: str, store: Store, failed: Any, options: dict[str, Any], problems: list[str]
+) -> Any:
+    """What the driver of a failed job does: abort it and clean up (a failure is reported)."""
+    recovery = make_committer(committer, store, allow_unsafe_rename=True, **options)
+    try:
+        recovery.abort_job(failed)
+        recovery.cleanup_job(failed)
+    except Exception as e:
+        problems.append(
+            f"{inv.NO_LEFTOVERS}: recovering the failed job (abort_job, cleanup_job) raised "
+            f"{type(e).__name__}: {e}"
+        )
+    return recovery
+
+
+# --- ambiguous answers -----------------------------------------------------------------------
+
+# what a store can answer "timed out, outcome unknown" to, with an effect to be unsure about
+AMBIGUOUS_OPS = frozenset(
+    {Op.RENAME, Op.COPY, Op.MULTIPART_COMPLETE, Op.WRITE, Op.CREATE_IF_ABSENT, Op.DELETE}
+)
+# those that put a file at a destination another writer's file could occupy
+DECOY_OPS = frozenset({Op.RENAME, Op.COPY, Op.MULTIPART_COMPLETE})
+DECOY_JOB = "dec0dec0-0000-4000-8000-00000000dec0"  # the other writer (never a real job's id)
+
+
+@dataclass(frozen=True)
+class AmbiguousPoint:
+    """One ambiguous answer: at operation `index`, `before` or `after` it took effect; with
+    `decoy`, another writer's file of the same name appears at that destination meanwhile."""
+
+    index: int
+    when: str
+    op: str
+    path: str
+    decoy: str = ""
+
+    @property
+    def schedule(self) -> str:
+        what = f"ambiguous {self.when}"
+        return f"{what}; meanwhile another writer's file at {self.decoy}" if self.decoy else what
+
+
+def decoy_target(t: TracedOp) -> str:
+    """Where a stale file could sit in the way of this operation: the data file a rename,
+    copy or completed upload puts in place ('' for anything else)."""
+    if t.op not in DECOY_OPS:
+        return ""
+    target = t.dest if t.op in (Op.RENAME, Op.COPY) else t.path
+    return target if parse_file(target, b"") is not None else ""
+
+
+def ambiguous_points(
+    trace: list[TracedOp],
+    *,
+    every: int = 1,
+    limit: int | None = None,
+    select: Select | None = None,
+) -> list[AmbiguousPoint]:
+    """Every ambiguous answer for a trace: before and after each operation of AMBIGUOUS_OPS,
+    and the decoy variant where one applies. `every` > 1 samples, yet keeps at least one
+    point of each (operation kind, before/after, decoy) there is."""
+    points: list[AmbiguousPoint] = []
+    for t in trace:
+        if t.op not in AMBIGUOUS_OPS or (select is not None and not select(t)):
+            continue
+        points += [AmbiguousPoint(t.index, w, t.op.value, t.path) for w in ("before", "after")]
+        target = decoy_target(t)
+        if target:
+            points.append(AmbiguousPoint(t.index, "before", t.op.value, t.path, target))
+    if every > 1:
+        sampled = points[::every]
+        seen = {(p.op, p.when, bool(p.decoy)) for p in sampled}
+        for p in points:
+            if (p.op, p.when, bool(p.decoy)) not in seen:
+                seen.add((p.op, p.when, bool(p.decoy)))
+                sampled.append(p)
+        points = sorted(sampled, key=lambda p: (p.index, p.when, p.decoy))
+    return points if limit is None else points[:limit]
+
+
+def run_decoy_scenario(
+    committer: str, url: str, index: int, options: dict[str, Any]
+) -> tuple[Scenario, Store]:
+    """The job with an ambiguous-before answer at operation `index` (a rename, copy or upload
+    completion that did not happen), and meanwhile another writer's file of the same name at
+    its destination. The committer may put its own file there, or fail (a decided commit it
+    cannot finish may stay for an operator); it must never count the other file as its own:
+    whenever `_SUCCESS` is there, after the job and after its recovery, the output must be
+    exclusively and completely the job's."""
+    holder: dict[str, Any] = {}
+
+    def place(i: int, op: Op, path: str) -> None:
+        fault = holder["fault"]
+        target = fault.trace[i].dest if op in (Op.RENAME, Op.COPY) else path
+        parsed = parse_file(target, b"")
+        if parsed is not None:  # the same name, another writer's bytes (as long as ours)
+            data = file_bytes(parsed.task, parsed.file, parsed.attempt, DECOY_JOB)
+            fault.inner.write_bytes(target, data)
+
+    store = open_store(url, faults=[ambiguous_at(index, "before", place)], latency_scale=0.0)
+    fault = holder["fault"] = find_fault_layer(store)
+    assert fault is not None
+    scenario = Scenario(index=index, when="before", kind="ambiguous")
+    job_id = new_job_id()
+    com = make_committer(committer, store, allow_unsafe_rename=True, **options)
+    try:
+        _engine().run_job(com, reference_tasks(), job_id=job_id)
+        scenario.outcome = "committed"
+    except DataferryError as e:
+        scenario.outcome = f"job_failed:{type(e).__name__}"
+    fault.armed = False
+    committed = scenario.outcome == "committed"
+    problems = scenario.problems
+    problems += inv.check_success(store, committed)
+    if store.exists(inv.SUCCESS):
+        problems += inv.check_output(store)
+    if committed:
+        return scenario, store
+    _recover(committer, store, com.new_job(job_id), options, [])  # may stay for an operator
+    if store.exists(inv.SUCCESS):
+        problems += [
+            f"{p.split(':', 1)[0]}: after recovery: {p.split(':', 1)[1].strip()}"
+            for p in inv.check_success(store, False) + inv.check_output(store)
+        ]
+    return scenario, store
+
+
+def run_ambiguous_scenario(
+    committer: str, url: str, point: AmbiguousPoint, options: dict[str, Any]
+) -> Scenario:
+    """One ambiguous answer on a fresh destination, checked (then the destination discarded)."""
+    if point.decoy:
+        scenario, store = run_decoy_scenario(committer, url, point.index, options)
+    else:
+        rules = [ambiguous_at(point.index, point.when)]  # type: ignore[arg-type]
+        scenario, store = run_scenario(committer, url, rules, options)
+    scenario.kind, scenario.index, scenario.when = "ambiguous", point.index, point.when
+    scenario.op, scenario.path, scenario.schedule = point.op, point.path, point.schedule
+    discard(store)
+    return scenario
+
+
+def _one_ambiguous(args: tuple[str, str, AmbiguousPoint, dict[str, Any]]) -> Scenario:
+    return run_ambiguous_scenario(*args)
 
 
 def baseline(
@@ -335,6 +508,8 @@ def existing_crash_points(
     limit: int | None = None,
     processes: int = 1,
     progress: Callable[[int], None] | None = None,
+    select: Select | None = None,
+    preload: tuple[str, ...] = (),
 ) -> list[Scenario]:
     """Every crash point of a job in each write mode into a destination holding data."""
     rng = random.Random(f"{seed}:existing")
@@ -347,7 +522,12 @@ def existing_crash_points(
         scenario.when = "none"
         discard(quiet_store(url))
         out.append(scenario)
-        points = [(t.index, w) for t in trace for w in ("before", "after")][:: max(1, every)]
+        points = [
+            (t.index, w)
+            for t in trace
+            if select is None or select(t)
+            for w in ("before", "after")
+        ][:: max(1, every)]
         if limit is not None:
             points = points[:limit]
         jobs += [
@@ -355,7 +535,7 @@ def existing_crash_points(
             for i, w in points
         ]
     if processes > 1:
-        with ProcessPoolExecutor(processes) as pool:
+        with ProcessPoolExecutor(processes, initializer=load_preload, initargs=(preload,)) as pool:
             for s in pool.map(_one_existing, jobs, chunksize=4):
                 out.append(s)
                 if progress:
@@ -385,9 +565,15 @@ def verify_crash(
     kill_timeout_s: float = 60.0,
     zombie_points: int | None = None,
     concurrent_points: int = 6,
+    ambiguous: bool = True,
+    select: Select | None = None,
+    preload: tuple[str, ...] = (),
 ) -> CrashReport:
     """Enumerate every crash point of the reference job for `committer` on `store` (or every
-    `every`-th one, for a quicker sample on slow stores); then, as asked:
+    `every`-th one, for a quicker sample on slow stores), and every ambiguous answer
+    (`ambiguous_points`: before and after each rename, copy, upload completion, PUT and delete,
+    and with another writer's file at a rename's destination; sampled the same way, keeping
+    each kind of answer); then, as asked:
 
     driver_kills: this many kill points spread over the job commit (seeded by `seed`), on a
         fresh destination and on one holding data in each write mode; each a child process
@@ -400,11 +586,19 @@ def verify_crash(
         over data (see `concurrent.py`).
     existing_data: every crash point again, for a job in each write mode into a destination
         that holds a committed data set (3x the crash points).
+    ambiguous: run the ambiguous answers (on by default: they are part of the crash points).
+    select: only crash points and ambiguous answers at the operations it accepts (a quick,
+        targeted run; the crash-free baseline always runs).
+    preload: modules (`module` or `module:function`, the function then called) imported first,
+        here, in worker processes and in child drivers: how a committer outside the built-in
+        registry (a test's deliberately broken one, a user's own) adds its registry row.
     """
     from .concurrent import run_concurrent
     from .driver_kills import run_driver_kills
     from .zombies import run_zombies
 
+    preload = tuple(preload)
+    load_preload(preload)
     options = {**deterministic_options(committer), **(options or {})}
     stores = ScenarioStores(store)
     counts = {"done": 0, "planned": 0}
@@ -426,7 +620,12 @@ def verify_crash(
 
     try:
         base, trace = baseline(committer, stores, options)
-        points = [(t, when) for t in trace for when in ("before", "after")]
+        points = [
+            (t, when)
+            for t in trace
+            if select is None or select(t)
+            for when in ("before", "after")
+        ]
         points = points[:: max(1, every)]
         if limit is not None:
             points = points[:limit]
@@ -434,19 +633,20 @@ def verify_crash(
             (committer, stores.url(f"k{t.index}{w[0]}"), t.index, w, options) for t, w in points
         ]
         tick = part()
-        scenarios: list[Scenario] = []
-        if processes > 1:
-            with ProcessPoolExecutor(processes) as pool:
-                for s in pool.map(_one, jobs, chunksize=4):
-                    scenarios.append(s)
-                    tick(len(jobs))
-        else:
-            for j in jobs:
-                scenarios.append(_one(j))
-                tick(len(jobs))
+        scenarios = _run_all(_one, jobs, processes, preload, tick)
         for s, (t, _w) in zip(scenarios, points, strict=True):
             s.op, s.path = t.op.value, t.path
         report = CrashReport(committer, store or "local", len(trace), [base, *scenarios], seed=seed)
+        if ambiguous:
+            answers = ambiguous_points(trace, every=max(1, every), limit=limit, select=select)
+            names = [f"a{p.index}{p.when[0]}{'d' if p.decoy else ''}" for p in answers]
+            report.extra += _run_all(
+                _one_ambiguous,
+                [(committer, stores.url(n), p, options) for n, p in zip(names, answers)],
+                processes,
+                preload,
+                part(),
+            )
         if driver_kills > 0:
             if stores.shared_between_processes:
                 report.extra += run_driver_kills(
@@ -458,6 +658,7 @@ def verify_crash(
                     timeout_s=kill_timeout_s,
                     workers=max(processes, min(2, os.cpu_count() or 1)),
                     progress=part(),
+                    preload=preload,
                 )
             else:
                 report.skipped["driver_kill"] = (
@@ -487,7 +688,30 @@ def verify_crash(
                 limit=limit,
                 processes=processes,
                 progress=part(),
+                select=select,
+                preload=preload,
             )
         return report
     finally:
         stores.close()
+
+
+def _run_all(
+    fn: Callable[[Any], Scenario],
+    jobs: list[Any],
+    processes: int,
+    preload: tuple[str, ...],
+    tick: Callable[[int], None],
+) -> list[Scenario]:
+    """Scenarios in order, inline or on `processes` worker processes (each preloaded)."""
+    out: list[Scenario] = []
+    if processes > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(processes, initializer=load_preload, initargs=(preload,)) as pool:
+            for s in pool.map(fn, jobs, chunksize=4):
+                out.append(s)
+                tick(len(jobs))
+    else:
+        for j in jobs:
+            out.append(fn(j))
+            tick(len(jobs))
+    return out

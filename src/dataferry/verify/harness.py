@@ -9,6 +9,7 @@ job commit, holding the destination's claim.
 from __future__ import annotations
 
 import functools
+import importlib
 import random
 import shutil
 import tempfile
@@ -119,7 +120,21 @@ def deterministic_options(committer: str) -> dict[str, Any]:
         return {}
     fields = {f.name for f in dataclasses.fields(kind)}
     pools = ("io_threads", "move_threads", "load_partition_threads")
-    return {name: 1 for name in pools if name in fields}
+    options: dict[str, Any] = {name: 1 for name in pools if name in fields}
+    # retries after an injected failure need no pause: timing is not what the referee checks
+    options.update({name: 0.0 for name in ("save_retry_sleep_s",) if name in fields})
+    return options
+
+
+def load_preload(preload: Collection[str] = ()) -> None:
+    """Import each `module` or `module:function` (then call `function()`), before anything
+    else runs: how a committer that is not in the registry (a test's deliberately broken one, a
+    user's own) gets its registry row in this process and in a child driver."""
+    for entry in preload:
+        module, _, func = entry.partition(":")
+        loaded = importlib.import_module(module)
+        if func:
+            getattr(loaded, func)()
 
 
 def allowed_leftovers(committer: Any) -> tuple[str, ...]:

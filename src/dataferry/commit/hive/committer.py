@@ -136,14 +136,8 @@ class HiveCommitter(Committer):
     def job_dir(self, job: JobContext) -> str:
         return staging_dir(job)
 
-    def stage_context(self, job: JobContext) -> StageContext:
-        return StageContext(
-            store=self.store,
-            stats=self.stats,
-            pool=IOPool(self.config.move_threads),
-            job_id=str(job.job_id),
-            config=self.config,
-        )
+    def stage_context(self, job: JobContext, threads: int | None = None) -> StageContext:
+        return super().stage_context(job, threads or self.config.move_threads)
 
     def plan_commit(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]

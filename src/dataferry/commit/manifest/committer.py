@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from ...errors import NotFound, TaskCommitError
 from ...stats import IOStatistics
-from ...store import IOPool, Store, open_store, paths
+from ...store import Store, open_store, paths
 from ..intent import Intent
 from ..jobcommit import Applied, CommitPlan
 from ..protocol import (
@@ -54,21 +54,14 @@ class ManifestCommitter(Committer):
     def __init__(self, store: Store, config: ManifestConfig) -> None:
         super().__init__(store, config)
 
-    def _ctx(self, job: JobContext, threads: int = 1) -> StageContext:
-        return StageContext(
-            store=self.store,
-            stats=self.stats,
-            pool=IOPool(threads),
-            job_id=str(job.job_id),
-            config=self.config,
-            layout=JobLayout.of(job),
-        )
+    def layout_of(self, job: JobContext) -> JobLayout:
+        return JobLayout.of(job)
 
     # --- job setup -------------------------------------------------------------------------
 
     def setup_job(self, job: JobContext) -> None:
         self.check_destination()
-        setup_job(self._ctx(job))
+        setup_job(self.stage_context(job, 1))
 
     # --- task side -------------------------------------------------------------------------
 
@@ -76,7 +69,7 @@ class ManifestCommitter(Committer):
         return JobLayout.of(task.job).task_attempt_dir(task)
 
     def setup_task(self, task: TaskAttemptContext) -> None:
-        setup_task(self._ctx(task.job), self.task_work_path(task))
+        setup_task(self.stage_context(task.job, 1), self.task_work_path(task))
 
     def needs_task_commit(self, task: TaskAttemptContext) -> bool:
         return True  # as Hadoop: a task with no output still reports its statistics
@@ -84,7 +77,7 @@ class ManifestCommitter(Committer):
     def commit_task(
         self, task: TaskAttemptContext, written: Sequence[str] = ()
     ) -> TaskCommitMessage:
-        ctx = self._ctx(task.job, self.config.task_scan_threads)
+        ctx = self.stage_context(task.job, self.config.task_scan_threads)
         with self.stats.duration("task_stage_commit"):
             self._refuse_second_commit(ctx, task)
             attempt_dir = self.task_work_path(task)
@@ -133,9 +126,6 @@ class ManifestCommitter(Committer):
 
     def job_dir(self, job: JobContext) -> str:
         return JobLayout.of(job).job_attempt_dir
-
-    def stage_context(self, job: JobContext) -> StageContext:
-        return self._ctx(job, self.config.io_threads)
 
     def plan_commit(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
@@ -207,7 +197,7 @@ class ManifestCommitter(Committer):
         return str(cleanup(ctx))
 
     def rollback_job(self, job: JobContext) -> None:
-        ctx = self._ctx(job, self.config.io_threads)
+        ctx = self.stage_context(job, self.config.io_threads)
         try:
             cleanup(ctx, "job_stage_abort")
         finally:
@@ -288,7 +278,7 @@ class ManifestCommitter(Committer):
     # --- cleanup ---------------------------------------------------------------------------
 
     def cleanup_job(self, job: JobContext) -> CleanupOutcome:
-        ctx = self._ctx(job, self.config.io_threads)
+        ctx = self.stage_context(job, self.config.io_threads)
         try:
             return cleanup(ctx)
         finally:
