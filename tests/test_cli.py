@@ -131,3 +131,40 @@ def test_bench_shuffle_json_on_the_embedded_engine():
 def test_bench_shuffle_refuses_a_bad_size():
     res = runner.invoke(app, ["bench", "shuffle", "--size", "lots"])
     assert res.exit_code == 2 and "size 'lots'" in res.output
+
+
+def test_cleanup_finishes_a_dead_commit_and_exits_1_when_it_cannot(tmp_path):
+    import pytest
+
+    from dataferry import make_committer
+    from dataferry.errors import InjectedCrash
+    from dataferry.store import FaultRule, Op, fault_layer, open_store
+
+    def dead_commit(dest, files):
+        store = open_store(str(dest), faults=[])
+        c = make_committer("manifest", store, io_threads=1)
+        job = c.new_job()
+        c.setup_job(job)
+        t = job.task(0)
+        c.setup_task(t)
+        for f in files:
+            c.write_file(t, f, b"data")
+        msg = c.commit_task(t)
+        fault_layer(store).add_rule(
+            FaultRule(action="crash", when="after", kinds=frozenset({Op.RENAME}), times=1)
+        )
+        with pytest.raises(InjectedCrash):
+            c.commit_job(job, [msg])
+        fault_layer(store).armed = False
+        return store, c.task_work_path(t)
+
+    store, _ = dead_commit(tmp_path / "ok", ["p=1/a", "p=1/b"])
+    result = runner.invoke(app, ["cleanup", str(tmp_path / "ok"), "--older-than", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["rolled_forward"]
+    assert sorted(s.path for s in store.walk("")) == ["_SUCCESS", "p=1/a", "p=1/b"]
+    store, attempt = dead_commit(tmp_path / "lost", ["p=1/a", "p=1/b"])
+    store.delete(f"{attempt}/p=1/b")  # a file the commit still has to move has vanished
+    result = runner.invoke(app, ["cleanup", str(tmp_path / "lost"), "--older-than", "0"])
+    assert result.exit_code == 1 and "LEFT IN PLACE" in result.output
+    assert store.exists("_temporary") and not store.exists("_SUCCESS")

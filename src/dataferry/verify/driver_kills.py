@@ -13,6 +13,10 @@ destination holds either the job's complete output with `_SUCCESS` or nothing of
 no empty directory, no leftovers), earlier data untouched unless the job completed, and that a
 new job in mode `error` then commits (fresh destination) or is refused (one holding data).
 
+The child knows the committers of the built-in registry; `preload` names modules it imports
+first (`module` or `module:function`, see `harness.load_preload`), with this process's import
+path, so a committer registered at run time (a test's deliberately broken one) runs there too.
+
 Variants: a fresh destination (the job in mode `error`), and one already holding a committed
 data set with the job in each write mode. Each variant's job commit is located in a kill-free
 baseline run of the same job in a child of its own (same job ids, same interpreter settings, so
@@ -45,6 +49,7 @@ from .harness import (
     check_outcome,
     check_rerun,
     discard,
+    load_preload,
     quiet_store,
     recovery_committer,
     run_reference,
@@ -72,6 +77,8 @@ class KillSpec:
     job_uuid: str
     index: int | None = None  # None: run to the end (the child is not killed)
     when: str = "before"
+    preload: tuple[str, ...] = ()  # imported first (module or module:function)
+    import_path: tuple[str, ...] = ()  # put before the child's sys.path (the parent's)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -81,6 +88,9 @@ def child_main(spec_json: str) -> int:
     """The child driver: run the job with the kill armed; if it survives, print how the job
     ended and which store operations its job commit spanned."""
     spec = KillSpec(**json.loads(spec_json))
+    if spec.preload:
+        sys.path[:0] = [p for p in spec.import_path if p not in sys.path]
+        load_preload(spec.preload)
     rules = [] if spec.index is None else [kill_at(spec.index, spec.when)]  # type: ignore[arg-type]
     store = open_store(spec.url, faults=rules, latency_scale=0.0)
     out = run_reference(spec.committer, store, spec.mode, spec.options, spec.job_uuid)
@@ -133,15 +143,27 @@ def _earlier(committer: str, url: str, options: dict[str, Any], v: _Variant) -> 
     return write_earlier(committer, url, options, v.earlier_uuid)
 
 
+def _carry(preload: tuple[str, ...]) -> dict[str, Any]:
+    """KillSpec fields that give a child the preloads and this process's import path."""
+    if not preload:
+        return {}
+    return {"preload": tuple(preload), "import_path": tuple(p for p in sys.path if p)}
+
+
 def _baseline(
-    committer: str, stores: ScenarioStores, options: dict[str, Any], v: _Variant, timeout_s: float
+    committer: str,
+    stores: ScenarioStores,
+    options: dict[str, Any],
+    v: _Variant,
+    timeout_s: float,
+    preload: tuple[str, ...] = (),
 ) -> Scenario:
     """The variant's job with no kill, in a child driver: where its job commit lies in the
     trace, and (as a scenario) whether it ends as its mode says."""
     url = stores.url(f"dk-{v.destination[0]}{v.mode}-base")
     earlier = _earlier(committer, url, options, v)
     outcome, detail, report = run_child(
-        KillSpec(committer, url, v.mode, options, v.job_uuid), timeout_s
+        KillSpec(committer, url, v.mode, options, v.job_uuid, **_carry(preload)), timeout_s
     )
     end = report.get("commit_end") or 0
     start = report.get("commit_start")
@@ -171,12 +193,13 @@ def _kill_scenario(
     index: int,
     when: str,
     timeout_s: float,
+    preload: tuple[str, ...] = (),
 ) -> Scenario:
     from ..commit.cleanup import cleanup_destination
 
     url = stores.url(f"dk-{v.destination[0]}{v.mode}-{index}{when[0]}")
     earlier = _earlier(committer, url, options, v)
-    spec = KillSpec(committer, url, v.mode, options, v.job_uuid, index, when)
+    spec = KillSpec(committer, url, v.mode, options, v.job_uuid, index, when, **_carry(preload))
     outcome, detail, _ = run_child(spec, timeout_s)
     scenario = Scenario(
         index=index,
@@ -217,15 +240,20 @@ def run_driver_kills(
     timeout_s: float = 60.0,
     workers: int = 2,
     progress: Callable[[int], None] | None = None,
+    preload: tuple[str, ...] = (),
 ) -> list[Scenario]:
     """N kill points per variant (fresh destination; existing data in each write mode): the
-    variants' baselines first, then every kill scenario, `workers` child drivers at a time."""
+    variants' baselines first, then every kill scenario, `workers` child drivers at a time.
+    `preload`: modules each child imports first (see the module docstring)."""
+    preload = tuple(preload)
     rng = random.Random(f"{seed}:driver_kills")
     variants = [_Variant(dest, mode, seeded_uuid(rng), seeded_uuid(rng)) for dest, mode in VARIANTS]
     lock = threading.Lock()
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="dataferry-kill") as pool:
         out = list(
-            pool.map(lambda v: _baseline(committer, stores, options, v, timeout_s), variants)
+            pool.map(
+                lambda v: _baseline(committer, stores, options, v, timeout_s, preload), variants
+            )
         )
         runs = [(v, i, w) for v in variants for i, w in kill_points(v.start, v.end, n, rng)]
         total = len(runs) + len(variants)
@@ -234,7 +262,9 @@ def run_driver_kills(
                 progress(total)
 
         def one(run: tuple[_Variant, int, str]) -> Scenario:
-            s = _kill_scenario(committer, stores, options, *run, timeout_s=timeout_s)
+            s = _kill_scenario(
+                committer, stores, options, *run, timeout_s=timeout_s, preload=preload
+            )
             if progress:
                 with lock:
                     progress(total)
