@@ -640,10 +640,18 @@ def verify_crash_cmd(
     kill_timeout: float = typer.Option(
         60.0, "--kill-timeout", help="Seconds a child driver may run before it is killed."
     ),
+    preload: list[str] = typer.Option(
+        [],
+        "--preload",
+        help="MODULE or MODULE:FUNCTION imported (and called) first, here and in child "
+        "drivers: registers a committer that is not built in. Repeatable.",
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Crash the reference job at every store operation and check the invariants; with the
-    options, also kill its driver, let zombie attempts commit, and race two jobs."""
+    """Crash the reference job at every store operation, answer every rename, copy, upload
+    completion, PUT and delete ambiguously (a timeout before or after it took effect), and
+    check the invariants; with the options, also kill its driver, let zombie attempts commit,
+    and race two jobs."""
     from .verify.crash import verify_crash
 
     with _errors(), _progress("scenarios", None, json_out) as advance:
@@ -665,6 +673,7 @@ def verify_crash_cmd(
             seed=seed,
             kill_timeout_s=kill_timeout,
             zombie_points=zombie_points or None,
+            preload=tuple(preload),
         )
     data = report.to_json()
     if json_out:
@@ -690,6 +699,7 @@ def verify_crash_cmd(
             f"(crash before and after each, plus the crash-free run); outcomes: {data['outcomes']}"
         )
         extra = {
+            "ambiguous answers": data["ambiguous_points"],
             "driver kills": data["driver_kills"],
             "zombie schedules": data["zombie_schedules"],
             "concurrent runs": data["concurrent_runs"],

@@ -102,3 +102,24 @@ def test_faults_sit_below_the_sim_model(tmp_path):
     plain = open_store(str(tmp_path))
     assert [s.path for s in plain.walk("dst")] == ["dst/f0"]
     assert [s.path for s in plain.walk("src")] == ["src/f1", "src/f2"]
+
+
+def test_idempotent_operations_are_asked_again_after_an_unknown_outcome(tmp_path):
+    """A timeout on a delete, mkdirs, stat, list, read or overwriting write is repeated (the
+    repeat's answer is the answer); a rename's or exclusive create's is left to its caller."""
+    from dataferry.errors import AmbiguousOutcome
+
+    store = open_store(str(tmp_path / "s"), faults=[])
+    store.write_bytes("a", b"1")
+    store.write_bytes("b", b"1")
+    for kind in (Op.DELETE, Op.MKDIRS, Op.WRITE, Op.STAT, Op.LIST, Op.READ):
+        fault_layer(store).add_rule(FaultRule(action="ambiguous", kinds=frozenset({kind})))
+    store.delete("a")
+    store.mkdirs("d")
+    store.write_bytes("c", b"2")
+    assert not store.exists("a") and store.stat("d").is_dir and store.read_bytes("c") == b"2"
+    assert [e.path for e in store.list("")] == ["b", "c", "d"]
+    assert store.stats.counter("store_ambiguous_retried") >= 6
+    fault_layer(store).add_rule(FaultRule(action="ambiguous", kinds=frozenset({Op.RENAME})))
+    with pytest.raises(AmbiguousOutcome):
+        store.rename("b", "e")

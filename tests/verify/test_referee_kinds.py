@@ -201,11 +201,19 @@ def test_verify_crash_json_has_the_new_kinds():
     )
     data = report.to_json()
     assert data["scenarios"] == 3  # the crash-free run and 2 crash points, as before
+    assert data["ambiguous_points"] == 2  # limited as the crash points are
     assert data["driver_kills"] >= 3
     assert data["zombie_schedules"] >= 10
     assert data["concurrent_runs"] == 12
     assert data["existing_data_crash_points"] == 3 * (1 + 2)
-    assert set(data["kinds"]) == {"crash", "existing_crash", "driver_kill", "zombie", "concurrent"}
+    assert set(data["kinds"]) == {
+        "crash",
+        "ambiguous",
+        "existing_crash",
+        "driver_kill",
+        "zombie",
+        "concurrent",
+    }
     assert set(data["violations"]) == set(inv.ALL)
     assert data["total_violations"] == sum(data["violations"].values())
     for ex in data["examples"]:
@@ -242,6 +250,7 @@ def test_verify_crash_command_takes_the_new_options():
     assert res.exit_code == 1, res.output
     data = json.loads(res.stdout)
     assert data["concurrent_runs"] == 36 and data["seed"] == 3
+    assert data["ambiguous_points"] > 0 and "ambiguous" in data["kinds"]
     assert data["kinds"]["concurrent"]["violations"][inv.ONE_WRITER] > 0
 
 

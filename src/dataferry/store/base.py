@@ -16,11 +16,12 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, BinaryIO, TypeVar
 
-from ..errors import AlreadyExists, ConfigError, NotFound
+from ..errors import AlreadyExists, AmbiguousOutcome, ConfigError, NotFound
 from ..stats import IOStatistics
 from . import paths
 
 T = TypeVar("T")
+AMBIGUOUS_RETRIES = 3  # asks of an idempotent operation whose outcome was unknown
 
 
 class Op(StrEnum):
@@ -125,12 +126,26 @@ class Store(ABC):
         with self.stats.duration(f"op_{op.value}"):
             return fn(*args)
 
+    def _idempotent(self, op: Op, path: str, fn: Callable[..., T], *args: Any) -> T:
+        """An operation that does the same when done twice (stat, list, delete, mkdirs, read, a
+        write that overwrites) is asked again when its outcome was unknown (a timeout): the
+        answer to the repeat is the answer. Renames, completions and exclusive creates are not
+        repeated here: their callers resolve what happened."""
+        for attempt in range(1, AMBIGUOUS_RETRIES + 1):
+            try:
+                return self._op(op, path, fn, *args)
+            except AmbiguousOutcome:
+                if attempt == AMBIGUOUS_RETRIES:
+                    raise
+                self.stats.incr("store_ambiguous_retried")
+        raise AssertionError("unreachable")
+
     # --- public operations ---------------------------------------------------------------------
 
     def stat(self, path: str) -> FileStatus:
         """Status of a file or directory; raises NotFound."""
         path = paths.normalize(path)
-        return self._op(Op.STAT, path, self._stat, path)
+        return self._idempotent(Op.STAT, path, self._stat, path)
 
     def exists(self, path: str) -> bool:
         try:
@@ -142,7 +157,7 @@ class Store(ABC):
     def list(self, path: str = "") -> list[FileStatus]:
         """Entries directly under a directory, sorted by name; raises NotFound/NotADirectory."""
         path = paths.normalize(path)
-        return self._op(Op.LIST, path, self._list, path)
+        return self._idempotent(Op.LIST, path, self._list, path)
 
     def list_or_empty(self, path: str = "") -> list[FileStatus]:
         """`list`, with [] where nothing is."""
@@ -166,17 +181,17 @@ class Store(ABC):
     def walk(self, path: str = "") -> list[FileStatus]:
         """Every file below a directory (recursively), sorted by path; [] if it does not exist."""
         path = paths.normalize(path)
-        return self._op(Op.WALK, path, self._walk, path)
+        return self._idempotent(Op.WALK, path, self._walk, path)
 
     def mkdirs(self, path: str) -> None:
         """Create a directory and its parents; raises if a file is in the way."""
         path = paths.normalize(path)
-        self._op(Op.MKDIRS, path, self._mkdirs, path)
+        self._idempotent(Op.MKDIRS, path, self._mkdirs, path)
 
     def delete(self, path: str, recursive: bool = False) -> bool:
         """Delete a file or directory; False if nothing was there."""
         path = paths.normalize(path)
-        return self._op(Op.DELETE, path, self._delete, path, recursive)
+        return self._idempotent(Op.DELETE, path, self._delete, path, recursive)
 
     def rename(self, src: str, dst: str) -> None:
         """Rename a file or directory. Raises if src is missing, dst exists (never merges into
@@ -191,12 +206,13 @@ class Store(ABC):
 
     def read_bytes(self, path: str) -> bytes:
         path = paths.normalize(path)
-        return self._op(Op.READ, path, self._read, path)
+        return self._idempotent(Op.READ, path, self._read, path)
 
     def write_bytes(self, path: str, data: bytes, overwrite: bool = True) -> None:
         """Write a whole file (parents are created); with overwrite=False raises AlreadyExists."""
         path = paths.normalize(path)
-        self._op(Op.WRITE, path, self._write, path, bytes(data), overwrite)
+        run = self._idempotent if overwrite else self._op
+        run(Op.WRITE, path, self._write, path, bytes(data), overwrite)
 
     def create_if_absent(self, path: str, data: bytes = b"") -> bool:
         """Create a file only if nothing is there; True if this call created it."""

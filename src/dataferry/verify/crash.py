@@ -523,10 +523,7 @@ def existing_crash_points(
         discard(quiet_store(url))
         out.append(scenario)
         points = [
-            (t.index, w)
-            for t in trace
-            if select is None or select(t)
-            for w in ("before", "after")
+            (t.index, w) for t in trace if select is None or select(t) for w in ("before", "after")
         ][:: max(1, every)]
         if limit is not None:
             points = points[:limit]
@@ -621,10 +618,7 @@ def verify_crash(
     try:
         base, trace = baseline(committer, stores, options)
         points = [
-            (t, when)
-            for t in trace
-            if select is None or select(t)
-            for when in ("before", "after")
+            (t, when) for t in trace if select is None or select(t) for when in ("before", "after")
         ]
         points = points[:: max(1, every)]
         if limit is not None:
@@ -642,7 +636,10 @@ def verify_crash(
             names = [f"a{p.index}{p.when[0]}{'d' if p.decoy else ''}" for p in answers]
             report.extra += _run_all(
                 _one_ambiguous,
-                [(committer, stores.url(n), p, options) for n, p in zip(names, answers)],
+                [
+                    (committer, stores.url(n), p, options)
+                    for n, p in zip(names, answers, strict=True)
+                ],
                 processes,
                 preload,
                 part(),

@@ -1,0 +1,179 @@
+"""Deliberately broken committers: the referee must report each under the invariant it breaks.
+
+Each is a small subclass of a real committer with one fault put in, registered under its own
+name as an extra row of the committer registry. Tests add the rows for their own duration
+(`monkeypatch.setitem(KNOWN, ...)`); a child driver (the referee's dead-driver scenarios) gets
+them by importing this module first: `preload=(PRELOAD,)` makes it call `register()`.
+
+| name                  | broken                                                  | invariant            |
+|-----------------------|---------------------------------------------------------|----------------------|
+| broken-drops-file     | task commit leaves the attempt's last file out of its   | complete_output      |
+|                       | manifest                                                |                      |
+| broken-ambiguous      | an ambiguous rename is taken as done, no etag check     | complete_output      |
+| broken-no-rollback    | direct's abort deletes nothing                          | nothing_of_failed_job |
+| broken-abort-uploads  | magic's abort leaves the job's uploads pending          | no_leftovers         |
+| broken-dead-attempts  | magic's commit leaves dead attempts' uploads pending    | no_leftovers         |
+| broken-journal-late   | hive moves the partitions before its journal (intent)   | nothing_of_failed_job |
+|                       | is saved                                                |                      |
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+
+from dataferry.commit.direct import DirectCommitter, DirectConfig
+from dataferry.commit.hive.committer import HiveCommitter, run_load
+from dataferry.commit.hive.config import HiveConfig
+from dataferry.commit.hive.journal import Journal
+from dataferry.commit.intent import Intent
+from dataferry.commit.jobcommit import Applied, CommitPlan
+from dataferry.commit.magic.committer import MagicCommitter, job_dir
+from dataferry.commit.magic.config import MagicConfig
+from dataferry.commit.manifest.committer import ManifestCommitter
+from dataferry.commit.manifest.config import ManifestConfig
+from dataferry.commit.manifest.files import TaskManifest
+from dataferry.commit.manifest.layout import JobLayout
+from dataferry.commit.manifest.stages import rename as rename_stage
+from dataferry.commit.protocol import JobContext, TaskAttemptContext, TaskCommitMessage
+from dataferry.commit.registry import KNOWN, CommitterSpec
+from dataferry.commit.stages import StageContext
+from dataferry.verify import invariants as inv
+
+PRELOAD = f"{__name__}:register"
+__all__ = ["BROKEN", "PRELOAD", "SPECS", "register"]
+
+
+class DropsAFile(ManifestCommitter):
+    """Task commit saves a manifest without the attempt's last file: job commit never moves it,
+    and cleanup deletes it with the attempt directory."""
+
+    name = "broken-drops-file"
+
+    def commit_task(
+        self, task: TaskAttemptContext, written: Sequence[str] = ()
+    ) -> TaskCommitMessage:
+        message = super().commit_task(task, written)
+        path = JobLayout.of(task.job).manifest_path(str(task.task_id))
+        manifest = TaskManifest.from_bytes(self.store.read_bytes(path), self.store, path)
+        manifest.files = manifest.files[:-1]
+        self.store.write_bytes(path, manifest.to_bytes(self.store))
+        return replace(message, files=message.files[:-1])
+
+
+_assume_lock = threading.Lock()
+_assuming = 0
+_resolve = rename_stage.resolve_ambiguous
+
+
+@contextmanager
+def _renames_assumed_done() -> Iterator[None]:
+    """`resolve_ambiguous` answers 'done' while any such commit runs (in any thread)."""
+    global _assuming
+    with _assume_lock:
+        _assuming += 1
+        rename_stage.resolve_ambiguous = lambda ctx, entry: "done"
+    try:
+        yield
+    finally:
+        with _assume_lock:
+            _assuming -= 1
+            if not _assuming:
+                rename_stage.resolve_ambiguous = _resolve
+
+
+class AcceptsAmbiguousRename(ManifestCommitter):
+    """The rename stage's answer to an unknown outcome is 'assume it worked': no etag (or
+    size) comparison, so a lost rename leaves the file missing, or another writer's file in
+    its place."""
+
+    name = "broken-ambiguous"
+
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        with _renames_assumed_done():
+            return super().apply_commit(ctx, job, intent)
+
+
+class NoRollback(DirectCommitter):
+    """Direct's abort deletes nothing: a failed job's files, written in place, stay."""
+
+    name = "broken-no-rollback"
+
+    def rollback_job(self, job: JobContext) -> None:
+        pass
+
+
+class AbortLeavesUploads(MagicCommitter):
+    """Magic's abort removes the magic directory but aborts no upload: every upload of the
+    job stays pending (invisible, billed, and named by nothing any more)."""
+
+    name = "broken-abort-uploads"
+
+    def rollback_job(self, job: JobContext) -> None:
+        self.store.delete(job_dir(job), recursive=True)
+
+
+class KeepsDeadAttemptsUploads(MagicCommitter):
+    """Magic's job commit removes its directory without aborting the uploads of attempts
+    that died (or were superseded) before committing."""
+
+    name = "broken-dead-attempts"
+
+    def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
+        self.store.delete(job_dir(job), recursive=True)
+        return "deleted"
+
+
+class MovesBeforeJournal(HiveCommitter):
+    """Hive whose load moves the partitions while planning, before its journal (the intent
+    record) is saved: a driver that dies in between leaves moved partitions that no record
+    names, so recovery cannot undo them."""
+
+    name = "broken-journal-late"
+
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        plan = super().plan_commit(ctx, job, messages)
+        journal = Journal.from_json(plan.payload["journal"], "plan")
+        pools = self._pools()
+        try:
+            run_load(ctx, self.job_dir(job), journal, "", pools)
+        finally:
+            pools.close()
+        return plan
+
+
+def _spec(cls: type, config: type, summary: str, rename_based: bool) -> CommitterSpec:
+    name: str = cls.name  # type: ignore[attr-defined]
+    return CommitterSpec(name, __name__, cls.__name__, config.__name__, summary, {}, rename_based)
+
+
+SPECS: dict[str, CommitterSpec] = {
+    s.name: s
+    for s in (
+        _spec(DropsAFile, ManifestConfig, "manifest dropping a file from its manifest", True),
+        _spec(AcceptsAmbiguousRename, ManifestConfig, "manifest: ambiguous rename done", True),
+        _spec(NoRollback, DirectConfig, "direct whose abort deletes nothing", False),
+        _spec(AbortLeavesUploads, MagicConfig, "magic whose abort leaves uploads", False),
+        _spec(KeepsDeadAttemptsUploads, MagicConfig, "magic keeping dead attempts' uploads", False),
+        _spec(MovesBeforeJournal, HiveConfig, "hive moving before its journal is saved", True),
+    )
+}
+
+# each broken committer and the invariant the referee must report it under
+BROKEN: dict[str, str] = {
+    DropsAFile.name: inv.COMPLETE,
+    AcceptsAmbiguousRename.name: inv.COMPLETE,
+    NoRollback.name: inv.NOTHING_OF_FAILED,
+    AbortLeavesUploads.name: inv.NO_LEFTOVERS,
+    KeepsDeadAttemptsUploads.name: inv.NO_LEFTOVERS,
+    MovesBeforeJournal.name: inv.NOTHING_OF_FAILED,
+}
+
+
+def register() -> None:
+    """Add the broken committers' rows to the registry of this process (a child driver's)."""
+    KNOWN.update(SPECS)
