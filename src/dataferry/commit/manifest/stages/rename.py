@@ -42,18 +42,29 @@ class _DestinationListings:
     def __init__(self, ctx: StageContext) -> None:
         self.ctx, self._lock, self._seen = ctx, threading.Lock(), {}
 
-    def size_of(self, path: str) -> int | None:
+    def status(self, path: str) -> FileStatus | None:
         parent = paths.parent(path)
         with self._lock:
             listing = self._seen.get(parent)
         if listing is None:
             try:
-                listing = {s.path: s.size for s in self.ctx.store.list(parent) if not s.is_dir}
+                listing = {s.path: s for s in self.ctx.store.list(parent)}
             except NotFound:
                 listing = {}
             with self._lock:
                 self._seen[parent] = listing
         return listing.get(path)
+
+    def moved_before(self, entry: FileEntry) -> bool:
+        """The entry's file is at its destination already: the same etag where renames keep
+        etags; elsewhere the same size and no source left (a file someone else put there of
+        the same size is not ours)."""
+        st = self.status(entry.dest)
+        if st is None or st.is_dir or st.size != entry.size:
+            return False
+        if entry.etag and st.etag and self.ctx.store.capabilities.etags_preserved_by_rename:
+            return st.etag == entry.etag
+        return not self.ctx.store.exists(entry.source)
 
 
 @stage("job_stage_rename_files", "rename_files")
@@ -72,7 +83,7 @@ def rename_files(
     def commit_batch(batch: list[tuple[FileEntry, str]]) -> None:
         recovered = nbytes = 0
         for entry, attempt in batch:
-            if listings is not None and listings.size_of(entry.dest) == entry.size:
+            if listings is not None and listings.moved_before(entry):
                 recovered += 1  # moved before the crash
             else:
                 recovered += commit_file(ctx, entry, attempt, pacer)
