@@ -300,3 +300,29 @@ def test_the_claim_is_a_conditional_put_on_s3(s3_url):
         jb2 = b.new_job()
         b.setup_job(jb2)
         b.commit_job(jb2, tasks_with(b, jb2, {0: ["b0"]}))
+
+
+def test_replace_never_leaves_a_partition_with_neither_data_set(s3_url):
+    """Conflict mode replace deletes the old objects once the commit is decided; a completion
+    that fails then leaves the commit to be finished, never both data sets deleted."""
+    store = open_store(s3_url, faults=[])
+    store.write_bytes("p=1/old", b"old")
+    c = make_committer("magic", store, threads=1, conflict_mode="replace")
+    job = c.new_job()
+    c.setup_job(job)
+    msgs = tasks_with(c, job, {0: ["p=1/new0"], 1: ["p=1/new1"]})
+    rule = FaultRule(
+        action="fail",
+        kinds=frozenset({Op.MULTIPART_COMPLETE}),
+        times=-1,
+        predicate=lambda i, op, p: p.endswith("new1"),
+    )
+    fault_layer(store).add_rule(rule)
+    with pytest.raises(JobCommitError):
+        c.commit_job(job, msgs)
+    assert visible(store) == ["p=1/new0"]  # old replaced, new half there, no _SUCCESS
+    assert not store.exists("_SUCCESS")
+    rule.times = 0
+    report = cleanup_destination(store, older_than_s=0)
+    assert report.rolled_forward and visible(store) == ["p=1/new0", "p=1/new1"]
+    assert store.exists("_SUCCESS") and store.list_uploads("") == []
