@@ -125,20 +125,21 @@ class HeldClaim:
             except StoreError:
                 continue
 
-    def _stop_beating(self) -> None:
+    def stop_heartbeat(self) -> None:
+        """Stop refreshing the claim (it stays as it is on the store)."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
     def release(self) -> None:
         """The commit finished (or was rolled back): free the destination."""
-        self._stop_beating()
+        self.stop_heartbeat()
         release_claim(self.store, self.claim.job_uuid)
 
     def abandon(self) -> None:
         """The commit failed after its intent was saved: keep the destination held, but let
         the next job or `dataferry cleanup` recover it at once instead of after the timeout."""
-        self._stop_beating()
+        self.stop_heartbeat()
         current = read_claim(self.store)
         if current is not None and current.job_uuid == self.claim.job_uuid:
             self.store.write_bytes(CLAIM_FILE, replace(current, state="abandoned").to_bytes())

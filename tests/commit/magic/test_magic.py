@@ -294,7 +294,7 @@ def test_the_claim_is_a_conditional_put_on_s3(s3_url):
     b.abort_job(jb)
     assert store.read_bytes(CLAIM_FILE) == holder.to_bytes()
     a.commit_job(ja, ma)  # its own claim: the commit goes on
-    held._stop_beating()
+    held.stop_heartbeat()
     assert visible(store) == ["a0", "a1"] and store.list_uploads("") == []
     with pytest.raises(DestinationError, match="not empty"):
         jb2 = b.new_job()
