@@ -141,7 +141,7 @@ class ManifestCommitter(Committer):
                 "manifests": loaded.manifests,
                 "files": loaded.files,
                 "bytes": loaded.bytes,
-                "task_attempts": sorted(loaded.task_attempts),
+                "task_attempts": dict(sorted(loaded.task_attempts.items())),
                 "directories": [
                     [d.dest, int(d.status), d.level] for d in loaded.directories.values()
                 ],
@@ -163,7 +163,7 @@ class ManifestCommitter(Committer):
             manifests=plan["manifests"],
             files=plan["files"],
             bytes=plan["bytes"],
-            task_attempts=list(plan["task_attempts"]),
+            task_attempts=dict(plan["task_attempts"]),
         )
         ctx.pool.for_each(ctx.store.delete, plan["replace_files"], adaptive=True)
         # a replaced data set took the directories the tasks saw with it: create them all

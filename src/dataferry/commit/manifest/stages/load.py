@@ -36,7 +36,7 @@ class LoadedManifests:
     manifests: int = 0
     files: int = 0
     bytes: int = 0
-    task_attempts: list[str] = field(default_factory=list)
+    task_attempts: dict[str, int] = field(default_factory=dict)  # attempt -> its files
 
     def batches(self, threads: int) -> Iterator[list[tuple[FileEntry, str]]]:
         """(entry, task attempt id) pairs, streamed from the scratch file in batches sized so
@@ -114,7 +114,7 @@ def load_manifests(
             loaded.manifests += 1
             loaded.files += len(manifest.files)
             loaded.bytes += manifest.total_size
-            loaded.task_attempts.append(attempt_id)
+            loaded.task_attempts[attempt_id] = len(manifest.files)
 
     try:
         ctx.pool.for_each(load_one, sorted(committed.items()), adaptive=True)

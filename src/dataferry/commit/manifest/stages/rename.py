@@ -16,9 +16,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
-from ....errors import AlreadyExists, AmbiguousOutcome, JobCommitError, NotFound, Throttled
+from ....errors import (
+    AlreadyExists,
+    AmbiguousOutcome,
+    JobCommitError,
+    NotFound,
+    StoreError,
+    Throttled,
+)
 from ....store import FileStatus, paths
 from ....store.pacing import Pacer
 from ...stages import StageContext, stage
@@ -67,6 +77,43 @@ class _DestinationListings:
         return not self.ctx.store.exists(entry.source)
 
 
+class _AttemptSweeper:
+    """Deletes each committed attempt's directory as soon as all its files have moved, beside
+    the renames still going (on one background thread; inline where the pool is, so the
+    crash-point harness sees one fixed order): the cleanup stage then has little left."""
+
+    def __init__(self, ctx: StageContext, counts: dict[str, int]) -> None:
+        self.ctx, self.left, self._lock = ctx, dict(counts), threading.Lock()
+        self._background = ThreadPoolExecutor(1) if ctx.pool.threads > 1 else None
+        self._pending: list[Future[Any]] = []
+
+    def moved(self, attempts: Counter[str]) -> None:
+        finished = []
+        with self._lock:
+            for attempt, n in attempts.items():
+                self.left[attempt] = self.left.get(attempt, 0) - n
+                if self.left[attempt] == 0:
+                    finished.append(attempt)
+        for attempt in finished:
+            path = f"{self.ctx.layout.tasks_dir}/{attempt}"
+            if self._background is None:
+                self._delete(path)
+            else:
+                self._pending.append(self._background.submit(self._delete, path))
+
+    def _delete(self, path: str) -> None:
+        try:
+            self.ctx.store.delete(path, recursive=True)
+        except StoreError:
+            pass  # the cleanup stage deletes what is left
+
+    def finish(self) -> None:
+        for fut in self._pending:
+            fut.result()
+        if self._background is not None:
+            self._background.shutdown()
+
+
 @stage("job_stage_rename_files", "rename_files")
 def rename_files(
     ctx: StageContext,
@@ -79,6 +126,7 @@ def rename_files(
     lock = threading.Lock()
     pacer = Pacer(ctx.config.io_rate_limit)
     listings = _DestinationListings(ctx) if resumed else None
+    sweeper = _AttemptSweeper(ctx, loaded.task_attempts)
 
     def commit_batch(batch: list[tuple[FileEntry, str]]) -> None:
         recovered = nbytes = 0
@@ -94,8 +142,12 @@ def rename_files(
             result.recovered += recovered
             room = FILENAME_LIMIT - len(result.filenames)
             result.filenames.extend(ctx.store.full_url(e.dest) for e, _ in batch[:room])
+        sweeper.moved(Counter(attempt for _, attempt in batch))
 
-    ctx.pool.for_each(commit_batch, loaded.batches(ctx.pool.threads), adaptive=True)
+    try:
+        ctx.pool.for_each(commit_batch, loaded.batches(ctx.pool.threads), adaptive=True)
+    finally:
+        sweeper.finish()
     ctx.stats.set_gauge("job_stage_rename_files.parallel", int(ctx.pool.last_mode == "pool"))
     ctx.stats.incr("commit_file_rename", result.files)
     ctx.stats.incr("commit_file_rename_recovered", result.recovered)
