@@ -181,3 +181,23 @@ def test_driver_kills_run_a_broken_committer_in_the_child():
     assert any(s.outcome == "killed" for s in scenarios)
     # the children's kill-free runs commit without a file: only the broken committer does that
     assert any(inv.COMPLETE in s.violated for s in scenarios if s.index is None)
+
+
+def test_the_command_passes_its_preloads_on(monkeypatch):
+    from typer.testing import CliRunner
+
+    from dataferry.cli import app
+
+    seen = {}
+
+    def fake(committer, store, **kwargs):
+        seen.update(kwargs, committer=committer)
+        return CrashReport(committer, store or "local", 0, [])
+
+    monkeypatch.setattr(crash, "verify_crash", fake)
+    res = CliRunner().invoke(
+        app,
+        ["verify", "crash", "--committer", "broken-drops-file", "--preload", PRELOAD, "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    assert seen["preload"] == (PRELOAD,) and seen["committer"] == "broken-drops-file"

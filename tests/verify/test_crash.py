@@ -20,7 +20,8 @@ def test_v1_has_no_violations_at_any_crash_point(store):
 def test_v2_violations_are_detected():
     report = verify_crash("v2", "sim:hdfs")
     v = report.violations
-    assert v["nothing_visible_before_commit"] == len(report.scenarios)
+    crash = report.kinds()["crash"]["violations"]  # the classic crash points (and no crash)
+    assert crash["nothing_visible_before_commit"] == len(report.scenarios)
     assert v["exclusive_output"] > 0
     data = report.to_json()
     assert set(data) >= {

@@ -14,8 +14,9 @@
 4. Ambiguous answers, in the same run: at every traced rename, copy, multipart completion, PUT
    (write or create-if-absent) and delete, the store answers AmbiguousOutcome (a timeout),
    once `before` the operation took effect (it did not happen) and once `after` (it did); the
-   engine and the committer do what they do (retry, resolve by etag, fail the job, which is
-   then recovered as in 2) and the same invariants are checked. For each ambiguous rename,
+   store, the engine and the committer do what they do (the store asks an idempotent operation
+   again; a committer retries, resolves by etag, or fails the job, which is then recovered as
+   in 2) and the same invariants are checked. For each ambiguous rename,
    copy or completion whose destination is a data file, once more with another writer's file
    of the same name appearing there as the answer comes (a stale file of an earlier attempt or
    job): a committer that takes a lost request for done ("assume it worked", no etag check)
