@@ -29,7 +29,7 @@ from ..markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers,
 from ..markers.base import MARKERS_ROOT, data_path
 from ..markers.rollback import markers_in
 from ..store import IOPool, Store, open_store, paths
-from .intent import Intent
+from .intent import Intent, load_intent
 from .jobcommit import Applied, CommitPlan
 from .protocol import Committer, JobContext, Leftover, TaskAttemptContext, TaskCommitMessage
 from .stages import StageContext, stage
@@ -234,21 +234,21 @@ class DirectCommitter(Committer):
         """Committed jobs' records and files, `_SUCCESS`, and any other visible file: not the
         files of jobs in flight (this one's or another's), which are in place but not data
         until their job commits."""
-        in_flight = {
-            data_path(m)
-            for d in self.store.list_or_empty(MARKERS_ROOT)
-            for m in markers_in(self.store, d.path)
-        }
+
         records = [
             r.path
             for r in self.store.list_or_empty(COMMITS_DIR)
             if r.path != commit_record_path(job.job_uuid)
         ]
-        files = [
-            s.path
-            for s in self.store.walk("")
-            if not paths.is_hidden(s.path) and s.path not in in_flight
-        ]
+        visible = [s.path for s in self.store.walk("") if not paths.is_hidden(s.path)]
+        # markers after the walk: a marker is made before its file, so every in-flight file
+        # the walk saw has its marker by now
+        in_flight = {
+            data_path(m)
+            for d in self.store.list_or_empty(MARKERS_ROOT)
+            for m in markers_in(self.store, d.path)
+        }
+        files = [f for f in visible if f not in in_flight]
         success = [SUCCESS_FILE] if self.store.exists(SUCCESS_FILE) else []
         return sorted(files) + records + success
 
@@ -266,11 +266,16 @@ class DirectCommitter(Committer):
         return COMMITTER_NAME
 
     def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
-        """Delete the markers, after a last look: a file marked since the plan (an attempt
-        the driver gave up on, still writing) is not committed and goes first."""
+        """Delete the markers, with a look before and after: a file marked since the plan (an
+        attempt the driver gave up on, still writing) is not committed and goes first; one
+        whose marker went with the others is found by its job's tag in the partitions the job
+        wrote; a later one re-creates a marker, which `dataferry cleanup` finds."""
         delete_uncommitted(ctx.store, job.job_uuid, ctx.pool)
         self.markers(job).delete_all()
-        self.store.delete_if_empty(MARKERS_ROOT)
+        intent = load_intent(ctx.store, self.job_dir(job))
+        committed = intent.payload["files"] if intent else _record_files(ctx.store, job.job_uuid)
+        delete_untracked(ctx.store, job.job_uuid, committed, ctx.pool)
+        ctx.store.delete_if_empty(MARKERS_ROOT)
         return "deleted"
 
     def _refuse_to_delete_unreported(
@@ -294,8 +299,10 @@ class DirectCommitter(Committer):
         """Delete every file the job's markers name (read from the store: works with the
         service down), the directories it made that are now empty, then the markers."""
         with IOPool(self.config.threads) as pool:
-            delete_uncommitted(self.store, job.job_uuid, pool)
-        self.store.delete(marker_dir(job.job_uuid), recursive=True)
+            doomed = delete_uncommitted(self.store, job.job_uuid, pool)
+            self.store.delete(marker_dir(job.job_uuid), recursive=True)
+            committed = _record_files(self.store, job.job_uuid)
+            delete_untracked(self.store, job.job_uuid, committed, pool, also=doomed)
         self.store.delete_if_empty(MARKERS_ROOT)
 
     def cleanup_job(self, job: JobContext) -> None:
@@ -310,14 +317,41 @@ class DirectCommitter(Committer):
         ]
 
 
+def _record_files(store: Store, job_uuid: str) -> list[str]:
+    try:
+        return json.loads(store.read_bytes(commit_record_path(job_uuid)))["files"]
+    except NotFound:
+        return []
+
+
+def delete_untracked(
+    store: Store,
+    job_uuid: str,
+    committed: Sequence[str],
+    pool: IOPool,
+    also: Sequence[str] = (),
+) -> list[str]:
+    """Files named for this job (its tag) that its commit does not list, in the directories of
+    its committed files and of `also`: written by a given-up attempt after the last look at
+    the markers. One listing per directory."""
+    keep = set(committed)
+    tag = f"-{job_uuid[:8]}-t"
+    doomed = [
+        st.path
+        for d in sorted({paths.parent(f) for f in (*keep, *also)})
+        for st in store.list_or_empty(d)
+        if not st.is_dir and tag in st.name and st.path not in keep
+    ]
+    pool.for_each(store.delete, doomed, adaptive=True)
+    remove_empty_parents(store, doomed)
+    return doomed
+
+
 def delete_uncommitted(store: Store, job_uuid: str, pool: IOPool) -> list[str]:
     """Delete every file the job's markers name that its commit record does not list (all of
     them when it has none), and the directories it made that are now empty."""
     marked = {data_path(m) for m in markers_in(store, marker_dir(job_uuid))}
-    try:
-        committed = set(json.loads(store.read_bytes(commit_record_path(job_uuid)))["files"])
-    except NotFound:
-        committed = set()
+    committed = set(_record_files(store, job_uuid))
     doomed = sorted(marked - committed)
     pool.for_each(store.delete, doomed, adaptive=True)
     remove_empty_parents(store, doomed)

@@ -175,9 +175,18 @@ def _run(
     except (DataferryError, OSError) as e:
         scenario.problems.append(f"{inv.NO_LEFTOVERS}: dataferry cleanup failed: {e}")
     if job.status == "committed":
-        changed = inv.diff(at_commit, inv.snapshot(plain))
+        # in place (direct), readers of committed data see `list_committed`: that must not
+        # change, and once cleanup has run, plain readers must see nothing more than that
+        after = inv.reader_view(plain, in_place)
+        changed = inv.diff(seen_at_commit if in_place else at_commit, after)
         if changed:
             scenario.problems.append(f"{inv.STABLE}: after dataferry cleanup: {changed}")
+        junk = sorted(set(inv.snapshot(plain)) - set(after)) if in_place else []
+        if junk:
+            scenario.problems.append(
+                f"{inv.STABLE}: after dataferry cleanup plain readers still see {len(junk)} "
+                f"files no commit lists, e.g. {junk[0]}"
+            )
     scenario.problems += check_outcome(plain, v.job_uuid, v.mode, earlier, job.status, allow)
     return scenario, job
 
