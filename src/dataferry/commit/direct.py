@@ -309,6 +309,10 @@ class DirectCommitter(Committer):
         self.markers(job).delete_all()
 
     @classmethod
+    def tidy(cls, store: Store) -> None:
+        store.delete_if_empty(MARKERS_ROOT)
+
+    @classmethod
     def leftovers(cls, store: Store) -> list[Leftover]:
         return [
             Leftover(e.path, cls.name, e.name)

@@ -246,6 +246,10 @@ class FileOutputCommitter(Committer):
             self._remove_own(job)
 
     @classmethod
+    def tidy(cls, store: Store) -> None:
+        store.delete_if_empty(PENDING_DIR)
+
+    @classmethod
     def leftovers(cls, store: Store) -> list[Leftover]:
         """`_temporary/<appAttempt>` directories (the manifest committer's are named by UUID)."""
         found = []

@@ -287,6 +287,12 @@ class Committer(ABC):
         return []
 
     @classmethod
+    def tidy(cls, store: Store) -> None:
+        """Remove this committer's shared parent directories once no job uses them (a job
+        that died between deleting its own directory and its parent's leaves them empty)."""
+        return None
+
+    @classmethod
     def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
         """Finish or undo the job that left `leftover`, then remove it; returns what was done."""
         com = committer_by_name(leftover.committer, store)

@@ -116,6 +116,8 @@ def recover_destination(
             _record(report, left.path, what)
             report.removed.append(left.path)
     if not dry_run:
+        for cls in committer_classes():
+            cls.tidy(store)
         remove_empty_claim_dir(store)  # a release that died between its two deletes
     return report
 

@@ -211,6 +211,10 @@ class ManifestCommitter(Committer):
         self._maybe_save_summary(job, success, overwrite=True)
 
     @classmethod
+    def tidy(cls, store: Store) -> None:
+        store.delete_if_empty(PENDING_DIR)
+
+    @classmethod
     def leftovers(cls, store: Store) -> list[Leftover]:
         """`_temporary/<jobUUID>/<NN>` of manifest jobs (v1's `_temporary/<NN>` are v1's)."""
         found = []
