@@ -240,15 +240,17 @@ class DirectCommitter(Committer):
             for r in self.store.list_or_empty(COMMITS_DIR)
             if r.path != commit_record_path(job.job_uuid)
         ]
-        visible = [s.path for s in self.store.walk("") if not paths.is_hidden(s.path)]
-        # markers after the walk: a marker is made before its file, so every in-flight file
-        # the walk saw has its marker by now
+        # markers between two walks: a marker is made before its file, so every in-flight
+        # file the first walk saw has its marker by then; and a file the second walk no longer
+        # sees was another job's, rolled back meanwhile
+        before = {s.path for s in self.store.walk("") if not paths.is_hidden(s.path)}
         in_flight = {
             data_path(m)
             for d in self.store.list_or_empty(MARKERS_ROOT)
             for m in markers_in(self.store, d.path)
         }
-        files = [f for f in visible if f not in in_flight]
+        after = {s.path for s in self.store.walk("") if not paths.is_hidden(s.path)}
+        files = [f for f in before & after if f not in in_flight]
         success = [SUCCESS_FILE] if self.store.exists(SUCCESS_FILE) else []
         return sorted(files) + records + success
 

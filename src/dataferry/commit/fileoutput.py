@@ -305,17 +305,16 @@ def take_committed_tasks(
     then only replaces a directory no one reads any more. Where directory rename is atomic this
     makes v1 safe against such zombies; where it is a copy, it is not."""
     taken = []
+    ctx.store.mkdirs(f"{base}/{TAKEN_DIR}")
     for m in sorted(messages, key=lambda m: m.task_id):
         src, dst = f"{base}/{m.task_id}", f"{base}/{TAKEN_DIR}/{m.task_id}"
         try:
-            ctx.store.mkdirs(f"{base}/{TAKEN_DIR}")
-            ctx.store.rename(src, dst)
-        except NotFound:
-            if not ctx.store.exists(dst):
-                raise JobCommitError(
-                    f"task {m.task_id} was committed by {m.attempt_id}, but its committed "
-                    f"directory {ctx.store.full_url(src)} is missing"
-                ) from None
+            _finish_move(ctx.store, src, dst, False)  # (finishes a copy-rename cut short too)
+        except JobCommitError:
+            raise JobCommitError(
+                f"task {m.task_id} was committed by {m.attempt_id}, but its committed "
+                f"directory {ctx.store.full_url(src)} is missing"
+            ) from None
         taken.append(dst)
     return taken
 

@@ -133,11 +133,15 @@ class Store(ABC):
         repeated here: their callers resolve what happened."""
         for attempt in range(1, AMBIGUOUS_RETRIES + 1):
             try:
-                return self._op(op, path, fn, *args)
+                result = self._op(op, path, fn, *args)
             except AmbiguousOutcome:
                 if attempt == AMBIGUOUS_RETRIES:
                     raise
                 self.stats.incr("store_ambiguous_retried")
+                continue
+            if op == Op.DELETE and attempt > 1:
+                return True  # type: ignore[return-value]  # the unknown try may have deleted it
+            return result
         raise AssertionError("unreachable")
 
     # --- public operations ---------------------------------------------------------------------
