@@ -79,11 +79,15 @@ class CommitBenchResult:
 
     @property
     def rest_s(self) -> float | None:
-        """What an uninterrupted commit still had to do at the kill point: its time less the
-        time the killed one ran."""
+        """What an uninterrupted commit still had to do at the kill point: the part of its
+        commit after the intent record (its stages from there on), less the share of files
+        already moved. (The killed run itself is slower: it goes through the fault layer.)"""
         if self.recovery is None or not self.recovery.killed:
             return None
-        return max(0.0, self.job_commit_s - self.recovery.until_kill_s)
+        names = list(self.stages)
+        decided = names.index("save_intent") + 1 if "save_intent" in names else 0
+        finishing = sum(self.stages[n] for n in names[decided:])
+        return finishing * (1.0 - self.recovery.fraction)
 
     @property
     def recovery_to_rest(self) -> float | None:
