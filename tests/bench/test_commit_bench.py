@@ -41,3 +41,14 @@ def test_local_run_measures_the_rename_floor():
     report = run_commit_bench(spec)
     assert report.floor_s and report.floor_s > 0
     assert report.results[0].limit_s == report.floor_s
+
+
+def test_kill_at_times_a_recovery_that_finishes_the_killed_commit():
+    spec = CommitBenchSpec(
+        committers=("manifest",), files=200, tasks=4, partitions=4, store="local", kill_at=0.5
+    )
+    report = run_commit_bench(spec)
+    rec = report.results[0].recovery
+    assert rec is not None and rec.killed and rec.outcome == "rolled forward"
+    assert rec.ops.get("op_rename", 0) == 100 + 1  # the other half, and _SUCCESS
+    assert report.results[0].recovery_to_rest is not None
