@@ -86,9 +86,9 @@ class ScenarioStores:
 
     @property
     def shared_between_processes(self) -> bool:
-        """Whether another process opening the same URL sees the same files (not memory://)."""
-        b = self.base
-        return b.startswith(("sim:", "file://", "/")) or "://" not in b
+        """Whether another process opening the same URL sees the same files: all but an
+        in-process file system (memory://)."""
+        return not self.base.startswith("memory://")
 
     def close(self) -> None:
         if self._tmp:
