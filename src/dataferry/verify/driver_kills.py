@@ -45,6 +45,7 @@ from .harness import (
     MODES,
     Scenario,
     ScenarioStores,
+    Variant,
     allowed_leftovers,
     check_outcome,
     check_rerun,
@@ -127,17 +128,7 @@ def run_child(spec: KillSpec, timeout_s: float) -> tuple[str, str, dict[str, Any
     return data["status"], data["error"], data
 
 
-@dataclass
-class _Variant:
-    destination: str
-    mode: str
-    earlier_uuid: str
-    job_uuid: str
-    start: int = 0
-    end: int = 0
-
-
-def _earlier(committer: str, url: str, options: dict[str, Any], v: _Variant) -> dict[str, bytes]:
+def _earlier(committer: str, url: str, options: dict[str, Any], v: Variant) -> dict[str, bytes]:
     if v.destination != EXISTING:
         return {}
     return write_earlier(committer, url, options, v.earlier_uuid)
@@ -154,7 +145,7 @@ def _baseline(
     committer: str,
     stores: ScenarioStores,
     options: dict[str, Any],
-    v: _Variant,
+    v: Variant,
     timeout_s: float,
     preload: tuple[str, ...] = (),
 ) -> Scenario:
@@ -189,7 +180,7 @@ def _kill_scenario(
     committer: str,
     stores: ScenarioStores,
     options: dict[str, Any],
-    v: _Variant,
+    v: Variant,
     index: int,
     when: str,
     timeout_s: float,
@@ -247,7 +238,7 @@ def run_driver_kills(
     `preload`: modules each child imports first (see the module docstring)."""
     preload = tuple(preload)
     rng = random.Random(f"{seed}:driver_kills")
-    variants = [_Variant(dest, mode, seeded_uuid(rng), seeded_uuid(rng)) for dest, mode in VARIANTS]
+    variants = [Variant(dest, mode, seeded_uuid(rng), seeded_uuid(rng)) for dest, mode in VARIANTS]
     lock = threading.Lock()
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="dataferry-kill") as pool:
         out = list(
@@ -261,7 +252,7 @@ def run_driver_kills(
             for _ in variants:
                 progress(total)
 
-        def one(run: tuple[_Variant, int, str]) -> Scenario:
+        def one(run: tuple[Variant, int, str]) -> Scenario:
             s = _kill_scenario(
                 committer, stores, options, *run, timeout_s=timeout_s, preload=preload
             )

@@ -167,6 +167,20 @@ def spread(points: list[Any], n: int, rng: random.Random) -> list[Any]:
     ]
 
 
+@dataclass
+class Variant:
+    """One kind of run of a scenario family: fresh or existing destination, the job's write
+    mode, the seeded uuids of the earlier job and this one, and where this job's commit lies
+    in its baseline trace (`start`, `end`)."""
+
+    destination: str
+    mode: str
+    earlier_uuid: str
+    job_uuid: str
+    start: int = 0
+    end: int = 0
+
+
 # --- a job in a write mode ------------------------------------------------------------------
 
 

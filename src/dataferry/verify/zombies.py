@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ..commit.protocol import TaskAttemptContext, committer_for
@@ -42,6 +42,7 @@ from .harness import (
     PreparedJob,
     Scenario,
     ScenarioStores,
+    Variant,
     allowed_leftovers,
     check_outcome,
     discard,
@@ -92,21 +93,11 @@ class Zombie:
             self.result = f"refused:{type(e).__name__}"
 
 
-@dataclass
-class _Variant:
-    destination: str
-    mode: str
-    earlier_uuid: str
-    job_uuid: str
-    start: int = 0
-    end: int = 0
-
-
 def _run(
     committer: str,
     url: str,
     options: dict[str, Any],
-    v: _Variant,
+    v: Variant,
     where: str | None,
     index: int | None = None,
 ) -> tuple[Scenario, PreparedJob | None]:
@@ -203,8 +194,8 @@ def run_zombies(
     """Every schedule for every variant: before the job commit, at each store operation of it
     (or `max_points` of them, spread), after it. The baselines are not reported."""
     rng = random.Random(f"{seed}:zombies")
-    variants = [_Variant(dest, mode, seeded_uuid(rng), seeded_uuid(rng)) for dest, mode in VARIANTS]
-    runs: list[tuple[_Variant, str, int | None]] = []
+    variants = [Variant(dest, mode, seeded_uuid(rng), seeded_uuid(rng)) for dest, mode in VARIANTS]
+    runs: list[tuple[Variant, str, int | None]] = []
     for v in variants:
         url = stores.url(f"z-{v.destination[0]}{v.mode}-base")
         scenario, job = _run(committer, url, options, v, None)
