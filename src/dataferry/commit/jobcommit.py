@@ -139,7 +139,7 @@ def commit_job(
     com: Committer, job: JobContext, messages: Sequence[TaskCommitMessage]
 ) -> JobCommitResult:
     """The job commit of every committer (see the module docstring)."""
-    com.check_messages(job, messages, allow_empty=com.commits_empty_jobs)
+    com.check_messages(job, messages)
     ctx = com.stage_context(job)
     start = time.perf_counter()
     held: HeldClaim | None = None

@@ -116,7 +116,6 @@ class Committer(ABC):
     """A committer bound to a destination store and a configuration."""
 
     name: str = ""
-    commits_empty_jobs = False  # a job commit with no committed task is refused
     can_undo_decided = False  # cleanup --rollback can undo a commit that has an intent record
     write_mode = "append"  # set by make_committer(mode=...)
     claim_timeout_s = DEFAULT_CLAIM_TIMEOUT_S
@@ -303,15 +302,10 @@ class Committer(ABC):
 
     # --- shared checks ---------------------------------------------------------------------
 
-    def check_messages(
-        self, job: JobContext, messages: Sequence[TaskCommitMessage], allow_empty: bool = False
-    ) -> None:
-        """Refuse a job commit with no tasks, foreign messages or one task committed twice."""
-        if not messages and not allow_empty:
-            raise JobCommitError(
-                f"job {job.job_id}: commit_job called with no committed tasks "
-                f"(destination {self.store.full_url()})"
-            )
+    def check_messages(self, job: JobContext, messages: Sequence[TaskCommitMessage]) -> None:
+        """Refuse foreign messages and a task committed twice. No messages at all is a job
+        whose tasks wrote nothing (Spark's zero-partition job): it commits, publishing
+        nothing but `_SUCCESS`, as Hadoop's committers do."""
         seen: dict[str, str] = {}
         for m in messages:
             if m.job_id != str(job.job_id):

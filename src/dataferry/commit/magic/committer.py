@@ -16,13 +16,10 @@ since HADOOP-18797, so concurrent jobs never touch each other's records).
 from __future__ import annotations
 
 import io
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ...errors import (
-    AmbiguousOutcome,
     CommitError,
     InjectedCrash,
     JobCommitError,
@@ -30,21 +27,26 @@ from ...errors import (
     TaskCommitError,
     ValidationError,
 )
-from ...ids import new_job_id
 from ...store import IOPool, Store, paths
-from ..intent import Intent, load_intent, mark_phase, phase_done
-from ..jobcommit import Applied, CommitPlan, recover_job
+from ..intent import load_intent
+from ..jobcommit import CommitPlan
 from ..protocol import (
-    Committer,
     JobContext,
-    Leftover,
     TaskAttemptContext,
     TaskCommitMessage,
-    committer_by_name,
 )
 from ..stages import StageContext, stage
+from ..uploads import (
+    UploadCommitter,
+    abort_at_keys,
+    check_conflicts,
+    dumps,
+    partitions_of,
+    read_json,
+    refuse_duplicates,
+)
 from .config import MagicConfig
-from .files import PendingCommit, PendingSet, multipart_etag
+from .files import PendingCommit, PendingSet
 
 MAGIC_PREFIX = "__magic_job-"
 PENDING_SUFFIX = ".pending"
@@ -69,22 +71,17 @@ def pendingset_path(job: JobContext, task_id: str) -> str:
     return f"{job_attempt_dir(job)}/{task_id}{PENDINGSET_SUFFIX}"
 
 
-class MagicCommitter(Committer):
+class MagicCommitter(UploadCommitter):
     name = "magic"
+    job_prefix = MAGIC_PREFIX
 
     def __init__(self, store: Store, config: MagicConfig) -> None:
         super().__init__(store, config)
 
-    def _require_multipart(self) -> None:
-        if not self.store.capabilities.multipart_upload:
-            raise CommitError(
-                f"the magic committer needs multipart upload, which {self.store.describe()} lacks"
-            )
-
     # --- job and task setup ----------------------------------------------------------------
 
     def setup_job(self, job: JobContext) -> None:
-        self._require_multipart()
+        self.require_multipart()
         self.check_destination()
         with self.stats.duration("job_stage_setup"):
             if self.store.exists(job_attempt_dir(job)):
@@ -141,7 +138,7 @@ class MagicCommitter(Committer):
                 for p in pending:
                     commits.append(
                         PendingCommit.from_json(
-                            _json(self.store, p), self.store, self.store.full_url(p)
+                            read_json(self.store, p), self.store, self.store.full_url(p)
                         )
                     )
             except ValidationError:
@@ -180,7 +177,7 @@ class MagicCommitter(Committer):
         for st in self.store.walk(base):
             if st.path.endswith(PENDING_SUFFIX):
                 try:
-                    c = PendingCommit.from_json(_json(self.store, st.path), self.store, st.path)
+                    c = PendingCommit.from_json(read_json(self.store, st.path), self.store, st.path)
                 except ValidationError:
                     continue
                 self.store.abort_upload(c.path, c.upload_id)
@@ -189,11 +186,8 @@ class MagicCommitter(Committer):
             if st.path.endswith(PENDING_SUFFIX) or st.name == ATTEMPT_CLAIM:
                 continue
             rel = paths.relative_to(st.path, base)
-            if rel in recorded:
-                continue
-            for u in self.store.list_uploads(rel):
-                if u.path == rel:
-                    self.store.abort_upload(u.path, u.upload_id)
+            if rel not in recorded:
+                abort_at_keys(self.store, [rel])
         self.store.delete(base, recursive=True)
 
     def _abort_commits(self, commits: list[PendingCommit]) -> None:
@@ -227,95 +221,34 @@ class MagicCommitter(Committer):
             return pset.commits
 
         commits = [c for batch in pool.map(load, messages) for c in batch]
-        seen: dict[str, PendingCommit] = {}
-        for c in commits:
-            if c.path in seen:
-                raise JobCommitError(
-                    f"destination {self.store.full_url(c.path)} is written by two tasks: "
-                    f"{seen[c.path].task_id} and {c.task_id}"
-                )
-            seen[c.path] = c
+        refuse_duplicates(commits)
         return commits
 
     def _pending_of(self, base: str) -> list[PendingCommit]:
         """The `.pending` records an attempt left in its directory."""
         return [
-            PendingCommit.from_json(_json(self.store, st.path), self.store, st.path)
+            PendingCommit.from_json(read_json(self.store, st.path), self.store, st.path)
             for st in self.store.walk(base)
             if st.path.endswith(PENDING_SUFFIX)
         ]
 
-    def _fail_if_data(self, paths_to_check: list[str]) -> None:
-        for p in paths_to_check:
-            try:
-                entries = self.store.list(p)
-            except NotFound:
-                continue
-            data = [e for e in entries if not paths.is_hidden(e.path) and (p or not e.is_dir)]
-            if p == "":
-                data = [e for e in entries if not paths.is_hidden(e.path)]
-            if data:
-                raise JobCommitError(
-                    f"conflict mode 'fail': {self.store.full_url(p)} already holds data, e.g. {data[0].path}"
-                )
-
-    def _doomed(self, partitions: list[str]) -> list[str]:
-        """Existing data in the partitions this job writes (conflict mode `replace`)."""
-        doomed = []
-        for p in partitions:
-            if p:
-                doomed += [
-                    s.path
-                    for s in self.store.walk(p)
-                    if not paths.is_hidden(paths.relative_to(s.path, p))
-                ]
-            else:
-                doomed += [
-                    e.path
-                    for e in self.store.list("")
-                    if not e.is_dir and not paths.is_hidden(e.path)
-                ]
-        return doomed
-
     # --- job commit (on the shared stages of jobcommit.py) ------------------------------------
-
-    def job_dir(self, job: JobContext) -> str:
-        return job_attempt_dir(job)
 
     def plan_commit(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
     ) -> CommitPlan:
-        self._require_multipart()
+        self.require_multipart()
         commits = load_pendingsets(ctx, self, job, messages)
-        partitions = sorted({paths.parent(c.path) for c in commits})
-        doomed = check_conflicts(ctx, self, partitions)
+        scopes = partitions_of(c.path for c in commits)
+        doomed = check_conflicts(ctx, self.config.conflict_mode, scopes)
         return CommitPlan(
             {
-                "commits": [[c.path, c.upload_id, c.etags, c.length] for c in commits],
+                "uploads": [[c.path, c.upload_id, c.etags, c.length] for c in commits],
                 "attempts": sorted(m.attempt_id for m in messages),
                 "replace_files": doomed,
             },
             len(commits),
             sum(c.length for c in commits),
-        )
-
-    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
-        plan = intent.payload
-        commits = [_Upload(*row) for row in plan["commits"]]
-        # replaced before completing, never after: a resumed commit must not delete new files
-        if not phase_done(ctx.store, self.job_dir(job), "conflict_resolved"):
-            ctx.pool.for_each(ctx.store.delete, plan["replace_files"], adaptive=True)
-            mark_phase(ctx.store, self.job_dir(job), "conflict_resolved")
-        recovered = complete_uploads(ctx, commits)
-        return Applied(
-            files=len(commits),
-            bytes=sum(c.length for c in commits),
-            filenames=sorted(c.path for c in commits)[:100],
-            details={
-                "uploads_completed": len(commits),
-                "uploads_recovered": recovered,
-                "replaced_objects": len(plan["replace_files"]),
-            },
         )
 
     def success_committer_name(self) -> str:
@@ -357,110 +290,12 @@ class MagicCommitter(Committer):
                 self.store.abort_upload(c.path, c.upload_id)
         self.store.delete(job_dir(job), recursive=True)
 
-    def cleanup_job(self, job: JobContext) -> None:
-        self.store.delete(job_dir(job), recursive=True)
-
-    @classmethod
-    def leftovers(cls, store: Store) -> list[Leftover]:
-        if not store.exists(""):
-            return []
-        found = []
-        for e in store.list(""):
-            if e.name.startswith(MAGIC_PREFIX):
-                uuid = e.name[len(MAGIC_PREFIX) :]
-                attempts = [a for a in store.list(e.path) if a.is_dir and a.name.isdigit()]
-                found += [Leftover(e.path, cls.name, uuid, int(a.name)) for a in attempts] or [
-                    Leftover(e.path, cls.name, uuid, 0)
-                ]
-        return found
-
-    @classmethod
-    def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
-        com = committer_by_name(cls.name, store)
-        job = com.new_job(new_job_id(job_uuid=leftover.job_uuid), attempt=leftover.attempt)
-        outcome = recover_job(com, job, rollback=rollback)
-        if store.exists(leftover.path) and not store.list(leftover.path):
-            store.delete(leftover.path, recursive=True)
-        return outcome
-
-
-@dataclass(frozen=True)
-class _Upload:
-    path: str
-    upload_id: str
-    etags: list[str]
-    length: int
-
-    def expected_etag(self) -> str:
-        return multipart_etag(self.etags)
-
 
 @stage("job_stage_load_pendingsets", "load_pendingsets")
 def load_pendingsets(
     ctx: StageContext, com: MagicCommitter, job: JobContext, messages: Sequence[TaskCommitMessage]
 ) -> list[PendingCommit]:
     return com._load_pendingsets(job, messages, ctx.pool)
-
-
-@stage("job_stage_check_conflicts", "conflict")
-def check_conflicts(ctx: StageContext, com: MagicCommitter, partitions: list[str]) -> list[str]:
-    """Conflict mode `fail` refuses data in the partitions written; `replace` lists it to be
-    deleted once the commit is decided; `append` leaves it."""
-    if com.config.conflict_mode == "fail":
-        com._fail_if_data(partitions)
-    if com.config.conflict_mode == "replace":
-        return com._doomed(partitions)
-    return []
-
-
-@stage("job_stage_complete_uploads", "complete_uploads")
-def complete_uploads(ctx: StageContext, commits: list[_Upload]) -> int:
-    """Complete every upload in parallel. An upload no longer pending was completed before (a
-    resumed commit, or a completion that timed out after taking effect): it counts as done when
-    the object has the etag the upload produces. Returns how many were found done."""
-    store = ctx.store
-    pending = (
-        {u.upload_id for u in store.list_uploads("")} if ctx.resumed else None
-    )  # one listing, not a request per upload already completed
-    found = 0
-    lock = threading.Lock()
-
-    def finished(c: _Upload) -> bool:
-        try:
-            return store.stat(c.path).etag == c.expected_etag()
-        except NotFound:
-            return False
-
-    def complete(c: _Upload) -> None:
-        nonlocal found
-        if pending is None or c.upload_id in pending:
-            try:
-                store.complete_upload(c.path, c.upload_id, c.etags)
-                return
-            except (NotFound, AmbiguousOutcome):
-                pass
-        if not finished(c):
-            raise JobCommitError(
-                f"upload {c.upload_id} of {store.full_url(c.path)} is neither pending nor "
-                "completed; the job's magic directory is left in place"
-            )
-        with lock:
-            found += 1
-
-    ctx.pool.for_each(complete, commits)
-    return found
-
-
-def _json(store: Store, path: str) -> Any:
-    import json
-
-    from ...errors import ValidationError as VE
-
-    raw = store.read_bytes(path)
-    try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise VE(f"not valid JSON: {e}", store.full_url(path)) from None
 
 
 class _UploadStream(io.RawIOBase):
@@ -517,8 +352,7 @@ class _UploadStream(io.RawIOBase):
                 )
                 base = attempt_dir(self.task)
                 self.store.write_bytes(
-                    f"{base}/{self.path}{PENDING_SUFFIX}",
-                    _dumps(pending.to_json(self.store)),
+                    f"{base}/{self.path}{PENDING_SUFFIX}", dumps(pending.to_json(self.store))
                 )
         finally:
             super().close()
@@ -533,9 +367,3 @@ class _UploadStream(io.RawIOBase):
                 except Exception:
                     pass
         self.close()
-
-
-def _dumps(data: dict[str, Any]) -> bytes:
-    import json
-
-    return json.dumps(data, indent=1).encode()

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import ConfigError
-
-CONFLICT_MODES = ("fail", "append", "replace")
-MIN_PART = 5 * 1024 * 1024
+from ..uploads import CONFLICT_MODES, MIN_PART
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,14 @@
 """`.pending` and `.pendingset` in the JSON shapes of Hadoop's S3A committers.
 
 A `.pending` (SinglePendingCommit) holds what is needed to complete one multipart upload; a
-`.pendingset` (PendingSet) gathers a task attempt's pending commits. `uri` is the full
-destination URL; `bucket` and `destinationKey` are its S3 parts.
+`.pendingset` (PendingSet) gathers a task attempt's pending commits. `uri` is the destination
+as Hadoop's `Path.toUri().toString()` prints it (percent-encoded, `store/uris.py`); `bucket` and
+`destinationKey` are its S3 bucket and object key, plain text as S3 names them (S3A's
+`pathToKey` takes the decoded path). Loading reads `uri`, decoded once.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -16,16 +17,12 @@ from typing import Any
 
 from ...errors import ConfigError, ValidationError
 from ...store import Store
+from ...store.uris import MalformedUri, from_hadoop_uri, to_hadoop_uri
+from ...store.etags import multipart_etag
 
 PENDING_VERSION = 2
 PENDINGSET_VERSION = 2
 TASK_ATTEMPT_KEY = "task.attempt.id"
-
-
-def multipart_etag(etags: list[str]) -> str:
-    """The etag S3 gives a completed multipart object: md5 of the parts' md5s, `-<parts>`."""
-    digest = hashlib.md5(b"".join(bytes.fromhex(e) for e in etags)).hexdigest()
-    return f"{digest}-{len(etags)}"
 
 
 @dataclass
@@ -42,13 +39,12 @@ class PendingCommit:
         return multipart_etag(self.etags)
 
     def to_json(self, store: Store) -> dict[str, Any]:
-        uri = store.full_url(self.path)
-        bucket, _, key = uri.split("://", 1)[1].partition("/")
+        bucket, _, key = store.full_url(self.path).split("://", 1)[1].partition("/")
         now = int(time.time() * 1000)
         return {
             "version": PENDING_VERSION,
             "filename": key.rsplit("/", 1)[-1],
-            "uri": uri,
+            "uri": to_hadoop_uri(store, self.path),
             "uploadId": self.upload_id,
             "bucket": bucket,
             "destinationKey": key,
@@ -84,7 +80,9 @@ class PendingCommit:
         if not isinstance(length, int) or length < 0:
             raise ValidationError(f"{length!r} is not a non-negative integer", source, "length")
         try:
-            path = store.relative_path(data["uri"])
+            path = from_hadoop_uri(store, data["uri"])
+        except MalformedUri as e:
+            raise ValidationError(str(e), source, "uri") from None
         except ConfigError:
             raise ValidationError(
                 f"destination {data['uri']!r} is outside {store.full_url()}", source, "uri"
@@ -116,6 +114,7 @@ class PendingSet:
                 "iostatistics": {},
             },
             indent=1,
+            ensure_ascii=False,
         ).encode()
 
     @classmethod

@@ -1,0 +1,284 @@
+"""What the committers that publish by completing multipart uploads share (magic, and the
+staging committers `directory` and `partitioned`).
+
+Their tasks leave every file as an upload that is started and not completed, so nothing is
+visible; a job commit decides which uploads are the job's, applies S3A's conflict mode
+(`fail`, `append`, `replace`) over a scope of the destination, and completes them all in
+parallel. Nothing is copied at job commit. The pieces here are the job commit's stages on
+those uploads and the helpers that abort what an attempt left pending.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import (
+    AmbiguousOutcome,
+    CommitError,
+    DestinationError,
+    JobCommitError,
+    NotFound,
+    ValidationError,
+)
+from ..ids import new_job_id
+from ..store import Store, paths
+from ..store.etags import multipart_etag
+from .intent import Intent, mark_phase, phase_done
+from .jobcommit import Applied, recover_job
+from .protocol import Committer, JobContext, Leftover, committer_by_name
+from .stages import StageContext, stage
+
+CONFLICT_MODES = ("fail", "append", "replace")
+MIN_PART = 5 * 1024 * 1024  # S3's smallest part but the last (the committers' floor)
+CONFLICT_RESOLVED_PHASE = "conflict_resolved"
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One pending upload as the intent record keeps it: enough to complete it, or to know
+    it was completed before (its object then has the etag the upload produces)."""
+
+    path: str
+    upload_id: str
+    etags: list[str]
+    length: int
+
+    def row(self) -> list[Any]:
+        return [self.path, self.upload_id, list(self.etags), self.length]
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Upload:
+        return cls(str(row[0]), str(row[1]), list(row[2]), int(row[3]))
+
+    def expected_etag(self) -> str:
+        return multipart_etag(self.etags)
+
+
+def refuse_duplicates(uploads: Iterable[Any], task_of: Any = None) -> None:
+    """Two tasks of one job writing one key would make the output depend on completion order:
+    refuse the commit, naming the key and both tasks."""
+    seen: dict[str, Any] = {}
+    for u in uploads:
+        if u.path in seen:
+            first = seen[u.path]
+            raise JobCommitError(
+                f"destination {u.path!r} is written by two tasks: "
+                f"{getattr(first, 'task_id', '?')} and {getattr(u, 'task_id', '?')}"
+            )
+        seen[u.path] = u
+
+
+# --- conflict modes ------------------------------------------------------------------------
+
+
+def partitions_of(files: Iterable[str], include_root: bool = True) -> list[str]:
+    """The directories a job writes files into (`""`: the destination's root)."""
+    parts = {paths.parent(f) for f in files}
+    if not include_root:
+        parts.discard("")
+    return sorted(parts)
+
+
+def data_in(store: Store, scopes: Sequence[str] | None) -> list[str]:
+    """Data files (no hidden path element) in the scopes: each partition's tree, the root's
+    own files for `""`; `None` is the whole destination."""
+    if scopes is None:
+        return [s.path for s in store.walk("") if not paths.is_hidden(s.path)]
+    found: list[str] = []
+    for p in scopes:
+        if p:
+            found += [
+                s.path for s in store.walk(p) if not paths.is_hidden(paths.relative_to(s.path, p))
+            ]
+        else:
+            found += [
+                e.path
+                for e in store.list_or_empty("")
+                if not e.is_dir and not paths.is_hidden(e.path)
+            ]
+    return found
+
+
+@stage("job_stage_check_conflicts", "conflict")
+def check_conflicts(
+    ctx: StageContext, conflict_mode: str, scopes: Sequence[str] | None
+) -> list[str]:
+    """Conflict mode `fail` refuses data in the scopes the job writes; `replace` lists it to be
+    deleted once the commit is decided; `append` leaves it (a file of the same name is
+    replaced by the completed upload)."""
+    if conflict_mode == "append":
+        return []
+    existing = data_in(ctx.store, scopes)
+    if conflict_mode == "fail" and existing:
+        where = "the destination" if scopes is None else "the partitions the job writes"
+        raise DestinationError(
+            f"conflict mode 'fail': {where} at {ctx.store.full_url()} already hold "
+            f"{len(existing)} data files, e.g. {existing[0]!r}"
+        )
+    if conflict_mode == "replace":
+        ctx.stats.incr("committer_conflict_files", len(existing))
+        return existing
+    return []
+
+
+# --- completing ------------------------------------------------------------------------------
+
+
+@stage("job_stage_complete_uploads", "complete_uploads")
+def complete_uploads(ctx: StageContext, uploads: list[Upload]) -> int:
+    """Complete every upload in parallel. An upload no longer pending was completed before (a
+    resumed commit, or a completion that timed out after taking effect): it counts as done when
+    the object has the etag the upload produces. Returns how many were found done."""
+    store = ctx.store
+    pending = (
+        {u.upload_id for u in store.list_uploads("")} if ctx.resumed else None
+    )  # one listing, not a request per upload already completed
+    found = 0
+    lock = threading.Lock()
+
+    def finished(u: Upload) -> bool:
+        try:
+            return store.stat(u.path).etag == u.expected_etag()
+        except NotFound:
+            return False
+
+    def complete(u: Upload) -> None:
+        nonlocal found
+        if pending is None or u.upload_id in pending:
+            try:
+                store.complete_upload(u.path, u.upload_id, u.etags)
+                return
+            except (NotFound, AmbiguousOutcome):
+                pass
+        if not finished(u):
+            raise JobCommitError(
+                f"upload {u.upload_id} of {store.full_url(u.path)} is neither pending nor "
+                "completed; the job's directory is left in place"
+            )
+        with lock:
+            found += 1
+
+    ctx.pool.for_each(complete, uploads)
+    return found
+
+
+def apply_uploads(ctx: StageContext, job_dir: str, payload: dict[str, Any]) -> Applied:
+    """The apply half of an upload committer's job commit, from the intent payload alone
+    (`uploads` rows and `replace_files`): delete what the conflict mode replaces (once, before
+    any upload completes, so a resumed commit never deletes new files), then complete."""
+    uploads = [Upload.from_row(r) for r in payload["uploads"]]
+    if not phase_done(ctx.store, job_dir, CONFLICT_RESOLVED_PHASE):
+        ctx.pool.for_each(ctx.store.delete, payload["replace_files"], adaptive=True)
+        mark_phase(ctx.store, job_dir, CONFLICT_RESOLVED_PHASE)
+    recovered = complete_uploads(ctx, uploads)
+    return Applied(
+        files=len(uploads),
+        bytes=sum(u.length for u in uploads),
+        filenames=sorted(u.path for u in uploads)[:100],
+        details={
+            "uploads_completed": len(uploads),
+            "uploads_recovered": recovered,
+            "replaced_objects": len(payload["replace_files"]),
+        },
+    )
+
+
+# --- aborting --------------------------------------------------------------------------------
+
+
+def abort_quietly(store: Store, uploads: Iterable[tuple[str, str]]) -> int:
+    """Abort (path, upload id) pairs; one already gone (completed or aborted) is no error.
+    Returns how many were pending."""
+    aborted = 0
+    for path, upload_id in uploads:
+        try:
+            if store.abort_upload(path, upload_id):
+                aborted += 1
+        except NotFound:
+            pass
+    return aborted
+
+
+def abort_at_keys(store: Store, keys: Iterable[str]) -> int:
+    """Abort every upload pending at these keys: for an attempt that died between starting an
+    upload and recording its id. Only for keys no live attempt of the job may still write."""
+    aborted = 0
+    by_parent: dict[str, set[str]] = {}
+    for k in keys:
+        by_parent.setdefault(paths.parent(k), set()).add(k)
+    for parent, wanted in by_parent.items():
+        for u in store.list_uploads(parent):
+            if u.path in wanted:
+                aborted += abort_quietly(store, [(u.path, u.upload_id)])
+    return aborted
+
+
+def read_json(store: Store, path: str) -> Any:
+    """A JSON record on the store; ValidationError naming it if it does not parse."""
+    raw = store.read_bytes(path)
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValidationError(f"not valid JSON: {e}", store.full_url(path)) from None
+
+
+def dumps(data: Any) -> bytes:
+    return json.dumps(data, indent=1).encode()
+
+
+# --- the committer base ----------------------------------------------------------------------
+
+
+class UploadCommitter(Committer):
+    """A committer whose tasks leave pending uploads and whose job commit completes them.
+    Its jobs keep their records under `<job_prefix><jobUUID>/<attempt>/` in the destination."""
+
+    job_prefix = ""
+    starts_uploads = True
+
+    def require_multipart(self) -> None:
+        if not self.store.capabilities.multipart_upload:
+            raise CommitError(
+                f"the {self.name} committer needs multipart upload, which "
+                f"{self.store.describe()} lacks"
+            )
+
+    def jobs_dir(self, job: JobContext) -> str:
+        """Every attempt of the job keeps its records below this directory."""
+        return f"{self.job_prefix}{job.job_uuid}"
+
+    def job_dir(self, job: JobContext) -> str:
+        return f"{self.jobs_dir(job)}/{job.attempt:02d}"
+
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        return apply_uploads(ctx, self.job_dir(job), intent.payload)
+
+    def cleanup_job(self, job: JobContext) -> None:
+        self.store.delete(self.jobs_dir(job), recursive=True)
+
+    @classmethod
+    def leftovers(cls, store: Store) -> list[Leftover]:
+        if not store.exists(""):
+            return []
+        found = []
+        for e in store.list(""):
+            if e.is_dir and e.name.startswith(cls.job_prefix):
+                uuid = e.name[len(cls.job_prefix) :]
+                attempts = [a for a in store.list(e.path) if a.is_dir and a.name.isdigit()]
+                found += [Leftover(e.path, cls.name, uuid, int(a.name)) for a in attempts] or [
+                    Leftover(e.path, cls.name, uuid, 0)
+                ]
+        return found
+
+    @classmethod
+    def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
+        com = committer_by_name(leftover.committer, store)
+        job = com.new_job(new_job_id(job_uuid=leftover.job_uuid), attempt=leftover.attempt)
+        outcome = recover_job(com, job, rollback=rollback)
+        if store.exists(leftover.path) and not store.list(leftover.path):
+            store.delete(leftover.path, recursive=True)
+        return outcome
