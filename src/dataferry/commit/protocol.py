@@ -117,6 +117,7 @@ class Committer(ABC):
 
     name: str = ""
     can_undo_decided = False  # cleanup --rollback can undo a commit that has an intent record
+    starts_uploads = False  # its tasks leave multipart uploads pending (cleanup aborts orphans)
     write_mode = "append"  # set by make_committer(mode=...)
     claim_timeout_s = DEFAULT_CLAIM_TIMEOUT_S
 

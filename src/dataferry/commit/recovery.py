@@ -57,6 +57,7 @@ class RecoveryReport:
     rolled_back: list[str] = field(default_factory=list)
     skipped_recent: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # path -> why it was left in place
+    uploads_aborted: list[str] = field(default_factory=list)  # keys of orphaned uploads
 
 
 def _newest_mtime(store: Store, path: str) -> float:
@@ -119,7 +120,29 @@ def recover_destination(
         for cls in committer_classes():
             cls.tidy(store)
         remove_empty_claim_dir(store)  # a release that died between its two deletes
+    report.uploads_aborted = abort_orphaned_uploads(store, older_than_s, now, dry_run)
     return report
+
+
+def abort_orphaned_uploads(
+    store: Store, older_than_s: float, now: float, dry_run: bool = False
+) -> list[str]:
+    """Abort uploads pending in the destination that no job's directory names any more: an
+    attempt that was cut off from its job (a zombie) can start one after its job cleaned up.
+    Only when no job of an upload committer is left in the destination, and only uploads
+    older than `older_than_s` (S3A purges by age the same way), so a running job loses none."""
+    if not store.capabilities.multipart_upload:
+        return []
+    if any(cls.starts_uploads and cls.leftovers(store) for cls in committer_classes()):
+        return []
+    doomed = [u for u in store.list_uploads("") if now - u.initiated >= older_than_s]
+    if not dry_run:
+        for u in doomed:
+            try:
+                store.abort_upload(u.path, u.upload_id)
+            except NotFound:
+                pass
+    return [u.path for u in doomed]
 
 
 def _record(report: RecoveryReport, path: str, what: str) -> None:

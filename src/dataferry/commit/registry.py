@@ -69,6 +69,21 @@ KNOWN: dict[str, CommitterSpec] = {
             "magic committer: uploads left pending until job commit completes them (S3)",
         ),
         CommitterSpec(
+            "directory",
+            f"{_PKG}.staging.committer",
+            "DirectoryStagingCommitter",
+            "StagingConfig",
+            "S3A staging committer: tasks stage on local disk, upload at task commit; "
+            "conflict mode over the whole destination",
+        ),
+        CommitterSpec(
+            "partitioned",
+            f"{_PKG}.staging.committer",
+            "PartitionedStagingCommitter",
+            "StagingConfig",
+            "S3A staging committer whose conflict mode covers only the partitions written",
+        ),
+        CommitterSpec(
             "hive",
             f"{_PKG}.hive.committer",
             "HiveCommitter",
