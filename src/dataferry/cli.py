@@ -788,6 +788,8 @@ def bench_commit(
         "x limit",
         "requests / ops",
         "bytes copied",
+        "task commit bytes up",
+        "local disk",
     ):
         t.add_column(col, justify="left" if col == "committer" else "right")
     for r in data["results"]:
@@ -803,7 +805,9 @@ def bench_commit(
             f"{r['limit_s']:.3f}" if r["limit_s"] else "-",  # no model of a real server
             f"{r['ratio_to_limit']:.2f}" if r["ratio_to_limit"] else "-",
             str(requests),
-            f"{r['requests'].get('store_bytes_copied', 0):,}",
+            f"{r['job_bytes_copied']:,}",
+            f"{r['task_bytes_uploaded']:,}",
+            f"{r['local_disk_bytes']:,}",
         )
     console.print(t)
     if floor is not None:

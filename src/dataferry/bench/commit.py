@@ -14,6 +14,7 @@ of bare renames, timed in the same run.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import statistics
 import tempfile
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..commit.cleanup import cleanup_destination
-from ..commit.factory import build_committer, build_config
+from ..commit.factory import build_committer, build_config, config_type
 from ..commit.protocol import TaskCommitMessage
 from ..commit.registry import committer_classes
 from ..errors import ConfigError, InjectedCrash
@@ -75,7 +76,19 @@ class CommitBenchResult:
     files: int
     runs: list[float] = field(default_factory=list)
     task_requests: dict[str, int] = field(default_factory=dict)
+    local_disk_bytes: int = 0  # task output staged on the workers' local disk
     recovery: RecoveryRun | None = None  # with --kill-at: finishing the killed commit
+
+    @property
+    def task_bytes_uploaded(self) -> int:
+        """Bytes sent to the store by the task commits (the staging committers upload all
+        their data there; the others only small records)."""
+        return self.task_requests.get("store_bytes_write", 0)
+
+    @property
+    def job_bytes_copied(self) -> int:
+        """Bytes the store copied during the job commit (renames that are copies)."""
+        return self.requests.get("store_bytes_copied", 0)
 
     @property
     def rest_s(self) -> float | None:
@@ -117,6 +130,9 @@ class CommitBenchResult:
             if self.ratio_to_limit is None
             else round(self.ratio_to_limit, 2),
             "files": self.files,
+            "task_bytes_uploaded": self.task_bytes_uploaded,
+            "job_bytes_copied": self.job_bytes_copied,
+            "local_disk_bytes": self.local_disk_bytes,
             "recovery": None if self.recovery is None else self.recovery.to_json(),
             "rest_s": None if self.rest_s is None else round(self.rest_s, 4),
             "recovery_to_rest": None
@@ -208,6 +224,24 @@ def run_one(
     """One job through `committer_name`; with kill_after, its job commit dies after that many
     files moved (renamed or their upload completed) and `dataferry cleanup` finishes it."""
     options = {"io_threads": spec.io_threads} if committer_name == "manifest" else {}
+    staging = tempfile.mkdtemp(prefix="dataferry-bench-staging-")
+    if "staging_dir" in {f.name for f in dataclasses.fields(config_type(committer_name))}:
+        options["staging_dir"] = staging  # task output on local disk: measured below
+    try:
+        return _run_one(spec, committer_name, store, options, staging, latency_scale, kill_after)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _run_one(
+    spec: CommitBenchSpec,
+    committer_name: str,
+    store: Store,
+    options: dict[str, Any],
+    staging: str,
+    latency_scale: float,
+    kill_after: int | None,
+) -> CommitBenchResult:
     target = store
     if kill_after is not None:
         target = FaultStore(
@@ -224,6 +258,7 @@ def run_one(
         committer.setup_task(t)
         for rel in _file_layout(spec, t.task_index):
             committer.write_file(t, rel, payload)
+    local_disk = sum(s.size for s in LocalStore(staging).walk(""))
     _set_latency(store, latency_scale)
     before_tasks = store.stats.snapshot()
 
@@ -258,6 +293,7 @@ def run_one(
         limit_s=model_limit(store, requests, spec.io_threads),
         files=result.files,
         task_requests=task_requests,
+        local_disk_bytes=local_disk,
     )
 
 

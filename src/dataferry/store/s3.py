@@ -36,6 +36,8 @@ S3_CAPABILITIES = Capabilities(
     multipart_upload=True,
 )
 
+MIN_PART_SIZE = 5 * 1024 * 1024  # S3: every part of a multipart upload but the last (5 MiB)
+
 _CLIENTS: dict[tuple, Any] = {}
 _ENVIRONMENT = (
     "AWS_ENDPOINT_URL",
@@ -61,6 +63,17 @@ def _count_request(request: Any = None, **_: Any) -> None:
         kind = "read" if getattr(request, "method", "") in _READ_METHODS else "write"
         store.stats.incr("store_requests")
         store.stats.incr(f"store_requests_{kind}")
+        sent = _body_size(request)
+        if sent:
+            store.stats.incr("store_bytes_write", sent)
+
+
+def _body_size(request: Any) -> int:
+    """Bytes a request sends (PUTs and parts), from its Content-Length; 0 without one."""
+    try:
+        return int(getattr(request, "headers", {}).get("Content-Length") or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _client(options: dict[str, Any]) -> Any:
@@ -106,6 +119,11 @@ class S3Store(Store):
     @property
     def client(self) -> Any:
         return _client(self.options)
+
+    @property
+    def min_part_size(self) -> int:
+        """S3 refuses to complete an upload with a part but the last under 5 MiB."""
+        return MIN_PART_SIZE
 
     def _op(self, op: Op, path: str, fn: Callable[..., T], *args: Any) -> T:
         outer = getattr(_CURRENT, "store", None)
