@@ -421,7 +421,7 @@ def cleanup(
     data = report.__dict__
     if json_out:
         _print_json(data)
-    elif not report.found:
+    elif not report.found and not report.uploads_aborted:
         console.print(f"{dest}: nothing left behind by dead jobs")
     else:
         t = Table(title=f"cleanup of {dest}" + (" (dry run)" if dry_run else ""))
@@ -429,6 +429,11 @@ def cleanup(
         t.add_column("action")
         for path in report.found:
             t.add_row(path, _cleanup_action(report, path, older_than))
+        for key in report.uploads_aborted:
+            t.add_row(
+                key,
+                "pending upload no job names: " + ("would be aborted" if dry_run else "aborted"),
+            )
         console.print(t)
     if report.failed:
         raise typer.Exit(1)
