@@ -16,7 +16,7 @@ $(STAMP_BASE): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,interop]'
 	touch $@
 
 demo: $(STAMP_BASE)

@@ -22,7 +22,7 @@ def test_every_committer_is_one_row_loaded_lazily():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = out.stdout
-    for lazy in ("manifest", "magic", "hive", "direct", "fileoutput"):
+    for lazy in ("manifest", "magic", "staging", "hive", "direct", "fileoutput"):
         assert f"dataferry.commit.{lazy}" not in loaded, loaded
     # the protocol no longer reaches back into the factory (the old import cycle)
     import ast
@@ -46,6 +46,8 @@ def test_each_committer_class_declares_its_own_leftovers(tmp_path):
         "FileOutputCommitter",
         "ManifestCommitter",
         "MagicCommitter",
+        "DirectoryStagingCommitter",
+        "PartitionedStagingCommitter",
         "HiveCommitter",
         "DirectCommitter",
     }

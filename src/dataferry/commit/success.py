@@ -3,7 +3,8 @@
 A zero-byte `_SUCCESS` is the classic FileOutputCommitter marker. A JSON `_SUCCESS` follows the
 shape of Hadoop's SuccessData (written by the manifest and S3A committers), so files written by
 Hadoop load here and ours load there: `name` must be exactly SUCCESS_NAME; unknown keys are kept
-aside and ignored.
+aside and ignored. `filenames` holds store URLs in memory (`Store.full_url`, plain text) and
+Hadoop's encoded URIs in the file (`Path.toUri().toString()`, converted in `store/uris.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from ..errors import NotFound, ValidationError
 from ..store import Store
+from ..store.uris import MalformedUri, hadoop_uri, store_url
 
 SUCCESS_FILE = "_SUCCESS"
 SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
@@ -25,6 +27,9 @@ FILENAME_LIMIT = 100  # Hadoop's SUCCESS_MARKER_FILE_LIMIT
 
 @dataclass
 class SuccessData:
+    """Hadoop's SuccessData / ManifestSuccessData. `filenames`: committed files as store URLs
+    (at most FILENAME_LIMIT are saved)."""
+
     committer: str = ""
     description: str = ""
     job_id: str = ""
@@ -65,7 +70,7 @@ class SuccessData:
             "jobIdSource": self.job_id_source,
             "metrics": dict(sorted(self.metrics.items())),
             "diagnostics": dict(sorted(self.diagnostics.items())),
-            "filenames": list(self.filenames[:FILENAME_LIMIT]),
+            "filenames": [hadoop_uri(f) for f in self.filenames[:FILENAME_LIMIT]],
             "iostatistics": self.iostatistics,
             "success": self.success,
         }
@@ -76,7 +81,7 @@ class SuccessData:
         return out
 
     def to_bytes(self) -> bytes:
-        return json.dumps(self.to_json(), indent=2).encode()
+        return json.dumps(self.to_json(), indent=2, ensure_ascii=False).encode()
 
     @classmethod
     def from_json(cls, data: Any, source: str = "_SUCCESS") -> SuccessData:
@@ -102,6 +107,10 @@ class SuccessData:
         filenames = typed("filenames", list, [])
         if not all(isinstance(f, str) for f in filenames):
             raise ValidationError("every entry must be a string", source, "filenames")
+        try:
+            urls = [store_url(f) for f in filenames]  # decoded once
+        except MalformedUri as e:
+            raise ValidationError(str(e), source, "filenames") from None
         return cls(
             committer=typed("committer", str, ""),
             description=typed("description", str, ""),
@@ -112,7 +121,7 @@ class SuccessData:
             hostname=typed("hostname", str, ""),
             metrics={k: int(v) for k, v in metrics.items()},
             diagnostics={str(k): str(v) for k, v in diagnostics.items()},
-            filenames=filenames,
+            filenames=urls,
             iostatistics=typed("iostatistics", dict, {}),
             state=data.get("state"),
             stage=data.get("stage"),

@@ -157,7 +157,7 @@ def test_conflict_modes(s3_url, mode):
     c.setup_job(job)
     msgs = tasks_with(c, job, {0: ["p=1/new"]})
     if mode == "fail":
-        with pytest.raises(DestinationError, match="conflict mode 'fail'.*p=1/old"):
+        with pytest.raises(DestinationError, match=r"conflict mode 'fail'.*p=1/old"):
             c.commit_job(job, msgs)
         c.abort_job(job)
         assert visible(store) == ["p=1/old", "p=2/other"] and store.list_uploads("") == []

@@ -256,19 +256,21 @@ def test_an_attempt_that_died_before_recording_its_upload_ids_is_cleaned_by_key(
 def test_a_zombie_that_uploads_after_the_job_is_cleaned_up_by_cleanup(dest, tmp_path):
     store = store_of(dest)
     c = make_committer("directory", store, staging_dir=staging(tmp_path))
+    on_another_host = make_committer("directory", store, staging_dir=str(tmp_path / "other"))
     job = c.new_job()
     c.setup_job(job)
     zombie = job.task(0, 0)
-    c.setup_task(zombie)
-    c.write_file(zombie, "a", b"zombie")
+    on_another_host.setup_task(zombie)
+    on_another_host.write_file(zombie, "a", b"zombie")
     msgs = commit_tasks(c, job, {0: ["a"]}, attempt=1)
     c.commit_job(job, msgs)
-    c.commit_task(zombie)  # after the job: its uploads and records are orphans
+    on_another_host.commit_task(zombie)  # after the job: its uploads and records are orphans
     assert store.read_bytes("a") == b"0:a"
     assert len(store.list_uploads("")) == 1
     report = cleanup_destination(store, older_than_s=0)
     assert report.rolled_back and store.list_uploads("") == []
     assert store.read_bytes("a") == b"0:a" and visible(store) == ["a"]
+    assert not os.path.exists(layout.local_attempt_dir(str(tmp_path / "other"), zombie))
     assert not any(e.name.startswith(layout.STAGING_PREFIX) for e in store.list(""))
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from ...errors import ConfigError, ValidationError
 from ...store import Store
-from ...store.uris import MalformedUri, from_hadoop_uri, to_hadoop_uri
 from ...store.etags import multipart_etag
+from ...store.uris import MalformedUri, from_hadoop_uri, to_hadoop_uri
 
 PENDING_VERSION = 2
 PENDINGSET_VERSION = 2
@@ -67,7 +67,10 @@ class PendingCommit:
         if data.get("version") != PENDING_VERSION:
             raise ValidationError(f"wrong version {data.get('version')!r}", source, "version")
         for key in ("uploadId", "bucket", "destinationKey", "uri"):
-            if not isinstance(data.get(key), str) or not data[key]:
+            if not isinstance(data.get(key), str):
+                raise ValidationError("empty or missing", source, key)
+            # a store without buckets (a local directory behind the S3 model) has none
+            if not data[key] and (key != "bucket" or _has_authority(data["uri"])):
                 raise ValidationError("empty or missing", source, key)
         etags = data.get("etags")
         if (
@@ -96,6 +99,10 @@ class PendingCommit:
             data.get("taskId", ""),
             data.get("created", 0),
         )
+
+
+def _has_authority(uri: Any) -> bool:
+    return isinstance(uri, str) and "://" in uri and bool(uri.split("://", 1)[1].split("/", 1)[0])
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
 A manifest lists what one task attempt produced: `files` (source, destination, size, etag) and
 `directories` (each destination directory with the state the task saw: not found, a file, a
-directory). Paths are URIs, percent-encoded as Hadoop's Path.toUri() encodes them, so a manifest
-written by Hadoop loads here and ours load there. Unknown keys are ignored on load.
+directory). Paths are URIs exactly as Hadoop's `Path.toUri().toString()` prints them (encoded and
+decoded in one place, `store/uris.py`), so a manifest written by Hadoop loads here and ours load
+there. Unknown keys are ignored on load.
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ import json
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
-from urllib.parse import quote, unquote
 
 from ...errors import ConfigError, ValidationError
 from ...store import Store
+from ...store.uris import MalformedUri, from_hadoop_uri, store_url, to_hadoop_uri
 
 MANIFEST_TYPE = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest/1"
 MANIFEST_VERSION = 1
-_URI_SAFE = "/=:@!$&'()*+,;-._~"
 
 
 class EntryStatus(IntEnum):
@@ -103,7 +103,8 @@ class TaskManifest:
         }
 
     def to_bytes(self, store: Store) -> bytes:
-        return json.dumps(self.to_json(store), indent=1).encode()
+        # UTF-8 as it is, as Hadoop's Jackson writer does (paths are encoded URIs already)
+        return json.dumps(self.to_json(store), indent=1, ensure_ascii=False).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes, store: Store | None, source: str) -> TaskManifest:
@@ -185,28 +186,23 @@ class TaskManifest:
 
 
 def marshal(store: Store, path: str) -> str:
-    """Store-relative path -> URI string as Hadoop writes it (percent-encoded)."""
-    root = store.full_url()
-    return f"{root}/{quote(path, safe=_URI_SAFE)}" if path else root
+    """Store-relative path -> the URI Hadoop writes for it (`store.uris`)."""
+    return to_hadoop_uri(store, path)
 
 
 def unmarshal(store: Store | None, uri: str, source: str = "", where: str = "") -> str:
-    """URI string -> store-relative path; refuses anything outside the store, naming it.
-    Without a store the URI is returned decoded, as it is."""
-    text = unquote(uri) if "%" in uri else uri
-    if store is None:
-        return text
-    candidates = [text]
-    if text.startswith("file:/") and not text.startswith("file:///"):
-        candidates.append("file://" + text[len("file:") :])  # Hadoop's local form: file:/x
-    for candidate in candidates:
-        try:
-            return store.relative_path(candidate)
-        except ConfigError:
-            continue
-    raise ValidationError(
-        f"path {uri!r} is outside the destination {store.full_url()}", source, where
-    )
+    """URI -> store-relative path, decoded once; refuses a malformed URI or one outside the
+    store, naming it. Without a store (to show a manifest from anywhere) the URI comes back
+    as a plain store URL."""
+    try:
+        return store_url(uri) if store is None else from_hadoop_uri(store, uri)
+    except MalformedUri as e:
+        raise ValidationError(f"path {uri!r} is not a valid URI: {e}", source, where) from None
+    except ConfigError:
+        assert store is not None
+        raise ValidationError(
+            f"path {uri!r} is outside the destination {store.full_url()}", source, where
+        ) from None
 
 
 def load_manifest_file(location: str) -> tuple[TaskManifest, int]:

@@ -1,0 +1,132 @@
+"""Paths in commit records, written and read exactly as Hadoop writes and reads them.
+
+A store's own URLs (`Store.full_url`) are plain text: `file:///tmp/out put%20é/a=1/f`
+names the directory `out put%20é`, literally, percent sign included. Hadoop's commit records
+(task manifests, `.pending`/`.pendingset`, `_SUCCESS`) hold `Path.toUri().toString()` instead:
+the URI that `java.net.URI`'s multi-argument constructor builds, in which
+
+* every ASCII character other than letters, digits, ``_-!.~'()*,;:$&+=@`` and ``/`` is
+  percent-encoded as UTF-8 bytes (space -> ``%20``, ``%`` -> ``%25``, ``#`` -> ``%23``,
+  ``?`` -> ``%3F``, ``[ ] { } | \\ ^ ` " < >`` and control characters likewise);
+* a non-ASCII character is left as it is unless it is an ISO control character or a Unicode
+  space (``Character.isSpaceChar``: categories Zs, Zl, Zp), which are encoded
+  (``toString()``, not ``toASCIIString()``);
+* a local path is ``file:/tmp/...`` (no authority, one slash), as a qualified local Path prints.
+
+This module is the one place where the two forms meet. Writers call `to_hadoop_uri`; readers
+call `from_hadoop_uri`, which decodes exactly once (so `%2520` is the three characters `%20`),
+accepts ``file:/x`` as well as ``file:///x``, and takes ``s3a://`` and ``s3n://`` as the
+``s3://`` of an S3 store. A URI with a raw ``?`` or ``#`` (a query or fragment: Hadoop would
+drop it from the path) or a malformed escape is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from urllib.parse import unquote
+
+from ..errors import ConfigError
+from .base import Store
+
+# ASCII characters java.net.URI leaves alone in a path: unreserved, punct, "/" and "@"
+_PATH_SAFE = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-!.~'()*,;:$&+=@/"
+)
+_AUTHORITY_SAFE = _PATH_SAFE - {"/"}
+_NEEDS_QUOTING = re.compile(r"[^A-Za-z0-9_\-!.~'()*,;:$&+=@/]")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):(.*)$", re.DOTALL)
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_S3_ALIASES = ("s3a", "s3n")
+
+
+class MalformedUri(ConfigError):
+    """A commit record's URI that Hadoop would not read as a path (bad escape, query, fragment)."""
+
+
+def _kept_as_is(ch: str) -> bool:
+    """java.net.URI's "other" category: non-ASCII, not an ISO control, not a space char.
+    Lone surrogates (undecodable bytes of a POSIX file name) are written as their bytes."""
+    if ord(ch) <= 0x9F:
+        return False
+    return unicodedata.category(ch) not in ("Zs", "Zl", "Zp", "Cs")
+
+
+def _quote(text: str, safe: frozenset[str]) -> str:
+    if not _NEEDS_QUOTING.search(text):  # the common case: nothing to encode
+        return text
+    out = []
+    for ch in text:
+        if ch in safe or _kept_as_is(ch):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogateescape"))
+    return "".join(out)
+
+
+def _unquote(text: str, uri: str) -> str:
+    bad = _BAD_ESCAPE.search(text)
+    if bad:
+        raise MalformedUri(f"{uri!r} has a malformed escape at {text[bad.start() :][:3]!r}")
+    return unquote(text, errors="surrogateescape") if "%" in text else text
+
+
+def _split(url: str) -> tuple[str | None, str | None, str]:
+    """(scheme, authority, path) of `scheme://authority/path`, `scheme:/path` or a bare path;
+    authority is None where there is no `//`."""
+    m = _SCHEME.match(url)
+    if not m:
+        return None, None, url
+    scheme, rest = m.group(1), m.group(2)
+    if not rest.startswith("//"):
+        return scheme, None, rest
+    authority, slash, path = rest[2:].partition("/")
+    return scheme, authority, slash + path
+
+
+def hadoop_uri(url: str) -> str:
+    """A store URL (plain text, as `Store.full_url` gives it) as Hadoop's `Path.toUri()`
+    prints it. A string without a scheme is treated as a path."""
+    scheme, authority, path = _split(url)
+    encoded = _quote(path, _PATH_SAFE)
+    if scheme is None:
+        return encoded
+    if scheme == "file" and not authority:
+        return f"file:{encoded}"  # Hadoop's qualified local path: file:/tmp/...
+    if authority is None:
+        return f"{scheme}:{encoded}"
+    return f"{scheme}://{_quote(authority, _AUTHORITY_SAFE)}{encoded}"
+
+
+def store_url(uri: str) -> str:
+    """Inverse of `hadoop_uri`: a URI from a commit record, decoded once, as a store URL.
+    Raises MalformedUri for a query, a fragment or a malformed escape."""
+    if "?" in uri or "#" in uri:
+        raise MalformedUri(f"{uri!r} has a query or fragment, not only a path")
+    scheme, authority, path = _split(uri)
+    decoded = _unquote(path, uri)
+    if scheme is None:
+        return decoded
+    if scheme == "file" and not authority:
+        return f"file://{decoded}"
+    if authority is None:
+        return f"{scheme}:{decoded}"
+    return f"{scheme}://{_unquote(authority, uri)}{decoded}"
+
+
+def to_hadoop_uri(store: Store, path: str = "") -> str:
+    """The URI a Hadoop commit record holds for a store-relative path."""
+    return hadoop_uri(store.full_url(path))
+
+
+def from_hadoop_uri(store: Store, uri: str) -> str:
+    """The store-relative path a URI from a commit record names. Raises MalformedUri for a URI
+    that is not a plain path, ConfigError for one outside the store."""
+    url = store_url(uri)
+    try:
+        return store.relative_path(url)
+    except ConfigError:
+        scheme, sep, rest = url.partition("://")
+        if not (sep and scheme in _S3_ALIASES and store.full_url().startswith("s3://")):
+            raise
+        return store.relative_path(f"s3://{rest}")
