@@ -119,7 +119,7 @@ def deterministic_options(committer: str) -> dict[str, Any]:
     if kind is None:
         return {}
     fields = {f.name for f in dataclasses.fields(kind)}
-    pools = ("io_threads", "move_threads", "load_partition_threads")
+    pools = ("io_threads", "move_threads", "load_partition_threads", "threads", "upload_threads")
     options: dict[str, Any] = {name: 1 for name in pools if name in fields}
     # retries after an injected failure need no pause: timing is not what the referee checks
     options.update({name: 0.0 for name in ("save_retry_sleep_s",) if name in fields})

@@ -5,11 +5,14 @@ and `tasks/<taskAttemptId>.uploads` (each attempt's keys and upload ids, written
 is sent). Pendingsets go to `<attemptId>.pendingset` in the job attempt directory of the
 pendingset store (the destination unless `pendingset_dir` names another): one per attempt, so a
 late attempt never overwrites the one the driver chose. On the worker, an attempt writes its
-files under `<staging_dir>/<jobUUID>/<taskAttemptId>/`.
+files under `<staging_dir>/<destination>-<jobUUID>/<taskAttemptId>/`, where `<destination>`
+is a short digest of the destination's URL: two jobs that share a job id (Spark has reused them)
+but write to different places never share a staging directory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 
@@ -45,7 +48,8 @@ def staging_root(staging_dir: str | None) -> str:
 
 
 def local_job_dir(staging_dir: str | None, job: JobContext) -> str:
-    return os.path.join(staging_root(staging_dir), job.job_uuid)
+    where = hashlib.sha256(job.store.full_url().encode()).hexdigest()[:12]
+    return os.path.join(staging_root(staging_dir), f"{where}-{job.job_uuid}")
 
 
 def local_attempt_dir(staging_dir: str | None, task: TaskAttemptContext) -> str:
