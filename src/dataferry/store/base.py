@@ -306,6 +306,13 @@ class Store(ABC):
 
     _initiate_upload = _upload_part = _complete_upload = _abort_upload = _no_multipart
 
+    @property
+    def min_part_size(self) -> int:
+        """Bytes every part of a multipart upload but the last must have at least (S3: 5 MiB,
+        checked when the upload is completed), so a committer can size its parts to the store;
+        0: no minimum (or no multipart upload)."""
+        return 0
+
     def _list_uploads(self, path: str) -> list[PendingUpload]:
         return []
 
@@ -314,12 +321,15 @@ class Store(ABC):
         return _WriteOnClose(self, paths.normalize(path), overwrite)
 
     def full_url(self, path: str = "") -> str:
-        """Absolute URL of a store-relative path (as Hadoop's manifests record paths)."""
+        """Absolute URL of a store-relative path, in plain text: nothing is percent-encoded, so
+        `a b%20` stays `a b%20` (for messages, and the form `relative_path` reads back). Commit
+        records hold Hadoop's encoded form instead: `uris.to_hadoop_uri`."""
         path = paths.normalize(path)
         return f"{self.url}/{path}" if path else self.url
 
     def relative_path(self, url: str) -> str:
-        """Inverse of full_url; raises ConfigError if the URL is not inside this store."""
+        """Exact inverse of full_url (no decoding: a literal `%` stays); raises ConfigError if
+        the URL is not inside this store."""
         root = self.url
         if url == root:
             return ""
@@ -381,6 +391,10 @@ class WrappingStore(Store):
 
     def describe(self) -> str:
         return self.inner.describe()
+
+    @property
+    def min_part_size(self) -> int:
+        return self.inner.min_part_size
 
     def _stat(self, path: str) -> FileStatus:
         return self.inner.stat(path)

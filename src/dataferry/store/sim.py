@@ -8,6 +8,12 @@ and retried by the client after a jittered exponential backoff (S3, GCS). Rename
 (GCS, S3). Directory renames on such stores are carried out file by file on the inner store, so
 a fault injected below the model can stop one half way, as on the real thing.
 
+Where the modelled store has multipart upload (S3), so does the model, with S3's limits and
+answers (`sim_uploads.py`): pending uploads are invisible, a completed one appears whole with
+S3's multipart etag, and the state is kept on the inner store, so every process sees it. Each
+multipart call passes the inner store's `_op` hook as one operation of its own kind
+(`Op.MULTIPART_*`), so a fault layer below the model can crash or answer ambiguously there.
+
 These numbers are models, not measurements: see PROFILES and docs/store-models.md. The facts
 they rest on (request ceilings, rename semantics, the seed's loaded NameNode) are public.
 """
@@ -19,15 +25,22 @@ import random
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
-from ..errors import AlreadyExists, ConfigError, NotFound
+from ..errors import AlreadyExists, ConfigError, NotFound, StoreError
 from . import paths
-from .base import Capabilities, FileStatus, Store, WrappingStore
+from .base import Capabilities, FileStatus, Op, PendingUpload, Store, WrappingStore
 from .pacing import Pacer, TokenBucket
+from .sim_uploads import RESERVED, MultipartLimits, UploadModel, is_reserved
 
+T = TypeVar("T")
 MB = 1_000_000
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+__all__ = ["PROFILES", "RESERVED", "MultipartLimits", "SimProfile", "SimStore", "parse_sim_url"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,8 @@ class SimProfile:
     # rate limiter) or `slowdown` (the service answers 503 Slow Down and the client's SDK retries
     # after an exponential backoff with full jitter, base factor 2, at most 20 s)
     over_ceiling: Literal["queue", "slowdown"] = "queue"
+    # multipart upload and its limits, on models of stores that have it (None: no multipart)
+    multipart: MultipartLimits | None = None
 
     @property
     def capabilities(self) -> Capabilities:
@@ -63,7 +78,7 @@ class SimProfile:
             etags_preserved_by_rename=self.etags and atomic,
             consistent_listing=True,
             conditional_create=self.conditional_create,
-            multipart_upload=False,
+            multipart_upload=self.multipart is not None,
         )
 
 
@@ -138,7 +153,7 @@ PROFILES: dict[str, SimProfile] = {
         SimProfile(
             name="s3",
             models="Amazon S3: no rename (COPY + DELETE per object), 3,500 writes/s and "
-            "5,500 reads/s per prefix, 20 ms per request",
+            "5,500 reads/s per prefix, 20 ms per request, multipart upload",
             latency_s=0.020,
             write_ops_per_s=3_500,
             read_ops_per_s=5_500,
@@ -151,6 +166,10 @@ PROFILES: dict[str, SimProfile] = {
             etags=True,
             conditional_create=True,
             over_ceiling="slowdown",
+            # S3's published limits: parts 1..10,000; 5 MiB to 5 GiB each, the last may be less
+            multipart=MultipartLimits(
+                min_part_size=5 * MiB, max_part_size=5 * GiB, max_parts=10_000
+            ),
         ),
     )
 }
@@ -170,9 +189,17 @@ class SimStore(WrappingStore):
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
         self._random = random.Random(0x5EED)
         self._pacer_lock = threading.Lock()
+        limits = profile.multipart
+        # the multipart model keeps its state on the inner store (shared by every process)
+        self._uploads = None if limits is None else UploadModel(inner, limits, self.full_url)
 
     def __reduce__(self):
         return (SimStore, (self.profile, self.inner, self.latency_scale))
+
+    @property
+    def min_part_size(self) -> int:
+        """The model's smallest part but the last (S3: 5 MiB); 0 without multipart."""
+        return self.profile.multipart.min_part_size if self.profile.multipart else 0
 
     def full_url(self, path: str = "") -> str:
         return self.inner.full_url(path)
@@ -248,20 +275,53 @@ class SimStore(WrappingStore):
     def _strip(self, st: FileStatus) -> FileStatus:
         return st if self.profile.etags else replace(st, etag=None)
 
+    # --- the model's own state: hidden, refused as a user path, kept in step -------------------
+
+    def _user_path(self, *candidates: str) -> None:
+        """Refuse the reserved name of the multipart model's state (on every profile, so a
+        directory keeps its meaning whichever model opens it)."""
+        for path in candidates:
+            if is_reserved(path):
+                raise ConfigError(
+                    f"{self.full_url(path)}: {RESERVED!r} is reserved for the store model's "
+                    "multipart uploads"
+                )
+
+    def _visible(self, statuses: list[FileStatus], path: str) -> list[FileStatus]:
+        """A listing or walk without the model's state (only the root can hold it)."""
+        return statuses if path else [s for s in statuses if not is_reserved(s.path)]
+
+    def _forget(self, path: str, tree: bool = False) -> None:
+        """An ordinary change at `path`: an upload's object there is no longer one."""
+        if self._uploads is not None:
+            self._uploads.forget(path, tree)
+
+    def _statuses(self, statuses: list[FileStatus], path: str, recursive: bool) -> list[FileStatus]:
+        """Listed statuses as the model answers them: multipart etags, etags stripped."""
+        if self._uploads is not None:
+            statuses = self._uploads.with_etags(statuses, path, recursive)
+        return [self._strip(s) for s in statuses]
+
     # --- primitives with the model -------------------------------------------------------------
 
     def _stat(self, path: str) -> FileStatus:
+        self._user_path(path)
         self._charge("read", path)
-        return self._strip(self.inner.stat(path))
+        st = self.inner.stat(path)
+        if self._uploads is not None:
+            st = self._uploads.with_etag(st)
+        return self._strip(st)
 
     def _list(self, path: str) -> list[FileStatus]:
-        out = self.inner.list(path)
+        self._user_path(path)
+        out = self._visible(self.inner.list(path), path)
         for _ in range(max(1, math.ceil(len(out) / self.profile.list_page))):
             self._charge("read", path)
-        return [self._strip(s) for s in out]
+        return self._statuses(out, path, recursive=False)
 
     def _walk(self, path: str) -> list[FileStatus]:
-        out = self.inner.walk(path)
+        self._user_path(path)
+        out = self._visible(self.inner.walk(path), path)
         if self.profile.rename == "atomic":  # hierarchical: one listing per directory
             dirs = {paths.parent(s.path) for s in out} or {path}
             requests = len(dirs)
@@ -269,27 +329,50 @@ class SimStore(WrappingStore):
             requests = max(1, math.ceil(len(out) / self.profile.list_page))
         for _ in range(requests):
             self._charge("read", path)
-        return [self._strip(s) for s in out]
+        return self._statuses(out, path, recursive=True)
 
     def _mkdirs(self, path: str) -> None:
+        self._user_path(path)
         self._charge("write", path)
         self.inner.mkdirs(path)
 
     def _delete(self, path: str, recursive: bool) -> bool:
+        self._user_path(path)
         if self.profile.rename == "copy" and recursive:
             # a flat namespace deletes object by object: list, then batched delete requests
-            files = self.inner.walk(path)
+            files = self._visible(self.inner.walk(path), path)
             self._charge("read", path)
             for _ in range(max(1, math.ceil(len(files) / self.profile.delete_batch))):
                 self._charge("write", path)
         else:
             self._charge("write", path)
+        self._forget(path, tree=recursive)
+        if path == "" and self._uploads is not None and self._uploads.has_state():
+            return self._delete_root(recursive)
         return self.inner.delete(path, recursive)
 
+    def _delete_root(self, recursive: bool) -> bool:
+        """Delete everything visible, never the model's state: pending uploads outlive a
+        recursive delete, as on S3 (a bucket's uploads are not objects)."""
+        entries = self._visible(self.inner.list(""), "")
+        if entries and not recursive:
+            raise StoreError(
+                f"delete {self.full_url('')}: directory not empty (recursive=False)", ""
+            )
+        deleted = False
+        for e in entries:
+            deleted = self.inner.delete(e.path, recursive=e.is_dir) or deleted
+        if self._uploads is not None:
+            self._uploads.drop_state_if_idle()
+        return deleted
+
     def _rename(self, src: str, dst: str) -> None:
+        self._user_path(src, dst)
         if self.profile.rename == "atomic":
             self._charge("write", src)
             self.inner.rename(src, dst)
+            self._forget(src, tree=True)  # what moved keeps no upload's etag (not on S3)
+            self._forget(dst, tree=True)
             return
         # copy-then-delete: probe, then per file copy + delete, in place of a rename
         self._charge("read", src)
@@ -299,6 +382,8 @@ class SimStore(WrappingStore):
             raise AlreadyExists(
                 f"rename {self.full_url(src)} to {self.full_url(dst)}: destination exists", dst
             )
+        self._forget(src, tree=True)  # the copies are objects of their own, with plain etags
+        self._forget(dst, tree=True)
         if not st.is_dir:
             self._copy_delete(src, dst, st.size)
             return
@@ -316,35 +401,104 @@ class SimStore(WrappingStore):
             raise NotFound(f"rename {self.full_url(src)}: source vanished during copy", src)
 
     def _copy(self, src: str, dst: str) -> None:
+        self._user_path(src, dst)
         size = self.inner.stat(src).size
         self._charge("write", dst, size, self.profile.copy_bandwidth_bytes_s)
+        self._forget(dst)  # a copy is an object of its own, with a plain etag (as S3's COPY)
         self.inner.copy(src, dst)
 
     def _read(self, path: str) -> bytes:
+        self._user_path(path)
         data = self.inner.read_bytes(path)
         self._charge("read", path, len(data), self.profile.bandwidth_bytes_s)
         return data
 
     def _write(self, path: str, data: bytes, overwrite: bool) -> None:
+        self._user_path(path)
         self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
+        if overwrite:
+            self._forget(path)
         self.inner.write_bytes(path, data, overwrite)
 
     def _append(self, path: str, data: bytes) -> None:
+        self._user_path(path)
         if self.profile.rename == "copy":  # an object store rewrites the whole object
             size = self.inner.stat(path).size if self.inner.exists(path) else 0
             self._charge("write", path, size + len(data), self.profile.bandwidth_bytes_s)
         else:
             self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
+        self._forget(path)
         self.inner.append_bytes(path, data)
 
+    def _write_at(self, path: str, offset: int, data: bytes) -> None:
+        self._user_path(path)
+        self._forget(path)
+        self.inner.write_at(path, offset, data)
+
+    def _truncate(self, path: str, size: int) -> None:
+        self._user_path(path)
+        self._forget(path)
+        self.inner.truncate(path, size)
+
     def _read_range(self, path: str, start: int, length: int) -> bytes:
+        self._user_path(path)
         data = self.inner.read_range(path, start, length)
         self._charge("read", path, len(data), self.profile.bandwidth_bytes_s)
         return data
 
     def _create_if_absent(self, path: str, data: bytes) -> bool:
+        self._user_path(path)
         self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
         return self.inner.create_if_absent(path, data)
+
+    # --- multipart upload (profiles with `multipart`) -----------------------------------------
+
+    def _model(self) -> UploadModel:
+        if self._uploads is None:
+            self._no_multipart()
+        assert self._uploads is not None
+        return self._uploads
+
+    def _request(self, op: Op, path: str, fn: Callable[..., T], *args: Any) -> T:
+        """One modelled multipart request, run through the inner store's `_op` hook as one
+        operation of its own kind: a fault layer below the model traces it, and can crash or
+        answer ambiguously before or after it, as for any other request."""
+        return self.inner._op(op, path, fn, *args)
+
+    def _initiate_upload(self, path: str) -> str:
+        self._user_path(path)
+        model = self._model()
+        self._charge("write", path)
+        return self._request(Op.MULTIPART_INITIATE, path, model.initiate, path)
+
+    def _upload_part(self, path: str, upload_id: str, number: int, data: bytes) -> str:
+        self._user_path(path)
+        model = self._model()
+        self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
+        return self._request(
+            Op.MULTIPART_PART, path, model.upload_part, path, upload_id, number, data
+        )
+
+    def _complete_upload(self, path: str, upload_id: str, etags: list[str]) -> str:
+        self._user_path(path)
+        model = self._model()
+        self._charge("write", path)
+        return self._request(Op.MULTIPART_COMPLETE, path, model.complete, path, upload_id, etags)
+
+    def _abort_upload(self, path: str, upload_id: str) -> bool:
+        self._user_path(path)
+        model = self._model()
+        self._charge("write", path)
+        return self._request(Op.MULTIPART_ABORT, path, model.abort, path, upload_id)
+
+    def _list_uploads(self, path: str) -> list[PendingUpload]:
+        if self._uploads is None:
+            return []
+        self._user_path(path)
+        found = self._request(Op.MULTIPART_LIST, path, self._uploads.list, path)
+        for _ in range(max(1, math.ceil(len(found) / self.profile.list_page))):
+            self._charge("read", path)  # ListMultipartUploads pages as listings do
+        return found
 
 
 def parse_sim_url(url: str) -> tuple[SimProfile, str]:
