@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import (
     AmbiguousOutcome,
     CommitError,
+    ConfigError,
     DestinationError,
     JobCommitError,
     NotFound,
@@ -28,13 +29,27 @@ from ..ids import new_job_id
 from ..store import Store, paths
 from ..store.etags import multipart_etag
 from .intent import Intent, mark_phase, phase_done
-from .jobcommit import Applied, recover_job
-from .protocol import Committer, JobContext, Leftover, committer_by_name
+from .jobcommit import Applied, CommitPlan, recover_job
+from .protocol import Committer, JobContext, Leftover, TaskCommitMessage, committer_by_name
 from .stages import StageContext, stage
 
 CONFLICT_MODES = ("fail", "append", "replace")
 MIN_PART = 5 * 1024 * 1024  # S3's smallest part but the last (the committers' floor)
 CONFLICT_RESOLVED_PHASE = "conflict_resolved"
+
+
+def check_upload_config(config: Any, thread_fields: Sequence[str]) -> None:
+    """The checks every upload committer's config makes (raises ConfigError naming the
+    option): a known conflict mode, parts S3 accepts, at least one thread per pool."""
+    if config.conflict_mode not in CONFLICT_MODES:
+        raise ConfigError(
+            f"unknown conflict_mode {config.conflict_mode!r}; use one of {', '.join(CONFLICT_MODES)}"
+        )
+    if config.part_size < MIN_PART:
+        raise ConfigError(f"part_size must be at least {MIN_PART} bytes, got {config.part_size}")
+    for name in thread_fields:
+        if getattr(config, name) < 1:
+            raise ConfigError(f"{name} must be >= 1, got {getattr(config, name)}")
 
 
 @dataclass(frozen=True)
@@ -253,6 +268,35 @@ class UploadCommitter(Committer):
 
     def job_dir(self, job: JobContext) -> str:
         return f"{self.jobs_dir(job)}/{job.attempt:02d}"
+
+    def load_commits(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> list[Any]:
+        """The pending commits (PendingCommit) of the attempts the driver chose."""
+        raise NotImplementedError
+
+    def conflict_scopes(self, files: Sequence[str]) -> list[str] | None:
+        """What the conflict mode looks at (None: the whole destination); by default each
+        directory the job writes files into."""
+        return partitions_of(files)
+
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        self.require_multipart()
+        commits = self.load_commits(ctx, job, messages)
+        doomed = check_conflicts(
+            ctx, self.config.conflict_mode, self.conflict_scopes([c.path for c in commits])
+        )
+        return CommitPlan(
+            {
+                "uploads": [[c.path, c.upload_id, c.etags, c.length] for c in commits],
+                "attempts": sorted(m.attempt_id for m in messages),
+                "replace_files": doomed,
+            },
+            len(commits),
+            sum(c.length for c in commits),
+        )
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         return apply_uploads(ctx, self.job_dir(job), intent.payload)

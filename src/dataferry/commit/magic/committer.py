@@ -29,7 +29,6 @@ from ...errors import (
 )
 from ...store import IOPool, Store, paths
 from ..intent import load_intent
-from ..jobcommit import CommitPlan
 from ..protocol import (
     JobContext,
     TaskAttemptContext,
@@ -39,9 +38,7 @@ from ..stages import StageContext, stage
 from ..uploads import (
     UploadCommitter,
     abort_at_keys,
-    check_conflicts,
     dumps,
-    partitions_of,
     read_json,
     refuse_duplicates,
 )
@@ -234,22 +231,10 @@ class MagicCommitter(UploadCommitter):
 
     # --- job commit (on the shared stages of jobcommit.py) ------------------------------------
 
-    def plan_commit(
+    def load_commits(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> CommitPlan:
-        self.require_multipart()
-        commits = load_pendingsets(ctx, self, job, messages)
-        scopes = partitions_of(c.path for c in commits)
-        doomed = check_conflicts(ctx, self.config.conflict_mode, scopes)
-        return CommitPlan(
-            {
-                "uploads": [[c.path, c.upload_id, c.etags, c.length] for c in commits],
-                "attempts": sorted(m.attempt_id for m in messages),
-                "replace_files": doomed,
-            },
-            len(commits),
-            sum(c.length for c in commits),
-        )
+    ) -> list[PendingCommit]:
+        return load_pendingsets(ctx, self, job, messages)
 
     def success_committer_name(self) -> str:
         return COMMITTER_NAME

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import ConfigError
-from ..uploads import CONFLICT_MODES, MIN_PART
+from ..uploads import check_upload_config
 
 
 @dataclass(frozen=True)
@@ -24,11 +23,4 @@ class MagicConfig:
     mark_successful_jobs: bool = True
 
     def __post_init__(self) -> None:
-        if self.conflict_mode not in CONFLICT_MODES:
-            raise ConfigError(
-                f"unknown conflict_mode {self.conflict_mode!r}; use one of {', '.join(CONFLICT_MODES)}"
-            )
-        if self.part_size < MIN_PART:
-            raise ConfigError(f"part_size must be at least {MIN_PART} bytes, got {self.part_size}")
-        if self.threads < 1:
-            raise ConfigError(f"threads must be >= 1, got {self.threads}")
+        check_upload_config(self, ("threads",))

@@ -24,7 +24,6 @@ from typing import BinaryIO
 from ...errors import CommitError, ConfigError, JobCommitError, NotFound, TaskCommitError
 from ...store import IOPool, Store, open_store, paths
 from ..intent import load_intent
-from ..jobcommit import CommitPlan
 from ..magic.files import PendingCommit, PendingSet
 from ..protocol import JobContext, TaskAttemptContext, TaskCommitMessage
 from ..stages import StageContext, stage
@@ -204,23 +203,10 @@ class DirectoryStagingCommitter(UploadCommitter):
 
     # --- job commit (on the shared stages of jobcommit.py) --------------------------------------
 
-    def plan_commit(
+    def load_commits(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> CommitPlan:
-        self.require_multipart()
-        commits = load_pendingsets(ctx, self, job, messages)
-        doomed = check_conflicts(
-            ctx, self.config.conflict_mode, self.conflict_scopes([c.path for c in commits])
-        )
-        return CommitPlan(
-            {
-                "uploads": [[c.path, c.upload_id, c.etags, c.length] for c in commits],
-                "attempts": sorted(m.attempt_id for m in messages),
-                "replace_files": doomed,
-            },
-            len(commits),
-            sum(c.length for c in commits),
-        )
+    ) -> list[PendingCommit]:
+        return load_pendingsets(ctx, self, job, messages)
 
     def _load_pendingset(self, job: JobContext, m: TaskCommitMessage) -> list[PendingCommit]:
         pstore = self.pendingset_store()

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import ConfigError
-from ..uploads import CONFLICT_MODES, MIN_PART
+from ..uploads import check_upload_config
 
 
 @dataclass(frozen=True)
@@ -37,12 +36,4 @@ class StagingConfig:
     mark_successful_jobs: bool = True
 
     def __post_init__(self) -> None:
-        if self.conflict_mode not in CONFLICT_MODES:
-            raise ConfigError(
-                f"unknown conflict_mode {self.conflict_mode!r}; use one of {', '.join(CONFLICT_MODES)}"
-            )
-        if self.part_size < MIN_PART:
-            raise ConfigError(f"part_size must be at least {MIN_PART} bytes, got {self.part_size}")
-        for name in ("threads", "upload_threads"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_upload_config(self, ("threads", "upload_threads"))
