@@ -37,8 +37,6 @@ from ..uploads import (
 )
 from . import layout
 from .config import StagingConfig
-
-__all__ = ["DirectoryStagingCommitter", "PartitionedStagingCommitter", "StagingConfig"]
 from .records import UploadsRecord
 from .upload import (
     LocalFile,
@@ -49,10 +47,7 @@ from .upload import (
     upload_parts,
 )
 
-COMMITTER_NAMES = {
-    "directory": "org.apache.hadoop.fs.s3a.commit.staging.DirectoryStagingCommitter",
-    "partitioned": "org.apache.hadoop.fs.s3a.commit.staging.PartitionedStagingCommitter",
-}
+__all__ = ["DirectoryStagingCommitter", "PartitionedStagingCommitter", "StagingConfig"]
 
 
 class DirectoryStagingCommitter(UploadCommitter):
@@ -199,7 +194,8 @@ class DirectoryStagingCommitter(UploadCommitter):
                 return
             abort_quietly(self.store, record.uploads.items())
             self._delete_pendingset(record)
-            self.store.delete(layout.uploads_record(task))
+            if not record.unrecorded_keys():  # else the job's cleanup aborts those by key
+                self.store.delete(layout.uploads_record(task))
 
     # --- job commit (on the shared stages of jobcommit.py) --------------------------------------
 
@@ -226,7 +222,7 @@ class DirectoryStagingCommitter(UploadCommitter):
         return pset.commits
 
     def success_committer_name(self) -> str:
-        return COMMITTER_NAMES[self.name]
+        return f"dataferry.commit.staging.{type(self).__name__}"
 
     def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
         """After the uploads are completed: abort what every other attempt left pending (those
