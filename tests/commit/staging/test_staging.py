@@ -249,6 +249,8 @@ def test_an_attempt_that_died_before_recording_its_upload_ids_is_cleaned_by_key(
     record = UploadsRecord.load(store, layout.uploads_record(dead))
     assert record is not None and record.keys == ["b"] and record.uploads == {}
     assert sorted(u.path for u in store.list_uploads("")) == ["a", "b"]
+    c.abort_task(dead)  # the engine gives up on it: its record stays, naming the key
+    assert store.exists(layout.uploads_record(dead))
     c.commit_job(job, msgs)
     assert visible(store) == ["a"] and store.list_uploads("") == []
 
