@@ -43,9 +43,9 @@ def test_manifest_has_no_violations_at_any_crash_point(store):
     assert report.outcomes["driver_crashed"] > 0
 
 
-@pytest.mark.parametrize("store", ["sim:hdfs", "sim:gcs"])
-def test_hive_has_no_violations_including_crashes_inside_the_load(store):
-    report = verify_crash("hive", store)
+@pytest.mark.parametrize("store,every", [("sim:hdfs", 1), ("sim:gcs", 2)])
+def test_hive_has_no_violations_including_crashes_inside_the_load(store, every):
+    report = verify_crash("hive", store, every=every)
     assert report.total_violations == 0, report.to_json(3)["examples"]
     load_points = [
         s
@@ -55,6 +55,25 @@ def test_hive_has_no_violations_including_crashes_inside_the_load(store):
         and s.op in ("rename", "copy", "delete")
     ]
     assert load_points, "the load's moves must be among the crash points"
+
+
+@pytest.mark.parametrize("committer", ["directory", "partitioned"])
+def test_staging_committers_have_no_violations_on_the_s3_model(committer):
+    """A sample of every kind of failure the referee knows, on sim:s3: crash points,
+    ambiguous answers, killed drivers, zombie attempts, racing jobs; no upload left pending."""
+    report = verify_crash(
+        committer,
+        "sim:s3",
+        every=3,
+        driver_kills=2,
+        zombies=True,
+        zombie_points=2,
+        concurrent_jobs=True,
+        concurrent_points=1,
+    )
+    assert report.total_violations == 0, report.to_json(3)["examples"]
+    assert report.outcomes["driver_crashed"] > 0
+    assert report.driver_kills and report.zombie_schedules and report.concurrent_runs
 
 
 @pytest.mark.parametrize("store", ["sim:s3", None])

@@ -69,6 +69,12 @@ def unique_tasks() -> list[functools.partial]:
     return [functools.partial(unique_work, t) for t in range(TASKS)]
 
 
+def attempt_of(path: str) -> tuple[int, int] | None:
+    """(task, attempt) of a reference output path, from its name alone; None for another."""
+    m = _NAME.match(path)
+    return (int(m.group(2)), int(m.group(4))) if m else None
+
+
 @dataclass(frozen=True)
 class ParsedFile:
     task: int

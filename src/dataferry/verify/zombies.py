@@ -53,7 +53,7 @@ from .harness import (
     status_of,
     write_earlier,
 )
-from .reference import FILES_PER_TASK, unique_work
+from .reference import FILES_PER_TASK, attempt_of, unique_work
 
 ZOMBIE_TASK = 1  # the seed's T1: attempt 0 is the zombie, attempt 1 the replacement
 VARIANTS = ((FRESH, "error"), *((EXISTING, m) for m in MODES))
@@ -162,7 +162,8 @@ def _run(
     from ..commit.cleanup import cleanup_destination
 
     try:
-        cleanup_destination(plain, older_than_s=0.0)
+        report = cleanup_destination(plain, older_than_s=0.0)
+        scenario.problems += _orphans_not_the_zombies(report.uploads_aborted, where)
     except (DataferryError, OSError) as e:
         scenario.problems.append(f"{inv.NO_LEFTOVERS}: dataferry cleanup failed: {e}")
     if job.status == "committed":
@@ -180,6 +181,24 @@ def _run(
             )
     scenario.problems += check_outcome(plain, v.job_uuid, v.mode, earlier, job.status, allow)
     return scenario, job
+
+
+def _orphans_not_the_zombies(keys: list[str], where: str | None) -> list[str]:
+    """Cleanup aborts uploads that no job names any more. Only the zombie can leave those,
+    and only by uploading after its job stopped looking: a job must abort by itself the uploads
+    of an attempt that committed before the job's commit, and all of its own."""
+    if where in (None, BEFORE) and keys:
+        return [
+            f"{inv.NO_LEFTOVERS}: the job left {len(keys)} uploads pending that only "
+            f"cleanup's purge of orphans removed, e.g. {keys[0]}"
+        ]
+    foreign = [k for k in keys if attempt_of(k) != (ZOMBIE_TASK, 0)]
+    if foreign:
+        return [
+            f"{inv.NO_LEFTOVERS}: uploads of attempts other than the zombie were left "
+            f"pending for cleanup's purge, e.g. {foreign[0]}"
+        ]
+    return []
 
 
 def run_zombies(

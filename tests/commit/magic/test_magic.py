@@ -230,12 +230,25 @@ def test_auto_and_refusals(s3_url, tmp_path):
         make_committer("magic", s3_url, conflict_mode="merge")
 
 
-def test_harness_sample_on_s3(s3_url):
+def test_the_referee_finds_nothing_on_the_s3_model():
+    """The referee's every kind (a sample of each) on sim:s3, whose multipart upload model is
+    shared between processes; `dataferry verify crash --committer magic` runs them all, here
+    and against the S3 test server."""
     from dataferry.verify import verify_crash
 
-    report = verify_crash("magic", s3_url, every=9)
+    report = verify_crash(
+        "magic",
+        "sim:s3",
+        every=3,
+        driver_kills=3,
+        zombies=True,
+        zombie_points=2,
+        concurrent_jobs=True,
+        concurrent_points=1,
+    )
     assert report.total_violations == 0, report.to_json(3)["examples"]
     assert report.outcomes.get("driver_crashed", 0) > 0
+    assert report.driver_kills and report.zombie_schedules and report.concurrent_runs
 
 
 def test_attempt_dying_after_its_task_commit_leaves_no_upload(s3_url):
