@@ -302,6 +302,10 @@ class UploadCommitter(Committer):
         return apply_uploads(ctx, self.job_dir(job), intent.payload)
 
     def cleanup_job(self, job: JobContext) -> None:
+        """Remove what the job left. Deleting its records alone would leave its uploads pending
+        and unnamed, so a job that never decided its commit is rolled back (every upload
+        aborted) and one that decided is finished first."""
+        recover_job(self, job)
         self.store.delete(self.jobs_dir(job), recursive=True)
 
     @classmethod

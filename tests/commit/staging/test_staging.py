@@ -346,3 +346,16 @@ def test_recovery_after_a_crash_mid_commit_finishes_it(tmp_path):
     assert report.rolled_forward
     assert visible(store) == [f"p={i}/f" for i in range(4)] and store.exists("_SUCCESS")
     assert store.list_uploads("") == []
+
+
+@pytest.mark.parametrize("name", ["directory", "magic"])
+def test_cleanup_job_alone_aborts_every_upload_of_the_job(tmp_path, name):
+    store = store_of(f"sim:s3:{tmp_path / 'dest'}")
+    options = {"staging_dir": staging(tmp_path)} if name == "directory" else {}
+    c = make_committer(name, store, **options)
+    job = c.new_job()
+    c.setup_job(job)
+    commit_tasks(c, job, {0: ["p=1/a"], 1: ["p=2/b"]})
+    assert len(store.list_uploads("")) == 2
+    c.cleanup_job(job)  # no abort_job first
+    assert store.list_uploads("") == [] and store.list("") == []
