@@ -140,7 +140,34 @@ def check_conflicts(
     return []
 
 
-# --- completing ------------------------------------------------------------------------------
+# --- loading and completing ------------------------------------------------------------------
+
+
+def read_pendingset(store: Store, path: str, message: TaskCommitMessage) -> tuple[bytes, str]:
+    """A committed task's pendingset and its URL; JobCommitError naming both if it is gone."""
+    source = store.full_url(path)
+    try:
+        return store.read_bytes(path), source
+    except NotFound:
+        raise JobCommitError(
+            f"task {message.task_id} committed by {message.attempt_id} has no pendingset {source}"
+        ) from None
+
+
+@stage("job_stage_load_pendingsets", "load_pendingsets")
+def load_pendingsets(
+    ctx: StageContext, com: UploadCommitter, job: JobContext, messages: Sequence[TaskCommitMessage]
+) -> list[Any]:
+    """The chosen attempts' pending commits, in parallel; a key written by two tasks is
+    refused."""
+    commits = [
+        c
+        for batch in ctx.pool.map(lambda m: com.pending_commits_of(job, m), messages)
+        for c in batch
+    ]
+    refuse_duplicates(commits)
+    ctx.stats.incr("committer_pendingsets_loaded", len(messages))
+    return commits
 
 
 @stage("job_stage_complete_uploads", "complete_uploads")
@@ -269,10 +296,8 @@ class UploadCommitter(Committer):
     def job_dir(self, job: JobContext) -> str:
         return f"{self.jobs_dir(job)}/{job.attempt:02d}"
 
-    def load_commits(
-        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> list[Any]:
-        """The pending commits (PendingCommit) of the attempts the driver chose."""
+    def pending_commits_of(self, job: JobContext, message: TaskCommitMessage) -> list[Any]:
+        """The pending commits (PendingCommit) of the attempt a commit message names."""
         raise NotImplementedError
 
     def conflict_scopes(self, files: Sequence[str]) -> list[str] | None:
@@ -284,7 +309,7 @@ class UploadCommitter(Committer):
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
     ) -> CommitPlan:
         self.require_multipart()
-        commits = self.load_commits(ctx, job, messages)
+        commits = load_pendingsets(ctx, self, job, messages)
         doomed = check_conflicts(
             ctx, self.config.conflict_mode, self.conflict_scopes([c.path for c in commits])
         )

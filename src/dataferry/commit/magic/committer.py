@@ -22,7 +22,6 @@ from typing import Any, BinaryIO
 from ...errors import (
     CommitError,
     InjectedCrash,
-    JobCommitError,
     NotFound,
     TaskCommitError,
     ValidationError,
@@ -34,13 +33,13 @@ from ..protocol import (
     TaskAttemptContext,
     TaskCommitMessage,
 )
-from ..stages import StageContext, stage
+from ..stages import StageContext
 from ..uploads import (
     UploadCommitter,
     abort_at_keys,
     dumps,
     read_json,
-    refuse_duplicates,
+    read_pendingset,
 )
 from .config import MagicConfig
 from .files import PendingCommit, PendingSet
@@ -196,30 +195,16 @@ class MagicCommitter(UploadCommitter):
 
     # --- job commit ------------------------------------------------------------------------
 
-    def _load_pendingsets(
-        self, job: JobContext, messages: Sequence[TaskCommitMessage], pool: IOPool
-    ) -> list[PendingCommit]:
-        def load(m: TaskCommitMessage) -> list[PendingCommit]:
-            path = pendingset_path(job, m.task_id)
-            source = self.store.full_url(path)
-            try:
-                raw = self.store.read_bytes(path)
-            except NotFound:
-                raise JobCommitError(
-                    f"task {m.task_id} committed by {m.attempt_id} has no pendingset {source}"
-                ) from None
-            pset = PendingSet.from_bytes(raw, self.store, source)
-            if pset.task_attempt_id != m.attempt_id:
-                # an attempt the driver gave up on committed after the chosen one (the last
-                # writer wins the pendingset's name): the chosen attempt's own .pending records
-                # are still in its directory
-                self.stats.incr("committer_pendingsets_rebuilt")
-                return self._pending_of(f"{job_attempt_dir(job)}/tasks/{m.attempt_id}")
-            return pset.commits
-
-        commits = [c for batch in pool.map(load, messages) for c in batch]
-        refuse_duplicates(commits)
-        return commits
+    def pending_commits_of(self, job: JobContext, m: TaskCommitMessage) -> list[PendingCommit]:
+        raw, source = read_pendingset(self.store, pendingset_path(job, m.task_id), m)
+        pset = PendingSet.from_bytes(raw, self.store, source)
+        if pset.task_attempt_id != m.attempt_id:
+            # an attempt the driver gave up on committed after the chosen one (the last writer
+            # wins the pendingset's name): the chosen attempt's own .pending records are still
+            # in its directory
+            self.stats.incr("committer_pendingsets_rebuilt")
+            return self._pending_of(f"{job_attempt_dir(job)}/tasks/{m.attempt_id}")
+        return pset.commits
 
     def _pending_of(self, base: str) -> list[PendingCommit]:
         """The `.pending` records an attempt left in its directory."""
@@ -230,11 +215,6 @@ class MagicCommitter(UploadCommitter):
         ]
 
     # --- job commit (on the shared stages of jobcommit.py) ------------------------------------
-
-    def load_commits(
-        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> list[PendingCommit]:
-        return load_pendingsets(ctx, self, job, messages)
 
     def success_committer_name(self) -> str:
         return COMMITTER_NAME
@@ -274,13 +254,6 @@ class MagicCommitter(UploadCommitter):
             for c in pset.commits:
                 self.store.abort_upload(c.path, c.upload_id)
         self.store.delete(job_dir(job), recursive=True)
-
-
-@stage("job_stage_load_pendingsets", "load_pendingsets")
-def load_pendingsets(
-    ctx: StageContext, com: MagicCommitter, job: JobContext, messages: Sequence[TaskCommitMessage]
-) -> list[PendingCommit]:
-    return com._load_pendingsets(job, messages, ctx.pool)
 
 
 class _UploadStream(io.RawIOBase):

@@ -21,19 +21,19 @@ import os
 from collections.abc import Sequence
 from typing import BinaryIO
 
-from ...errors import CommitError, ConfigError, JobCommitError, NotFound, TaskCommitError
+from ...errors import CommitError, ConfigError, JobCommitError, TaskCommitError
 from ...store import IOPool, Store, open_store, paths
 from ..intent import load_intent
 from ..magic.files import PendingCommit, PendingSet
 from ..protocol import JobContext, TaskAttemptContext, TaskCommitMessage
-from ..stages import StageContext, stage
+from ..stages import StageContext
 from ..uploads import (
     UploadCommitter,
     abort_at_keys,
     abort_quietly,
     check_conflicts,
     partitions_of,
-    refuse_duplicates,
+    read_pendingset,
 )
 from . import layout
 from .config import StagingConfig
@@ -199,21 +199,9 @@ class DirectoryStagingCommitter(UploadCommitter):
 
     # --- job commit (on the shared stages of jobcommit.py) --------------------------------------
 
-    def load_commits(
-        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> list[PendingCommit]:
-        return load_pendingsets(ctx, self, job, messages)
-
-    def _load_pendingset(self, job: JobContext, m: TaskCommitMessage) -> list[PendingCommit]:
-        pstore = self.pendingset_store()
+    def pending_commits_of(self, job: JobContext, m: TaskCommitMessage) -> list[PendingCommit]:
         path = layout.pendingset_path(job, m.attempt_id)
-        source = pstore.full_url(path)
-        try:
-            raw = pstore.read_bytes(path)
-        except NotFound:
-            raise JobCommitError(
-                f"task {m.task_id} committed by {m.attempt_id} has no pendingset {source}"
-            ) from None
+        raw, source = read_pendingset(self.pendingset_store(), path, m)
         pset = PendingSet.from_bytes(raw, self.store, source)
         if pset.task_attempt_id != m.attempt_id:
             raise JobCommitError(
@@ -298,19 +286,3 @@ class PartitionedStagingCommitter(DirectoryStagingCommitter):
         """Each partition directory a file of the job goes to; files at the root are
         appended whatever the mode (S3A's partitioned committer ignores them)."""
         return partitions_of(files, include_root=False)
-
-
-@stage("job_stage_load_pendingsets", "load_pendingsets")
-def load_pendingsets(
-    ctx: StageContext,
-    com: DirectoryStagingCommitter,
-    job: JobContext,
-    messages: Sequence[TaskCommitMessage],
-) -> list[PendingCommit]:
-    """The chosen attempts' pendingsets, in parallel; a key written by two tasks is refused."""
-    commits = [
-        c for batch in ctx.pool.map(lambda m: com._load_pendingset(job, m), messages) for c in batch
-    ]
-    refuse_duplicates(commits)
-    ctx.stats.incr("committer_pendingsets_loaded", len(messages))
-    return commits
