@@ -273,8 +273,7 @@ class DirectoryStagingCommitter(UploadCommitter):
     @staticmethod
     def _remove_local(directory: str) -> None:
         parent, name = os.path.split(directory)
-        if os.path.isdir(parent):
-            open_store(parent).delete(name, recursive=True)
+        open_store(parent).delete(name, recursive=True)  # False where it is not there
 
 
 class PartitionedStagingCommitter(DirectoryStagingCommitter):
