@@ -12,7 +12,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .dataset.write import WriteResult, prepare_write, write_result, write_task
+from .dataset.options import WriteOptions
+from .dataset.task import write_rows
+from .dataset.write import WriteResult, prepare_write, write_result
 from .engine.dask import DaskEngine
 from .engine.dask_shuffle import shuffle
 from .engine.local import EventHook, LocalEngineConfig
@@ -22,7 +24,8 @@ def write_partition(pdf: Any, partition_by: tuple[str, ...], fmt: str, out: Any)
     """One Dask partition (a pandas DataFrame) as one task's output."""
     import pyarrow as pa
 
-    return write_task(pa.Table.from_pandas(pdf, preserve_index=False), partition_by, fmt, out)
+    table = pa.Table.from_pandas(pdf, preserve_index=False)
+    return write_rows(out, table.schema, partition_by, WriteOptions(format=fmt), [table])
 
 
 def _replicate(client: Any, futures: list[Any]) -> None:

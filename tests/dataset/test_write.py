@@ -73,10 +73,11 @@ def test_escaping_and_nulls_survive_a_round_trip(tmp_path):
     assert escape_value(None) == NULL_PARTITION and escape_value("a/b") == "a%2Fb"
 
 
-def test_iterable_of_batches_is_one_task_each(tmp_path):
+def test_small_batches_are_merged_into_one_file(tmp_path):
     batches = [pa.record_batch({"x": [i, i + 1]}) for i in range(0, 6, 2)]
     r = dataferry.write_dataset(batches, str(tmp_path / "b"), committer="v1", engine=INLINE)
-    assert r.run.attempts == 3 and read_back(tmp_path / "b").num_rows == 6
+    assert r.run.attempts == 1 and r.files == 1
+    assert read_back(tmp_path / "b").num_rows == 6
 
 
 def test_modes(tmp_path):

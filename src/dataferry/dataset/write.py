@@ -1,37 +1,41 @@
 """`write_dataset`: the one call most users need.
 
-It splits the data into tasks; each task writes Hive-partitioned files
-(`col=value/part-<task>-<jobuuid>.c000.<ext>`) through its task attempt; the engine retries,
-speculates and commits through the chosen committer. The result is readable by
-`pyarrow.dataset.dataset(dest, partitioning="hive")` once the job has committed.
+The data (a table, a data frame, a stream: see `inputs.py`) is cut into tasks; each task writes
+Hive-partitioned files (`col=value/part-<task>-<jobuuid>.c<NNN>.<ext>`) through its task
+attempt; the engine retries, speculates and commits through the chosen committer. Data in
+memory is planned by size (`sizing.py`); a stream is written as it arrives, in bounded memory
+(`stream.py`). The result is readable by `pyarrow.dataset.dataset(dest, partitioning="hive")`
+once the job has committed, and not a file of it before.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from ..commit.destination import prepare_destination
 from ..commit.factory import make_committer
-from ..engine.attempt import TaskOutput
 from ..engine.local import EventHook, JobRun, LocalEngine, LocalEngineConfig
 from ..errors import ConfigError
-from ..store import Store, open_store, paths
-from .formats import writer_for
-from .partition import split_by_partition
-
-DEFAULT_ROWS_PER_TASK = 2_000_000
+from ..store import Store, open_store
+from .inputs import as_source
+from .options import WriteOptions, build_options, resolve_mode
+from .sizing import plan_tasks
+from .stream import StreamFeeder
+from .task import write_pieces
 
 
 @dataclass
 class WriteResult:
-    """What a committed write produced."""
+    """What a committed write produced.
+
+    stats: how the write was cut (tasks, partitions, sizes, a stream's windows and memory).
+    """
 
     dest: str
     committer: str
@@ -41,6 +45,7 @@ class WriteResult:
     bytes: int
     partitions: int
     run: JobRun
+    stats: dict[str, Any] = field(default_factory=dict)
 
     @property
     def job_commit_s(self) -> float:
@@ -48,52 +53,178 @@ class WriteResult:
 
 
 def write_dataset(
-    data: pa.Table | pa.RecordBatch | Iterable[pa.Table | pa.RecordBatch],
+    data: Any,
     dest: str | os.PathLike[str] | Store,
     *,
-    partition_by: Sequence[str] = (),
+    partition_by: Sequence[str] | None = None,
     format: str = "parquet",
     committer: str = "auto",
-    engine: LocalEngine | LocalEngineConfig | None = None,
-    mode: str = "error",
+    mode: str | None = None,
+    existing_data_behavior: str | None = None,
+    filesystem: Any = None,
+    storage_options: dict[str, Any] | None = None,
+    format_options: dict[str, Any] | None = None,
+    max_rows_per_file: int | None = None,
+    min_rows_per_group: int | None = None,
+    max_rows_per_group: int | None = None,
+    max_open_files: int | None = None,
+    basename_template: str | None = None,
+    target_file_size: int | None = None,
+    max_memory: int | None = None,
     tasks: int | None = None,
+    engine: LocalEngine | LocalEngineConfig | None = None,
     committer_options: dict[str, Any] | None = None,
     allow_unsafe_rename: bool = False,
+    partitioning: Sequence[str] | None = None,
     on_event: EventHook | None = None,
     before_job_commit: Callable[[Any], None] | None = None,
+    **writer_options: Any,
 ) -> WriteResult:
-    """Write `data` to `dest` as a partitioned data set and commit it.
+    """Write data to a destination as a partitioned data set, all or nothing.
 
-    data: a pyarrow Table or RecordBatch (split into `tasks` tasks), or an iterable of tables
-        or batches (one task each).
-    mode: `error` (refuse a non-empty destination), `append` or `overwrite`; with
-        committer="hive": `append`, `overwrite` (the partitions written are replaced) or
-        `overwrite-table`.
-    committer: a committer name (`auto` chooses from the store's capabilities).
-    engine: None for the embedded local engine on threads (the data is in this process).
-    allow_unsafe_rename: let a rename-based committer run on a store whose rename is a copy.
+    Parameters
+    ----------
+    data
+        A pyarrow Table, RecordBatch, RecordBatchReader or ``pyarrow.dataset.Dataset``; a
+        pandas or polars DataFrame; a polars LazyFrame; any object with
+        ``__arrow_c_stream__``; or a list or iterator of these. Data in memory is planned
+        into files by size; readers, datasets, lazy frames and iterators are streamed: read
+        once, written as they arrive, in at most ``max_memory`` bytes.
+    dest
+        A path or URL (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``, ``memory://``,
+        ``file://``), a path inside ``filesystem``, or an open dataferry Store.
+    partition_by
+        Columns to partition by, as Hive directories ``col=value/`` (pyarrow's
+        ``partitioning`` is accepted as another name for it).
+    format
+        ``parquet`` (default), ``csv`` or ``json`` (newline-delimited).
+    committer
+        The commit protocol (``v1``, ``v2``, ``manifest``, ``magic``, ``directory``,
+        ``partitioned``, ``hive``, ``direct``), or ``auto`` to choose from the store.
+    mode
+        ``error`` (default: refuse a non-empty destination), ``append`` or ``overwrite``;
+        with ``committer="hive"``, ``overwrite`` replaces the partitions written and
+        ``overwrite-table`` the table.
+    existing_data_behavior
+        pyarrow's name for the mode: ``error``, ``overwrite_or_ignore`` (append) or
+        ``delete_matching`` (overwrite).
+    filesystem
+        An fsspec ``AbstractFileSystem`` or a ``pyarrow.fs.FileSystem`` to write through.
+    storage_options
+        Options of the file system, as fsspec and Dask take them (for ``s3://``: ``key``,
+        ``secret``, ``endpoint_url``, ``client_kwargs``, ...).
+    format_options
+        Options of the format's writer (Parquet: pyarrow's ParquetWriter keywords). They
+        may also be given as keywords: ``compression="zstd"``, ``row_group_size=...``.
+    max_rows_per_file, min_rows_per_group, max_rows_per_group, max_open_files
+        As in ``pyarrow.dataset.write_dataset``.
+    basename_template
+        File names, with ``{i}`` replaced by a number unique in the job (default: Spark's
+        ``part-<task>-<job uuid>.c<NNN>.<ext>``, unique across jobs too).
+    target_file_size
+        Bytes after which a file is closed and a new one begun (default 128 MiB), and the
+        size in-memory data is planned for.
+    max_memory
+        Bytes of a streamed input held at once, retry buffers included (default 256 MiB).
+    tasks
+        Cut in-memory data into exactly this many tasks instead of planning by size.
+    engine
+        The engine that runs the tasks: None for the embedded engine on threads (the data
+        is already in this process), a LocalEngine or its LocalEngineConfig.
+    committer_options
+        Options of the committer (see ``dataferry.make_committer``).
+    allow_unsafe_rename
+        Let a rename-based committer run on a store whose rename is not atomic.
+    on_event, before_job_commit
+        Hooks for progress and tests: ``on_event(event, task, attempt)``, and a call with
+        the job just before its commit.
+
+    Returns
+    -------
+    WriteResult
+        The destination, the committer, rows, files, bytes, partitions and the job's run.
     """
-    partition_by = tuple(partition_by)
-    chunks = _split(data, tasks)
+    if partitioning is not None:
+        if partition_by is not None:
+            raise ConfigError("give partition_by or partitioning, not both")
+        partition_by = partitioning
+    if isinstance(partition_by, str):
+        partition_by = [partition_by]
+    parts = tuple(partition_by or ())
+    options = build_options(
+        format,
+        format_options,
+        writer_options,
+        max_rows_per_file=max_rows_per_file,
+        min_rows_per_group=min_rows_per_group,
+        max_rows_per_group=max_rows_per_group,
+        max_open_files=max_open_files,
+        basename_template=basename_template,
+        target_file_size=target_file_size,
+        max_memory=max_memory,
+    )
+    source = as_source(data)
     store, com = prepare_write(
         dest,
-        chunks[0].schema,
-        partition_by,
-        format,
+        source.schema,
+        parts,
+        options.format,
         committer,
-        mode,
+        resolve_mode(mode, existing_data_behavior),
         committer_options,
         allow_unsafe_rename,
+        filesystem=filesystem,
+        storage_options=storage_options,
     )
+    runner = _engine(engine)
+    workers = max(1, runner.workers)
+    if source.table is not None:
+        plan = plan_tasks(source.table, parts, options, workers, tasks)
+        works = [
+            functools.partial(
+                write_pieces,
+                schema=source.schema,
+                partition_by=parts,
+                options=options,
+                pieces=pieces,
+            )
+            for pieces in plan.tasks
+        ]
+        run = runner.run_job(com, works, on_event=on_event, before_job_commit=before_job_commit)
+        return write_result(store, com, run, plan.stats)
+    if tasks is not None:
+        raise ConfigError("tasks= cuts data in memory; a stream is cut by max_memory")
+    assert source.batches is not None
+    feeder = StreamFeeder(
+        source.batches, source.schema, parts, options, workers, publish_open=runner.shares_store
+    )
+
+    def events(event: str, task: int, attempt: int) -> None:
+        feeder.on_event(event, task, attempt)
+        if on_event is not None:
+            on_event(event, task, attempt)
+
+    try:
+        run = runner.run_job(
+            com, feeder.start(), on_event=events, before_job_commit=before_job_commit
+        )
+    finally:
+        feeder.stop()
+    return write_result(store, com, run, feeder.stats())
+
+
+def _engine(engine: LocalEngine | LocalEngineConfig | None) -> LocalEngine:
     if engine is None:
         # the data is already in this process: threads copy nothing, and pyarrow releases the
-        # GIL while it encodes and writes (a process pool would first pickle every chunk)
-        engine = LocalEngine(executor="threads")
-    elif isinstance(engine, LocalEngineConfig):
-        engine = LocalEngine(engine)
-    works = [functools.partial(write_task, chunk, partition_by, format) for chunk in chunks]
-    run = engine.run_job(com, works, on_event=on_event, before_job_commit=before_job_commit)
-    return write_result(store, com, run)
+        # GIL while it encodes and writes (a process pool would first pickle every row)
+        return LocalEngine(executor="threads")
+    if isinstance(engine, LocalEngineConfig):
+        return LocalEngine(engine)
+    if not isinstance(engine, LocalEngine):
+        raise ConfigError(
+            f"engine must be a LocalEngine or LocalEngineConfig, got {type(engine).__name__}"
+        )
+    return engine
 
 
 def prepare_write(
@@ -105,13 +236,17 @@ def prepare_write(
     mode: str,
     committer_options: dict[str, Any] | None = None,
     allow_unsafe_rename: bool = False,
+    *,
+    filesystem: Any = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> tuple[Store, Any]:
     """Everything a write does on the driver before any task runs: check the format and the
-    partition columns, build the committer for the write mode, and check the destination early
-    (the mode itself is decided when the job commits, holding the destination's claim)."""
-    writer_for(fmt)  # fail early on an unknown format
-    _check_partition_columns(schema, partition_by)
-    store = dest if isinstance(dest, Store) else open_store(dest)
+    partition columns, open the destination, build the committer for the write mode, and
+    check the destination early (the mode itself is decided when the job commits, holding the
+    destination's claim)."""
+    WriteOptions(format=fmt)  # fail early on an unknown format
+    check_partition_columns(schema, partition_by)
+    store = open_destination(dest, filesystem, storage_options)
     com = make_committer(
         committer,
         store,
@@ -123,7 +258,32 @@ def prepare_write(
     return store, com
 
 
-def write_result(store: Store, com: Any, run: JobRun) -> WriteResult:
+def open_destination(
+    dest: str | os.PathLike[str] | Store,
+    filesystem: Any = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Store:
+    """The destination's store, from a URL or path (through `filesystem` if given)."""
+    if isinstance(dest, Store):
+        if filesystem is not None or storage_options:
+            raise ConfigError("dest is an open Store: filesystem and storage_options do not apply")
+        return dest
+    if not isinstance(dest, (str, os.PathLike)):
+        raise ConfigError(
+            f"dest must be a path or URL (or a Store), got {type(dest).__name__}; "
+            "to write through a file system object, pass it as filesystem= and a path as dest"
+        )
+    extra: dict[str, Any] = {}
+    if filesystem is not None:
+        extra["filesystem"] = filesystem
+    if storage_options:
+        extra["storage_options"] = storage_options
+    return open_store(dest, **extra)
+
+
+def write_result(
+    store: Store, com: Any, run: JobRun, stats: dict[str, Any] | None = None
+) -> WriteResult:
     task_results = [r for r in run.results.values() if r is not None]
     return WriteResult(
         dest=store.full_url(),
@@ -134,26 +294,11 @@ def write_result(store: Store, com: Any, run: JobRun) -> WriteResult:
         bytes=run.commit.bytes,
         partitions=len({p for r in task_results for p in r["partitions"]}),
         run=run,
+        stats=dict(stats or {}),
     )
 
 
-def write_task(
-    chunk: pa.Table, partition_by: tuple[str, ...], fmt: str, out: TaskOutput
-) -> dict[str, Any]:
-    """One task's work: one file per partition of its rows."""
-    ext, encode = writer_for(fmt)
-    name = f"part-{out.task_index:05d}-{out.job_uuid}.c000.{ext}"
-    split = list(split_by_partition(chunk, partition_by))
-    out.announce([paths.join(directory, name) for directory, _ in split])
-    parts = []
-    for directory, rows in split:
-        with out.open(paths.join(directory, name)) as sink:
-            encode(rows, sink)
-        parts.append(directory)
-    return {"rows": chunk.num_rows, "partitions": parts}
-
-
-def _check_partition_columns(schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
+def check_partition_columns(schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
     """Fail on the driver, before any task runs, for columns the data does not have."""
     for col in partition_by:
         if col not in schema.names:
@@ -162,35 +307,3 @@ def _check_partition_columns(schema: pa.Schema, partition_by: tuple[str, ...]) -
             )
     if partition_by and len(set(partition_by)) == len(schema.names):
         raise ConfigError("every column is a partition column: no data would be left to write")
-
-
-def _default_tasks(rows: int) -> int:
-    """About two million rows a task (fewer, larger files: cheaper to write and to read), and a multiple of the cores so none idles at the end."""
-    cores = os.cpu_count() or 1
-    n = max(cores, math.ceil(rows / DEFAULT_ROWS_PER_TASK))
-    return min(4 * cores, math.ceil(n / cores) * cores)
-
-
-def _split(data: Any, tasks: int | None) -> list[pa.Table]:
-    if isinstance(data, pa.RecordBatch):
-        data = pa.Table.from_batches([data])
-    if isinstance(data, pa.Table):
-        n = tasks or _default_tasks(data.num_rows)
-        if n < 1:
-            raise ConfigError(f"tasks must be >= 1, got {n}")
-        size = max(1, math.ceil(data.num_rows / n)) if data.num_rows else 1
-        return [data.slice(i * size, size) for i in range(n)] if data.num_rows else [data]
-    if isinstance(data, (str, bytes)) or not isinstance(data, Iterable):
-        raise ConfigError(
-            f"data must be a pyarrow Table, RecordBatch or an iterable of them, got {type(data).__name__}"
-        )
-    chunks = []
-    for i, item in enumerate(data):
-        if isinstance(item, pa.RecordBatch):
-            item = pa.Table.from_batches([item])
-        if not isinstance(item, pa.Table):
-            raise ConfigError(f"data item {i} is a {type(item).__name__}, not a pyarrow Table")
-        chunks.append(item)
-    if not chunks:
-        raise ConfigError("data is empty: no tables or batches to write")
-    return chunks

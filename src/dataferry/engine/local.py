@@ -48,6 +48,7 @@ from .attempt import (
     commit_attempt,
     run_attempt,
 )
+from .feed import FeedFailed, TaskFeed
 
 EventHook = Callable[[str, int, int], None]
 
@@ -150,7 +151,7 @@ class LocalEngine:
     def run_job(
         self,
         committer: Committer,
-        tasks: Sequence[TaskWork],
+        tasks: Sequence[TaskWork] | TaskFeed,
         *,
         job_id: JobId | None = None,
         on_event: EventHook | None = None,
@@ -158,11 +159,13 @@ class LocalEngine:
     ) -> JobRun:
         """Set up, run every task to a committed attempt, and commit the job.
 
-        A task that uses up its attempts aborts the job and raises TaskFailed; a failing job
+        `tasks` is a list, or a TaskFeed whose tasks arrive while the job runs (a stream).
+        A task that uses up its attempts aborts the job and raises TaskFailed; a feed whose
+        producer fails aborts the job and raises the producer's error; a failing job
         commit aborts the job and raises JobCommitError. An InjectedCrash in the driver (job
         setup or commit) propagates untouched: the driver died.
         """
-        if not tasks:
+        if not isinstance(tasks, TaskFeed) and not tasks:
             raise EngineError("a job needs at least one task")
         job = committer.new_job(job_id)
         start = time.perf_counter()
@@ -175,6 +178,10 @@ class LocalEngine:
         except TaskFailed:
             committer.abort_job(job)
             raise
+        except FeedFailed as e:
+            driver.drain()
+            committer.abort_job(job)
+            raise e.error from None
         finally:
             self._close_executor(executor)
         write_s = time.perf_counter() - start
@@ -226,7 +233,7 @@ class _Driver:
         config: LocalEngineConfig,
         committer: Committer,
         job: JobContext,
-        tasks: Sequence[TaskWork],
+        tasks: Sequence[TaskWork] | TaskFeed,
         emit: EventHook,
     ) -> None:
         from ..commit.coordinator import CommitCoordinator
@@ -234,7 +241,8 @@ class _Driver:
         self.config = config
         self.committer = committer
         self.job = job
-        self.tasks = tasks
+        self.feed = tasks if isinstance(tasks, TaskFeed) else None
+        self.tasks: list[TaskWork] = [] if self.feed is not None else list(tasks)  # type: ignore[arg-type]
         self.emit = emit
         self.coordinator = CommitCoordinator()
         self.failures = {(f.task, f.attempt): f.when for f in config.failures}
@@ -257,14 +265,24 @@ class _Driver:
     def run(self, executor: Executor) -> None:
         self.executor = executor
         for i in range(len(self.tasks)):
-            self.launch(i)
-            if i in self.config.speculate_tasks:
-                self.launch(i, speculative=True)
-        while self.futures:
+            self.start(i)
+        while self.futures or (self.feed is not None and not self.feed.done):
+            if self.feed is not None and not self.feed.done:
+                # wait on the feed only when nothing runs that could need the driver
+                for work in self.feed.take(timeout=0 if self.futures else 0.05):
+                    self.tasks.append(work)
+                    self.start(len(self.tasks) - 1)
+            if not self.futures:
+                continue
             done, _ = wait(list(self.futures), timeout=0.05, return_when=FIRST_COMPLETED)
             for fut in sorted(done, key=lambda f: self.futures[f][0]):
                 self.handle(fut)
             self.maybe_speculate()
+
+    def start(self, i: int) -> None:
+        self.launch(i)
+        if i in self.config.speculate_tasks:
+            self.launch(i, speculative=True)
 
     # --- launching -------------------------------------------------------------------------
 
@@ -380,6 +398,8 @@ class _Driver:
         c = self.config
         if not c.speculation or not self.durations:
             return
+        if self.feed is not None and not self.feed.done:
+            return  # the quantile is of every task, not of those known so far
         if len(self.done) < c.speculation_quantile * len(self.tasks):
             return
         threshold = c.speculation_multiplier * statistics.median(self.durations)

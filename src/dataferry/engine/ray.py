@@ -15,7 +15,9 @@ from typing import Any
 
 from ..commit.coordinator import CommitCoordinator
 from ..commit.protocol import JobContext, TaskCommitMessage, committer_for
-from ..dataset.write import WriteResult, prepare_write, write_task
+from ..dataset.options import WriteOptions
+from ..dataset.task import write_rows
+from ..dataset.write import WriteResult, prepare_write
 from .attempt import AttemptDied, AttemptFailure, TaskOutput
 
 
@@ -143,7 +145,10 @@ class CommitDatasink(_Base):  # type: ignore[misc,valid-type]
             ]
             out = TaskOutput(com, task)
             if tables:
-                write_task(pa.concat_tables(tables), self.partition_by, self.format, out)
+                table = pa.concat_tables(tables)
+                write_rows(
+                    out, table.schema, self.partition_by, WriteOptions(format=self.format), [table]
+                )
             if self.failures.get((index, attempt)) == "after_write":
                 raise AttemptDied(f"{task.attempt_id}: injected failure after writing")
             if not ray.get(self.coordinator.can_commit.remote(index, attempt)):

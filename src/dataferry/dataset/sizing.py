@@ -1,0 +1,146 @@
+"""Planning an in-memory write: how many tasks, and which rows each one writes.
+
+Files are cut from the data, not from the core count. Stages:
+
+1. `split_partitions`: the table sorted into its partitions (one sort, zero-copy slices).
+2. `measure`: bytes per row in memory, and the ratio of written to in-memory bytes, learnt
+   by writing a sample of the rows in the chosen format and options.
+3. `cut_files`: each partition cut into pieces of at most one file's worth (the target file
+   size, as written), and no smaller than a task needs to be worth running on its own.
+4. `pack_tasks`: pieces packed in partition order into tasks of at most that size, so small
+   partitions share a task and each task writes one file per partition it touches.
+
+Every stage adds its figures to the plan's statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import ConfigError
+from .formats import encoded_size
+from .options import MiB, WriteOptions
+from .partition import split_by_partition
+
+MIN_TASK_BYTES = 16 * MiB  # in memory: below this, another task costs more than it saves
+SAMPLE_ROWS = 32_768
+
+Piece = tuple[str, pa.Table]
+
+
+@dataclass
+class WritePlan:
+    """The tasks of a write (each a list of (partition directory, rows)) and how they came."""
+
+    tasks: list[list[Piece]]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def plan_tasks(
+    table: pa.Table,
+    partition_by: tuple[str, ...],
+    options: WriteOptions,
+    workers: int,
+    tasks: int | None = None,
+) -> WritePlan:
+    """The tasks that write `table`: `tasks` equal row ranges if given, else sized by data."""
+    stats: dict[str, Any] = {"rows": table.num_rows, "workers": workers}
+    pieces = split_partitions(table, partition_by, stats)
+    if tasks is not None:
+        if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
+            raise ConfigError(f"tasks must be an integer >= 1, got {tasks!r}")
+        planned = _equal_row_ranges(pieces, tasks)
+    else:
+        row_bytes, ratio = measure(table, partition_by, options, stats)
+        chunk = cut_size(table.num_rows * row_bytes, ratio, options, workers, stats)
+        planned = pack_tasks(cut_files(pieces, row_bytes, chunk, stats), row_bytes, chunk, stats)
+    stats["tasks"] = len(planned)
+    return WritePlan(planned or [[]], stats)
+
+
+def split_partitions(
+    table: pa.Table, partition_by: tuple[str, ...], stats: dict[str, Any]
+) -> list[Piece]:
+    pieces = list(split_by_partition(table, partition_by))
+    if not partition_by and table.num_rows == 0:
+        pieces = []
+    stats["partitions"] = len(pieces)
+    return pieces
+
+
+def measure(
+    table: pa.Table, partition_by: tuple[str, ...], options: WriteOptions, stats: dict[str, Any]
+) -> tuple[float, float]:
+    """(in-memory bytes per row, written bytes per in-memory byte)."""
+    data = table.drop_columns(list(partition_by)) if partition_by else table
+    row_bytes = data.nbytes / data.num_rows if data.num_rows else 0.0
+    ratio = 1.0
+    if data.nbytes > options.target_file_size // 4:
+        # only a write that may pass the target needs to know how the format shrinks it
+        sample = data.slice(0, SAMPLE_ROWS)
+        if sample.nbytes:
+            ratio = max(encoded_size(sample, options) / sample.nbytes, 1e-3)
+    stats.update(row_bytes=round(row_bytes, 1), encoded_ratio=round(ratio, 3))
+    return row_bytes, ratio
+
+
+def cut_size(
+    total_bytes: float, ratio: float, options: WriteOptions, workers: int, stats: dict[str, Any]
+) -> float:
+    """In-memory bytes of one piece: a file's worth at most; smaller when the data would
+    otherwise leave workers idle, but never under MIN_TASK_BYTES."""
+    file_bytes = options.target_file_size / ratio
+    spread = max(MIN_TASK_BYTES, total_bytes / max(1, workers))
+    chunk = max(1.0, min(file_bytes, spread))
+    stats.update(in_memory_bytes=int(total_bytes), piece_bytes=int(chunk))
+    return chunk
+
+
+def cut_files(
+    pieces: list[Piece], row_bytes: float, chunk: float, stats: dict[str, Any]
+) -> list[Piece]:
+    cut: list[Piece] = []
+    for directory, rows in pieces:
+        n = max(1, math.ceil(rows.num_rows * row_bytes / chunk)) if row_bytes else 1
+        size = math.ceil(rows.num_rows / n)
+        cut.extend((directory, rows.slice(i * size, size)) for i in range(n))
+    stats["pieces"] = len(cut)
+    return cut
+
+
+def pack_tasks(
+    pieces: list[Piece], row_bytes: float, chunk: float, stats: dict[str, Any]
+) -> list[list[Piece]]:
+    tasks: list[list[Piece]] = []
+    size = 0.0
+    for piece in pieces:
+        piece_bytes = piece[1].num_rows * row_bytes
+        if not tasks or size + piece_bytes > chunk * 1.25:
+            tasks.append([])
+            size = 0.0
+        tasks[-1].append(piece)
+        size += piece_bytes
+    return tasks
+
+
+def _equal_row_ranges(pieces: list[Piece], n: int) -> list[list[Piece]]:
+    """`n` tasks of (nearly) equal rows, cut across partitions in partition order."""
+    total = sum(p.num_rows for _, p in pieces)
+    per = max(1, math.ceil(total / n))
+    tasks: list[list[Piece]] = [[] for _ in range(min(n, max(1, math.ceil(total / per))))]
+    t, room = 0, per
+    for directory, rows in pieces:
+        while rows.num_rows:
+            take = min(room, rows.num_rows)
+            tasks[t].append((directory, rows.slice(0, take)))
+            rows = rows.slice(take)
+            room -= take
+            if room == 0:
+                t += 1
+                room = per if t + 1 < len(tasks) else total  # the last task takes the rest
+                t = min(t, len(tasks) - 1)
+    return tasks

@@ -1,0 +1,247 @@
+"""One write task: rows in, Hive-partitioned files out, written as the rows arrive.
+
+A task keeps one open file per partition it touches. Rows go into the partition's file as
+they come (after buffering up to `min_rows_per_group`); a file is closed and the next rows of
+its partition go to a new one when it reaches `max_rows_per_file` rows or `target_file_size`
+bytes, and the least recently written file is closed when a new one would pass
+`max_open_files`. So a task writes at most one file per partition unless a file would pass
+its limits, and never holds more than one row group of a partition in its buffers.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+
+from ..engine.attempt import TaskOutput
+from ..store import paths
+from .formats import FileWriter, open_writer
+from .options import WriteOptions
+from .partition import split_by_partition
+
+
+class _CountingSink:
+    """The file stream, counting the bytes written to it (the rolling size)."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+        self.bytes = 0
+
+    def write(self, data: Any) -> int:
+        n = len(memoryview(data))
+        self.inner.write(data)
+        self.bytes += n
+        return n
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def tell(self) -> int:
+        return self.bytes
+
+    @property
+    def closed(self) -> bool:
+        return self.inner.closed
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@dataclass
+class _OpenFile:
+    sink: _CountingSink
+    writer: FileWriter
+    rows: int = 0
+
+
+@dataclass
+class _Partition:
+    directory: str
+    files: int = 0  # files opened so far (the next file's number)
+    pending: list[pa.Table] = field(default_factory=list)
+    pending_rows: int = 0
+
+
+@dataclass
+class TaskStats:
+    """What a task wrote."""
+
+    rows: int = 0
+    files: int = 0
+    bytes: int = 0
+    row_groups: int = 0
+    partitions: set[str] = field(default_factory=set)
+
+    def as_result(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "files": self.files,
+            "bytes": self.bytes,
+            "partitions": sorted(self.partitions),
+        }
+
+
+class TaskWriter:
+    """Writes one task attempt's rows through its `TaskOutput`."""
+
+    def __init__(
+        self,
+        out: TaskOutput,
+        schema: pa.Schema,
+        partition_by: tuple[str, ...],
+        options: WriteOptions,
+    ) -> None:
+        self.out = out
+        self.partition_by = partition_by
+        self.options = options
+        self.file_schema = pa.schema([f for f in schema if f.name not in partition_by])
+        self.stats = TaskStats()
+        self._partitions: dict[str, _Partition] = {}
+        self._open: OrderedDict[str, _OpenFile] = OrderedDict()  # least recently written first
+
+    # --- input ---------------------------------------------------------------------------------
+
+    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+        """Rows of any partitions (split here by the partition columns)."""
+        table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+        if table.num_rows == 0:
+            return
+        for directory, rows in split_by_partition(table, self.partition_by):
+            self.write_partition(directory, rows)
+
+    def write_partition(self, directory: str, rows: pa.Table) -> None:
+        """Rows of one partition, without its partition columns."""
+        if rows.num_rows == 0:
+            return
+        part = self._partitions.get(directory)
+        if part is None:
+            part = self._partitions[directory] = _Partition(directory)
+        self.stats.rows += rows.num_rows
+        self.stats.partitions.add(directory)
+        part.pending.append(rows)
+        part.pending_rows += rows.num_rows
+        if part.pending_rows >= max(1, self.options.min_rows_per_group):
+            self._flush(part)
+
+    def close(self) -> dict[str, Any]:
+        """Write what is buffered, close every file; the task's result."""
+        for part in self._partitions.values():
+            self._flush(part)
+        for directory in list(self._open):
+            self._close_file(directory)
+        return self.stats.as_result()
+
+    def abandon(self) -> None:
+        """Close the streams of a failed task without finishing its files."""
+        failed = RuntimeError("the task failed")
+        for f in self._open.values():
+            try:
+                exit_ = getattr(f.sink.inner, "__exit__", None)
+                if exit_ is not None:  # a stream that publishes on close publishes nothing
+                    exit_(RuntimeError, failed, None)
+                else:
+                    f.sink.close()
+            except Exception:
+                pass
+        self._open.clear()
+
+    def announce(self, directories: Iterable[str]) -> None:
+        """Name each partition's first file before it is written (committers that record a
+        file before it exists do it for all of them at once)."""
+        t, u = self.out.task_index, self.out.job_uuid
+        self.out.announce([paths.join(d, self.options.file_name(t, u, 0)) for d in directories])
+
+    # --- files ---------------------------------------------------------------------------------
+
+    def _flush(self, part: _Partition) -> None:
+        if not part.pending:
+            return
+        rows = part.pending[0] if len(part.pending) == 1 else pa.concat_tables(part.pending)
+        part.pending, part.pending_rows = [], 0
+        limit = self.options.max_rows_per_file
+        while rows.num_rows:
+            f = self._file_for(part)
+            take = rows.num_rows if not limit else min(rows.num_rows, limit - f.rows)
+            f.writer.write(rows.slice(0, take))
+            f.rows += take
+            self.stats.row_groups += -(-take // self.options.max_rows_per_group)
+            self._open.move_to_end(part.directory)
+            rows = rows.slice(take)
+            if (limit and f.rows >= limit) or f.sink.bytes >= self.options.target_file_size:
+                self._close_file(part.directory)
+
+    def _file_for(self, part: _Partition) -> _OpenFile:
+        f = self._open.get(part.directory)
+        if f is not None:
+            return f
+        while len(self._open) >= self.options.max_open_files:
+            self._close_file(next(iter(self._open)))
+        name = self.options.file_name(self.out.task_index, self.out.job_uuid, part.files)
+        part.files += 1
+        sink = _CountingSink(self.out.open(paths.join(part.directory, name)))
+        try:
+            writer = open_writer(sink, self.file_schema, self.options)  # type: ignore[arg-type]
+        except BaseException:
+            sink.close()
+            raise
+        f = self._open[part.directory] = _OpenFile(sink, writer)
+        return f
+
+    def _close_file(self, directory: str) -> None:
+        f = self._open.pop(directory)
+        f.writer.close()
+        f.sink.close()
+        self.stats.files += 1
+        self.stats.bytes += f.sink.bytes
+
+
+def write_rows(
+    out: TaskOutput,
+    schema: pa.Schema,
+    partition_by: tuple[str, ...],
+    options: WriteOptions,
+    batches: Iterable[pa.Table | pa.RecordBatch],
+) -> dict[str, Any]:
+    """A task's whole work over rows of any partitions, read as they come."""
+    writer = TaskWriter(out, schema, partition_by, options)
+    try:
+        for batch in batches:
+            writer.write(batch)
+        return writer.close()
+    except BaseException:
+        writer.abandon()
+        raise
+
+
+def write_pieces(
+    out: TaskOutput,
+    schema: pa.Schema,
+    partition_by: tuple[str, ...],
+    options: WriteOptions,
+    pieces: Iterable[tuple[str, pa.Table]],
+) -> dict[str, Any]:
+    """A task's whole work over rows already split by partition (a planned in-memory write):
+    each (directory, rows) goes straight to its partition's file."""
+    pieces = list(pieces)
+    writer = TaskWriter(out, schema, partition_by, options)
+    writer.announce(dict.fromkeys(d for d, _ in pieces))
+    try:
+        for directory, rows in pieces:
+            writer.write_partition(directory, rows)
+        return writer.close()
+    except BaseException:
+        writer.abandon()
+        raise
