@@ -14,16 +14,15 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "make_committer", "open_store", "write_dataset"]
 
 
-def make_committer(name: str, dest: Any, **options: Any):
-    """A committer by name (`v1`, `v2`, `manifest`, ..., or `auto`) for a destination
-    (a URL, a path or an open Store)."""
-    from .commit.factory import make_committer as _make
+def __getattr__(name: str) -> Any:
+    """The entry points load on first use (`import dataferry` stays light for the CLI), as
+    the real functions: `help(dataferry.write_dataset)` shows their signatures."""
+    if name == "make_committer":
+        from .commit.factory import make_committer
 
-    return _make(name, dest, **options)
+        return make_committer
+    if name == "write_dataset":
+        from .dataset.write import write_dataset
 
-
-def write_dataset(data: Any, dest: Any, **kwargs: Any):
-    """Write a pyarrow Table (or tables/batches) as a committed, partitioned data set."""
-    from .dataset.write import write_dataset as _write
-
-    return _write(data, dest, **kwargs)
+        return write_dataset
+    raise AttributeError(f"module 'dataferry' has no attribute {name!r}")

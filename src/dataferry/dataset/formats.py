@@ -30,7 +30,7 @@ class _ParquetWriter:
         self._rows_per_group = options.max_rows_per_group
         try:
             self._writer = pq.ParquetWriter(sink, schema, **options.format_options)
-        except (TypeError, ValueError, pa.ArrowInvalid) as e:
+        except (TypeError, ValueError, pa.ArrowException) as e:
             raise ConfigError(f"parquet writer options {options.format_options}: {e}") from e
 
     def write(self, table: pa.Table) -> None:
@@ -86,6 +86,18 @@ def open_writer(sink: BinaryIO, schema: pa.Schema, options: WriteOptions) -> Fil
             f"unknown format {options.format!r}; use one of {', '.join(sorted(WRITERS))}"
         ) from None
     return cls(sink, schema, options)
+
+
+def check_writer(options: WriteOptions) -> None:
+    """Open and close a writer with the options on a one-column schema: a value pyarrow
+    refuses (`compression="nope"`) fails here, on the driver, naming the options."""
+    sink = pa.BufferOutputStream()
+    try:
+        open_writer(sink, pa.schema([("x", pa.int64())]), options).close()  # type: ignore[arg-type]
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"{options.format} writer options {options.format_options}: {e}") from e
 
 
 def encoded_size(table: pa.Table, options: WriteOptions) -> int:

@@ -23,6 +23,7 @@ from ..commit.factory import make_committer
 from ..engine.local import EventHook, JobRun, LocalEngine, LocalEngineConfig
 from ..errors import ConfigError
 from ..store import Store, open_store
+from .formats import check_writer
 from .inputs import as_source
 from .options import WriteOptions, build_options, resolve_mode
 from .sizing import plan_tasks
@@ -163,6 +164,7 @@ def write_dataset(
         target_file_size=target_file_size,
         max_memory=max_memory,
     )
+    check_writer(options)
     source = as_source(data)
     store, com = prepare_write(
         dest,

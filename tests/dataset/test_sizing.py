@@ -1,0 +1,83 @@
+"""Files follow the data, not the core count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+import dataferry
+from dataferry.dataset import sizing
+from dataferry.dataset.options import WriteOptions
+from dataferry.dataset.sizing import plan_tasks
+from dataferry.dataset.synthetic import sales_table
+from dataferry.engine import LocalEngineConfig
+
+
+def rows_back(path) -> int:
+    return pads.dataset(str(path), partitioning="hive").count_rows()
+
+
+def test_a_thousand_rows_on_many_cores_is_one_file():
+    t = pa.table({"v": list(range(1000))})
+    plan = plan_tasks(t, (), WriteOptions(), workers=64)
+    assert len(plan.tasks) == 1 and plan.stats["tasks"] == 1
+
+
+def test_small_partitioned_data_is_one_file_per_partition(tmp_path):
+    t = sales_table(20_000, days=4)  # 20 partitions
+    r = dataferry.write_dataset(
+        t,
+        str(tmp_path / "o"),
+        partition_by=["day", "region"],
+        engine=LocalEngineConfig(workers=8, executor="threads"),
+    )
+    assert r.partitions == 20 and r.files == 20
+    assert rows_back(tmp_path / "o") == 20_000
+
+
+def test_many_small_batches_are_merged(tmp_path):
+    batches = [pa.record_batch({"v": [i]}) for i in range(10)]
+    r = dataferry.write_dataset(batches, str(tmp_path / "o"))
+    assert r.files == 1 and rows_back(tmp_path / "o") == 10
+
+
+def test_files_stay_under_the_target_size(tmp_path):
+    rng = np.random.default_rng(0)
+    t = pa.table({"v": rng.integers(0, 1 << 62, 400_000), "w": rng.random(400_000)})
+    target = 512 * 1024
+    r = dataferry.write_dataset(t, str(tmp_path / "o"), target_file_size=target, compression="none")
+    found = list((tmp_path / "o").rglob("*.parquet"))
+    assert r.files == len(found)
+    # 6.4 MB of incompressible numbers: about 13 files of at most the target plus one row group
+    assert 10 <= len(found) <= 20
+    group = max(pq.ParquetFile(f).metadata.row_group(0).total_byte_size for f in found)
+    assert all(f.stat().st_size <= target + group + 4096 for f in found)
+    assert rows_back(tmp_path / "o") == 400_000
+
+
+def test_tasks_follow_the_data_and_use_the_workers(monkeypatch):
+    monkeypatch.setattr(sizing, "MIN_TASK_BYTES", 64 * 1024)
+    big = pa.table({"k": ["a"] * 200_000, "v": np.arange(200_000)})  # 1.6 MB, one partition
+    plan = plan_tasks(big, ("k",), WriteOptions(), workers=4)
+    assert len(plan.tasks) == 4  # one partition, spread over the workers
+    small = pa.table({"k": ["a"] * 1000, "v": np.arange(1000)})
+    assert len(plan_tasks(small, ("k",), WriteOptions(), workers=4).tasks) == 1
+
+
+def test_each_task_writes_one_file_per_partition_it_touches(monkeypatch):
+    monkeypatch.setattr(sizing, "MIN_TASK_BYTES", 64 * 1024)
+    t = sales_table(100_000, days=8)
+    plan = plan_tasks(t, ("day", "region"), WriteOptions(), workers=2)
+    for pieces in plan.tasks:
+        dirs = [d for d, _ in pieces]
+        assert len(dirs) == len(set(dirs))
+    touched = sum(len(p) for p in plan.tasks)
+    assert touched <= 40 + len(plan.tasks)  # a partition is split only at a task boundary
+
+
+def test_explicit_tasks_cut_equal_row_ranges():
+    t = pa.table({"k": ["a", "b"] * 50, "v": list(range(100))})
+    plan = plan_tasks(t, ("k",), WriteOptions(), workers=1, tasks=3)
+    assert [sum(p.num_rows for _, p in task) for task in plan.tasks] == [34, 34, 32]
