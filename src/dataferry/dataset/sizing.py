@@ -2,7 +2,8 @@
 
 Files are cut from the data, not from the core count. Stages:
 
-1. `split_partitions`: the table sorted into its partitions (one sort, zero-copy slices).
+1. `split_partitions`: the table's rows grouped by partition (one sort; the rows are
+   gathered later, by the tasks).
 2. `measure`: bytes per row in memory, and the ratio of written to in-memory bytes, learnt
    by writing a sample of the rows in the chosen format and options.
 3. `cut_files`: each partition cut into pieces of at most one file's worth (the target file
@@ -24,12 +25,12 @@ import pyarrow as pa
 from ..errors import ConfigError
 from .formats import encoded_size
 from .options import MiB, WriteOptions
-from .partition import split_by_partition
+from .partition import Rows, partition_rows
 
 MIN_TASK_BYTES = 16 * MiB  # in memory: below this, another task costs more than it saves
 SAMPLE_ROWS = 32_768
 
-Piece = tuple[str, pa.Table]
+Piece = tuple[str, pa.Table | Rows]
 
 
 @dataclass
@@ -65,9 +66,10 @@ def plan_tasks(
 def split_partitions(
     table: pa.Table, partition_by: tuple[str, ...], stats: dict[str, Any]
 ) -> list[Piece]:
-    pieces = list(split_by_partition(table, partition_by))
-    if not partition_by and table.num_rows == 0:
-        pieces = []
+    if partition_by:
+        pieces: list[Piece] = list(partition_rows(table, partition_by))
+    else:
+        pieces = [("", table)] if table.num_rows else []
     stats["partitions"] = len(pieces)
     return pieces
 

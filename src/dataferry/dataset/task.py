@@ -21,7 +21,7 @@ from ..engine.attempt import TaskOutput
 from ..store import paths
 from .formats import FileWriter, open_writer
 from .options import WriteOptions
-from .partition import split_by_partition
+from .partition import Rows, gather_pieces, split_by_partition
 
 
 class _CountingSink:
@@ -231,11 +231,11 @@ def write_pieces(
     schema: pa.Schema,
     partition_by: tuple[str, ...],
     options: WriteOptions,
-    pieces: Iterable[tuple[str, pa.Table]],
+    pieces: Iterable[tuple[str, pa.Table | Rows]],
 ) -> dict[str, Any]:
     """A task's whole work over rows already split by partition (a planned in-memory write):
     each (directory, rows) goes straight to its partition's file."""
-    pieces = list(pieces)
+    pieces = gather_pieces(list(pieces))
     writer = TaskWriter(out, schema, partition_by, options)
     writer.announce(dict.fromkeys(d for d, _ in pieces))
     try:

@@ -26,6 +26,7 @@ from ..store import Store, open_store
 from .formats import check_writer
 from .inputs import as_source
 from .options import WriteOptions, build_options, resolve_mode
+from .partition import gather_pieces
 from .sizing import plan_tasks
 from .stream import StreamFeeder
 from .task import write_pieces
@@ -182,6 +183,9 @@ def write_dataset(
     workers = max(1, runner.workers)
     if source.table is not None:
         plan = plan_tasks(source.table, parts, options, workers, tasks)
+        if not runner.shares_store:
+            # tasks in other processes get their own rows, not the whole table each
+            plan.tasks = [gather_pieces(pieces) for pieces in plan.tasks]
         works = [
             functools.partial(
                 write_pieces,
