@@ -1062,28 +1062,147 @@ def bench_report(
 
 @bench_app.command("write")
 def bench_write(
-    rows: int = typer.Option(3_000_000, help="Rows of generated data."),
+    rows: int = typer.Option(3_000_000, help="Rows of generated data (table mode)."),
     tasks: int = typer.Option(None, help="dataferry write tasks (default: write_dataset's)."),
-    repeats: int = typer.Option(5, help="Runs of each, alternating; medians compared."),
+    repeats: int = typer.Option(
+        None,
+        help="Runs of each writer, alternating; medians compared (default 5; 1 with --stream).",
+    ),
+    writers: str = typer.Option(
+        "", help="Comma-separated writers to run (default: every installed one)."
+    ),
+    stream: str = typer.Option(
+        None,
+        "--stream",
+        help="Stream mode: write a generated stream of RecordBatches of this in-memory size "
+        "(e.g. 1GiB), each writer in its own process, and report peak RSS.",
+    ),
+    partitions: int = typer.Option(40, help="Partitions of the stream (--stream)."),
+    batch_rows: int = typer.Option(65_536, help="Rows per RecordBatch of the stream (--stream)."),
+    max_memory: str = typer.Option(
+        None, help="write_dataset's max_memory for the stream (e.g. 256MiB), if it takes one."
+    ),
+    dask: bool = typer.Option(
+        False, "--dask", help="Also Dask's to_parquet vs dataferry's, on a LocalCluster."
+    ),
+    ray: bool = typer.Option(
+        False, "--ray", help="Also Ray Data's write_parquet vs dataferry's CommitDatasink."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """The cost of safety: dataferry's committed write vs pyarrow writing straight in."""
-    from .bench.write import WriteBenchSpec, run_write_bench
+    """dataferry beside the writers users pick (pyarrow, polars, DuckDB, Delta Lake; Dask and
+    Ray with --dask/--ray), on an in-memory table or, with --stream, a stream of batches."""
+    from .bench.shuffle import parse_size
+    from .bench.write import StreamBenchSpec, WriteBenchSpec, run_stream_bench, run_write_bench
+    from .errors import ConfigError
 
-    with _errors(), _progress("runs", repeats, json_out) as advance:
-        data = run_write_bench(
-            WriteBenchSpec(rows=rows, tasks=tasks, repeats=repeats), progress=lambda _m: advance()
-        )
+    quiet = json_out or (not sys.stderr.isatty() and not console.is_terminal)
+    with _errors():
+        if stream is not None:
+            if dask or ray:
+                raise ConfigError("--dask and --ray run on the in-memory table, not --stream")
+            spec: Any = StreamBenchSpec(
+                size=parse_size(stream),
+                partitions=partitions,
+                batch_rows=batch_rows,
+                repeats=repeats or 1,
+                max_memory=parse_size(max_memory) if max_memory else None,
+                writers=_names(writers),
+            )
+            run: Any = run_stream_bench
+        else:
+            spec = WriteBenchSpec(
+                rows=rows,
+                tasks=tasks,
+                repeats=repeats or 5,
+                writers=_names(writers),
+                dask=dask,
+                ray=ray,
+            )
+            run = run_write_bench
+        if quiet:
+            data = run(spec)
+        else:
+            with Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("bench write", total=None)
+
+                def step(label: str, k: int, n: int) -> None:
+                    bar.update(task, description=label, completed=k - 1, total=n)
+
+                data = run(spec, progress=step)
     if json_out:
         _print_json(data)
-        return
-    t = Table(title=f"bench write: {rows:,} rows, partitioned Parquet (median of {repeats})")
-    for col in ("writer", "wall s", "runs s"):
-        t.add_column(col)
-    for r in data["results"]:
-        t.add_row(r["writer"], f"{r['wall_s']:.3f}", ", ".join(f"{x:.2f}" for x in r["runs_s"]))
-    console.print(t)
-    console.print(f"dataferry / pyarrow direct write: {data['ratio']:.2f}x")
+    else:
+        mib = 1 << 20
+        streaming = data["mode"] == "stream"
+        sp = data["spec"]
+        if streaming:
+            title = (
+                f"bench write --stream: {sp['bytes'] / mib:,.0f} MiB in {sp['batches']:,} batches "
+                f"of {sp['batch_rows']:,} rows into {sp['partitions']} partitions, each writer "
+                f"in its own process (median of {sp['repeats']})"
+            )
+            cols = ["writer", "wall s", "runs s", "x dataferry", "peak RSS MiB", "start RSS MiB"]
+            cols += ["files", "file KiB min / median / max"]
+        else:
+            title = (
+                f"bench write: {sp['rows']:,} rows ({sp['bytes'] / mib:,.0f} MiB in memory), "
+                f"partitioned by {', '.join(sp['partition_by'])} (median of {sp['repeats']})"
+            )
+            cols = ["writer", "engine", "wall s", "runs s", "x dataferry", "files", "MiB"]
+        t = Table(title=title)
+        for col in (*cols, "note"):
+            t.add_column(col, justify="left" if col in ("writer", "engine", "note") else "right")
+        for r in data["results"]:
+            ratio = f"{r['vs_dataferry']:.2f}" if r["vs_dataferry"] else "-"
+            runs = ", ".join(f"{x:.2f}" for x in r["runs_s"])
+            note = r["detail"] or ""
+            if streaming:
+                fb = r["file_bytes"]
+                sizes = " / ".join(f"{fb[k] / 1024:,.0f}" for k in ("min", "median", "max"))
+                cells = [
+                    f"{r['wall_s']:.2f}",
+                    runs,
+                    ratio,
+                    f"{r['rss_peak_bytes'] / mib:,.0f}",
+                    f"{r['rss_start_bytes'] / mib:,.0f}",
+                    f"{r['files']:,}",
+                    sizes,
+                ]
+            else:
+                cells = [
+                    r["group"],
+                    f"{r['wall_s']:.3f}",
+                    runs,
+                    ratio,
+                    f"{r['files']:,}",
+                    f"{r['bytes'] / mib:,.1f}",
+                ]
+            t.add_row(r["writer"], *cells, str(note))
+        console.print(t)
+        if data.get("ratio"):
+            console.print(f"dataferry / pyarrow direct write: {data['ratio']:.2f}x")
+        console.print(
+            "[dim]x dataferry: a writer's median over that of the dataferry writer on the same "
+            "engine (dataferry, dataferry.dask, dataferry.ray)[/]"
+        )
+        for n in data["notes"]:
+            console.print(f"[dim]{n}[/]")
+        if streaming:
+            console.print(f"[dim]{data['rss_method']}[/]")
+        for s in data["skipped"]:
+            console.print(f"[yellow]skipped[/] {s['writer']}: {s['reason']}")
+        for f in data["failed"]:
+            console.print(f"[bold red]failed[/] {f['writer']} ({f['group']}): {f['reason']}")
+    if data["failed"]:
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -1,24 +1,67 @@
-"""`dataferry bench write`: the cost of safety.
+"""`dataferry bench write`: dataferry beside the writers users pick, in one run.
 
-The same generated data set, partitioned Parquet, written in one run by
-`dataferry.write_dataset` (manifest committer, embedded engine, defaults) and by
-`pyarrow.dataset.write_dataset` straight into the destination, which is what Python users do
-today (no commit protocol at all). Runs alternate and medians are compared.
+Table mode (the default): the same generated table (`sales_table`), partitioned by day and
+region, written in this process by `dataferry.write_dataset` (its defaults; and the manifest
+committer), `pyarrow.dataset.write_dataset`, polars `DataFrame.write_parquet(partition_by=...)`,
+DuckDB `COPY ... (FORMAT parquet, PARTITION_BY (...))` and Delta Lake `write_deltalake`. With
+`dask`, `dask.dataframe.to_parquet(partition_on=...)` against dataferry's Dask writer on a
+LocalCluster; with `ray`, Ray Data's `write_parquet(partition_cols=...)` against
+`write_datasink(dataferry.ray.CommitDatasink(...))`. A writer whose library is not installed is
+skipped and listed. Runs alternate (the order rotates each round) and medians are compared with
+the dataferry writer of the same group. Each writer's output is read back once: the rows must
+all be there, or the writer is listed as failed and not timed further.
+
+Stream mode (`StreamBenchSpec`): a stream of RecordBatches generated on the fly, of a given
+in-memory size, into N partitions; each writer runs alone in a fresh process (see
+`write_stream`), which reports its wall time and its peak RSS (the process's kernel high-water
+mark, VmHWM, plus its descendants' RSS sampled with psutil), then the files are read back.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
+import re
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..dataset.synthetic import sales_table
-from ..dataset.write import write_dataset
+from ..errors import ConfigError
 from .machine import machine_info
+from .writers import (
+    Group,
+    Output,
+    Writer,
+    dask_group,
+    dataferry_keywords,
+    delta_rows,
+    inspect_output,
+    missing,
+    ray_group,
+    table_group,
+)
+
+# (label of what is about to run, its step number from 1, steps in all: may shrink as writers
+# are found missing or fail)
+Progress = Callable[[str, int, int], None]
+
+RSS_METHOD = (
+    "peak RSS = the writer's process's kernel high-water mark (VmHWM, /proc/self/status) "
+    "+ its descendants' total RSS sampled with psutil every 0.1 s during the write; "
+    "start = the high-water mark after imports and setup, before the write"
+)
+TABLE_WRITERS = ("dataferry", "dataferry manifest", "pyarrow", "polars", "duckdb", "deltalake")
+DASK_WRITERS = ("dask", "dataferry.dask")
+RAY_WRITERS = ("ray", "dataferry.ray")
 
 
 @dataclass(frozen=True)
@@ -26,55 +69,368 @@ class WriteBenchSpec:
     rows: int = 3_000_000
     tasks: int | None = None  # write_dataset's default
     repeats: int = 5
+    writers: tuple[str, ...] = ()  # only these; () for every installed one
+    dask: bool = False
+    ray: bool = False
+    blocks: int = 8  # Dask partitions, Ray blocks
+    workers: int = 2  # Dask workers, Ray CPUs
+    partition_by: tuple[str, ...] = ("day", "region")
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "repeats", "blocks", "workers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        _check_names(self.writers, TABLE_WRITERS + DASK_WRITERS + RAY_WRITERS)
 
 
-def _pyarrow_write(table: Any, dest: str) -> None:
-    import pyarrow.dataset as pads
+@dataclass(frozen=True)
+class StreamBenchSpec:
+    size: int = 2**30  # in-memory bytes of the whole stream
+    partitions: int = 40
+    batch_rows: int = 65_536
+    repeats: int = 1
+    max_memory: int | None = None  # passed to write_dataset when it takes it
+    writers: tuple[str, ...] = ()
+    workers: int = 2  # the Dask writers' LocalCluster
+    timeout_s: float = 3600.0  # for one writer's process
 
-    pads.write_dataset(
-        table,
-        dest,
-        format="parquet",
-        partitioning=["day", "region"],
-        partitioning_flavor="hive",
-        existing_data_behavior="overwrite_or_ignore",
-    )
+    def __post_init__(self) -> None:
+        for name in ("size", "partitions", "batch_rows", "repeats", "workers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1")
+        from .write_stream import STREAM_WRITERS
+
+        _check_names(self.writers, tuple(STREAM_WRITERS))
 
 
-def run_write_bench(spec: WriteBenchSpec, progress: Any = None) -> dict[str, Any]:
-    say = progress or (lambda _m: None)
-    table = sales_table(spec.rows)
-    base = tempfile.mkdtemp(prefix="dataferry-bench-write-")
-    times: dict[str, list[float]] = {"pyarrow": [], "dataferry": []}
+def _check_names(names: tuple[str, ...], known: tuple[str, ...]) -> None:
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(f"unknown writers {unknown}; choose from {', '.join(known)}")
+
+
+class _Steps:
+    """Counts the steps for the progress callback; `drop` takes planned steps off."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress = progress or (lambda _l, _k, _n: None)
+        self.done = 0
+        self.total = total
+
+    def __call__(self, label: str) -> None:
+        self.done += 1
+        self.total = max(self.total, self.done)
+        self.progress(label, self.done, self.total)
+
+    def drop(self, n: int) -> None:
+        self.total = max(self.done, self.total - n)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", name)
+
+
+def _median_row(
+    writer: str,
+    group: str,
+    runs: list[float],
+    output: Output,
+    detail: Any,
+) -> dict[str, Any]:
+    return {
+        "writer": writer,
+        "group": group,
+        "wall_s": round(statistics.median(runs), 4),
+        "runs_s": [round(r, 4) for r in runs],
+        "files": output.files,
+        "bytes": output.bytes,
+        "file_bytes": output.size_stats(),
+        "partitions": output.partitions,
+        "rows": output.rows,
+        "detail": detail,
+    }
+
+
+def _ratios(results: list[dict[str, Any]], baselines: dict[str, str]) -> None:
+    """vs_dataferry: each writer's median over its group's dataferry writer's."""
+    walls = {(r["group"], r["writer"]): r["wall_s"] for r in results}
+    for r in results:
+        base = walls.get((r["group"], baselines.get(r["group"], "")))
+        r["baseline"] = baselines.get(r["group"])
+        r["vs_dataferry"] = round(r["wall_s"] / base, 3) if base else None
+
+
+def _failure(writer: str, group: str, error: BaseException | str) -> dict[str, str]:
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return {"writer": writer, "group": group, "reason": text.strip()[:500]}
+
+
+# --- table mode ---------------------------------------------------------------------------------
+
+
+def _measure(
+    group: Group,
+    expected_rows: int,
+    repeats: int,
+    base: str,
+    steps: _Steps,
+    failed: list[dict[str, str]],
+) -> list[dict[str, Any]]:
+    alive: list[Writer] = []
+    inputs: dict[str, Any] = {}
+    for w in group.writers:
+        try:
+            for module in w.warm:
+                importlib.import_module(module)
+            inputs[w.name] = w.prepare(group.data) if w.prepare else group.data
+            alive.append(w)
+        except Exception as e:
+            failed.append(_failure(w.name, group.name, e))
+            steps.drop(repeats)
+    runs: dict[str, list[float]] = {w.name: [] for w in alive}
+    outputs: dict[str, Output] = {}
+    details: dict[str, Any] = {}
     try:
-        for rep in range(spec.repeats):
-            say(f"run {rep + 1}")
-            os.sync()  # each run starts with no dirty pages left by the one before
-            t = time.perf_counter()
-            _pyarrow_write(table, f"{base}/pyarrow-{rep}")
-            times["pyarrow"].append(time.perf_counter() - t)
-            os.sync()
-            t = time.perf_counter()
-            write_dataset(
-                table,
-                f"{base}/dataferry-{rep}",
-                partition_by=("day", "region"),
-                committer="manifest",
-                tasks=spec.tasks,
-            )
-            times["dataferry"].append(time.perf_counter() - t)
-            shutil.rmtree(f"{base}/pyarrow-{rep}", ignore_errors=True)
-            shutil.rmtree(f"{base}/dataferry-{rep}", ignore_errors=True)
+        for rep in range(repeats):
+            turn = rep % max(1, len(alive))
+            for w in alive[turn:] + alive[:turn]:  # rotated: no writer always runs first
+                if w not in alive:
+                    continue
+                steps(f"{group.name}: {w.name}, run {rep + 1} of {repeats}")
+                dest = os.path.join(base, f"{group.name}-{_slug(w.name)}-{rep}")
+                os.sync()  # each run starts with no dirty pages left by the one before
+                try:
+                    started = time.perf_counter()
+                    detail = w.write(inputs[w.name], dest)
+                    wall = time.perf_counter() - started
+                    if w.name not in outputs:  # read back once: nobody is timed doing nothing
+                        out = inspect_output(dest, w.rows)
+                        if out.rows != expected_rows:
+                            raise ConfigError(f"read back {out.rows:,} rows of {expected_rows:,}")
+                        outputs[w.name], details[w.name] = out, detail
+                    runs[w.name].append(wall)
+                except Exception as e:
+                    failed.append(_failure(w.name, group.name, e))
+                    alive.remove(w)
+                    steps.drop(repeats - rep - 1)
+                finally:
+                    shutil.rmtree(dest, ignore_errors=True)
+    finally:
+        for w in group.writers:
+            if w.close and w.name in inputs:
+                w.close(inputs[w.name])
+    return [
+        _median_row(w.name, group.name, runs[w.name], outputs[w.name], details[w.name])
+        for w in alive
+    ]
+
+
+def run_write_bench(spec: WriteBenchSpec, progress: Progress | None = None) -> dict[str, Any]:
+    only = spec.writers
+    table = sales_table(spec.rows)
+    plan: list[tuple[str, Callable[[], AbstractContextManager[Group]]]] = [
+        ("table", lambda: nullcontext(table_group(table, spec.partition_by, spec.tasks, only)))
+    ]
+    if spec.dask:
+        plan.append(
+            ("dask", lambda: dask_group(table, spec.partition_by, spec.blocks, spec.workers, only))
+        )
+    if spec.ray:
+        plan.append(
+            ("ray", lambda: ray_group(table, spec.partition_by, spec.blocks, spec.workers, only))
+        )
+    planned = {
+        "table": len([n for n in TABLE_WRITERS if not only or n in only]),
+        "dask": len([n for n in DASK_WRITERS if not only or n in only]),
+        "ray": len([n for n in RAY_WRITERS if not only or n in only]),
+    }
+    total = sum(planned[g] * spec.repeats + (g != "table") for g, _ in plan)
+    skipped: list[dict[str, str]] = [
+        {"writer": n, "group": g, "reason": f"needs --{g}"}
+        for g, names, wanted in (("dask", DASK_WRITERS, spec.dask), ("ray", RAY_WRITERS, spec.ray))
+        for n in names
+        if n in only and not wanted
+    ]
+    steps = _Steps(progress, total)
+    results: list[dict[str, Any]] = []
+    failed: list[dict[str, str]] = []
+    notes: list[str] = []
+    baselines: dict[str, str] = {}
+    base = tempfile.mkdtemp(prefix="dataferry-bench-write-")
+    try:
+        for name, open_group in plan:
+            if name != "table":
+                steps(f"{name}: starting the cluster, loading the table")
+            try:
+                with open_group() as group:
+                    baselines[group.name] = group.baseline
+                    skipped += [{**s, "group": group.name} for s in group.skipped]
+                    notes += group.notes
+                    steps.drop((planned[name] - len(group.writers)) * spec.repeats)
+                    results += _measure(group, table.num_rows, spec.repeats, base, steps, failed)
+            except Exception as e:  # the cluster would not start, or not stop
+                failed.append(_failure(f"{name} (cluster)", name, e))
+                steps.drop(planned[name] * spec.repeats)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    med = {k: statistics.median(v) for k, v in times.items()}
+    _ratios(results, baselines)
+    walls = {r["writer"]: r["wall_s"] for r in results if r["group"] == "table"}
+    ratio = (
+        round(walls["dataferry"] / walls["pyarrow"], 3)
+        if walls.get("dataferry") and walls.get("pyarrow")
+        else None
+    )
     return {
         "benchmark": "write",
-        "spec": spec.__dict__,
+        "mode": "table",
+        "spec": {**asdict(spec), "bytes": table.nbytes},
         "machine": machine_info(),
-        "results": [
-            {"writer": k, "wall_s": round(med[k], 3), "runs_s": [round(x, 3) for x in times[k]]}
-            for k in ("pyarrow", "dataferry")
-        ],
-        "ratio": round(med["dataferry"] / med["pyarrow"], 3),
+        "results": results,
+        "skipped": skipped,
+        "failed": failed,
+        "notes": notes,
+        "ratio": ratio,  # dataferry over pyarrow writing straight in: the cost of safety
+    }
+
+
+# --- stream mode --------------------------------------------------------------------------------
+
+
+def _stream_writers(spec: StreamBenchSpec) -> tuple[list[str], list[dict[str, str]], list[str]]:
+    """(writers to run, skipped, notes)."""
+    from .write_stream import STREAM_WRITERS
+
+    run, skipped, notes = [], [], []
+    for name, w in STREAM_WRITERS.items():
+        if spec.writers and name not in spec.writers:
+            continue
+        why = None
+        if absent := missing(w.modules):
+            why = f"{absent} is not installed"
+        elif name == "dataferry.dask" and not hasattr(
+            importlib.import_module("dataferry.dask"), "to_parquet"
+        ):
+            why = "dataferry.dask.to_parquet does not exist in this version"
+        if why:
+            skipped.append({"writer": name, "group": "stream", "reason": why})
+        else:
+            run.append(name)
+    if "dataferry" in run:
+        passed = dataferry_keywords(max_memory=spec.max_memory)
+        if spec.max_memory is not None and not passed:
+            notes.append("dataferry: write_dataset takes no max_memory here; not passed")
+        elif passed:
+            notes.append(f"dataferry: max_memory={spec.max_memory:,} bytes")
+    if any(STREAM_WRITERS[n].cluster for n in run):
+        notes.append(
+            f"dask: LocalCluster in the writer's process, {spec.workers} workers x 1 thread, "
+            "processes=False (its memory is the process's own)"
+        )
+    return run, skipped, notes
+
+
+def _child_env() -> dict[str, str]:
+    import dataferry
+
+    src = os.path.dirname(os.path.dirname(os.path.abspath(dataferry.__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run_child(args: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """One writer in a fresh `python -m dataferry.bench.write_stream` process."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "dataferry.bench.write_stream", json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=_child_env(),
+    )
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
+        raise RuntimeError(tail[0])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["process_s"] = time.perf_counter() - started
+    return result
+
+
+def run_stream_bench(spec: StreamBenchSpec, progress: Progress | None = None) -> dict[str, Any]:
+    from .write_stream import STREAM_WRITERS, shape_for
+
+    shape = shape_for(spec.size, spec.partitions, spec.batch_rows)
+    names, skipped, notes = _stream_writers(spec)
+    steps = _Steps(progress, len(names) * spec.repeats)
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    outputs: dict[str, Output] = {}
+    failed: list[dict[str, str]] = []
+    alive = list(names)
+    options = {"max_memory": spec.max_memory}
+    base = tempfile.mkdtemp(prefix="dataferry-bench-stream-")
+    try:
+        for rep in range(spec.repeats):
+            turn = rep % max(1, len(alive))
+            for name in alive[turn:] + alive[:turn]:
+                steps(f"stream: {name}, run {rep + 1} of {spec.repeats} (own process)")
+                dest = os.path.join(base, f"{_slug(name)}-{rep}")
+                os.sync()
+                args = {
+                    "writer": name,
+                    "dest": dest,
+                    "shape": asdict(shape),
+                    "options": options,
+                    "workers": spec.workers,
+                }
+                try:
+                    child = run_child(args, spec.timeout_s)
+                    if name not in outputs:
+                        rows = delta_rows if STREAM_WRITERS[name].delta else None
+                        out = inspect_output(dest, rows)
+                        if out.rows != shape.rows:
+                            raise ConfigError(f"read back {out.rows:,} rows of {shape.rows:,}")
+                        outputs[name] = out
+                    runs[name].append(child)
+                except Exception as e:
+                    failed.append(_failure(name, "stream", e))
+                    alive.remove(name)
+                    steps.drop(spec.repeats - rep - 1)
+                finally:
+                    shutil.rmtree(dest, ignore_errors=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    results = []
+    for name in alive:
+        rs = runs[name]
+        row = _median_row(
+            name, "stream", [r["wall_s"] for r in rs], outputs[name], rs[0].get("detail")
+        )
+        peak = [r["rss_self_bytes"] + (r["rss_children_bytes"] or 0) for r in rs]
+        children = [r["rss_children_bytes"] for r in rs if r["rss_children_bytes"] is not None]
+        row.update(
+            rss_peak_bytes=int(statistics.median(peak)),
+            rss_self_bytes=int(statistics.median(r["rss_self_bytes"] for r in rs)),
+            rss_children_bytes=int(statistics.median(children)) if children else None,
+            rss_start_bytes=int(statistics.median(r["rss_start_bytes"] for r in rs)),
+            process_s=round(statistics.median(r["process_s"] for r in rs), 3),
+        )
+        results.append(row)
+    _ratios(results, {"stream": "dataferry"})
+    return {
+        "benchmark": "write",
+        "mode": "stream",
+        "spec": {
+            **asdict(spec),
+            "batches": shape.batches,
+            "rows": shape.rows,
+            "bytes": shape.batches * shape.batch_bytes,
+            "partition_by": ["day"],
+            "dask_partitions": shape.dask_partitions,
+        },
+        "machine": machine_info(),
+        "rss_method": RSS_METHOD,
+        "results": results,
+        "skipped": skipped,
+        "failed": failed,
+        "notes": notes,
     }

@@ -1,0 +1,398 @@
+"""The writers `dataferry bench write` puts beside dataferry, and what they leave behind.
+
+A writer is a name, the modules it needs, an untimed `prepare` (its own form of the input: a
+polars DataFrame, a DuckDB connection with the table registered) and the timed `write`. A writer
+whose library is not installed is skipped, and said so. Writers run in groups that share an
+input and an engine: `table` (in this process), `dask` (a LocalCluster) and `ray` (a local
+`ray.init`); each group has a dataferry writer every other one is compared with.
+
+What a writer wrote is read back once (`inspect_output`): its data files (Parquet files outside
+directories starting with `_` or `.`, where commit records and Delta logs live), their sizes,
+the partition directories, and the rows, from the Parquet footers with pyarrow, or from Delta's
+own reader for a Delta table.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import os
+import statistics
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+Write = Callable[[Any, str], Any]
+
+# what dataferry's write path imports as it goes: imported before any clock starts
+FERRY_MODULES = ("dataferry.dataset.write", "pyarrow.dataset", "pyarrow.parquet")
+DASK_MODULES = ("dask.dataframe", "dask.dataframe.io.parquet", "pyarrow.dataset")
+
+
+@dataclass(frozen=True)
+class Writer:
+    name: str
+    write: Write  # (the group's input, destination) -> a detail to show, or None
+    prepare: Callable[[Any], Any] | None = None  # its own input from the group's, untimed
+    rows: Callable[[str], int] | None = None  # rows read back; None: the Parquet footers
+    close: Callable[[Any], None] | None = None  # releases what prepare made
+    warm: tuple[str, ...] = ()  # modules imported before the clock starts
+
+
+@dataclass
+class Group:
+    """Writers sharing an input and an engine; ratios are to `baseline`."""
+
+    name: str
+    baseline: str
+    writers: list[Writer]
+    data: Any = None  # the shared input (the table, a persisted Dask DataFrame, a Ray Dataset)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Output:
+    files: int
+    bytes: int
+    sizes: tuple[int, ...]
+    partitions: int
+    rows: int
+
+    def size_stats(self) -> dict[str, int]:
+        if not self.sizes:
+            return {"min": 0, "median": 0, "max": 0}
+        return {
+            "min": min(self.sizes),
+            "median": int(statistics.median(self.sizes)),
+            "max": max(self.sizes),
+        }
+
+
+def missing(modules: tuple[str, ...]) -> str | None:
+    """The first of `modules` that cannot be imported, or None when all can."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return name
+    return None
+
+
+def data_files(dest: str) -> list[tuple[str, int]]:
+    """(path, bytes) of every data file under dest, sorted."""
+    found = []
+    for root, dirs, files in os.walk(dest):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        for f in files:
+            if f.endswith(".parquet") and not f.startswith(("_", ".")):
+                path = os.path.join(root, f)
+                found.append((path, os.path.getsize(path)))
+    return sorted(found)
+
+
+def parquet_rows(dest: str) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(path).num_rows for path, _ in data_files(dest))
+
+
+def delta_rows(dest: str) -> int:
+    """Rows of the Delta table's current version, through deltalake's own reader (the files
+    its log lists)."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(dest)
+    if hasattr(table, "count"):
+        return int(table.count())
+    return table.to_pyarrow_dataset().count_rows()
+
+
+def inspect_output(dest: str, rows: Callable[[str], int] | None = None) -> Output:
+    files = data_files(dest)
+    return Output(
+        files=len(files),
+        bytes=sum(size for _, size in files),
+        sizes=tuple(size for _, size in files),
+        partitions=len({os.path.dirname(path) for path, _ in files}),
+        rows=(rows or parquet_rows)(dest),
+    )
+
+
+def dataferry_keywords(**wanted: Any) -> dict[str, Any]:
+    """Those of `wanted` (set, not None) that `write_dataset` takes in this version."""
+    from ..dataset.write import write_dataset
+
+    params = inspect.signature(write_dataset).parameters
+    return {k: v for k, v in wanted.items() if v is not None and k in params}
+
+
+# --- in this process ---------------------------------------------------------------------------
+
+
+def table_group(
+    table: pa.Table,
+    partition_by: tuple[str, ...],
+    tasks: int | None = None,
+    only: tuple[str, ...] = (),
+) -> Group:
+    """dataferry (its defaults; and the manifest committer), pyarrow, polars, DuckDB and Delta
+    Lake, each writing the in-memory table in this process."""
+    cols = list(partition_by)
+
+    def dataferry(committer: str | None) -> Write:
+        def write(table: pa.Table, dest: str) -> str:
+            from ..dataset.write import write_dataset
+
+            extra = {"committer": committer} if committer else {}
+            if tasks is not None:
+                extra["tasks"] = tasks
+            return f"committer {write_dataset(table, dest, partition_by=cols, **extra).committer}"
+
+        return write
+
+    def pyarrow_write(table: pa.Table, dest: str) -> None:
+        import pyarrow.dataset as pads
+
+        pads.write_dataset(
+            table,
+            dest,
+            format="parquet",
+            partitioning=cols,
+            partitioning_flavor="hive",
+            existing_data_behavior="overwrite_or_ignore",
+        )
+
+    def polars_prepare(table: pa.Table) -> Any:
+        import polars as pl
+
+        return pl.from_arrow(table)
+
+    def polars_write(df: Any, dest: str) -> None:
+        df.write_parquet(dest, partition_by=cols)
+
+    def duckdb_prepare(table: pa.Table) -> Any:
+        import duckdb
+
+        con = duckdb.connect()
+        con.register("tbl", table)
+        return con
+
+    def duckdb_write(con: Any, dest: str) -> None:
+        con.execute(duckdb_copy("tbl", dest, partition_by))
+
+    def delta_write(table: pa.Table, dest: str) -> None:
+        from deltalake import write_deltalake
+
+        write_deltalake(dest, table, partition_by=cols)
+
+    candidates = [
+        ((), Writer("dataferry", dataferry(None), warm=FERRY_MODULES)),
+        ((), Writer("dataferry manifest", dataferry("manifest"), warm=FERRY_MODULES)),
+        ((), Writer("pyarrow", pyarrow_write, warm=("pyarrow.dataset",))),
+        (("polars",), Writer("polars", polars_write, prepare=polars_prepare)),
+        (
+            ("duckdb",),
+            Writer("duckdb", duckdb_write, prepare=duckdb_prepare, close=lambda c: c.close()),
+        ),
+        (("deltalake",), Writer("deltalake", delta_write, rows=delta_rows, warm=("deltalake",))),
+    ]
+    group = _group("table", "dataferry", candidates, only)
+    group.data = table
+    return group
+
+
+def duckdb_copy(relation: str, dest: str, partition_by: tuple[str, ...]) -> str:
+    quoted = dest.replace("'", "''")
+    cols = ", ".join('"' + c.replace('"', '""') + '"' for c in partition_by)
+    return f"COPY {relation} TO '{quoted}' (FORMAT parquet, PARTITION_BY ({cols}))"
+
+
+def _group(
+    name: str,
+    baseline: str,
+    candidates: list[tuple[tuple[str, ...], Writer]],
+    only: tuple[str, ...],
+    reasons: dict[str, str] | None = None,
+) -> Group:
+    group = Group(name, baseline, [])
+    for modules, writer in candidates:
+        if only and writer.name not in only:
+            continue
+        why = (reasons or {}).get(writer.name)
+        absent = missing(modules)
+        if absent:
+            why = f"{absent} is not installed"
+        if why:
+            group.skipped.append({"writer": writer.name, "reason": why})
+        else:
+            group.writers.append(writer)
+    return group
+
+
+# --- Dask and Ray ------------------------------------------------------------------------------
+
+
+def dataferry_dask_writer(partition_by: tuple[str, ...], client: Any = None) -> tuple[Write, str]:
+    """`dataferry.dask.to_parquet` when it exists, else `dataferry.dask.write_dataset`; and
+    which one it is."""
+    import dataferry.dask as ferry
+
+    cols = list(partition_by)
+    if hasattr(ferry, "to_parquet"):
+
+        def to_parquet(ddf: Any, dest: str) -> Any:
+            return _committer_detail(ferry.to_parquet(ddf, dest, partition_on=cols))
+
+        return to_parquet, "dataferry.dask.to_parquet"
+
+    def write(ddf: Any, dest: str) -> Any:
+        return _committer_detail(ferry.write_dataset(ddf, dest, partition_by=cols, client=client))
+
+    return write, "dataferry.dask.write_dataset"
+
+
+def _committer_detail(result: Any) -> str | None:
+    name = getattr(result, "committer", None)
+    return f"committer {name}" if isinstance(name, str) else None
+
+
+def dask_to_parquet(partition_by: tuple[str, ...]) -> Write:
+    def write(ddf: Any, dest: str) -> None:
+        import dask.dataframe as dd
+
+        dd.to_parquet(ddf, dest, partition_on=list(partition_by), write_index=False)
+
+    return write
+
+
+@contextmanager
+def dask_group(
+    table: pa.Table,
+    partition_by: tuple[str, ...],
+    partitions: int,
+    workers: int,
+    only: tuple[str, ...] = (),
+) -> Iterator[Group]:
+    """`dask.dataframe.to_parquet` against dataferry's Dask writer, on a LocalCluster of
+    `workers` single-threaded workers in this process (processes=False: the data and both
+    writers share the process, as in the table group, and no writer pays for pickling the
+    partitions to worker processes). The table is split in `partitions` and persisted first."""
+    absent = missing(("dask.dataframe", "distributed"))
+    if absent:
+        group = Group("dask", "dataferry.dask", [])
+        for name in ("dask", "dataferry.dask"):
+            if not only or name in only:
+                group.skipped.append({"writer": name, "reason": f"{absent} is not installed"})
+        yield group
+        return
+    import dask
+    import dask.dataframe as dd
+    import distributed
+
+    with (
+        dask.config.set({"distributed.worker.memory.target": False}),
+        distributed.LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=False,
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        ferry_write, ferry_name = dataferry_dask_writer(partition_by, client)
+        group = _group(
+            "dask",
+            "dataferry.dask",
+            [
+                ((), Writer("dask", dask_to_parquet(partition_by), warm=DASK_MODULES)),
+                ((), Writer("dataferry.dask", ferry_write, warm=FERRY_MODULES)),
+            ],
+            only,
+        )
+        group.notes.append(
+            f"dask: LocalCluster, {workers} workers x 1 thread, processes=False; the table in "
+            f"{partitions} partitions, persisted; dataferry.dask is {ferry_name}"
+        )
+        if group.writers:
+            ddf = dd.from_pandas(table.to_pandas(), npartitions=partitions).persist()
+            distributed.wait(ddf)
+            group.data = ddf
+        yield group
+
+
+@contextmanager
+def ray_group(
+    table: pa.Table,
+    partition_by: tuple[str, ...],
+    blocks: int,
+    cpus: int,
+    only: tuple[str, ...] = (),
+) -> Iterator[Group]:
+    """Ray Data's `write_parquet(partition_cols=...)` against
+    `write_datasink(dataferry.ray.CommitDatasink(...))` on a local `ray.init(num_cpus=cpus)`,
+    the table in `blocks` blocks, materialized first."""
+    absent = missing(("ray", "ray.data"))
+    if absent:
+        group = Group("ray", "dataferry.ray", [])
+        for name in ("ray", "dataferry.ray"):
+            if not only or name in only:
+                group.skipped.append({"writer": name, "reason": f"{absent} is not installed"})
+        yield group
+        return
+    import ray
+
+    cols = list(partition_by)
+
+    def ray_write(ds: Any, dest: str) -> None:
+        ds.write_parquet(dest, partition_cols=cols)
+
+    def ferry_write(ds: Any, dest: str) -> Any:
+        from ..ray import CommitDatasink
+
+        sink = CommitDatasink(dest, partition_by=cols)
+        ds.write_datasink(sink)
+        return _committer_detail(sink.result)
+
+    group = _group(
+        "ray",
+        "dataferry.ray",
+        [((), Writer("ray", ray_write)), ((), Writer("dataferry.ray", ferry_write))],
+        only,
+    )
+    started = False
+    if group.writers and not ray.is_initialized():
+        ray.init(
+            num_cpus=cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+        started = True
+    quiet = [logging.getLogger(name) for name in ("ray", "ray.data")]
+    levels = [q.level for q in quiet]
+    try:
+        if group.writers:
+            import ray.data
+
+            for q in quiet:  # Ray Data logs every execution at INFO
+                q.setLevel(logging.WARNING)
+            ray.data.DataContext.get_current().enable_progress_bars = False
+            size = max(1, -(-table.num_rows // blocks))
+            parts = [table.slice(i * size, size) for i in range(blocks) if i * size < len(table)]
+            group.data = ray.data.from_arrow(parts).materialize()
+            group.notes.append(
+                f"ray: local ray.init(num_cpus={cpus}); the table in {len(parts)} blocks, "
+                "materialized"
+            )
+        yield group
+    finally:
+        group.data = None
+        for q, level in zip(quiet, levels, strict=True):
+            q.setLevel(level)
+        if started:
+            ray.shutdown()

@@ -1,0 +1,142 @@
+"""`bench write`: every installed writer writes every row it is given, a missing library is a
+skipped writer, and the stream mode reports peak RSS and files. Small sizes, no timing
+assertions."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+import dataferry.dask
+from dataferry.bench.write import (
+    TABLE_WRITERS,
+    StreamBenchSpec,
+    WriteBenchSpec,
+    _measure,
+    _Steps,
+    run_stream_bench,
+    run_write_bench,
+)
+from dataferry.bench.writers import Group, Writer
+from dataferry.cli import app
+from dataferry.errors import ConfigError
+
+ROWS = 20_000
+
+
+def test_table_mode_every_installed_writer_writes_every_row():
+    seen = []
+    data = run_write_bench(
+        WriteBenchSpec(rows=ROWS, repeats=1), progress=lambda *step: seen.append(step)
+    )
+    assert data["mode"] == "table" and not data["failed"]
+    by = {r["writer"]: r for r in data["results"]}
+    # each writer ran or was listed as skipped, none both
+    assert set(by) | {s["writer"] for s in data["skipped"]} == set(TABLE_WRITERS)
+    assert not set(by) & {s["writer"] for s in data["skipped"]}
+    assert {"dataferry", "dataferry manifest", "pyarrow"} <= set(by)
+    for r in by.values():
+        assert r["rows"] == ROWS
+        assert r["files"] >= 40 and r["partitions"] == 40  # 8 days x 5 regions
+        assert r["bytes"] > 0 and len(r["runs_s"]) == 1 and r["wall_s"] > 0
+        assert r["file_bytes"]["min"] <= r["file_bytes"]["median"] <= r["file_bytes"]["max"]
+        assert r["group"] == "table" and r["baseline"] == "dataferry"
+    assert by["dataferry"]["vs_dataferry"] == 1.0
+    assert data["ratio"] == round(by["dataferry"]["wall_s"] / by["pyarrow"]["wall_s"], 3)
+    assert by["dataferry manifest"]["detail"] == "committer manifest"
+    # one labelled step a run, numbered, and the count is right at the end
+    assert [k for _label, k, _n in seen] == list(range(1, len(by) + 1))
+    assert seen[-1][2] == len(by) and "run 1 of 1" in seen[0][0]
+    json.dumps(data)
+
+
+def test_a_missing_library_is_a_skipped_writer(monkeypatch):
+    monkeypatch.setitem(sys.modules, "polars", None)  # import polars now raises ImportError
+    monkeypatch.setitem(sys.modules, "deltalake", None)
+    data = run_write_bench(
+        WriteBenchSpec(rows=5_000, repeats=1, writers=("dataferry", "polars", "deltalake"))
+    )
+    assert [r["writer"] for r in data["results"]] == ["dataferry"]
+    reasons = {s["writer"]: s["reason"] for s in data["skipped"]}
+    assert reasons == {
+        "polars": "polars is not installed",
+        "deltalake": "deltalake is not installed",
+    }
+    assert data["ratio"] is None  # no pyarrow run to compare with
+
+
+def test_a_writer_that_writes_nothing_is_failed_not_timed(tmp_path):
+    def nothing(_data, _dest):
+        return None
+
+    failed: list[dict[str, str]] = []
+    group = Group("table", "dataferry", [Writer("lazy", nothing)], data=None)
+    rows = _measure(group, 100, 3, str(tmp_path), _Steps(None, 3), failed)
+    assert rows == []
+    assert failed == [
+        {"writer": "lazy", "group": "table", "reason": "ConfigError: read back 0 rows of 100"}
+    ]
+
+
+def test_stream_mode_reports_rss_and_files():
+    spec = StreamBenchSpec(
+        size=4 << 20, partitions=6, batch_rows=16_384, writers=("dataferry", "pyarrow", "dask")
+    )
+    data = run_stream_bench(spec)
+    assert data["mode"] == "stream" and not data["failed"], data["failed"]
+    assert data["spec"]["rows"] == data["spec"]["batches"] * 16_384
+    assert data["spec"]["batches"] > 1  # a stream, not one batch
+    assert "VmHWM" in data["rss_method"]
+    by = {r["writer"]: r for r in data["results"]}
+    assert {"dataferry", "pyarrow"} <= set(by)
+    for r in by.values():
+        assert r["rows"] == data["spec"]["rows"]
+        assert r["partitions"] == 6 and r["files"] >= 6
+        assert 0 < r["file_bytes"]["min"] <= r["file_bytes"]["median"] <= r["file_bytes"]["max"]
+        assert r["rss_peak_bytes"] >= r["rss_self_bytes"] >= r["rss_start_bytes"] > 10 << 20
+        # its own process: not the parent's peak, which fork and exec would carry along
+        assert r["rss_peak_bytes"] < 4 << 30
+        assert r["rss_children_bytes"] == 0 or r["rss_children_bytes"] is None  # no psutil
+        assert r["process_s"] >= r["wall_s"] > 0
+    assert by["dataferry"]["vs_dataferry"] == 1.0
+
+
+def test_stream_mode_skips_what_it_cannot_run(monkeypatch):
+    monkeypatch.setitem(sys.modules, "duckdb", None)
+    monkeypatch.delattr(dataferry.dask, "to_parquet", raising=False)
+    data = run_stream_bench(
+        StreamBenchSpec(size=1 << 20, partitions=2, writers=("duckdb", "dataferry.dask"))
+    )
+    assert data["results"] == [] and data["failed"] == []
+    reasons = {s["writer"]: s["reason"] for s in data["skipped"]}
+    assert reasons["duckdb"] == "duckdb is not installed"
+    assert "to_parquet" in reasons["dataferry.dask"]
+
+
+def test_unknown_writer_is_refused():
+    with pytest.raises(ConfigError, match="unknown writers"):
+        WriteBenchSpec(writers=("spark",))
+    with pytest.raises(ConfigError, match="unknown writers"):
+        StreamBenchSpec(writers=("polars",))  # polars takes no stream of batches here
+
+
+def test_cli_json_and_refusals():
+    runner = CliRunner()
+    res = runner.invoke(
+        app,
+        ["bench", "write", "--rows", "5000", "--repeats", "1", "--writers", "dataferry,pyarrow"],
+    )
+    assert res.exit_code == 0, res.output
+    assert "x dataferry" in res.output and "pyarrow" in res.output
+    res = runner.invoke(
+        app,
+        ["bench", "write", "--rows", "5000", "--repeats", "1", "--writers", "pyarrow", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.output)["results"]
+    assert row["writer"] == "pyarrow" and row["rows"] == 5000 and row["vs_dataferry"] is None
+    res = runner.invoke(app, ["bench", "write", "--stream", "1MiB", "--dask"])
+    assert res.exit_code == 2
