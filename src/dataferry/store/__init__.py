@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
@@ -33,11 +33,18 @@ __all__ = [
 ]
 
 FSSPEC_SCHEMES = ("memory", "gs", "gcs", "abfs", "abfss", "az")
+HDFS_SCHEMES = ("hdfs", "viewfs")
+_SUPPORTED = (
+    "a path, file://, memory://, s3://, gs://, abfs://, hdfs://, viewfs:// or "
+    "sim:PROFILE[:dir] (or a path with filesystem= an fsspec or pyarrow file system)"
+)
 
 
 def open_store(
     url_or_path: str | os.PathLike[str],
     *,
+    filesystem: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
     faults: Iterable[FaultRule] | None = None,
     latency_scale: float = 1.0,
     **options: Any,
@@ -46,49 +53,135 @@ def open_store(
 
     Plain paths and `file://` give the local store; `s3://` the S3 store (boto3; options are
     client options such as endpoint_url); `memory://`, `gs://`, `abfs://` go through fsspec
-    (options are its storage options); `sim:PROFILE[:dir]` gives a local
-    directory behind a model of another store. `faults` wraps the underlying store in a
-    FaultStore (below any `sim:` model, so the model's composite operations can be broken
-    half way). `latency_scale` scales a `sim:` model's sleeps (0 keeps only its semantics).
+    (options are its storage options); `hdfs://host:port/path` and `viewfs://` go through
+    pyarrow's HadoopFileSystem; `sim:PROFILE[:dir]` gives a local directory behind a model of
+    another store.
+
+    storage_options: a dict as fsspec and Dask take it. fsspec URLs get it as is; `s3://`
+        takes s3fs's names (key, secret, token, endpoint_url, client_kwargs, config_kwargs,
+        anon, profile), translated to the boto3 client's; `hdfs://` takes HadoopFileSystem's
+        (user, kerb_ticket, replication, extra_conf, ...). An option a store does not know is
+        a ConfigError.
+    filesystem: an fsspec `AbstractFileSystem` or a `pyarrow.fs.FileSystem` object; then
+        `url_or_path` is a path inside it (a URL is accepted only with that file system's
+        scheme). Capabilities come from its protocol or pyarrow type.
+    faults: wraps the underlying store in a FaultStore (below any `sim:` model, so the model's
+        composite operations can be broken half way).
+    latency_scale: scales a `sim:` model's sleeps (0 keeps only its semantics).
     """
+    if _filesystem_kind(url_or_path):
+        raise ConfigError(
+            f"open_store got a file system object ({type(url_or_path).__name__}) where the URL "
+            "or path belongs: pass it as filesystem= and the path inside it first, e.g. "
+            "open_store('bucket/out', filesystem=fs)"
+        )
     url = os.fspath(url_or_path)
     if not url:
         raise ConfigError("store URL or path is empty")
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise ConfigError(f"storage_options must be a dict, not {type(storage_options).__name__}")
     fault_rules = list(faults) if faults is not None else None
-    if url.startswith("sim:"):
+    if filesystem is not None:
+        if url.startswith("sim:"):
+            raise ConfigError(
+                f"{url!r}: a sim: store models a store over a local directory; it takes no "
+                "filesystem="
+            )
+        if storage_options or options:
+            raise ConfigError(
+                "storage_options and store options configure a file system that open_store "
+                "makes; with filesystem= configure that object instead (got "
+                f"{sorted({**(storage_options or {}), **options})})"
+            )
+        store: Store = _filesystem_store(filesystem, url)
+    elif url.startswith("sim:"):
+        if storage_options:
+            raise ConfigError(
+                f"{url!r}: a sim: store is a local directory; it takes no storage_options"
+            )
         profile, directory = parse_sim_url(url)
         base: Store = LocalStore(directory)
         if fault_rules is not None:
             base = FaultStore(base, fault_rules)
         return SimStore(profile, base, latency_scale=latency_scale)
-    scheme = url.split("://", 1)[0] if "://" in url else ""
-    if scheme in ("", "file"):
-        store: Store = LocalStore(url)
-    elif scheme in ("s3", "s3a"):
-        from .s3 import S3Store
-
-        store = S3Store(url, **options)
-    elif scheme in FSSPEC_SCHEMES:
-        from .fsspec_store import FsspecStore
-
-        store = FsspecStore(url, **options)
     else:
-        raise ConfigError(
-            f"unsupported store URL {url!r}: use a path, file://, memory://, s3://, gs://, "
-            "abfs:// or sim:PROFILE[:dir]"
-        )
+        store = _url_store(url, dict(storage_options or {}), options)
     if fault_rules is not None:
         store = FaultStore(store, fault_rules)
     return store
 
 
-def open_location(url_or_path: str | os.PathLike[str], default_name: str) -> tuple[Store, str]:
+def _url_store(url: str, storage_options: dict[str, Any], options: dict[str, Any]) -> Store:
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme in ("", "file"):
+        extra = sorted(k for k in storage_options if k != "auto_mkdir")  # ours always does
+        if extra:
+            raise ConfigError(f"the local store at {url!r} takes no storage option {extra[0]!r}")
+        return LocalStore(url)
+    if scheme in ("s3", "s3a"):
+        from .s3 import S3Store
+
+        return S3Store(url, storage_options=storage_options, **options)
+    if scheme in FSSPEC_SCHEMES:
+        from .fsspec_store import FsspecStore
+
+        both = sorted(
+            k for k in set(options) & set(storage_options) if options[k] != storage_options[k]
+        )
+        if both:
+            raise ConfigError(
+                f"store option {both[0]!r} is given twice with different values (as a keyword "
+                "and in storage_options)"
+            )
+        return FsspecStore(url, **{**options, **storage_options})
+    if scheme in HDFS_SCHEMES:
+        from .arrowfs import hadoop_store
+
+        if options:
+            raise ConfigError(
+                f"{url!r}: give HDFS options as storage_options, not keywords ({sorted(options)})"
+            )
+        return hadoop_store(url, storage_options)
+    raise ConfigError(f"unsupported store URL {url!r}: use {_SUPPORTED}")
+
+
+def _filesystem_kind(obj: Any) -> str | None:
+    """ "fsspec" or "pyarrow" for a file system object, else None."""
+    from fsspec import AbstractFileSystem
+
+    if isinstance(obj, AbstractFileSystem):
+        return "fsspec"
+    from .arrowfs import is_arrow_filesystem
+
+    return "pyarrow" if is_arrow_filesystem(obj) else None
+
+
+def _filesystem_store(filesystem: Any, url: str) -> Store:
+    kind = _filesystem_kind(filesystem)
+    if kind == "pyarrow":
+        from .arrowfs import arrow_store
+
+        return arrow_store(filesystem, url)
+    if kind == "fsspec":
+        from .fsspec_store import filesystem_store
+
+        return filesystem_store(filesystem, url)
+    raise ConfigError(
+        "filesystem= takes an fsspec AbstractFileSystem or a pyarrow.fs.FileSystem, not "
+        f"{type(filesystem).__name__}; for a URL, pass it alone (or with storage_options=)"
+    )
+
+
+def open_location(
+    url_or_path: str | os.PathLike[str], default_name: str, **open_options: Any
+) -> tuple[Store, str]:
     """(store, name) for a location that is either a directory (then `default_name` in it)
-    or a file (then its parent directory and its name)."""
+    or a file (then its parent directory and its name). `open_options` (filesystem=,
+    storage_options=, ...) go to `open_store`."""
     from ..errors import NotFound
 
     url = os.fspath(url_or_path).rstrip("/")
-    store = open_store(url)
+    store = open_store(url, **open_options)
     try:
         if store.stat("").is_dir:
             return store, default_name
@@ -99,7 +192,7 @@ def open_location(url_or_path: str | os.PathLike[str], default_name: str) -> tup
         raise ConfigError(f"{url!r} is neither a directory nor a file path")
     if head.endswith(":/") or head.endswith(":"):  # scheme root such as memory://
         head = head + "/"
-    return open_store(head or "/"), name
+    return open_store(head or "/", **open_options), name
 
 
 def fault_layer(store: Store) -> FaultStore | None:

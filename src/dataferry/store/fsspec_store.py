@@ -1,19 +1,38 @@
-"""Any fsspec file system as a store: `memory://` for tests, and gs/abfs/s3 URLs.
+"""Any fsspec file system as a store: `memory://` for tests, gs/abfs/s3 URLs, and file system
+objects users already hold (`open_store(path, filesystem=fs)`; pyarrow's arrive wrapped, see
+`arrowfs`).
 
 Capabilities come from a per-protocol table; a protocol not in it gets the conservative
-default (nothing atomic, no etags), so `auto` never picks an unsafe committer for it.
+default (nothing atomic, no etags), so `auto` never picks an unsafe committer for it. The
+local file system (`file`) gets the local store's capabilities: its renames are rename(2), an
+exclusive create is O_EXCL, and etags are derived from (inode, mtime, size) as LocalStore does.
+
+Errors of the file system (OSError and its kinds, pyarrow's) come out as dataferry's.
 """
 
 from __future__ import annotations
 
+import errno
 import threading
 from typing import Any
 
 import fsspec
+from fsspec import AbstractFileSystem
 
-from ..errors import AlreadyExists, NotADirectory, NotFound, StoreError
+from ..errors import (
+    AccessDenied,
+    AlreadyExists,
+    AmbiguousOutcome,
+    ConfigError,
+    DataferryError,
+    IsADirectory,
+    NotADirectory,
+    NotFound,
+    StoreError,
+)
 from . import paths
-from .base import Capabilities, FileStatus, Store
+from .base import Capabilities, FileStatus, Op, Store
+from .local import LOCAL_CAPABILITIES
 
 PROTOCOL_CAPABILITIES: dict[str, Capabilities] = {
     # In-process dict: a single rename or create is atomic under our lock; directory rename
@@ -37,7 +56,10 @@ PROTOCOL_CAPABILITIES: dict[str, Capabilities] = {
         consistent_listing=True,
     ),
     "s3": Capabilities(etags=True, consistent_listing=True, conditional_create=True),
+    "file": LOCAL_CAPABILITIES,
+    "local": LOCAL_CAPABILITIES,
 }
+_LOCAL_PROTOCOLS = ("file", "local")
 
 _LOCKS: dict[str, threading.Lock] = {}
 
@@ -46,26 +68,82 @@ def _lock_for(url: str) -> threading.Lock:
     return _LOCKS.setdefault(url, threading.Lock())
 
 
-class FsspecStore(Store):
-    """A store over an fsspec file system, rooted at `url`."""
+def protocol_of(fs: AbstractFileSystem) -> str:
+    """A file system's main protocol name (`fs.protocol` is a name or a tuple of aliases)."""
+    protocol = fs.protocol
+    return protocol if isinstance(protocol, str) else protocol[0]
 
-    def __init__(self, url: str, **storage_options: Any) -> None:
-        fs, root = fsspec.core.url_to_fs(url, **storage_options)
-        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-        caps = PROTOCOL_CAPABILITIES.get(protocol, Capabilities())
+
+def protocols_of(fs: AbstractFileSystem) -> tuple[str, ...]:
+    protocol = fs.protocol
+    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+
+
+class FsspecStore(Store):
+    """A store over an fsspec file system, rooted at `url`.
+
+    Either `FsspecStore(url, **storage_options)` (the file system is made from the URL, as
+    `fsspec.url_to_fs` makes it), or `FsspecStore(path, fs=fs)` for a file system object, the
+    path being inside it. `capabilities` overrides the protocol table's entry and `root_url`
+    the store's URL (for wrapped file systems whose protocol is not a URL scheme).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        fs: AbstractFileSystem | None = None,
+        capabilities: Capabilities | None = None,
+        root_url: str | None = None,
+        **storage_options: Any,
+    ) -> None:
+        self._fs_arg = fs  # None: made from the URL (and made again from it when unpickled)
+        if fs is None:
+            fs, root = fsspec.core.url_to_fs(url, **storage_options)
+        else:
+            if storage_options:
+                raise ConfigError(
+                    "storage options configure a file system that the store makes; with a file "
+                    f"system object, configure that object instead (got {sorted(storage_options)})"
+                )
+            root = fs._strip_protocol(url)
+        protocol = protocol_of(fs)
+        caps = capabilities or PROTOCOL_CAPABILITIES.get(protocol, Capabilities())
         self.fs = fs
         self.protocol = protocol
         self.root = root.rstrip("/")
         self._storage_options = storage_options
         self._url_arg = url
-        super().__init__(f"{protocol}://{self.root.lstrip('/')}", caps)
+        self._given = (capabilities, root_url)
+        if root_url is None:
+            if protocol in _LOCAL_PROTOCOLS:
+                root_url = "file://" + ("/" + self.root.lstrip("/"))
+            else:
+                root_url = f"{protocol}://{self.root.lstrip('/')}"
+        super().__init__(root_url, caps)
         self._lock = _lock_for(self.url)
 
     def __reduce__(self):
-        return (_rebuild, (self._url_arg, self._storage_options))
+        return (_rebuild, (self._url_arg, self._storage_options, self._fs_arg, *self._given))
+
+    def describe(self) -> str:
+        return self.url if self._fs_arg is None else f"{self.url} ({type(self.fs).__name__})"
+
+    def _op(self, op: Op, path: str, fn: Any, *args: Any) -> Any:
+        try:
+            return super()._op(op, path, fn, *args)
+        except DataferryError:
+            raise
+        except Exception as e:
+            error = store_error(e, f"{op.value} {self.full_url(path)}", path)
+            if error is None:
+                raise
+            raise error from e
 
     def _abs(self, path: str) -> str:
-        return f"{self.root}/{path}" if path else self.root
+        if not path:  # a store at the file system's root ("/" strips to "")
+            return self.root or getattr(self.fs, "root_marker", "") or "/"
+        return f"{self.root}/{path}"
 
     def _rel(self, full: str) -> str:
         full = full.rstrip("/")
@@ -82,6 +160,10 @@ class FsspecStore(Store):
         mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
         if mtime is not None and not isinstance(mtime, int | float):
             mtime = getattr(mtime, "timestamp", lambda: None)()
+        if etag is None and self.protocol in _LOCAL_PROTOCOLS and info.get("ino") is not None:
+            # as LocalStore: survives a rename, changes when the file is rewritten
+            ns = round((mtime or 0) * 1e9)
+            etag = f"{int(info['ino']):x}-{ns:x}-{int(info.get('size') or 0):x}"
         return FileStatus(
             path=self._rel(info["name"]),
             size=0 if is_dir else int(info.get("size") or 0),
@@ -184,7 +266,11 @@ class FsspecStore(Store):
             parent = paths.parent(path)
             if parent:
                 self._mkdirs(parent)
-            self.fs.pipe_file(full, data)
+            try:
+                self.fs.pipe_file(full, data)
+            except FileNotFoundError:  # the store's own root is not there yet (a directory)
+                self.fs.makedirs(self.root, exist_ok=True)
+                self.fs.pipe_file(full, data)
 
     def _create_if_absent(self, path: str, data: bytes) -> bool:
         """Exclusive create ("xb": O_EXCL locally, If-None-Match on s3fs), so two processes
@@ -195,8 +281,13 @@ class FsspecStore(Store):
         if parent:
             self._mkdirs(parent)
         try:
-            with self.fs.open(full, "xb") as f:
-                f.write(data)
+            try:
+                with self.fs.open(full, "xb") as f:
+                    f.write(data)
+            except FileNotFoundError:  # the store's own root is not there yet (a directory)
+                self.fs.makedirs(self.root, exist_ok=True)
+                with self.fs.open(full, "xb") as f:
+                    f.write(data)
             return True
         except FileExistsError:
             return False
@@ -204,5 +295,53 @@ class FsspecStore(Store):
             return super()._create_if_absent(path, data)
 
 
-def _rebuild(url: str, storage_options: dict[str, Any]) -> FsspecStore:
-    return FsspecStore(url, **storage_options)
+def store_error(e: BaseException, what: str, path: str) -> StoreError | None:
+    """A file system's exception as dataferry's; None for one that is not an I/O failure
+    (a bug, an interrupt), which is left to propagate."""
+    msg = f"{what}: {e}"
+    if isinstance(e, FileNotFoundError):
+        return NotFound(msg, path)
+    if isinstance(e, FileExistsError):
+        return AlreadyExists(msg, path)
+    if isinstance(e, NotADirectoryError):
+        return NotADirectory(msg, path)
+    if isinstance(e, IsADirectoryError):
+        return IsADirectory(msg, path)
+    if isinstance(e, PermissionError):
+        return AccessDenied(msg, path)
+    if isinstance(e, TimeoutError):  # sent, answer lost: it may have happened
+        return AmbiguousOutcome(msg, path)
+    if isinstance(e, OSError):
+        if e.errno == errno.ENOENT:
+            return NotFound(msg, path)
+        if e.errno == errno.EEXIST:
+            return AlreadyExists(msg, path)
+        return StoreError(msg, path)
+    if type(e).__module__.startswith("pyarrow"):  # ArrowInvalid and the like
+        return StoreError(msg, path)
+    return None
+
+
+def _rebuild(
+    url: str,
+    storage_options: dict[str, Any],
+    fs: AbstractFileSystem | None = None,
+    capabilities: Capabilities | None = None,
+    root_url: str | None = None,
+) -> FsspecStore:
+    return FsspecStore(url, fs=fs, capabilities=capabilities, root_url=root_url, **storage_options)
+
+
+def filesystem_store(fs: AbstractFileSystem, url_or_path: str) -> FsspecStore:
+    """A store over an fsspec file system object; `url_or_path` is a path inside it, or a URL
+    with one of its protocols."""
+    scheme = url_or_path.split("://", 1)[0] if "://" in url_or_path else ""
+    if scheme and scheme not in protocols_of(fs):
+        inside = url_or_path.split("://", 1)[1] or "/"
+        raise ConfigError(
+            f"filesystem= is an fsspec {type(fs).__name__} (protocol "
+            f"{'/'.join(protocols_of(fs))}) and {url_or_path!r} has another scheme "
+            f"({scheme}://): pass a path inside that file system (open_store({inside!r}, "
+            f"filesystem=fs)), or drop filesystem= to open {scheme}:// itself"
+        )
+    return FsspecStore(url_or_path, fs=fs)
