@@ -61,7 +61,6 @@ def test_worker_killed_mid_write_commits_exactly_the_input(client, tmp_path):
     works = [
         client.submit(functools.partial, work, p, ("day",), "parquet", pure=False) for p in parts
     ]
-    dfdask._replicate(client, works)
     run = engine.run_job(com, works)
     result = write_result(store, com, run)
     assert (tmp_path / "killed-once").exists()  # a worker process really died mid-write

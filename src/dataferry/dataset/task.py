@@ -107,7 +107,9 @@ class TaskWriter:
         self.out = out
         self.partition_by = partition_by
         self.options = options
-        self.file_schema = pa.schema([f for f in schema if f.name not in partition_by])
+        self.file_schema = pa.schema(
+            [f for f in schema if f.name not in partition_by], metadata=schema.metadata
+        )
         self.stats = TaskStats()
         self._partitions: dict[str, _Partition] = {}
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()  # least recently written first

@@ -16,18 +16,29 @@ from __future__ import annotations
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
+from ..errors import ConfigError
 from .local import LocalEngine, LocalEngineConfig
 
 
 class DaskEngine(LocalEngine):
+    """The embedded engine's driver with a distributed Client's workers running the attempts.
+
+    Parameters
+    ----------
+    client
+        A ``distributed.Client`` (default: the current one; without one, ConfigError).
+    config
+        The driver's options (attempts, speculation); or give them as keywords.
+    **options
+        Fields of `LocalEngineConfig`, when `config` is not given.
+    """
+
     def __init__(
         self, client: Any = None, config: LocalEngineConfig | None = None, **options: Any
     ) -> None:
         super().__init__(config, **options)
         if client is None:
-            from distributed import default_client
-
-            client = default_client()
+            client = _default_client()
         self.client = client
 
     @property
@@ -39,6 +50,24 @@ class DaskEngine(LocalEngine):
 
     def _close_executor(self, executor: Executor) -> None:
         executor.shutdown(wait=True)  # the client stays open
+
+
+def _default_client() -> Any:
+    try:
+        from distributed import default_client
+    except ImportError as e:
+        raise ImportError(
+            f"the Dask engine needs distributed ({e}); install it with: "
+            "pip install 'dataferry[dask]'"
+        ) from e
+    try:
+        return default_client()
+    except ValueError:
+        raise ConfigError(
+            "the Dask engine runs on a distributed Client and none is running: start one "
+            "(distributed.Client()) or pass client=; dataferry.dask.to_parquet runs on any "
+            "Dask scheduler without one"
+        ) from None
 
 
 class _DaskExecutor(Executor):

@@ -1,0 +1,453 @@
+"""The engine side of Dask writes: what runs on Dask's workers, on any Dask scheduler.
+
+`dataferry.dask.to_parquet` builds one Dask graph, as `dask.dataframe.to_parquet` does:
+
+    setup_job_task  ->  write_partition_task (one per partition)  ->  commit_job_task
+
+The setup task checks the destination for the write mode and sets the job up. Each write task
+is fused with the computation of its partition (it is `map_partitions` over the frame), so a
+partition is written where it is computed, as it is computed: nothing is gathered to the client
+and no copy is kept. A write task runs one task attempt from set-up to task commit and returns a
+small `TaskDone` (its commit message and counts). The commit task receives exactly one
+`TaskDone` per partition, the one Dask kept, and commits the job with those messages; committed
+attempts of the same task that Dask did not keep (a rerun after a worker was thought dead) are
+zombies, and the job commit cleans them up.
+
+Attempt numbers: Dask reruns a task with the same arguments (after a worker died, or when
+`retries=` retries a failure), so each execution of a write task finds its own number: the
+lowest one whose attempt is not set up, skipping numbers whose work directory exists and
+numbers the committer refuses to set up twice (manifest, magic, staging keep that record until
+the job ends). So a run never shares an attempt, or its directory, with a dead or still running
+run. A number is taken again only once its attempt's work directory is gone: the attempt aborted
+itself, or (v1, v2) its task commit moved the directory away; either way it is over, and cannot
+be a zombie. The direct committer has no work directory, so its reruns keep attempt 0.
+
+`PartitionFeed` serves the other form, `dataferry.dask.write_dataset`: the embedded engine's
+driver (coordinator, retries, speculation) on a distributed Client, fed partitions lazily.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from ..commit.destination import prepare_destination
+from ..commit.protocol import (
+    Committer,
+    JobContext,
+    TaskAttemptContext,
+    TaskCommitMessage,
+    committer_for,
+)
+from ..dataset.options import WriteOptions
+from ..dataset.task import write_rows
+from ..dataset.write import WriteResult, write_result
+from ..errors import CommitError, ConfigError, EngineError, JobCommitError
+from ..stats import IOStatistics
+from .attempt import AttemptReport, TaskOutput, commit_attempt, run_attempt
+from .feed import TaskFeed
+from .local import JobRun
+
+# Dask's column name for an unnamed index (dask.dataframe.io.parquet.core.NONE_LABEL)
+NONE_LABEL = "__null_dask_index__"
+# attempt numbers a write task tries before giving up (each skipped one is an earlier run)
+MAX_ATTEMPT_NUMBERS = 64
+
+
+# --- partitions as Arrow rows -------------------------------------------------------------------
+
+
+def index_is_written(meta: Any, write_index: bool | None) -> bool:
+    """Whether a frame's index becomes a column: `write_index` if given; for None, unless it
+    is the default row number (an unnamed integer index, as Dask's partitions of a
+    RangeIndex are). Decided from the frame's `_meta`, so every partition does the same."""
+    if write_index is not None:
+        return bool(write_index)
+    import pandas as pd
+
+    index = meta.index
+    named = any(name is not None for name in index.names)
+    return named or not pd.api.types.is_integer_dtype(index.dtype)
+
+
+def _name_index(pdf: Any) -> Any:
+    """An unnamed single index takes Dask's name for it (`__null_dask_index__`)."""
+    if pdf.index.nlevels == 1 and pdf.index.name is None:
+        return pdf.rename_axis(NONE_LABEL)
+    return pdf
+
+
+@dataclass(frozen=True)
+class FrameSpec:
+    """How a partition (a pandas DataFrame) becomes Arrow rows.
+
+    schema: every partition is converted to this schema (None: each to its own, as Dask's
+        ``schema=None``).
+    write_index: the index becomes a column (named, or ``__null_dask_index__``).
+    """
+
+    schema: pa.Schema | None
+    write_index: bool = False
+
+    def to_table(self, pdf: Any) -> pa.Table:
+        if self.write_index:
+            pdf = _name_index(pdf)
+        try:
+            return pa.Table.from_pandas(pdf, schema=self.schema, preserve_index=self.write_index)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise ConfigError(
+                f"a partition does not convert to the write's schema ({e}); "
+                "give the column types with schema={'column': pyarrow type}"
+            ) from e
+
+
+def frame_spec(ddf: Any, write_index: bool | None, schema: Any = "infer") -> FrameSpec:
+    """The FrameSpec of a Dask DataFrame, from its `_meta` (no data is read unless a column's
+    type cannot be told from it: an ``object`` column of ``schema="infer"`` is sampled from
+    the first partitions, as Dask does).
+
+    schema: ``"infer"``, None, a ``pyarrow.Schema`` (used as is), or a dict of column name to
+        pyarrow type overriding the inferred types of those columns.
+    """
+    keep = index_is_written(ddf._meta, write_index)
+    if schema is None:
+        return FrameSpec(None, keep)
+    if isinstance(schema, pa.Schema):
+        return FrameSpec(schema, keep)
+    if not (schema == "infer" or isinstance(schema, Mapping)):
+        raise ConfigError(
+            f"schema must be 'infer', None, a pyarrow.Schema or a dict, got {schema!r}"
+        )
+    meta = _name_index(ddf._meta) if keep else ddf._meta
+    try:
+        inferred = pa.Schema.from_pandas(meta, preserve_index=keep)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise ConfigError(f"the frame's columns have no Arrow type ({e}); pass schema=") from e
+    overrides = dict(schema) if isinstance(schema, Mapping) else {}
+    unknown = set(overrides) - set(inferred.names)
+    if unknown:
+        raise ConfigError(f"schema names columns the frame does not have: {sorted(unknown)}")
+    untyped = [f.name for f in inferred if pa.types.is_null(f.type) and f.name not in overrides]
+    if untyped:
+        overrides.update(_sample_types(ddf, untyped))
+    for name, typ in overrides.items():
+        i = inferred.get_field_index(name)
+        inferred = inferred.set(i, pa.field(name, typ))
+    return FrameSpec(inferred, keep)
+
+
+def _sample_types(ddf: Any, columns: list[str]) -> dict[str, pa.DataType]:
+    """Arrow types of `object` columns, from the first partitions that hold a value."""
+    found: dict[str, pa.DataType] = {}
+    columns = [c for c in columns if c in ddf.columns]
+    for i in range(ddf.npartitions):
+        if len(found) == len(columns):
+            break
+        sample = ddf[columns].partitions[i].compute()
+        types = pa.Schema.from_pandas(sample, preserve_index=False)
+        for f in types:
+            if f.name not in found and not pa.types.is_null(f.type):
+                found[f.name] = f.type
+    return found
+
+
+def write_frame(
+    pdf: Any,
+    partition_by: tuple[str, ...],
+    options: WriteOptions,
+    frame: FrameSpec,
+    out: TaskOutput,
+) -> dict[str, Any]:
+    """One partition as one task's output (its rows, split by the partition columns)."""
+    table = frame.to_table(pdf)
+    return write_rows(out, table.schema, partition_by, options, [table])
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """What every write task of a job shares."""
+
+    partition_by: tuple[str, ...]
+    options: WriteOptions
+    frame: FrameSpec
+
+
+# --- the graph's tasks ----------------------------------------------------------------------------
+
+
+def _store_token(job: JobContext) -> tuple[int, int]:
+    """Which store object a task's statistics were counted on (threads share the client's)."""
+    return (os.getpid(), id(job.store))
+
+
+@dataclass(frozen=True)
+class JobStarted:
+    """The setup task's result: the job, when it started, and its store's counts then."""
+
+    job: JobContext
+    started: float
+    store_before: dict[str, Any]
+    store_token: tuple[int, int]
+
+
+@dataclass
+class TaskDone:
+    """A write task's result: one committed attempt of one task (small: no data)."""
+
+    index: int
+    attempt: int
+    message: TaskCommitMessage | None
+    result: dict[str, Any]
+    write_s: float
+    commit_s: float
+    store_stats: dict[str, Any] = field(default_factory=dict)
+    committer_stats: dict[str, Any] = field(default_factory=dict)
+    store_token: tuple[int, int] = (0, 0)
+
+
+def setup_job_task(committer: Committer, job: JobContext) -> JobStarted:
+    """The graph's first task: check the destination for the write mode (creating it), then
+    set the job up. Dask may run it again (its result lost with a worker): the job id is this
+    graph's own, so a job that is already set up is this task's earlier run, and is kept."""
+    before = job.store.stats.snapshot()
+    started = time.time()
+    prepare_destination(job.store, committer.write_mode)
+    try:
+        committer.setup_job(job)
+    except CommitError:
+        if not _job_set_up(committer, job):
+            raise
+    return JobStarted(job, started, before, _store_token(job))
+
+
+def _job_set_up(committer: Committer, job: JobContext) -> bool:
+    try:
+        return job.store.exists(committer.job_dir(job))
+    except Exception:
+        return False
+
+
+def run_fresh_attempt(
+    job: JobContext, index: int, work: Callable[[TaskOutput], Any]
+) -> tuple[TaskAttemptContext, AttemptReport]:
+    """Run task `index` as a new attempt: the lowest attempt number no earlier execution set
+    up (see the module's docstring). Returns the attempt and its phase-1 report."""
+    committer = committer_for(job)
+    refused: list[str] = []
+    for number in range(MAX_ATTEMPT_NUMBERS):
+        ctx = job.task(index, number)
+        work_path = committer.task_work_path(ctx)
+        if work_path and job.store.exists(work_path):
+            continue  # an earlier execution's: it died, or it still runs (a zombie)
+        began = False
+
+        def tracked(out: TaskOutput) -> Any:
+            nonlocal began
+            began = True
+            return work(out)
+
+        try:
+            return ctx, run_attempt(ctx, tracked)
+        except CommitError as e:
+            if began:
+                raise
+            refused.append(str(e))  # the committer refused the id: another execution's
+    raise EngineError(
+        f"task {index} of job {job.job_id}: no free attempt number below "
+        f"{MAX_ATTEMPT_NUMBERS}" + (f"; last refusal: {refused[-1]}" if refused else "")
+    )
+
+
+def write_partition_task(
+    pdf: Any, started: JobStarted, spec: WriteSpec, partition_info: dict[str, Any] | None = None
+) -> TaskDone:
+    """One write task (run by `map_partitions`, fused with the partition's computation): a
+    fresh attempt writes the partition and commits itself."""
+    if partition_info is None:
+        raise EngineError("write_partition_task needs Dask's partition_info")
+    index = int(partition_info["number"])
+    job = started.job
+    work = functools.partial(write_frame, pdf, spec.partition_by, spec.options, spec.frame)
+    t = time.perf_counter()
+    ctx, report = run_fresh_attempt(job, index, work)
+    write_s = time.perf_counter() - t
+    store_stats = IOStatistics(report.store_stats)
+    committer_stats = IOStatistics(report.committer_stats)
+    message = None
+    t = time.perf_counter()
+    if report.needs_commit:
+        commit = commit_attempt(ctx, written=report.written)
+        message = commit.message
+        store_stats.merge(commit.store_stats)
+        committer_stats.merge(commit.committer_stats)
+    return TaskDone(
+        index=index,
+        attempt=ctx.attempt_number,
+        message=message,
+        result=report.result,
+        write_s=write_s,
+        commit_s=time.perf_counter() - t,
+        store_stats=store_stats.snapshot(),
+        committer_stats=committer_stats.snapshot(),
+        store_token=_store_token(job),
+    )
+
+
+def commit_job_task(
+    committer: Committer, started: JobStarted, done: Sequence[TaskDone]
+) -> WriteResult:
+    """The graph's last task: commit the job with one message per task. A failed job commit
+    aborts the job (nothing of it stays visible) and raises JobCommitError."""
+    job = started.job
+    done = sorted(done, key=lambda d: d.index)
+    if [d.index for d in done] != list(range(len(done))):
+        raise EngineError(f"job {job.job_id}: write results {[d.index for d in done]}")
+    messages = [d.message for d in done if d.message is not None]
+    write_s = time.time() - started.started
+    commit_before = committer.store.stats.snapshot()
+    t = time.perf_counter()
+    try:
+        result = committer.commit_job(job, messages)
+    except Exception as e:
+        try:
+            committer.abort_job(job)
+        except Exception:
+            pass
+        if isinstance(e, JobCommitError):
+            raise
+        raise JobCommitError(f"job {job.job_id}: job commit failed: {e}") from e
+    job_commit_s = time.perf_counter() - t
+    for d in done:
+        committer.stats.merge(d.committer_stats)
+    # one store object for every task (threads, sync): its own counts since setup are exact;
+    # otherwise each task's counts were taken on its own copy of the store and are added up
+    token = _store_token(job)
+    if started.store_token == token and all(d.store_token == token for d in done):
+        store_stats = IOStatistics(job.store.stats.diff(started.store_before))
+        if committer.store is not job.store:
+            store_stats.merge(committer.store.stats.diff(commit_before))
+    else:
+        store_stats = IOStatistics(committer.store.stats.diff(commit_before))
+        for d in done:
+            store_stats.merge(d.store_stats)
+    attempts = sum(d.attempt + 1 for d in done)
+    run = JobRun(
+        job=job,
+        commit=result,
+        messages=messages,
+        results={d.index: d.result for d in done},
+        attempts=attempts,
+        failed_attempts=attempts - len(done),
+        speculative_attempts=0,
+        denied_commits=0,
+        write_s=write_s,
+        job_commit_s=job_commit_s,
+        wall_s=time.time() - started.started,
+        task_commit_s=sum(d.commit_s for d in done),
+        store_stats=store_stats,
+        committer_stats=committer.stats,
+    )
+    stats = {"tasks": len(done), "engine": "dask-graph", "attempt_numbers_used": attempts}
+    return write_result(job.store, committer, run, stats)
+
+
+def abort_quietly(committer: Committer, job: JobContext) -> None:
+    """Undo a job whose computation failed (an error here must not hide that failure)."""
+    try:
+        committer.abort_job(job)
+    except Exception:
+        pass
+
+
+# --- write_dataset: partitions fed lazily to the engine's driver --------------------------------------
+
+
+def bind_partition(pdf: Any, spec: WriteSpec) -> functools.partial:
+    """A partition as a task's work (computed on a worker; stays there)."""
+    return functools.partial(write_frame, pdf, spec.partition_by, spec.options, spec.frame)
+
+
+class PartitionFeed:
+    """Partitions computed on a distributed Client as the driver needs them.
+
+    A producer thread computes the work of partition i (its partition bound to the write) as
+    a Future and puts it into a TaskFeed; at most `window` of them are held at once, and a
+    task's Future is released when the task commits, so the cluster holds at most `window`
+    partitions, each once. A retried or speculative attempt reuses its task's Future; if the
+    worker holding it died, Dask recomputes it from the graph.
+    """
+
+    def __init__(self, client: Any, ddf: Any, spec: WriteSpec, window: int) -> None:
+        if window < 1:
+            raise ConfigError(f"window must be >= 1, got {window}")
+        self.client = client
+        self.window = window
+        works = ddf.map_partitions(
+            bind_partition, spec, meta=("work", object), enforce_metadata=False
+        )
+        self._parts = works.to_delayed(optimize_graph=True)
+        self._slots = threading.Semaphore(window)
+        self._held: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.max_held = 0
+        self.feed = TaskFeed()
+
+    def start(self) -> TaskFeed:
+        self._thread = threading.Thread(
+            target=self._produce, name="dataferry-dask-feed", daemon=True
+        )
+        self._thread.start()
+        return self.feed
+
+    def _produce(self) -> None:
+        try:
+            for i, part in enumerate(self._parts):
+                while not self._slots.acquire(timeout=0.1):
+                    if self._stop.is_set():
+                        return
+                if self._stop.is_set():
+                    return
+                future = self.client.compute(part)
+                with self._lock:
+                    self._held[i] = future
+                    self.max_held = max(self.max_held, len(self._held))
+                self.feed.put(future)
+            self.feed.close()
+        except BaseException as e:
+            self.feed.close(e)
+
+    def on_event(self, event: str, task: int, attempt: int) -> None:
+        """The driver's events: a committed task's partition is let go."""
+        if event != "task_committed":
+            return
+        with self._lock:
+            future = self._held.pop(task, None)
+        if future is not None:
+            future.release()
+            self._slots.release()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            held, self._held = list(self._held.values()), {}
+        for future in held:
+            future.release()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "tasks": len(self._parts),
+            "engine": "dask-driver",
+            "window": self.window,
+            "max_partitions_held": self.max_held,
+        }
