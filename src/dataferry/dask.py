@@ -20,17 +20,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .dataset.options import WriteOptions, build_options, resolve_mode
-from .dataset.write import (
-    WriteResult,
-    check_partition_columns,
-    open_destination,
-    prepare_write,
-    write_result,
-)
-from .engine.attempt import TaskOutput
-from .engine.dask import DaskEngine
-from .engine.dask_write import (
+from .dataset.dask_write import (
     FrameSpec,
     PartitionFeed,
     WriteSpec,
@@ -41,6 +31,16 @@ from .engine.dask_write import (
     write_frame,
     write_partition_task,
 )
+from .dataset.options import WriteOptions, build_options, resolve_mode
+from .dataset.write import (
+    WriteResult,
+    check_partition_columns,
+    open_destination,
+    prepare_write,
+    write_result,
+)
+from .engine.attempt import TaskOutput
+from .engine.dask import DaskEngine
 from .engine.local import EventHook, LocalEngineConfig
 from .errors import ConfigError
 from .store import Store

@@ -26,15 +26,15 @@ from dask.delayed import Delayed  # noqa: E402
 import dataferry.dask as fdask  # noqa: E402
 from dataferry.commit.factory import make_committer  # noqa: E402
 from dataferry.commit.protocol import committer_for  # noqa: E402
-from dataferry.dataset.options import WriteOptions  # noqa: E402
-from dataferry.dataset.write import WriteResult, open_destination  # noqa: E402
-from dataferry.engine.dask_write import (  # noqa: E402
+from dataferry.dataset.dask_write import (  # noqa: E402
     WriteSpec,
     commit_job_task,
     frame_spec,
     setup_job_task,
     write_partition_task,
 )
+from dataferry.dataset.options import WriteOptions  # noqa: E402
+from dataferry.dataset.write import WriteResult, open_destination  # noqa: E402
 from dataferry.errors import ConfigError, DestinationError  # noqa: E402
 
 THREADS = {"scheduler": "threads"}

@@ -46,14 +46,14 @@ from ..commit.protocol import (
     TaskCommitMessage,
     committer_for,
 )
-from ..dataset.options import WriteOptions
-from ..dataset.task import write_rows
-from ..dataset.write import WriteResult, write_result
+from ..engine.attempt import AttemptReport, TaskOutput, commit_attempt, run_attempt
+from ..engine.feed import TaskFeed
+from ..engine.local import JobRun
 from ..errors import CommitError, ConfigError, EngineError, JobCommitError
 from ..stats import IOStatistics
-from .attempt import AttemptReport, TaskOutput, commit_attempt, run_attempt
-from .feed import TaskFeed
-from .local import JobRun
+from .options import WriteOptions
+from .task import write_rows
+from .write import WriteResult, write_result
 
 # Dask's column name for an unnamed index (dask.dataframe.io.parquet.core.NONE_LABEL)
 NONE_LABEL = "__null_dask_index__"
