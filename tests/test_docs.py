@@ -243,7 +243,7 @@ def examples_s3(s3_server):
 
 def test_every_page_with_examples_is_collected():
     names = {p.name for p in PAGES if blocks(p)}
-    assert {"README.md", "protocols.md", "operations.md", "engines.md"} <= names
+    assert {"README.md", "protocols.md", "operations.md", "engines.md", "writing.md"} <= names
 
 
 def test_no_example_hides_under_another_language():
