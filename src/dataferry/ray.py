@@ -1,5 +1,387 @@
-"""Ray integration: `dataferry.ray.CommitDatasink(dest, ...)` for `Dataset.write_datasink`."""
+"""Ray integration: `CommitDatasink`, a Ray Data datasink that writes all or nothing.
 
-from .engine.ray import CommitDatasink
+`ds.write_datasink(CommitDatasink(path, partition_cols=[...]))`: `on_write_start` (on the
+driver, when the first input arrives) prepares the destination and sets the job up; each
+`write` call is one task attempt that writes its blocks as they come through one `TaskWriter`
+(one file per partition, rolling at the size limits) and commits if the commit coordinator (a
+Ray actor, one per driver: `engine/ray.py`) agrees; `on_write_complete` commits the job from
+the committed tasks' messages, which the coordinator keeps, and `on_write_failed` aborts it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .commit.protocol import Committer, JobContext
+from .dataset.formats import check_writer
+from .dataset.options import WriteOptions, build_options, resolve_mode
+from .dataset.task import TaskWriter
+from .dataset.write import WriteResult, prepare_write
+from .engine.attempt import AttemptFailure, TaskOutput
+from .engine.local import JobRun
+from .engine.ray import (
+    FAILURE_POINTS,
+    CoordinatorHandle,
+    RayAttemptReport,
+    coordinator_actor,
+    finish_job,
+    run_attempt_on_ray,
+)
+from .errors import ConfigError
+from .stats import IOStatistics
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from ray.data import Datasink as _Base
+    from ray.data.block import Block
+    from ray.data.datasource.datasink import WriteResult as RayWriteResult
+else:
+    try:
+        from ray.data import Datasink as _Base
+    except ImportError:  # ray is optional: the class is usable only with it installed
+        _Base = object
+
+
+class CommitDatasink(_Base):
+    """A Ray Data datasink that writes a partitioned data set through a dataferry committer.
+
+    Use it with ``Dataset.write_datasink``. Each write task is one task attempt; a task Ray
+    retries (``ray_remote_args={"max_retries": ..., "retry_exceptions": True}``) is a new
+    attempt, and the commit coordinator lets exactly one attempt of each task commit. The
+    output appears when the job commits, after the last task, or not at all.
+
+    Parameters
+    ----------
+    path
+        A path or URL (``s3://``, ``gs://``, ``abfs://``, ``memory://``, ``file://``), or a
+        path inside ``filesystem``.
+    partition_cols
+        Columns to partition by, as Hive directories ``col=value/`` (Ray's name;
+        ``partition_by`` is accepted as another name for it).
+    format
+        ``parquet`` (default), ``csv`` or ``json`` (newline-delimited).
+    committer
+        The commit protocol (``v1``, ``v2``, ``manifest``, ``magic``, ``directory``,
+        ``partitioned``, ``hive``, ``direct``), or ``auto`` to choose from the store.
+    mode
+        ``error`` (default: refuse a non-empty destination), ``append`` or ``overwrite``;
+        with ``committer="hive"``, ``overwrite`` replaces the partitions written and
+        ``overwrite-table`` the table.
+    filesystem
+        An fsspec ``AbstractFileSystem`` or a ``pyarrow.fs.FileSystem`` to write through. It
+        is pickled into every write task.
+    storage_options
+        Options of the file system, as fsspec takes them (for ``s3://``: ``key``,
+        ``secret``, ``endpoint_url``, ...).
+    min_rows_per_write
+        Ray Data buffers input blocks until a write call has at least this many rows (the
+        last call may have fewer): fewer, larger write tasks, so fewer files. None lets Ray
+        choose (one write call per input bundle).
+    committer_options
+        Options of the committer (see ``dataferry.make_committer``).
+    format_options
+        Options of the format's writer (Parquet: pyarrow's ParquetWriter keywords). They
+        may also be given as keywords: ``compression="zstd"``, ``row_group_size=...``.
+    max_rows_per_file, min_rows_per_group, max_rows_per_group, max_open_files
+        As in ``pyarrow.dataset.write_dataset``, per write task.
+    basename_template
+        File names, with ``{i}`` replaced by a number unique in the job (default: Spark's
+        ``part-<task>-<job uuid>.c<NNN>.<ext>``, unique across jobs too).
+    target_file_size
+        Bytes after which a file is closed and a new one begun (default 128 MiB).
+    allow_unsafe_rename
+        Let a rename-based committer run on a store whose rename is not atomic.
+    partition_by
+        Another name for ``partition_cols`` (dataferry's); give one of them.
+    **writer_options
+        Writer options given as keywords (see ``format_options``).
+
+    Attributes
+    ----------
+    result : WriteResult or None
+        After ``write_datasink`` returns: the destination, the committer, rows, files,
+        bytes, partitions and the job's run.
+
+    Notes
+    -----
+    The blocks of one write call go to one set of files, so they must share a schema (a
+    later block is cast to the first one's); a write call's blocks are never joined in
+    memory: each is split by partition and written as it arrives.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        partition_cols: Sequence[str] | None = None,
+        format: str = "parquet",
+        committer: str = "auto",
+        mode: str = "error",
+        filesystem: Any = None,
+        storage_options: dict[str, Any] | None = None,
+        min_rows_per_write: int | None = None,
+        committer_options: dict[str, Any] | None = None,
+        format_options: dict[str, Any] | None = None,
+        max_rows_per_file: int | None = None,
+        min_rows_per_group: int | None = None,
+        max_rows_per_group: int | None = None,
+        max_open_files: int | None = None,
+        basename_template: str | None = None,
+        target_file_size: int | None = None,
+        allow_unsafe_rename: bool = False,
+        partition_by: Sequence[str] | None = None,
+        **writer_options: Any,
+    ) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise ConfigError(
+                f"path must be a path or URL, got {type(path).__name__}; "
+                "to write through a file system object, pass it as filesystem="
+            )
+        if partition_by is not None:
+            if partition_cols is not None:
+                raise ConfigError("give partition_cols or partition_by, not both")
+            partition_cols = partition_by
+        if isinstance(partition_cols, str):
+            partition_cols = [partition_cols]
+        if min_rows_per_write is not None and (
+            isinstance(min_rows_per_write, bool)
+            or not isinstance(min_rows_per_write, int)
+            or min_rows_per_write < 1
+        ):
+            raise ConfigError(
+                f"min_rows_per_write must be an integer >= 1 or None, got {min_rows_per_write!r}"
+            )
+        self.path = os.fspath(path)
+        self.partition_cols: tuple[str, ...] = tuple(partition_cols or ())
+        self.options: WriteOptions = build_options(
+            format,
+            format_options,
+            writer_options,
+            max_rows_per_file=max_rows_per_file,
+            min_rows_per_group=min_rows_per_group,
+            max_rows_per_group=max_rows_per_group,
+            max_open_files=max_open_files,
+            basename_template=basename_template,
+            target_file_size=target_file_size,
+        )
+        check_writer(self.options)  # a value pyarrow refuses fails here, not in a task
+        self.committer_name = committer
+        self.mode = resolve_mode(mode, None)
+        self.filesystem = filesystem
+        self.storage_options = storage_options
+        self.committer_options = committer_options
+        self.allow_unsafe_rename = allow_unsafe_rename
+        self._min_rows_per_write = min_rows_per_write
+        self._failures: dict[tuple[int, int], str] = {}  # tests only: _inject_failures
+        self.job: JobContext | None = None
+        self.result: WriteResult | None = None
+        # set by on_write_start; the committer and the clock stay on the driver
+        self._committer: Committer | None = None
+        self._coordinator: CoordinatorHandle | None = None
+        self._started = 0.0
+
+    # --- what Ray Data reads ---------------------------------------------------------------
+
+    def get_name(self) -> str:
+        return "dataferry"
+
+    @property
+    def supports_distributed_writes(self) -> bool:
+        return True
+
+    @property
+    def min_rows_per_write(self) -> int | None:
+        """Rows Ray Data gathers (in whole blocks) for each `write` call; None: Ray's choice."""
+        return self._min_rows_per_write
+
+    def __getstate__(self) -> dict[str, Any]:
+        # what a write task needs: the job (with its store), the options, the coordinator's
+        # handle; not the driver's committer (its statistics stay on the driver)
+        state = self.__dict__.copy()
+        state["_committer"] = None
+        return state
+
+    # --- driver ----------------------------------------------------------------------------
+
+    def on_write_start(self, schema: pa.Schema | Any = None) -> None:
+        """Prepare the destination, set the job up and start the commit coordinator."""
+        self._started = time.perf_counter()
+        self.result = None
+        actor = coordinator_actor()  # first: its process starts while the destination is checked
+        _store, com = prepare_write(
+            self.path,
+            _driver_schema(schema, self.partition_cols),
+            self.partition_cols,
+            self.options.format,
+            self.committer_name,
+            self.mode,
+            self.committer_options,
+            self.allow_unsafe_rename,
+            filesystem=self.filesystem,
+            storage_options=self.storage_options,
+        )
+        job = com.new_job()
+        com.setup_job(job)
+        self._committer, self.job = com, job
+        self._coordinator = CoordinatorHandle(actor, str(job.job_id))
+
+    def on_write_complete(self, write_result: RayWriteResult[RayAttemptReport]) -> None:
+        """Commit the job from the committed tasks' messages (kept by the coordinator)."""
+        if self._coordinator is None:  # no input at all: Ray never started the write
+            self.on_write_start(None)
+        assert self.job is not None and self._coordinator is not None and self._committer
+        write_s = time.perf_counter() - self._started
+        summary = finish_job(self._coordinator)
+        self._coordinator = None
+        committed = [summary.committed[t] for t in sorted(summary.committed)]
+        messages = [c.message for c in committed]
+        com = self._committer
+        t = time.perf_counter()
+        commit = com.commit_job(self.job, messages)
+        job_commit_s = time.perf_counter() - t
+        store_stats = IOStatistics(com.store.stats.snapshot())
+        for r in getattr(write_result, "write_returns", write_result):
+            if isinstance(r, RayAttemptReport):
+                store_stats.merge(r.store_stats)
+                com.stats.merge(r.committer_stats)
+        results = {t: c.result for t, c in summary.committed.items()}
+        run = JobRun(
+            job=self.job,
+            commit=commit,
+            messages=messages,
+            results=results,
+            attempts=summary.attempts,
+            failed_attempts=summary.failed_attempts,
+            speculative_attempts=0,
+            denied_commits=summary.denied_commits,
+            write_s=write_s,
+            job_commit_s=job_commit_s,
+            wall_s=time.perf_counter() - self._started,
+            task_commit_s=0.0,
+            store_stats=store_stats,
+            committer_stats=com.stats,
+        )
+        task_results = [r for r in results.values() if r]
+        self.result = WriteResult(
+            dest=self.job.store.full_url(),
+            committer=com.name,
+            job_id=str(self.job.job_id),
+            rows=sum(r["rows"] for r in task_results),
+            files=commit.files,
+            bytes=commit.bytes,
+            partitions=len({p for r in task_results for p in r["partitions"]}),
+            run=run,
+            stats={"skipped_attempts": summary.skipped_attempts},
+        )
+
+    def on_write_failed(self, error: Exception) -> None:
+        """Abort the job: nothing of it stays in the destination."""
+        if self._coordinator is not None:
+            try:
+                finish_job(self._coordinator)
+            except Exception:
+                pass
+            self._coordinator = None
+        if self.job is not None and self._committer is not None:
+            self._committer.abort_job(self.job)
+
+    # --- one write task: one task attempt --------------------------------------------------
+
+    def write(self, blocks: Iterable[Block], ctx: Any) -> RayAttemptReport:
+        """Write one task's blocks as one attempt and commit it if the coordinator agrees;
+        the attempt's statistics (the coordinator keeps its commit message)."""
+        assert self.job is not None and self._coordinator is not None, "no on_write_start"
+        work = functools.partial(
+            _write_blocks, blocks=blocks, partition_by=self.partition_cols, options=self.options
+        )
+        return run_attempt_on_ray(
+            self.job, int(ctx.task_idx), self._coordinator, work, self._failures
+        )
+
+
+def _write_blocks(
+    out: TaskOutput,
+    *,
+    blocks: Iterable[Block],
+    partition_by: tuple[str, ...],
+    options: WriteOptions,
+) -> dict[str, Any]:
+    """A write task's work: each block (pandas ones converted as they come) split by partition
+    and written through one TaskWriter; the task's result (rows, files, bytes, partitions)."""
+    from ray.data.block import BlockAccessor
+
+    writer: TaskWriter | None = None
+    schema: pa.Schema | None = None
+    try:
+        for block in blocks:
+            table = BlockAccessor.for_block(block).to_arrow()
+            if table.num_rows == 0:
+                continue
+            if writer is None:
+                schema = table.schema
+                writer = TaskWriter(out, schema, partition_by, options)
+            elif not table.schema.equals(schema):
+                table = _conform(table, schema)  # type: ignore[arg-type]
+            writer.write(table)
+        if writer is None:
+            return {"rows": 0, "files": 0, "bytes": 0, "partitions": []}
+        return writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.abandon()
+        raise
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A later block in the schema of the task's first block (the files' schema)."""
+    if set(table.column_names) != set(schema.names):
+        raise ConfigError(
+            f"a block's columns {table.column_names} differ from the write task's first "
+            f"block's {schema.names}"
+        )
+    try:
+        return table.select(schema.names).cast(schema)
+    except Exception as e:  # pyarrow's ArrowInvalid / ArrowNotImplementedError
+        raise ConfigError(
+            f"a block's schema does not match the write task's first block: {e}"
+        ) from e
+
+
+def _driver_schema(schema: Any, partition_by: tuple[str, ...]) -> pa.Schema:
+    """The schema Ray hands `on_write_start` (Arrow's, a pandas block's names and types, or
+    None) as a pyarrow schema for the driver's checks of the partition columns."""
+    import pyarrow as pa
+
+    if isinstance(schema, pa.Schema):
+        return schema
+    names = list(getattr(schema, "names", None) or ())
+    if not names:
+        # nothing known yet: each task checks its blocks for the partition columns
+        names = [*partition_by, "_"]
+    return pa.schema([(n, pa.null()) for n in names])
+
+
+def _inject_failures(
+    sink: CommitDatasink, failures: Iterable[AttemptFailure | tuple[int, int, str]]
+) -> None:
+    """For tests only: make the given attempts fail.
+
+    Each failure names a task (Ray's ``ctx.task_idx``), an attempt number (the coordinator
+    numbers a task's attempts from 0 as Ray runs and retries it) and a point: AttemptFailure's
+    ``after_write`` and ``during_commit`` (an injected death, raised as AttemptDied), or
+    ``exit_after_authorised`` and ``exit_after_commit`` (the worker process exits).
+    """
+    chosen: dict[tuple[int, int], str] = {}
+    for f in failures:
+        task, attempt, when = (f.task, f.attempt, f.when) if isinstance(f, AttemptFailure) else f
+        if when not in FAILURE_POINTS:
+            raise ConfigError(f"unknown failure point {when!r}; use one of {FAILURE_POINTS}")
+        chosen[(task, attempt)] = when
+    sink._failures = chosen
+
 
 __all__ = ["CommitDatasink"]
