@@ -8,8 +8,9 @@ Files are cut from the data, not from the core count. Stages:
    by writing a sample of the rows in the chosen format and options.
 3. `cut_files`: each partition cut into pieces of at most one file's worth (the target file
    size, as written), and no smaller than a task needs to be worth running on its own.
-4. `pack_tasks`: pieces packed in partition order into tasks of at most that size, so small
-   partitions share a task and each task writes one file per partition it touches.
+4. `pack_tasks`: pieces packed in partition order into tasks of equal size (a partition is
+   cut at a task's boundary), so small partitions share a task, each task writes one file per
+   partition it touches, and no worker waits on another at the end.
 
 Every stage adds its figures to the plan's statistics.
 """
@@ -117,16 +118,29 @@ def cut_files(
 def pack_tasks(
     pieces: list[Piece], row_bytes: float, chunk: float, stats: dict[str, Any]
 ) -> list[list[Piece]]:
-    tasks: list[list[Piece]] = []
-    size = 0.0
-    for piece in pieces:
-        piece_bytes = piece[1].num_rows * row_bytes
-        if not tasks or size + piece_bytes > chunk * 1.25:
+    """Pieces in partition order into tasks of equal size: a piece that would pass its task's
+    share is cut at the share (one more file), unless little of the share is left."""
+    total = sum(rows.num_rows for _, rows in pieces) * row_bytes
+    n = max(1, math.ceil(total / chunk - 1e-9)) if row_bytes else 1
+    share = total / n
+    tasks: list[list[Piece]] = [[]]
+    room = share
+    for directory, rows in pieces:
+        while rows.num_rows:
+            size = rows.num_rows * row_bytes
+            last = len(tasks) == n
+            if size <= room * 1.05 or last:
+                tasks[-1].append((directory, rows))
+                room -= size
+                break
+            if room >= share / 8:
+                take = max(1, int(room / row_bytes))
+                tasks[-1].append((directory, rows.slice(0, take)))
+                rows = rows.slice(take)
             tasks.append([])
-            size = 0.0
-        tasks[-1].append(piece)
-        size += piece_bytes
-    return tasks
+            room = share
+    stats["task_bytes"] = int(share)
+    return [t for t in tasks if t]
 
 
 def _equal_row_ranges(pieces: list[Piece], n: int) -> list[list[Piece]]:
