@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dataferry
+from dataferry.dataset import task
 from dataferry.errors import ConfigError, DestinationError
 
 
@@ -66,7 +67,8 @@ def test_rows_per_file_and_groups(tmp_path):
         assert all(meta.row_group(i).num_rows <= 500 for i in range(meta.num_row_groups))
 
 
-def test_min_rows_per_group_buffers_small_pieces(tmp_path):
+def test_min_rows_per_group_buffers_small_pieces(tmp_path, monkeypatch):
+    monkeypatch.setattr(task, "INBOX_BYTES", 1)  # each batch split and written as it comes
     batches = [table(100).slice(i, 10) for i in range(0, 100, 10)]
     dataferry.write_dataset(iter(batches), str(tmp_path / "a"))
     dataferry.write_dataset(iter(batches), str(tmp_path / "b"), min_rows_per_group=50)
@@ -76,7 +78,8 @@ def test_min_rows_per_group_buffers_small_pieces(tmp_path):
     assert pq.ParquetFile(b).metadata.num_row_groups == 2
 
 
-def test_max_open_files_closes_the_least_recent(tmp_path):
+def test_max_open_files_closes_the_least_recent(tmp_path, monkeypatch):
+    monkeypatch.setattr(task, "INBOX_BYTES", 1)  # each batch split and written as it comes
     t = pa.table({"k": [f"p{i % 4}" for i in range(400)], "v": list(range(400))})
     batches = [t.slice(i, 40) for i in range(0, 400, 40)]  # every batch touches 4 partitions
     r = dataferry.write_dataset(

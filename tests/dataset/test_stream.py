@@ -54,11 +54,11 @@ def test_rows_are_written_while_the_stream_is_still_arriving(tmp_path):
     written_before_end: list[int] = []
 
     def gen():
-        for i in range(12):
-            yield batch(i, 20_000)
+        for i in range(24):  # 31 MiB: a few of the task's rounds of splitting and writing
+            yield batch(i)
         sizes = [p.stat().st_size for p in dest.rglob("*.parquet")] if dest.exists() else []
         written_before_end.append(sum(sizes))
-        yield batch(12, 20_000)
+        yield batch(24)
 
     dataferry.write_dataset(gen(), str(dest), committer="v1")
     assert written_before_end[0] > 0  # task files had bytes before the last batch came
