@@ -184,9 +184,13 @@ def shuffle_stage(spec: ReportSpec, say: Progress) -> dict[str, Any]:
 
 
 def write_stage(spec: ReportSpec, say: Progress) -> dict[str, Any]:
-    """dataferry beside every installed writer (pyarrow, polars, DuckDB, Delta Lake)."""
+    """dataferry beside every installed writer (pyarrow, polars, DuckDB, Delta Lake), and
+    beside Dask's and Ray's own Parquet writers on their engines."""
     say("write: the cost of safety")
-    bench = WriteBenchSpec(rows=200_000, repeats=3) if spec.quick else WriteBenchSpec(repeats=9)
+    if spec.quick:
+        bench = WriteBenchSpec(rows=200_000, repeats=3)
+    else:
+        bench = WriteBenchSpec(repeats=9, dask=True, ray=True)
     return run_write_bench(bench, progress=lambda label, _k, _n: say(f"write: {label}"))
 
 

@@ -71,15 +71,33 @@ def make_committer(
     claim_timeout_s: float = DEFAULT_CLAIM_TIMEOUT_S,
     **options: Any,
 ) -> Committer:
-    """A committer by name for a destination (URL, path or open Store).
+    """A committer by name for a destination.
 
-    mode: what the job's commit does with data already in the destination: `append` keeps it,
-        `overwrite` replaces it, `error` refuses to commit over it. Decided while the commit
-        holds the destination's claim, so two jobs cannot both win.
-    claim_timeout_s: how long a claim holder may go without a heartbeat before another job may
-        take the destination over (recovering the dead job's commit first).
-    A rename-based committer on a store without atomic file rename (S3, GCS) is refused
-    unless `allow_unsafe_rename=True`: there every rename is a copy, slow and not atomic.
+    Parameters
+    ----------
+    name
+        ``v1``, ``v2``, ``manifest``, ``magic``, ``directory``, ``partitioned``, ``hive``,
+        ``direct``, or ``auto`` (chosen from the store's capabilities).
+    dest
+        A URL, a path or an open Store.
+    mode
+        What the job's commit does with data already in the destination: ``append`` keeps
+        it, ``overwrite`` replaces it, ``error`` refuses to commit over it. Decided while the
+        commit holds the destination's claim, so two jobs cannot both win.
+    allow_unsafe_rename
+        A rename-based committer on a store without atomic file rename (S3, GCS) is refused
+        unless this is True: there every rename is a copy, slow and not atomic.
+    claim_timeout_s
+        How long a claim holder may go without a heartbeat before another job may take the
+        destination over (recovering the dead job's commit first).
+    **options
+        The fields of the committer's config dataclass (each names the Hadoop option it
+        mirrors), e.g. ``io_threads`` for ``manifest``.
+
+    Returns
+    -------
+    Committer
+        The committer, ready for ``new_job``/``setup_job``.
     """
     store = dest if isinstance(dest, Store) else open_store(dest)
     if name == "auto":

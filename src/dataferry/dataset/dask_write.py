@@ -48,8 +48,8 @@ from ..commit.protocol import (
 )
 from ..engine.attempt import AttemptReport, TaskOutput, commit_attempt, run_attempt
 from ..engine.feed import TaskFeed
-from ..engine.local import JobRun
-from ..errors import CommitError, ConfigError, EngineError, JobCommitError
+from ..engine.local import JobRun, commit_or_abort
+from ..errors import CommitError, ConfigError, EngineError
 from ..stats import IOStatistics
 from .options import WriteOptions
 from .task import write_rows
@@ -312,18 +312,7 @@ def commit_job_task(
     messages = [d.message for d in done if d.message is not None]
     write_s = time.time() - started.started
     commit_before = committer.store.stats.snapshot()
-    t = time.perf_counter()
-    try:
-        result = committer.commit_job(job, messages)
-    except Exception as e:
-        try:
-            committer.abort_job(job)
-        except Exception:
-            pass
-        if isinstance(e, JobCommitError):
-            raise
-        raise JobCommitError(f"job {job.job_id}: job commit failed: {e}") from e
-    job_commit_s = time.perf_counter() - t
+    result, job_commit_s = commit_or_abort(committer, job, messages)
     for d in done:
         committer.stats.merge(d.committer_stats)
     # one store object for every task (threads, sync): its own counts since setup are exact;

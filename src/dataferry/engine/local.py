@@ -188,19 +188,8 @@ class LocalEngine:
         if before_job_commit is not None:
             before_job_commit(job)
         driver.emit("job_commit_started", -1, -1)
-        t = time.perf_counter()
         messages = [driver.messages[i] for i in sorted(driver.messages)]
-        try:
-            result = committer.commit_job(job, messages)
-        except Exception as e:
-            try:
-                committer.abort_job(job)
-            except Exception:
-                pass
-            if isinstance(e, JobCommitError):
-                raise
-            raise JobCommitError(f"job {job.job_id}: job commit failed: {e}") from e
-        job_commit_s = time.perf_counter() - t
+        result, job_commit_s = commit_or_abort(committer, job, messages)
         driver.emit("job_committed", -1, -1)
         committer.stats.merge(driver.committer_stats)
         store_stats = IOStatistics(committer.store.stats.snapshot())
@@ -223,6 +212,25 @@ class LocalEngine:
             committer_stats=committer.stats,
             errors=dict(driver.errors),
         )
+
+
+def commit_or_abort(
+    committer: Committer, job: JobContext, messages: Sequence[TaskCommitMessage]
+) -> tuple[JobCommitResult, float]:
+    """Commit the job, or abort it (nothing of it stays visible) and raise JobCommitError;
+    (the commit's result, its seconds). An InjectedCrash (the driver died) propagates as is."""
+    t = time.perf_counter()
+    try:
+        result = committer.commit_job(job, messages)
+    except Exception as e:  # not an InjectedCrash (a BaseException: the driver died)
+        try:
+            committer.abort_job(job)
+        except Exception:
+            pass
+        if isinstance(e, JobCommitError):
+            raise
+        raise JobCommitError(f"job {job.job_id}: job commit failed: {e}") from e
+    return result, time.perf_counter() - t
 
 
 class _Driver:

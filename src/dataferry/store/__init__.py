@@ -49,25 +49,36 @@ def open_store(
     latency_scale: float = 1.0,
     **options: Any,
 ) -> Store:
-    """Open a store rooted at a URL or path.
+    """Open a store rooted at a URL or path: the only way dataferry reaches storage.
 
-    Plain paths and `file://` give the local store; `s3://` the S3 store (boto3; options are
-    client options such as endpoint_url); `memory://`, `gs://`, `abfs://` go through fsspec
-    (options are its storage options); `hdfs://host:port/path` and `viewfs://` go through
-    pyarrow's HadoopFileSystem; `sim:PROFILE[:dir]` gives a local directory behind a model of
-    another store.
-
-    storage_options: a dict as fsspec and Dask take it. fsspec URLs get it as is; `s3://`
+    Parameters
+    ----------
+    url_or_path
+        A plain path or ``file://`` (the local store); ``s3://``/``s3a://`` (boto3);
+        ``memory://``, ``gs://``, ``abfs://`` (fsspec); ``hdfs://host:port/path`` or
+        ``viewfs://`` (pyarrow's HadoopFileSystem); ``sim:PROFILE[:dir]`` (a local directory
+        behind a model of another store); or a path inside ``filesystem``.
+    filesystem
+        An fsspec ``AbstractFileSystem`` or a ``pyarrow.fs.FileSystem``; ``url_or_path`` is
+        then a path inside it (a URL only with that file system's scheme). Its capabilities
+        come from its protocol or pyarrow type.
+    storage_options
+        Options as fsspec and Dask take them: fsspec URLs get them as they are; ``s3://``
         takes s3fs's names (key, secret, token, endpoint_url, client_kwargs, config_kwargs,
-        anon, profile), translated to the boto3 client's; `hdfs://` takes HadoopFileSystem's
-        (user, kerb_ticket, replication, extra_conf, ...). An option a store does not know is
-        a ConfigError.
-    filesystem: an fsspec `AbstractFileSystem` or a `pyarrow.fs.FileSystem` object; then
-        `url_or_path` is a path inside it (a URL is accepted only with that file system's
-        scheme). Capabilities come from its protocol or pyarrow type.
-    faults: wraps the underlying store in a FaultStore (below any `sim:` model, so the model's
+        anon, profile), given to the boto3 client; ``hdfs://`` takes HadoopFileSystem's
+        (user, kerb_ticket, replication, extra_conf, ...). An unknown one is a ConfigError.
+    faults
+        Wrap the underlying store in a FaultStore (below any ``sim:`` model, so the model's
         composite operations can be broken half way).
-    latency_scale: scales a `sim:` model's sleeps (0 keeps only its semantics).
+    latency_scale
+        Scale a ``sim:`` model's sleeps (0 keeps only its semantics).
+    **options
+        The store's own options (for ``s3://``: boto3 client options such as endpoint_url).
+
+    Returns
+    -------
+    Store
+        A store rooted at the location; every operation through it is counted and timed.
     """
     if _filesystem_kind(url_or_path):
         raise ConfigError(
