@@ -303,6 +303,9 @@ class CommitDatasink(_Base):
         )
 
 
+ENCODE_THREADS = min(4, os.cpu_count() or 1)
+
+
 def _write_blocks(
     out: TaskOutput,
     *,
@@ -323,7 +326,8 @@ def _write_blocks(
                 continue
             if writer is None:
                 schema = table.schema
-                writer = TaskWriter(out, schema, partition_by, options)
+                # as Ray's own Parquet writer does, partitions are encoded on several threads
+                writer = TaskWriter(out, schema, partition_by, options, ENCODE_THREADS)
             elif not table.schema.equals(schema):
                 table = _conform(table, schema)  # type: ignore[arg-type]
             writer.write(table)

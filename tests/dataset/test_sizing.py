@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -81,3 +83,40 @@ def test_explicit_tasks_cut_equal_row_ranges():
     t = pa.table({"k": ["a", "b"] * 50, "v": list(range(100))})
     plan = plan_tasks(t, ("k",), WriteOptions(), workers=1, tasks=3)
     assert [sum(p.num_rows for _, p in task) for task in plan.tasks] == [34, 34, 32]
+
+
+def test_a_small_write_encodes_its_partitions_side_by_side(tmp_path, monkeypatch):
+    from dataferry.dataset import task
+
+    seen: set[str] = set()
+    real = task.TaskWriter.write_partition
+
+    def spy(self, directory, rows):
+        seen.add(threading.current_thread().name)
+        return real(self, directory, rows)
+
+    monkeypatch.setattr(task.TaskWriter, "write_partition", spy)
+    t = sales_table(20_000, days=4)  # one task (small), 20 partitions
+    r = dataferry.write_dataset(
+        t,
+        str(tmp_path / "o"),
+        partition_by=["day", "region"],
+        engine=LocalEngineConfig(workers=4, executor="threads"),
+    )
+    assert r.run.attempts == 1 and r.files == 20
+    assert len({n for n in seen if n.startswith("dataferry-encode")}) > 1
+    back = pads.dataset(str(tmp_path / "o"), partitioning="hive").to_table()
+    assert sorted(back.column("order_id").to_pylist()) == list(range(20_000))
+
+
+def test_side_by_side_falls_back_to_order_when_files_must_be_evicted(tmp_path):
+    t = sales_table(20_000, days=4)
+    r = dataferry.write_dataset(
+        t,
+        str(tmp_path / "o"),
+        partition_by=["day", "region"],
+        max_open_files=3,
+        engine=LocalEngineConfig(workers=4, executor="threads"),
+    )
+    assert r.files == 20
+    assert rows_back(tmp_path / "o") == 20_000

@@ -10,8 +10,10 @@ its limits, and never holds more than one row group of a partition in its buffer
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -105,6 +107,7 @@ class TaskWriter:
         schema: pa.Schema,
         partition_by: tuple[str, ...],
         options: WriteOptions,
+        threads: int = 1,
     ) -> None:
         self.out = out
         self.partition_by = partition_by
@@ -117,6 +120,8 @@ class TaskWriter:
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()  # least recently written first
         self._inbox: list[pa.Table] = []  # rows received, not yet split
         self._inbox_bytes = 0
+        self._lock = threading.Lock()  # the task's counts, when partitions write side by side
+        self._pool = ThreadPoolExecutor(threads, "dataferry-encode") if threads > 1 else None
 
     # --- input ---------------------------------------------------------------------------------
 
@@ -137,18 +142,40 @@ class TaskWriter:
             return
         table = self._inbox[0] if len(self._inbox) == 1 else pa.concat_tables(self._inbox)
         self._inbox, self._inbox_bytes = [], 0
-        for directory, rows in split_by_partition(table, self.partition_by):
-            self.write_partition(directory, rows)
+        self.write_round(list(split_by_partition(table, self.partition_by)))
+
+    def write_round(self, pieces: list[tuple[str, pa.Table]]) -> None:
+        """Rows of several partitions: side by side on the task's threads (pyarrow encodes
+        without the GIL) when every partition can keep its file open, else in order."""
+        groups: dict[str, list[pa.Table]] = {}
+        for directory, rows in pieces:
+            groups.setdefault(directory, []).append(rows)
+        new = sum(1 for d in groups if d not in self._open)
+        if (
+            self._pool is None
+            or len(groups) < 2
+            or len(self._open) + new > self.options.max_open_files
+        ):
+            for directory, rows in pieces:
+                self.write_partition(directory, rows)
+            return
+        # each partition on one thread, in order; no file is evicted (there is room for all)
+        done = self._pool.map(
+            lambda d: [self.write_partition(d, rows) for rows in groups[d]], list(groups)
+        )
+        for _ in done:
+            pass  # raise the first failure here
 
     def write_partition(self, directory: str, rows: pa.Table) -> None:
         """Rows of one partition, without its partition columns."""
         if rows.num_rows == 0:
             return
-        part = self._partitions.get(directory)
-        if part is None:
-            part = self._partitions[directory] = _Partition(directory)
-        self.stats.rows += rows.num_rows
-        self.stats.partitions.add(directory)
+        with self._lock:
+            part = self._partitions.get(directory)
+            if part is None:
+                part = self._partitions[directory] = _Partition(directory)
+            self.stats.rows += rows.num_rows
+            self.stats.partitions.add(directory)
         part.pending.append(rows)
         part.pending_rows += rows.num_rows
         if part.pending_rows >= max(1, self.options.min_rows_per_group):
@@ -161,12 +188,19 @@ class TaskWriter:
             self._flush(part)
         for directory in list(self._open):
             self._close_file(directory)
+        self._shutdown()
         return self.stats.as_result()
+
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def abandon(self) -> None:
         """Close the streams of a failed task without finishing its files."""
+        self._shutdown()
         failed = RuntimeError("the task failed")
-        for f in self._open.values():
+        for f in list(self._open.values()):
             try:
                 exit_ = getattr(f.sink.inner, "__exit__", None)
                 if exit_ is not None:  # a stream that publishes on close publishes nothing
@@ -196,8 +230,9 @@ class TaskWriter:
             take = rows.num_rows if not limit else min(rows.num_rows, limit - f.rows)
             f.writer.write(rows.slice(0, take))
             f.rows += take
-            self.stats.row_groups += -(-take // self.options.max_rows_per_group)
-            self._open.move_to_end(part.directory)
+            with self._lock:
+                self.stats.row_groups += -(-take // self.options.max_rows_per_group)
+                self._open.move_to_end(part.directory)
             rows = rows.slice(take)
             if (limit and f.rows >= limit) or f.sink.bytes >= self.options.target_file_size:
                 self._close_file(part.directory)
@@ -206,7 +241,7 @@ class TaskWriter:
         f = self._open.get(part.directory)
         if f is not None:
             return f
-        while len(self._open) >= self.options.max_open_files:
+        while len(self._open) >= self.options.max_open_files:  # never in a parallel round
             self._close_file(next(iter(self._open)))
         name = self.options.file_name(self.out.task_index, self.out.job_uuid, part.files)
         part.files += 1
@@ -216,15 +251,19 @@ class TaskWriter:
         except BaseException:
             sink.close()
             raise
-        f = self._open[part.directory] = _OpenFile(sink, writer)
+        f = _OpenFile(sink, writer)
+        with self._lock:
+            self._open[part.directory] = f
         return f
 
     def _close_file(self, directory: str) -> None:
-        f = self._open.pop(directory)
+        with self._lock:
+            f = self._open.pop(directory)
         f.writer.close()
         f.sink.close()
-        self.stats.files += 1
-        self.stats.bytes += f.sink.bytes
+        with self._lock:
+            self.stats.files += 1
+            self.stats.bytes += f.sink.bytes
 
 
 def write_rows(
@@ -233,9 +272,11 @@ def write_rows(
     partition_by: tuple[str, ...],
     options: WriteOptions,
     batches: Iterable[pa.Table | pa.RecordBatch],
+    threads: int = 1,
 ) -> dict[str, Any]:
-    """A task's whole work over rows of any partitions, read as they come."""
-    writer = TaskWriter(out, schema, partition_by, options)
+    """A task's whole work over rows of any partitions, read as they come (partitions
+    encoded side by side on `threads` threads)."""
+    writer = TaskWriter(out, schema, partition_by, options, threads)
     try:
         for batch in batches:
             writer.write(batch)
@@ -251,15 +292,15 @@ def write_pieces(
     partition_by: tuple[str, ...],
     options: WriteOptions,
     pieces: Iterable[tuple[str, pa.Table | Rows]],
+    threads: int = 1,
 ) -> dict[str, Any]:
     """A task's whole work over rows already split by partition (a planned in-memory write):
     each (directory, rows) goes straight to its partition's file."""
     pieces = gather_pieces(list(pieces))
-    writer = TaskWriter(out, schema, partition_by, options)
+    writer = TaskWriter(out, schema, partition_by, options, threads)
     writer.announce(dict.fromkeys(d for d, _ in pieces))
     try:
-        for directory, rows in pieces:
-            writer.write_partition(directory, rows)
+        writer.write_round(pieces)
         return writer.close()
     except BaseException:
         writer.abandon()

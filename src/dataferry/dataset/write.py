@@ -193,6 +193,8 @@ def write_dataset(
                 partition_by=parts,
                 options=options,
                 pieces=pieces,
+                # fewer tasks than workers (small data): each encodes partitions side by side
+                threads=max(1, workers // len(plan.tasks)),
             )
             for pieces in plan.tasks
         ]
