@@ -20,18 +20,27 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .commit.factory import make_committer
 from .dataset.dask_write import (
     FrameSpec,
     PartitionFeed,
     WriteSpec,
     abort_quietly,
     commit_job_task,
+    dask_filesystem,
     frame_spec,
+    schema_of,
     setup_job_task,
     write_frame,
     write_partition_task,
 )
-from .dataset.options import WriteOptions, build_options, resolve_mode
+from .dataset.options import (
+    WriteOptions,
+    build_options,
+    mode_of_flags,
+    partition_columns,
+    resolve_mode,
+)
 from .dataset.write import (
     WriteResult,
     check_partition_columns,
@@ -253,16 +262,20 @@ def to_parquet(
     if engine not in (None, "auto", "pyarrow"):
         raise ConfigError(f"engine must be 'pyarrow' (or 'auto'), got {engine!r}")
     del ignore_divisions  # nothing to check: no divisions are kept
-    parts = _columns(partition_on)
+    parts = partition_columns(partition_on, None, "partition_on")
     sizes = {name: kwargs.pop(name) for name in _SIZE_OPTIONS if name in kwargs}
     options = build_options("parquet", {"compression": compression}, kwargs, **sizes)
     frame = frame_spec(df, write_index, schema)
-    check_partition_columns(_schema_of(df, frame), parts)
-    dest, filesystem = _arrow_filesystem(path, filesystem)
+    check_partition_columns(schema_of(df, frame), parts)
+    dest, filesystem = dask_filesystem(path, filesystem)
     # nothing below touches the store: the destination is checked by the setup task
     store = open_destination(dest, filesystem, storage_options)
-    com = _committer(
-        store, committer, _mode(append, overwrite), committer_options, allow_unsafe_rename
+    com = make_committer(
+        committer,
+        store,
+        mode=mode_of_flags(append, overwrite),
+        allow_unsafe_rename=allow_unsafe_rename,
+        **dict(committer_options or {}),
     )
     job = com.new_job()
     spec = WriteSpec(parts, options, frame)
@@ -394,11 +407,7 @@ def write_dataset(
         The destination, the committer, rows, files, bytes, partitions and the job's run.
     """
     _require("dask.dataframe", "distributed")
-    if partitioning is not None:
-        if partition_by is not None:
-            raise ConfigError("give partition_by or partitioning, not both")
-        partition_by = partitioning
-    parts = _columns(partition_by)
+    parts = partition_columns(partition_by, partitioning, "partition_by or partitioning")
     options = build_options(
         format,
         format_options,
@@ -416,7 +425,7 @@ def write_dataset(
     )
     store, com = prepare_write(
         dest,
-        _schema_of(ddf, frame),
+        schema_of(ddf, frame),
         parts,
         options.format,
         committer,
@@ -475,63 +484,6 @@ def write_partition(
     if isinstance(options, str):
         options = WriteOptions(format=options)
     return write_frame(pdf, tuple(partition_by), options, FrameSpec(None, write_index), out)
-
-
-# --- helpers -------------------------------------------------------------------------------------
-
-
-def _columns(names: str | Sequence[str] | None) -> tuple[str, ...]:
-    if names is None:
-        return ()
-    if isinstance(names, str):
-        return (names,)
-    return tuple(names)
-
-
-def _mode(append: bool, overwrite: bool) -> str:
-    if overwrite:
-        return "overwrite"
-    return "append" if append else "error"
-
-
-def _schema_of(ddf: Any, frame: FrameSpec) -> Any:
-    """The columns a write will have (for checking the partition columns)."""
-    if frame.schema is not None:
-        return frame.schema
-    import pyarrow as pa
-
-    return pa.Schema.from_pandas(ddf._meta, preserve_index=False)
-
-
-def _arrow_filesystem(path: str | os.PathLike[str], filesystem: Any) -> tuple[Any, Any]:
-    """Dask's ``filesystem`` names: "fsspec" (or None) means the one the URL implies, "arrow"
-    pyarrow's file system for it."""
-    if filesystem is None or filesystem == "fsspec":
-        return path, None
-    if filesystem == "arrow":
-        import pyarrow.fs as pafs
-
-        fs, inner = pafs.FileSystem.from_uri(os.fspath(path))
-        return inner, fs
-    if isinstance(filesystem, str):
-        raise ConfigError(
-            f"filesystem must be 'fsspec', 'arrow' or a file system, got {filesystem!r}"
-        )
-    return path, filesystem
-
-
-def _committer(
-    store: Store,
-    name: str,
-    mode: str,
-    options: dict[str, Any] | None,
-    allow_unsafe_rename: bool,
-) -> Any:
-    from .commit.factory import make_committer
-
-    return make_committer(
-        name, store, mode=mode, allow_unsafe_rename=allow_unsafe_rename, **dict(options or {})
-    )
 
 
 __all__ = ["DaskEngine", "shuffle", "to_parquet", "write_dataset", "write_partition"]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .commit.protocol import Committer, JobContext
 from .dataset.formats import check_writer
-from .dataset.options import WriteOptions, build_options, resolve_mode
+from .dataset.options import WriteOptions, build_options, partition_columns, resolve_mode
 from .dataset.task import TaskWriter
 from .dataset.write import WriteResult, prepare_write
 from .engine.attempt import AttemptFailure, TaskOutput
@@ -141,12 +141,6 @@ class CommitDatasink(_Base):
                 f"path must be a path or URL, got {type(path).__name__}; "
                 "to write through a file system object, pass it as filesystem="
             )
-        if partition_by is not None:
-            if partition_cols is not None:
-                raise ConfigError("give partition_cols or partition_by, not both")
-            partition_cols = partition_by
-        if isinstance(partition_cols, str):
-            partition_cols = [partition_cols]
         if min_rows_per_write is not None and (
             isinstance(min_rows_per_write, bool)
             or not isinstance(min_rows_per_write, int)
@@ -156,7 +150,9 @@ class CommitDatasink(_Base):
                 f"min_rows_per_write must be an integer >= 1 or None, got {min_rows_per_write!r}"
             )
         self.path = os.fspath(path)
-        self.partition_cols: tuple[str, ...] = tuple(partition_cols or ())
+        self.partition_cols = partition_columns(
+            partition_cols, partition_by, "partition_cols or partition_by"
+        )
         self.options: WriteOptions = build_options(
             format,
             format_options,

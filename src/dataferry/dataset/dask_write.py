@@ -440,3 +440,27 @@ class PartitionFeed:
             "window": self.window,
             "max_partitions_held": self.max_held,
         }
+
+
+def schema_of(ddf: Any, frame: FrameSpec) -> Any:
+    """The columns a write will have (for checking the partition columns)."""
+    if frame.schema is not None:
+        return frame.schema
+    return pa.Schema.from_pandas(ddf._meta, preserve_index=False)
+
+
+def dask_filesystem(path: str | os.PathLike[str], filesystem: Any) -> tuple[Any, Any]:
+    """(destination, file system) for Dask's ``filesystem`` names: "fsspec" (or None) means
+    the one the URL implies, "arrow" pyarrow's file system for it, an object itself."""
+    if filesystem is None or filesystem == "fsspec":
+        return path, None
+    if filesystem == "arrow":
+        import pyarrow.fs as pafs
+
+        fs, inner = pafs.FileSystem.from_uri(os.fspath(path))
+        return inner, fs
+    if isinstance(filesystem, str):
+        raise ConfigError(
+            f"filesystem must be 'fsspec', 'arrow' or a file system, got {filesystem!r}"
+        )
+    return path, filesystem

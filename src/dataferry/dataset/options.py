@@ -9,6 +9,7 @@ value is checked here, once, on the driver, with an error that names the option 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -133,6 +134,29 @@ class WriteOptions:
 def _check_int(name: str, value: Any, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def partition_columns(
+    columns: str | Sequence[str] | None, alias: str | Sequence[str] | None, names: str
+) -> tuple[str, ...]:
+    """The partition columns, given under one name or its alias (`names`: "partition_by or
+    partitioning"), not both; a single column may be a string."""
+    if alias is not None:
+        if columns is not None:
+            raise ConfigError(f"give {names}, not both")
+        columns = alias
+    if columns is None:
+        return ()
+    return (columns,) if isinstance(columns, str) else tuple(columns)
+
+
+def mode_of_flags(append: bool, overwrite: bool) -> str:
+    """The write mode of Dask's `append`/`overwrite` flags (neither: refuse existing data)."""
+    if append and overwrite:
+        raise ConfigError("give append or overwrite, not both")
+    if overwrite:
+        return "overwrite"
+    return "append" if append else "error"
 
 
 def resolve_mode(mode: str | None, existing_data_behavior: str | None) -> str:

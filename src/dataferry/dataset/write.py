@@ -25,7 +25,7 @@ from ..errors import ConfigError
 from ..store import Store, open_store
 from .formats import check_writer
 from .inputs import as_source
-from .options import WriteOptions, build_options, resolve_mode
+from .options import WriteOptions, build_options, partition_columns, resolve_mode
 from .partition import gather_pieces
 from .sizing import plan_tasks
 from .stream import StreamFeeder
@@ -146,13 +146,7 @@ def write_dataset(
     WriteResult
         The destination, the committer, rows, files, bytes, partitions and the job's run.
     """
-    if partitioning is not None:
-        if partition_by is not None:
-            raise ConfigError("give partition_by or partitioning, not both")
-        partition_by = partitioning
-    if isinstance(partition_by, str):
-        partition_by = [partition_by]
-    parts = tuple(partition_by or ())
+    parts = partition_columns(partition_by, partitioning, "partition_by or partitioning")
     options = build_options(
         format,
         format_options,
