@@ -64,7 +64,8 @@ def _errors() -> Iterator[None]:
 
 @contextmanager
 def _progress(label: str, total: int | None, quiet: bool) -> Iterator[Callable[..., None]]:
-    """A rich progress bar; yields a callback advance(n=1, total=None)."""
+    """A rich progress bar; yields a callback advance(n=1, total=None, label=None,
+    completed=None) (a new label names the step running; completed sets the count)."""
     if quiet or (not sys.stderr.isatty() and not console.is_terminal):
         yield lambda *a, **k: None
         return
@@ -78,10 +79,16 @@ def _progress(label: str, total: int | None, quiet: bool) -> Iterator[Callable[.
     ) as bar:
         task = bar.add_task(label, total=total)
 
-        def advance(n: int = 1, total: int | None = None) -> None:
-            if total is not None:
-                bar.update(task, total=total)
-            bar.advance(task, n)
+        def advance(
+            n: int = 1,
+            total: int | None = None,
+            label: str | None = None,
+            completed: int | None = None,
+        ) -> None:
+            if total is not None or label is not None or completed is not None:
+                bar.update(task, total=total, description=label, completed=completed)
+            if n:
+                bar.advance(task, n)
 
         yield advance
 
@@ -1120,23 +1127,10 @@ def bench_write(
                 ray=ray,
             )
             run = run_write_bench
-        if quiet:
-            data = run(spec)
-        else:
-            with Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as bar:
-                task = bar.add_task("bench write", total=None)
-
-                def step(label: str, k: int, n: int) -> None:
-                    bar.update(task, description=label, completed=k - 1, total=n)
-
-                data = run(spec, progress=step)
+        with _progress("bench write", None, quiet) as advance:
+            data = run(
+                spec, progress=lambda label, k, n: advance(0, n, label=label, completed=k - 1)
+            )
     if json_out:
         _print_json(data)
     else:

@@ -12,7 +12,6 @@ Errors of the file system (OSError and its kinds, pyarrow's) come out as datafer
 
 from __future__ import annotations
 
-import errno
 import threading
 from typing import Any
 
@@ -20,12 +19,9 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 from ..errors import (
-    AccessDenied,
     AlreadyExists,
-    AmbiguousOutcome,
     ConfigError,
     DataferryError,
-    IsADirectory,
     NotADirectory,
     NotFound,
     StoreError,
@@ -33,6 +29,7 @@ from ..errors import (
 from . import paths
 from .base import Capabilities, FileStatus, Op, Store
 from .local import LOCAL_CAPABILITIES
+from .oserrors import from_os_error
 
 PROTOCOL_CAPABILITIES: dict[str, Capabilities] = {
     # In-process dict: a single rename or create is atomic under our lock; directory rename
@@ -299,24 +296,8 @@ def store_error(e: BaseException, what: str, path: str) -> StoreError | None:
     """A file system's exception as dataferry's; None for one that is not an I/O failure
     (a bug, an interrupt), which is left to propagate."""
     msg = f"{what}: {e}"
-    if isinstance(e, FileNotFoundError):
-        return NotFound(msg, path)
-    if isinstance(e, FileExistsError):
-        return AlreadyExists(msg, path)
-    if isinstance(e, NotADirectoryError):
-        return NotADirectory(msg, path)
-    if isinstance(e, IsADirectoryError):
-        return IsADirectory(msg, path)
-    if isinstance(e, PermissionError):
-        return AccessDenied(msg, path)
-    if isinstance(e, TimeoutError):  # sent, answer lost: it may have happened
-        return AmbiguousOutcome(msg, path)
     if isinstance(e, OSError):
-        if e.errno == errno.ENOENT:
-            return NotFound(msg, path)
-        if e.errno == errno.EEXIST:
-            return AlreadyExists(msg, path)
-        return StoreError(msg, path)
+        return from_os_error(e, msg, path)
     if type(e).__module__.startswith("pyarrow"):  # ArrowInvalid and the like
         return StoreError(msg, path)
     return None

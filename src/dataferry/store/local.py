@@ -18,13 +18,13 @@ from typing import BinaryIO
 from ..errors import (
     AccessDenied,
     AlreadyExists,
-    IsADirectory,
     NotADirectory,
     NotFound,
     StoreError,
 )
 from . import paths
 from .base import Capabilities, FileStatus, Op, Store
+from .oserrors import from_os_error
 
 LOCAL_CAPABILITIES = Capabilities(
     atomic_file_rename=True,
@@ -89,17 +89,7 @@ class LocalStore(Store):
     def _translate(self, e: OSError, path: str, what: str) -> StoreError:
         where = self.full_url(path) if path is not None else self.url
         msg = f"{what} {where}: {e.strerror or e}"
-        if isinstance(e, FileNotFoundError):
-            return NotFound(msg, path)
-        if isinstance(e, FileExistsError):
-            return AlreadyExists(msg, path)
-        if isinstance(e, NotADirectoryError):
-            return NotADirectory(msg, path)
-        if isinstance(e, IsADirectoryError):
-            return IsADirectory(msg, path)
-        if isinstance(e, PermissionError):
-            return AccessDenied(msg, path)
-        return StoreError(msg, path)
+        return from_os_error(e, msg, path)
 
     # --- primitives ----------------------------------------------------------------------------
 
