@@ -39,3 +39,13 @@ def test_split_matches_row_by_row_grouping(monkeypatch, radix_limit, compact_lim
     assert got == _reference(table, cols)
     for _, rows in split_by_partition(table, cols):
         assert rows.column_names == ["v"]
+
+
+def test_dictionary_columns_with_nulls_and_different_chunk_dictionaries():
+    """pandas and polars categoricals arrive as dictionary arrays: a null has no code of its
+    own there, and two chunks may number the same value differently."""
+    a = pa.array(["x", "y", None, "x"]).dictionary_encode()
+    b = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1], pa.int32()), pa.array(["y", "x"]))
+    table = pa.table({"c": pa.chunked_array([a, b]), "v": list(range(7))})
+    got = {d: sorted(rows.column("v").to_pylist()) for d, rows in split_by_partition(table, ["c"])}
+    assert got == {"c=x": [0, 3, 5, 6], "c=y": [1, 4], "c=__HIVE_DEFAULT_PARTITION__": [2]}

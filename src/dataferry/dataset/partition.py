@@ -122,6 +122,11 @@ def _directory(table: pa.Table, columns: Sequence[str], row: int) -> str:
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """(a code per row, number of codes); a null is a value of its own."""
+    if pa.types.is_dictionary(column.type):
+        # already encoded (pandas and polars categoricals), but its nulls have no code and its
+        # chunks may have different dictionaries: encode the values again
+        column = column.cast(column.type.value_type)
     enc = pc.dictionary_encode(column, null_encoding="encode").combine_chunks()
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), len(enc.dictionary)
 
