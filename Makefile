@@ -11,12 +11,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP_BASE): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+$(STAMP_BASE): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e .
 	touch $@
 
-$(STAMP_TEST): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test,interop]'
+$(STAMP_TEST): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,interop]'
 	touch $@
 
 demo: $(STAMP_BASE)

@@ -25,7 +25,7 @@ STORE_KINDS = [
 def s3_server():
     """A real S3-protocol server (moto, in its own process) on a free loopback port, with the
     AWS variables of this process pointed at it."""
-    from dataferry.store.s3_local import LocalS3Server
+    from dataferry.testing import LocalS3Server
 
     saved = {
         k: os.environ.get(k)

@@ -15,7 +15,6 @@ Dask is an optional dependency: ``pip install 'dataferry[dask]'``.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -52,14 +51,13 @@ from .engine.attempt import TaskOutput
 from .engine.dask import DaskEngine
 from .engine.local import EventHook, LocalEngineConfig
 from .errors import ConfigError
+from .extras import MissingDependency, require
 from .store import Store
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
     import pandas as pd
     from dask.delayed import Delayed
-
-EXTRA = "pip install 'dataferry[dask]'"
 
 # to_parquet's keywords that size and name files (the rest of **kwargs go to the writer)
 _SIZE_OPTIONS = (
@@ -75,13 +73,7 @@ _SIZE_OPTIONS = (
 def _require(*modules: str) -> None:
     """Import `modules`, or fail naming the extra that installs them."""
     for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError as e:
-            raise ImportError(
-                f"dataferry.dask needs {name.split('.')[0]}, which is not installed "
-                f"({e}); install it with: {EXTRA}"
-            ) from e
+        require(name, "dataferry.dask")
 
 
 try:
@@ -91,9 +83,7 @@ except ImportError as _missing:  # distributed is not installed
 
     def shuffle(ddf: Any, on: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
         """The push-based shuffle; it needs Dask's distributed scheduler."""
-        raise ImportError(
-            f"dataferry.dask.shuffle needs distributed ({_shuffle_error}); install it with: {EXTRA}"
-        )
+        raise MissingDependency("distributed", "dataferry.dask.shuffle", _shuffle_error)
 
 
 def to_parquet(
@@ -435,6 +425,12 @@ def write_dataset(
         filesystem=filesystem,
         storage_options=storage_options,
     )
+    service_url = (committer_options or {}).get("service_url")
+    if service_url:  # the workers must reach the marker service
+        from .net.addresses import check_reachable, host_of
+
+        hosts = [host_of(w) for w in engine.client.scheduler_info()["workers"]]
+        check_reachable(service_url, hosts, "marker service")
     feed = PartitionFeed(
         engine.client, ddf, WriteSpec(parts, options, frame), window or 2 * engine.workers
     )

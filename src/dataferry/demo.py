@@ -9,6 +9,8 @@ costs each, and runs a small shuffle pulled and pushed through two shuffle servi
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -21,8 +23,8 @@ from .dataset.synthetic import sales_table
 from .dataset.write import WriteResult, write_dataset
 from .engine import AttemptFailure, LocalEngine, LocalEngineConfig
 from .engine.local import EventHook
-from .errors import DataferryError
-from .store import open_store
+from .errors import DataferryError, DestinationError
+from .store import Store, open_store
 
 
 @dataclass
@@ -38,10 +40,30 @@ class DemoReport:
     notes: list[str] = field(default_factory=list)
     commit_tour: list[dict[str, Any]] = field(default_factory=list)
     shuffle_tour: list[dict[str, Any]] = field(default_factory=list)
+    # the demo's temporary directory (the default destination and the tour's output), or ""
+    # once it has been removed
+    workdir: str = ""
 
     @property
     def ok(self) -> bool:
         return self.rows_written == self.rows_read
+
+
+def check_destination(dest: str, force: bool) -> Store:
+    """The demo's destination; one that holds anything is refused unless `force` (the demo
+    then replaces what it holds)."""
+    store = open_store(dest)
+    if store.exists("") and not force:
+        if not store.stat("").is_dir:
+            raise DestinationError(f"demo destination {store.full_url()} is a file")
+        entries = store.list("")
+        if entries:
+            raise DestinationError(
+                f"demo destination {store.full_url()} is not empty (it holds "
+                f"{entries[0].path!r}{' and more' if len(entries) > 1 else ''}); "
+                "--force replaces what it holds"
+            )
+    return store
 
 
 def run_demo(
@@ -53,8 +75,38 @@ def run_demo(
     workers: int | None = None,
     on_event: EventHook | None = None,
     tour: bool = True,
+    force: bool = False,
+    keep: bool = False,
 ) -> DemoReport:
-    dest = dest or tempfile.mkdtemp(prefix="dataferry-demo-")
+    """Run the main job into `dest` (default: a new temporary directory) and then the tour.
+
+    A `dest` that holds anything is refused unless `force`. The temporary directory (the
+    default destination and the tour's output) is removed at the end unless `keep`."""
+    store = check_destination(dest, force) if dest else None
+    workdir = tempfile.mkdtemp(prefix="dataferry-demo-")
+    try:
+        store = store or open_store(os.path.join(workdir, "sales"))
+        report, table = _main_job(store, rows, tasks, committer, workers, on_event, force)
+        if tour:
+            report.commit_tour = commit_tour(table, tasks, os.path.join(workdir, "tour"))
+            report.shuffle_tour = shuffle_tour(os.path.join(workdir, "tour", "shuffle"))
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report.workdir = workdir if keep else ""
+    return report
+
+
+def _main_job(
+    store: Store,
+    rows: int,
+    tasks: int,
+    committer: str,
+    workers: int | None,
+    on_event: EventHook | None,
+    force: bool,
+) -> tuple[DemoReport, Any]:
+    """The partitioned write with a failed and a speculative attempt, read back and checked."""
     t = time.perf_counter()
     table = sales_table(rows)
     generate_s = time.perf_counter() - t
@@ -65,14 +117,13 @@ def run_demo(
             speculate_tasks=(5,),
         )
     )
-    store = open_store(dest)
     result = write_dataset(
         table,
         store,
         partition_by=("day", "region"),
         committer=committer,
         engine=engine,
-        mode="overwrite",
+        mode="overwrite" if force else "error",
         tasks=tasks,
         on_event=on_event,
     )
@@ -97,10 +148,7 @@ def run_demo(
         generate_s=generate_s,
         read_s=read_s,
     )
-    if tour:
-        report.commit_tour = commit_tour(table, tasks, f"{dest.rstrip('/')}-tour")
-        report.shuffle_tour = shuffle_tour(f"{dest.rstrip('/')}-tour/shuffle")
-    return report
+    return report, table
 
 
 def commit_tour(table: Any, tasks: int, base: str) -> list[dict[str, Any]]:
@@ -134,7 +182,8 @@ def shuffle_tour(root: str, maps: int = 8, reduces: int = 16) -> list[dict[str, 
     """A small shuffle by customer, pulled and then pushed, on two node services."""
     import functools
 
-    from .engine.shuffle import LocalShuffle, LocalShuffleConfig, table_summary
+    from .bench.shuffle import table_summary
+    from .engine.shuffle import LocalShuffle, LocalShuffleConfig
     from .shuffle import DriverConfig
 
     config = LocalShuffleConfig(nodes=2, workers=2, driver=DriverConfig(min_shuffle_size_to_wait=0))
@@ -155,3 +204,9 @@ def shuffle_tour(root: str, maps: int = 8, reduces: int = 16) -> list[dict[str, 
                 }
             )
     return rows
+
+
+def slowest_stage(stages_s: dict[str, float]) -> tuple[str, float]:
+    """The job-commit stage that took longest (the `total` left out), as (name, seconds)."""
+    stages = ((k, v) for k, v in stages_s.items() if k != "total")
+    return max(stages, key=lambda kv: kv[1], default=("", 0.0))

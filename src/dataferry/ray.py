@@ -32,6 +32,7 @@ from .engine.ray import (
     run_attempt_on_ray,
 )
 from .errors import ConfigError
+from .extras import MissingDependency
 from .stats import IOStatistics
 
 if TYPE_CHECKING:
@@ -136,6 +137,8 @@ class CommitDatasink(_Base):
         partition_by: Sequence[str] | None = None,
         **writer_options: Any,
     ) -> None:
+        if _Base is object:
+            raise MissingDependency("ray", "dataferry.ray.CommitDatasink")
         if not isinstance(path, (str, os.PathLike)):
             raise ConfigError(
                 f"path must be a path or URL, got {type(path).__name__}; "
@@ -208,7 +211,7 @@ class CommitDatasink(_Base):
         self._started = time.perf_counter()
         self.result = None
         actor = coordinator_actor()  # first: its process starts while the destination is checked
-        _store, com = prepare_write(
+        _store, committer = prepare_write(
             self.path,
             _driver_schema(schema, self.partition_cols),
             self.partition_cols,
@@ -220,9 +223,9 @@ class CommitDatasink(_Base):
             filesystem=self.filesystem,
             storage_options=self.storage_options,
         )
-        job = com.new_job()
-        com.setup_job(job)
-        self._committer, self.job = com, job
+        job = committer.new_job()
+        committer.setup_job(job)
+        self._committer, self.job = committer, job
         self._coordinator = CoordinatorHandle(actor, str(job.job_id))
 
     def on_write_complete(self, write_result: RayWriteResult[RayAttemptReport]) -> None:
@@ -235,15 +238,15 @@ class CommitDatasink(_Base):
         self._coordinator = None
         committed = [summary.committed[t] for t in sorted(summary.committed)]
         messages = [c.message for c in committed]
-        com = self._committer
+        committer = self._committer
         t = time.perf_counter()
-        commit = com.commit_job(self.job, messages)
+        commit = committer.commit_job(self.job, messages)
         job_commit_s = time.perf_counter() - t
-        store_stats = IOStatistics(com.store.stats.snapshot())
+        store_stats = IOStatistics(committer.store.stats.snapshot())
         for r in getattr(write_result, "write_returns", write_result):
             if isinstance(r, RayAttemptReport):
                 store_stats.merge(r.store_stats)
-                com.stats.merge(r.committer_stats)
+                committer.stats.merge(r.committer_stats)
         results = {t: c.result for t, c in summary.committed.items()}
         run = JobRun(
             job=self.job,
@@ -259,12 +262,12 @@ class CommitDatasink(_Base):
             wall_s=time.perf_counter() - self._started,
             task_commit_s=0.0,
             store_stats=store_stats,
-            committer_stats=com.stats,
+            committer_stats=committer.stats,
         )
         task_results = [r for r in results.values() if r]
         self.result = WriteResult(
             dest=self.job.store.full_url(),
-            committer=com.name,
+            committer=committer.name,
             job_id=str(self.job.job_id),
             rows=sum(r["rows"] for r in task_results),
             files=commit.files,

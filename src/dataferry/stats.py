@@ -169,13 +169,6 @@ class IOStatistics:
         with self._lock:
             return self.counters.get(name, 0)
 
-    def total_seconds(self, name: str) -> float:
-        """Total time spent in successful and failed calls of a duration statistic."""
-        with self._lock:
-            ok = self.meanstatistics.get(name + ".mean", [0, 0.0])[1]
-            bad = self.meanstatistics.get(name + FAILURES + ".mean", [0, 0.0])[1]
-        return (ok + bad) / 1000.0
-
     def durations(self, prefix: str = "") -> list[DurationSummary]:
         """Readable rows for every duration statistic whose name starts with `prefix`."""
         names = sorted(
@@ -256,3 +249,11 @@ class StageClock:
         """The stages' seconds with `total` since the clock started."""
         self.seconds["total"] = time.perf_counter() - self._start
         return dict(self.seconds)
+
+
+def request_count(requests: Mapping[str, int], ops: Mapping[str, int]) -> int:
+    """Requests a job sent to the store: the store's own count (`store_requests`) where it keeps
+    one, else the store operations counted (their `.failures` counters left out)."""
+    if requests.get("store_requests"):
+        return requests["store_requests"]
+    return sum(v for k, v in ops.items() if not k.endswith(".failures"))

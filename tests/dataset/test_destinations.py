@@ -10,7 +10,7 @@ import pytest
 
 import dataferry
 from dataferry.errors import ConfigError
-from dataferry.store.s3_local import CREDENTIALS
+from dataferry.testing import CREDENTIALS
 
 TABLE = pa.table({"k": ["a", "b"] * 500, "v": list(range(1000))})
 

@@ -7,7 +7,13 @@ import pandas as pd
 import pytest
 
 import dataferry.dask as dfd
-from dataferry.engine.dask_shuffle import DaskShuffleReport
+from dataferry.engine.dask_shuffle import (
+    DaskShuffleReport,
+    ensure_services,
+    service_host,
+    services_identity,
+)
+from dataferry.net.addresses import host_of
 from dataferry.shuffle import DriverConfig
 
 dd = pytest.importorskip("dask.dataframe")
@@ -88,3 +94,26 @@ def test_the_index_can_be_left_behind(client, ddf):
     parts = [p.compute() for p in out.to_delayed()]
     assert all(isinstance(p.index, pd.RangeIndex) and p.index.name is None for p in parts)
     assert sum(len(p) for p in parts) == ROWS and list(parts[0].columns) == ["key", "name"]
+
+
+def test_each_service_listens_on_its_workers_host(client):
+    services = ensure_services(client)
+    assert sorted(services.addresses) == sorted(client.scheduler_info()["workers"])
+    for worker, address in services.addresses.items():
+        assert host_of(address) == host_of(worker)  # where Dask reaches the worker
+        assert address != worker  # its own port
+    assert services.fingerprint == ""  # every worker on loopback: no TLS
+    assert ensure_services(client).token == services.token  # one token per client
+
+
+def test_a_worker_on_every_interface_advertises_the_route_to_the_scheduler():
+    assert service_host("tcp://10.1.2.3:4000", "tcp://10.1.2.1:8786") == "10.1.2.3"
+    assert service_host("tcp://0.0.0.0:4000", "tcp://127.0.0.1:8786") == "127.0.0.1"
+
+
+def test_workers_beyond_loopback_share_one_tls_identity():
+    assert services_identity(["127.0.0.1"]) is None
+    assert services_identity([]) is not None  # workers yet to join may be anywhere
+    identity = services_identity(["10.1.2.3", "10.1.2.4"])
+    assert identity is not None and len(identity.fingerprint) == 64
+    assert identity.fingerprint != services_identity(["10.1.2.3"]).fingerprint  # per client

@@ -26,7 +26,7 @@ from dataferry.markers import (
     marker_name,
 )
 from dataferry.markers.files import read_marker_files, read_marker_type
-from dataferry.markers.process import ServiceProcess
+from dataferry.markers.process import MarkerServiceProcess
 from dataferry.store import open_store
 from dataferry.verify import invariants as inv
 from dataferry.verify.reference import reference_tasks
@@ -52,7 +52,7 @@ def test_direct_markers(tmp_path):
 
 @pytest.fixture
 def service(tmp_path):
-    with ServiceProcess(str(tmp_path / "table"), token=TOKEN, batch_interval_ms=20) as svc:
+    with MarkerServiceProcess(str(tmp_path / "table"), token=TOKEN, batch_interval_ms=20) as svc:
         yield svc
 
 
@@ -88,7 +88,7 @@ def test_kill_9_loses_no_acknowledged_marker(tmp_path):
     rng = random.Random(7)
     acknowledged: set[str] = set()
     for round_ in range(4):
-        with ServiceProcess(table, token=TOKEN, batch_interval_ms=10) as svc:
+        with MarkerServiceProcess(table, token=TOKEN, batch_interval_ms=10) as svc:
             client = MarkerClient(svc.url, TOKEN, timeout=5)
             stop = threading.Event()
             lock = threading.Lock()
@@ -118,7 +118,7 @@ def test_kill_9_loses_no_acknowledged_marker(tmp_path):
         }
         assert acknowledged <= on_disk, len(acknowledged - on_disk)
     assert len(acknowledged) > 50
-    with ServiceProcess(table, token=TOKEN) as svc:
+    with MarkerServiceProcess(table, token=TOKEN) as svc:
         assert acknowledged <= set(MarkerClient(svc.url, TOKEN).all(marker_dir("job")))
 
 
@@ -245,7 +245,7 @@ def test_direct_job_commit_refuses_to_delete_a_committed_attempts_unreported_fil
 def test_rollback_with_the_service_down(tmp_path):
     table = str(tmp_path / "t")
     store = open_store(table)
-    with ServiceProcess(table, token=TOKEN) as svc:
+    with MarkerServiceProcess(table, token=TOKEN) as svc:
         c = make_committer(
             "direct", store, markers="service", service_url=svc.url, service_token=TOKEN
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections import Counter
 
 import numpy as np
@@ -10,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from dataferry.engine.shuffle import LocalShuffle, LocalShuffleConfig
+from dataferry.errors import EngineError
 from dataferry.shuffle import DriverConfig
 
 MAPS, REDUCES, ROWS = 8, 12, 4000
@@ -24,6 +26,19 @@ def source(i: int) -> pa.Table:
             "payload": rng.random(ROWS),
         }
     )
+
+
+def fails_first(flag: str, i: int) -> pa.Table:
+    """Input `i`, but the first call (in any worker) fails, as a lost executor would."""
+    try:
+        os.close(os.open(flag, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return source(i)
+    raise OSError(f"map {i}: first attempt lost")
+
+
+def always_fails(i: int) -> pa.Table:
+    raise OSError(f"map {i}: input unreadable")
 
 
 SOURCES = [functools.partial(source, i) for i in range(MAPS)]
@@ -82,3 +97,17 @@ def test_kill_a_merger_mid_push_and_the_job_completes(cluster):
     assert cluster.restarts > before
     reads = run.read_reports
     assert sum(r["original_blocks"] + r["fallback_maps"] for r in reads) > 0
+
+
+def test_a_failed_map_runs_again_as_a_new_attempt(cluster, tmp_path):
+    flag = str(tmp_path / "failed-once")
+    sources = [*SOURCES[:2], functools.partial(fails_first, flag, 2), *SOURCES[3:]]
+    run = cluster.run(sources, ["key"], REDUCES, push=True)
+    check_exact(run)
+    assert os.path.exists(flag)  # the first attempt did fail
+
+
+def test_a_map_that_fails_every_attempt_fails_the_shuffle_naming_it(cluster):
+    sources = [*SOURCES[:1], functools.partial(always_fails, 1)]
+    with pytest.raises(EngineError, match=r"map task 1 failed 4 times.*input unreadable"):
+        cluster.run(sources, ["key"], REDUCES, push=False)

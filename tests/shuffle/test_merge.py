@@ -9,7 +9,7 @@ import pytest
 from pyroaring import BitMap
 
 from dataferry.errors import CorruptShuffleData
-from dataferry.shuffle import MergeManager, MergerConfig, PushCode, frame, unframe
+from dataferry.shuffle import MergeManager, PushCode, ShuffleServiceConfig, frame, unframe
 from dataferry.shuffle.files import decode_offsets, merged_files
 from dataferry.shuffle.mapoutput import read_offsets, write_map_output
 from dataferry.store import LocalStore, Op, WrappingStore
@@ -58,7 +58,7 @@ def test_map_output_index(tmp_path):
 
 def test_merge_chunks_bitmaps_and_duplicates(tmp_path):
     store = LocalStore(str(tmp_path))
-    mm = MergeManager(store, MergerConfig(min_chunk_size=250))
+    mm = MergeManager(store, ShuffleServiceConfig(min_chunk_size=250))
     for m in range(7):
         assert mm.push(APP, 0, 0, m, 1, block(m, 1)) == PushCode.SUCCESS
     assert mm.push(APP, 0, 0, 3, 1, block(3, 1)) == PushCode.DUPLICATE  # retried map
@@ -92,7 +92,7 @@ def test_failed_write_is_overwritten_and_truncated(tmp_path):
     the next block overwrites them and finalize truncates whatever is left."""
     rule = FaultRule("fail", "after", kinds=frozenset({Op.WRITE_AT}), path_glob="*.data")
     store = FaultStore(LocalStore(str(tmp_path)), [rule])
-    mm = MergeManager(store, MergerConfig(min_chunk_size=10**6))
+    mm = MergeManager(store, ShuffleServiceConfig(min_chunk_size=10**6))
     assert mm.push(APP, 0, 0, 0, 0, block(0, 0)) == PushCode.IO_ERROR
     assert mm.push(APP, 0, 0, 1, 0, block(1, 0, 50)) == PushCode.SUCCESS
     rule2 = FaultRule("fail", "after", kinds=frozenset({Op.WRITE_AT}), path_glob="*.data")
@@ -107,7 +107,7 @@ def test_failed_write_is_overwritten_and_truncated(tmp_path):
 def test_partition_stops_merging_after_too_many_io_errors(tmp_path):
     rule = FaultRule("fail", "before", kinds=frozenset({Op.WRITE_AT}), path_glob="*.data", times=-1)
     store = FaultStore(LocalStore(str(tmp_path)), [rule])
-    mm = MergeManager(store, MergerConfig(io_exceptions_threshold=2))
+    mm = MergeManager(store, ShuffleServiceConfig(io_exceptions_threshold=2))
     codes = [mm.push(APP, 0, 0, m, 0, block(m, 0)) for m in range(5)]
     assert codes[:3] == [PushCode.IO_ERROR] * 3 and codes[3:] == [PushCode.MERGE_FAILED] * 2
     assert mm.finalize(APP, 0, 0) == []  # reported as not merged: reducers read originals
@@ -124,7 +124,7 @@ class SlowWrites(WrappingStore):
 def test_one_writer_and_bounded_deferred_memory(tmp_path):
     store = SlowWrites(LocalStore(str(tmp_path)))
     bound = 2000
-    mm = MergeManager(store, MergerConfig(max_deferred_bytes=bound, min_chunk_size=10**6))
+    mm = MergeManager(store, ShuffleServiceConfig(max_deferred_bytes=bound, min_chunk_size=10**6))
     results: dict[int, object] = {}
 
     def pusher(m: int) -> None:

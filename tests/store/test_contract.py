@@ -182,3 +182,31 @@ def test_append(any_store):
     any_store.append_bytes("ap/log", b"one\n")
     any_store.append_bytes("ap/log", b"two\n")
     assert any_store.read_bytes("ap/log") == b"one\ntwo\n"
+
+
+def test_append_counts_a_whole_file_rewrite_only_where_append_is_not_native(any_store):
+    any_store.append_bytes("ap/counted", b"one\n")
+    any_store.append_bytes("ap/counted", b"two\n")
+    rewrites = any_store.stats.counter("append_rewrites") + _inner_rewrites(any_store)
+    assert rewrites == (0 if any_store.capabilities.native_append else 2)
+
+
+def _inner_rewrites(store) -> int:
+    inner = getattr(store, "inner", None)
+    return 0 if inner is None else inner.stats.counter("append_rewrites") + _inner_rewrites(inner)
+
+
+def test_positional_writes_in_place_or_refused(any_store):
+    any_store.write_bytes("pw/f", b"abcdef")
+    if not any_store.capabilities.native_positional_write:
+        with pytest.raises(ConfigError, match="positional"):
+            any_store.write_at("pw/f", 2, b"XY")
+        with pytest.raises(ConfigError, match="positional"):
+            any_store.truncate("pw/f", 1)
+        assert any_store.read_bytes("pw/f") == b"abcdef"  # nothing was rewritten
+        return
+    any_store.write_at("pw/f", 2, b"XY")
+    any_store.write_at("pw/f", 8, b"!")
+    assert any_store.read_bytes("pw/f") == b"abXYef\0\0!"
+    any_store.truncate("pw/f", 4)
+    assert any_store.read_bytes("pw/f") == b"abXY"

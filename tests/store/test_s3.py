@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataferry.store import open_store
-from dataferry.store.s3_local import LocalS3Server
+from dataferry.testing import LocalS3Server
 
 
 def test_s3_counts_every_http_request_in_the_store_that_sent_it(s3_url):

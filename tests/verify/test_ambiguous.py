@@ -12,13 +12,9 @@ from dataferry.store import fault_layer as find_fault_layer
 from dataferry.store.faults import TracedOp, ambiguous_at
 from dataferry.verify import invariants as inv
 from dataferry.verify import verify_crash
-from dataferry.verify.crash import (
-    AMBIGUOUS_OPS,
-    ambiguous_points,
-    baseline,
-    run_decoy_scenario,
-)
+from dataferry.verify.ambiguous import AMBIGUOUS_OPS, ambiguous_points, run_decoy_scenario
 from dataferry.verify.harness import ScenarioStores, deterministic_options
+from dataferry.verify.scenario import baseline
 
 from .broken_committers import SPECS
 

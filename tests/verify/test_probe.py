@@ -38,3 +38,19 @@ def test_s3(s3_url):
     assert measured["multipart_upload"] and measured["etags"] and measured["conditional_create"]
     assert measured["atomic_o1_dir_rename"] is False
     assert data["recommended"] == "magic"
+
+
+def test_probe_removes_the_directories_it_had_to_create(tmp_path):
+    (tmp_path / "kept").mkdir()
+    report = probe_store(str(tmp_path / "kept" / "new" / "deeper"))
+    assert report.recommended == "manifest"
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"]
+    assert list((tmp_path / "kept").iterdir()) == []
+
+
+def test_check_store_table_shows_declared_beside_measured(tmp_path):
+    res = CliRunner().invoke(app, ["check-store", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    row = next(line for line in res.output.splitlines() if "atomic_o1_file_rename" in line)
+    assert row.count("yes") == 2  # measured, and declared as atomic_file_rename
+    assert "recommended committer: manifest" in res.output

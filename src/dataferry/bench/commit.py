@@ -224,8 +224,9 @@ def run_one(
     """One job through `committer_name`; with kill_after, its job commit dies after that many
     files moved (renamed or their upload completed) and `dataferry cleanup` finishes it."""
     options = {"io_threads": spec.io_threads} if committer_name == "manifest" else {}
+    fields = {f.name for f in dataclasses.fields(config_type(committer_name))}  # name checked
     staging = tempfile.mkdtemp(prefix="dataferry-bench-staging-")
-    if "staging_dir" in {f.name for f in dataclasses.fields(config_type(committer_name))}:
+    if "staging_dir" in fields:
         options["staging_dir"] = staging  # task output on local disk: measured below
     try:
         return _run_one(spec, committer_name, store, options, staging, latency_scale, kill_after)

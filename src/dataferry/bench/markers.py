@@ -25,7 +25,7 @@ from ..commit.direct import DirectCommitter, DirectConfig
 from ..errors import ConfigError
 from ..markers.base import MARKERS_ROOT, marker_dir
 from ..markers.client import MarkerClient
-from ..markers.process import ServiceProcess
+from ..markers.process import MarkerServiceProcess
 from ..store import SimStore, open_store
 from .machine import machine_info
 
@@ -54,7 +54,7 @@ def run_mode(spec: MarkersBenchSpec, mode: str, base_dir: str) -> dict[str, Any]
     url = f"{spec.store}:{base_dir}/{mode}"
     store = open_store(url)
     service = (
-        ServiceProcess(
+        MarkerServiceProcess(
             url,
             token="bench",
             batch_interval_ms=spec.batch_interval_ms,

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..store import LocalStore, SimStore
-from ..store.sim import PROFILES, SimProfile
+from ..store.sim_profiles import PROFILES, SimProfile
 from .commit import CommitBenchResult, CommitBenchSpec, run_one
 
 PACE_REPEATS = 3

@@ -107,8 +107,14 @@ def _row(method: str, engine: str, spec: ShuffleBenchSpec, runs: list[dict[str, 
     }
 
 
+def table_summary(table: pa.Table) -> dict[str, int]:
+    """What a benchmark's (or the demo's) reduce task returns instead of its table: its row
+    count, so the shuffled data is not sent back to the driver."""
+    return {"rows": table.num_rows}
+
+
 def run_local(spec: ShuffleBenchSpec, work: str, tick: Callable[[str], None]) -> list[dict]:
-    from ..engine.shuffle import LocalShuffle, LocalShuffleConfig, table_summary
+    from ..engine.shuffle import LocalShuffle, LocalShuffleConfig
 
     sources = []
     for i in range(spec.maps):

@@ -26,7 +26,7 @@ from typing import BinaryIO
 from ..errors import CommitError, NotFound, StoreError
 from ..ids import parse_task_attempt_id
 from ..markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers, marker_dir
-from ..markers.base import MARKERS_ROOT, data_path
+from ..markers.base import MARKERS_ROOT, BadMarker, data_path
 from ..markers.rollback import markers_in
 from ..store import IOPool, Store, open_store, paths
 from .intent import Intent, load_intent
@@ -45,6 +45,8 @@ class DirectConfig:
     markers: `direct` (one marker file each) or `service` (the batching marker service;
         `hoodie.write.markers.type` TIMELINE_SERVER_BASED).
     service_url, service_token: where the marker service listens, and its shared secret.
+    service_fingerprint: the SHA-256 fingerprint of the service's TLS certificate, for an
+        `https://` service_url ("" for a plain service on loopback).
     threads: `hoodie.finalize.write.parallelism` and `hoodie.markers.delete.parallelism`: deletes
         of stray files and listing of markers in parallel.
     mark_successful_jobs: write `_SUCCESS`.
@@ -53,6 +55,7 @@ class DirectConfig:
     markers: str = "direct"
     service_url: str = ""
     service_token: str = ""
+    service_fingerprint: str = ""
     threads: int = 32
     mark_successful_jobs: bool = True
 
@@ -119,7 +122,11 @@ class DirectCommitter(Committer):
     def markers(self, job: JobContext) -> WriteMarkers:
         directory = marker_dir(job.job_uuid)
         if self.config.markers == "service":
-            client = MarkerClient(self.config.service_url, self.config.service_token)
+            client = MarkerClient(
+                self.config.service_url,
+                self.config.service_token,
+                fingerprint=self.config.service_fingerprint,
+            )
             return ServiceMarkers(client, self.store, directory)
         return DirectMarkers(self.store, directory, self.config.threads)
 
@@ -366,7 +373,13 @@ def delete_uncommitted(store: Store, job_uuid: str, pool: IOPool) -> list[str]:
 
 @stage("job_stage_list_markers", "list_markers")
 def list_markers(ctx: StageContext, markers: WriteMarkers) -> set[str]:
-    return markers.data_paths()
+    try:
+        return markers.data_paths()
+    except BadMarker as e:
+        raise CommitError(
+            f"marker directory {markers.directory} holds a file no writer makes ({e}): "
+            "remove it, or roll the job back"
+        ) from None
 
 
 @stage("job_stage_delete_stray_files", "delete_stray_files")

@@ -54,7 +54,7 @@ class Applied:
 
 
 @stage("job_stage_claim_destination", "claim")
-def claim_destination(ctx: StageContext, com: Committer, job: JobContext) -> HeldClaim:
+def claim_destination(ctx: StageContext, committer: Committer, job: JobContext) -> HeldClaim:
     """Own the destination for this commit. `append` waits for another live commit to finish;
     `error` and `overwrite` give way at once, naming the holder."""
     from .recovery import recover_claim
@@ -62,12 +62,12 @@ def claim_destination(ctx: StageContext, com: Committer, job: JobContext) -> Hel
     claim = Claim(
         job_id=str(job.job_id),
         job_uuid=job.job_uuid,
-        committer=com.name,
+        committer=committer.name,
         mode=job.mode,
-        job_dir=com.job_dir(job),
+        job_dir=committer.job_dir(job),
         attempt=job.attempt,
     )
-    timeout = com.claim_timeout_s
+    timeout = committer.claim_timeout_s
     return acquire_claim(
         ctx.store,
         claim,
@@ -79,13 +79,13 @@ def claim_destination(ctx: StageContext, com: Committer, job: JobContext) -> Hel
 
 @stage("job_stage_check_write_mode", "check_write_mode")
 def check_write_mode(
-    ctx: StageContext, com: Committer, job: JobContext, plan: CommitPlan
+    ctx: StageContext, committer: Committer, job: JobContext, plan: CommitPlan
 ) -> list[str]:
     """Decide the write mode against the destination as it is now (we hold its claim):
     `error` refuses existing data, `overwrite` returns the entries it replaces."""
     if job.mode == "append":
         return []
-    existing = com.existing_data(job, plan)
+    existing = committer.existing_data(job, plan)
     if job.mode == "error":
         if existing:
             raise DestinationError(
@@ -128,47 +128,47 @@ def save_success(ctx: StageContext, job_dir: str, data: bytes) -> str:
 
 
 @stage("job_stage_cleanup", "cleanup")
-def cleanup_stage(ctx: StageContext, com: Committer, job: JobContext) -> str:
-    return com.remove_job_dir(ctx, job)
+def cleanup_stage(ctx: StageContext, committer: Committer, job: JobContext) -> str:
+    return committer.remove_job_dir(ctx, job)
 
 
 # --- the job commit, and its finishing half -------------------------------------------------
 
 
 def commit_job(
-    com: Committer, job: JobContext, messages: Sequence[TaskCommitMessage]
+    committer: Committer, job: JobContext, messages: Sequence[TaskCommitMessage]
 ) -> JobCommitResult:
     """The job commit of every committer (see the module docstring)."""
-    com.check_messages(job, messages)
-    ctx = com.stage_context(job)
+    committer.check_messages(job, messages)
+    ctx = committer.stage_context(job)
     start = time.perf_counter()
     held: HeldClaim | None = None
     decided = False
     try:
         with ctx.stats.duration("committer_commit_job"):
             if job.claim:
-                held = claim_destination(ctx, com, job)
-            plan = com.plan_commit(ctx, job, messages)
-            replace = check_write_mode(ctx, com, job, plan)
+                held = claim_destination(ctx, committer, job)
+            plan = committer.plan_commit(ctx, job, messages)
+            replace = check_write_mode(ctx, committer, job, plan)
             intent = Intent(
                 job_id=str(job.job_id),
                 job_uuid=job.job_uuid,
-                committer=com.name,
+                committer=committer.name,
                 mode=job.mode,
                 payload=plan.payload,
                 replace=replace,
             )
-            save_intent_stage(ctx, com.job_dir(job), intent)
+            save_intent_stage(ctx, committer.job_dir(job), intent)
             decided = True
-            result = finish_commit(com, ctx, job, intent)
+            result = finish_commit(committer, ctx, job, intent)
     except Exception as e:
         if decided:  # a decided commit is finished, not undone: try once more from its record
-            retried = _finish_again(com, job, intent)
+            retried = _finish_again(committer, job, intent)
             if retried is not None:
                 return retried
         if held is not None:
             held.abandon() if decided else held.release()
-        com.commit_failed(ctx, job, e)
+        committer.commit_failed(ctx, job, e)
         if isinstance(e, CommitError):
             raise
         raise JobCommitError(
@@ -184,42 +184,42 @@ def commit_job(
     return result
 
 
-def _finish_again(com: Committer, job: JobContext, intent: Intent) -> JobCommitResult | None:
+def _finish_again(committer: Committer, job: JobContext, intent: Intent) -> JobCommitResult | None:
     """A transient failure after the intent record: finish from the record at once, so the
     caller sees a committed job rather than one waiting for `dataferry cleanup`."""
-    ctx = com.stage_context(job)
+    ctx = committer.stage_context(job)
     ctx.resumed = True
     try:
-        result = finish_commit(com, ctx, job, intent)
+        result = finish_commit(committer, ctx, job, intent)
     except Exception:
         return None
     finally:
         ctx.close()
-    com.stats.incr("committer_commit_job_resumed")
+    committer.stats.incr("committer_commit_job_resumed")
     return result
 
 
 def finish_commit(
-    com: Committer, ctx: StageContext, job: JobContext, intent: Intent
+    committer: Committer, ctx: StageContext, job: JobContext, intent: Intent
 ) -> JobCommitResult:
     """Everything after the intent record, from the record alone: the same code finishes a
     commit that is running and one that died."""
     from .protocol import JobCommitResult
 
-    job_dir = com.job_dir(job)
+    job_dir = committer.job_dir(job)
     replaced = replace_existing(ctx, job_dir, intent)
-    applied = com.apply_commit(ctx, job, intent)
+    applied = committer.apply_commit(ctx, job, intent)
     ctx.stats.set_counter("committer_files_committed", applied.files)
     ctx.stats.set_counter("committer_bytes_committed", applied.bytes)
     success_path = None
-    data = com.success_bytes(ctx, job, intent, applied)
+    data = committer.success_bytes(ctx, job, intent, applied)
     if data is not None:
         success_path = save_success(ctx, job_dir, data)
-    outcome = cleanup_stage(ctx, com, job)
+    outcome = cleanup_stage(ctx, committer, job)
     release_claim(ctx.store, job.job_uuid)
     return JobCommitResult(
         job_id=str(job.job_id),
-        committer=com.name,
+        committer=committer.name,
         files=applied.files,
         bytes=applied.bytes,
         success_path=success_path,
@@ -230,41 +230,41 @@ def finish_commit(
     )
 
 
-def recover_job(com: Committer, job: JobContext, rollback: bool = False) -> str:
+def recover_job(committer: Committer, job: JobContext, rollback: bool = False) -> str:
     """Finish a job's interrupted commit from its intent record ('rolled forward'), or undo the
     job when it has none ('rolled back'). Raises, leaving everything in place, when a decided
     commit cannot be finished."""
-    intent = load_intent(com.store, com.job_dir(job))
+    intent = load_intent(committer.store, committer.job_dir(job))
     if intent is not None and intent.job_uuid != job.job_uuid:
         intent = None  # another job's (v1 jobs share one attempt directory): not ours to touch
-    if intent is not None and not (rollback and com.can_undo_decided):
-        ctx = com.stage_context(job)
+    if intent is not None and not (rollback and committer.can_undo_decided):
+        ctx = committer.stage_context(job)
         ctx.resumed = True
         try:
-            finish_commit(com, ctx, job, intent)
+            finish_commit(committer, ctx, job, intent)
         except CommitError:
             raise
         except Exception as e:
             raise JobCommitError(
                 f"job {job.job_id}: cannot finish its decided commit yet (stage "
-                f"{ctx.last_stage}): {e}; its directory {com.job_dir(job)} is left in place"
+                f"{ctx.last_stage}): {e}; its directory {committer.job_dir(job)} is left in place"
             ) from e
         finally:
             ctx.close()
         return "rolled forward"
-    com.rollback_job(job)
-    release_claim(com.store, job.job_uuid)
+    committer.rollback_job(job)
+    release_claim(committer.store, job.job_uuid)
     return "rolled back"
 
 
-def visible_entries(com: Committer) -> list[str]:
+def visible_entries(committer: Committer) -> list[str]:
     """The destination's top-level entries a reader sees, and a committed job's `_SUCCESS`."""
     try:
-        entries = com.store.list("")
+        entries = committer.store.list("")
     except NotFound:
         return []
     except StoreError as e:
         raise DestinationError(
-            f"destination {com.store.full_url()} cannot be listed: {e}"
+            f"destination {committer.store.full_url()} cannot be listed: {e}"
         ) from None
     return sorted(e.path for e in entries if not paths.is_hidden(e.path) or e.path == SUCCESS_FILE)

@@ -295,9 +295,9 @@ class Committer(ABC):
     @classmethod
     def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
         """Finish or undo the job that left `leftover`, then remove it; returns what was done."""
-        com = committer_by_name(leftover.committer, store)
-        job = com.new_job(new_job_id(job_uuid=leftover.job_uuid), attempt=leftover.attempt)
-        outcome = jobcommit.recover_job(com, job, rollback=rollback)
+        committer = committer_by_name(leftover.committer, store)
+        job = committer.new_job(new_job_id(job_uuid=leftover.job_uuid), attempt=leftover.attempt)
+        outcome = jobcommit.recover_job(committer, job, rollback=rollback)
         store.delete(leftover.path, recursive=True)
         return outcome
 
@@ -338,9 +338,9 @@ class Committer(ABC):
 def committer_for(ctx: JobContext | TaskAttemptContext) -> Committer:
     """Rebuild the committer a context belongs to (on a worker, from the context alone)."""
     job = ctx if isinstance(ctx, JobContext) else ctx.job
-    com = KNOWN[job.committer].committer_class()(job.store, job.config)
-    com.write_mode = job.mode
-    return com
+    committer = KNOWN[job.committer].committer_class()(job.store, job.config)
+    committer.write_mode = job.mode
+    return committer
 
 
 def committer_by_name(name: str, store: Store) -> Committer:
@@ -349,8 +349,8 @@ def committer_by_name(name: str, store: Store) -> Committer:
     return spec.committer_class()(store, spec.config_class()(**spec.defaults))
 
 
-def job_from_ids(com: Committer, job_id: str, job_uuid: str, attempt: int) -> JobContext:
-    return com.new_job(parse_job_id(job_id, job_uuid), attempt=attempt)
+def job_from_ids(committer: Committer, job_id: str, job_uuid: str, attempt: int) -> JobContext:
+    return committer.new_job(parse_job_id(job_id, job_uuid), attempt=attempt)
 
 
 __all__ = [

@@ -30,9 +30,9 @@ from .registry import committer_classes
 def recover_claim(store: Store, dead: Claim, rollback: bool = False) -> str:
     """Finish (or roll back) the commit of a claim holder that died; the claim stays for the
     caller to remove. Raises, leaving everything in place, when it cannot be finished."""
-    com = committer_by_name(dead.committer, store)
-    job = job_from_ids(com, dead.job_id, dead.job_uuid, dead.attempt)
-    return recover_job(com, job, rollback=rollback)
+    committer = committer_by_name(dead.committer, store)
+    job = job_from_ids(committer, dead.job_id, dead.job_uuid, dead.attempt)
+    return recover_job(committer, job, rollback=rollback)
 
 
 def recover_dead_claim(store: Store, timeout_s: float = DEFAULT_CLAIM_TIMEOUT_S) -> str | None:

@@ -156,13 +156,16 @@ def read_pendingset(store: Store, path: str, message: TaskCommitMessage) -> tupl
 
 @stage("job_stage_load_pendingsets", "load_pendingsets")
 def load_pendingsets(
-    ctx: StageContext, com: UploadCommitter, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ctx: StageContext,
+    committer: UploadCommitter,
+    job: JobContext,
+    messages: Sequence[TaskCommitMessage],
 ) -> list[Any]:
     """The chosen attempts' pending commits, in parallel; a key written by two tasks is
     refused."""
     commits = [
         c
-        for batch in ctx.pool.map(lambda m: com.pending_commits_of(job, m), messages)
+        for batch in ctx.pool.map(lambda m: committer.pending_commits_of(job, m), messages)
         for c in batch
     ]
     refuse_duplicates(commits)
@@ -349,9 +352,9 @@ class UploadCommitter(Committer):
 
     @classmethod
     def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
-        com = committer_by_name(leftover.committer, store)
-        job = com.new_job(new_job_id(job_uuid=leftover.job_uuid), attempt=leftover.attempt)
-        outcome = recover_job(com, job, rollback=rollback)
+        committer = committer_by_name(leftover.committer, store)
+        job = committer.new_job(new_job_id(job_uuid=leftover.job_uuid), attempt=leftover.attempt)
+        outcome = recover_job(committer, job, rollback=rollback)
         if store.exists(leftover.path) and not store.list(leftover.path):
             store.delete(leftover.path, recursive=True)
         return outcome

@@ -17,6 +17,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from ..errors import ConfigError
+from ..extras import require
 from .local import LocalEngine, LocalEngineConfig
 
 
@@ -53,15 +54,9 @@ class DaskEngine(LocalEngine):
 
 
 def _default_client() -> Any:
+    distributed = require("distributed", "the Dask engine")
     try:
-        from distributed import default_client
-    except ImportError as e:
-        raise ImportError(
-            f"the Dask engine needs distributed ({e}); install it with: "
-            "pip install 'dataferry[dask]'"
-        ) from e
-    try:
-        return default_client()
+        return distributed.default_client()
     except ValueError:
         raise ConfigError(
             "the Dask engine runs on a distributed Client and none is running: start one "

@@ -1,9 +1,13 @@
 """Push-based shuffle on a Dask cluster.
 
 One shuffle service per worker, started by a worker plugin as a subprocess next to the worker
-(its directory under the worker's local directory). Map tasks run where their partitions are and
-write to their worker's service directory, then push; the client is the driver (merger choice,
-finalize); reduce tasks read merged chunks plus original blocks and return pandas DataFrames.
+(its directory under the worker's local directory). Each service binds to its worker's host as
+Dask knows it (the host of `worker.address`) and advertises that address, so a map task on one
+host pushes to the merger it chose on another. Beyond loopback the services speak TLS with one
+identity for the client's shuffles: its fingerprint travels to the tasks with the token.
+Map tasks run where their partitions are and write to their worker's service directory, then
+push; the client is the driver (merger choice, finalize); reduce tasks read merged chunks plus
+original blocks and return pandas DataFrames.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..net.addresses import advertised_host, host_of, is_wildcard
+from ..net.tls import TLSIdentity, is_loopback, self_signed_identity
 from ..shuffle import DriverConfig, PushConfig, ReduceInput, ShuffleDriver, ShuffleServiceProcess
 from ..stats import IOStatistics
 from .shuffle import MapTask, run_map_task, run_reduce_task
@@ -30,21 +36,34 @@ def _plugin_base() -> type:
     return WorkerPlugin
 
 
+def service_host(worker_address: str, scheduler_address: str = "") -> str:
+    """The address a worker's shuffle service binds to and advertises: the worker's own host
+    (for a worker listening on every interface, the one that reaches the scheduler)."""
+    host = host_of(worker_address)
+    return advertised_host(host, host_of(scheduler_address)) if is_wildcard(host) else host
+
+
 class ShuffleServicePlugin(_plugin_base()):  # type: ignore[misc]
-    """A Dask worker plugin: start this worker's shuffle service, stop it with the worker."""
+    """A Dask worker plugin: start this worker's shuffle service on the worker's host, stop
+    it with the worker. `tls` is the identity every service of the client serves (None on
+    loopback)."""
 
     name = PLUGIN_NAME
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, tls: TLSIdentity | None = None) -> None:
         super().__init__()
         self.token = token
+        self.tls = tls
         self.service: ShuffleServiceProcess | None = None
         self.read_stats: dict[str, IOStatistics] = {}  # per shuffle app, until collected
 
     def setup(self, worker: Any) -> None:
         directory = os.path.join(worker.local_directory, "dataferry-shuffle")
         os.makedirs(directory, exist_ok=True)
-        self.service = ShuffleServiceProcess(directory, self.token).start()
+        scheduler = getattr(getattr(worker, "scheduler", None), "address", "") or ""
+        host = service_host(worker.address, scheduler)
+        self.service = ShuffleServiceProcess(directory, self.token, host=host, tls=self.tls)
+        self.service.start()
 
     def teardown(self, worker: Any) -> None:
         if self.service is not None:
@@ -54,6 +73,10 @@ class ShuffleServicePlugin(_plugin_base()):  # type: ignore[misc]
     def address(self) -> str:
         assert self.service is not None
         return self.service.address
+
+    @property
+    def fingerprint(self) -> str:
+        return self.tls.fingerprint if self.tls is not None else ""
 
     @property
     def directory(self) -> str:
@@ -72,15 +95,42 @@ def _plugin(worker: Any = None) -> ShuffleServicePlugin:
     return plugin
 
 
-def ensure_services(client: Any) -> tuple[str, dict[str, str]]:
-    """Start a service on every worker (once per client); (token, worker -> address)."""
-    token = getattr(client, "_dataferry_shuffle_token", None)
-    if token is None:
+def worker_hosts(client: Any) -> list[str]:
+    """The hosts of the client's workers, as the scheduler knows them."""
+    return sorted({host_of(w) for w in client.scheduler_info()["workers"]})
+
+
+def services_identity(hosts: Sequence[str]) -> TLSIdentity | None:
+    """A fresh self-signed identity naming `hosts`, or None when every one is on loopback
+    (the token then never leaves the machine). With no worker yet, TLS: the workers that
+    join later may be anywhere."""
+    if hosts and all(is_loopback(h) for h in hosts):
+        return None
+    return self_signed_identity(hosts)
+
+
+@dataclass(frozen=True)
+class ShuffleServices:
+    """The client's shuffle services: their shared secret, the fingerprint of their TLS
+    identity ("" on loopback), and each worker's service address."""
+
+    token: str
+    fingerprint: str
+    addresses: dict[str, str]
+
+
+def ensure_services(client: Any) -> ShuffleServices:
+    """Start a service on every worker (once per client: the token and the TLS identity live
+    as long as the client's plugin)."""
+    state = getattr(client, "_dataferry_shuffle", None)
+    if state is None:
         token = secrets.token_hex(16)
-        client.register_plugin(ShuffleServicePlugin(token), name=PLUGIN_NAME)
-        client._dataferry_shuffle_token = token
+        identity = services_identity(worker_hosts(client))
+        client.register_plugin(ShuffleServicePlugin(token, identity), name=PLUGIN_NAME)
+        state = (token, identity.fingerprint if identity is not None else "")
+        client._dataferry_shuffle = state
     addresses = client.run(_service_address)
-    return token, addresses
+    return ShuffleServices(state[0], state[1], addresses)
 
 
 def _collect_read_stats(app: str, dask_worker: Any) -> dict[str, Any]:
@@ -153,7 +203,7 @@ def shuffle(
     client = client or default_client()
     keys = (on,) if isinstance(on, str) else tuple(on)
     n_out = npartitions or ddf.npartitions
-    token, addresses = ensure_services(client)
+    services = ensure_services(client)
     app = f"dask-{secrets.token_hex(4)}"
     shuffle_id = random.getrandbits(20)
     parts = client.compute(ddf.to_delayed())
@@ -162,8 +212,9 @@ def shuffle(
         shuffle_id,
         len(parts),
         n_out,
-        sorted(addresses.values()),
-        token=token,
+        sorted(services.addresses.values()),
+        token=services.token,
+        fingerprint=services.fingerprint,
         config=driver_config,
         push=push_config,
         enabled=push,
@@ -189,7 +240,16 @@ def shuffle(
     reduces = [
         client.submit(
             _reduce,
-            ReduceInput(app, shuffle_id, driver.merge_id, r, statuses, merged.get(r), token),
+            ReduceInput(
+                app,
+                shuffle_id,
+                driver.merge_id,
+                r,
+                statuses,
+                merged.get(r),
+                token=services.token,
+                fingerprint=services.fingerprint,
+            ),
             schema,
             meta,
             pure=False,

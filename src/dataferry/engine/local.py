@@ -11,22 +11,13 @@ store operation of a job has a stable index: the crash-point harness runs jobs t
 
 from __future__ import annotations
 
-import itertools
-import multiprocessing
 import os
 import statistics
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import (
-    FIRST_COMPLETED,
-    Executor,
-    Future,
-    ProcessPoolExecutor,
-    ThreadPoolExecutor,
-    wait,
-)
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +40,7 @@ from .attempt import (
     run_attempt,
 )
 from .feed import FeedFailed, TaskFeed
+from .pool import AttemptPool, worker_context
 
 EventHook = Callable[[str, int, int], None]
 
@@ -137,7 +129,7 @@ class LocalEngine:
             return _InlineExecutor()
         if self.config.executor == "threads":
             return ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="dataferry-task")
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=_worker_context())
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=worker_context())
 
     @property
     def shares_store(self) -> bool:
@@ -263,28 +255,24 @@ class _Driver:
         self.results: dict[int, Any] = {}
         self.done: set[int] = set()
         self.errors: dict[int, list[str]] = defaultdict(list)
-        self.futures: dict[Future, tuple[int, str, TaskAttemptContext]] = {}
-        self.seq = itertools.count()
+        self.pool: AttemptPool[tuple[str, TaskAttemptContext]] | None = None
         self.launched_total = self.failed_total = self.speculative_total = self.denied_total = 0
         self.task_commit_s = 0.0
         self.worker_store_stats = IOStatistics()
         self.committer_stats = IOStatistics()
 
     def run(self, executor: Executor) -> None:
-        self.executor = executor
+        self.pool = pool = AttemptPool(executor, self.config.max_attempts)
         for i in range(len(self.tasks)):
             self.start(i)
-        while self.futures or (self.feed is not None and not self.feed.done):
+        while pool or (self.feed is not None and not self.feed.done):
             if self.feed is not None and not self.feed.done:
                 # wait on the feed only when nothing runs that could need the driver
-                for work in self.feed.take(timeout=0 if self.futures else 0.05):
+                for work in self.feed.take(timeout=0 if pool else 0.05):
                     self.tasks.append(work)
                     self.start(len(self.tasks) - 1)
-            if not self.futures:
-                continue
-            done, _ = wait(list(self.futures), timeout=0.05, return_when=FIRST_COMPLETED)
-            for fut in sorted(done, key=lambda f: self.futures[f][0]):
-                self.handle(fut)
+            for (kind, ctx), fut in pool.finished(timeout=0.05):
+                self.handle(kind, ctx, fut)
             self.maybe_speculate()
 
     def start(self, i: int) -> None:
@@ -309,14 +297,12 @@ class _Driver:
         self.submit("run", ctx, run_attempt, ctx, self.tasks[i], _only(failure, "after_write"))
 
     def submit(self, kind: str, ctx: TaskAttemptContext, fn: Callable, *args: Any) -> None:
-        seq = next(self.seq)
-        fut = self.executor.submit(fn, *args)
-        self.futures[fut] = (seq, kind, ctx)
+        assert self.pool is not None, "run() first"
+        self.pool.submit((kind, ctx), fn, *args)
 
     # --- completions -----------------------------------------------------------------------
 
-    def handle(self, fut: Future) -> None:
-        _, kind, ctx = self.futures.pop(fut)
+    def handle(self, kind: str, ctx: TaskAttemptContext, fut: Future) -> None:
         i, n = ctx.task_index, ctx.attempt_number
         exc = fut.exception()
         if kind == "run":
@@ -382,7 +368,8 @@ class _Driver:
         self.emit("attempt_failed", i, n)
         if i in self.done or self.running[i]:
             return  # another attempt is still going, or the task is already committed
-        if self.next_attempt[i] >= self.config.max_attempts:
+        assert self.pool is not None  # attempts fail only while run() handles them
+        if not self.pool.may_retry(self.next_attempt[i]):
             self.drain()
             raise TaskFailed(
                 f"task {ctx.task_id} failed {self.next_attempt[i]} times "
@@ -393,12 +380,8 @@ class _Driver:
 
     def drain(self) -> None:
         """Let attempts in flight finish (they are not committed) before the job aborts."""
-        for fut in list(self.futures):
-            try:
-                fut.result()
-            except Exception:
-                pass
-        self.futures.clear()
+        if self.pool is not None:
+            self.pool.drain()
 
     # --- speculation -----------------------------------------------------------------------
 
@@ -418,14 +401,6 @@ class _Driver:
             (n,) = tuple(self.running[i])
             if now - self.started[(i, n)] > threshold:
                 self.launch(i, speculative=True)
-
-
-def _worker_context() -> multiprocessing.context.BaseContext:
-    """forkserver: workers fork from a clean server that has dataferry and pyarrow imported
-    (fast start, no inherited threads); `__main__` is loaded only when it is a real file."""
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", "dataferry.engine.attempt", "dataferry.dataset.write"])
-    return ctx
 
 
 @contextmanager

@@ -7,10 +7,12 @@ Names follow Hudi: `<partition>/<data file>.marker.<CREATE|MERGE|APPEND>`.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from enum import StrEnum
 
+from ..errors import DataferryError
 from ..store import paths
 
 MARKER_EXTN = ".marker"
@@ -23,20 +25,49 @@ class IOType(StrEnum):
     APPEND = "APPEND"
 
 
+class BadMarker(DataferryError, ValueError):
+    """A marker name that no writer makes: refused by the service, reported by a job commit."""
+
+
+# <segment>/.../<data file>.marker.<TYPE>, as a whole string: no trailing newline, no control
+# characters, no backslash, no empty, "." or ".." segment
+_MARKER = re.compile(r"(?P<path>[^\x00-\x1f\x7f\\]+)\.marker\.(?P<type>[A-Z]+)")
+MAX_MARKER_BYTES = 4096
+
+
+def check_marker_name(name: object) -> str:
+    """`name` if it is a marker name a writer could have made, else BadMarker saying why.
+
+    The data file must be a visible file (not `.x` or `_x`: those are the commit's own files,
+    such as `_SUCCESS`), and the type one of the known ones."""
+    if not isinstance(name, str):
+        raise BadMarker(f"a marker name must be a string, not {type(name).__name__}")
+    m = _MARKER.fullmatch(name)
+    if m is None or len(name.encode("utf-8", "surrogatepass")) > MAX_MARKER_BYTES:
+        raise BadMarker(f"not a marker name: {name[:200]!r}")
+    if m["type"] not in IOType.__members__:
+        raise BadMarker(f"unknown marker type {m['type']!r} in {name[:200]!r}")
+    segments = m["path"].split("/")
+    if any(s in ("", ".", "..") for s in segments):
+        raise BadMarker(f"marker name with an empty, '.' or '..' part: {name[:200]!r}")
+    if segments[-1][0] in "._":
+        raise BadMarker(f"marker for a hidden or reserved file: {name[:200]!r}")
+    return name
+
+
 def marker_name(partition: str, file_name: str, io_type: IOType = IOType.CREATE) -> str:
     name = f"{file_name}{MARKER_EXTN}.{IOType(io_type).value}"
     return paths.join(partition, name) if partition else name
 
 
 def data_path(marker: str) -> str:
-    """The data file a marker stands for (relative to the table)."""
-    i = marker.find(MARKER_EXTN + ".")
-    if i < 0:
-        raise ValueError(f"not a marker name: {marker!r}")
-    return marker[:i]
+    """The data file a marker stands for (relative to the table); BadMarker if not a marker."""
+    check_marker_name(marker)
+    return marker[: marker.rindex(MARKER_EXTN + ".")]
 
 
 def io_type_of(marker: str) -> IOType:
+    check_marker_name(marker)
     return IOType(marker.rsplit(".", 1)[-1])
 
 

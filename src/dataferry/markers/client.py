@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlencode, urlparse
 
 from ..errors import DataferryError
+from ..net import connect
 from ..store import Store, paths
 from .base import IOType, WriteMarkers, marker_name
 from .direct import DirectMarkers
@@ -27,25 +28,70 @@ class ServiceUnavailable(DataferryError):
     pass
 
 
-class MarkerClient:
-    """A keep-alive HTTP client per thread (http.client), with the shared-secret token."""
+class RequestTooLarge(DataferryError):
+    """The service refused a request as too large (413): smaller ones, or direct markers."""
 
-    def __init__(self, url: str, token: str = "", timeout: float = 60.0) -> None:
+
+# the body a create_batch request may have, in bytes: half the service's default cap
+MAX_BATCH_BYTES = 32 * 1024
+
+
+def batch_sizes(names: Sequence[str], max_bytes: int = MAX_BATCH_BYTES) -> list[int]:
+    """How many names go in each request so that each body stays under `max_bytes` as sent
+    (JSON bytes: a non-ASCII character can take 6); a lone larger name goes alone."""
+    sizes: list[int] = []
+    n, size = 0, 64  # room for {"dir": ..., "names": []}
+    for name in names:
+        cost = len(json.dumps(name)) + 2
+        if n and size + cost > max_bytes:
+            sizes.append(n)
+            n, size = 0, 64
+        n, size = n + 1, size + cost
+    if n:
+        sizes.append(n)
+    return sizes
+
+
+class MarkerClient:
+    """A keep-alive HTTP client per thread, with the shared-secret token.
+
+    An `https://` URL is reached over TLS pinned to `fingerprint`; without a fingerprint the
+    client talks only to loopback (unless `insecure`): the token never travels in clear text
+    off the machine."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str = "",
+        timeout: float = 60.0,
+        fingerprint: str = "",
+        insecure: bool = False,
+    ) -> None:
         parsed = urlparse(url)
-        if parsed.scheme != "http" or not parsed.hostname:
-            raise DataferryError(f"marker service URL must be http://host:port, got {url!r}")
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise DataferryError(f"marker service URL must be http(s)://host:port, got {url!r}")
+        if parsed.scheme == "https" and not fingerprint:
+            raise DataferryError(f"marker service {url} uses TLS: its fingerprint is needed")
         self.url, self.token, self.timeout = url, token, timeout
-        self._host, self._port = parsed.hostname, parsed.port or 80
+        self.fingerprint, self.insecure = fingerprint, insecure
+        self._host = parsed.hostname
+        self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
         self._local = threading.local()
 
     def __reduce__(self):
-        return (MarkerClient, (self.url, self.token, self.timeout))
+        return (MarkerClient, (self.url, self.token, self.timeout, self.fingerprint, self.insecure))
 
     def _conn(self) -> tuple[socket.socket, Any]:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            sock = socket.create_connection((self._host, self._port), timeout=self.timeout)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = connect(
+                self._host,
+                self._port,
+                self.timeout,
+                self.fingerprint,
+                self.insecure,
+                "marker service",
+            )
             conn = (sock, sock.makefile("rb"))
             self._local.conn = conn
         return conn
@@ -101,6 +147,10 @@ class MarkerClient:
         if status >= 500:
             raise ServiceUnavailable(f"marker service {self.url}: {status} {data[:200]!r}")
         answer = json.loads(data or b"{}")
+        if status == 413:
+            raise RequestTooLarge(
+                f"marker service {self.url} refused {path}: {answer.get('error')}"
+            )
         if status >= 400:
             raise DataferryError(f"marker service {self.url} refused {path}: {answer.get('error')}")
         return answer
@@ -148,10 +198,8 @@ class CreateBatcher:
                     continue
                 self._sending += 1
                 directory_, items = next(iter(self._pending.items()))
-                n, size = 0, 0
-                while n < min(len(items), self.max_batch) and size < 32 * 1024:
-                    size += len(items[n][0]) + 4  # the request stays under the service's cap
-                    n += 1
+                head = items[: self.max_batch]
+                n = batch_sizes([name for name, _ in head])[0]  # under the service's cap
                 batch, rest = items[:n], items[n:]
                 if rest:
                     self._pending[directory_] = rest
@@ -167,15 +215,7 @@ class CreateBatcher:
 
     def _send(self, directory: str, batch: list[tuple[str, Future]]) -> None:
         try:
-            if len(batch) == 1:
-                created = [self.client.create(directory, batch[0][0])]
-            else:
-                answer = self.client.request(
-                    "POST",
-                    "/v1/markers/create_batch",
-                    {"dir": directory, "names": [n for n, _ in batch]},
-                )
-                created = answer["created"]
+            created = create_all(self.client, directory, [n for n, _ in batch])
         except BaseException as e:
             for _, fut in batch:
                 fut.set_exception(e)
@@ -184,13 +224,32 @@ class CreateBatcher:
             fut.set_result(ok)
 
 
-_batchers: dict[tuple[str, str], CreateBatcher] = {}
+def create_all(client: MarkerClient, directory: str, names: list[str]) -> list[bool]:
+    """Create `names` in one request, halving it while the service answers 413 (a service
+    with a lower cap than this client assumes); a single name refused so raises."""
+    try:
+        if len(names) == 1:
+            return [client.create(directory, names[0])]
+        answer = client.request(
+            "POST", "/v1/markers/create_batch", {"dir": directory, "names": names}
+        )
+        return [bool(c) for c in answer["created"]]
+    except RequestTooLarge:
+        if len(names) == 1:
+            raise
+        half = len(names) // 2
+        return create_all(client, directory, names[:half]) + create_all(
+            client, directory, names[half:]
+        )
+
+
+_batchers: dict[tuple[str, str, str], CreateBatcher] = {}
 _batchers_lock = threading.Lock()
 
 
 def batcher_for(client: MarkerClient) -> CreateBatcher:
     """The process's batcher for a service (shared by every task of the process)."""
-    key = (client.url, client.token)
+    key = (client.url, client.token, client.fingerprint)
     with _batchers_lock:
         if key not in _batchers:
             _batchers[key] = CreateBatcher(client)
@@ -216,14 +275,14 @@ class ServiceMarkers(WriteMarkers):
         with _warned_lock:
             if self.client.url not in _warned:
                 _warned.add(self.client.url)
-                log.warning("marker service unreachable (%s): using direct markers", e)
+                log.warning("marker service not usable (%s): using direct markers", e)
 
     def create(self, partition: str, file_name: str, io_type: IOType = IOType.CREATE) -> bool:
         try:
             return batcher_for(self.client).create(
                 self.directory, marker_name(partition, file_name, io_type)
             )
-        except ServiceUnavailable as e:
+        except (ServiceUnavailable, RequestTooLarge) as e:
             self._fallback(e)
             return self.direct.create(partition, file_name, io_type)
 
@@ -232,25 +291,16 @@ class ServiceMarkers(WriteMarkers):
     ) -> list[bool]:
         """All of them in one request (or a few, under the service's size cap)."""
         names = [marker_name(partition, name, io_type) for partition, name in files]
+        created: list[bool] = []
+        start = 0
         try:
-            created: list[bool] = []
-            start = 0
-            while start < len(names):
-                end, size = start, 0
-                while end < len(names) and size < 32 * 1024:
-                    size += len(names[end]) + 4
-                    end += 1
-                answer = self.client.request(
-                    "POST",
-                    "/v1/markers/create_batch",
-                    {"dir": self.directory, "names": names[start:end]},
-                )
-                created += [bool(c) for c in answer["created"]]
-                start = end
+            for n in batch_sizes(names):
+                created += create_all(self.client, self.directory, names[start : start + n])
+                start += n
             return created
-        except ServiceUnavailable as e:
+        except (ServiceUnavailable, RequestTooLarge) as e:
             self._fallback(e)
-            return self.direct.create_many(files, io_type)
+            return created + self.direct.create_many(files[start:], io_type)
 
     def all(self) -> set[str]:
         """Markers from the service, or straight from its files when it is down, plus any

@@ -5,18 +5,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..net import ServiceProcess as _ServiceProcess
+from ..net import ServiceProcess, TLSChoice
 
 
-class ServiceProcess(_ServiceProcess):
-    """The marker service for one table; `url` once started."""
+class MarkerServiceProcess(ServiceProcess):
+    """The marker service for one table; `url` once started (https:// under TLS), and
+    `fingerprint` when it serves TLS (`tls`, an identity shared by the job's services)."""
 
-    def __init__(self, dest: str, token: str = "", **options: Any) -> None:
+    def __init__(
+        self,
+        dest: str,
+        token: str = "",
+        *,
+        host: str = "",
+        tls: TLSChoice = "auto",
+        **options: Any,
+    ) -> None:
         super().__init__(
             ["markers", "serve", "--dest", dest],
             token,
             "DATAFERRY_MARKER_TOKEN",
             "marker service",
+            host=host,
+            tls=tls,
             **options,
         )
 

@@ -14,14 +14,18 @@ HTTP (JSON bodies and answers; header `X-Dataferry-Token` when a token is set):
     GET  /v1/markers/all?dir=                 -> {"markers": [...]}
     POST /v1/markers/delete  {"dir"}          -> {"deleted": bool}
     GET  /v1/health                           -> {"ok": true, "directories": n}
-Malformed requests get a 4xx and the service keeps serving.
+Every malformed request gets a 4xx (and, when the stream can no longer be trusted, a close);
+the service keeps serving. The token is checked from the request head before a body is read.
+Directories idle for `state_idle_s` are dropped from memory (their markers are on the store,
+and are loaded again on next use).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
+import logging
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,10 +34,12 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from ..errors import ConfigError
-from ..net import BackgroundServer
+from ..net import BackgroundServer, ConnectionLimits, TLSChoice, resolve_tls
+from ..net.addresses import advertised_host, join_host_port
+from ..net.connection import peer_host
 from ..stats import IOStatistics
 from ..store import Store, paths
-from .base import MARKER_EXTN, MARKERS_ROOT
+from .base import MARKERS_ROOT, check_marker_name
 from .files import (
     MARKERS_TYPE_FILE,
     SERVICE_TYPE,
@@ -41,6 +47,9 @@ from .files import (
     read_marker_files,
     read_marker_type,
 )
+from .http import HttpError, read_body, read_head, respond
+
+log = logging.getLogger("dataferry.markers")
 
 
 @dataclass(frozen=True)
@@ -49,9 +58,13 @@ class MarkerServiceConfig:
     batch_interval_ms: `hoodie.markers.timeline_server_based.batch.interval_ms` (50).
     num_threads: `hoodie.markers.timeline_server_based.batch.num_threads` (20): writer slots,
         and so `MARKERS<i>` files per directory.
-    max_request_bytes: larger request bodies are refused with 413.
+    max_request_bytes: larger request bodies (in bytes) are refused with 413.
     token: shared secret every request must carry ("" for none).
     request_timeout_s: how long a create may wait for its batch.
+    state_idle_s / max_directories: a directory's in-memory state is dropped after this long
+        unused, and the least recently used are dropped past this many directories.
+    limits: timeouts, the cap of connections per client address, and the largest request head
+        (read before the token is checked).
     """
 
     batch_interval_ms: int = 50
@@ -59,10 +72,13 @@ class MarkerServiceConfig:
     max_request_bytes: int = 64 * 1024
     token: str = ""
     request_timeout_s: float = 60.0
+    state_idle_s: float = 60.0
+    max_directories: int = 1024
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
     def __post_init__(self) -> None:
-        if self.batch_interval_ms < 1 or self.num_threads < 1:
-            raise ConfigError("batch_interval_ms and num_threads must be >= 1")
+        if self.batch_interval_ms < 1 or self.num_threads < 1 or self.max_directories < 1:
+            raise ConfigError("batch_interval_ms, num_threads and max_directories must be >= 1")
 
 
 @dataclass
@@ -75,6 +91,12 @@ class _DirState:
     last_slot: int = -1
     type_written: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    last_used: float = field(default_factory=time.monotonic)
+
+    def idle_since(self, when: float) -> bool:
+        """Unused since `when`, with nothing queued or being written (safe to drop)."""
+        with self.lock:
+            return self.last_used < when and not self.pending and not any(self.busy)
 
 
 class MarkerService:
@@ -95,7 +117,10 @@ class MarkerService:
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server = BackgroundServer(
-            self._connection, "markers-loop", limit=self.config.max_request_bytes + 8192
+            self._connection,
+            "markers-loop",
+            limit=self.config.limits.max_unauthenticated_bytes,  # the largest request head
+            limits=self.config.limits,
         )
         self._dispatcher: asyncio.Task | None = None
 
@@ -104,6 +129,7 @@ class MarkerService:
     def _state(self, directory: str) -> _DirState:
         state = self._states.get(directory)
         if state is not None:
+            state.last_used = time.monotonic()
             return state
         with self._states_lock:
             state = self._states.get(directory)
@@ -118,12 +144,16 @@ class MarkerService:
     async def create(self, directory: str, name: str) -> bool:
         """Queue a create; returns once it is durably recorded (True) or found to exist."""
         loop = asyncio.get_running_loop()
-        state = self._states.get(directory) or await loop.run_in_executor(
-            self._writers, self._state, directory
-        )
+        while True:
+            state = self._states.get(directory) or await loop.run_in_executor(
+                self._writers, self._state, directory
+            )
+            if self._states.get(directory) is state:  # not dropped while it was loading
+                break
         fut: asyncio.Future = loop.create_future()
         with state.lock:
             state.pending.append((name, fut))
+            state.last_used = time.monotonic()
         self.stats.incr("marker_create_requests")
         return await asyncio.wait_for(fut, self.config.request_timeout_s)
 
@@ -152,9 +182,27 @@ class MarkerService:
 
     async def _dispatch_forever(self) -> None:
         interval = self.config.batch_interval_ms / 1000.0
+        next_sweep = time.monotonic()
         while True:
             await asyncio.sleep(interval)
             self._dispatch_once()
+            if time.monotonic() >= next_sweep or len(self._states) > self.config.max_directories:
+                self._drop_idle()
+                next_sweep = time.monotonic() + min(1.0, self.config.state_idle_s / 4)
+
+    def _drop_idle(self) -> None:
+        """Forget directories unused for `state_idle_s`, and the least recently used past
+        `max_directories` (never one with creates queued or being written)."""
+        now = time.monotonic()
+        with self._states_lock:
+            by_age = sorted(self._states.items(), key=lambda kv: kv[1].last_used)
+            excess = len(by_age) - self.config.max_directories
+            for directory, state in by_age:
+                old = now - self.config.state_idle_s
+                if state.idle_since(now if excess > 0 else old):
+                    del self._states[directory]
+                    excess -= 1
+                    self.stats.incr("directories_dropped")
 
     def _dispatch_once(self) -> None:
         for directory, state in list(self._states.items()):
@@ -216,18 +264,29 @@ class MarkerService:
 
     # --- the network server ----------------------------------------------------------------
 
-    def start(self, host: str = "127.0.0.1", port: int = 0) -> MarkerService:
+    def start(
+        self, host: str = "127.0.0.1", port: int = 0, tls: TLSChoice = "auto"
+    ) -> MarkerService:
+        """Bind and serve; `tls` is an identity, None (plain), or "auto": TLS with a fresh
+        self-signed identity beyond loopback, plain on loopback."""
+
         def begin(loop: asyncio.AbstractEventLoop) -> None:
             self._loop = loop
             self._dispatcher = loop.create_task(self._dispatch_forever())
 
-        self._server.start(host, port, on_loop=begin)
+        self._server.start(host, port, on_loop=begin, tls=resolve_tls(host, tls))
         return self
 
     @property
     def url(self) -> str:
-        host, port = self._server.address
-        return f"http://{host}:{port}"
+        host, port = self._server.address  # for a bind to 0.0.0.0: this host's address
+        scheme = "https" if self.fingerprint else "http"
+        return f"{scheme}://{join_host_port(advertised_host(host), port)}"
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of the service's certificate ("" when plain): what clients pin."""
+        return self._server.fingerprint
 
     def stop(self) -> None:
         self._server.stop()
@@ -240,61 +299,31 @@ class MarkerService:
         self.stop()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        limits = self.config.limits
+        wait = limits.read_timeout_s  # a new connection must send its first request promptly
         while True:
             try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except asyncio.IncompleteReadError:
+                head = await read_head(reader, wait)
+                if head is None:
+                    return
+                if self.config.token and not head.has_token(self.config.token):
+                    self.stats.incr("requests_unauthorized")
+                    raise HttpError(401, "missing or wrong token")
+                n = head.content_length(self.config.max_request_bytes)
+                body = await read_body(reader, n, limits.read_timeout_s) if n else b""
+                if body is None:
+                    return
+            except HttpError as e:
+                self.stats.incr("requests_refused")
+                await respond(writer, e.status, {"error": str(e)}, close=True)
                 return
-            except asyncio.LimitOverrunError:
-                await _respond(writer, 431, {"error": "request head too large"}, close=True)
+            peer = peer_host(writer.get_extra_info("peername"))
+            self.stats.incr(f"requests_from.{peer}")  # per client host
+            status, answer = await self._route(head.method, head.target, body)
+            await respond(writer, status, answer, close=not head.keep_alive)
+            if not head.keep_alive:
                 return
-            if not await self._request(head, reader, writer):
-                return
-
-    async def _request(
-        self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> bool:
-        """Serve one request; False to close the connection."""
-        try:
-            lines = head.decode("latin-1").split("\r\n")
-            method, target, _version = lines[0].split(" ", 2)
-            headers = {}
-            for line in lines[1:]:
-                if line:
-                    k, _, v = line.partition(":")
-                    headers[k.strip().lower()] = v.strip()
-        except ValueError:
-            await _respond(writer, 400, {"error": "malformed request line"}, close=True)
-            return False
-        body = b""
-        if method == "POST":
-            length = headers.get("content-length")
-            if length is None:
-                await _respond(writer, 411, {"error": "Content-Length required"}, close=True)
-                return False
-            try:
-                n = int(length)
-            except ValueError:
-                await _respond(writer, 400, {"error": "bad Content-Length"}, close=True)
-                return False
-            if n < 0 or n > self.config.max_request_bytes:
-                await _respond(
-                    writer,
-                    413,
-                    {"error": f"request larger than {self.config.max_request_bytes} bytes"},
-                    close=True,
-                )
-                return False
-            body = await reader.readexactly(n)
-        token = self.config.token
-        if token and not hmac.compare_digest(
-            headers.get("x-dataferry-token", "").encode(), token.encode()
-        ):
-            await _respond(writer, 401, {"error": "missing or wrong token"})
-            return True
-        status, answer = await self._route(method, target, body)
-        await _respond(writer, status, answer)
-        return headers.get("connection", "").lower() != "close"
+            wait = limits.idle_timeout_s
 
     async def _route(self, method: str, target: str, body: bytes) -> tuple[int, dict[str, Any]]:
         url = urlparse(target)
@@ -305,13 +334,15 @@ class MarkerService:
                     return 200, {
                         "ok": True,
                         "directories": len(self._states),
+                        "connections": self._server.open_connections,
+                        "net": self._server.stats.snapshot()["counters"],
                         "service": self.stats.snapshot()["counters"],
                         "store": self.store.stats.snapshot()["counters"],
                     }
                 if url.path == "/v1/markers/exists":
                     return 200, {
                         "exists": await self.exists(
-                            _valid_dir(q.get("dir")), _valid_name(q.get("name"))
+                            _valid_dir(q.get("dir")), check_marker_name(q.get("name"))
                         )
                     }
                 if url.path == "/v1/markers/all":
@@ -320,14 +351,14 @@ class MarkerService:
             if method == "POST":
                 try:
                     data = json.loads(body or b"{}")
-                except (UnicodeDecodeError, json.JSONDecodeError):
+                except (ValueError, RecursionError):  # not JSON, or nested too deep
                     return 400, {"error": "body is not JSON"}
                 if not isinstance(data, dict):
                     return 400, {"error": "body must be a JSON object"}
                 if url.path == "/v1/markers/create":
                     start = time.perf_counter()
                     created = await self.create(
-                        _valid_dir(data.get("dir")), _valid_name(data.get("name"))
+                        _valid_dir(data.get("dir")), check_marker_name(data.get("name"))
                     )
                     self.stats.record_duration("marker_create", time.perf_counter() - start)
                     return 200, {"created": created}
@@ -336,10 +367,9 @@ class MarkerService:
                     names = data.get("names")
                     if not isinstance(names, list) or not names:
                         return 400, {"error": "names must be a non-empty list"}
+                    names = [check_marker_name(n) for n in names]  # all, before creating any
                     start = time.perf_counter()
-                    created = await asyncio.gather(
-                        *(self.create(directory, _valid_name(n)) for n in names)
-                    )
+                    created = await asyncio.gather(*(self.create(directory, n) for n in names))
                     self.stats.record_duration("marker_create_batch", time.perf_counter() - start)
                     return 200, {"created": list(created)}
                 if url.path == "/v1/markers/delete":
@@ -361,44 +391,13 @@ def _settle(fut: asyncio.Future, result: Any, error: BaseException | None) -> No
         fut.set_result(result)
 
 
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    411: "Length Required",
-    413: "Payload Too Large",
-    431: "Request Header Fields Too Large",
-    503: "Service Unavailable",
-}
-
-
-async def _respond(
-    writer: asyncio.StreamWriter, status: int, body: dict[str, Any], close: bool = False
-) -> None:
-    raw = json.dumps(body).encode()
-    head = (
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(raw)}\r\n{'Connection: close' + chr(13) + chr(10) if close else ''}\r\n"
-    ).encode()
-    writer.write(head + raw)
-    await writer.drain()
+_DIR = re.compile(r"[^\x00-\x1f\x7f\\]{1,1024}")  # the whole name: no newline, no control
 
 
 def _valid_dir(directory: Any) -> str:
-    if not isinstance(directory, str):
-        raise ValueError("'dir' must be a string")
+    if not isinstance(directory, str) or not _DIR.fullmatch(directory):
+        raise ValueError("'dir' must be a path of printable characters")
     d = paths.normalize(directory)
     if not paths.is_under(d, MARKERS_ROOT) or d == MARKERS_ROOT:
         raise ValueError(f"'dir' must lie under {MARKERS_ROOT}/")
     return d
-
-
-def _valid_name(name: Any) -> str:
-    if not isinstance(name, str):
-        raise ValueError("'name' must be a string")
-    n = paths.normalize(name)
-    if MARKER_EXTN + "." not in n or "\n" in n:
-        raise ValueError(f"not a marker name: {name!r}")
-    return n

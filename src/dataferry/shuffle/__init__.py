@@ -3,7 +3,7 @@ pushed blocks, the pusher, the driver's finalize, and the reader with fallback."
 
 from .blocks import Block, frame, unframe
 from .client import ServiceRefused, ShuffleClient
-from .config import DriverConfig, MergerConfig, PushConfig, ReadConfig
+from .config import DriverConfig, PushConfig, ReadConfig, ShuffleServiceConfig
 from .driver import FinalizeReport, MergedPartition, ShuffleDriver
 from .mapoutput import MapStatus, write_map_output
 from .merge import MergeManager, MergeStatus, PushCode
@@ -20,7 +20,6 @@ __all__ = [
     "MergeManager",
     "MergeStatus",
     "MergedPartition",
-    "MergerConfig",
     "PushCode",
     "PushConfig",
     "PushReport",
@@ -32,6 +31,7 @@ __all__ = [
     "ShuffleClient",
     "ShuffleDriver",
     "ShuffleService",
+    "ShuffleServiceConfig",
     "ShuffleServiceProcess",
     "frame",
     "plan_requests",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..errors import CorruptShuffleData
 
 HEADER = struct.Struct(">4sIIII")
-MAGIC = b"DFB1"
+BLOCK_MAGIC = b"DFB1"  # starts every framed block (a frame starts with protocol.FRAME_MAGIC)
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,9 @@ def frame(map_index: int, reduce_id: int, payload: bytes | memoryview) -> bytes:
     """One framed block (an empty payload frames to nothing: empty blocks do not exist)."""
     if not len(payload):
         return b""
-    return HEADER.pack(MAGIC, map_index, reduce_id, len(payload), zlib.crc32(payload)) + payload
+    return (
+        HEADER.pack(BLOCK_MAGIC, map_index, reduce_id, len(payload), zlib.crc32(payload)) + payload
+    )
 
 
 def unframe(data: bytes | memoryview, where: str = "") -> Iterator[Block]:
@@ -42,7 +44,7 @@ def unframe(data: bytes | memoryview, where: str = "") -> Iterator[Block]:
         if len(view) - pos < HEADER.size:
             raise CorruptShuffleData(f"{where}: truncated block header at byte {pos}")
         magic, map_index, reduce_id, length, crc = HEADER.unpack_from(view, pos)
-        if magic != MAGIC:
+        if magic != BLOCK_MAGIC:
             raise CorruptShuffleData(f"{where}: bad block magic at byte {pos}")
         start = pos + HEADER.size
         payload = view[start : start + length]

@@ -8,16 +8,17 @@ raise ShuffleServiceUnavailable; an ERROR answer raises ShuffleError with the se
 from __future__ import annotations
 
 import json
+import select
 import socket
 from typing import Any
 
 from pyroaring import BitMap
 
-from ..errors import ShuffleError, ShuffleServiceUnavailable
+from ..errors import DataferryError, ShuffleError, ShuffleServiceUnavailable
+from ..net import connect
 from ..stats import IOStatistics
 from .merge import MergeStatus, PushCode
-from .protocol import MAGIC as FRAME_MAGIC
-from .protocol import PREFIX, Msg, prefix
+from .protocol import FRAME_MAGIC, PREFIX, Msg, prefix
 
 
 class ServiceRefused(ShuffleError):
@@ -27,30 +28,49 @@ class ServiceRefused(ShuffleError):
 
 
 class ShuffleClient:
+    """`fingerprint` pins the service's TLS certificate (TLS is used when it is given); without
+    one the client only talks to loopback, unless `insecure` says clear text is fine."""
+
     def __init__(
         self,
         address: str,
         token: str = "",
         timeout: float = 60.0,
         stats: IOStatistics | None = None,
+        fingerprint: str = "",
+        insecure: bool = False,
     ) -> None:
         self.address, self.token, self.timeout = address, token, timeout
+        self.fingerprint, self.insecure = fingerprint, insecure
         self.stats = stats if stats is not None else IOStatistics()
         self._sock: socket.socket | None = None
 
     def __reduce__(self):
-        return (ShuffleClient, (self.address, self.token, self.timeout))
+        return (
+            ShuffleClient,
+            (self.address, self.token, self.timeout, None, self.fingerprint, self.insecure),
+        )
 
     def _conn(self) -> socket.socket:
+        if self._sock is not None and _closed_by_peer(self._sock):
+            self.close()  # the service closed an idle connection: open a fresh one
         if self._sock is None:
             host, _, port = self.address.rpartition(":")
             try:
-                sock = socket.create_connection((host, int(port)), timeout=self.timeout)
+                sock = connect(
+                    host.strip("[]"),
+                    int(port),
+                    self.timeout,
+                    self.fingerprint,
+                    self.insecure,
+                    "shuffle service",
+                )
             except OSError as e:
                 raise ShuffleServiceUnavailable(
                     f"shuffle service {self.address} unreachable: {e}"
                 ) from None
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except DataferryError as e:
+                raise ShuffleError(str(e)) from None
             self._sock = sock
             self._exchange(Msg.HELLO, {"token": self.token})
         return self._sock
@@ -186,6 +206,15 @@ class ShuffleClient:
 
     def service_stats(self) -> dict[str, Any]:
         return self.request(Msg.STATS, {})[0]["stats"]
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """Between requests nothing is due from the service: a readable socket means it closed."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _recv(sock: socket.socket, n: int) -> bytes:

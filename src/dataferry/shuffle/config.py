@@ -1,20 +1,21 @@
-"""Configuration of the push-based shuffle: the merger (service), the pusher and the driver.
+"""Configuration of the push-based shuffle: the service (merger), the pusher and the driver.
 
 Each option that mirrors a Spark option names it; defaults are Spark's unless said otherwise.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import ConfigError
+from ..net import ConnectionLimits
 
 MiB = 1024 * 1024
 
 
 @dataclass(frozen=True)
-class MergerConfig:
-    """The shuffle service's merge side.
+class ShuffleServiceConfig:
+    """The shuffle service: its merge side, its frames and its connections.
 
     min_chunk_size: `spark.shuffle.push.server.minChunkSizeInMergedShuffleFile` (2m): a merged
         chunk closes at the first block boundary past this size.
@@ -25,6 +26,8 @@ class MergerConfig:
         BUSY, which the pusher retries later.
     max_frame_bytes: largest request payload accepted (a push batch is at most 3 MiB).
     token: shared secret every connection must present ("" for none).
+    limits: timeouts, the cap of connections per client address, and what a connection may
+        send before it has authenticated.
     """
 
     min_chunk_size: int = 2 * MiB
@@ -32,6 +35,7 @@ class MergerConfig:
     max_deferred_bytes: int = 64 * MiB
     max_frame_bytes: int = 16 * MiB
     token: str = ""
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
     def __post_init__(self) -> None:
         if self.min_chunk_size < 1 or self.max_deferred_bytes < 0 or self.max_frame_bytes < 1024:

@@ -57,6 +57,7 @@ class ShuffleDriver:
         services: Sequence[str],
         *,
         token: str = "",
+        fingerprint: str = "",
         config: DriverConfig | None = None,
         push: PushConfig | None = None,
         merge_id: int = 0,
@@ -65,14 +66,21 @@ class ShuffleDriver:
         self.app, self.shuffle_id = app, shuffle_id
         self.num_maps, self.num_reduces = num_maps, num_reduces
         self.services = list(services)
-        self.token = token
+        self.token, self.fingerprint = token, fingerprint  # one TLS identity per job
         self.config = config or DriverConfig()
         self.merge_id = merge_id
         self.stats = IOStatistics()
         self.clock = StageClock(self.stats)
         self.mergers = self._choose_mergers() if enabled else ()
         self.target = PushTarget(
-            app, shuffle_id, merge_id, num_reduces, self.mergers, token, push or PushConfig()
+            app,
+            shuffle_id,
+            merge_id,
+            num_reduces,
+            self.mergers,
+            token,
+            push or PushConfig(),
+            fingerprint,
         )
         self.statuses: dict[int, MapStatus] = {}
         self._pushed: set[int] = set()
@@ -183,7 +191,12 @@ class ShuffleDriver:
         report = self.finalize_report
 
         def one(address: str) -> None:
-            with ShuffleClient(address, self.token, timeout=self.config.results_timeout_s) as c:
+            with ShuffleClient(
+                address,
+                self.token,
+                timeout=self.config.results_timeout_s,
+                fingerprint=self.fingerprint,
+            ) as c:
                 results[address] = c.finalize(self.app, self.shuffle_id, self.merge_id)
 
         pool = ThreadPoolExecutor(min(8, len(self.mergers)), thread_name_prefix="shuffle-finalize")
@@ -207,7 +220,7 @@ class ShuffleDriver:
         removed: dict[str, bool] = {}
         for address in self.services:
             try:
-                with ShuffleClient(address, self.token) as c:
+                with ShuffleClient(address, self.token, fingerprint=self.fingerprint) as c:
                     removed[address] = c.remove(self.app, self.shuffle_id)
             except ShuffleError:
                 removed[address] = False

@@ -18,12 +18,12 @@ import struct
 from ..errors import ConfigError, CorruptShuffleData
 from ..store import paths
 
-_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_SAFE = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # whole name: no newline, no separator
 
 
 def check_app(app: str) -> str:
     """Application ids become directory names: refuse anything that could escape."""
-    if not _SAFE.match(app) or app in {".", ".."}:
+    if not isinstance(app, str) or not _SAFE.fullmatch(app) or app in {".", ".."}:
         raise ConfigError(f"shuffle app id {app!r} must match {_SAFE.pattern}")
     return app
 

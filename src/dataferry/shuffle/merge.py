@@ -29,10 +29,10 @@ from enum import IntEnum
 
 from pyroaring import BitMap
 
-from ..errors import StoreError
+from ..errors import ConfigError, StoreError
 from ..stats import IOStatistics
 from ..store import Store
-from .config import MergerConfig
+from .config import ShuffleServiceConfig
 from .files import encode_offsets, merged_files, shuffle_dir
 
 
@@ -101,9 +101,16 @@ class _Merge:
 class MergeManager:
     """Thread-safe merge state of one service; `push` may be called from many threads."""
 
-    def __init__(self, store: Store, config: MergerConfig | None = None) -> None:
+    def __init__(self, store: Store, config: ShuffleServiceConfig | None = None) -> None:
+        if not store.capabilities.native_positional_write:
+            # merged files grow by writes at an offset and are cut back on finalize: refuse a
+            # store that could only do that by rewriting whole files, before any push is taken
+            raise ConfigError(
+                f"the shuffle service needs a store that writes at an offset in place (a local "
+                f"directory); {store.url!r} cannot"
+            )
         self.store = store
-        self.config = config or MergerConfig()
+        self.config = config or ShuffleServiceConfig()
         self.stats = IOStatistics()
         self._merges: dict[tuple[str, int], _Merge] = {}
         self._lock = threading.Lock()

@@ -4,22 +4,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..net import ServiceProcess
+from ..net import ServiceProcess, TLSChoice
 
 
 class ShuffleServiceProcess(ServiceProcess):
-    """One node's shuffle service over `directory`; `address` (host:port) once started.
+    """One node's shuffle service over `directory`; `address` (host:port) once started, and
+    `fingerprint` when it serves TLS (`tls`, an identity shared by the job's services).
 
     restart() brings a dead service back on the same directory and port, as a node manager
     restarts its shuffle service: map outputs survive on disk, unfinished merges are dropped.
     """
 
-    def __init__(self, directory: str, token: str = "", port: int = 0, **options: Any) -> None:
+    def __init__(
+        self,
+        directory: str,
+        token: str = "",
+        port: int = 0,
+        *,
+        host: str = "",
+        tls: TLSChoice = "auto",
+        **options: Any,
+    ) -> None:
         super().__init__(
             ["shuffle", "serve", "--dir", directory],
             token,
             "DATAFERRY_SHUFFLE_TOKEN",
             "shuffle service",
+            host=host,
+            tls=tls,
             port=port,
             **options,
         )

@@ -5,7 +5,8 @@
     header := UTF-8 JSON object
     payload:= raw bytes (framed blocks, bitmaps, index bytes)
 
-A connection starts with HELLO carrying the token. Requests and answers alternate; an answer is
+A connection starts with HELLO carrying the token (and no payload): before it, nothing larger
+than a small header is read or allocated. Requests and answers alternate; an answer is
 OK or ERROR (header {"status", "error"}). Large answers (chunks, map-output blocks) are sent with
 the platform's zero-copy file sending where it exists.
 """
@@ -16,7 +17,7 @@ import struct
 from enum import IntEnum
 
 PREFIX = struct.Struct(">2sBIQ")
-MAGIC = b"DS"
+FRAME_MAGIC = b"DS"  # starts every frame (a framed block starts with blocks.BLOCK_MAGIC)
 MAX_HEADER_BYTES = 1024 * 1024
 
 
@@ -34,4 +35,4 @@ class Msg(IntEnum):
 
 
 def prefix(msg: Msg, header_len: int, payload_len: int) -> bytes:
-    return PREFIX.pack(MAGIC, int(msg), header_len, payload_len)
+    return PREFIX.pack(FRAME_MAGIC, int(msg), header_len, payload_len)

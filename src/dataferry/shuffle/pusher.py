@@ -39,6 +39,7 @@ class PushTarget:
     mergers: tuple[str, ...]
     token: str = ""
     config: PushConfig = field(default_factory=PushConfig)
+    fingerprint: str = ""  # the services' TLS certificate ("" on loopback without TLS)
 
     def merger_of(self, reduce_id: int) -> int:
         """Contiguous reduce ranges per merger, the same for every map (Spark's rule)."""
@@ -130,7 +131,9 @@ def push_map_output(
 
     def send_all(merger: int, reqs: list[PushRequest]) -> None:
         address = target.mergers[merger]
-        with ShuffleClient(address, target.token, stats=stats) as client:
+        with ShuffleClient(
+            address, target.token, stats=stats, fingerprint=target.fingerprint
+        ) as client:
             for req in reqs:
                 if stop.is_set():
                     return

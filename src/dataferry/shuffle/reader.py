@@ -42,6 +42,7 @@ class ReduceInput:
     merged: MergedPartition | None = None
     token: str = ""
     config: ReadConfig = field(default_factory=ReadConfig)
+    fingerprint: str = ""  # the services' TLS certificate ("" on loopback without TLS)
 
 
 @dataclass
@@ -56,13 +57,15 @@ class ReadReport:
 class _Clients:
     """One connection per service for the duration of a read."""
 
-    def __init__(self, token: str, stats: IOStatistics) -> None:
-        self.token, self.stats = token, stats
+    def __init__(self, token: str, stats: IOStatistics, fingerprint: str = "") -> None:
+        self.token, self.stats, self.fingerprint = token, stats, fingerprint
         self._clients: dict[str, ShuffleClient] = {}
 
     def __call__(self, address: str) -> ShuffleClient:
         if address not in self._clients:
-            self._clients[address] = ShuffleClient(address, self.token, stats=self.stats)
+            self._clients[address] = ShuffleClient(
+                address, self.token, stats=self.stats, fingerprint=self.fingerprint
+            )
         return self._clients[address]
 
     def close(self) -> None:
@@ -76,7 +79,7 @@ def read_reduce(
     """The blocks of one reduce partition, sorted by map index, and how they were read."""
     stats = stats if stats is not None else IOStatistics()
     report = ReadReport()
-    clients = _Clients(inp.token, stats)
+    clients = _Clients(inp.token, stats, inp.fingerprint)
     blocks: list[Block] = []
     try:
         merged_maps = BitMap()

@@ -2,8 +2,11 @@
 
 It serves original map-output blocks (by shuffle, map attempt and reduce range) and merged
 chunks with zero-copy file sending, accepts pushes into the merge state machine (`merge.py`),
-finalizes merges, serves merged metadata, and removes a shuffle's files when told. A wrong
-token, a malformed or an oversized frame closes that connection only; the service keeps serving.
+finalizes merges, serves merged metadata, and removes a shuffle's files when told.
+
+A connection must authenticate first (HELLO with the token, nothing else read before it). Every
+malformed, oversized or late request gets an ERROR answer and, where the stream can no longer be
+trusted, a clean close; the service keeps serving everyone else.
 """
 
 from __future__ import annotations
@@ -11,22 +14,27 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
+import math
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ..errors import ConfigError, CorruptShuffleData, NotFound, StoreError
-from ..net import BackgroundServer, RawConnection
+from ..net import BackgroundServer, RawConnection, StreamConnection, TLSChoice, resolve_tls
+from ..net.addresses import advertised_host, join_host_port
 from ..stats import IOStatistics
 from ..store import Store
-from .blocks import HEADER, MAGIC, unframe
-from .config import MergerConfig
+from .blocks import BLOCK_MAGIC, HEADER, unframe
+from .config import ShuffleServiceConfig
 from .files import check_app, decode_offsets, map_output
 from .mapoutput import block_range
 from .merge import MergeManager, PushCode
-from .protocol import MAGIC as FRAME_MAGIC
-from .protocol import MAX_HEADER_BYTES, PREFIX, Msg, prefix
+from .protocol import FRAME_MAGIC, MAX_HEADER_BYTES, PREFIX, Msg, prefix
+
+log = logging.getLogger("dataferry.shuffle")
+Connection = RawConnection | StreamConnection
 
 
 class BadRequest(Exception):
@@ -38,33 +46,47 @@ class BadRequest(Exception):
 class ShuffleService:
     """The service over a node's shuffle directory (a store); start() / stop()."""
 
-    def __init__(self, store: Store, config: MergerConfig | None = None, io_threads: int = 8):
+    def __init__(
+        self, store: Store, config: ShuffleServiceConfig | None = None, io_threads: int = 8
+    ):
         self.store = store
-        self.config = config or MergerConfig()
+        self.config = config or ShuffleServiceConfig()
         self.merges = MergeManager(store, self.config)
         self.stats = IOStatistics()
         self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="shuffle-io")
         self._indexes: OrderedDict[str, list[int]] = OrderedDict()  # small LRU of index files
         self._indexes_lock = threading.Lock()
-        # raw sockets: a pushed payload is received straight into one buffer, with no stream
-        # buffer copying it on the way
-        self._server = BackgroundServer(None, "shuffle-loop", raw_handler=self._connection)
+        # raw sockets (when plain): a pushed payload is received straight into one buffer, with
+        # no stream buffer copying it on the way
+        self._server = BackgroundServer(
+            None, "shuffle-loop", raw_handler=self._connection, limits=self.config.limits
+        )
 
-    def start(self, host: str = "127.0.0.1", port: int = 0) -> ShuffleService:
-        self._server.start(host, port)
+    def start(
+        self, host: str = "127.0.0.1", port: int = 0, tls: TLSChoice = "auto"
+    ) -> ShuffleService:
+        """Bind and serve; `tls` is an identity, None (plain), or "auto": TLS with a fresh
+        self-signed identity beyond loopback, plain on loopback."""
+        self._server.start(host, port, tls=resolve_tls(host, tls))
         return self
 
     @property
     def address(self) -> str:
+        """host:port to connect to (for a service bound to 0.0.0.0: this host's address)."""
         host, port = self._server.address
-        return f"{host}:{port}"
+        return join_host_port(advertised_host(host), port)
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of the service's certificate ("" when plain): what clients pin."""
+        return self._server.fingerprint
 
     def stop(self) -> None:
         self._server.stop()
         self._io.shutdown(wait=True)
 
     def __enter__(self) -> ShuffleService:
-        return self.start()
+        return self.start() if self._server.loop is None else self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
@@ -73,62 +95,97 @@ class ShuffleService:
         stats = IOStatistics(self.stats.snapshot())
         stats.merge(self.merges.stats.snapshot())
         stats.merge(self.store.stats.snapshot())
+        stats.merge(self._server.stats.snapshot())
         return stats.snapshot()
 
     # --- connection ------------------------------------------------------------------------
 
-    async def _connection(self, conn: RawConnection) -> None:
+    async def _connection(self, conn: Connection) -> None:
+        limits = self.config.limits
         authed = not self.config.token
         buffer = bytearray(0)  # reused for every payload of this connection
         while True:
-            raw = await conn.read_exactly(PREFIX.size)
+            try:  # before HELLO, the peer has the read timeout to authenticate; then idle ones
+                wait = limits.idle_timeout_s if authed else limits.read_timeout_s
+                raw = await conn.read_exactly(PREFIX.size, timeout=wait)
+            except TimeoutError:
+                self.stats.incr("connections_timed_out")
+                return
             if raw is None:
                 return
             magic, msg, header_len, payload_len = PREFIX.unpack(raw)
-            if magic != FRAME_MAGIC or header_len > MAX_HEADER_BYTES:
+            if magic != FRAME_MAGIC:
                 return await self._refuse(conn, 400, "malformed frame")
-            if payload_len > self.config.max_frame_bytes:
+            if not authed and (
+                msg != Msg.HELLO or payload_len or header_len > limits.max_unauthenticated_bytes
+            ):
+                self.stats.incr("requests_unauthorized")
+                return await self._refuse(conn, 401, "the connection must begin with HELLO")
+            if header_len > MAX_HEADER_BYTES or payload_len > self.config.max_frame_bytes:
                 return await self._refuse(
-                    conn, 413, f"payload of {payload_len} bytes over {self.config.max_frame_bytes}"
+                    conn,
+                    413,
+                    f"header of {header_len} / payload of {payload_len} bytes over "
+                    f"{MAX_HEADER_BYTES} / {self.config.max_frame_bytes}",
                 )
-            head = await conn.read_exactly(header_len)
-            if payload_len > len(buffer):
-                buffer = bytearray(payload_len)
-            payload = await conn.read_exactly(payload_len, buffer)
+            try:
+                head = await conn.read_exactly(header_len, timeout=limits.read_timeout_s)
+                if payload_len > len(buffer):  # only once authenticated
+                    buffer = bytearray(payload_len)
+                payload = await conn.read_exactly(payload_len, buffer, limits.read_timeout_s)
+            except TimeoutError:
+                self.stats.incr("connections_timed_out")
+                return await self._refuse(conn, 408, "request not received in time")
             if head is None or payload is None:
                 return
             try:
-                header = json.loads(bytes(head) or b"{}")
-                if not isinstance(header, dict):
-                    raise ValueError("header is not an object")
+                header = _parse_header(head)
             except ValueError as e:
-                return await self._refuse(conn, 400, f"malformed header: {e}")
+                if not authed:
+                    return await self._refuse(conn, 400, f"malformed header: {e}")
+                self.stats.incr("requests_refused")  # the frame was whole: the stream goes on
+                await self._answer_error(conn, 400, f"malformed header: {e}")
+                continue
             if not authed:
-                if msg == Msg.HELLO and hmac.compare_digest(
-                    str(header.get("token", "")), self.config.token
-                ):
+                if _same_token(header.get("token"), self.config.token):
                     authed = True
                     await self._answer(conn, {})
                     continue
                 self.stats.incr("requests_unauthorized")
                 return await self._refuse(conn, 401, "missing or wrong token")
-            try:
-                await self._dispatch(Msg(msg), header, payload, conn)
-            except BadRequest as e:
-                self.stats.incr("requests_refused")
-                await self._answer_error(conn, e.status, str(e))
-            except (KeyError, TypeError, ValueError, ConfigError, CorruptShuffleData) as e:
-                self.stats.incr("requests_refused")
-                await self._answer_error(conn, 400, f"bad request: {e}")
-            except NotFound as e:
-                await self._answer_error(conn, 404, str(e))
-            except StoreError as e:
-                await self._answer_error(conn, 500, str(e))
+            if not await self._serve_request(conn, msg, header, payload):
+                return
+
+    async def _serve_request(
+        self, conn: Connection, msg: int, header: dict[str, Any], payload: memoryview
+    ) -> bool:
+        """Answer one authenticated request; False when the connection must close."""
+        try:
+            await self._dispatch(Msg(msg), header, payload, conn)
+        except BadRequest as e:
+            self.stats.incr("requests_refused")
+            await self._answer_error(conn, e.status, str(e))
+        except (KeyError, TypeError, ValueError, ConfigError, CorruptShuffleData) as e:
+            self.stats.incr("requests_refused")
+            await self._answer_error(conn, 400, f"bad request: {e}")
+        except NotFound as e:
+            await self._answer_error(conn, 404, str(e))
+        except StoreError as e:
+            await self._answer_error(conn, 500, str(e))
+        except (ConnectionError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # a bug must still answer, and must not end the service
+            log.warning("shuffle service: request %s failed: %r", msg, e)
+            self.stats.incr("requests_failed")
+            await self._refuse(conn, 500, f"internal error: {type(e).__name__}")
+            return False
+        return True
 
     async def _dispatch(
-        self, msg: Msg, header: dict[str, Any], payload: memoryview, conn: RawConnection
+        self, msg: Msg, header: dict[str, Any], payload: memoryview, conn: Connection
     ) -> None:
         self.stats.incr(f"requests_{msg.name.lower()}")
+        self.stats.incr(f"{msg.name.lower()}_from.{conn.peer}")  # per client host
         loop = asyncio.get_running_loop()
         if msg == Msg.HELLO:
             await self._answer(conn, {})
@@ -155,7 +212,7 @@ class ShuffleService:
             )
             await self._send_file(conn, {"offsets": offsets}, path, start, length)
         elif msg == Msg.REMOVE:
-            app, shuffle = check_app(str(header["app"])), int(header["shuffle"])
+            app, shuffle = _app(header), _int(header, "shuffle")
             removed = await loop.run_in_executor(self._io, self.merges.remove, app, shuffle)
             with self._indexes_lock:
                 for key in [k for k in self._indexes if k.startswith(f"{app}/shuffle_{shuffle}/")]:
@@ -170,8 +227,8 @@ class ShuffleService:
 
     async def _push(self, header: dict[str, Any], payload: memoryview) -> list[int]:
         app, shuffle, merge_id = _ids(header)
-        blocks = header["blocks"]
-        if not isinstance(blocks, list) or sum(int(b[2]) for b in blocks) != len(payload):
+        blocks = _blocks(header)
+        if sum(b[2] for b in blocks) != len(payload):
             raise BadRequest(400, "push block lengths do not add up to the payload")
         results = await asyncio.get_running_loop().run_in_executor(
             self._io, self._push_blocks, app, shuffle, merge_id, blocks, payload
@@ -217,14 +274,14 @@ class ShuffleService:
 
     def _merged_meta(self, header: dict[str, Any]) -> tuple[bytes, bytes]:
         app, shuffle, merge_id = _ids(header)
-        _, index, meta = self._merged(app, shuffle, merge_id, int(header["reduce"]))
+        _, index, meta = self._merged(app, shuffle, merge_id, _int(header, "reduce"))
         return self.store.read_bytes(index), self.store.read_bytes(meta)
 
     def _chunk_range(self, header: dict[str, Any]) -> tuple[str, int, int]:
         app, shuffle, merge_id = _ids(header)
-        data, index, _ = self._merged(app, shuffle, merge_id, int(header["reduce"]))
+        data, index, _ = self._merged(app, shuffle, merge_id, _int(header, "reduce"))
         offsets = self._offsets(index)
-        chunk = int(header["chunk"])
+        chunk = _int(header, "chunk")
         start, length = block_range(offsets, chunk, chunk + 1, index)
         return data, start, length
 
@@ -235,34 +292,32 @@ class ShuffleService:
             raise BadRequest(404, str(e.args[0])) from None
 
     def _fetch_range(self, header: dict[str, Any]) -> tuple[str, int, int, list[int]]:
-        app, shuffle = check_app(str(header["app"])), int(header["shuffle"])
-        map_index, attempt = int(header["map"]), int(header["attempt"])
+        app, shuffle = _app(header), _int(header, "shuffle")
+        map_index, attempt = _int(header, "map"), _int(header, "attempt")
         data, index = map_output(app, shuffle, map_index, attempt)
         offsets = self._offsets(index)
-        start, end = int(header["start"]), int(header["end"])
+        start, end = _int(header, "start"), _int(header, "end")
         begin, length = block_range(offsets, start, end, index)
         return data, begin, length, [o - begin for o in offsets[start : end + 1]]
 
     # --- answers -----------------------------------------------------------------------------
 
-    async def _answer(
-        self, conn: RawConnection, header: dict[str, Any], payload: bytes = b""
-    ) -> None:
+    async def _answer(self, conn: Connection, header: dict[str, Any], payload: bytes = b"") -> None:
         head = json.dumps(header).encode()
         await conn.send(prefix(Msg.OK, len(head), len(payload)) + head, payload)
 
-    async def _answer_error(self, conn: RawConnection, status: int, error: str) -> None:
+    async def _answer_error(self, conn: Connection, status: int, error: str) -> None:
         head = json.dumps({"status": status, "error": error}).encode()
         await conn.send(prefix(Msg.ERROR, len(head), 0) + head)
 
-    async def _refuse(self, conn: RawConnection, status: int, error: str) -> None:
+    async def _refuse(self, conn: Connection, status: int, error: str) -> None:
         """Answer and close: after a bad frame the stream cannot be trusted."""
         self.stats.incr("frames_refused")
         await self._answer_error(conn, status, error)
         await conn.linger_close()
 
     async def _send_file(
-        self, conn: RawConnection, header: dict[str, Any], path: str, start: int, n: int
+        self, conn: Connection, header: dict[str, Any], path: str, start: int, n: int
     ) -> None:
         head = json.dumps(header).encode()
         await conn.send(prefix(Msg.OK, len(head), n) + head)
@@ -277,13 +332,78 @@ class ShuffleService:
         self.stats.incr("served_bytes", n)
 
 
+_MAX_ID = 2**31 - 1  # ids, offsets and lengths all fit (bitmaps hold u32)
+
+
+def _parse_header(raw: memoryview) -> dict[str, Any]:
+    """A header: a JSON object of finite numbers (no NaN, Infinity or 1e400)."""
+    try:
+        header = json.loads(
+            bytes(raw) or b"{}", parse_constant=_no_constant, parse_float=_finite_float
+        )
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if not isinstance(header, dict):
+        raise ValueError("header is not an object")
+    return header
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number here")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _same_token(given: Any, token: str) -> bool:
+    """Constant-time comparison that any JSON value (non-ASCII, not a string) can go through."""
+    if not isinstance(given, str):
+        return False
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), token.encode("utf-8", "surrogatepass")
+    )
+
+
+def _int(header: dict[str, Any], key: str) -> int:
+    """A non-negative integer field (not a float, a bool or a string)."""
+    value = header[key]
+    if type(value) is not int or not 0 <= value <= _MAX_ID:
+        raise BadRequest(400, f"{key!r} must be a non-negative integer")
+    return value
+
+
+def _app(header: dict[str, Any]) -> str:
+    app = header["app"]
+    if not isinstance(app, str):
+        raise BadRequest(400, "'app' must be a string")
+    return check_app(app)
+
+
 def _ids(header: dict[str, Any]) -> tuple[str, int, int]:
-    return check_app(str(header["app"])), int(header["shuffle"]), int(header["merge_id"])
+    return _app(header), _int(header, "shuffle"), _int(header, "merge_id")
+
+
+def _blocks(header: dict[str, Any]) -> list[tuple[int, int, int]]:
+    """A push's [[map, reduce, length], ...], each entry checked."""
+    blocks = header["blocks"]
+    if not isinstance(blocks, list):
+        raise BadRequest(400, "'blocks' must be a list")
+    out = []
+    for entry in blocks:
+        if not isinstance(entry, list) or len(entry) != 3:
+            raise BadRequest(400, "each block must be [map, reduce, length]")
+        row = dict(zip(("map", "reduce", "length"), entry, strict=True))
+        out.append((_int(row, "map"), _int(row, "reduce"), _int(row, "length")))
+    return out
 
 
 def _well_framed(block: memoryview, map_index: int, reduce_id: int) -> bool:
     """A pushed block must be exactly one framed block of the map and reduce it claims."""
-    if len(block) < HEADER.size or bytes(block[:4]) != MAGIC:
+    if len(block) < HEADER.size or bytes(block[:4]) != BLOCK_MAGIC:
         return False
     try:
         (only,) = list(unframe(block))

@@ -7,11 +7,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from .base import Capabilities, FileStatus, Op, Store, WrappingStore
+from .base import Store
 from .faults import FaultRule, FaultStore, crash_at
 from .local import LocalStore
 from .pool import IOPool, parallel_map
-from .sim import PROFILES, SimProfile, SimStore, parse_sim_url
+from .sim import SimStore
+from .sim_profiles import PROFILES, SimProfile, parse_sim_url
+from .types import Capabilities, FileStatus, Op
+from .wrapping import WrappingStore
 
 __all__ = [
     "PROFILES",

@@ -22,8 +22,8 @@ from typing import Any
 from fsspec.implementations.arrow import ArrowFSWrapper
 
 from ..errors import ConfigError, StoreError
-from .base import Capabilities
 from .fsspec_store import FsspecStore
+from .types import Capabilities
 
 # Object stores: no rename (pyarrow's move is a copy and a delete per object), no etags in
 # pyarrow's FileInfo, strongly consistent listings (S3 since 2020, GCS always).

@@ -12,101 +12,16 @@ from __future__ import annotations
 import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from enum import StrEnum
 from typing import Any, BinaryIO, TypeVar
 
 from ..errors import AlreadyExists, AmbiguousOutcome, ConfigError, NotFound
 from ..stats import IOStatistics
 from . import paths
+from .streams import WriteOnClose
+from .types import Capabilities, FileStatus, Op, PendingUpload
 
 T = TypeVar("T")
 AMBIGUOUS_RETRIES = 3  # asks of an idempotent operation whose outcome was unknown
-
-
-class Op(StrEnum):
-    """Kinds of store operation; the statistic name is `op_<value>`."""
-
-    STAT = "get_file_status"
-    LIST = "list_status"
-    WALK = "list_files"
-    MKDIRS = "mkdirs"
-    DELETE = "delete"
-    RENAME = "rename"
-    COPY = "copy"
-    READ = "open"
-    WRITE = "create"
-    CREATE_IF_ABSENT = "create_if_absent"
-    APPEND = "append"
-    WRITE_AT = "write_at"
-    TRUNCATE = "truncate"
-    READ_RANGE = "read_range"
-    MULTIPART_INITIATE = "multipart_initiate"
-    MULTIPART_PART = "multipart_upload_part"
-    MULTIPART_COMPLETE = "multipart_complete"
-    MULTIPART_ABORT = "multipart_abort"
-    MULTIPART_LIST = "multipart_list"
-
-    @property
-    def mutates(self) -> bool:
-        return self in _MUTATING
-
-
-_MUTATING = {
-    Op.MKDIRS,
-    Op.DELETE,
-    Op.RENAME,
-    Op.COPY,
-    Op.WRITE,
-    Op.CREATE_IF_ABSENT,
-    Op.APPEND,
-    Op.WRITE_AT,
-    Op.TRUNCATE,
-    Op.MULTIPART_INITIATE,
-    Op.MULTIPART_PART,
-    Op.MULTIPART_COMPLETE,
-    Op.MULTIPART_ABORT,
-}
-
-
-@dataclass(frozen=True)
-class FileStatus:
-    path: str
-    size: int
-    is_dir: bool
-    etag: str | None = None
-    mtime: float | None = None
-    is_link: bool = False  # a symbolic link, listed as itself (never followed)
-
-    @property
-    def name(self) -> str:
-        return paths.name(self.path)
-
-
-@dataclass(frozen=True)
-class PendingUpload:
-    """A multipart upload that was started and neither completed nor aborted."""
-
-    path: str
-    upload_id: str
-    initiated: float  # seconds since the epoch
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a committer may rely on. Unknown means False."""
-
-    atomic_file_rename: bool = False
-    atomic_dir_rename: bool = False
-    o1_dir_rename: bool = False
-    etags: bool = False
-    etags_preserved_by_rename: bool = False
-    consistent_listing: bool = True
-    conditional_create: bool = False
-    multipart_upload: bool = False
-
-    def as_dict(self) -> dict[str, bool]:
-        return asdict(self)
 
 
 class Store(ABC):
@@ -227,12 +142,18 @@ class Store(ABC):
         return io.BytesIO(self.read_bytes(path))
 
     def append_bytes(self, path: str, data: bytes) -> None:
-        """Append to a file (created if absent). Where the store cannot append, the whole file
-        is rewritten, which is atomic on object stores (one PUT)."""
+        """Append to a file (created if absent).
+
+        Where `capabilities.native_append` is False this is a whole-file rewrite: the file is
+        read and written back with `data` at its end (one PUT on an object store, so atomic,
+        but its cost grows with the file; each is counted as `append_rewrites`). The marker
+        service's `MARKERS<n>` files, which stay small, are the caller that accepts that.
+        """
         path = paths.normalize(path)
         self._op(Op.APPEND, path, self._append, path, bytes(data))
 
     def _append(self, path: str, data: bytes) -> None:
+        self.stats.incr("append_rewrites")
         try:
             old = self._read(path)
         except NotFound:
@@ -242,13 +163,17 @@ class Store(ABC):
     def write_at(self, path: str, offset: int, data: bytes | memoryview) -> None:
         """Write bytes at an offset of a file (created if absent), leaving the rest in place:
         the shuffle merge writes each block at the committed end, so a failed write is simply
-        overwritten by the next one. Stores without positional writes rewrite the file."""
+        overwritten by the next one. Only stores with `capabilities.native_positional_write`
+        do this; others raise ConfigError rather than rewrite the whole file per block."""
         path = paths.normalize(path)
+        self._require_positional_write("write at an offset")
         self._op(Op.WRITE_AT, path, self._write_at, path, offset, data)
 
     def truncate(self, path: str, size: int) -> None:
-        """Cut a file to `size` bytes (drops a partial tail after a failure)."""
+        """Cut a file to `size` bytes (drops a partial tail after a failure); only on stores
+        with `capabilities.native_positional_write`, like `write_at`."""
         path = paths.normalize(path)
+        self._require_positional_write("truncate")
         self._op(Op.TRUNCATE, path, self._truncate, path, size)
 
     def read_range(self, path: str, start: int, length: int) -> bytes:
@@ -256,16 +181,17 @@ class Store(ABC):
         path = paths.normalize(path)
         return self._op(Op.READ_RANGE, path, self._read_range, path, start, length)
 
-    def _write_at(self, path: str, offset: int, data: bytes) -> None:
-        try:
-            old = self._read(path)
-        except NotFound:
-            old = b""
-        head = old[:offset].ljust(offset, b"\0")
-        self._write(path, head + data + old[offset + len(data) :], True)
+    def _require_positional_write(self, what: str) -> None:
+        if not self.capabilities.native_positional_write:
+            raise ConfigError(
+                f"{self.describe()} cannot {what} in place (no native positional writes); "
+                "use a local directory"
+            )
 
-    def _truncate(self, path: str, size: int) -> None:
-        self._write(path, self._read(path)[:size], True)
+    def _no_positional_write(self, *_args: Any) -> Any:
+        raise ConfigError(f"{self.describe()} has no positional writes")
+
+    _write_at = _truncate = _no_positional_write
 
     def _read_range(self, path: str, start: int, length: int) -> bytes:
         return self._read(path)[start : start + length]
@@ -318,7 +244,7 @@ class Store(ABC):
 
     def open_write(self, path: str, overwrite: bool = True) -> BinaryIO:
         """A stream whose bytes become the file, all at once, when it is closed."""
-        return _WriteOnClose(self, paths.normalize(path), overwrite)
+        return WriteOnClose(self, paths.normalize(path), overwrite)
 
     def full_url(self, path: str = "") -> str:
         """Absolute URL of a store-relative path, in plain text: nothing is percent-encoded, so
@@ -377,98 +303,3 @@ class Store(ABC):
         except AlreadyExists:
             return False
         return True
-
-
-class WrappingStore(Store):
-    """A store that forwards every primitive to an inner store's public operation.
-
-    Subclasses override `_op` (to add latency, faults, ...) or single primitives.
-    """
-
-    def __init__(self, inner: Store, capabilities: Capabilities | None = None) -> None:
-        super().__init__(inner.url, capabilities or inner.capabilities)
-        self.inner = inner
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    @property
-    def min_part_size(self) -> int:
-        return self.inner.min_part_size
-
-    def _stat(self, path: str) -> FileStatus:
-        return self.inner.stat(path)
-
-    def _list(self, path: str) -> list[FileStatus]:
-        return self.inner.list(path)
-
-    def _walk(self, path: str) -> list[FileStatus]:
-        return self.inner.walk(path)
-
-    def _mkdirs(self, path: str) -> None:
-        self.inner.mkdirs(path)
-
-    def _delete(self, path: str, recursive: bool) -> bool:
-        return self.inner.delete(path, recursive)
-
-    def _rename(self, src: str, dst: str) -> None:
-        self.inner.rename(src, dst)
-
-    def _copy(self, src: str, dst: str) -> None:
-        self.inner.copy(src, dst)
-
-    def _read(self, path: str) -> bytes:
-        return self.inner.read_bytes(path)
-
-    def _write(self, path: str, data: bytes, overwrite: bool) -> None:
-        self.inner.write_bytes(path, data, overwrite)
-
-    def _create_if_absent(self, path: str, data: bytes) -> bool:
-        return self.inner.create_if_absent(path, data)
-
-    def _append(self, path: str, data: bytes) -> None:
-        self.inner.append_bytes(path, data)
-
-    def _write_at(self, path: str, offset: int, data: bytes) -> None:
-        self.inner.write_at(path, offset, data)
-
-    def _truncate(self, path: str, size: int) -> None:
-        self.inner.truncate(path, size)
-
-    def _read_range(self, path: str, start: int, length: int) -> bytes:
-        return self.inner.read_range(path, start, length)
-
-    def _initiate_upload(self, path: str) -> str:
-        return self.inner.initiate_upload(path)
-
-    def _upload_part(self, path: str, upload_id: str, number: int, data: bytes) -> str:
-        return self.inner.upload_part(path, upload_id, number, data)
-
-    def _complete_upload(self, path: str, upload_id: str, etags: list[str]) -> str:
-        return self.inner.complete_upload(path, upload_id, etags)
-
-    def _abort_upload(self, path: str, upload_id: str) -> bool:
-        return self.inner.abort_upload(path, upload_id)
-
-    def _list_uploads(self, path: str) -> list[PendingUpload]:
-        return self.inner.list_uploads(path)
-
-
-class _WriteOnClose(io.BytesIO):
-    """Buffer writes and publish the whole file on close, as object stores do."""
-
-    def __init__(self, store: Store, path: str, overwrite: bool) -> None:
-        super().__init__()
-        self._store, self._path, self._overwrite = store, path, overwrite
-        self._published = False
-
-    def close(self) -> None:
-        if not self._published and not self.closed:
-            self._published = True
-            self._store.write_bytes(self._path, self.getvalue(), self._overwrite)
-        super().close()
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None:  # a failed writer publishes nothing
-            self._published = True
-        self.close()

@@ -45,7 +45,9 @@ from ..errors import (
     InjectedFault,
     Throttled,
 )
-from .base import Op, Store, WrappingStore
+from .base import Store
+from .types import Op
+from .wrapping import WrappingStore
 
 T = TypeVar("T")
 

@@ -13,6 +13,7 @@ Errors of the file system (OSError and its kinds, pyarrow's) come out as datafer
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import fsspec
@@ -27,10 +28,14 @@ from ..errors import (
     StoreError,
 )
 from . import paths
-from .base import Capabilities, FileStatus, Op, Store
+from .base import Store
 from .local import LOCAL_CAPABILITIES
 from .oserrors import from_os_error
+from .types import Capabilities, FileStatus, Op
 
+_LOCAL_THROUGH_FSSPEC = replace(
+    LOCAL_CAPABILITIES, native_append=False, native_positional_write=False
+)
 PROTOCOL_CAPABILITIES: dict[str, Capabilities] = {
     # In-process dict: a single rename or create is atomic under our lock; directory rename
     # moves key by key.
@@ -53,8 +58,9 @@ PROTOCOL_CAPABILITIES: dict[str, Capabilities] = {
         consistent_listing=True,
     ),
     "s3": Capabilities(etags=True, consistent_listing=True, conditional_create=True),
-    "file": LOCAL_CAPABILITIES,
-    "local": LOCAL_CAPABILITIES,
+    # a local directory, but through fsspec's whole-file writes: no append or write in place
+    "file": _LOCAL_THROUGH_FSSPEC,
+    "local": _LOCAL_THROUGH_FSSPEC,
 }
 _LOCAL_PROTOCOLS = ("file", "local")
 

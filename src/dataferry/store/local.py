@@ -23,8 +23,9 @@ from ..errors import (
     StoreError,
 )
 from . import paths
-from .base import Capabilities, FileStatus, Op, Store
+from .base import Store
 from .oserrors import from_os_error
+from .types import Capabilities, FileStatus, Op
 
 LOCAL_CAPABILITIES = Capabilities(
     atomic_file_rename=True,
@@ -35,6 +36,8 @@ LOCAL_CAPABILITIES = Capabilities(
     consistent_listing=True,
     conditional_create=True,
     multipart_upload=False,
+    native_append=True,  # O_APPEND
+    native_positional_write=True,  # pwrite(2), truncate(2)
 )
 
 _AT_FDCWD = -100

@@ -30,8 +30,9 @@ from ..errors import (
     StoreError,
 )
 from . import paths
-from .base import Capabilities, FileStatus, Op, PendingUpload, Store
+from .base import Store
 from .s3_client import _CURRENT, client_spec, s3_client
+from .types import Capabilities, FileStatus, Op, PendingUpload
 
 T = TypeVar("T")
 
@@ -44,6 +45,8 @@ S3_CAPABILITIES = Capabilities(
     consistent_listing=True,
     conditional_create=True,
     multipart_upload=True,
+    native_append=False,  # an object is written whole
+    native_positional_write=False,
 )
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3: every part of a multipart upload but the last (5 MiB)

@@ -14,165 +14,32 @@ S3's multipart etag, and the state is kept on the inner store, so every process 
 multipart call passes the inner store's `_op` hook as one operation of its own kind
 (`Op.MULTIPART_*`), so a fault layer below the model can crash or answer ambiguously there.
 
-These numbers are models, not measurements: see PROFILES and docs/store-models.md. The facts
-they rest on (request ceilings, rename semantics, the seed's loaded NameNode) are public.
+The models' numbers live in one table, `PROFILES` (`sim_profiles.py`); they are models, not
+measurements (docs/store-models.md gives the public facts they rest on).
 """
 
 from __future__ import annotations
 
 import math
 import random
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from ..errors import AlreadyExists, ConfigError, NotFound, StoreError
 from . import paths
-from .base import Capabilities, FileStatus, Op, PendingUpload, Store, WrappingStore
+from .base import Store
 from .pacing import Pacer, TokenBucket
+from .sim_profiles import PROFILES, SimProfile, parse_sim_url
 from .sim_uploads import RESERVED, MultipartLimits, UploadModel, is_reserved
+from .types import FileStatus, Op, PendingUpload
+from .wrapping import WrappingStore
 
 T = TypeVar("T")
-MB = 1_000_000
-MiB = 1024 * 1024
-GiB = 1024 * MiB
 
 __all__ = ["PROFILES", "RESERVED", "MultipartLimits", "SimProfile", "SimStore", "parse_sim_url"]
-
-
-@dataclass(frozen=True)
-class SimProfile:
-    """One store model. Ceilings are requests per second (0: none)."""
-
-    name: str
-    models: str
-    latency_s: float
-    write_ops_per_s: float
-    read_ops_per_s: float
-    per_prefix_ceiling: bool
-    bandwidth_bytes_s: float
-    copy_bandwidth_bytes_s: float
-    rename: Literal["atomic", "copy"]
-    list_page: int  # entries per listing request (object stores page listings)
-    delete_batch: int  # objects per bulk-delete request on a flat namespace
-    etags: bool
-    conditional_create: bool
-    # over the ceiling: `queue` (the request waits its turn: a NameNode's RPC queue, a client-side
-    # rate limiter) or `slowdown` (the service answers 503 Slow Down and the client's SDK retries
-    # after an exponential backoff with full jitter, base factor 2, at most 20 s)
-    over_ceiling: Literal["queue", "slowdown"] = "queue"
-    # multipart upload and its limits, on models of stores that have it (None: no multipart)
-    multipart: MultipartLimits | None = None
-
-    @property
-    def capabilities(self) -> Capabilities:
-        atomic = self.rename == "atomic"
-        return Capabilities(
-            atomic_file_rename=atomic,
-            atomic_dir_rename=atomic,
-            o1_dir_rename=atomic,
-            etags=self.etags,
-            etags_preserved_by_rename=self.etags and atomic,
-            consistent_listing=True,
-            conditional_create=self.conditional_create,
-            multipart_upload=self.multipart is not None,
-        )
-
-
-# The one table of the models. Keep docs/store-models.md in step with it.
-PROFILES: dict[str, SimProfile] = {
-    p.name: p
-    for p in (
-        SimProfile(
-            name="hdfs",
-            models="HDFS with a healthy NameNode: ~1 ms per metadata RPC",
-            latency_s=0.001,
-            write_ops_per_s=20_000,
-            read_ops_per_s=20_000,
-            per_prefix_ceiling=False,
-            bandwidth_bytes_s=400 * MB,
-            copy_bandwidth_bytes_s=400 * MB,
-            rename="atomic",
-            list_page=1_000,
-            delete_batch=1,
-            etags=False,
-            conditional_create=True,
-        ),
-        SimProfile(
-            name="hdfs-loaded",
-            models="HDFS whose NameNode is under heavy load (the Hive-insert seed): "
-            "25 ms per RPC, ~1,000 RPC/s in all",
-            latency_s=0.025,
-            write_ops_per_s=1_000,
-            read_ops_per_s=1_000,
-            per_prefix_ceiling=False,
-            bandwidth_bytes_s=200 * MB,
-            copy_bandwidth_bytes_s=200 * MB,
-            rename="atomic",
-            list_page=1_000,
-            delete_batch=1,
-            etags=False,
-            conditional_create=True,
-        ),
-        SimProfile(
-            name="abfs",
-            models="Azure ADLS Gen2 (hierarchical namespace): atomic O(1) rename, etags, "
-            "15 ms per request, client rate limit 2,000 requests/s",
-            latency_s=0.015,
-            write_ops_per_s=2_000,
-            read_ops_per_s=2_000,
-            per_prefix_ceiling=False,
-            bandwidth_bytes_s=100 * MB,
-            copy_bandwidth_bytes_s=100 * MB,
-            rename="atomic",
-            list_page=5_000,
-            delete_batch=1,
-            etags=True,
-            conditional_create=True,
-        ),
-        SimProfile(
-            name="gcs",
-            models="Google Cloud Storage: rename = rewrite + delete per object, "
-            "~1,000 writes/s and ~5,000 reads/s per bucket, 30 ms per request",
-            latency_s=0.030,
-            write_ops_per_s=1_000,
-            read_ops_per_s=5_000,
-            per_prefix_ceiling=False,
-            bandwidth_bytes_s=100 * MB,
-            copy_bandwidth_bytes_s=200 * MB,
-            rename="copy",
-            list_page=1_000,
-            delete_batch=100,
-            etags=True,
-            conditional_create=True,
-            over_ceiling="slowdown",
-        ),
-        SimProfile(
-            name="s3",
-            models="Amazon S3: no rename (COPY + DELETE per object), 3,500 writes/s and "
-            "5,500 reads/s per prefix, 20 ms per request, multipart upload",
-            latency_s=0.020,
-            write_ops_per_s=3_500,
-            read_ops_per_s=5_500,
-            per_prefix_ceiling=True,
-            bandwidth_bytes_s=100 * MB,
-            copy_bandwidth_bytes_s=150 * MB,
-            rename="copy",
-            list_page=1_000,
-            delete_batch=1_000,
-            etags=True,
-            conditional_create=True,
-            over_ceiling="slowdown",
-            # S3's published limits: parts 1..10,000; 5 MiB to 5 GiB each, the last may be less
-            multipart=MultipartLimits(
-                min_part_size=5 * MiB, max_part_size=5 * GiB, max_parts=10_000
-            ),
-        ),
-    )
-}
 
 
 class SimStore(WrappingStore):
@@ -422,23 +289,14 @@ class SimStore(WrappingStore):
 
     def _append(self, path: str, data: bytes) -> None:
         self._user_path(path)
-        if self.profile.rename == "copy":  # an object store rewrites the whole object
+        if not self.capabilities.native_append:  # an object store rewrites the whole object
+            self.stats.incr("append_rewrites")
             size = self.inner.stat(path).size if self.inner.exists(path) else 0
             self._charge("write", path, size + len(data), self.profile.bandwidth_bytes_s)
         else:
             self._charge("write", path, len(data), self.profile.bandwidth_bytes_s)
         self._forget(path)
         self.inner.append_bytes(path, data)
-
-    def _write_at(self, path: str, offset: int, data: bytes) -> None:
-        self._user_path(path)
-        self._forget(path)
-        self.inner.write_at(path, offset, data)
-
-    def _truncate(self, path: str, size: int) -> None:
-        self._user_path(path)
-        self._forget(path)
-        self.inner.truncate(path, size)
 
     def _read_range(self, path: str, start: int, length: int) -> bytes:
         self._user_path(path)
@@ -499,17 +357,3 @@ class SimStore(WrappingStore):
         for _ in range(max(1, math.ceil(len(found) / self.profile.list_page))):
             self._charge("read", path)  # ListMultipartUploads pages as listings do
         return found
-
-
-def parse_sim_url(url: str) -> tuple[SimProfile, str]:
-    """`sim:PROFILE[:dir]` -> (profile, directory); no directory gives a fresh temporary one."""
-    rest = url[len("sim:") :]
-    name, _, directory = rest.partition(":")
-    profile = PROFILES.get(name)
-    if profile is None:
-        raise ConfigError(
-            f"unknown store model {name!r} in {url!r}; known: {', '.join(sorted(PROFILES))}"
-        )
-    if not directory:
-        directory = tempfile.mkdtemp(prefix=f"dataferry-sim-{name}-")
-    return profile, directory

@@ -49,8 +49,9 @@ from typing import Any
 
 from ..errors import AmbiguousOutcome, ConfigError, NotFound, StoreError
 from . import paths
-from .base import FileStatus, PendingUpload, Store
+from .base import Store
 from .etags import multipart_etag, part_etag
+from .types import FileStatus, PendingUpload
 
 RESERVED = ".dataferry-sim-uploads"  # the model's own top-level name; never a user's path
 UPLOADS = f"{RESERVED}/uploads"

@@ -7,7 +7,9 @@ from dataclasses import replace
 from typing import BinaryIO
 
 from . import paths
-from .base import FileStatus, PendingUpload, Store, WrappingStore
+from .base import Store
+from .types import FileStatus, PendingUpload
+from .wrapping import WrappingStore
 
 
 class SubStore(WrappingStore):

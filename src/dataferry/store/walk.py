@@ -7,8 +7,9 @@ parallel costs one round trip per level instead.
 
 from __future__ import annotations
 
-from .base import FileStatus, Store
+from .base import Store
 from .pool import IOPool
+from .types import FileStatus
 
 
 def parallel_walk(store: Store, path: str, pool: IOPool) -> list[FileStatus]:

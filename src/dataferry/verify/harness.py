@@ -250,8 +250,10 @@ def run_reference(
             before_job_commit(job)
 
     try:
-        com = job_committer(committer, store, mode, options)
-        out.run = engine().run_job(com, unique_tasks(), job_id=job_id, before_job_commit=at_commit)
+        under_test = job_committer(committer, store, mode, options)
+        out.run = engine().run_job(
+            under_test, unique_tasks(), job_id=job_id, before_job_commit=at_commit
+        )
         out.status = "committed"
     except InjectedCrash as e:
         out.status, out.error = "crashed", str(e)
@@ -269,7 +271,7 @@ def run_reference(
 class PreparedJob:
     """A job set up, with every task committed and its commit messages, not yet committed."""
 
-    com: Committer
+    committer: Committer
     job: JobContext
     messages: list[TaskCommitMessage]
     status: str = ""  # once committed or failed
@@ -278,12 +280,12 @@ class PreparedJob:
     def commit(self) -> str:
         """Commit as the engine's driver does: on failure, abort the job (and report why)."""
         try:
-            self.com.commit_job(self.job, self.messages)
+            self.committer.commit_job(self.job, self.messages)
             self.status = "committed"
         except Exception as e:
             self.status, self.error = status_of(e), f"{type(e).__name__}: {e}"
             try:
-                self.com.abort_job(self.job)
+                self.committer.abort_job(self.job)
             except Exception:
                 pass
         return self.status
@@ -300,16 +302,16 @@ def prepare_job(
     """Set up the reference job (job-tagged names) and run each task's attempt (number from
     `attempts`, else 0) to its task commit, through the engine's own attempt functions. Raises
     DestinationError where the write mode is applied up front and refuses the destination."""
-    com = job_committer(committer, store, mode, options)
-    job = com.new_job(new_job_id(job_uuid=job_uuid))
-    com.setup_job(job)
+    under_test = job_committer(committer, store, mode, options)
+    job = under_test.new_job(new_job_id(job_uuid=job_uuid))
+    under_test.setup_job(job)
     messages = []
     for t in range(TASKS):
         ctx = job.task(t, (attempts or {}).get(t, 0))
         report = run_attempt(ctx, functools.partial(unique_work, t))
         if report.needs_commit:
             messages.append(commit_attempt(ctx, None, report.written).message)
-    return PreparedJob(com, job, messages)
+    return PreparedJob(under_test, job, messages)
 
 
 def write_earlier(

@@ -13,6 +13,7 @@ Every probe runs in a scratch prefix that is removed afterwards:
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 import uuid
@@ -26,6 +27,13 @@ from ..store import Capabilities, Store, open_store, paths
 SMALL = 1024
 LARGE = 16 * 1024 * 1024
 DIR_FILES = 32
+
+
+# a finding's name where the store's declared capability is named otherwise
+DECLARED_AS = {
+    "atomic_o1_file_rename": "atomic_file_rename",
+    "atomic_o1_dir_rename": "atomic_dir_rename",
+}
 
 
 @dataclass
@@ -45,6 +53,11 @@ class ProbeReport:
 
     def measured(self) -> dict[str, bool | None]:
         return {f.name: f.value for f in self.findings}
+
+    def declared_value(self, finding: str) -> bool | None:
+        """What the store declares about a finding's capability; None when it declares
+        nothing about it."""
+        return self.declared.as_dict().get(DECLARED_AS.get(finding, finding))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,10 +83,13 @@ def _grows(small_s: float, large_s: float, ratio: float, floor_s: float) -> bool
 
 
 def probe_store(url: str) -> ProbeReport:
+    """Probe the store at `url` in a scratch prefix; afterwards nothing the probe created is
+    left, neither the prefix nor, on local disk, the directories above it it had to make."""
     store = open_store(url)
     scratch = f"_dataferry_probe_{uuid.uuid4().hex[:10]}"
     report = ProbeReport(store.full_url(), store.capabilities)
     add = report.findings.append
+    made_from = _first_missing_directory(store)
     try:
         _run_probes(store, scratch, add)
     finally:
@@ -81,8 +97,41 @@ def probe_store(url: str) -> ProbeReport:
             store.delete(scratch, recursive=True)
         except Exception:
             pass
+        if made_from is not None:
+            _remove_empty_directories(_local_root(store) or "", made_from)
     report.recommended, report.reason = recommend(report.measured())
     return report
+
+
+def _local_root(store: Store) -> str | None:
+    url = store.full_url()
+    return url[len("file://") :] if url.startswith("file://") else None
+
+
+def _first_missing_directory(store: Store) -> str | None:
+    """On local disk, the highest directory of the store's root that does not exist yet (the
+    probe's writes will create it and those below); None when the root exists or the store
+    is not local."""
+    root = _local_root(store)
+    if root is None or os.path.exists(root):
+        return None
+    missing = root
+    while not os.path.exists(os.path.dirname(missing)):
+        missing = os.path.dirname(missing)
+    return missing
+
+
+def _remove_empty_directories(root: str, top: str) -> None:
+    """Remove `root` and its parents up to `top`, each only while it is empty."""
+    directory = root
+    while True:
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return
+        if directory == top or len(directory) <= len(top):
+            return
+        directory = os.path.dirname(directory)
 
 
 def _run_probes(store: Store, base: str, add: Callable[[Finding], None]) -> None:

@@ -67,14 +67,14 @@ class Zombie:
         store = quiet_store(url)
         job = replace(job, store=store)
         self.ctx = TaskAttemptContext(job, job.job_id.task(ZOMBIE_TASK).attempt(0))
-        self.com = committer_for(self.ctx)
-        self.out = TaskOutput(self.com, self.ctx)
+        self.committer = committer_for(self.ctx)
+        self.out = TaskOutput(self.committer, self.ctx)
         self.result = "never ran"
 
     def start(self) -> None:
         """Set up and write the first file (then the driver loses sight of it)."""
         try:
-            self.com.setup_task(self.ctx)
+            self.committer.setup_task(self.ctx)
             unique_work(ZOMBIE_TASK, self.out, range(0, 1))
             self.result = "started"
         except Exception as e:  # a committer may refuse it from the start
@@ -87,7 +87,7 @@ class Zombie:
         self.result = "running"
         try:
             unique_work(ZOMBIE_TASK, self.out, range(1, FILES_PER_TASK))
-            self.com.commit_task(self.ctx, tuple(self.out.written))
+            self.committer.commit_task(self.ctx, tuple(self.out.written))
             self.result = "committed"
         except Exception as e:
             self.result = f"refused:{type(e).__name__}"
@@ -128,8 +128,8 @@ def _run(
         return scenario, None
     zombie = holder["z"] = Zombie(url, job.job)
     zombie.start()
-    in_place = bool(getattr(job.com, "writes_in_place", False))
-    allow = allowed_leftovers(job.com)
+    in_place = bool(getattr(job.committer, "writes_in_place", False))
+    allow = allowed_leftovers(job.committer)
     if where == BEFORE:
         zombie.finish()
         seen = inv.files_of_job(plain, v.job_uuid, inv.reader_view(plain, in_place))

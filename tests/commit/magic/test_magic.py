@@ -128,9 +128,9 @@ def test_job_killed_before_commit_leaves_uploads_that_abort_removes(s3_url):
     runner = CliRunner()
     listed = runner.invoke(app, ["uploads", "list", s3_url, "--json"])
     assert listed.exit_code == 0 and len(json.loads(listed.stdout)) == 2
-    dry = runner.invoke(app, ["uploads", "abort", s3_url, "--dry-run"])
+    dry = runner.invoke(app, ["uploads", "abort", s3_url, "--older-than", "0", "--dry-run"])
     assert "would abort 2" in dry.output and len(store.list_uploads("")) == 2
-    res = runner.invoke(app, ["uploads", "abort", s3_url])
+    res = runner.invoke(app, ["uploads", "abort", s3_url, "--older-than", "0"])
     assert res.exit_code == 0 and store.list_uploads("") == []
 
 

@@ -19,7 +19,6 @@ from typing import Any, BinaryIO
 
 from ...errors import ConfigError
 from ...store import IOPool, Store, paths
-from ...store.catalog import Catalog, open_catalog
 from ...store.substore import SubStore
 from ..factory import build_committer, build_config
 from ..intent import Intent, load_intent, mark_phase, phase_done, save_intent
@@ -35,6 +34,7 @@ from ..protocol import (
     job_from_ids,
 )
 from ..stages import StageContext, stage
+from .catalog import Catalog, open_catalog
 from .config import MODES, HiveConfig
 from .journal import Journal
 from .load import LoadPools, LoadStats, plan_load, register, run_steps

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...store import paths
 from ..protocol import JobContext, TaskAttemptContext
 from ..success import SUCCESS_FILE
 
@@ -59,10 +58,3 @@ class JobLayout:
 
     def manifest_tmp_path(self, attempt_id: str) -> str:
         return f"{self.manifests_dir}/{attempt_id}{MANIFEST_SUFFIX}{TMP_SUFFIX}"
-
-    def is_task_attempt_path(self, path: str) -> bool:
-        """True for a path strictly below one task attempt directory of this job attempt."""
-        return (
-            paths.is_under(path, self.tasks_dir)
-            and paths.depth(path) > paths.depth(self.tasks_dir) + 1
-        )

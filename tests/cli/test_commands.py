@@ -1,3 +1,5 @@
+"""The commands through click's test runner: what they print and how they exit."""
+
 from __future__ import annotations
 
 import json
@@ -35,7 +37,8 @@ def test_demo_json_and_success(tmp_path):
 
 def test_success_errors_are_one_line(tmp_path):
     res = runner.invoke(app, ["success", str(tmp_path / "missing")])
-    assert res.exit_code == 2 and "error:" in res.output
+    assert res.exit_code == 1 and res.output.startswith("error:")
+    assert len(res.output.splitlines()) == 1
 
 
 def test_verify_crash_exit_codes():
@@ -48,7 +51,7 @@ def test_verify_crash_exit_codes():
     )
     assert bad.exit_code == 1 and json.loads(bad.stdout)["total_violations"] > 0
     unknown = runner.invoke(app, ["verify", "crash", "--committer", "nope"])
-    assert unknown.exit_code == 2 and "unknown committer" in unknown.output
+    assert unknown.exit_code == 1 and "unknown committer" in unknown.output
 
 
 def test_manifest_command_shows_task_manifests(tmp_path):
@@ -70,7 +73,7 @@ def test_manifest_command_shows_task_manifests(tmp_path):
     bad = tmp_path / "bad-manifest.json"
     bad.write_text('{"type": "nope"}')
     res = runner.invoke(app, ["manifest", str(bad)])
-    assert res.exit_code == 2 and "wrong type" in res.output
+    assert res.exit_code == 1 and "wrong type" in res.output
 
 
 def test_bench_commit_json():
@@ -130,7 +133,7 @@ def test_bench_shuffle_json_on_the_embedded_engine():
 
 def test_bench_shuffle_refuses_a_bad_size():
     res = runner.invoke(app, ["bench", "shuffle", "--size", "lots"])
-    assert res.exit_code == 2 and "size 'lots'" in res.output
+    assert res.exit_code == 1 and "size 'lots'" in res.output
 
 
 def test_cleanup_finishes_a_dead_commit_and_exits_1_when_it_cannot(tmp_path):

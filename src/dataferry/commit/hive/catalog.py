@@ -17,8 +17,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import quote
 
-from ..errors import ConfigError
+from ...errors import ConfigError, NotFound
 
 Replace = Literal["none", "partitions", "table"]
 
@@ -61,6 +62,37 @@ class Catalog(ABC):
     @abstractmethod
     def partitions(self, table: str) -> list[PartitionRecord]: ...
 
+    def find_table(self, name_or_location: str) -> TableRecord:
+        """The table with this name, or else at this location; when there is none, the
+        error lists the tables there are."""
+        tables = self.tables()
+        for t in tables:
+            if t.name == name_or_location:
+                return t
+        wanted = location_forms(name_or_location)
+        for t in tables:
+            if t.location.rstrip("/") in wanted:
+                return t
+        known = ", ".join(t.name for t in tables) or "none"
+        raise ConfigError(
+            f"table {name_or_location!r} is not in the catalog {self.where()} "
+            f"(by name or location); its tables: {known}"
+        )
+
+    def where(self) -> str:
+        """Where the catalog is, for messages."""
+        return type(self).__name__
+
+
+def location_forms(location: str) -> set[str]:
+    """The ways a table's location may have been recorded: as given, and for a local path,
+    absolute and as a file:// URL."""
+    forms = {location, location.rstrip("/")}
+    if "://" not in location:
+        absolute = os.path.abspath(location).rstrip("/")
+        forms |= {absolute, f"file://{absolute}"}
+    return forms
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tables (
@@ -82,8 +114,16 @@ CREATE TABLE IF NOT EXISTS partitions (
 
 
 class SQLiteCatalog(Catalog):
-    def __init__(self, path: str) -> None:
+    """The catalog in a SQLite file. With `create=False` the file must exist and is opened
+    read-only: looking at a catalog never creates or changes one."""
+
+    def __init__(self, path: str, create: bool = True) -> None:
         self.path = os.path.abspath(path)
+        self.create = create
+        if not create:
+            if not os.path.isfile(self.path):
+                raise NotFound(f"catalog {self.path}: no such file", self.path)
+            return
         parent = os.path.dirname(self.path)
         if parent:
             os.makedirs(parent, exist_ok=True)
@@ -91,16 +131,25 @@ class SQLiteCatalog(Catalog):
             db.executescript(SCHEMA)
 
     def __reduce__(self):
-        return (SQLiteCatalog, (self.path,))
+        return (SQLiteCatalog, (self.path, self.create))
+
+    def where(self) -> str:
+        return self.path
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30)
         try:
-            with db:  # one transaction: commit on success, roll back on error
-                yield db
-        finally:
-            db.close()
+            if self.create:
+                db = sqlite3.connect(self.path, timeout=30)
+            else:
+                db = sqlite3.connect(f"file:{quote(self.path)}?mode=ro", uri=True, timeout=30)
+            try:
+                with db:  # one transaction: commit on success, roll back on error
+                    yield db
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as e:
+            raise ConfigError(f"catalog {self.path}: not a dataferry catalog ({e})") from e
 
     def record_load(
         self,
@@ -138,23 +187,24 @@ class SQLiteCatalog(Catalog):
         return [TableRecord(*r) for r in rows]
 
     def partitions(self, table: str) -> list[PartitionRecord]:
+        """A table's partitions; `table` is its name or its location (a path or URL)."""
+        name = self.find_table(table).name
         with self._connect() as db:
-            known = db.execute("SELECT 1 FROM tables WHERE name = ?", (table,)).fetchone()
-            if not known:
-                raise ConfigError(f"table {table!r} is not in the catalog {self.path}")
             rows = db.execute(
                 "SELECT spec, location, files, bytes, job_id, updated FROM partitions "
                 "WHERE table_name = ? ORDER BY spec",
-                (table,),
+                (name,),
             ).fetchall()
         return [PartitionRecord(*r) for r in rows]
 
 
-def open_catalog(location: str) -> Catalog:
-    """A catalog by location: a path (or `sqlite:` + path) to a SQLite file."""
+def open_catalog(location: str, create: bool = True) -> Catalog:
+    """A catalog by location: a path (or `sqlite:` + path) to a SQLite file.
+
+    `create=False` opens an existing catalog read-only (NotFound when there is none)."""
     if not location:
         raise ConfigError("catalog location is empty")
     path = location[len("sqlite:") :] if location.startswith("sqlite:") else location
     if "://" in path:
         raise ConfigError(f"catalog {location!r}: only local SQLite files are supported")
-    return SQLiteCatalog(path)
+    return SQLiteCatalog(path, create=create)

@@ -1,5 +1,9 @@
-"""A real S3-protocol endpoint on loopback for tests and benchmarks: moto's server mode in its
-own process (not in-process mocking), on a free port, with throwaway credentials."""
+"""Helpers for testing code that uses dataferry: a real S3-protocol endpoint on loopback.
+
+`LocalS3Server` runs moto's server mode in its own process (not in-process mocking), on a free
+port, with throwaway credentials; the tests and `dataferry bench` use it, and so can users'
+own tests. It needs moto: `pip install 'dataferry[report]'`.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import ConfigError
+from .errors import ConfigError
+from .extras import require
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -24,6 +29,7 @@ CREDENTIALS = {
 
 
 def free_port() -> int:
+    """A TCP port free on loopback now (the caller binds it soon after)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -42,12 +48,7 @@ class LocalS3Server:
         return {**CREDENTIALS, "AWS_ENDPOINT_URL": self.endpoint}
 
     def start(self) -> LocalS3Server:
-        try:
-            import moto.server  # noqa: F401
-        except ImportError:
-            raise ConfigError(
-                "the local S3 server needs moto: pip install 'moto[server]'"
-            ) from None
+        require("moto.server", "the local S3 test server")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
@@ -99,7 +100,7 @@ class LocalS3Server:
                     os.environ[k] = v
 
     def create_bucket(self, name: str | None = None) -> str:
-        import boto3
+        boto3 = require("boto3", "the local S3 test server")
 
         bucket = name or f"dataferry-{uuid.uuid4().hex[:12]}"
         boto3.client("s3", endpoint_url=self.endpoint, **_boto_credentials()).create_bucket(

@@ -1,12 +1,5 @@
-"""Shuffle stages on our engines: Arrow encoding of blocks, the map and reduce tasks, and the
-embedded engine's shuffle (node services as subprocesses on loopback, tasks on a process pool).
-
-A map task hash-partitions its table by the key columns (pandas' hash, as Dask's shuffle does,
-so both put a key in the same output partition), encodes each part as an Arrow IPC stream (one
-block), writes the map output to its node's shuffle directory and, with push on, pushes the
-blocks to the mergers. A reduce task reads its blocks (merged chunks plus originals, or only
-originals for a pull-based shuffle) and decodes them into one table.
-"""
+"""The embedded engine's shuffle: node services as subprocesses on loopback, map and reduce
+tasks on a process pool, the driver in this process."""
 
 from __future__ import annotations
 
@@ -16,162 +9,23 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
-from ..errors import EngineError
-from ..shuffle import (
+from ...shuffle import (
     DriverConfig,
-    MapStatus,
     PushConfig,
-    PushTarget,
     ReduceInput,
     ShuffleDriver,
     ShuffleServiceProcess,
-    push_map_output,
-    read_reduce,
-    write_map_output,
 )
-from ..shuffle.blocks import Block
-from ..shuffle.mapoutput import block_sizes
-from ..stats import IOStatistics
-from ..store import LocalStore, open_store
-from .local import _worker_context
-
-TableSource = Callable[[], Any]  # returns a pyarrow Table or a pandas DataFrame
-
-
-# --- encoding (the engine's choice: Arrow IPC) ----------------------------------------------
-
-
-def as_table(data: Any) -> pa.Table:
-    if isinstance(data, pa.Table):
-        return data
-    return pa.Table.from_pandas(data, preserve_index=False)
-
-
-def partition_ids(table: pa.Table, on: Sequence[str], n: int) -> np.ndarray:
-    """Output partition of every row: pandas' hash of the key columns modulo n, numeric keys
-    hashed as float64, which is Dask's rule, so a key lands where `ddf.shuffle` puts it."""
-    import pandas as pd
-
-    keys = table.select(list(on)).to_pandas()
-    numeric = {c: np.float64 for c, t in keys.dtypes.items() if pd.api.types.is_numeric_dtype(t)}
-    if numeric:
-        keys = keys.astype(numeric, errors="ignore")
-    hashed = pd.util.hash_pandas_object(keys, index=False).to_numpy()
-    ids = hashed % np.uint64(n)
-    # small integer types let numpy's stable sort run as a radix sort
-    return ids.astype(np.int16 if n <= 32767 else np.int64)
-
-
-def split_table(table: pa.Table, on: Sequence[str], n: int) -> list[pa.Table]:
-    """The table's rows per output partition (one take and n zero-copy slices)."""
-    parts = partition_ids(table, on, n)
-    order = np.argsort(parts, kind="stable")
-    ordered = table.take(pa.array(order))
-    counts = np.bincount(parts, minlength=n)
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-    return [ordered.slice(int(bounds[i]), int(counts[i])) for i in range(n)]
-
-
-def encode_block(table: pa.Table) -> bytes:
-    if table.num_rows == 0:
-        return b""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as w:
-        w.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def decode_blocks(blocks: Sequence[Block], schema: pa.Schema | None = None) -> pa.Table:
-    tables = [pa.ipc.open_stream(pa.py_buffer(b.payload)).read_all() for b in blocks]
-    if not tables:
-        if schema is None:
-            raise EngineError("no blocks and no schema: cannot build an empty table")
-        return schema.empty_table()
-    return pa.concat_tables(tables)
-
-
-# --- tasks ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MapTask:
-    """One map attempt (picklable): where to write, whom to push to, what to read."""
-
-    app: str
-    shuffle_id: int
-    map_index: int
-    attempt: int
-    node_dir: str
-    location: str
-    num_reduces: int
-    on: tuple[str, ...]
-    source: TableSource | None = None  # None: the data is passed to run_map_task
-    target: PushTarget | None = None  # None: pull-based (no push)
-
-
-@dataclass
-class MapResult:
-    status: MapStatus
-    push: dict[str, Any]
-    stats: dict[str, Any]
-    schema: pa.Schema
-    seconds: float
-
-
-def run_map_task(task: MapTask, data: Any = None) -> MapResult:
-    """Run one map attempt on `data` (a table or DataFrame), or on what its source returns."""
-    started = time.perf_counter()
-    table = as_table(task.source() if data is None else data)
-    payloads = [encode_block(t) for t in split_table(table, task.on, task.num_reduces)]
-    store = open_store(task.node_dir)
-    framed: list[bytes] = []
-    offsets = write_map_output(
-        store, task.app, task.shuffle_id, task.map_index, task.attempt, payloads, framed
-    )
-    sizes = block_sizes(offsets)
-    stats = IOStatistics()
-    push: dict[str, Any] = {}
-    if task.target is not None:
-        report = push_map_output(
-            store, task.target, task.map_index, task.attempt, offsets, stats, framed
-        )
-        push = asdict(report)
-    status = MapStatus(task.map_index, task.attempt, task.location, sizes, push.get("blocks", 0))
-    stats.merge(store.stats.snapshot())
-    return MapResult(status, push, stats.snapshot(), table.schema, time.perf_counter() - started)
-
-
-@dataclass
-class ReduceResult:
-    reduce_id: int
-    value: Any
-    read: dict[str, Any]
-    stats: dict[str, Any]
-
-
-def run_reduce_task(
-    inp: ReduceInput, schema: pa.Schema, reduce_fn: Callable[[pa.Table], Any] | None = None
-) -> ReduceResult:
-    stats = IOStatistics()
-    blocks, report = read_reduce(inp, stats)
-    table = decode_blocks(blocks, schema)
-    value = reduce_fn(table) if reduce_fn is not None else table
-    return ReduceResult(inp.reduce_id, value, asdict(report), stats.snapshot())
-
-
-def table_summary(table: pa.Table) -> dict[str, int]:
-    """What a benchmark's reduce task returns instead of its table: its row count."""
-    return {"rows": table.num_rows}
-
-
-# --- the embedded engine's shuffle ------------------------------------------------------------
+from ...stats import IOStatistics
+from ...store import LocalStore
+from ..pool import run_with_retries, worker_context
+from .tasks import MapResult, MapTask, TableSource, run_map_task, run_reduce_task
 
 
 @dataclass
@@ -233,7 +87,7 @@ class LocalShuffle:
             LocalStore(node_dir).mkdirs("")
             self.services.append(ShuffleServiceProcess(node_dir, self.token).start())
         workers = self.config.workers or os.cpu_count() or 1
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context())
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=worker_context())
         self._supervisor = threading.Thread(target=self._supervise, daemon=True)
         self._supervisor.start()
         return self
@@ -384,30 +238,19 @@ class LocalShuffle:
         kind: str,
         on_result: Callable[[Any], None] | None = None,
     ) -> list[Any]:
-        """Run calls on the pool, retrying a failed one up to max_attempts times."""
+        """Run calls on the pool, retrying a failed one up to max_attempts times; a map task's
+        new attempt gets a new attempt number, so its output gets its own files."""
         assert self._pool is not None
-        pending: dict[Future, tuple[int, int]] = {}
-        results: list[Any] = [None] * len(calls)
-        for i, (fn, args) in enumerate(calls):
-            pending[self._pool.submit(fn, *args)] = (i, 1)
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                i, tries = pending.pop(fut)
-                error = fut.exception()
-                if error is None:
-                    results[i] = fut.result()
-                    if on_result is not None:
-                        on_result(results[i])
-                    continue
-                if tries >= self.config.max_attempts:
-                    raise EngineError(f"{kind} task {i} failed {tries} times: {error}") from error
-                fn, args = calls[i]
-                if kind == "map":  # a new attempt number: its output gets its own files
-                    args = (_next_attempt(args[0], tries),)
-                pending[self._pool.submit(fn, *args)] = (i, tries + 1)
-        return results
+        return run_with_retries(
+            self._pool,
+            calls,
+            max_attempts=self.config.max_attempts,
+            kind=kind,
+            retry_args=_next_map_attempt if kind == "map" else None,
+            on_result=on_result,
+        )
 
 
-def _next_attempt(task: MapTask, tries: int) -> MapTask:
-    return replace(task, attempt=task.attempt + 10 * tries)
+def _next_map_attempt(args: tuple[Any, ...], tries: int) -> tuple[Any, ...]:
+    task: MapTask = args[0]
+    return (replace(task, attempt=task.attempt + 10 * tries), *args[1:])

@@ -1,0 +1,142 @@
+"""Running the report: one stage per section of the page, each returning its results.
+
+Sections: `commit` (job commit time against files, per committer and store model), `plan` (the
+planner's prediction against measured runs, and its table up to 1M files), `markers`,
+`shuffle`, `write` (the cost of safety).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from typing import Any
+
+from ...testing import LocalS3Server
+from ..commit import CommitBenchSpec, run_commit_bench
+from ..machine import machine_info
+from ..markers import MarkersBenchSpec, run_markers_bench
+from ..plan import PlanSpec, calibrate, predict
+from ..shuffle import ShuffleBenchSpec, run_shuffle_bench
+from ..write import WriteBenchSpec, run_write_bench
+from .page import write_page
+from .spec import S3_SERVER, Progress, ReportSpec
+
+
+def commit_stage(spec: ReportSpec, say: Progress) -> list[dict[str, Any]]:
+    rows = []
+    with ExitStack() as resources:
+        for store, committers in spec.commit_sweep.items():
+            url = _store_url(store, resources, say)
+            for committer, sizes in committers.items():
+                for files in sizes:
+                    say(f"commit: {committer} on {store}, {files} files")
+                    tasks = max(2, files // 50)
+                    report = run_commit_bench(
+                        CommitBenchSpec(
+                            committers=(committer,),
+                            files=files,
+                            tasks=tasks,
+                            partitions=min(100, tasks),
+                            store=url,
+                        )
+                    )
+                    (r,) = report.results
+                    rows.append(
+                        {
+                            "store": store,
+                            "committer": committer,
+                            "files": files,
+                            "tasks": tasks,
+                            "job_commit_s": round(r.job_commit_s, 3),
+                            "requests": r.requests.get("store_requests", 0),
+                        }
+                    )
+    return rows
+
+
+def _store_url(store: str, resources: ExitStack, say: Progress) -> str:
+    """The benchmark's store argument; the S3 server is started here and stopped with the
+    stage."""
+    if store != S3_SERVER:
+        return store
+    say("commit: starting the local S3 server")
+    server = resources.enter_context(LocalS3Server())
+    resources.enter_context(server.exported())
+    return f"s3://{server.create_bucket()}/report"
+
+
+def plan_stage(spec: ReportSpec, say: Progress) -> dict[str, Any]:
+    checks, table = [], []
+    for committer, store, checked in spec.plan_models:
+        for size in spec.plan_table_sizes:
+            files, tasks, partitions = size
+            plan = PlanSpec(files, tasks, partitions, store, (committer,))
+            say(f"plan: calibrating {committer} on sim:{store} for {files:,} files")
+            model = calibrate(plan, committer)
+            p = predict(model, plan, files, tasks, partitions)
+            table.append({"store": store, **p.to_json()})
+            if size != spec.plan_check_size or not checked:
+                continue
+            say(f"plan: measuring {committer} on sim:{store} at {files:,} files")
+            measured = run_commit_bench(
+                CommitBenchSpec(
+                    committers=(committer,),
+                    files=files,
+                    tasks=tasks,
+                    partitions=partitions,
+                    store=f"sim:{store}",
+                )
+            ).results[0]
+            checks.append(
+                {
+                    "committer": committer,
+                    "store": store,
+                    "files": files,
+                    "predicted_s": round(p.job_commit_s, 3),
+                    "measured_s": round(measured.job_commit_s, 3),
+                    "error": round(p.job_commit_s / measured.job_commit_s - 1, 3),
+                    "predicted_requests": p.job_requests,
+                    "measured_requests": measured.requests.get("store_requests", 0),
+                }
+            )
+    return {"checks": checks, "table": table}
+
+
+def markers_stage(spec: ReportSpec, say: Progress) -> dict[str, Any]:
+    say("markers: direct and service")
+    size = (8, 200) if spec.quick else (48, 4800)
+    return run_markers_bench(MarkersBenchSpec(tasks=size[0], files=size[1]))
+
+
+def shuffle_stage(spec: ReportSpec, say: Progress) -> dict[str, Any]:
+    if spec.quick:
+        bench = ShuffleBenchSpec(size=4 << 20, maps=4, reduces=6, engines=("local",))
+    else:
+        bench = ShuffleBenchSpec(size=256 << 20, maps=50, reduces=100)
+    return run_shuffle_bench(bench, progress=lambda m: say(f"shuffle: {m}"))
+
+
+def write_stage(spec: ReportSpec, say: Progress) -> dict[str, Any]:
+    """dataferry beside every installed writer (pyarrow, polars, DuckDB, Delta Lake), and
+    beside Dask's and Ray's own Parquet writers on their engines."""
+    say("write: the cost of safety")
+    if spec.quick:
+        bench = WriteBenchSpec(rows=200_000, repeats=3)
+    else:
+        bench = WriteBenchSpec(repeats=9, dask=True, ray=True)
+    return run_write_bench(bench, progress=lambda label, _k, _n: say(f"write: {label}"))
+
+
+def run_report(spec: ReportSpec, progress: Progress | None = None) -> dict[str, Any]:
+    """Run every stage, then write the page, the plots and the JSON."""
+    say = progress or (lambda _m: None)
+    started = time.perf_counter()
+    data: dict[str, Any] = {"machine": machine_info(), "quick": spec.quick}
+    data["commit"] = commit_stage(spec, say)
+    data["plan"] = plan_stage(spec, say)
+    data["markers"] = markers_stage(spec, say)
+    data["shuffle"] = shuffle_stage(spec, say)
+    data["write"] = write_stage(spec, say)
+    data["seconds"] = round(time.perf_counter() - started, 1)
+    write_page(spec, data)
+    return data

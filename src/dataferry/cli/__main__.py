@@ -1,0 +1,5 @@
+"""`python -m dataferry.cli`: the `dataferry` command."""
+
+from . import main
+
+main()

@@ -1,0 +1,94 @@
+"""Benchmarks of the two services: `bench markers` and `bench shuffle`."""
+
+from __future__ import annotations
+
+import typer
+
+from .app import bench_app
+from .output import JSON_OPT, QUIET_OPT, console, print_json, progress, table
+
+
+@bench_app.command("markers")
+def bench_markers(
+    tasks: int = typer.Option(240, help="Tasks, all running at once."),
+    files: int = typer.Option(24_000, help="Data files in the job."),
+    store: str = typer.Option("sim:s3", help="A store model, sim:PROFILE."),
+    file_size: int = typer.Option(64 * 1024, help="Bytes per data file."),
+    json_out: bool = JSON_OPT,
+    quiet: bool = QUIET_OPT,
+) -> None:
+    """The same write job with direct markers and with the marker service."""
+    from ..bench.markers import MarkersBenchSpec, run_markers_bench
+
+    spec = MarkersBenchSpec(tasks=tasks, files=files, store=store, file_size=file_size)
+    with progress("bench markers", 2, json_out or quiet) as steps:
+        data = run_markers_bench(spec, progress=steps.step)
+    if json_out:
+        print_json(data)
+        return
+    t = table(
+        f"bench markers: {files} files from {tasks} tasks on {store}",
+        ("markers", "marker requests", "marker files", "marker s (all tasks)", "write s"),
+    )
+    for r in data["results"]:
+        t.add_row(
+            r["markers"],
+            str(r["marker_ops"]),
+            str(r["marker_files"]),
+            f"{r['marker_s']:.1f}",
+            f"{r['write_s']:.2f}",
+        )
+    console.print(t)
+    console.print(
+        f"marker requests {data['marker_ops_ratio']}x fewer with the service; "
+        f"total write time {data['write_time_reduction'] * 100:.1f}% less"
+    )
+
+
+@bench_app.command("shuffle")
+def bench_shuffle(
+    size: str = typer.Option("1GiB", help="Data to shuffle (e.g. 256MiB, 1GiB)."),
+    maps: int = typer.Option(100, help="Map tasks (input partitions)."),
+    reduces: int = typer.Option(200, help="Reduce partitions."),
+    workers: int = typer.Option(2, help="Dask workers, and embedded-engine nodes and workers."),
+    repeats: int = typer.Option(1, help="Runs of each method, alternating; medians compared."),
+    engine: list[str] = typer.Option(["dask", "local"], help="dask and/or local."),
+    json_out: bool = JSON_OPT,
+    quiet: bool = QUIET_OPT,
+) -> None:
+    """Pull, push (merged), Dask p2p and Dask tasks shuffling the same data, side by side."""
+    from ..bench.shuffle import ShuffleBenchSpec, parse_size, run_shuffle_bench
+
+    spec = ShuffleBenchSpec(
+        size=parse_size(size),
+        maps=maps,
+        reduces=reduces,
+        workers=workers,
+        repeats=repeats,
+        engines=tuple(engine),
+    )
+    with progress("bench shuffle", None, json_out or quiet) as steps:
+        data = run_shuffle_bench(spec, progress=steps.step)
+    if json_out:
+        print_json(data)
+        return
+    t = table(
+        f"bench shuffle: {size} in {maps} maps x {reduces} reduces "
+        f"(~{data['spec']['avg_block_bytes'] // 1024} KiB blocks)",
+        ("engine", "method", "wall s", "MB/s", "reduce reads", "avg read KiB"),
+        left=("engine", "method"),
+    )
+    for r in data["results"]:
+        t.add_row(
+            r["engine"],
+            r["method"],
+            f"{r['wall_s']:.2f}",
+            f"{r['mb_s']:.0f}",
+            str(r["reduce_reads"] or "-"),
+            f"{r['avg_read_bytes'] / 1024:.0f}" if r["avg_read_bytes"] else "-",
+        )
+    console.print(t)
+    summary = ", ".join(f"{k} {v}" for k, v in data["summary"].items())
+    console.print(
+        f"disk (sequential write, fsync): {data['disk_mb_s']:.0f} MB/s; {summary}", markup=False
+    )

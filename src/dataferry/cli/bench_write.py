@@ -1,0 +1,169 @@
+"""`bench write` (dataferry beside the writers users pick) and `bench report` (the suite, as a
+page with plots)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import typer
+from rich.text import Text
+
+from ..errors import ConfigError
+from .app import bench_app
+from .output import JSON_OPT, QUIET_OPT, console, names, print_json, progress, table
+
+MIB = 1 << 20
+
+
+@bench_app.command("write")
+def bench_write(
+    rows: int = typer.Option(3_000_000, help="Rows of generated data (table mode)."),
+    tasks: int = typer.Option(None, help="dataferry write tasks (default: write_dataset's)."),
+    repeats: int = typer.Option(
+        None,
+        help="Runs of each writer, alternating; medians compared (default 5; 1 with --stream).",
+    ),
+    writers: str = typer.Option(
+        "", help="Comma-separated writers to run (default: every installed one)."
+    ),
+    stream: str = typer.Option(
+        None,
+        "--stream",
+        help="Stream mode: write a generated stream of RecordBatches of this in-memory size "
+        "(e.g. 1GiB), each writer in its own process, and report peak RSS.",
+    ),
+    partitions: int = typer.Option(40, help="Partitions of the stream (--stream)."),
+    batch_rows: int = typer.Option(65_536, help="Rows per RecordBatch of the stream (--stream)."),
+    max_memory: str = typer.Option(
+        None, help="write_dataset's max_memory for the stream (e.g. 256MiB), if it takes one."
+    ),
+    dask: bool = typer.Option(
+        False, "--dask", help="Also Dask's to_parquet vs dataferry's, on a LocalCluster."
+    ),
+    ray: bool = typer.Option(
+        False, "--ray", help="Also Ray Data's write_parquet vs dataferry's CommitDatasink."
+    ),
+    json_out: bool = JSON_OPT,
+    quiet: bool = QUIET_OPT,
+) -> None:
+    """dataferry beside the writers users pick (pyarrow, polars, DuckDB, Delta Lake; Dask and
+    Ray with --dask/--ray), on an in-memory table or, with --stream, a stream of batches."""
+    from ..bench.shuffle import parse_size
+    from ..bench.write import StreamBenchSpec, WriteBenchSpec, run_stream_bench, run_write_bench
+
+    if stream is not None:
+        if dask or ray:
+            raise ConfigError("--dask and --ray run on the in-memory table, not --stream")
+        spec: Any = StreamBenchSpec(
+            size=parse_size(stream),
+            partitions=partitions,
+            batch_rows=batch_rows,
+            repeats=repeats or 1,
+            max_memory=parse_size(max_memory) if max_memory else None,
+            writers=names(writers),
+        )
+        run: Any = run_stream_bench
+    else:
+        spec = WriteBenchSpec(
+            rows=rows,
+            tasks=tasks,
+            repeats=repeats or 5,
+            writers=names(writers),
+            dask=dask,
+            ray=ray,
+        )
+        run = run_write_bench
+    with progress("bench write", None, json_out or quiet) as steps:
+        data = run(spec, progress=steps.starting)
+    if json_out:
+        print_json(data)
+    else:
+        _render_write(data)
+    if data["failed"]:
+        raise typer.Exit(1)
+
+
+def _render_write(data: dict[str, Any]) -> None:
+    streaming = data["mode"] == "stream"
+    sp = data["spec"]
+    if streaming:
+        title = (
+            f"bench write --stream: {sp['bytes'] / MIB:,.0f} MiB in {sp['batches']:,} batches "
+            f"of {sp['batch_rows']:,} rows into {sp['partitions']} partitions, each writer "
+            f"in its own process (median of {sp['repeats']})"
+        )
+        cols = ["writer", "wall s", "runs s", "x dataferry", "peak RSS MiB", "start RSS MiB"]
+        cols += ["files", "file KiB min / median / max"]
+    else:
+        title = (
+            f"bench write: {sp['rows']:,} rows ({sp['bytes'] / MIB:,.0f} MiB in memory), "
+            f"partitioned by {', '.join(sp['partition_by'])} (median of {sp['repeats']})"
+        )
+        cols = ["writer", "engine", "wall s", "runs s", "x dataferry", "files", "MiB"]
+    t = table(title, (*cols, "note"), left=("writer", "engine", "note"))
+    for r in data["results"]:
+        ratio = f"{r['vs_dataferry']:.2f}" if r["vs_dataferry"] else "-"
+        runs = ", ".join(f"{x:.2f}" for x in r["runs_s"])
+        if streaming:
+            fb = r["file_bytes"]
+            cells = [
+                f"{r['wall_s']:.2f}",
+                runs,
+                ratio,
+                f"{r['rss_peak_bytes'] / MIB:,.0f}",
+                f"{r['rss_start_bytes'] / MIB:,.0f}",
+                f"{r['files']:,}",
+                " / ".join(f"{fb[k] / 1024:,.0f}" for k in ("min", "median", "max")),
+            ]
+        else:
+            cells = [
+                r["group"],
+                f"{r['wall_s']:.3f}",
+                runs,
+                ratio,
+                f"{r['files']:,}",
+                f"{r['bytes'] / MIB:,.1f}",
+            ]
+        t.add_row(r["writer"], *cells, str(r["detail"] or ""))
+    console.print(t)
+    if data.get("ratio"):
+        console.print(f"dataferry / pyarrow direct write: {data['ratio']:.2f}x")
+    dim = [
+        "x dataferry: a writer's median over that of the dataferry writer on the same "
+        "engine (dataferry, dataferry.dask, dataferry.ray)",
+        *data["notes"],
+    ]
+    if streaming:
+        dim.append(data["rss_method"])
+    for line in dim:
+        console.print(line, style="dim", markup=False)
+    for s in data["skipped"]:
+        console.print(Text.assemble(("skipped", "yellow"), f" {s['writer']}: {s['reason']}"))
+    for f in data["failed"]:
+        line = f" {f['writer']} ({f['group']}): {f['reason']}"
+        console.print(Text.assemble(("failed", "bold red"), line))
+
+
+@bench_app.command("report")
+def bench_report(
+    out: str = typer.Option(
+        None,
+        "--out",
+        help="Where to write: the page is <OUT>.md, its plots and JSON go in <OUT>/ "
+        "(default: a new temporary directory; the command says where).",
+    ),
+    quick: bool = typer.Option(False, help="Tiny sizes (seconds): for trying it out."),
+    quiet: bool = QUIET_OPT,
+) -> None:
+    """Run the benchmark suite and write a page (Markdown) with tables and plots."""
+    from ..bench.report import ReportSpec, run_report
+
+    out = out or os.path.join(tempfile.mkdtemp(prefix="dataferry-report-"), "benchmarks")
+    with progress("bench report", None, quiet) as steps:
+        data = run_report(ReportSpec(out=out, quick=quick), progress=steps.step)
+    console.print(
+        f"wrote {out}.md and its plots and JSON in {out}{os.sep} in {data['seconds']} s",
+        markup=False,
+    )

@@ -1,0 +1,129 @@
+"""`dataferry verify crash`: the crash-point harness, rendered; exit 1 on any violation."""
+
+from __future__ import annotations
+
+import typer
+from rich.text import Text
+
+from .app import verify_app
+from .output import JSON_OPT, QUIET_OPT, console, print_json, progress, table
+
+
+def _count(n: int, style: str = "") -> Text:
+    """A violation count: red when there are any, green when none."""
+    return Text(str(n), style=style or ("red" if n else "green"))
+
+
+@verify_app.command("crash")
+def verify_crash_cmd(
+    committer: str = typer.Option(..., "--committer", help="Committer to verify."),
+    store: str = typer.Option(
+        None, "--store", help="Store URL or sim:PROFILE (default: a local temp dir)."
+    ),
+    processes: int = typer.Option(1, help="Scenarios run in this many processes."),
+    driver_kills: int = typer.Option(
+        0,
+        "--driver-kills",
+        help="Kill the driver (SIGKILL, in a child process) at N points of the job commit, "
+        "on a fresh destination and over data in each write mode; then cleanup and rerun.",
+    ),
+    zombies: bool = typer.Option(
+        False,
+        "--zombies",
+        help="Zombie task attempts that commit before, during and after the job commit.",
+    ),
+    concurrent_jobs: bool = typer.Option(
+        False, "--concurrent-jobs", help="Two jobs committing into one destination at once."
+    ),
+    existing_data: bool = typer.Option(
+        False,
+        "--existing-data",
+        help="Also every crash point over a committed data set, in each write mode (3x).",
+    ),
+    zombie_points: int = typer.Option(
+        0,
+        "--zombie-points",
+        help="Zombie commits at this many job-commit operations, spread (0: at every one).",
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the kill points and schedules."),
+    kill_timeout: float = typer.Option(
+        60.0, "--kill-timeout", help="Seconds a child driver may run before it is killed."
+    ),
+    preload: list[str] = typer.Option(
+        [],
+        "--preload",
+        help="MODULE or MODULE:FUNCTION imported (and called) first, here and in child "
+        "drivers: registers a committer that is not built in. Repeatable.",
+    ),
+    json_out: bool = JSON_OPT,
+    quiet: bool = QUIET_OPT,
+) -> None:
+    """Crash the reference job at every store operation, answer every rename, copy, upload
+    completion, PUT and delete ambiguously (a timeout before or after it took effect), and
+    check the invariants; with the options, also kill its driver, let zombie attempts commit,
+    and race two jobs."""
+    from ..verify.crash import verify_crash
+
+    with progress(f"verify crash {committer}: scenarios", None, json_out or quiet) as steps:
+        report = verify_crash(
+            committer,
+            store,
+            processes=processes,
+            progress=lambda done, total: steps.update(done, total),
+            driver_kills=driver_kills,
+            zombies=zombies,
+            concurrent_jobs=concurrent_jobs,
+            existing_data=existing_data,
+            seed=seed,
+            kill_timeout_s=kill_timeout,
+            zombie_points=zombie_points or None,
+            preload=tuple(preload),
+        )
+    data = report.to_json()
+    if json_out:
+        print_json(data)
+    else:
+        _render(data, committer)
+    if data["total_violations"]:
+        raise typer.Exit(1)
+
+
+def _render(data: dict, committer: str) -> None:
+    """The violations by invariant and kind of scenario, then the counts and examples."""
+    kinds = data["kinds"]
+    columns = ["invariant", *(kind.replace("_", " ") for kind in kinds), "total"]
+    t = table(f"crash points: {committer} on {data['store']}", columns)
+    for name, n in data["violations"].items():
+        cells = [_count(kinds[k]["violations"][name]) for k in kinds]
+        t.add_row(name, *cells, _count(n))
+    t.add_row(
+        Text("scenarios", style="dim"),
+        *(_count(kinds[k]["scenarios"], "dim") for k in kinds),
+        "",
+    )
+    console.print(t)
+    lines = [
+        f"{data['crash_points']} store operations, {data['scenarios']} scenarios "
+        f"(crash before and after each, plus the crash-free run); outcomes: {data['outcomes']}"
+    ]
+    extra = {
+        "ambiguous answers": data["ambiguous_points"],
+        "driver kills": data["driver_kills"],
+        "zombie schedules": data["zombie_schedules"],
+        "concurrent runs": data["concurrent_runs"],
+        "crash points over existing data": data["existing_data_crash_points"],
+    }
+    if any(extra.values()):
+        lines.append(", ".join(f"{k}: {v}" for k, v in extra.items() if v))
+    lines += [f"skipped {kind}: {why}" for kind, why in data["skipped"].items()]
+    for ex in data["examples"][:8]:
+        where = (
+            f"op #{ex['index']} {ex['when']} {ex['op']} {ex['path']}"
+            if ex["index"] is not None
+            else ex["when"]
+        )
+        kind = ex["kind"] + (f" {ex['destination']} {ex['mode']}" if ex["mode"] else "")
+        sched = f" [{ex['schedule']}]" if ex["schedule"] else ""
+        lines.append(f"  {kind}{sched} {where}: {ex['problems'][0]}")
+    for line in lines:
+        console.print(line, markup=False, highlight=False)

@@ -1,0 +1,97 @@
+"""The shuffle's map and reduce tasks, picklable, for any engine that runs them.
+
+A map task splits its table into blocks (`codec.py`), writes the map output to its node's
+shuffle directory and, with push on, pushes the blocks to the mergers. A reduce task reads its
+blocks (merged chunks plus originals, or only originals for a pull-based shuffle) and decodes
+them into one table.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ...shuffle import (
+    MapStatus,
+    PushTarget,
+    ReduceInput,
+    push_map_output,
+    read_reduce,
+    write_map_output,
+)
+from ...shuffle.mapoutput import block_sizes
+from ...stats import IOStatistics
+from ...store import open_store
+from .codec import as_table, decode_blocks, encode_block, split_table
+
+TableSource = Callable[[], Any]  # returns a pyarrow Table or a pandas DataFrame
+
+
+@dataclass(frozen=True)
+class MapTask:
+    """One map attempt (picklable): where to write, whom to push to, what to read."""
+
+    app: str
+    shuffle_id: int
+    map_index: int
+    attempt: int
+    node_dir: str
+    location: str
+    num_reduces: int
+    on: tuple[str, ...]
+    source: TableSource | None = None  # None: the data is passed to run_map_task
+    target: PushTarget | None = None  # None: pull-based (no push)
+
+
+@dataclass
+class MapResult:
+    status: MapStatus
+    push: dict[str, Any]
+    stats: dict[str, Any]
+    schema: pa.Schema
+    seconds: float
+
+
+def run_map_task(task: MapTask, data: Any = None) -> MapResult:
+    """Run one map attempt on `data` (a table or DataFrame), or on what its source returns."""
+    started = time.perf_counter()
+    table = as_table(task.source() if data is None else data)
+    payloads = [encode_block(t) for t in split_table(table, task.on, task.num_reduces)]
+    store = open_store(task.node_dir)
+    framed: list[bytes] = []
+    offsets = write_map_output(
+        store, task.app, task.shuffle_id, task.map_index, task.attempt, payloads, framed
+    )
+    sizes = block_sizes(offsets)
+    stats = IOStatistics()
+    push: dict[str, Any] = {}
+    if task.target is not None:
+        report = push_map_output(
+            store, task.target, task.map_index, task.attempt, offsets, stats, framed
+        )
+        push = asdict(report)
+    status = MapStatus(task.map_index, task.attempt, task.location, sizes, push.get("blocks", 0))
+    stats.merge(store.stats.snapshot())
+    return MapResult(status, push, stats.snapshot(), table.schema, time.perf_counter() - started)
+
+
+@dataclass
+class ReduceResult:
+    reduce_id: int
+    value: Any
+    read: dict[str, Any]
+    stats: dict[str, Any]
+
+
+def run_reduce_task(
+    inp: ReduceInput, schema: pa.Schema, reduce_fn: Callable[[pa.Table], Any] | None = None
+) -> ReduceResult:
+    stats = IOStatistics()
+    blocks, report = read_reduce(inp, stats)
+    table = decode_blocks(blocks, schema)
+    value = reduce_fn(table) if reduce_fn is not None else table
+    return ReduceResult(inp.reduce_id, value, asdict(report), stats.snapshot())

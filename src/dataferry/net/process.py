@@ -1,0 +1,177 @@
+"""Running a service as a process of its own: announcing its address, waiting for SIGTERM,
+and starting/killing a `dataferry ... serve` child from a driver or a test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import DataferryError
+from .tls import TLSChoice, resolve_tls
+
+
+def announce(port_file: str, text: str) -> None:
+    """Write a service's address to a file, whole then renamed: a reader never sees half."""
+    from ..store import LocalStore
+
+    folder, _, name = os.path.abspath(port_file).rpartition(os.sep)
+    files = LocalStore(folder)
+    files.delete(name)
+    files.write_bytes(name + ".tmp", text.encode())
+    files.rename(name + ".tmp", name)
+
+
+def wait_for_signal() -> None:
+    """Block until SIGTERM or Ctrl-C (how `dataferry ... serve` runs)."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+
+
+def _write_private(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+class ServiceProcess:
+    """A `dataferry ... serve` command run as its own process; start() waits for its address.
+
+    Tests and job drivers use it to run the marker and shuffle services out of their own process
+    (and to kill -9 them). `host` is the address to bind (the child's default, loopback, when
+    empty); `tls` an identity the child serves with (written, 0600, to the process's own
+    temporary directory, and removed as soon as the child is up), None for plain, or "auto":
+    a fresh self-signed identity when `host` is beyond loopback, plain on loopback. The
+    directory itself is removed on stop.
+    `program` replaces the `python -m dataferry.cli` the command is given to, and `preexec_fn`
+    runs in the child before it starts (to lower its limits, say).
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        token: str = "",
+        token_env: str = "",
+        what: str = "service",
+        *,
+        host: str = "",
+        tls: TLSChoice = "auto",
+        program: Sequence[str] = (),
+        preexec_fn: Callable[[], None] | None = None,
+        **options: Any,
+    ) -> None:
+        self.command, self.token, self.token_env, self.what = list(command), token, token_env, what
+        self.host = host
+        # resolved here, not in the child: the parent must know the fingerprint to hand out
+        self.tls = resolve_tls(host or "127.0.0.1", tls)
+        self.program = list(program) or [sys.executable, "-m", "dataferry.cli"]
+        self.preexec_fn = preexec_fn
+        self.options = options
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.address = ""
+        self._dir = ""
+
+    @property
+    def fingerprint(self) -> str:
+        return self.tls.fingerprint if self.tls is not None else ""
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc is not None else 0
+
+    def _arguments(self) -> list[str]:
+        cmd = [*self.program, *self.command, "--port-file", os.path.join(self._dir, "address")]
+        if self.host:
+            cmd += ["--host", self.host]
+        if self.tls is not None:
+            cert, key = os.path.join(self._dir, "cert.pem"), os.path.join(self._dir, "key.pem")
+            _write_private(cert, self.tls.cert_pem)
+            _write_private(key, self.tls.key_pem)
+            cmd += ["--tls-cert", cert, "--tls-key", key]
+        for k, v in self.options.items():
+            cmd += [f"--{k.replace('_', '-')}", str(v)]
+        return cmd
+
+    def start(self, timeout: float = 30.0) -> ServiceProcess:
+        self._dir = tempfile.mkdtemp(prefix="dataferry-service-")
+        port_file = os.path.join(self._dir, "address")
+        env = dict(os.environ)
+        if self.token_env:
+            env[self.token_env] = self.token
+        # stderr to a file, not a pipe: a chatty child must never block on a full pipe
+        with open(os.path.join(self._dir, "stderr"), "wb") as errors:
+            self.proc = subprocess.Popen(
+                self._arguments(),
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                preexec_fn=self.preexec_fn,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if os.path.exists(port_file):
+                with open(port_file) as f:
+                    self.address = f.read().strip()
+                self._remove_identity()  # loaded by the child before it announced itself
+                return self
+            if self.proc.poll() is not None:
+                tail = self.stderr_tail()
+                self._remove_dir()
+                raise DataferryError(f"{self.what} exited: {tail}")
+            time.sleep(0.05)
+        self.kill()
+        raise DataferryError(f"{self.what} did not start within {timeout} s")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Stop the child (SIGKILL unless told) and remove the process's temporary directory."""
+        if self.alive:
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._remove_dir()
+
+    def stderr_tail(self, n: int = 2000) -> str:
+        """The end of what the child wrote to stderr (while it runs or until stopped)."""
+        try:
+            with open(os.path.join(self._dir, "stderr"), "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _remove_identity(self) -> None:
+        for name in ("cert.pem", "key.pem"):
+            try:
+                os.remove(os.path.join(self._dir, name))
+            except FileNotFoundError:
+                pass
+
+    def _remove_dir(self) -> None:
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = ""
+
+    def __enter__(self) -> ServiceProcess:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.kill(signal.SIGTERM)

@@ -1,0 +1,100 @@
+"""The store's vocabulary: kinds of operation, file status, pending uploads and capabilities.
+
+Plain values with no I/O, shared by every store and by the committers that read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+
+from . import paths
+
+
+class Op(StrEnum):
+    """Kinds of store operation; the statistic name is `op_<value>`."""
+
+    STAT = "get_file_status"
+    LIST = "list_status"
+    WALK = "list_files"
+    MKDIRS = "mkdirs"
+    DELETE = "delete"
+    RENAME = "rename"
+    COPY = "copy"
+    READ = "open"
+    WRITE = "create"
+    CREATE_IF_ABSENT = "create_if_absent"
+    APPEND = "append"
+    WRITE_AT = "write_at"
+    TRUNCATE = "truncate"
+    READ_RANGE = "read_range"
+    MULTIPART_INITIATE = "multipart_initiate"
+    MULTIPART_PART = "multipart_upload_part"
+    MULTIPART_COMPLETE = "multipart_complete"
+    MULTIPART_ABORT = "multipart_abort"
+    MULTIPART_LIST = "multipart_list"
+
+    @property
+    def mutates(self) -> bool:
+        return self in _MUTATING
+
+
+_MUTATING = {
+    Op.MKDIRS,
+    Op.DELETE,
+    Op.RENAME,
+    Op.COPY,
+    Op.WRITE,
+    Op.CREATE_IF_ABSENT,
+    Op.APPEND,
+    Op.WRITE_AT,
+    Op.TRUNCATE,
+    Op.MULTIPART_INITIATE,
+    Op.MULTIPART_PART,
+    Op.MULTIPART_COMPLETE,
+    Op.MULTIPART_ABORT,
+}
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    path: str
+    size: int
+    is_dir: bool
+    etag: str | None = None
+    mtime: float | None = None
+    is_link: bool = False  # a symbolic link, listed as itself (never followed)
+
+    @property
+    def name(self) -> str:
+        return paths.name(self.path)
+
+
+@dataclass(frozen=True)
+class PendingUpload:
+    """A multipart upload that was started and neither completed nor aborted."""
+
+    path: str
+    upload_id: str
+    initiated: float  # seconds since the epoch
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a committer may rely on. Unknown means False."""
+
+    atomic_file_rename: bool = False
+    atomic_dir_rename: bool = False
+    o1_dir_rename: bool = False
+    etags: bool = False
+    etags_preserved_by_rename: bool = False
+    consistent_listing: bool = True
+    conditional_create: bool = False
+    multipart_upload: bool = False
+    # appends in place; without it `append_bytes` reads and rewrites the whole file
+    native_append: bool = False
+    # writes at an offset and truncates in place; without it `write_at` and `truncate` refuse
+    native_positional_write: bool = False
+
+    def as_dict(self) -> dict[str, bool]:
+        return asdict(self)

@@ -1,0 +1,233 @@
+"""The house's layers: every module of dataferry imports only from its own layer and below, and
+no module in src/ is over 500 lines.
+
+Each module is parsed with `ast` (nothing is imported), every import in it is resolved
+(relative ones too, and those inside functions or under TYPE_CHECKING), and the importing
+module's layer is compared with the imported module's. A module the table does not place fails
+the test: a new top-level module or package gets its row here first.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+# The layers, top to bottom. A module may import from its own layer and from any layer below
+# it, never from one above. Each entry is a module or package of `dataferry` (a package covers
+# everything in it); "" is the package itself (`dataferry/__init__.py`, the public surface).
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("cli", ("cli",)),  # the face: parse, call the library, render
+    ("bench", ("bench", "demo")),  # benchmarks, the report, the demo
+    ("verify", ("verify",)),  # the crash-point harness, the store probe
+    ("testing", ("testing",)),  # the S3-protocol test server
+    ("dataset", ("dataset", "dask", "ray", "")),  # write_dataset and the public integrations
+    ("engine", ("engine",)),  # who runs tasks: local, Dask, Ray; the shuffle's stages
+    ("commit", ("commit",)),  # the commit protocol and every committer
+    ("markers", ("markers",)),  # write markers, the marker service
+    ("shuffle", ("shuffle",)),  # map outputs, merging, the shuffle service
+    ("net", ("net",)),  # the services' shared footing (a module or a package)
+    ("store", ("store",)),  # the only I/O layer
+    ("basics", ("ids", "errors", "stats", "extras")),  # no dataferry imports but each other
+]
+MAX_LINES = 500
+
+PACKAGE = "dataferry"
+SRC = Path(__file__).resolve().parents[1] / "src"
+RANK = {name: rank for rank, (name, _) in enumerate(LAYERS)}
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # dotted: dataferry.store.base
+    path: Path
+    is_package: bool
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: Module
+    line: int
+    target: str  # dotted module name inside dataferry
+
+
+def modules() -> list[Module]:
+    found = []
+    for path in sorted((SRC / PACKAGE).rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts.pop()
+        found.append(Module(".".join(parts), path, is_package))
+    return found
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of a dotted module name (its longest matching table entry), or None."""
+    best, best_len = None, -1
+    for layer, entries in LAYERS:
+        for entry in entries:
+            prefix = f"{PACKAGE}.{entry}" if entry else PACKAGE
+            matches = module == prefix or (entry and module.startswith(prefix + "."))
+            if matches and len(prefix) > best_len:
+                best, best_len = layer, len(prefix)
+    return best
+
+
+def imports_of(module: Module, known: set[str]) -> list[Import]:
+    """Every import of a dataferry module in `module`, resolved to the module it names."""
+    tree = ast.parse(module.path.read_text(encoding="utf-8"), str(module.path))
+    package = module.name if module.is_package else module.name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                origin = ".".join(base + ([node.module] if node.module else []))
+            else:
+                origin = node.module or ""
+            # `from . import paths` names a module; `from .base import Store` a name in one
+            targets = [
+                f"{origin}.{a.name}" if f"{origin}.{a.name}" in known else origin
+                for a in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            if target == PACKAGE or target.startswith(PACKAGE + "."):
+                out.append(Import(module, node.lineno, target))
+    return out
+
+
+def upward_imports(mods: list[Module]) -> list[str]:
+    """One line per import of a module from a layer above its own: file, line, both modules."""
+    known = {m.name for m in modules()} | {m.name for m in mods}
+    problems = []
+    for m in mods:
+        own = layer_of(m.name)
+        for imp in imports_of(m, known):
+            theirs = layer_of(imp.target)
+            if theirs is None or own is None:
+                continue  # reported by test_every_module_has_a_layer
+            if RANK[theirs] < RANK[own]:
+                problems.append(
+                    f"{_shown(m.path)}:{imp.line}: {m.name} ({own}) imports "
+                    f"{imp.target} ({theirs}), a layer above its own"
+                )
+    return problems
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(SRC)) if path.is_relative_to(SRC) else path.name
+
+
+def test_every_module_has_a_layer():
+    unplaced = [str(m.path.relative_to(SRC)) for m in modules() if layer_of(m.name) is None]
+    assert not unplaced, f"modules in no layer (add them to LAYERS): {unplaced}"
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    problems = upward_imports(modules())
+    assert not problems, "upward imports:\n" + "\n".join(problems)
+
+
+def test_the_table_names_each_layer_once_and_each_entry_once():
+    names = [name for name, _ in LAYERS]
+    entries = [e for _, group in LAYERS for e in group]
+    assert len(set(names)) == len(names)
+    assert len(set(entries)) == len(entries)
+
+
+# --- the checker itself, on modules made up for it ---------------------------------------------
+
+
+def test_the_checker_resolves_relative_and_nested_imports(tmp_path):
+    source = tmp_path / "commit" / "x.py"
+    source.parent.mkdir()
+    source.write_text(
+        "from ..store import paths\n"
+        "from . import protocol\n"
+        "def later():\n"
+        "    from ..dataset.write import write_dataset\n"
+        "    import dataferry.engine.local\n"
+    )
+    module = Module("dataferry.commit.x", source, is_package=False)
+    known = {"dataferry.store.paths", "dataferry.commit.protocol"}
+    found = [(i.line, i.target) for i in imports_of(module, known)]
+    assert found == [
+        (1, "dataferry.store.paths"),
+        (2, "dataferry.commit.protocol"),
+        (4, "dataferry.dataset.write"),
+        (5, "dataferry.engine.local"),
+    ]
+    ranks = {t: RANK[layer_of(t)] for _, t in found}
+    above = [t for t, r in ranks.items() if r < RANK["commit"]]
+    assert above == ["dataferry.dataset.write", "dataferry.engine.local"]
+
+
+def test_the_checker_names_an_upward_import_and_allows_the_rest(tmp_path):
+    engine = tmp_path / "fake_engine.py"
+    engine.write_text(
+        '"""An engine module that reaches up."""\n'
+        "from ..commit.protocol import Committer\n"
+        "from .local import LocalEngine\n"
+        "def later():\n"
+        "    from ..dataset.write import write_dataset\n"
+    )
+    store = tmp_path / "fake_store.py"
+    store.write_text("from ..errors import StoreError\nfrom . import paths\n")
+    problems = upward_imports(
+        [
+            Module("dataferry.engine.fake_engine", engine, is_package=False),
+            Module("dataferry.store.fake_store", store, is_package=False),
+        ]
+    )
+    assert problems == [
+        "fake_engine.py:5: dataferry.engine.fake_engine (engine) imports "
+        "dataferry.dataset.write (dataset), a layer above its own"
+    ]
+
+
+def test_layer_of_places_packages_modules_and_the_public_surface():
+    assert layer_of("dataferry.store.base") == "store"
+    assert layer_of("dataferry.net") == layer_of("dataferry.net.server") == "net"
+    assert layer_of("dataferry.cli") == layer_of("dataferry.cli.app") == "cli"
+    assert layer_of("dataferry") == layer_of("dataferry.ray") == "dataset"
+    assert layer_of("dataferry.errors") == "basics"
+    assert layer_of("dataferry.nowhere") is None
+
+
+# --- size -------------------------------------------------------------------------------------
+
+
+def _too_long(cli: bool) -> list[str]:
+    out = []
+    for m in modules():
+        if (layer_of(m.name) == "cli") != cli:
+            continue
+        lines = len(m.path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_LINES:
+            out.append(f"{m.path.relative_to(SRC)}: {lines} lines")
+    return out
+
+
+def test_no_module_is_over_500_lines():
+    too_long = _too_long(cli=False)
+    assert not too_long, f"modules over {MAX_LINES} lines: {too_long}"
+
+
+def test_no_command_line_module_is_over_500_lines():
+    too_long = _too_long(cli=True)
+    assert not too_long, f"modules over {MAX_LINES} lines: {too_long}"
+
+
+@pytest.mark.parametrize("entry", [e for _, group in LAYERS for e in group])
+def test_each_entry_of_the_table_names_a_module(entry):
+    """A row whose module moved away is a stale rule: it must go with it."""
+    name = f"{PACKAGE}.{entry}" if entry else PACKAGE
+    assert name in {m.name for m in modules()}, f"{name} is in LAYERS but not in src/"
