@@ -27,7 +27,8 @@ def test_hints():
     assert install_hint("botocore.exceptions") == "pip install 'dataferry[s3]'"
     assert install_hint("distributed") == "pip install 'dataferry[dask]'"
     assert install_hint("matplotlib.pyplot") == "pip install 'dataferry[report]'"
-    assert install_hint("gcsfs") == "pip install 'gcsfs'"
+    assert install_hint("gcsfs") == "pip install 'dataferry[gcs]'"
+    assert install_hint("ossfs") == "pip install 'ossfs'"  # no extra: the package itself
     err = missing_dependency(ModuleNotFoundError("No module named 'ray'", name="ray"))
     assert err is not None and "pip install 'dataferry[ray]'" in str(err)
     err = missing_dependency(ImportError("Install s3fs to access S3"))

@@ -20,6 +20,8 @@ EXTRA_OF_MODULE = {
     "boto3": "s3",
     "botocore": "s3",
     "s3fs": "s3",
+    "gcsfs": "gcs",
+    "adlfs": "azure",
     "dask": "dask",
     "distributed": "dask",
     "ray": "ray",

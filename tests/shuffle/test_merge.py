@@ -8,11 +8,11 @@ import time
 import pytest
 from pyroaring import BitMap
 
-from dataferry.errors import CorruptShuffleData
+from dataferry.errors import ConfigError, CorruptShuffleData
 from dataferry.shuffle import MergeManager, PushCode, ShuffleServiceConfig, frame, unframe
 from dataferry.shuffle.files import decode_offsets, merged_files
 from dataferry.shuffle.mapoutput import read_offsets, write_map_output
-from dataferry.store import LocalStore, Op, WrappingStore
+from dataferry.store import LocalStore, Op, WrappingStore, open_store
 from dataferry.store.faults import FaultRule, FaultStore
 
 APP = "app-1"
@@ -85,6 +85,14 @@ def test_too_late_and_stale_and_newer_merge(tmp_path):
     with pytest.raises(ValueError, match="stale finalize"):
         mm.finalize(APP, 0, 1)
     assert mm.remove(APP, 0) and not store.exists("app-1/shuffle_0")
+
+
+def test_a_store_without_positional_writes_is_refused_up_front():
+    # merged files grow by writes at an offset: an object store could only rewrite them whole
+    store = open_store("sim:s3://bucket/shuffle", latency_scale=0)
+    assert not store.capabilities.native_positional_write
+    with pytest.raises(ConfigError, match="writes at an offset"):
+        MergeManager(store)
 
 
 def test_failed_write_is_overwritten_and_truncated(tmp_path):

@@ -61,6 +61,8 @@ class CommitBenchSpec:
                 raise ConfigError(f"--{name} must be >= 1, got {value}")
         if self.files < self.tasks:
             raise ConfigError(f"--files ({self.files}) must be at least --tasks ({self.tasks})")
+        for name in self.committers:
+            config_type(name)  # an unknown name fails here, before any committer runs
 
 
 @dataclass

@@ -5,6 +5,8 @@ service starts."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from .app import markers_app, shuffle_app
@@ -34,7 +36,7 @@ CERT_HELP = (
 KEY_HELP = "PEM private key of --tls-cert."
 
 
-def _tls_choice(tls_cert: str, tls_key: str):
+def _tls_choice(tls_cert: str, tls_key: str) -> Any:
     """The identity the operator gave, or "auto" (TLS with a fresh pair beyond loopback)."""
     from ..net import load_identity
 
@@ -43,10 +45,18 @@ def _tls_choice(tls_cert: str, tls_key: str):
     return load_identity(tls_cert, tls_key) if tls_cert else "auto"
 
 
-def _say_listening(what: str, where: str, fingerprint: str) -> None:
+def _serve_until_stopped(service: Any, what: str, where: str, port_file: str) -> None:
+    """Announce a started service (address or URL, and its certificate's fingerprint under
+    TLS), then serve until interrupted."""
+    from ..net import announce, wait_for_signal
+
+    if port_file:
+        announce(port_file, where)
     stderr.print(f"{what} listening on {where}", markup=False)
-    if fingerprint:
-        stderr.print(f"TLS certificate fingerprint (sha256): {fingerprint}", markup=False)
+    if service.fingerprint:
+        stderr.print(f"TLS certificate fingerprint (sha256): {service.fingerprint}", markup=False)
+    wait_for_signal()
+    service.stop()
 
 
 @markers_app.command("serve")
@@ -65,7 +75,6 @@ def markers_serve(
 ) -> None:
     """Run the batching marker service until interrupted."""
     from ..markers import MarkerService, MarkerServiceConfig
-    from ..net import announce, wait_for_signal
     from ..store import open_store
 
     config = MarkerServiceConfig(
@@ -73,11 +82,7 @@ def markers_serve(
     )
     tls = _tls_choice(tls_cert, tls_key)  # read before announcing: a parent then deletes them
     service = MarkerService(open_store(dest), config).start(host, port, tls=tls)
-    if port_file:
-        announce(port_file, service.url)
-    _say_listening(f"marker service for {dest}", service.url, service.fingerprint)
-    wait_for_signal()
-    service.stop()
+    _serve_until_stopped(service, f"marker service for {dest}", service.url, port_file)
 
 
 @shuffle_app.command("serve")
@@ -97,7 +102,6 @@ def shuffle_serve(
     tls_key: str = typer.Option("", "--tls-key", help=KEY_HELP),
 ) -> None:
     """Run a node's shuffle service (serves map outputs, merges pushed blocks) until stopped."""
-    from ..net import announce, wait_for_signal
     from ..shuffle import ShuffleService, ShuffleServiceConfig
     from ..store import open_store
 
@@ -106,8 +110,4 @@ def shuffle_serve(
     )
     tls = _tls_choice(tls_cert, tls_key)  # read before announcing: a parent then deletes them
     service = ShuffleService(open_store(dir), config).start(host, port, tls=tls)
-    if port_file:
-        announce(port_file, service.address)
-    _say_listening(f"shuffle service for {dir}", service.address, service.fingerprint)
-    wait_for_signal()
-    service.stop()
+    _serve_until_stopped(service, f"shuffle service for {dir}", service.address, port_file)

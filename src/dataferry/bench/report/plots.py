@@ -28,8 +28,9 @@ def _log_axes(ax: Any) -> None:
 
 
 def draw_plots(data: dict[str, Any], directory: str) -> list[str]:
-    import matplotlib
+    from ...extras import require
 
+    matplotlib = require("matplotlib", "the benchmark report's plots")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
