@@ -7,7 +7,10 @@
 - `write_dataset(ddf, dest, ...)`: the options of `dataferry.write_dataset`, with the embedded
   engine's driver (commit coordinator, retries, speculation) on a distributed Client;
   partitions are computed on the workers as tasks are launched.
-- `shuffle(ddf, on, ...)`: the push-based shuffle on a distributed Client.
+- `shuffle(ddf, on, ...)`: the push-based shuffle on a distributed Client, lazy: a Dask
+  DataFrame whose graph runs the shuffle (map tasks, a barrier that finalizes the merge,
+  reduce tasks) when computed; `remove_shuffles(client)` removes the files the last
+  computations left on the workers.
 
 Dask is an optional dependency: ``pip install 'dataferry[dask]'``.
 """
@@ -77,13 +80,17 @@ def _require(*modules: str) -> None:
 
 
 try:
-    from .engine.dask_shuffle import shuffle
+    from .engine.dask_shuffle import remove_shuffles, shuffle
 except ImportError as _missing:  # distributed is not installed
     _shuffle_error = str(_missing)
 
     def shuffle(ddf: Any, on: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
         """The push-based shuffle; it needs Dask's distributed scheduler."""
         raise MissingDependency("distributed", "dataferry.dask.shuffle", _shuffle_error)
+
+    def remove_shuffles(client: Any = None) -> int:  # type: ignore[misc]
+        """Remove the shuffles' files; it needs Dask's distributed scheduler."""
+        raise MissingDependency("distributed", "dataferry.dask.remove_shuffles", _shuffle_error)
 
 
 def to_parquet(
@@ -482,4 +489,11 @@ def write_partition(
     return write_frame(pdf, tuple(partition_by), options, FrameSpec(None, write_index), out)
 
 
-__all__ = ["DaskEngine", "shuffle", "to_parquet", "write_dataset", "write_partition"]
+__all__ = [
+    "DaskEngine",
+    "remove_shuffles",
+    "shuffle",
+    "to_parquet",
+    "write_dataset",
+    "write_partition",
+]

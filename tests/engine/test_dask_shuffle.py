@@ -1,38 +1,77 @@
-"""`dataferry.dask.shuffle` on a real LocalCluster, one shuffle service per worker."""
+"""`dataferry.dask.shuffle` on a real LocalCluster, one shuffle service per worker: a lazy
+collection that runs the shuffle when computed, composes with what follows, and stays exact
+when a worker dies mid-shuffle."""
 
 from __future__ import annotations
 
+import os
+import time
+
+import dask
 import numpy as np
 import pandas as pd
 import pytest
+from distributed import get_task_stream
 
 import dataferry.dask as dfd
 from dataferry.engine.dask_shuffle import (
+    PLUGIN_NAME,
     DaskShuffleReport,
     ensure_services,
     service_host,
     services_identity,
 )
 from dataferry.net.addresses import host_of
-from dataferry.shuffle import DriverConfig
+from dataferry.shuffle import DriverConfig, ShuffleClient
 
 dd = pytest.importorskip("dask.dataframe")
 
 ROWS = 30000
+MERGE_ALWAYS = DriverConfig(min_shuffle_size_to_wait=0)
 
 
-@pytest.fixture(scope="module")
-def ddf(client):
+def source_frame() -> pd.DataFrame:
     rng = np.random.default_rng(7)
     pdf = pd.DataFrame(
         {"key": rng.integers(0, 700, ROWS), "name": rng.choice(["a", "b", "c"], ROWS)}
     )
     pdf["row"] = np.arange(ROWS)
-    return dd.from_pandas(pdf, npartitions=6).persist()
+    return pdf
+
+
+SOURCE = source_frame()
+
+
+@pytest.fixture(scope="module")
+def ddf(client):
+    return dd.from_pandas(SOURCE, npartitions=6).persist()
 
 
 def groups(frame) -> list[frozenset]:
-    return [frozenset(part.compute()["key"]) for part in frame.to_delayed()]
+    """The keys of each output partition (one computation for all of them)."""
+    return [frozenset(part["key"]) for part in dask.compute(*frame.to_delayed())]
+
+
+def service_counter(client, name: str) -> int:
+    """A counter summed over every worker's shuffle service."""
+    services = ensure_services(client)
+    return sum(
+        ShuffleClient(address, services.token).service_stats()["counters"].get(name, 0)
+        for address in services.addresses.values()
+    )
+
+
+def assert_exact(parts: list[pd.DataFrame]) -> None:
+    """The input's rows exactly (the same multiset of rows, index labels included), and each
+    key in one output partition only."""
+    out = pd.concat(parts)
+    assert len(out) == ROWS
+    # "row" is unique: sorting restores the input (Dask may store the strings as Arrow's)
+    pd.testing.assert_frame_equal(out.sort_values("row"), SOURCE, check_dtype=False)
+    owner: dict[int, int] = {}
+    for i, part in enumerate(parts):
+        for key in set(part["key"]):
+            assert owner.setdefault(key, i) == i, f"key {key} in partitions {owner[key]} and {i}"
 
 
 @pytest.mark.parametrize("push", [True, False])
@@ -48,11 +87,13 @@ def test_same_groups_as_dask_shuffle(client, ddf, push):
         report=report,
     )
     theirs = ddf.shuffle("key", npartitions=5)
-    assert groups(ours) == groups(theirs)  # the same keys in the same output partitions
-    out = ours.compute()
-    assert sorted(out["row"]) == list(range(ROWS))  # every row exactly once
+    assert report.merge_id == -1 and report.reduce_reads == 0  # nothing ran yet
+    parts = list(dask.compute(*ours.to_delayed()))  # one computation of the shuffle
+    assert [frozenset(p["key"]) for p in parts] == groups(theirs)  # same keys, same partitions
+    assert_exact(parts)
+    out = pd.concat(parts)
     assert list(out.columns) == list(ddf.columns) and out.dtypes.equals(ddf.dtypes)
-    assert report.push == push and report.reduce_reads > 0
+    assert report.push == push and report.reduce_reads > 0 and report.merge_id >= 0
     if push:
         assert report.finalize["merged_partitions"] == 5
         assert report.reduce_reads < 6 * 5  # fewer reads than one per (map, reduce) block
@@ -61,18 +102,16 @@ def test_same_groups_as_dask_shuffle(client, ddf, push):
 
 
 def test_multi_column_keys(client, ddf):
-    cfg = DriverConfig(min_shuffle_size_to_wait=0)
-    ours = dfd.shuffle(ddf, ["name", "key"], npartitions=4, client=client, driver_config=cfg)
+    ours = dfd.shuffle(
+        ddf, ["name", "key"], npartitions=4, client=client, driver_config=MERGE_ALWAYS
+    )
     theirs = ddf.shuffle(["name", "key"], npartitions=4)
-    pairs = [
-        frozenset(zip(p.compute()["name"], p.compute()["key"], strict=True))
-        for p in ours.to_delayed()
-    ]
-    expected = [
-        frozenset(zip(p.compute()["name"], p.compute()["key"], strict=True))
-        for p in theirs.to_delayed()
-    ]
-    assert pairs == expected
+
+    def pairs(frame) -> list[frozenset]:
+        parts = dask.compute(*frame.to_delayed())
+        return [frozenset(zip(p["name"], p["key"], strict=True)) for p in parts]
+
+    assert pairs(ours) == pairs(theirs)
 
 
 @pytest.mark.parametrize("named", [False, True])
@@ -91,7 +130,7 @@ def test_the_index_can_be_left_behind(client, ddf):
     source = ddf.set_index("row", sorted=True)
     cfg = DriverConfig(min_shuffle_size_to_wait=0)
     out = dfd.shuffle(source, "key", 4, client=client, driver_config=cfg, keep_index=False)
-    parts = [p.compute() for p in out.to_delayed()]
+    parts = list(dask.compute(*out.to_delayed()))
     assert all(isinstance(p.index, pd.RangeIndex) and p.index.name is None for p in parts)
     assert sum(len(p) for p in parts) == ROWS and list(parts[0].columns) == ["key", "name"]
 
@@ -117,3 +156,116 @@ def test_workers_beyond_loopback_share_one_tls_identity():
     identity = services_identity(["10.1.2.3", "10.1.2.4"])
     assert identity is not None and len(identity.fingerprint) == 64
     assert identity.fingerprint != services_identity(["10.1.2.3"]).fingerprint  # per client
+
+
+# --- lazy, as a Dask collection --------------------------------------------------------------
+
+
+def test_nothing_runs_until_compute(client, ddf):
+    ensure_services(client)  # the services may start at call time; the shuffle may not
+    pushes, finalized = (
+        service_counter(client, "push_blocks"),
+        service_counter(client, "finalized_shuffles"),
+    )
+    report = DaskShuffleReport(False, 0, 0)
+    with get_task_stream(client=client) as stream:
+        out = dfd.shuffle(ddf, "key", 4, client=client, driver_config=MERGE_ALWAYS, report=report)
+        time.sleep(0.5)  # anything the call had started would show by now
+    assert stream.data == []  # no task ran
+    assert service_counter(client, "push_blocks") == pushes  # no block pushed
+    assert service_counter(client, "finalized_shuffles") == finalized
+    assert report.finalize == {} and report.merge_id == -1
+    assert out.npartitions == 4 and list(out.columns) == list(ddf.columns)
+    with get_task_stream(client=client) as stream:
+        assert_exact(list(dask.compute(*out.to_delayed())))
+    names = {t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in stream.data}
+    assert sum("dataferry-shuffle-map" in n for n in names) == ddf.npartitions
+    assert sum("dataferry-shuffle-barrier" in n for n in names) == 1
+    assert sum("dataferry-shuffle-reduce" in n for n in names) == 4
+    assert service_counter(client, "push_blocks") > pushes
+    assert report.finalize["merged_partitions"] == 4
+
+
+def test_composes_with_what_follows(client, ddf, tmp_path):
+    out = dfd.shuffle(ddf, "key", 5, client=client, driver_config=MERGE_ALWAYS)
+    expected = ddf.compute()
+    # one graph: the shuffle, then per-partition work, then a groupby
+    doubled = out.map_partitions(lambda p: p.assign(twice=p["row"] * 2))
+    counts = doubled.groupby("key")["twice"].sum().compute().sort_index()
+    assert counts.equals(expected.assign(twice=expected["row"] * 2).groupby("key")["twice"].sum())
+    # a following per-partition reduction sees each key in one partition only
+    per_part = out.map_partitions(lambda p: p.groupby("key").size()).compute()
+    assert per_part.index.is_unique and int(per_part.sum()) == ROWS
+    # a committed write of the shuffled data, read back whole
+    dfd.to_parquet(out, str(tmp_path / "shuffled"))
+    back = pd.read_parquet(tmp_path / "shuffled")
+    assert sorted(back["row"]) == list(range(ROWS))
+
+
+def test_computing_again_runs_the_shuffle_again_exactly(client, ddf):
+    report = DaskShuffleReport(False, 0, 0)
+    out = dfd.shuffle(ddf, "key", 3, client=client, driver_config=MERGE_ALWAYS, report=report)
+    assert_exact(list(dask.compute(*out.to_delayed())))
+    first = report.merge_id
+    pushes = service_counter(client, "push_blocks")
+    assert_exact(list(dask.compute(*out.to_delayed())))  # maps and merge again, no duplicates
+    assert service_counter(client, "push_blocks") > pushes
+    assert report.merge_id != first and report.finalize["merged_partitions"] == 3
+
+
+def shuffle_files(client) -> int:
+    """Files under every worker's shuffle service directory."""
+
+    def count(dask_worker) -> int:
+        root = dask_worker.plugins[PLUGIN_NAME].directory
+        return sum(len(files) for _, _, files in os.walk(root))
+
+    return sum(client.run(count).values())
+
+
+def test_files_stay_for_reruns_until_removed(client, ddf):
+    dfd.remove_shuffles(client)  # the other tests' files
+    assert shuffle_files(client) == 0
+    out = dfd.shuffle(ddf, "key", 3, client=client, driver_config=MERGE_ALWAYS)
+    assert_exact(list(dask.compute(*out.to_delayed())))
+    left = shuffle_files(client)
+    assert left > 0  # map outputs and merges, for a reduce task Dask may run again
+    assert_exact(list(dask.compute(*out.to_delayed())))
+    assert shuffle_files(client) == left  # a computation removes the one before it first
+    assert dfd.remove_shuffles(client) >= 1
+    assert shuffle_files(client) == 0
+    assert_exact(list(dask.compute(*out.to_delayed())))  # computing again starts over
+    assert shuffle_files(client) == left
+    dfd.remove_shuffles(client)
+    assert shuffle_files(client) == 0  # and what that computation left goes too
+
+
+# keep last: it restarts a worker of the module's cluster
+
+
+def test_a_worker_killed_mid_shuffle_loses_and_duplicates_no_row(client, ddf):
+    """A worker dies while maps run: Dask runs its maps again elsewhere (new attempts whose
+    pushes the merge de-duplicates by map index), the merger it held is lost and reducers read
+    the original blocks of what it had merged."""
+
+    def slow(part: pd.DataFrame) -> pd.DataFrame:
+        time.sleep(0.4)
+        return part
+
+    source = ddf.repartition(npartitions=10).map_partitions(slow)
+    report = DaskShuffleReport(False, 0, 0)
+    out = dfd.shuffle(source, "key", 4, client=client, driver_config=MERGE_ALWAYS, report=report)
+    pushes = service_counter(client, "push_blocks")
+    victim = sorted(client.scheduler_info()["workers"])[0]
+    future = client.compute(out.to_delayed())
+    deadline = time.monotonic() + 60
+    while service_counter(client, "push_blocks") == pushes:  # the first map has pushed
+        assert time.monotonic() < deadline, "no map pushed within a minute"
+        time.sleep(0.05)
+    assert not report.finalize  # the barrier has not run: maps are still running
+    client.restart_workers([victim])
+    assert_exact(client.gather(future))
+    # the victim's service was a merger: finalize could not reach it, its merges were read
+    # from the original blocks
+    assert len(report.finalize["mergers_failed"]) == 1
+    assert report.finalize["merged_partitions"] < 4

@@ -194,6 +194,8 @@ def source(pdf: pd.DataFrame, args: argparse.Namespace) -> Any:
 
 
 def shuffle(args: argparse.Namespace) -> dict[str, Any]:
+    import dask
+
     import dataferry.dask as dfd
     from dataferry.engine.dask_shuffle import DaskShuffleReport
     from dataferry.errors import DataferryError
@@ -214,8 +216,10 @@ def shuffle(args: argparse.Namespace) -> dict[str, Any]:
                 driver_config=DriverConfig(min_shuffle_size_to_wait=0),
                 report=report,
             )
-            groups = [sorted(set(part.compute()["key"])) for part in out.to_delayed()]
-            result = out.compute()
+            # one computation of the (lazy) shuffle for every partition
+            parts = dask.compute(*out.to_delayed())
+            groups = [sorted(set(part["key"])) for part in parts]
+            result = pd.concat(parts)
         except DataferryError as e:  # a clean failure: dataferry's own error, said plainly
             return {"error": f"{type(e).__name__}: {e}"}
         services = client.run(_service_stats)

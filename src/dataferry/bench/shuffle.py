@@ -154,7 +154,7 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
     import dask.dataframe as dd
     import distributed
 
-    from ..engine.dask_shuffle import DaskShuffleReport, shuffle
+    from ..engine.dask_shuffle import DaskShuffleReport, remove_shuffles, shuffle
 
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
     with (
@@ -185,7 +185,8 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
                         client=client,
                         driver_config=DriverConfig(min_shuffle_size_to_wait=0),
                         report=report,
-                    )
+                    ).persist()  # lazy: persisting runs the shuffle
+                    distributed.wait(out)
                 else:
                     out = ddf.shuffle(
                         "key", npartitions=spec.reduces, shuffle_method=method[5:]
@@ -203,6 +204,7 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
                     }
                 )
                 del out
+                remove_shuffles(client)  # the shuffle's files, before the next run
                 tick(f"dask {method}")
     return [_row(m, "dask", spec, r) for m, r in runs.items()]
 

@@ -1,13 +1,17 @@
-"""Push-based shuffle on a Dask cluster.
+"""Push-based shuffle on a Dask cluster, as a lazy Dask DataFrame.
 
 One shuffle service per worker, started by a worker plugin as a subprocess next to the worker
 (its directory under the worker's local directory). Each service binds to its worker's host as
 Dask knows it (the host of `worker.address`) and advertises that address, so a map task on one
 host pushes to the merger it chose on another. Beyond loopback the services speak TLS with one
 identity for the client's shuffles: its fingerprint travels to the tasks with the token.
-Map tasks run where their partitions are and write to their worker's service directory, then
-push; the client is the driver (merger choice, finalize); reduce tasks read merged chunks plus
-original blocks and return pandas DataFrames.
+
+`shuffle` only plans: it starts the services (once per client) and chooses the mergers, then
+returns a Dask DataFrame whose graph runs the shuffle when computed. The graph's tasks:
+`begin` (one per computation: removes what an earlier computation of the same graph left and
+picks a fresh merge id), `map` (one per input partition: write the map output to its worker's
+service directory, push), `barrier` (collect the map statuses, finalize the mergers) and
+`reduce` (one per output partition: read merged chunks plus original blocks, return pandas).
 """
 
 from __future__ import annotations
@@ -15,15 +19,28 @@ from __future__ import annotations
 import os
 import random
 import secrets
+import threading
+import time
+import weakref
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
+from ..errors import ShuffleError
 from ..net.addresses import advertised_host, host_of, is_wildcard
 from ..net.tls import TLSIdentity, is_loopback, self_signed_identity
-from ..shuffle import DriverConfig, PushConfig, ReduceInput, ShuffleDriver, ShuffleServiceProcess
+from ..shuffle import (
+    DriverConfig,
+    MapStatus,
+    MergedPartition,
+    PushConfig,
+    PushTarget,
+    ReduceInput,
+    ShuffleDriver,
+    ShuffleServiceProcess,
+)
 from ..stats import IOStatistics
 from .shuffle import MapTask, run_map_task, run_reduce_task
 
@@ -55,7 +72,6 @@ class ShuffleServicePlugin(_plugin_base()):  # type: ignore[misc]
         self.token = token
         self.tls = tls
         self.service: ShuffleServiceProcess | None = None
-        self.read_stats: dict[str, IOStatistics] = {}  # per shuffle app, until collected
 
     def setup(self, worker: Any) -> None:
         directory = os.path.join(worker.local_directory, "dataferry-shuffle")
@@ -89,7 +105,12 @@ def _plugin(worker: Any = None) -> ShuffleServicePlugin:
         from distributed import get_worker
 
         worker = get_worker()
-    plugin = worker.plugins[PLUGIN_NAME]
+    plugin = worker.plugins.get(PLUGIN_NAME)
+    if plugin is None:
+        raise ShuffleError(
+            f"worker {worker.address} has no shuffle service: compute a dataferry shuffle "
+            "with the distributed Client that created it"
+        )
     if plugin.service is not None and not plugin.service.alive:
         plugin.service.restart()  # the worker's service died: bring it back on its port
     return plugin
@@ -133,33 +154,192 @@ def ensure_services(client: Any) -> ShuffleServices:
     return ShuffleServices(state[0], state[1], addresses)
 
 
-def _collect_read_stats(app: str, dask_worker: Any) -> dict[str, Any]:
-    stats = _plugin(dask_worker).read_stats.pop(app, None)
-    return stats.snapshot() if stats is not None else {}
-
-
 def _service_address(dask_worker: Any) -> str:
     return _plugin(dask_worker).address
 
 
-def _map(pdf: Any, task: MapTask, keep_index: bool) -> dict[str, Any]:
+# --- the report --------------------------------------------------------------------------
+
+REPORT_TOPIC = "dataferry-shuffle"  # the Dask event topic the shuffle's tasks publish on
+_MERGE_IDS = 2**31  # merge ids are u31 on the wire
+
+
+@dataclass
+class DaskShuffleReport:
+    """What a shuffle did. `push`, `maps` and `reduces` are set when `shuffle` plans the graph;
+    the rest is filled at compute time, from events the barrier task (`finalize`) and the
+    reduce tasks (`reduce_reads`, `reduce_read_bytes`) publish as they finish. Computing the
+    result again runs the shuffle again: the report then describes the latest computation
+    (`merge_id` tells them apart)."""
+
+    push: bool
+    maps: int
+    reduces: int
+    finalize: dict[str, Any] = field(default_factory=dict)
+    reduce_reads: int = 0
+    reduce_read_bytes: int = 0
+    merge_id: int = -1  # of the computation described; -1 until one has finalized
+
+    def record(self, event: dict[str, Any]) -> None:
+        """Take one event: a finalize with a new merge id starts describing that computation;
+        a reduce event counts only if its computation is the one described."""
+        if event["merge_id"] != self.merge_id:
+            if event["kind"] != "finalize":
+                return  # a reduce of a computation whose barrier this report has not seen
+            self.merge_id, self.reduce_reads, self.reduce_read_bytes = event["merge_id"], 0, 0
+        if event["kind"] == "finalize":
+            self.push, self.finalize = event["push"], event["finalize"]
+        else:
+            self.reduce_reads += event["reduce_reads"]
+            self.reduce_read_bytes += event["reduce_read_bytes"]
+
+
+def _watch(client: Any, app: str, report: DaskShuffleReport) -> None:
+    """Route the events of shuffle `app` to `report` (one subscription per client; a report
+    the user dropped is forgotten)."""
+    reports = getattr(client, "_dataferry_shuffle_reports", None)
+    if reports is None:
+        reports = client._dataferry_shuffle_reports = weakref.WeakValueDictionary()
+        lock = threading.Lock()
+
+        def route(event: tuple[float, dict[str, Any]]) -> None:
+            _, msg = event
+            with lock:
+                target = reports.get(msg.get("app", ""))
+                if target is not None:
+                    target.record(msg)
+
+        client.subscribe_topic(REPORT_TOPIC, route)
+    reports[app] = report
+
+
+def _publish(plan: _Plan, event: dict[str, Any]) -> None:
+    if plan.report:
+        from distributed import get_worker
+
+        get_worker().log_event(REPORT_TOPIC, {"app": plan.app, **event})
+
+
+# --- the graph's tasks ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every task of one shuffle shares (picklable): its ids, services and options."""
+
+    app: str
+    shuffle_id: int
+    num_maps: int
+    num_reduces: int
+    on: tuple[str, ...]
+    services: tuple[str, ...]
+    token: str
+    fingerprint: str
+    push: bool
+    keep_index: bool
+    driver_config: DriverConfig | None
+    push_config: PushConfig | None
+    report: bool  # whether tasks publish report events
+
+    def driver(self, merge_id: int = 0) -> ShuffleDriver:
+        """The driver of one computation (the same mergers for every computation)."""
+        return ShuffleDriver(
+            self.app,
+            self.shuffle_id,
+            self.num_maps,
+            self.num_reduces,
+            self.services,
+            token=self.token,
+            fingerprint=self.fingerprint,
+            config=self.driver_config,
+            push=self.push_config,
+            merge_id=merge_id,
+            enabled=self.push,
+        )
+
+
+@dataclass(frozen=True)
+class _Finalized:
+    """The barrier's answer to every reduce task."""
+
+    merge_id: int
+    statuses: tuple[MapStatus, ...]
+    merged: dict[int, MergedPartition]
+    schema: pa.Schema
+
+
+def _begin(plan: _Plan) -> int:
+    """Start a computation of the graph: remove what an earlier one left (map outputs and
+    merges; nothing of this computation exists yet, as every map waits for this task) and
+    pick a merge id. Merge ids grow with time, so a merger that missed the removal discards
+    an older computation's merge instead of answering TOO_LATE."""
+    plan.driver().remove()
+    return time.time_ns() // 1_000_000 % _MERGE_IDS
+
+
+def _map(pdf: Any, plan: _Plan, map_index: int, merge_id: int) -> dict[str, Any]:
     plugin = _plugin()
+    driver = plan.driver(merge_id)
+    target: PushTarget | None = driver.target if driver.push_enabled else None
     # Dask may run a task again elsewhere after a worker dies: every execution is its own
-    # attempt, with its own files
-    run = replace(
-        task,
-        node_dir=plugin.directory,
-        location=plugin.address,
-        attempt=random.getrandbits(31),
+    # attempt, with its own files; the merge keeps one block per map index
+    task = MapTask(
+        plan.app,
+        plan.shuffle_id,
+        map_index,
+        random.getrandbits(31),
+        plugin.directory,
+        plugin.address,
+        plan.num_reduces,
+        plan.on,
+        None,
+        target,
     )
     # the index travels as a column (pandas' metadata names it), so every row keeps its label
-    result = run_map_task(run, pa.Table.from_pandas(pdf, preserve_index=keep_index))
-    return {"status": result.status, "push": result.push, "schema": result.schema}
+    result = run_map_task(task, pa.Table.from_pandas(pdf, preserve_index=plan.keep_index))
+    return {"status": result.status, "schema": result.schema}
 
 
-def _reduce(inp: ReduceInput, schema: Any, meta: Any) -> Any:
-    result = run_reduce_task(inp, schema)
-    _plugin().read_stats.setdefault(inp.app, IOStatistics()).merge(result.stats)
+def _barrier(plan: _Plan, merge_id: int, results: list[dict[str, Any]]) -> _Finalized:
+    """Every map is done: register their outputs, finalize the merge (the driver's stage)."""
+    driver = plan.driver(merge_id)
+    for r in results:
+        driver.map_finished(r["status"])
+    merged = driver.finalize()
+    _publish(
+        plan,
+        {
+            "kind": "finalize",
+            "merge_id": merge_id,
+            "push": driver.push_enabled,
+            "finalize": asdict(driver.finalize_report),
+        },
+    )
+    return _Finalized(merge_id, tuple(driver.map_statuses()), merged, results[0]["schema"])
+
+
+def _reduce(plan: _Plan, done: _Finalized, reduce_id: int, meta: Any) -> Any:
+    inp = ReduceInput(
+        plan.app,
+        plan.shuffle_id,
+        done.merge_id,
+        reduce_id,
+        done.statuses,
+        done.merged.get(reduce_id),
+        token=plan.token,
+        fingerprint=plan.fingerprint,
+    )
+    result = run_reduce_task(inp, done.schema)
+    read = IOStatistics(result.stats)
+    _publish(
+        plan,
+        {
+            "kind": "reduce",
+            "merge_id": done.merge_id,
+            "reduce_reads": read.counter("reduce_reads"),
+            "reduce_read_bytes": read.counter("reduce_read_bytes"),
+        },
+    )
     pdf = result.value.to_pandas()  # the index comes back from the schema's pandas metadata
     if list(pdf.columns) == list(meta.columns) and not pdf.dtypes.equals(meta.dtypes):
         pdf = pdf.astype(meta.dtypes.to_dict())  # e.g. an empty partition's object columns
@@ -169,14 +349,7 @@ def _reduce(inp: ReduceInput, schema: Any, meta: Any) -> Any:
     return pdf
 
 
-@dataclass
-class DaskShuffleReport:
-    push: bool
-    maps: int
-    reduces: int
-    finalize: dict[str, Any] = field(default_factory=dict)
-    reduce_reads: int = 0
-    reduce_read_bytes: int = 0
+# --- the public call -----------------------------------------------------------------------
 
 
 def shuffle(
@@ -191,79 +364,78 @@ def shuffle(
     report: DaskShuffleReport | None = None,
     keep_index: bool = True,
 ) -> Any:
-    """Shuffle a Dask DataFrame through the shuffle services; runs now and returns a Dask
-    DataFrame over the reduce results held on the workers. Every row keeps its index label,
-    as with `ddf.shuffle`; the result has no known divisions.
+    """Shuffle a Dask DataFrame through the shuffle services, lazily: returns a Dask DataFrame
+    whose graph runs the shuffle when it is computed (alone or as part of what follows it).
+    Nothing runs at call time except starting the services, once per client. Keys land in the
+    partitions `ddf.shuffle` would put them in and every row keeps its index label; the result
+    has no known divisions. Compute it with `client` (its workers run the services).
 
     keep_index: False drops the index (each output partition gets a fresh range index) and
-        so does not move it: one column fewer through the shuffle."""
+        so does not move it: one column fewer through the shuffle.
+    report: filled at compute time (see DaskShuffleReport)."""
+    import dask
     import dask.dataframe as dd
-    from distributed import default_client, wait
+    from distributed import default_client
 
     client = client or default_client()
-    keys = (on,) if isinstance(on, str) else tuple(on)
-    n_out = npartitions or ddf.npartitions
     services = ensure_services(client)
     app = f"dask-{secrets.token_hex(4)}"
-    shuffle_id = random.getrandbits(20)
-    parts = client.compute(ddf.to_delayed())
-    driver = ShuffleDriver(
+    parts = ddf.to_delayed()
+    plan = _Plan(
         app,
-        shuffle_id,
+        random.getrandbits(20),
         len(parts),
-        n_out,
-        sorted(services.addresses.values()),
-        token=services.token,
-        fingerprint=services.fingerprint,
-        config=driver_config,
-        push=push_config,
-        enabled=push,
+        npartitions or ddf.npartitions,
+        (on,) if isinstance(on, str) else tuple(on),
+        tuple(sorted(services.addresses.values())),
+        services.token,
+        services.fingerprint,
+        push,
+        keep_index,
+        driver_config,
+        push_config,
+        report is not None,
     )
-    target = driver.target if driver.push_enabled else None
+    push_enabled = plan.driver().push_enabled  # chooses the mergers; no network
+    _planned(client)[app] = plan
+    if report is not None:
+        report.push, report.maps, report.reduces = push_enabled, plan.num_maps, plan.num_reduces
+        _watch(client, app, report)
+    meta = ddf._meta if keep_index else ddf._meta.reset_index(drop=True)
+    task = dask.delayed  # every key is named: one shuffle, one graph
+    begin = task(_begin)(plan, dask_key_name=f"dataferry-shuffle-begin-{app}")
     maps = [
-        client.submit(
-            _map,
-            part,
-            MapTask(app, shuffle_id, i, 0, "", "", n_out, keys, None, target),
-            keep_index,
-            pure=False,
-        )
+        task(_map)(part, plan, i, begin, dask_key_name=f"dataferry-shuffle-map-{app}-{i}")
         for i, part in enumerate(parts)
     ]
-    results = client.gather(maps)
-    for r in results:
-        driver.map_finished(r["status"])
-    merged = driver.finalize()
-    statuses = tuple(driver.map_statuses())
-    schema = results[0]["schema"]
-    meta = ddf._meta if keep_index else ddf._meta.reset_index(drop=True)
+    barrier = task(_barrier)(plan, begin, maps, dask_key_name=f"dataferry-shuffle-barrier-{app}")
     reduces = [
-        client.submit(
-            _reduce,
-            ReduceInput(
-                app,
-                shuffle_id,
-                driver.merge_id,
-                r,
-                statuses,
-                merged.get(r),
-                token=services.token,
-                fingerprint=services.fingerprint,
-            ),
-            schema,
-            meta,
-            pure=False,
-        )
-        for r in range(n_out)
+        task(_reduce)(plan, barrier, r, meta, dask_key_name=f"dataferry-shuffle-reduce-{app}-{r}")
+        for r in range(plan.num_reduces)
     ]
-    wait(reduces)
-    driver.remove()
-    read = IOStatistics()
-    for snapshot in client.run(_collect_read_stats, app).values():
-        read.merge(snapshot)
-    if report is not None:
-        report.reduce_reads = read.counter("reduce_reads")
-        report.reduce_read_bytes = read.counter("reduce_read_bytes")
-        report.push, report.maps, report.reduces = driver.push_enabled, len(parts), n_out
-        report.finalize = asdict(driver.finalize_report)
     return dd.from_delayed(reduces, meta=meta, verify_meta=False)
+
+
+def _planned(client: Any) -> dict[str, _Plan]:
+    """The shuffles planned through `client` whose files may remain on its services."""
+    plans = getattr(client, "_dataferry_shuffle_plans", None)
+    if plans is None:
+        plans = client._dataferry_shuffle_plans = {}
+    return plans
+
+
+def remove_shuffles(client: Any = None) -> int:
+    """Remove the files (map outputs and merges) that the shuffles planned through `client`
+    left on its workers' services; returns how many shuffles it went through.
+
+    A computation's files stay after it, so that a reduce task Dask runs again finds them;
+    the next computation of the same shuffle removes them first, and they go with the
+    workers when the client's cluster stops. Call this sooner, between computations (never
+    while one of these shuffles is being computed): a shuffle computed after it simply runs
+    again from its input, and a later call removes what that computation left."""
+    from distributed import default_client
+
+    plans = list(_planned(client or default_client()).values())
+    for plan in plans:
+        plan.driver().remove()
+    return len(plans)
