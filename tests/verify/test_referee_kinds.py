@@ -89,6 +89,22 @@ def test_checks_see_a_half_visible_job_and_damaged_earlier_data(stores):
     assert {inv.NOTHING_OF_FAILED, inv.EARLIER_KEPT, inv.COMPLETE} <= names, problems
 
 
+def test_earlier_data_must_be_gone_when_replaced_and_intact_when_kept(tmp_path):
+    store = open_store(str(tmp_path))
+    store.write_bytes("a", b"1")
+    store.write_bytes("b", b"2")
+    earlier = inv.snapshot(store)
+    visible = inv.visible_files(store)
+    assert inv.check_earlier(store, earlier, visible, replaced=False) == []
+    (left,) = inv.check_earlier(store, earlier, visible, replaced=True)
+    assert left == f"{inv.WRITE_MODE}: mode 'overwrite' left 2 of the earlier 2 files, e.g. a"
+    store.delete("a")
+    store.delete("b")
+    assert inv.check_earlier(store, earlier, [], replaced=True) == []
+    (lost,) = inv.check_earlier(store, earlier, [], replaced=False)
+    assert lost.startswith(f"{inv.EARLIER_KEPT}: earlier data lost 2 of 2"), lost
+
+
 def test_unique_names_carry_the_job_and_the_old_names_still_parse(stores):
     url = stores.url("names")
     out = run_reference("manifest", open_store(url), "error", deterministic_options("manifest"))

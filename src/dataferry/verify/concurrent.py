@@ -201,15 +201,7 @@ def check_race(
             problems.append(f"{inv.WRITE_MODE}: job {s.name} in mode 'append' failed: {s.error}")
             nothing_of(s, inv.NOTHING_OF_FAILED)
     expected = [s.uuid for s in sides if files[s.name]]
-    if won and mode == "overwrite":
-        left = sorted(p for p in earlier if p in set(visible))
-        if left:
-            problems.append(
-                f"{inv.WRITE_MODE}: mode 'overwrite' left {len(left)} of the earlier "
-                f"{len(earlier)} files, e.g. {left[0]}"
-            )
-    else:
-        problems += inv.check_kept(store, earlier)
+    problems += inv.check_earlier(store, earlier, visible, replaced=won and mode == "overwrite")
     bad = inv.check_jobs(store, expected, ignore=earlier)
     problems += bad
     if won and not has_success:

@@ -363,15 +363,7 @@ def check_outcome(
                 f"{inv.WRITE_MODE}: a job in mode 'error' ({reported}) put its files into a "
                 f"destination that held {len(earlier)} files"
             )
-        if mode == "overwrite":
-            left = sorted(p for p in earlier if p in set(visible))
-            if left:
-                problems.append(
-                    f"{inv.WRITE_MODE}: mode 'overwrite' left {len(left)} of the earlier "
-                    f"{len(earlier)} files, e.g. {left[0]}"
-                )
-        else:
-            problems += inv.check_kept(store, earlier)
+        problems += inv.check_earlier(store, earlier, visible, replaced=mode == "overwrite")
         bad = inv.check_jobs(store, [job_uuid], ignore=earlier)
         if bad and reported != "committed":
             problems.append(

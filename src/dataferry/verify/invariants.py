@@ -225,6 +225,23 @@ def check_kept(store: Store, earlier: Mapping[str, bytes], what: str = "") -> li
     return [f"{EARLIER_KEPT}: {what + ': ' if what else ''}earlier data {detail}"]
 
 
+def check_earlier(
+    store: Store, earlier: Mapping[str, bytes], visible: Collection[str], replaced: bool
+) -> list[str]:
+    """The earlier data set after a job: all of it gone when the job replaced it (a committed
+    `overwrite`), else every file still there with the same bytes."""
+    if not replaced:
+        return check_kept(store, earlier)
+    seen = set(visible)
+    left = sorted(p for p in earlier if p in seen)
+    if not left:
+        return []
+    return [
+        f"{WRITE_MODE}: mode 'overwrite' left {len(left)} of the earlier "
+        f"{len(earlier)} files, e.g. {left[0]}"
+    ]
+
+
 def visible_dirs(store: Store, path: str = "") -> list[str]:
     """Every directory a reader sees (no hidden name on its path), recursively."""
     try:
