@@ -205,3 +205,26 @@ def test_a_retry_arriving_while_its_first_block_is_written_is_merged_once(tmp_pa
     data, _, _ = merged_files(APP, 0, 0, 0)
     assert [b.map_index for b in unframe(store.inner.read_bytes(data))] == [3, 4]
     assert mm.stats.counter("merged_blocks") == 2 and mm.deferred_bytes == 0
+
+
+# --- the checksum is checked once, by the reader ---------------------------------------------
+
+
+def test_a_payload_corrupted_in_flight_is_caught_by_the_reader(node):
+    """The service checks a pushed block's header only (one checksum per block on the way to
+    the reduce, the reader's): a payload corrupted in flight is merged, then its chunk falls
+    back to the map outputs, and the reduce gets the right bytes."""
+    shuffle = next(_shuffles)
+    store = LocalStore(node.directory)
+    offsets = {m: write_map_output(store, APP, shuffle, m, 0, [payload(m)]) for m in range(MAPS)}
+    client = ShuffleClient(node.address, TOKEN)
+    for m in range(MAPS):
+        block = bytearray(frame(m, 0, payload(m)))
+        if m == 2:
+            block[HEADER.size + 7] ^= 0x55  # the header (and its checksum) as the map sent it
+        assert client.push(APP, shuffle, 0, [(m, 0, bytes(block))]) == [PushCode.SUCCESS]
+    (status,) = client.finalize(APP, shuffle, 0)
+    merged = MergedPartition(0, node.address, status.bitmap, status.size)
+    blocks, report = read_reduce(reduce_input(node, shuffle, offsets, merged))
+    assert_every_map_once_intact(blocks)
+    assert report.fallback_chunks == 1 and report.fallback_maps >= 1

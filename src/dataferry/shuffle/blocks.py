@@ -5,19 +5,28 @@ concatenated, as in Spark) can be split again and checked, every block is stored
 a 20-byte header (magic, map index, reduce id, payload length, CRC-32 of the payload) and the
 payload. A map output, a push and a merged chunk all carry the same framed bytes, so the merge
 appends pushed bytes verbatim.
+
+The checksum is computed once, when the map frames a block, and checked once, by the reader
+that hands the block to a reduce (`unframe`). On the way the service checks only the header
+(`header_matches`): a payload corrupted in flight is merged, caught by the reader, and its
+chunk falls back to the map outputs, so wrong bytes still never reach a reduce.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..errors import CorruptShuffleData
 
 HEADER = struct.Struct(">4sIIII")
 BLOCK_MAGIC = b"DFB1"  # starts every framed block (a frame starts with protocol.FRAME_MAGIC)
+
+# a framed block as its pieces (header, payload), so a payload the map already holds in a
+# buffer is written and sent without being copied next to its header
+Pieces = tuple[bytes, "bytes | memoryview"]
 
 
 @dataclass(frozen=True)
@@ -27,12 +36,34 @@ class Block:
     payload: memoryview
 
 
+def frame_pieces(map_index: int, reduce_id: int, payload: bytes | memoryview) -> Pieces:
+    """A framed block as (header, payload), the payload not copied; (b"", b"") when empty."""
+    if not len(payload):
+        return b"", b""
+    crc = zlib.crc32(payload)
+    return HEADER.pack(BLOCK_MAGIC, map_index, reduce_id, len(payload), crc), payload
+
+
 def frame(map_index: int, reduce_id: int, payload: bytes | memoryview) -> bytes:
     """One framed block (an empty payload frames to nothing: empty blocks do not exist)."""
-    if not len(payload):
-        return b""
+    header, body = frame_pieces(map_index, reduce_id, payload)
+    return header + bytes(body)
+
+
+def framed_size(pieces: Sequence[bytes | memoryview]) -> int:
+    return sum(len(p) for p in pieces)
+
+
+def header_matches(block: bytes | memoryview, map_index: int, reduce_id: int) -> bool:
+    """Whether `block` is exactly one framed block of the map and reduce it is claimed to be,
+    by its header alone (magic, ids, length); the payload's checksum is the reader's check."""
+    if len(block) < HEADER.size:
+        return False
+    magic, m, r, length, _ = HEADER.unpack_from(block, 0)
     return (
-        HEADER.pack(BLOCK_MAGIC, map_index, reduce_id, len(payload), zlib.crc32(payload)) + payload
+        magic == BLOCK_MAGIC
+        and (m, r) == (map_index, reduce_id)
+        and length == len(block) - HEADER.size
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+from collections.abc import Sequence
 from typing import Any
 
 from pyroaring import BitMap
@@ -17,8 +18,11 @@ from pyroaring import BitMap
 from ..errors import DataferryError, ShuffleError, ShuffleServiceUnavailable
 from ..net import connect
 from ..stats import IOStatistics
+from .blocks import Pieces
 from .merge import MergeStatus, PushCode
 from .protocol import FRAME_MAGIC, PREFIX, Msg, prefix
+
+PushBlock = bytes | memoryview | Pieces  # a framed block, whole or as (header, payload)
 
 
 class ServiceRefused(ShuffleError):
@@ -102,9 +106,7 @@ class ShuffleClient:
         parts = payload if isinstance(payload, list) else [payload]
         head = json.dumps(header).encode()
         try:
-            sock.sendall(prefix(msg, len(head), sum(len(p) for p in parts)) + head)
-            for part in parts:
-                sock.sendall(part)
+            _send_parts(sock, [prefix(msg, len(head), sum(len(p) for p in parts)) + head, *parts])
             magic, kind, header_len, payload_len = PREFIX.unpack(_recv(sock, PREFIX.size))
             answer = json.loads(_recv(sock, header_len)) if header_len else {}
             body = _recv(sock, payload_len)
@@ -129,17 +131,21 @@ class ShuffleClient:
         app: str,
         shuffle: int,
         merge_id: int,
-        blocks: list[tuple[int, int, bytes | memoryview]],
+        blocks: Sequence[tuple[int, int, PushBlock]],
     ) -> list[PushCode]:
-        """Push framed blocks [(map, reduce, block)]; one code per block."""
+        """Push framed blocks [(map, reduce, block)], a block as bytes or as its pieces
+        (header, payload), sent as they are; one code per block."""
         self._conn()
         header = {
             "app": app,
             "shuffle": shuffle,
             "merge_id": merge_id,
-            "blocks": [[m, r, len(b)] for m, r, b in blocks],
+            "blocks": [[m, r, block_size(b)] for m, r, b in blocks],
         }
-        answer, _ = self._exchange(Msg.PUSH, header, [b for _, _, b in blocks])
+        parts: list[bytes | memoryview] = []
+        for _, _, b in blocks:
+            parts.extend(b if isinstance(b, tuple) else (b,))
+        answer, _ = self._exchange(Msg.PUSH, header, parts)
         self.stats.incr("push_requests")
         return [PushCode(c) for c in answer["codes"]]
 
@@ -206,6 +212,30 @@ class ShuffleClient:
 
     def service_stats(self) -> dict[str, Any]:
         return self.request(Msg.STATS, {})[0]["stats"]
+
+
+SMALL_PART = 64 * 1024  # parts below this are gathered into one send; larger ones go as they are
+
+
+def _send_parts(sock: socket.socket, parts: Sequence[bytes | memoryview]) -> None:
+    """Send parts in order: small ones (headers) gathered, large ones (payloads the caller
+    holds) sent from their own buffers, never copied."""
+    small = bytearray()
+    for part in parts:
+        if len(part) < SMALL_PART:
+            small += part
+            continue
+        if small:
+            sock.sendall(small)
+            small.clear()
+        sock.sendall(part)
+    if small:
+        sock.sendall(small)
+
+
+def block_size(block: PushBlock) -> int:
+    """Framed bytes of a block, whole or in pieces."""
+    return sum(len(p) for p in block) if isinstance(block, tuple) else len(block)
 
 
 def _closed_by_peer(sock: socket.socket) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..errors import CorruptShuffleData
 from ..store import Store
-from .blocks import frame
+from .blocks import Pieces, frame_pieces
 from .files import decode_offsets, encode_offsets, map_output
 
 
@@ -40,19 +40,21 @@ def write_map_output(
     map_index: int,
     attempt: int,
     payloads: Sequence[bytes | memoryview],
-    keep: list[bytes] | None = None,
+    keep: list[Pieces] | None = None,
 ) -> list[int]:
     """Write one map attempt's blocks (one payload per reduce partition); returns the offsets.
-    With `keep`, the framed blocks are also left there, for pushing them from memory."""
+    With `keep`, the framed blocks (header and payload, the payload not copied) are also left
+    there, for pushing them from memory."""
     data_path, index_path = map_output(app, shuffle_id, map_index, attempt)
     offsets = [0]
     with store.open_write(data_path) as out:
         for reduce_id, payload in enumerate(payloads):
-            framed = frame(map_index, reduce_id, payload)
-            out.write(framed)
-            offsets.append(offsets[-1] + len(framed))
+            header, body = pieces = frame_pieces(map_index, reduce_id, payload)
+            out.write(header)
+            out.write(body)
+            offsets.append(offsets[-1] + len(header) + len(body))
             if keep is not None:
-                keep.append(framed)
+                keep.append(pieces)
     tmp = index_path + ".tmp"
     store.write_bytes(tmp, encode_offsets(offsets))
     store.delete(index_path)  # a rerun of the same attempt number replaces its output

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from ..errors import ShuffleError, ShuffleServiceUnavailable, StoreError
 from ..stats import IOStatistics
 from ..store import Store
-from .client import ShuffleClient
+from .blocks import Pieces
+from .client import PushBlock, ShuffleClient, block_size
 from .config import PushConfig
 from .files import map_output
 from .merge import PushCode
@@ -110,7 +111,7 @@ def push_map_output(
     attempt: int,
     offsets: Sequence[int],
     stats: IOStatistics | None = None,
-    blocks: Sequence[bytes] | None = None,
+    blocks: Sequence[Pieces] | None = None,
 ) -> PushReport:
     """Push one map attempt's output to the mergers; returns what happened (never raises for a
     merger's failure: pushing is best effort). With `blocks` (the framed blocks the map task
@@ -153,7 +154,7 @@ def push_map_output(
         return random.Random(f"{target.shuffle_id}/{map_index}/{attempt}/{req.start}")
 
     def _send(client: ShuffleClient, req: PushRequest, order: random.Random) -> None:
-        batch: list[tuple[int, int, bytes | memoryview]] = []
+        batch: list[tuple[int, int, PushBlock]] = []
         if blocks is not None:
             batch = [(map_index, r, blocks[r]) for r, _ in req.blocks]
         else:
@@ -173,7 +174,7 @@ def push_map_output(
                     report.count(code)
                     if code in (PushCode.SUCCESS, PushCode.DUPLICATE):
                         report.blocks += 1
-                        report.bytes += len(block[2])
+                        report.bytes += block_size(block[2])
                     elif code.retriable and attempt_no < cfg.retries:
                         retry.append(block)
                     elif code.stops_pushing:

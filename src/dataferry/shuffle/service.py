@@ -26,7 +26,7 @@ from ..net import BackgroundServer, RawConnection, StreamConnection, TLSChoice, 
 from ..net.addresses import advertised_host, join_host_port
 from ..stats import IOStatistics
 from ..store import Store
-from .blocks import BLOCK_MAGIC, HEADER, unframe
+from .blocks import header_matches
 from .config import ShuffleServiceConfig
 from .files import check_app, decode_offsets, map_output
 from .mapoutput import block_range
@@ -248,7 +248,7 @@ class ShuffleService:
         for map_index, reduce_id, length in blocks:
             block = view[pos : pos + int(length)]
             pos += int(length)
-            if not _well_framed(block, int(map_index), int(reduce_id)):
+            if not header_matches(block, int(map_index), int(reduce_id)):
                 self.merges.stats.incr("push_corrupt")
                 results.append(PushCode.CORRUPT)
                 continue
@@ -399,14 +399,3 @@ def _blocks(header: dict[str, Any]) -> list[tuple[int, int, int]]:
         row = dict(zip(("map", "reduce", "length"), entry, strict=True))
         out.append((_int(row, "map"), _int(row, "reduce"), _int(row, "length")))
     return out
-
-
-def _well_framed(block: memoryview, map_index: int, reduce_id: int) -> bool:
-    """A pushed block must be exactly one framed block of the map and reduce it claims."""
-    if len(block) < HEADER.size or bytes(block[:4]) != BLOCK_MAGIC:
-        return False
-    try:
-        (only,) = list(unframe(block))
-    except (ValueError, CorruptShuffleData):
-        return False
-    return only.map_index == map_index and only.reduce_id == reduce_id

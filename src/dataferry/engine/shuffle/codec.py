@@ -48,13 +48,15 @@ def split_table(table: pa.Table, on: Sequence[str], n: int) -> list[pa.Table]:
     return [ordered.slice(int(bounds[i]), int(counts[i])) for i in range(n)]
 
 
-def encode_block(table: pa.Table) -> bytes:
+def encode_block(table: pa.Table) -> memoryview:
+    """One reduce partition's rows as an Arrow IPC stream, in the buffer Arrow wrote it to
+    (written to the map output and pushed from there, never copied into Python bytes)."""
     if table.num_rows == 0:
-        return b""
+        return memoryview(b"")
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return memoryview(sink.getvalue())
 
 
 def decode_blocks(blocks: Sequence[Block], schema: pa.Schema | None = None) -> pa.Table:

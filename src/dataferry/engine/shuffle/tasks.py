@@ -23,6 +23,7 @@ from ...shuffle import (
     read_reduce,
     write_map_output,
 )
+from ...shuffle.blocks import Pieces
 from ...shuffle.mapoutput import block_sizes
 from ...stats import IOStatistics
 from ...store import open_store
@@ -62,7 +63,7 @@ def run_map_task(task: MapTask, data: Any = None) -> MapResult:
     table = as_table(task.source() if data is None else data)
     payloads = [encode_block(t) for t in split_table(table, task.on, task.num_reduces)]
     store = open_store(task.node_dir)
-    framed: list[bytes] = []
+    framed: list[Pieces] = []
     offsets = write_map_output(
         store, task.app, task.shuffle_id, task.map_index, task.attempt, payloads, framed
     )
