@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -35,7 +36,8 @@ def _nofile(n: int) -> Callable[[], None]:
 @pytest.fixture
 def start_service(tmp_path):
     """start_service("shuffle"|"markers", nofile=N, tls=identity, host=H, limits={...}, **config):
-    a running service process; every one is killed at the end of the test."""
+    a running service process; every one is killed at the end of the test, after checking
+    that nothing escaped its handlers (`no_unhandled_errors`), whatever the test did."""
     procs: list[ServiceProcess] = []
 
     def start(
@@ -63,8 +65,15 @@ def start_service(tmp_path):
         return proc.start()
 
     yield start
+    escaped = []
     for proc in procs:
+        if proc.alive:
+            try:
+                no_unhandled_errors(proc)
+            except AssertionError as e:
+                escaped.append(f"{proc.what}: {e}")
         proc.kill(signal.SIGKILL)
+    assert not escaped, "\n".join(escaped)
 
 
 def host_port(proc: ServiceProcess) -> tuple[str, int]:
@@ -140,11 +149,18 @@ def markers_ok(proc: ServiceProcess) -> dict:
     return client.health()
 
 
+# what the services log when a handler raised instead of answering: the accept loop's
+# catch-all ("connection from HOST failed: ...") and the shuffle service's ("request N failed")
+HANDLER_FAILED = re.compile(r"connection from \S+ failed: |request \S+ failed: ")
+
+
 def no_unhandled_errors(proc: ServiceProcess) -> None:
-    """Nothing escaped a handler: no traceback, no task exception left unretrieved."""
+    """Nothing escaped a handler: no traceback, no task exception left unretrieved, and no
+    exception that only the server's last-resort catch-all stopped."""
     tail = proc.stderr_tail(100_000)
     assert "Task exception was never retrieved" not in tail, tail[-2000:]
     assert "Traceback" not in tail, tail[-2000:]
+    assert not HANDLER_FAILED.search(tail), tail[-2000:]
 
 
 def rss_mib(pid: int) -> float:
