@@ -231,3 +231,94 @@ def test_each_entry_of_the_table_names_a_module(entry):
     """A row whose module moved away is a stale rule: it must go with it."""
     name = f"{PACKAGE}.{entry}" if entry else PACKAGE
     assert name in {m.name for m in modules()}, f"{name} is in LAYERS but not in src/"
+
+
+# --- names retired from src/ (dead code removed, misleading names renamed) -------------------
+
+DEAD = ("is_task_attempt_path", "run_coroutine", "total_seconds")  # defined nowhere
+RETIRED_CLASSES = ("MergerConfig",)  # the shuffle service's config is ShuffleServiceConfig
+ONE_CLASS = ("ServiceProcess",)  # one base class (net/process.py); each service names its own
+RETIRED_CONSTANTS = ("MAGIC",)  # shuffle: FRAME_MAGIC (a frame) and BLOCK_MAGIC (a block)
+COMMITTER_ABBREVIATION = "com"  # a committer is `committer` (or what it is for), never `com`
+# modules another change is renaming in; each must still hold the name, so the entry goes
+# when the module is done
+STILL_ABBREVIATING: set[str] = {"dataferry/dask.py"}
+
+
+def names_in(path: Path) -> dict[str, list[str]]:
+    """Functions, classes, module constants and local names (assigned or parameters)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: dict[str, list[str]] = {"def": [], "class": [], "constant": [], "local": []}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found["def"].append(node.name)
+            found["local"] += [a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)]
+        elif isinstance(node, ast.ClassDef):
+            found["class"].append(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found["local"].append(node.id)
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        found["constant"] += [t.id for t in targets if isinstance(t, ast.Name)]
+    return found
+
+
+def retired_names(mods: list[Module]) -> dict[str, list[str]]:
+    """What in `mods` uses a retired name, by rule: module path and the name."""
+    out: dict[str, list[str]] = {"dead": [], "class": [], "one class": [], "constant": []}
+    out["abbreviation"] = []
+    classes: dict[str, list[str]] = {}
+    for m in mods:
+        shown = _shown(m.path)
+        found = names_in(m.path)
+        out["dead"] += [f"{shown}: {n}" for n in found["def"] if n in DEAD]
+        out["class"] += [f"{shown}: {n}" for n in found["class"] if n in RETIRED_CLASSES]
+        out["constant"] += [f"{shown}: {n}" for n in found["constant"] if n in RETIRED_CONSTANTS]
+        if COMMITTER_ABBREVIATION in found["local"]:
+            out["abbreviation"].append(f"{shown}: {COMMITTER_ABBREVIATION}")
+        for n in found["class"]:
+            if n in ONE_CLASS:
+                classes.setdefault(n, []).append(shown)
+    out["one class"] = [
+        f"{n} in {', '.join(where)}" for n, where in classes.items() if len(where) > 1
+    ]
+    return out
+
+
+def test_retired_names_stay_retired():
+    found = retired_names(modules())
+    found["abbreviation"] = [
+        f for f in found["abbreviation"] if f.split(":")[0] not in STILL_ABBREVIATING
+    ]
+    assert not any(found.values()), found
+
+
+@pytest.mark.parametrize("module", sorted(STILL_ABBREVIATING))
+def test_each_module_let_off_still_abbreviates(module):
+    """An entry whose module no longer says `com` is stale: it must go."""
+    assert COMMITTER_ABBREVIATION in names_in(SRC / module)["local"], f"remove {module}"
+
+
+def test_the_name_check_finds_each_retired_name(tmp_path):
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text(
+        "MAGIC = b'x'\n"
+        "class MergerConfig: ...\n"
+        "class ServiceProcess: ...\n"
+        "def total_seconds(self): ...\n"
+        "def run(com): ...\n"
+    )
+    b.write_text("class ServiceProcess: ...\ndef f():\n    com = 1\n")
+    mods = [Module("dataferry.a", a, False), Module("dataferry.b", b, False)]
+    found = retired_names(mods)
+    assert found == {
+        "dead": ["a.py: total_seconds"],
+        "class": ["a.py: MergerConfig"],
+        "one class": ["ServiceProcess in a.py, b.py"],
+        "constant": ["a.py: MAGIC"],
+        "abbreviation": ["a.py: com", "b.py: com"],
+    }
+    b.write_text("def f(committer):\n    FRAME_MAGIC = 1\n    return committer.name\n")
+    assert not any(retired_names([Module("dataferry.b", b, False)]).values())

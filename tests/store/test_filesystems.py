@@ -450,9 +450,9 @@ def _write_part(task: int, out) -> int:
 )
 def test_a_committed_job_through_a_file_system_object(kind, committer, tmp_path, request):
     store = make_fs_store(kind, tmp_path, request)
-    com = dataferry.make_committer("auto", store)
-    assert choose_committer(store) == committer
-    LocalEngine(workers=0).run_job(com, [functools.partial(_write_part, i) for i in range(3)])
+    chosen = dataferry.make_committer("auto", store)
+    assert choose_committer(store) == committer == chosen.name
+    LocalEngine(workers=0).run_job(chosen, [functools.partial(_write_part, i) for i in range(3)])
     files = sorted(s.path for s in store.walk(""))
     assert "_SUCCESS" in files
     parts = [f for f in files if f.startswith("a/")]  # the direct committer adds a unique suffix
@@ -465,9 +465,9 @@ def test_a_committed_job_through_a_file_system_object(kind, committer, tmp_path,
 
 def test_a_job_in_worker_processes_with_a_pyarrow_file_system(tmp_path):
     store = open_store(str(tmp_path / "out"), filesystem=pafs.LocalFileSystem())
-    com = dataferry.make_committer("auto", store)
+    committer = dataferry.make_committer("auto", store)
     LocalEngine(workers=1, executor="processes").run_job(
-        com, [functools.partial(_write_part, i) for i in range(2)]
+        committer, [functools.partial(_write_part, i) for i in range(2)]
     )
     assert (tmp_path / "out" / "_SUCCESS").is_file()
     assert sorted(p.name for p in (tmp_path / "out" / "a").iterdir()) == [

@@ -267,9 +267,9 @@ class FileOutputCommitter(Committer):
         intent = load_intent(store, leftover.path)
         outcome = "rolled back"
         if intent is not None:
-            com = committer_by_name(intent.committer, store)
-            job = job_from_ids(com, intent.job_id, intent.job_uuid, leftover.attempt)
-            outcome = recover_job(com, job)
+            committer = committer_by_name(intent.committer, store)
+            job = job_from_ids(committer, intent.job_id, intent.job_uuid, leftover.attempt)
+            outcome = recover_job(committer, job)
         store.delete(leftover.path, recursive=True)
         store.delete_if_empty(PENDING_DIR)
         return outcome

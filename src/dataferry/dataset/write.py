@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from ..commit.destination import prepare_destination
 from ..commit.factory import make_committer
+from ..commit.protocol import Committer
 from ..engine.local import EventHook, JobRun, LocalEngine, LocalEngineConfig
 from ..errors import ConfigError
 from ..store import Store, open_store
@@ -161,7 +162,7 @@ def write_dataset(
     )
     check_writer(options)
     source = as_source(data)
-    store, com = prepare_write(
+    store, output_committer = prepare_write(
         dest,
         source.schema,
         parts,
@@ -192,8 +193,10 @@ def write_dataset(
             )
             for pieces in plan.tasks
         ]
-        run = runner.run_job(com, works, on_event=on_event, before_job_commit=before_job_commit)
-        return write_result(store, com, run, plan.stats)
+        run = runner.run_job(
+            output_committer, works, on_event=on_event, before_job_commit=before_job_commit
+        )
+        return write_result(store, output_committer, run, plan.stats)
     if tasks is not None:
         raise ConfigError("tasks= cuts data in memory; a stream is cut by max_memory")
     assert source.batches is not None
@@ -208,11 +211,11 @@ def write_dataset(
 
     try:
         run = runner.run_job(
-            com, feeder.start(), on_event=events, before_job_commit=before_job_commit
+            output_committer, feeder.start(), on_event=events, before_job_commit=before_job_commit
         )
     finally:
         feeder.stop()
-    return write_result(store, com, run, feeder.stats())
+    return write_result(store, output_committer, run, feeder.stats())
 
 
 def _engine(engine: LocalEngine | LocalEngineConfig | None) -> LocalEngine:
@@ -249,15 +252,15 @@ def prepare_write(
     WriteOptions(format=fmt)  # fail early on an unknown format
     check_partition_columns(schema, partition_by)
     store = open_destination(dest, filesystem, storage_options)
-    com = make_committer(
+    output_committer = make_committer(
         committer,
         store,
         mode=mode,
         allow_unsafe_rename=allow_unsafe_rename,
         **dict(committer_options or {}),
     )
-    prepare_destination(store, com.write_mode)
-    return store, com
+    prepare_destination(store, output_committer.write_mode)
+    return store, output_committer
 
 
 def open_destination(
@@ -284,12 +287,12 @@ def open_destination(
 
 
 def write_result(
-    store: Store, com: Any, run: JobRun, stats: dict[str, Any] | None = None
+    store: Store, committer: Committer, run: JobRun, stats: dict[str, Any] | None = None
 ) -> WriteResult:
     task_results = [r for r in run.results.values() if r is not None]
     return WriteResult(
         dest=store.full_url(),
-        committer=com.name,
+        committer=committer.name,
         job_id=str(run.job.job_id),
         rows=sum(r["rows"] for r in task_results),
         files=run.commit.files,

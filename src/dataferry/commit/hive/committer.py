@@ -244,20 +244,20 @@ class HiveCommitter(Committer):
         intent = load_intent(store, leftover.path)
         outcome = "rolled back"
         if intent is not None:
-            com = committer_by_name(cls.name, store)
-            job = job_from_ids(com, intent.job_id, intent.job_uuid, 0)
-            outcome = recover_job(com, job, rollback=rollback)
+            committer = committer_by_name(cls.name, store)
+            job = job_from_ids(committer, intent.job_id, intent.job_uuid, 0)
+            outcome = recover_job(committer, job, rollback=rollback)
         store.delete(leftover.path, recursive=True)
         return outcome
 
 
-def _intent_of(job: JobContext, journal: Journal, com: HiveCommitter) -> Intent:
+def _intent_of(job: JobContext, journal: Journal, committer: HiveCommitter) -> Intent:
     return Intent(
         job_id=str(job.job_id),
         job_uuid=job.job_uuid,
-        committer=com.name,
+        committer=committer.name,
         mode=job.mode,
-        payload={"journal": journal.to_json(), "catalog": com.config.catalog, "files": 0},
+        payload={"journal": journal.to_json(), "catalog": committer.config.catalog, "files": 0},
     )
 
 
