@@ -219,6 +219,27 @@ def test_idle_directories_are_dropped_from_memory(start_service):
     markers_ok(markers)
 
 
+def test_directories_idle_past_state_idle_s_are_dropped_and_come_back(start_service):
+    """Directories unused for `state_idle_s` leave memory though far under max_directories;
+    a dropped directory's markers are on the store and come back on its next use."""
+    markers = start_service("markers", state_idle_s=1.0)  # max_directories: 1024
+    client = MarkerClient(markers.address, TOKEN)
+    kept = marker_dir("kept")
+    assert client.create(kept, "p=1/a.parquet.marker.CREATE")
+    for i in range(20):  # read-only requests make directory state too
+        path = "/v1/markers/exists?dir=" + marker_dir(f"ro-{i}") + "&name=a.marker.CREATE"
+        assert client.request("GET", path)["exists"] is False
+    assert client.health()["directories"] == 21  # within the second: all still held
+    deadline = time.monotonic() + 10
+    while (health := client.health())["directories"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert health["directories"] == 0, health
+    assert health["service"]["directories_dropped"] == 21
+    assert client.all(kept) == ["p=1/a.parquet.marker.CREATE"]  # loaded again from its file
+    assert client.health()["directories"] == 1
+    markers_ok(markers)
+
+
 def test_kill_9_mid_flood_loses_no_acknowledged_marker(start_service, tmp_path):
     markers = start_service("markers")
     acknowledged: list[str] = []
