@@ -1,6 +1,7 @@
 """Push-based shuffle (Spark's "Magnet" design): map outputs, the shuffle service that merges
 pushed blocks, the pusher, the driver's finalize, and the reader with fallback."""
 
+from .background import BackgroundPusher, process_pusher
 from .blocks import Block, frame, unframe
 from .client import ServiceRefused, ShuffleClient
 from .config import DriverConfig, PushConfig, ReadConfig, ShuffleServiceConfig
@@ -13,6 +14,7 @@ from .reader import ReadReport, ReduceInput, read_reduce
 from .service import ShuffleService
 
 __all__ = [
+    "BackgroundPusher",
     "Block",
     "DriverConfig",
     "FinalizeReport",
@@ -35,6 +37,7 @@ __all__ = [
     "ShuffleServiceProcess",
     "frame",
     "plan_requests",
+    "process_pusher",
     "push_map_output",
     "read_reduce",
     "unframe",

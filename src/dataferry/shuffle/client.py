@@ -149,6 +149,18 @@ class ShuffleClient:
         self.stats.incr("push_requests")
         return [PushCode(c) for c in answer["codes"]]
 
+    def push_done(self, app: str, shuffle: int, merge_id: int, map_index: int) -> PushCode:
+        """Tell the merger this map pushes no more to the merge (its push completion)."""
+        header = {"app": app, "shuffle": shuffle, "merge_id": merge_id, "map": map_index}
+        answer, _ = self.request(Msg.PUSH_DONE, header)
+        return PushCode(answer["code"])
+
+    def pushed_maps(self, app: str, shuffle: int, merge_id: int) -> BitMap:
+        """The maps whose pushes to this merger are complete."""
+        header = {"app": app, "shuffle": shuffle, "merge_id": merge_id}
+        _, body = self.request(Msg.PUSHED, header)
+        return BitMap.deserialize(bytes(body))
+
     def finalize(self, app: str, shuffle: int, merge_id: int) -> list[MergeStatus]:
         answer, body = self.request(
             Msg.FINALIZE, {"app": app, "shuffle": shuffle, "merge_id": merge_id}

@@ -55,6 +55,14 @@ class PushConfig:
     push_threads: `spark.shuffle.push.numPushThreads`: pushes to different mergers in parallel.
     retries / retry_wait_s: `spark.shuffle.io.maxRetries` (3) and `spark.shuffle.io.retryWait`
         (5s; 0.05 s here, doubling) for retriable answers (BUSY, IO_ERROR).
+    background: a map task hands its output to its process's pusher and returns, so pushes
+        overlap the next map's work (Spark's `ShuffleBlockPusher` runs beside the executor);
+        the pusher tells the mergers when a map's pushes are complete, and the driver
+        collects that before it finalizes. False: the map task returns when it has pushed.
+    max_held_bytes: map outputs waiting in a process's pusher are pushed from the buffers
+        the map task encoded them into while they add up to at most this; past it they are
+        read back from their map output files (Spark's pusher always reads the files), so a
+        worker's memory is bounded by this and `max_bytes_in_flight`, not by the data.
     """
 
     max_block_size_to_push: int = 1 * MiB
@@ -63,10 +71,14 @@ class PushConfig:
     push_threads: int = 4
     retries: int = 3
     retry_wait_s: float = 0.05
+    background: bool = True
+    max_held_bytes: int = 256 * MiB
 
     def __post_init__(self) -> None:
         if self.max_block_batch_size < 1 or self.max_bytes_in_flight < self.max_block_batch_size:
             raise ConfigError("max_bytes_in_flight must be >= max_block_batch_size >= 1")
+        if self.max_held_bytes < 0:
+            raise ConfigError(f"max_held_bytes must be >= 0, not {self.max_held_bytes}")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ from .config import DriverConfig, PushConfig
 from .mapoutput import MapStatus
 from .pusher import PushTarget
 
+_POLL_S = 0.02  # how often the mergers are asked for push completions while the driver waits
+
 
 @dataclass(frozen=True)
 class MergedPartition:
@@ -114,9 +116,13 @@ class ShuffleDriver:
 
     # --- track -----------------------------------------------------------------------------
 
-    def map_finished(self, status: MapStatus, pushed: bool = True) -> bool:
+    def map_finished(self, status: MapStatus, pushed: bool | None = None) -> bool:
         """Register a map attempt's output; the first attempt to finish wins (a speculative or
-        retried duplicate is ignored). Returns True if this attempt's output is the one used."""
+        retried duplicate is ignored). Returns True if this attempt's output is the one used.
+        `pushed`: whether the map's pushes are complete; by default they are unless maps push
+        in the background (`PushConfig.background`), whose completions the mergers collect."""
+        if pushed is None:
+            pushed = not self.target.config.background
         if len(status.sizes) != self.num_reduces:
             raise ShuffleError(
                 f"map {status.map_index} reported {len(status.sizes)} block sizes, "
@@ -172,19 +178,39 @@ class ShuffleDriver:
         return self.merged
 
     def _wait_for_pushes(self) -> float:
+        """Wait until enough maps have completed their pushes, or `finalize_timeout` after the
+        last map. Completions of background pushes are collected from the mergers."""
         start = time.monotonic()
-        with self._changed:
+        poll = _CompletionPoll(self)
+        try:
             while True:
-                ratio = len(self._pushed) / max(1, self.num_maps)
-                if ratio >= self.config.min_completed_push_ratio:
-                    break
-                done = self._maps_done_at if self._maps_done_at is not None else start
-                left = done + self.config.finalize_timeout_s - time.monotonic()
-                if left <= 0:
-                    self.stats.incr("finalize_timed_out")
-                    break
-                self._changed.wait(left)
+                with self._changed:
+                    ratio = len(self._pushed) / max(1, self.num_maps)
+                    if ratio >= self.config.min_completed_push_ratio:
+                        break
+                    done = self._maps_done_at if self._maps_done_at is not None else start
+                    left = done + self.config.finalize_timeout_s - time.monotonic()
+                    if left <= 0:
+                        self.stats.incr("finalize_timed_out")
+                        break
+                    awaiting = set(self.statuses) - self._pushed
+                if awaiting:
+                    self.push_completions(poll.completed(awaiting))
+                with self._changed:
+                    if len(self._pushed) / max(1, self.num_maps) < (
+                        self.config.min_completed_push_ratio
+                    ):
+                        self._changed.wait(min(left, _POLL_S) if awaiting else left)
+        finally:
+            poll.close()
         return time.monotonic() - start
+
+    def push_completions(self, maps: set[int]) -> None:
+        """Maps whose pushes are complete, as the mergers report them."""
+        if maps:
+            with self._changed:
+                self._pushed |= maps
+                self._changed.notify_all()
 
     def _finalize_all(self) -> dict[str, list]:
         results: dict[str, list] = {}
@@ -225,3 +251,37 @@ class ShuffleDriver:
             except ShuffleError:
                 removed[address] = False
         return removed
+
+
+class _CompletionPoll:
+    """Asks every merger which maps have completed their pushes to it; a map is complete when
+    every merger that answers says so (a merger that cannot be reached is not waited for:
+    its pushes are lost anyway, and its partitions are read from the map outputs)."""
+
+    def __init__(self, driver: ShuffleDriver) -> None:
+        self.driver = driver
+        self.clients: dict[str, ShuffleClient] = {}
+        self.gone: set[str] = set()
+
+    def completed(self, awaiting: set[int]) -> set[int]:
+        d = self.driver
+        done = set(awaiting)
+        for address in d.mergers:
+            if address in self.gone:
+                continue
+            client = self.clients.get(address)
+            if client is None:
+                client = self.clients[address] = ShuffleClient(
+                    address, d.token, timeout=d.config.results_timeout_s, fingerprint=d.fingerprint
+                )
+            try:
+                done &= set(client.pushed_maps(d.app, d.shuffle_id, d.merge_id))
+            except ShuffleError:
+                self.gone.add(address)
+                d.stats.incr("push_completion_mergers_gone")
+        d.stats.incr("push_completion_polls")
+        return done if len(self.gone) < len(d.mergers) else set()
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()

@@ -96,6 +96,7 @@ class _Merge:
     finalized: bool = False
     partitions: dict[int, _Partition] = field(default_factory=dict)
     results: list[MergeStatus] = field(default_factory=list)
+    pushed: BitMap = field(default_factory=BitMap)  # maps whose pushes are complete
 
 
 class MergeManager:
@@ -216,6 +217,34 @@ class MergeManager:
 
     def _count(self, code: PushCode) -> PushCode:
         self.stats.incr(f"push_{code.name.lower()}")
+        return code
+
+    # --- push completion -------------------------------------------------------------------
+
+    def push_done(self, app: str, shuffle_id: int, merge_id: int, map_index: int) -> PushCode:
+        """A map's pusher says it will push no more to this merge (Spark's push completion);
+        the driver collects these before it finalizes."""
+        with self._lock:
+            merge = self._merges.get((app, shuffle_id))
+            if merge is not None and merge.merge_id > merge_id:
+                return self._count_done(PushCode.STALE)
+            if merge is None or merge.merge_id < merge_id:
+                merge = self._start_merge(app, shuffle_id, merge_id, merge)
+            if merge.finalized:
+                return self._count_done(PushCode.TOO_LATE)
+            merge.pushed.add(map_index)
+        return self._count_done(PushCode.SUCCESS)
+
+    def pushed_maps(self, app: str, shuffle_id: int, merge_id: int) -> BitMap:
+        """The maps that said their pushes to this merge are complete."""
+        with self._lock:
+            merge = self._merges.get((app, shuffle_id))
+            if merge is None or merge.merge_id != merge_id:
+                return BitMap()
+            return BitMap(merge.pushed)
+
+    def _count_done(self, code: PushCode) -> PushCode:
+        self.stats.incr(f"push_done_{code.name.lower()}")
         return code
 
     # --- merges and partitions -------------------------------------------------------------

@@ -30,6 +30,8 @@ class Msg(IntEnum):
     FETCH = 6  # {"app","shuffle","map","attempt","start","end"} -> {"offsets"} + blocks
     REMOVE = 7  # {"app","shuffle"} -> {"removed"}
     STATS = 8  # {} -> {"stats": {...}}
+    PUSH_DONE = 9  # {"app","shuffle","merge_id","map"} -> {"code"}: a map pushes no more
+    PUSHED = 10  # {"app","shuffle","merge_id"} -> bitmap of the maps that said PUSH_DONE
     OK = 100
     ERROR = 101
 

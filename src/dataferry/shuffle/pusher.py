@@ -99,6 +99,7 @@ class PushReport:
     codes: dict[str, int] = field(default_factory=dict)
     unreachable: list[str] = field(default_factory=list)
     stopped: str = ""
+    announced: int = 0  # mergers told that this map's pushes are complete
 
     def count(self, code: PushCode) -> None:
         self.codes[code.name] = self.codes.get(code.name, 0) + 1
@@ -112,16 +113,21 @@ def push_map_output(
     offsets: Sequence[int],
     stats: IOStatistics | None = None,
     blocks: Sequence[Pieces] | None = None,
+    announce: bool = False,
 ) -> PushReport:
     """Push one map attempt's output to the mergers; returns what happened (never raises for a
     merger's failure: pushing is best effort). With `blocks` (the framed blocks the map task
-    still holds) nothing is read back from the map output file."""
+    still holds) nothing is read back from the map output file. With `announce`, every
+    merger that can be reached is told at the end that this map pushes no more (its push
+    completion, which the driver collects before it finalizes)."""
     report = PushReport()
     stats = stats if stats is not None else IOStatistics()
     requests = plan_requests(target, offsets)
     rng = random.Random(f"{target.shuffle_id}/{map_index}/{attempt}")
     rng.shuffle(requests)  # stage 2: randomize
-    by_merger: dict[int, list[PushRequest]] = {}
+    by_merger: dict[int, list[PushRequest]] = (
+        {m: [] for m in range(len(target.mergers))} if announce else {}
+    )
     for req in requests:
         by_merger.setdefault(req.merger, []).append(req)
     data_path, _ = map_output(target.app, target.shuffle_id, map_index, attempt)
@@ -135,20 +141,26 @@ def push_map_output(
         with ShuffleClient(
             address, target.token, stats=stats, fingerprint=target.fingerprint
         ) as client:
-            for req in reqs:
-                if stop.is_set():
-                    return
-                try:
+            try:
+                for req in reqs:
+                    if stop.is_set():
+                        break
                     _send(client, req, rng_for(req))
-                except ShuffleServiceUnavailable:
+            except ShuffleServiceUnavailable:
+                with lock:
+                    report.unreachable.append(address)
+                return  # stop pushing to this host; the others go on
+            except (ShuffleError, StoreError) as e:
+                with lock:
+                    report.stopped = report.stopped or str(e)
+                stop.set()  # the map output is gone or the service refuses: stop
+            if announce:  # whatever happened, this map pushes no more
+                try:
+                    client.push_done(target.app, target.shuffle_id, target.merge_id, map_index)
                     with lock:
-                        report.unreachable.append(address)
-                    return  # stop pushing to this host; the others go on
-                except (ShuffleError, StoreError) as e:
-                    with lock:
-                        report.stopped = report.stopped or str(e)
-                    stop.set()  # the map output is gone or the service refuses: stop
-                    return
+                        report.announced += 1
+                except ShuffleError:
+                    pass  # the merger is gone: the driver does not count on its answer
 
     def rng_for(req: PushRequest) -> random.Random:
         return random.Random(f"{target.shuffle_id}/{map_index}/{attempt}/{req.start}")

@@ -220,6 +220,13 @@ class ShuffleService:
             await self._answer(conn, {"removed": removed})
         elif msg == Msg.STATS:
             await self._answer(conn, {"stats": self.snapshot()})
+        elif msg == Msg.PUSH_DONE:
+            app, shuffle, merge_id = _ids(header)
+            code = self.merges.push_done(app, shuffle, merge_id, _int(header, "map"))
+            await self._answer(conn, {"code": int(code)})
+        elif msg == Msg.PUSHED:
+            pushed = self.merges.pushed_maps(*_ids(header))
+            await self._answer(conn, {}, pushed.serialize())
         else:
             raise BadRequest(400, f"unknown message type {int(msg)}")
 

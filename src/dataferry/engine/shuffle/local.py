@@ -15,10 +15,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from ...errors import ShuffleError
 from ...shuffle import (
     DriverConfig,
     PushConfig,
     ReduceInput,
+    ShuffleClient,
     ShuffleDriver,
     ShuffleServiceProcess,
 )
@@ -40,9 +42,14 @@ class ShuffleRun:
     finalize: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
     stages: dict[str, float] = field(default_factory=dict)
+    services: dict[str, Any] = field(default_factory=dict)  # what the node services did
 
     def counter(self, name: str) -> int:
         return int(self.stats.get("counters", {}).get(name, 0))
+
+    def service_counter(self, name: str) -> int:
+        """A counter of the node services over this run (pushes received, blocks merged)."""
+        return int(self.services.get("counters", {}).get(name, 0))
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,7 @@ class LocalShuffle:
         shuffle_id = self._next_shuffle
         self._next_shuffle += 1
         started = time.perf_counter()
+        services_before = self._service_stats()
         driver = ShuffleDriver(
             self.app,
             shuffle_id,
@@ -179,6 +187,7 @@ class LocalShuffle:
         for r in reduces:
             stats.merge(r.stats)
         stats.merge(driver.stats.snapshot())
+        services = IOStatistics(self._service_stats()).diff(services_before)
         return ShuffleRun(
             results=[r.value for r in sorted(reduces, key=lambda r: r.reduce_id)],
             wall_s=time.perf_counter() - started,
@@ -192,7 +201,19 @@ class LocalShuffle:
                 "finalize_s": t_final - t_maps,
                 "reduce_s": t_reduce - t_final,
             },
+            services=services,
         )
+
+    def _service_stats(self) -> dict[str, Any]:
+        """The node services' statistics, added up (a service being restarted counts none)."""
+        total = IOStatistics()
+        for svc in self.services:
+            try:
+                with ShuffleClient(svc.address, self.token) as c:
+                    total.merge(c.service_stats())
+            except ShuffleError:
+                pass
+        return total.snapshot()
 
     def _run_maps(
         self,

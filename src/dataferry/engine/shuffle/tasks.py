@@ -1,7 +1,8 @@
 """The shuffle's map and reduce tasks, picklable, for any engine that runs them.
 
 A map task splits its table into blocks (`codec.py`), writes the map output to its node's
-shuffle directory and, with push on, pushes the blocks to the mergers. A reduce task reads its
+shuffle directory and, with push on, hands the blocks to its process's pusher (or, with
+`PushConfig.background` off, pushes them to the mergers before it returns). A reduce task reads its
 blocks (merged chunks plus originals, or only originals for a pull-based shuffle) and decodes
 them into one table.
 """
@@ -23,6 +24,7 @@ from ...shuffle import (
     read_reduce,
     write_map_output,
 )
+from ...shuffle.background import process_pusher
 from ...shuffle.blocks import Pieces
 from ...shuffle.mapoutput import block_sizes
 from ...stats import IOStatistics
@@ -70,7 +72,11 @@ def run_map_task(task: MapTask, data: Any = None) -> MapResult:
     sizes = block_sizes(offsets)
     stats = IOStatistics()
     push: dict[str, Any] = {}
-    if task.target is not None:
+    if task.target is not None and task.target.config.background:
+        # handed to this process's pusher: the task returns, its pushes overlap the next map
+        process_pusher().submit(store, task.target, task.map_index, task.attempt, offsets, framed)
+        push = {"background": True}
+    elif task.target is not None:
         report = push_map_output(
             store, task.target, task.map_index, task.attempt, offsets, stats, framed
         )
