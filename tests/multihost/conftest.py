@@ -5,15 +5,20 @@
 - `w1`, `w2`: a Dask worker each (no nanny: killing a host's processes leaves nothing behind).
 
 The pytest process is no host: it builds the namespaces, starts the processes in them and
-reads what the drivers print. Everything is removed afterwards, failed tests included.
+reads what the drivers print. Everything is removed afterwards, failed tests included. Each
+worker host has a temporary directory of its own under the cluster's: what a host killed with
+kill -9 could not remove (its shuffle services' process directories) stays in the test's
+directory, never in the machine's.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,12 +59,18 @@ class Cluster:
     def log(self, name: str) -> Path:
         return self.shared / "logs" / f"{name}.log"
 
+    def tmp(self, role: str) -> Path:
+        """The host's temporary directory (its TMPDIR)."""
+        return self.shared / "tmp" / role
+
     def start_worker(self, role: str) -> None:
         argv = [sys.executable, "-m", "distributed.cli.dask_worker", self.scheduler,
                 "--host", self.address(role), "--nworkers", "1", "--nthreads", "2",
                 "--no-nanny", "--no-dashboard", "--name", role,
                 "--local-directory", str(self.shared / "workers" / role)]  # fmt: skip
-        self.lab.spawn(role, argv, str(self.log(role)), self.env)
+        self.tmp(role).mkdir(parents=True, exist_ok=True)
+        env = {**self.env, "TMPDIR": str(self.tmp(role))}
+        self.lab.spawn(role, argv, str(self.log(role)), env)
 
     def driver(self, *args: str, timeout: float = 120.0, background: bool = False) -> Any:
         """Run `driver.py ARGS` on the driver host; its JSON answer (or the process when
@@ -140,3 +151,20 @@ def cluster(tmp_path_factory) -> Any:
         yield c
     finally:
         lab.destroy()
+    assert not _left_in_machine_tmp(str(shared)), (
+        "the cluster left service directories in the machine's temporary directory"
+    )
+
+
+def _left_in_machine_tmp(shared: str) -> list[str]:
+    """Service process directories in the machine's temporary directory that belong to this
+    cluster (their service served a directory under `shared`)."""
+    left = []
+    for folder in glob.glob(os.path.join(tempfile.gettempdir(), "dataferry-service-*")):
+        try:
+            with open(os.path.join(folder, "stderr"), errors="replace") as f:
+                if shared in f.read():
+                    left.append(folder)
+        except OSError:
+            pass
+    return left
