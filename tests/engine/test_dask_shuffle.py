@@ -269,3 +269,55 @@ def test_a_worker_killed_mid_shuffle_loses_and_duplicates_no_row(client, ddf):
     # from the original blocks
     assert len(report.finalize["mergers_failed"]) == 1
     assert report.finalize["merged_partitions"] < 4
+
+
+def test_a_worker_dying_with_pushes_in_flight_loses_and_duplicates_no_row(client, ddf):
+    """Maps hand their blocks to their worker's pusher and return. With every service frozen
+    (SIGSTOP: pushes stay in flight), the maps still finish; then a worker is killed with its
+    pushes in flight, and the services thaw. Dask runs the dead worker's maps again (new
+    attempts that push again, de-duplicated by map index), the barrier collects the push
+    completions from the mergers, and the reduces read every row exactly once."""
+    import signal
+
+    def slow_first(part: pd.DataFrame, partition_info=None) -> pd.DataFrame:
+        if partition_info is not None and partition_info["number"] == 0:
+            time.sleep(6)  # keeps the barrier waiting while the others have pushed
+        return part
+
+    source = ddf.repartition(npartitions=8).map_partitions(slow_first)
+    report = DaskShuffleReport(False, 0, 0)
+    out = dfd.shuffle(source, "key", 4, client=client, driver_config=MERGE_ALWAYS, report=report)
+    services = client.run(lambda dask_worker: dask_worker.plugins[PLUGIN_NAME].service.pid)
+    victim = sorted(services)[0]
+    stopped = list(services.values())
+
+    def in_memory(kind: str) -> int:
+        states = client.run_on_scheduler(
+            lambda dask_scheduler: {str(k): t.state for k, t in dask_scheduler.tasks.items()}
+        )
+        return sum(f"dataferry-shuffle-{kind}" in k and s == "memory" for k, s in states.items())
+
+    future = client.compute(out.to_delayed())
+    deadline = time.monotonic() + 60
+    while not in_memory("begin"):  # begin talks to every service: let it through first
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        while in_memory("map") < 4:  # maps finish although no push can go through
+            assert time.monotonic() < deadline, "maps did not return while their pushes waited"
+            time.sleep(0.1)
+        assert not report.finalize  # the barrier has not finalized
+        pid = client.run(os.getpid, workers=[victim])[victim]
+        os.kill(pid, signal.SIGKILL)  # the victim dies with its pushes in flight
+    finally:
+        for p in stopped:
+            try:
+                os.kill(p, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    assert_exact(client.gather(future))
+    # the barrier finalized after collecting push completions (the survivors' pushes went
+    # through once thawed), and used what was merged
+    assert report.finalize["used"] and report.finalize["waited_s"] > 0
