@@ -242,7 +242,7 @@ RETIRED_CONSTANTS = ("MAGIC",)  # shuffle: FRAME_MAGIC (a frame) and BLOCK_MAGIC
 COMMITTER_ABBREVIATION = "com"  # a committer is `committer` (or what it is for), never `com`
 # modules another change is renaming in; each must still hold the name, so the entry goes
 # when the module is done
-STILL_ABBREVIATING: set[str] = {"dataferry/dask.py"}
+STILL_ABBREVIATING: set[str] = set()
 
 
 def names_in(path: Path) -> dict[str, list[str]]:

@@ -267,17 +267,17 @@ def to_parquet(
     dest, filesystem = dask_filesystem(path, filesystem)
     # nothing below touches the store: the destination is checked by the setup task
     store = open_destination(dest, filesystem, storage_options)
-    com = make_committer(
+    output_committer = make_committer(
         committer,
         store,
         mode=mode_of_flags(append, overwrite),
         allow_unsafe_rename=allow_unsafe_rename,
         **dict(committer_options or {}),
     )
-    job = com.new_job()
+    job = output_committer.new_job()
     spec = WriteSpec(parts, options, frame)
     name = f"dataferry-{job.job_uuid[:8]}"
-    setup = dask.delayed(functools.partial(setup_job_task, com, job), pure=False)(
+    setup = dask.delayed(functools.partial(setup_job_task, output_committer, job), pure=False)(
         dask_key_name=f"{name}-setup"
     )
     writes = df.map_partitions(
@@ -288,7 +288,7 @@ def to_parquet(
         align_dataframes=False,
         token=f"{name}-write",
     ).to_delayed(optimize_graph=True)
-    commit = dask.delayed(functools.partial(commit_job_task, com), pure=False)(
+    commit = dask.delayed(functools.partial(commit_job_task, output_committer), pure=False)(
         setup, writes, dask_key_name=f"{name}-commit"
     )
     if not compute:
@@ -296,7 +296,7 @@ def to_parquet(
     try:
         (result,) = dask.compute(commit, **dict(compute_kwargs or {}))
     except BaseException:
-        abort_quietly(com, job)
+        abort_quietly(output_committer, job)
         raise
     return result
 
@@ -420,7 +420,7 @@ def write_dataset(
     engine = DaskEngine(
         client, LocalEngineConfig(max_attempts=max_attempts, speculation=speculation)
     )
-    store, com = prepare_write(
+    store, output_committer = prepare_write(
         dest,
         schema_of(ddf, frame),
         parts,
@@ -449,11 +449,11 @@ def write_dataset(
 
     try:
         run = engine.run_job(
-            com, feed.start(), on_event=events, before_job_commit=before_job_commit
+            output_committer, feed.start(), on_event=events, before_job_commit=before_job_commit
         )
     finally:
         feed.stop()
-    return write_result(store, com, run, feed.stats())
+    return write_result(store, output_committer, run, feed.stats())
 
 
 def write_partition(

@@ -48,7 +48,7 @@ def test_worker_killed_mid_write_commits_exactly_the_input(client, tmp_path):
     pdf, ddf = frame()
     flag = str(tmp_path / "killed-once")
     engine = DaskEngine(client)
-    store, com = prepare_write(
+    store, output_committer = prepare_write(
         str(tmp_path / "out"),
         __import__("pyarrow").Schema.from_pandas(ddf._meta, preserve_index=False),
         ("day",),
@@ -61,8 +61,8 @@ def test_worker_killed_mid_write_commits_exactly_the_input(client, tmp_path):
     works = [
         client.submit(functools.partial, work, p, ("day",), "parquet", pure=False) for p in parts
     ]
-    run = engine.run_job(com, works)
-    result = write_result(store, com, run)
+    run = engine.run_job(output_committer, works)
+    result = write_result(store, output_committer, run)
     assert (tmp_path / "killed-once").exists()  # a worker process really died mid-write
     assert run.failed_attempts >= 1 and run.attempts > ddf.npartitions
     back = read_back(tmp_path / "out")
