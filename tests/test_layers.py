@@ -240,9 +240,6 @@ RETIRED_CLASSES = ("MergerConfig",)  # the shuffle service's config is ShuffleSe
 ONE_CLASS = ("ServiceProcess",)  # one base class (net/process.py); each service names its own
 RETIRED_CONSTANTS = ("MAGIC",)  # shuffle: FRAME_MAGIC (a frame) and BLOCK_MAGIC (a block)
 COMMITTER_ABBREVIATION = "com"  # a committer is `committer` (or what it is for), never `com`
-# modules another change is renaming in; each must still hold the name, so the entry goes
-# when the module is done
-STILL_ABBREVIATING: set[str] = set()
 
 
 def names_in(path: Path) -> dict[str, list[str]]:
@@ -289,16 +286,7 @@ def retired_names(mods: list[Module]) -> dict[str, list[str]]:
 
 def test_retired_names_stay_retired():
     found = retired_names(modules())
-    found["abbreviation"] = [
-        f for f in found["abbreviation"] if f.split(":")[0] not in STILL_ABBREVIATING
-    ]
     assert not any(found.values()), found
-
-
-@pytest.mark.parametrize("module", sorted(STILL_ABBREVIATING))
-def test_each_module_let_off_still_abbreviates(module):
-    """An entry whose module no longer says `com` is stale: it must go."""
-    assert COMMITTER_ABBREVIATION in names_in(SRC / module)["local"], f"remove {module}"
 
 
 def test_the_name_check_finds_each_retired_name(tmp_path):
