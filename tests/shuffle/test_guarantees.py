@@ -23,6 +23,7 @@ from dataferry.shuffle import (
     MergeManager,
     PushCode,
     PushTarget,
+    ReadConfig,
     ReduceInput,
     ShuffleClient,
     ShuffleServiceConfig,
@@ -50,11 +51,26 @@ def payload(m: int) -> bytes:
     return bytes((m * 37 + i) % 251 for i in range(PAYLOAD))
 
 
-@pytest.fixture(scope="module", params=[1, 10**6], ids=["chunk-per-block", "one-chunk"])
+# merged partitions read whole (one request, the default for small ones) and chunk by chunk
+READS = {"whole": ReadConfig(), "by-chunk": ReadConfig(max_merged_read_bytes=0)}
+
+
+@pytest.fixture(
+    scope="module",
+    params=[(1, "whole"), (10**6, "whole"), (1, "by-chunk"), (10**6, "by-chunk")],
+    ids=[
+        "chunk-per-block",
+        "one-chunk",
+        "chunk-per-block-read-by-chunk",
+        "one-chunk-read-by-chunk",
+    ],
+)
 def node(request, tmp_path_factory):
+    chunk, read = request.param
     directory = str(tmp_path_factory.mktemp("guarantees") / "node")
-    with ShuffleServiceProcess(directory, TOKEN, min_chunk_size=request.param) as svc:
-        svc.chunk_per_block = request.param == 1
+    with ShuffleServiceProcess(directory, TOKEN, min_chunk_size=chunk) as svc:
+        svc.chunk_per_block = chunk == 1
+        svc.read_config = READS[read]
         yield svc
 
 
@@ -77,7 +93,7 @@ def merged_shuffle(node) -> tuple[int, LocalStore, dict[int, list[int]], MergedP
 
 def reduce_input(node, shuffle: int, offsets, merged: MergedPartition | None) -> ReduceInput:
     maps = tuple(MapStatus(m, 0, node.address, block_sizes(offsets[m])) for m in range(MAPS))
-    return ReduceInput(APP, shuffle, 0, 0, maps, merged, TOKEN)
+    return ReduceInput(APP, shuffle, 0, 0, maps, merged, TOKEN, node.read_config)
 
 
 def rewrite(store: LocalStore, path: str, at: int, new: bytes) -> None:

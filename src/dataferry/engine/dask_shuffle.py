@@ -340,7 +340,9 @@ def _reduce(plan: _Plan, done: _Finalized, reduce_id: int, meta: Any) -> Any:
             "reduce_read_bytes": read.counter("reduce_read_bytes"),
         },
     )
-    pdf = result.value.to_pandas()  # the index comes back from the schema's pandas metadata
+    pdf = result.value.to_pandas(
+        use_threads=False
+    )  # the index comes back from the schema's pandas metadata
     if list(pdf.columns) == list(meta.columns) and not pdf.dtypes.equals(meta.dtypes):
         pdf = pdf.astype(meta.dtypes.to_dict())  # e.g. an empty partition's object columns
     if pdf.index.dtype != meta.index.dtype:

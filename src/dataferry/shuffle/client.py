@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -183,6 +184,18 @@ class ShuffleClient:
         self._count_read(body)
         return body[:n], body[n:]
 
+    def merged_partition(
+        self, app: str, shuffle: int, merge_id: int, reduce_id: int
+    ) -> tuple[memoryview, memoryview, memoryview]:
+        """(index, meta, data) of a finalized merged partition, in one read."""
+        header = {"app": app, "shuffle": shuffle, "merge_id": merge_id, "reduce": reduce_id}
+        answer, body = self.request(Msg.MERGED_PARTITION, header)
+        n, m = int(answer["index_len"]), int(answer["meta_len"])
+        if n + m > len(body):
+            raise ShuffleError(f"shuffle service {self.address}: merged partition answer short")
+        self._count_read(body)
+        return body[:n], body[n : n + m], body[n + m :]
+
     def merged_chunk(
         self, app: str, shuffle: int, merge_id: int, reduce_id: int, chunk: int
     ) -> memoryview:
@@ -226,23 +239,36 @@ class ShuffleClient:
         return self.request(Msg.STATS, {})[0]["stats"]
 
 
-SMALL_PART = 64 * 1024  # parts below this are gathered into one send; larger ones go as they are
+IOV_MAX = 1024  # buffers per sendmsg call (Linux's limit)
+SMALL_PART = 1024  # over TLS: parts below this (headers) are gathered into one write
 
 
 def _send_parts(sock: socket.socket, parts: Sequence[bytes | memoryview]) -> None:
-    """Send parts in order: small ones (headers) gathered, large ones (payloads the caller
-    holds) sent from their own buffers, never copied."""
-    small = bytearray()
-    for part in parts:
-        if len(part) < SMALL_PART:
-            small += part
-            continue
+    """Send parts in order, each from its own buffer, never copied: one gathering sendmsg
+    for many parts on a plain socket; over TLS (no sendmsg) headers are gathered and payloads
+    written as they are."""
+    if isinstance(sock, ssl.SSLSocket):
+        small = bytearray()
+        for part in parts:
+            if len(part) < SMALL_PART:
+                small += part
+                continue
+            if small:
+                sock.sendall(small)
+                small.clear()
+            sock.sendall(part)
         if small:
             sock.sendall(small)
-            small.clear()
-        sock.sendall(part)
-    if small:
-        sock.sendall(small)
+        return
+    views = [memoryview(p).cast("B") for p in parts if len(p)]
+    while views:
+        sent = sock.sendmsg(views[:IOV_MAX])
+        while sent:  # drop what went; keep the rest of a part sent in half
+            if sent >= len(views[0]):
+                sent -= len(views.pop(0))
+            else:
+                views[0] = views[0][sent:]
+                sent = 0
 
 
 def block_size(block: PushBlock) -> int:

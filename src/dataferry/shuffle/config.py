@@ -122,7 +122,13 @@ class ReadConfig:
     fetch_retries / fetch_retry_wait_s: `spark.shuffle.io.maxRetries` (3) and
         `spark.shuffle.io.retryWait`; the wait doubles. A node's service that is being restarted
         is waited for this long before the read fails.
+    max_merged_read_bytes: a merged partition up to this size is read in one request (its
+        index, meta and every chunk; each chunk is still checked on its own and falls back on
+        its own); a larger one is read chunk by chunk, as Spark always does, so the bytes
+        in flight stay bounded. Spark has no such option (`spark.reducer.maxSizeInFlight`,
+        48m, bounds its fetches).
     """
 
     fetch_retries: int = 6
     fetch_retry_wait_s: float = 0.1
+    max_merged_read_bytes: int = 48 * MiB

@@ -32,6 +32,7 @@ class Msg(IntEnum):
     STATS = 8  # {} -> {"stats": {...}}
     PUSH_DONE = 9  # {"app","shuffle","merge_id","map"} -> {"code"}: a map pushes no more
     PUSHED = 10  # {"app","shuffle","merge_id"} -> bitmap of the maps that said PUSH_DONE
+    MERGED_PARTITION = 11  # as MERGED_META -> {"index_len","meta_len"} + index + meta + data
     OK = 100
     ERROR = 101
 

@@ -1,7 +1,8 @@
 """The reduce side: read a reduce partition's blocks, merged where possible, every map once.
 
 Stages: `meta` (the merged partition's index and per-chunk bitmaps; they must add up to the
-driver's bitmap), `chunks` (each merged chunk, every block checked: frame, checksum, map in
+driver's bitmap; a partition up to `max_merged_read_bytes` comes whole with them, in one
+read), `chunks` (each merged chunk, every block checked: frame, checksum, map in
 the chunk's bitmap, each map once), `fallback` (a chunk that fails is replaced by its maps'
 original blocks, found by its bitmap; a merger that cannot be reached gives up all its pending
 chunks), `originals` (the maps missing from the merged bitmap, and every map when nothing was
@@ -116,12 +117,14 @@ def _read_merged(
     merged = inp.merged
     assert merged is not None
     client = clients(merged.location)
+    whole = merged.size <= inp.config.max_merged_read_bytes
+    ids = (inp.app, inp.shuffle_id, inp.merge_id, inp.reduce_id)
     try:
-        index, meta = _retrying(
-            inp.config,
-            lambda: client.merged_meta(inp.app, inp.shuffle_id, inp.merge_id, inp.reduce_id),
-        )
-        chunk_maps = _chunk_bitmaps(index, meta, merged)
+        if whole:  # index, meta and every chunk in one read
+            index, meta, data = _retrying(inp.config, lambda: client.merged_partition(*ids))
+        else:
+            index, meta = _retrying(inp.config, lambda: client.merged_meta(*ids))
+        offsets, chunk_maps = _chunk_bitmaps(index, meta, merged)
     except (ShuffleError, CorruptShuffleData, ValueError):
         report.fallback_chunks += 1
         return [], BitMap(merged.bitmap)  # no usable meta: the whole merged partition falls back
@@ -134,8 +137,11 @@ def _read_merged(
             report.fallback_chunks += 1
             continue
         try:
-            data = client.merged_chunk(inp.app, inp.shuffle_id, inp.merge_id, inp.reduce_id, chunk)
-            got = _check_chunk(data, maps, inp.reduce_id, f"{merged.location} chunk {chunk}")
+            if whole:
+                part = data[offsets[chunk] : offsets[chunk + 1]]
+            else:
+                part = client.merged_chunk(*ids, chunk)
+            got = _check_chunk(part, maps, inp.reduce_id, f"{merged.location} chunk {chunk}")
         except ShuffleServiceUnavailable:
             host_down = True  # the next chunks from this host would fail as well
             fallback |= maps
@@ -151,7 +157,10 @@ def _read_merged(
     return blocks, fallback
 
 
-def _chunk_bitmaps(index: memoryview, meta: memoryview, merged: MergedPartition) -> list[BitMap]:
+def _chunk_bitmaps(
+    index: memoryview, meta: memoryview, merged: MergedPartition
+) -> tuple[list[int], list[BitMap]]:
+    """The chunks' offsets and bitmaps, checked against the driver's view of the partition."""
     offsets = decode_offsets(bytes(index), f"merged index of reduce {merged.reduce_id}")
     bitmaps: list[BitMap] = []
     pos = 0
@@ -166,7 +175,7 @@ def _chunk_bitmaps(index: memoryview, meta: memoryview, merged: MergedPartition)
         raise CorruptShuffleData(
             f"merged meta of reduce {merged.reduce_id} does not match the merge status"
         )
-    return bitmaps
+    return offsets, bitmaps
 
 
 def _check_chunk(data: memoryview, maps: BitMap, reduce_id: int, where: str) -> list[Block]:

@@ -203,6 +203,12 @@ class ShuffleService:
         elif msg == Msg.MERGED_META:
             index, meta = await loop.run_in_executor(self._io, self._merged_meta, header)
             await self._answer(conn, {"index_len": len(index)}, index + meta)
+        elif msg == Msg.MERGED_PARTITION:
+            path, length, index, meta = await loop.run_in_executor(
+                self._io, self._merged_partition, header
+            )
+            lengths = {"index_len": len(index), "meta_len": len(meta)}
+            await self._send_file(conn, lengths, path, 0, length, index + meta)
         elif msg == Msg.MERGED_CHUNK:
             path, start, length = await loop.run_in_executor(self._io, self._chunk_range, header)
             await self._send_file(conn, {}, path, start, length)
@@ -284,6 +290,14 @@ class ShuffleService:
         _, index, meta = self._merged(app, shuffle, merge_id, _int(header, "reduce"))
         return self.store.read_bytes(index), self.store.read_bytes(meta)
 
+    def _merged_partition(self, header: dict[str, Any]) -> tuple[str, int, bytes, bytes]:
+        """A merged partition whole: its data file and length, its index and its meta."""
+        app, shuffle, merge_id = _ids(header)
+        data, index, meta = self._merged(app, shuffle, merge_id, _int(header, "reduce"))
+        index_bytes = self.store.read_bytes(index)
+        length = decode_offsets(index_bytes, index)[-1]
+        return data, length, index_bytes, self.store.read_bytes(meta)
+
     def _chunk_range(self, header: dict[str, Any]) -> tuple[str, int, int]:
         app, shuffle, merge_id = _ids(header)
         data, index, _ = self._merged(app, shuffle, merge_id, _int(header, "reduce"))
@@ -324,10 +338,17 @@ class ShuffleService:
         await conn.linger_close()
 
     async def _send_file(
-        self, conn: Connection, header: dict[str, Any], path: str, start: int, n: int
+        self,
+        conn: Connection,
+        header: dict[str, Any],
+        path: str,
+        start: int,
+        n: int,
+        before: bytes = b"",
     ) -> None:
+        """Answer with `before` and then `n` bytes of the file at `start`, sent from the file."""
         head = json.dumps(header).encode()
-        await conn.send(prefix(Msg.OK, len(head), n) + head)
+        await conn.send(prefix(Msg.OK, len(head), len(before) + n) + head + before)
         if n:
             f = await asyncio.get_running_loop().run_in_executor(
                 self._io, self.store.open_read, path
