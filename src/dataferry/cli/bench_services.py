@@ -47,38 +47,65 @@ def bench_markers(
 
 @bench_app.command("shuffle")
 def bench_shuffle(
-    size: str = typer.Option("1GiB", help="Data to shuffle (e.g. 256MiB, 1GiB)."),
+    size: str = typer.Option(
+        "1GiB", help="Data to shuffle (e.g. 256MiB, 1GiB); several, comma-separated, for a curve."
+    ),
     maps: int = typer.Option(100, help="Map tasks (input partitions)."),
     reduces: int = typer.Option(200, help="Reduce partitions."),
     workers: int = typer.Option(2, help="Dask workers, and embedded-engine nodes and workers."),
     repeats: int = typer.Option(1, help="Runs of each method, alternating; medians compared."),
     engine: list[str] = typer.Option(["dask", "local"], help="dask and/or local."),
+    methods: str = typer.Option(
+        "pull,push,dask-p2p,dask-tasks",
+        help="Comma-separated: pull, push, push-sync (push before the map returns), "
+        "dask-p2p, dask-tasks.",
+    ),
+    hold: bool = typer.Option(
+        True,
+        help="Dask: persist the input first and the output (--no-hold: the maps generate the "
+        "input and the output is counted, so memory is the shuffle's own).",
+    ),
     json_out: bool = JSON_OPT,
     quiet: bool = QUIET_OPT,
 ) -> None:
     """Pull, push (merged), Dask p2p and Dask tasks shuffling the same data, side by side."""
-    from ..bench.shuffle import ShuffleBenchSpec, parse_size, run_shuffle_bench
+    from ..bench.shuffle import ShuffleBenchSpec, parse_size, run_shuffle_bench, run_shuffle_scale
 
+    sizes = [parse_size(s) for s in size.split(",")]
     spec = ShuffleBenchSpec(
-        size=parse_size(size),
+        size=sizes[0],
         maps=maps,
         reduces=reduces,
         workers=workers,
         repeats=repeats,
         engines=tuple(engine),
+        methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
+        hold=hold,
     )
     with progress("bench shuffle", None, json_out or quiet) as steps:
-        data = run_shuffle_bench(spec, progress=steps.step)
+        if len(sizes) > 1:
+            data = run_shuffle_scale(spec, sizes, progress=steps.step)
+        else:
+            data = run_shuffle_bench(spec, progress=steps.step)
     if json_out:
         print_json(data)
         return
+    for run in data.get("runs", [data]):
+        _print_shuffle_run(run)
+    if "scale" in data:
+        console.print(shuffle_scale_table(data["scale"]))
+
+
+def _print_shuffle_run(data: dict) -> None:
+    spec = data["spec"]
     t = table(
-        f"bench shuffle: {size} in {maps} maps x {reduces} reduces "
-        f"(~{data['spec']['avg_block_bytes'] // 1024} KiB blocks)",
-        ("engine", "method", "wall s", "MB/s", "reduce reads", "avg read KiB"),
+        f"bench shuffle: {_size(spec['size'])} in {spec['maps']} maps x "
+        f"{spec['reduces']} reduces (~{spec['avg_block_bytes'] // 1024} KiB blocks)",
+        ("engine", "method", "wall s", "MB/s", "reduce reads", "avg read KiB", "CPU s", "peak MiB"),
         left=("engine", "method"),
     )
     for r in data["results"]:
+        procs = r.get("processes", {})
         t.add_row(
             r["engine"],
             r["method"],
@@ -86,9 +113,77 @@ def bench_shuffle(
             f"{r['mb_s']:.0f}",
             str(r["reduce_reads"] or "-"),
             f"{r['avg_read_bytes'] / 1024:.0f}" if r["avg_read_bytes"] else "-",
+            f"{sum(p['cpu_s'] for p in procs.values()):.1f}" if procs else "-",
+            f"{max(p['peak_rss_mib'] for p in procs.values()):.0f}" if procs else "-",
         )
     console.print(t)
+    profiled = [r for r in data["results"] if r.get("profile")]
+    if profiled:
+        console.print(shuffle_profile_table(profiled))
     summary = ", ".join(f"{k} {v}" for k, v in data["summary"].items())
     console.print(
         f"disk (sequential write, fsync): {data['disk_mb_s']:.0f} MB/s; {summary}", markup=False
     )
+
+
+def shuffle_profile_table(results: list[dict]):
+    """Where each Dask method's time went: stages (tasks, busy seconds, when), CPU by role."""
+    t = table(
+        "where the time went (Dask): stages, then CPU seconds by process role",
+        ("method", "stage", "tasks", "busy s", "from s", "to s"),
+        left=("method", "stage"),
+    )
+    for r in results:
+        prof = r["profile"]
+        for st in prof["stages"]:
+            t.add_row(
+                r["method"],
+                st["stage"],
+                str(st["tasks"]),
+                f"{st['busy_s']:.2f}",
+                f"{st['from_s']:.2f}",
+                f"{st['to_s']:.2f}",
+            )
+        for phase, seconds in prof.get("phases", {}).items():
+            t.add_row(r["method"], f"  {phase}", "", f"{seconds:.2f}", "", "")
+        for role, p in r.get("processes", {}).items():
+            t.add_row(
+                r["method"], f"CPU: {role} x{p['processes']}", "", f"{p['cpu_s']:.2f}", "", ""
+            )
+    return t
+
+
+def shuffle_scale_table(rows: list[dict]):
+    t = table(
+        "bench shuffle: scale (time per GiB and peak memory per process against size)",
+        (
+            "engine",
+            "method",
+            "GiB",
+            "wall s",
+            "s/GiB",
+            "x smallest",
+            "worker MiB",
+            "service MiB",
+            "driver MiB",
+        ),
+        left=("engine", "method"),
+    )
+    for r in rows:
+        t.add_row(
+            r["engine"],
+            r["method"],
+            f"{r['gib']:g}",
+            f"{r['wall_s']:.2f}",
+            f"{r['s_per_gib']:.2f}",
+            f"{r['vs_smallest']:.2f}" if r["vs_smallest"] else "-",
+            *(
+                f"{r[k]:.0f}" if r.get(k) else "-"
+                for k in ("worker_rss_mib", "service_rss_mib", "driver_rss_mib")
+            ),
+        )
+    return t
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"

@@ -179,6 +179,8 @@ class DaskShuffleReport:
     reduce_reads: int = 0
     reduce_read_bytes: int = 0
     merge_id: int = -1  # of the computation described; -1 until one has finalized
+    map_stats: dict[str, Any] = field(default_factory=dict)  # the map tasks', summed
+    reduce_stats: dict[str, Any] = field(default_factory=dict)  # the reduce tasks', summed
 
     def record(self, event: dict[str, Any]) -> None:
         """Take one event: a finalize with a new merge id starts describing that computation;
@@ -187,11 +189,16 @@ class DaskShuffleReport:
             if event["kind"] != "finalize":
                 return  # a reduce of a computation whose barrier this report has not seen
             self.merge_id, self.reduce_reads, self.reduce_read_bytes = event["merge_id"], 0, 0
+            self.reduce_stats = {}
         if event["kind"] == "finalize":
             self.push, self.finalize = event["push"], event["finalize"]
+            self.map_stats = event.get("stats", {})
         else:
             self.reduce_reads += event["reduce_reads"]
             self.reduce_read_bytes += event["reduce_read_bytes"]
+            total = IOStatistics(self.reduce_stats)
+            total.merge(event.get("stats", {}))
+            self.reduce_stats = total.snapshot()
 
 
 def _watch(client: Any, app: str, report: DaskShuffleReport) -> None:
@@ -296,8 +303,13 @@ def _map(pdf: Any, plan: _Plan, map_index: int, merge_id: int) -> dict[str, Any]
         target,
     )
     # the index travels as a column (pandas' metadata names it), so every row keeps its label
-    result = run_map_task(task, pa.Table.from_pandas(pdf, preserve_index=plan.keep_index))
-    return {"status": result.status, "schema": result.schema}
+    started = time.perf_counter()
+    table = pa.Table.from_pandas(pdf, preserve_index=plan.keep_index)
+    converted = time.perf_counter() - started
+    result = run_map_task(task, table)
+    stats = IOStatistics(result.stats)
+    stats.record_duration("map_from_pandas", converted)
+    return {"status": result.status, "schema": result.schema, "stats": stats.snapshot()}
 
 
 def _barrier(plan: _Plan, merge_id: int, results: list[dict[str, Any]]) -> _Finalized:
@@ -306,6 +318,9 @@ def _barrier(plan: _Plan, merge_id: int, results: list[dict[str, Any]]) -> _Fina
     for r in results:
         driver.map_finished(r["status"])
     merged = driver.finalize()
+    maps = IOStatistics()
+    for r in results:
+        maps.merge(r["stats"])
     _publish(
         plan,
         {
@@ -313,6 +328,7 @@ def _barrier(plan: _Plan, merge_id: int, results: list[dict[str, Any]]) -> _Fina
             "merge_id": merge_id,
             "push": driver.push_enabled,
             "finalize": asdict(driver.finalize_report),
+            "stats": maps.snapshot(),
         },
     )
     return _Finalized(merge_id, tuple(driver.map_statuses()), merged, results[0]["schema"])
@@ -330,19 +346,21 @@ def _reduce(plan: _Plan, done: _Finalized, reduce_id: int, meta: Any) -> Any:
         fingerprint=plan.fingerprint,
     )
     result = run_reduce_task(inp, done.schema)
-    read = IOStatistics(result.stats)
+    stats = IOStatistics(result.stats)
+    # the index comes back from the schema's pandas metadata; Arrow's own threads would only
+    # contend with the other workers' on the same host
+    with stats.duration("reduce_to_pandas"):
+        pdf = result.value.to_pandas(use_threads=False)
     _publish(
         plan,
         {
             "kind": "reduce",
             "merge_id": done.merge_id,
-            "reduce_reads": read.counter("reduce_reads"),
-            "reduce_read_bytes": read.counter("reduce_read_bytes"),
+            "reduce_reads": stats.counter("reduce_reads"),
+            "reduce_read_bytes": stats.counter("reduce_read_bytes"),
+            "stats": stats.snapshot(),
         },
     )
-    pdf = result.value.to_pandas(
-        use_threads=False
-    )  # the index comes back from the schema's pandas metadata
     if list(pdf.columns) == list(meta.columns) and not pdf.dtypes.equals(meta.dtypes):
         pdf = pdf.astype(meta.dtypes.to_dict())  # e.g. an empty partition's object columns
     if pdf.index.dtype != meta.index.dtype:

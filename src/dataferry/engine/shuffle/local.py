@@ -139,8 +139,10 @@ class LocalShuffle:
         speculate_maps: Sequence[int] = (),
         on_map_done: Callable[[int], None] | None = None,
         keep_files: bool = False,
+        push_config: PushConfig | None = None,
     ) -> ShuffleRun:
-        """Shuffle the tables `sources` produce by `on` into `num_reduces` partitions."""
+        """Shuffle the tables `sources` produce by `on` into `num_reduces` partitions;
+        `push_config` replaces the cluster's for this shuffle."""
         assert self._pool is not None, "start() first"
         shuffle_id = self._next_shuffle
         self._next_shuffle += 1
@@ -154,7 +156,7 @@ class LocalShuffle:
             self.addresses,
             token=self.token,
             config=self.config.driver,
-            push=self.config.push_config,
+            push=push_config or self.config.push_config,
             enabled=push,
         )
         maps = self._run_maps(driver, sources, tuple(on), num_reduces, speculate_maps, on_map_done)

@@ -62,25 +62,30 @@ class MapResult:
 def run_map_task(task: MapTask, data: Any = None) -> MapResult:
     """Run one map attempt on `data` (a table or DataFrame), or on what its source returns."""
     started = time.perf_counter()
+    stats = IOStatistics()  # durations of the task's stages: map_split, map_write, map_push
     table = as_table(task.source() if data is None else data)
-    payloads = [encode_block(t) for t in split_table(table, task.on, task.num_reduces)]
+    with stats.duration("map_split"):  # hash, order and encode the blocks
+        payloads = [encode_block(t) for t in split_table(table, task.on, task.num_reduces)]
     store = open_store(task.node_dir)
     framed: list[Pieces] = []
-    offsets = write_map_output(
-        store, task.app, task.shuffle_id, task.map_index, task.attempt, payloads, framed
-    )
-    sizes = block_sizes(offsets)
-    stats = IOStatistics()
-    push: dict[str, Any] = {}
-    if task.target is not None and task.target.config.background:
-        # handed to this process's pusher: the task returns, its pushes overlap the next map
-        process_pusher().submit(store, task.target, task.map_index, task.attempt, offsets, framed)
-        push = {"background": True}
-    elif task.target is not None:
-        report = push_map_output(
-            store, task.target, task.map_index, task.attempt, offsets, stats, framed
+    with stats.duration("map_write"):
+        offsets = write_map_output(
+            store, task.app, task.shuffle_id, task.map_index, task.attempt, payloads, framed
         )
-        push = asdict(report)
+    sizes = block_sizes(offsets)
+    push: dict[str, Any] = {}
+    with stats.duration("map_push"):
+        if task.target is not None and task.target.config.background:
+            # handed to this process's pusher: the task returns, its pushes overlap the next map
+            process_pusher().submit(
+                store, task.target, task.map_index, task.attempt, offsets, framed
+            )
+            push = {"background": True}
+        elif task.target is not None:
+            report = push_map_output(
+                store, task.target, task.map_index, task.attempt, offsets, stats, framed
+            )
+            push = asdict(report)
     status = MapStatus(task.map_index, task.attempt, task.location, sizes, push.get("blocks", 0))
     stats.merge(store.stats.snapshot())
     return MapResult(status, push, stats.snapshot(), table.schema, time.perf_counter() - started)
@@ -97,8 +102,10 @@ class ReduceResult:
 def run_reduce_task(
     inp: ReduceInput, schema: pa.Schema, reduce_fn: Callable[[pa.Table], Any] | None = None
 ) -> ReduceResult:
-    stats = IOStatistics()
-    blocks, report = read_reduce(inp, stats)
-    table = decode_blocks(blocks, schema)
+    stats = IOStatistics()  # with the durations of reduce_read and reduce_decode
+    with stats.duration("reduce_read"):
+        blocks, report = read_reduce(inp, stats)
+    with stats.duration("reduce_decode"):
+        table = decode_blocks(blocks, schema)
     value = reduce_fn(table) if reduce_fn is not None else table
     return ReduceResult(inp.reduce_id, value, asdict(report), stats.snapshot())
