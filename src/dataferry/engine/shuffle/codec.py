@@ -42,6 +42,8 @@ def split_table(table: pa.Table, on: Sequence[str], n: int) -> list[pa.Table]:
     """The table's rows per output partition (one take and n zero-copy slices)."""
     parts = partition_ids(table, on, n)
     order = np.argsort(parts, kind="stable")
+    if table.num_rows < 2**31:
+        order = order.astype(np.int32)  # Arrow's take runs several times faster on int32
     ordered = table.take(pa.array(order))
     counts = np.bincount(parts, minlength=n)
     bounds = np.concatenate([[0], np.cumsum(counts)])
