@@ -285,13 +285,26 @@ def _closed_by_peer(sock: socket.socket) -> bool:
     return bool(readable)
 
 
-def _recv(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
+def _recv(sock: socket.socket, n: int) -> bytes | memoryview:
+    """`n` bytes from the socket. A large answer (chunks, blocks) is received into a buffer of
+    Arrow's memory pool, which keeps freed memory for the next one: a reduce after another
+    reuses the same pages instead of faulting in fresh ones, and the blocks decoded from it
+    are views of it, never copies."""
+    if n < 4096:
+        buf = bytearray(n)
+        _recv_into(sock, memoryview(buf))
+        return bytes(buf)
+    import pyarrow as pa  # here, not at the top: the service (which never reads) stays small
+
+    view = memoryview(pa.allocate_buffer(n))
+    _recv_into(sock, view)
+    return view
+
+
+def _recv_into(sock: socket.socket, view: memoryview) -> None:
     got = 0
-    while got < n:
+    while got < len(view):
         k = sock.recv_into(view[got:])
         if not k:
             raise ConnectionResetError("connection closed by the shuffle service")
         got += k
-    return bytes(buf) if n < 4096 else buf  # type: ignore[return-value]
