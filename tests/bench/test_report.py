@@ -16,7 +16,7 @@ def test_quick_report_writes_page_and_plots(tmp_path):
     page = (tmp_path / "docs" / "benchmarks.md").read_text()
     for section in ("Job commit time", "Planning past one machine", "Write markers", "Shuffle"):
         assert section in page
-    for png in ("commit.png", "plan.png", "markers.png", "shuffle.png"):
+    for png in ("commit.png", "plan.png", "markers.png", "shuffle.png", "shuffle_scale.png"):
         assert (out / png).stat().st_size > 5000
         assert f"(benchmarks/{png})" in page
     assert json.loads((out / "report.json").read_text())["plan"] == data["plan"]
@@ -27,3 +27,29 @@ def test_quick_report_writes_page_and_plots(tmp_path):
     assert magic["committer"] == "magic" and magic["requests"] > 0
     assert f"| {S3_SERVER} | magic | 20 |" in page
     assert os.environ.get("AWS_ENDPOINT_URL") == endpoint_before
+    # the shuffle's scale curve: one row per size, its figures on the page
+    scale = data["shuffle"]["scale"]["scale"]
+    assert [r["method"] for r in scale] == ["push", "push"] and scale[0]["vs_smallest"] == 1.0
+    assert f"| local | push | {scale[1]['gib']:g} | {scale[1]['wall_s']:.2f} |" in page
+
+
+def test_only_some_sections_run_again_and_the_rest_come_from_the_last_report(tmp_path):
+    out = tmp_path / "benchmarks"
+    run_report(ReportSpec(out=str(out), quick=True))
+    earlier = json.loads((out / "report.json").read_text())
+    again = run_report(ReportSpec(out=str(out), quick=True, only=("shuffle",)))
+    assert again["commit"] == earlier["commit"] and again["write"] == earlier["write"]
+    assert again["shuffle"]["results"] != earlier["shuffle"]["results"]  # measured anew
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["shuffle"] == again["shuffle"] and saved["plan"] == earlier["plan"]
+
+
+def test_only_needs_an_earlier_report(tmp_path):
+    import pytest
+
+    from dataferry.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no earlier report"):
+        run_report(ReportSpec(out=str(tmp_path / "b"), quick=True, only=("shuffle",)))
+    with pytest.raises(ConfigError, match="unknown report sections"):
+        run_report(ReportSpec(out=str(tmp_path / "b"), quick=True, only=("nope",)))

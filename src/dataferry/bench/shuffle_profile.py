@@ -148,3 +148,74 @@ class DaskShuffleProfile:
             "finalize_wait_s": round(finalize.get("waited_s", 0.0), 2),
             "processes": self.sampler.result(),
         }
+
+
+PROFILE_COLUMNS = ("method", "stage", "tasks", "busy s", "from s", "to s")
+
+
+def profile_rows(results: list[dict[str, Any]]) -> list[list[str]]:
+    """The profiles of a bench's Dask results as table rows (the CLI's and the page's):
+    each stage, then the phases inside the tasks, then CPU seconds by process role."""
+    rows: list[list[str]] = []
+    for r in results:
+        prof = r.get("profile")
+        if not prof:
+            continue
+        for st in prof["stages"]:
+            if st["stage"] in ("generate_pandas", "delayed-container", "fromdelayed"):
+                continue  # the input's and the collection's own tasks, alike for every method
+            rows.append(
+                [
+                    r["method"],
+                    st["stage"],
+                    str(st["tasks"]),
+                    f"{st['busy_s']:.2f}",
+                    f"{st['from_s']:.2f}",
+                    f"{st['to_s']:.2f}",
+                ]
+            )
+        for phase, seconds in prof.get("phases", {}).items():
+            rows.append([r["method"], f"  {phase}", "", f"{seconds:.2f}", "", ""])
+        for role, p in r.get("processes", {}).items():
+            if p["cpu_s"]:
+                rows.append(
+                    [r["method"], f"CPU: {role} x{p['processes']}", "", f"{p['cpu_s']:.2f}", "", ""]
+                )
+    return rows
+
+
+SCALE_COLUMNS = (
+    "engine",
+    "method",
+    "GiB",
+    "wall s",
+    "s/GiB",
+    "x smallest",
+    "reduce reads",
+    "worker MiB",
+    "service MiB",
+    "driver MiB",
+)
+
+
+def scale_rows(scale: list[dict[str, Any]]) -> list[list[str]]:
+    """The scale curve's rows (time per GiB and peak memory per process role, per size)."""
+
+    def mib(v: Any) -> str:
+        return f"{v:.0f}" if v else "-"
+
+    return [
+        [
+            r["engine"],
+            r["method"],
+            f"{r['gib']:g}",
+            f"{r['wall_s']:.2f}",
+            f"{r['s_per_gib']:.2f}",
+            f"{r['vs_smallest']:.2f}" if r["vs_smallest"] else "-",
+            str(r["reduce_reads"] or "-"),
+            mib(r.get("worker_rss_mib")),
+            mib(r.get("service_rss_mib")),
+            mib(r.get("driver_rss_mib")),
+        ]
+        for r in scale
+    ]

@@ -127,61 +127,25 @@ def _print_shuffle_run(data: dict) -> None:
 
 
 def shuffle_profile_table(results: list[dict]):
-    """Where each Dask method's time went: stages (tasks, busy seconds, when), CPU by role."""
-    t = table(
-        "where the time went (Dask): stages, then CPU seconds by process role",
-        ("method", "stage", "tasks", "busy s", "from s", "to s"),
-        left=("method", "stage"),
-    )
-    for r in results:
-        prof = r["profile"]
-        for st in prof["stages"]:
-            t.add_row(
-                r["method"],
-                st["stage"],
-                str(st["tasks"]),
-                f"{st['busy_s']:.2f}",
-                f"{st['from_s']:.2f}",
-                f"{st['to_s']:.2f}",
-            )
-        for phase, seconds in prof.get("phases", {}).items():
-            t.add_row(r["method"], f"  {phase}", "", f"{seconds:.2f}", "", "")
-        for role, p in r.get("processes", {}).items():
-            t.add_row(
-                r["method"], f"CPU: {role} x{p['processes']}", "", f"{p['cpu_s']:.2f}", "", ""
-            )
+    """Where each Dask method's time went: stages, phases inside the tasks, CPU by role."""
+    from ..bench.shuffle_profile import PROFILE_COLUMNS, profile_rows
+
+    t = table("where the time went (Dask)", PROFILE_COLUMNS, left=("method", "stage"))
+    for row in profile_rows(results):
+        t.add_row(*row)
     return t
 
 
 def shuffle_scale_table(rows: list[dict]):
+    from ..bench.shuffle_profile import SCALE_COLUMNS, scale_rows
+
     t = table(
         "bench shuffle: scale (time per GiB and peak memory per process against size)",
-        (
-            "engine",
-            "method",
-            "GiB",
-            "wall s",
-            "s/GiB",
-            "x smallest",
-            "worker MiB",
-            "service MiB",
-            "driver MiB",
-        ),
+        SCALE_COLUMNS,
         left=("engine", "method"),
     )
-    for r in rows:
-        t.add_row(
-            r["engine"],
-            r["method"],
-            f"{r['gib']:g}",
-            f"{r['wall_s']:.2f}",
-            f"{r['s_per_gib']:.2f}",
-            f"{r['vs_smallest']:.2f}" if r["vs_smallest"] else "-",
-            *(
-                f"{r[k]:.0f}" if r.get(k) else "-"
-                for k in ("worker_rss_mib", "service_rss_mib", "driver_rss_mib")
-            ),
-        )
+    for row in scale_rows(rows):
+        t.add_row(*row)
     return t
 
 

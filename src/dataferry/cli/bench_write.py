@@ -155,6 +155,11 @@ def bench_report(
         "(default: a new temporary directory; the command says where).",
     ),
     quick: bool = typer.Option(False, help="Tiny sizes (seconds): for trying it out."),
+    only: str = typer.Option(
+        "",
+        help="Comma-separated sections to run again (commit, plan, markers, shuffle, write); "
+        "the others come from the report.json already in --out.",
+    ),
     quiet: bool = QUIET_OPT,
 ) -> None:
     """Run the benchmark suite and write a page (Markdown) with tables and plots."""
@@ -162,7 +167,8 @@ def bench_report(
 
     out = out or os.path.join(tempfile.mkdtemp(prefix="dataferry-report-"), "benchmarks")
     with progress("bench report", None, quiet) as steps:
-        data = run_report(ReportSpec(out=out, quick=quick), progress=steps.step)
+        sections = tuple(x.strip() for x in only.split(",") if x.strip())
+        data = run_report(ReportSpec(out=out, quick=quick, only=sections), progress=steps.step)
     console.print(
         f"wrote {out}.md and its plots and JSON in {out}{os.sep} in {data['seconds']} s",
         markup=False,

@@ -12,6 +12,7 @@ from string import Template
 from typing import Any
 
 from ...store import LocalStore
+from ..shuffle_profile import PROFILE_COLUMNS, SCALE_COLUMNS, profile_rows, scale_rows
 from .plots import draw_plots
 from .spec import S3_SERVER, ReportSpec
 
@@ -92,12 +93,15 @@ def render_page(name: str, data: dict[str, Any]) -> str:
             r["engine"],
             r["method"],
             r["wall_s"],
+            ", ".join(map(str, r["runs_s"])),
             r["mb_s"],
             r["reduce_reads"] or "-",
             round(r["avg_read_bytes"] / 1024) if r["avg_read_bytes"] else "-",
+            round(sum(p["cpu_s"] for p in r.get("processes", {}).values()), 1),
         ]
         for r in sh["results"]
     ]
+    scale = sh.get("scale", {"sizes": [], "scale": []})
     wr = data["write"]
     write_rows = [
         [
@@ -176,8 +180,21 @@ def render_page(name: str, data: dict[str, Any]) -> str:
         disk_limit_s=sh["disk_limit_s"],
         shuffle_summary=", ".join(f"{k} {v}" for k, v in sh["summary"].items()),
         shuffle_table=_table(
-            ["engine", "method", "wall s", "MB/s", "reduce reads", "avg read KiB"], shuffle_rows
+            [
+                "engine",
+                "method",
+                "median s",
+                "runs s",
+                "MB/s",
+                "reduce reads",
+                "avg read KiB",
+                "CPU s",
+            ],
+            shuffle_rows,
         ),
+        shuffle_profile_table=_table(list(PROFILE_COLUMNS), profile_rows(sh["results"])),
+        scale_sizes=", ".join(f"{size / 2**30:g}" for size in scale["sizes"]),
+        shuffle_scale_table=_table(list(SCALE_COLUMNS), scale_rows(scale["scale"])),
         write_rows=f"{wr['spec']['rows']:,}",
         write_partition_by=", ".join(wr["spec"]["partition_by"]),
         write_repeats=wr["spec"]["repeats"],

@@ -139,4 +139,33 @@ def draw_plots(data: dict[str, Any], directory: str) -> list[str]:
     a2.set_ylabel("average reduce-side read KiB")
     a2.tick_params(axis="x", labelsize=7)
     save(fig, "shuffle.png")
+
+    # shuffle scale: time per GiB and peak worker memory against size, per method
+    scale = data["shuffle"].get("scale", {}).get("scale", [])
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for i, key in enumerate(sorted({(r["engine"], r["method"]) for r in scale})):
+        rows = [r for r in scale if (r["engine"], r["method"]) == key]
+        label = f"{key[1]} ({key[0]})"
+        a1.plot(
+            [r["gib"] for r in rows],
+            [r["s_per_gib"] for r in rows],
+            "o-",
+            color=f"C{i}",
+            label=label,
+        )
+        a2.plot(
+            [r["gib"] for r in rows],
+            [r["worker_rss_mib"] or 0 for r in rows],
+            "o-",
+            color=f"C{i}",
+            label=label,
+        )
+    a1.set_xlabel("GiB shuffled")
+    a1.set_ylabel("s per GiB")
+    a1.set_ylim(bottom=0)
+    a1.legend(fontsize=7)
+    a2.set_xlabel("GiB shuffled")
+    a2.set_ylabel("peak MiB of the largest worker")
+    a2.set_ylim(bottom=0)
+    save(fig, "shuffle_scale.png")
     return made

@@ -7,19 +7,24 @@ planner's prediction against measured runs, and its table up to 1M files), `mark
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from typing import Any
 
+from ...errors import ConfigError, NotFound
+from ...store import LocalStore
 from ...testing import LocalS3Server
 from ..commit import CommitBenchSpec, run_commit_bench
 from ..machine import machine_info
 from ..markers import MarkersBenchSpec, run_markers_bench
 from ..plan import PlanSpec, calibrate, predict
-from ..shuffle import ShuffleBenchSpec, run_shuffle_bench
+from ..shuffle import METHODS, ShuffleBenchSpec, run_shuffle_bench, run_shuffle_scale
 from ..write import WriteBenchSpec, run_write_bench
 from .page import write_page
-from .spec import S3_SERVER, Progress, ReportSpec
+from .spec import S3_SERVER, SECTIONS, Progress, ReportSpec
 
 
 def commit_stage(spec: ReportSpec, say: Progress) -> list[dict[str, Any]]:
@@ -109,11 +114,21 @@ def markers_stage(spec: ReportSpec, say: Progress) -> dict[str, Any]:
 
 
 def shuffle_stage(spec: ReportSpec, say: Progress) -> dict[str, Any]:
+    """The side-by-side run at 1 GiB (held, as users who persist their result), with push
+    before its pusher ran in the background (push-sync) beside it; then the scale curve at
+    1, 4 and 8 GiB, not held, so memory is the shuffle's own."""
     if spec.quick:
-        bench = ShuffleBenchSpec(size=4 << 20, maps=4, reduces=6, engines=("local",))
+        bench = ShuffleBenchSpec(
+            size=4 << 20, maps=4, reduces=6, engines=("local",), methods=("pull", "push")
+        )
+        scale, sizes = replace(bench, methods=("push",)), [2 << 20, 4 << 20]
     else:
-        bench = ShuffleBenchSpec(size=256 << 20, maps=50, reduces=100)
-    return run_shuffle_bench(bench, progress=lambda m: say(f"shuffle: {m}"))
+        bench = ShuffleBenchSpec(size=1 << 30, repeats=3, methods=METHODS)
+        scale = replace(bench, repeats=1, hold=False, methods=("push", "dask-p2p", "dask-tasks"))
+        sizes = [1 << 30, 4 << 30, 8 << 30]
+    data = run_shuffle_bench(bench, progress=lambda m: say(f"shuffle: {m}"))
+    data["scale"] = run_shuffle_scale(scale, sizes, progress=lambda m: say(f"shuffle scale: {m}"))
+    return data
 
 
 def write_stage(spec: ReportSpec, say: Progress) -> dict[str, Any]:
@@ -132,11 +147,35 @@ def run_report(spec: ReportSpec, progress: Progress | None = None) -> dict[str, 
     say = progress or (lambda _m: None)
     started = time.perf_counter()
     data: dict[str, Any] = {"machine": machine_info(), "quick": spec.quick}
-    data["commit"] = commit_stage(spec, say)
-    data["plan"] = plan_stage(spec, say)
-    data["markers"] = markers_stage(spec, say)
-    data["shuffle"] = shuffle_stage(spec, say)
-    data["write"] = write_stage(spec, say)
+    stages = {
+        "commit": commit_stage,
+        "plan": plan_stage,
+        "markers": markers_stage,
+        "shuffle": shuffle_stage,
+        "write": write_stage,
+    }
+    bad = set(spec.only) - set(SECTIONS)
+    if bad:
+        raise ConfigError(f"unknown report sections {sorted(bad)}; choose from {SECTIONS}")
+    if spec.only:
+        data = {**earlier_report(spec), **data}
+    for section in SECTIONS:
+        if not spec.only or section in spec.only:
+            data[section] = stages[section](spec, say)
     data["seconds"] = round(time.perf_counter() - started, 1)
     write_page(spec, data)
     return data
+
+
+def earlier_report(spec: ReportSpec) -> dict[str, Any]:
+    """The report.json a full run left in `spec.out`: the sections not run again come from it."""
+    out = os.path.abspath(spec.out)
+    store = LocalStore(os.path.dirname(out))
+    name = f"{os.path.basename(out)}/report.json"
+    try:
+        return json.loads(store.read_bytes(name))
+    except NotFound:
+        raise ConfigError(
+            f"{out}/report.json: no earlier report to take the other sections from; "
+            "run the whole report first (without --only)"
+        ) from None

@@ -18,6 +18,8 @@ class ReportSpec:
 
     out: str = "docs/benchmarks"
     quick: bool = False
+    # run only these sections; the others are taken from the report.json already in `out`
+    only: tuple[str, ...] = ()
 
     @property
     def commit_sweep(self) -> dict[str, dict[str, tuple[int, ...]]]:
@@ -60,3 +62,6 @@ class ReportSpec:
         if self.quick:
             return [self.plan_check_size]
         return [self.plan_check_size, (100_000, 1_000, 1_000), (1_000_000, 10_000, 1_000)]
+
+
+SECTIONS = ("commit", "plan", "markers", "shuffle", "write")
