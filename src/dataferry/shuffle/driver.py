@@ -141,9 +141,7 @@ class ShuffleDriver:
 
     def push_finished(self, map_index: int) -> None:
         """A map's pushes are done (Spark's ShufflePushCompletion)."""
-        with self._changed:
-            self._pushed.add(map_index)
-            self._changed.notify_all()
+        self.push_completions({map_index})
 
     def map_statuses(self) -> list[MapStatus]:
         missing = [m for m in range(self.num_maps) if m not in self.statuses]
@@ -196,6 +194,8 @@ class ShuffleDriver:
                     awaiting = set(self.statuses) - self._pushed
                 if awaiting:
                     self.push_completions(poll.completed(awaiting))
+                    if poll.all_gone:
+                        break  # no merger answers: nothing will be merged, waiting is pointless
                 with self._changed:
                     if len(self._pushed) / max(1, self.num_maps) < (
                         self.config.min_completed_push_ratio
@@ -280,7 +280,11 @@ class _CompletionPoll:
                 self.gone.add(address)
                 d.stats.incr("push_completion_mergers_gone")
         d.stats.incr("push_completion_polls")
-        return done if len(self.gone) < len(d.mergers) else set()
+        return set() if self.all_gone else done
+
+    @property
+    def all_gone(self) -> bool:
+        return len(self.gone) == len(self.driver.mergers)
 
     def close(self) -> None:
         for client in self.clients.values():
