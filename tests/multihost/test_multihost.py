@@ -99,7 +99,12 @@ def test_shuffle_pushes_and_merged_reads_cross_hosts(cluster):
         assert by_host[here].get(f"push_from.{there}", 0) > 0, by_host
     # and reduces read merged data from the service on the other host (8 reduces: that some
     # run away from their merger is all but certain; which ones is Dask's choice)
-    crossed = sum(by_host[a].get(f"merged_chunk_from.{b}", 0) for a, b in ((w1, w2), (w2, w1)))
+    # (a merged partition is read whole in one request, or chunk by chunk when it is large)
+    crossed = sum(
+        by_host[a].get(f"{read}_from.{b}", 0)
+        for a, b in ((w1, w2), (w2, w1))
+        for read in ("merged_partition", "merged_chunk")
+    )
     assert crossed > 0, by_host
     print("shuffle across hosts:", {h: {k: v for k, v in c.items() if "_from." in k}
                                     for h, c in by_host.items()})  # fmt: skip
