@@ -111,6 +111,13 @@ def test_bad_requests_after_hello_are_answered_and_the_connection_goes_on(shuffl
         (Msg.PUSH, {"app": "a", "shuffle": 0, "merge_id": 0, "blocks": [[0, 1, "x"]]}),
         (Msg.PUSH, {"app": "a", "shuffle": 0, "merge_id": 0, "blocks": 7}),
         (Msg.MERGED_CHUNK, {"app": "a", "shuffle": 0, "merge_id": 0, "reduce": True, "chunk": 0}),
+        (Msg.MERGED_PARTITION, {"app": "a", "shuffle": 0, "merge_id": 0, "reduce": -3}),
+        (Msg.MERGED_PARTITION, {"app": "a\n", "shuffle": 0, "merge_id": 0, "reduce": 0}),
+        (Msg.PUSH_DONE, {"app": "a", "shuffle": 0, "merge_id": 0, "map": 2**70}),
+        (Msg.PUSH_DONE, {"app": "a", "shuffle": 0, "merge_id": 0, "map": "0"}),
+        (Msg.PUSH_DONE, {"app": "a", "shuffle": 0, "merge_id": 0}),
+        (Msg.PUSHED, {"app": "a", "shuffle": 0.5, "merge_id": 0}),
+        (Msg.PUSHED, {"app": "../a", "shuffle": 0, "merge_id": 0}),
         (99, {}),
     ]
     with dial(shuffle) as s:

@@ -153,3 +153,21 @@ def test_one_writer_and_bounded_deferred_memory(tmp_path):
     assert set(status.bitmap) == merged
     data, _, _ = merged_layout(store.inner, 0, 0)
     assert sorted(b.map_index for b in unframe(data)) == sorted(merged)  # never interleaved
+
+
+def test_push_completions_belong_to_their_merge(tmp_path):
+    """PUSH_DONE is recorded per merge id: an older stage attempt's is STALE, a newer merge
+    starts with none, and after finalize a completion is TOO_LATE (and changes nothing)."""
+    mm = MergeManager(LocalStore(str(tmp_path)))
+    assert mm.push_done(APP, 0, 1, 4) == PushCode.SUCCESS  # before any block: a merge starts
+    assert mm.push_done(APP, 0, 1, 4) == PushCode.SUCCESS  # repeated: idempotent
+    assert mm.push(APP, 0, 1, 5, 0, block(5, 0)) == PushCode.SUCCESS
+    assert mm.push_done(APP, 0, 1, 5) == PushCode.SUCCESS
+    assert mm.pushed_maps(APP, 0, 1) == BitMap([4, 5])
+    assert mm.pushed_maps(APP, 0, 2) == BitMap()  # another merge id: nothing
+    assert mm.push_done(APP, 0, 0, 6) == PushCode.STALE
+    assert mm.push_done(APP, 0, 3, 7) == PushCode.SUCCESS  # a newer merge replaces merge 1
+    assert mm.pushed_maps(APP, 0, 3) == BitMap([7]) and mm.pushed_maps(APP, 0, 1) == BitMap()
+    mm.finalize(APP, 0, 3)
+    assert mm.push_done(APP, 0, 3, 8) == PushCode.TOO_LATE
+    assert mm.pushed_maps(APP, 0, 3) == BitMap([7])
