@@ -113,11 +113,12 @@ def test_a_dask_push_is_profiled_stage_by_stage():
 
 def test_the_scale_curve_is_per_size_and_per_gib():
     data = run_shuffle_scale(
-        ShuffleBenchSpec(engines=("local",), methods=("push",), **TINY), [2 << 20, 4 << 20]
+        ShuffleBenchSpec(engines=("local",), methods=("push",), **TINY), [4 << 20, 2 << 20]
     )
     rows = data["scale"]
-    assert [r["gib"] for r in rows] == [round(2 / 1024, 2), round(4 / 1024, 2)]
-    assert rows[0]["vs_smallest"] == 1.0
+    assert [r["gib"] for r in rows] == [round(4 / 1024, 2), round(2 / 1024, 2)]  # as asked
+    assert rows[1]["vs_smallest"] == 1.0  # against the smallest size, wherever it ran
+    assert rows[0]["vs_smallest"] == round(rows[0]["s_per_gib"] / rows[1]["s_per_gib"], 2)
     for r, run in zip(rows, data["runs"], strict=True):
         assert r["s_per_gib"] == run["results"][0]["s_per_gib"]
         assert r["worker_rss_mib"] and r["service_rss_mib"]

@@ -336,6 +336,7 @@ def run_shuffle_scale(
                 {
                     "engine": r["engine"],
                     "method": r["method"],
+                    "size": r["size"],
                     "gib": round(r["size"] / 2**30, 2),
                     "wall_s": r["wall_s"],
                     "s_per_gib": r["s_per_gib"],
@@ -347,8 +348,12 @@ def run_shuffle_scale(
                     },
                 }
             )
-    first = {(r["engine"], r["method"]): r for r in reversed(rows)}  # the smallest size's
+    smallest: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
-        base = first[(r["engine"], r["method"])]["s_per_gib"]
+        key = (r["engine"], r["method"])
+        if key not in smallest or r["size"] < smallest[key]["size"]:
+            smallest[key] = r
+    for r in rows:
+        base = smallest[(r["engine"], r["method"])]["s_per_gib"]
         r["vs_smallest"] = round(r["s_per_gib"] / base, 2) if base else None
     return {"sizes": list(sizes), "runs": runs, "scale": rows}
