@@ -286,9 +286,8 @@ class ShuffleService:
         return offsets
 
     def _merged_meta(self, header: dict[str, Any]) -> tuple[bytes, bytes]:
-        app, shuffle, merge_id = _ids(header)
-        _, index, meta = self._merged(app, shuffle, merge_id, _int(header, "reduce"))
-        return self.store.read_bytes(index), self.store.read_bytes(meta)
+        _, _, index, meta = self._merged_partition(header)
+        return index, meta
 
     def _merged_partition(self, header: dict[str, Any]) -> tuple[str, int, bytes, bytes]:
         """A merged partition whole: its data file and length, its index and its meta."""
