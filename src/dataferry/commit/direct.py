@@ -28,6 +28,8 @@ from ..ids import parse_task_attempt_id
 from ..markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers, marker_dir
 from ..markers.base import MARKERS_ROOT, BadMarker, data_path
 from ..markers.rollback import markers_in
+from ..net.addresses import parse_service_url
+from ..net.tls import normalize_fingerprint
 from ..store import IOPool, Store, open_store, paths
 from .intent import Intent, load_intent
 from .jobcommit import Applied, CommitPlan
@@ -64,8 +66,19 @@ class DirectConfig:
 
         if self.markers not in ("direct", "service"):
             raise ConfigError(f"markers must be 'direct' or 'service', got {self.markers!r}")
+        fingerprint = normalize_fingerprint(self.service_fingerprint, "service_fingerprint")
+        object.__setattr__(self, "service_fingerprint", fingerprint)  # one spelling
         if self.markers == "service" and not self.service_url:
             raise ConfigError("markers='service' needs service_url")
+        if self.markers == "service":
+            # on the driver, when the committer is built: what every task's client would
+            # refuse (a wrong URL, https without a fingerprint) fails here, once
+            parse_service_url(
+                self.service_url,
+                fingerprint=fingerprint,
+                what="marker service",
+                fingerprint_option="service_fingerprint",
+            )
 
 
 def commit_record_path(job_uuid: str) -> str:

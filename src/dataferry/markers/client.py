@@ -10,10 +10,12 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
-from urllib.parse import urlencode, urlparse
+from urllib.parse import urlencode
 
 from ..errors import DataferryError
 from ..net import connect
+from ..net.addresses import parse_service_url
+from ..net.tls import normalize_fingerprint
 from ..store import Store, paths
 from .base import IOType, WriteMarkers, marker_name
 from .direct import DirectMarkers
@@ -67,15 +69,14 @@ class MarkerClient:
         fingerprint: str = "",
         insecure: bool = False,
     ) -> None:
-        parsed = urlparse(url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise DataferryError(f"marker service URL must be http(s)://host:port, got {url!r}")
-        if parsed.scheme == "https" and not fingerprint:
-            raise DataferryError(f"marker service {url} uses TLS: its fingerprint is needed")
+        fingerprint = normalize_fingerprint(fingerprint)
+        # the checks every request would fail, made once here (and by DirectConfig on the
+        # driver): scheme, host, port, and TLS settings
+        _, self._host, self._port = parse_service_url(
+            url, fingerprint=fingerprint, insecure=insecure, what="marker service"
+        )
         self.url, self.token, self.timeout = url, token, timeout
         self.fingerprint, self.insecure = fingerprint, insecure
-        self._host = parsed.hostname
-        self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
         self._local = threading.local()
 
     def __reduce__(self):

@@ -163,3 +163,128 @@ def check_reachable(address: str, client_hosts: Iterable[str], what: str = "serv
             f"{what} {address} is on loopback, but tasks run on other hosts "
             f"({', '.join(elsewhere[:3])}): start it with --host set to an address they reach"
         )
+
+
+def _check_host(host: str, value: str, what: str) -> str:
+    """A host to connect to, as written in `value`: an IP address or a host name (not
+    resolved here: a name the driver cannot resolve may still resolve on the workers)."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        return str(ipaddress.ip_address(bare))
+    except ValueError:
+        pass
+    if not bare or not _HOSTNAME.fullmatch(bare):
+        raise ConfigError(f"{what} {value!r}: {bare!r} is neither an IP address nor a host name")
+    return bare
+
+
+def _check_port(port: str, value: str, what: str) -> int:
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{what} {value!r}: the port must be a number from 1 to 65535")
+    return int(port)
+
+
+def _split_netloc(netloc: str, value: object, what: str) -> tuple[str, str | None]:
+    """(host, port or None) of `host`, `host:port`, `[v6]` or `[v6]:port`."""
+    if netloc.startswith("["):
+        end = netloc.find("]")
+        rest = netloc[end + 1 :] if end > 0 else "?"
+        if rest and not rest.startswith(":"):
+            raise ConfigError(f"{what} {value!r}: an IPv6 address goes in brackets, [v6]:port")
+        return netloc[: end + 1], rest[1:] if rest else None
+    if netloc.count(":") > 1:
+        raise ConfigError(f"{what} {value!r}: an IPv6 address goes in brackets, [v6]:port")
+    host, colon, port = netloc.partition(":")
+    return host, port if colon else None
+
+
+def require_tls(
+    host: str,
+    fingerprint: str,
+    insecure: bool,
+    *,
+    what: str,
+    value: str,
+    https: bool = False,
+    fingerprint_option: str = "fingerprint",
+) -> None:
+    """Refuse on the driver what every client would refuse: TLS (https) with no fingerprint
+    to pin the certificate to (clients check no chain), and clear text off loopback."""
+    if https and not fingerprint:
+        raise ConfigError(
+            f"{what} {value} uses https, but no TLS certificate fingerprint was given "
+            f"({fingerprint_option}): clients trust a service's certificate only by its "
+            "SHA-256 fingerprint (printed when the service starts)"
+        )
+    if not fingerprint and not insecure and not is_loopback(host):
+        raise ConfigError(
+            f"{what} {value} is not on loopback and no TLS certificate fingerprint was given "
+            f"({fingerprint_option}): the token would travel in clear text; serve it with TLS "
+            "and pass its fingerprint"
+        )
+
+
+def parse_service_url(
+    url: object,
+    *,
+    fingerprint: str = "",
+    insecure: bool = False,
+    what: str = "service",
+    fingerprint_option: str = "fingerprint",
+) -> tuple[str, str, int]:
+    """(scheme, host, port) of an HTTP service URL (`http://host:port` or `https://...`,
+    port 80 or 443 by default), or one ConfigError naming the URL: a wrong scheme, host or
+    port, a path (requests go to the service's root), https without a fingerprint, or clear
+    text off loopback without `insecure`. `fingerprint` is already normalized."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError(f"{what} URL must be http(s)://host:port, got {url!r}")
+    value = url.strip()
+    try:
+        parts = urlsplit(value)
+    except ValueError as e:
+        raise ConfigError(f"{what} URL {url!r} is not a URL: {e}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{what} URL must be http(s)://host:port, got {url!r}")
+    if "@" in parts.netloc:
+        raise ConfigError(
+            f"{what} URL {url!r} has a user name: the service's token is given apart from it"
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ConfigError(
+            f"{what} URL {url!r} has a path or query: give the service's root, http(s)://host:port"
+        )
+    host_text, port_text = _split_netloc(parts.netloc, url, f"{what} URL")
+    host = _check_host(host_text, url, f"{what} URL")
+    default = 443 if scheme == "https" else 80
+    port = _check_port(port_text, url, f"{what} URL") if port_text is not None else default
+    require_tls(
+        host,
+        fingerprint,
+        insecure,
+        what=what,
+        value=value,
+        https=scheme == "https",
+        fingerprint_option=fingerprint_option,
+    )
+    return scheme, host, port
+
+
+def parse_service_address(address: object, what: str = "service") -> tuple[str, int]:
+    """(host, port) of a `host:port` service address (`[v6]:port` for IPv6), or one
+    ConfigError naming it."""
+    if not isinstance(address, str) or not address.strip():
+        raise ConfigError(f"{what} address must be host:port, got {address!r}")
+    if "://" in address or "/" in address:
+        raise ConfigError(f"{what} address must be host:port (not a URL), got {address!r}")
+    host, port = _split_netloc(address.strip(), address, f"{what} address")
+    if port is None:
+        raise ConfigError(
+            f"{what} address must be host:port ([address]:port for IPv6), got {address!r}"
+        )
+    return (
+        _check_host(host, address, f"{what} address"),
+        _check_port(port, address, f"{what} address"),
+    )

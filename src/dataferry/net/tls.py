@@ -12,13 +12,14 @@ import datetime
 import hashlib
 import hmac
 import ipaddress
+import re
 import socket
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import DataferryError
+from ..errors import ConfigError, DataferryError
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,45 @@ TLSChoice = TLSIdentity | None | Literal["auto"]
 
 def fingerprint_of(der: bytes) -> str:
     return hashlib.sha256(der).hexdigest()
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_PAIRS = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){31}")
+# what `openssl x509 -noout -fingerprint -sha256` prints before the digits
+_OPENSSL_PREFIX = re.compile(r"sha-?256\s+fingerprint\s*=\s*", re.IGNORECASE)
+
+
+def normalize_fingerprint(value: object, option: str = "fingerprint") -> str:
+    """The one spelling of a certificate fingerprint: 64 lower-case hex digits (SHA-256 of the
+    DER certificate), or "" for none.
+
+    Accepted: the hex digits in any case, bare or in colon-separated pairs as
+    `openssl x509 -fingerprint -sha256` prints them (its `SHA256 Fingerprint=` prefix too),
+    with spaces around. Anything else (another length, a non-hex digit, another digest) is a
+    ConfigError naming `option` and the value."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{option} must be a string of hex digits, got {value!r} ({type(value).__name__})"
+        )
+    text = _OPENSSL_PREFIX.sub("", value.strip(), count=1).strip().lower()
+    if not text:
+        return ""
+    if _HEX64.fullmatch(text):
+        return text
+    if _PAIRS.fullmatch(text):
+        return text.replace(":", "")
+    digits = text.replace(":", "")
+    why = (
+        f"{len(digits)} hex digits (a SHA-256 fingerprint has 64)"
+        if re.fullmatch(r"[0-9a-f]*", digits)
+        else "not hex digits"
+    )
+    raise ConfigError(
+        f"{option} {value!r} is not a SHA-256 certificate fingerprint: {why}; give 64 hex "
+        "digits, with or without colons (as `openssl x509 -noout -fingerprint -sha256` prints)"
+    )
 
 
 def _identity(cert_pem: bytes, key_pem: bytes) -> TLSIdentity:
@@ -115,7 +155,7 @@ def server_context(identity: TLSIdentity) -> ssl.SSLContext:
 def client_context(fingerprint: str) -> ssl.SSLContext:
     """A client-side context for a service pinned by `fingerprint`: no chain or host name
     checks (the certificate is self-signed); call `check_peer` after the handshake."""
-    if not fingerprint:
+    if not normalize_fingerprint(fingerprint):
         raise DataferryError("a TLS client needs the service's certificate fingerprint")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -126,9 +166,10 @@ def client_context(fingerprint: str) -> ssl.SSLContext:
 
 def check_peer(sock: ssl.SSLSocket | ssl.SSLObject, fingerprint: str, address: str) -> None:
     """Refuse a peer whose certificate is not the pinned one (before anything is sent)."""
+    fingerprint = normalize_fingerprint(fingerprint)
     der = sock.getpeercert(binary_form=True)
     got = fingerprint_of(der) if der else ""
-    if not hmac.compare_digest(got, fingerprint.lower()):
+    if not fingerprint or not hmac.compare_digest(got, fingerprint):
         raise DataferryError(
             f"{address} presented certificate {got[:16] or 'none'}..., not the job's "
             f"{fingerprint[:16]}...: refusing to send it the token"
@@ -175,6 +216,7 @@ def connect(
     """A client socket to a service: TLS pinned to `fingerprint` when one is given, plain
     otherwise (and then only on loopback, unless `insecure`). OSError when unreachable."""
     address = f"{host}:{port}"
+    fingerprint = normalize_fingerprint(fingerprint)
     require_fingerprint(host, fingerprint, insecure, f"{what} {address}")
     sock = socket.create_connection((host, port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -11,17 +11,20 @@ import json
 import select
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pyroaring import BitMap
 
 from ..errors import DataferryError, ShuffleError, ShuffleServiceUnavailable
 from ..net import connect
+from ..net.addresses import parse_service_address
+from ..net.tls import normalize_fingerprint
 from ..stats import IOStatistics
 from .blocks import Pieces
 from .merge import MergeStatus, PushCode
 from .protocol import FRAME_MAGIC, PREFIX, Msg, prefix
+from .tenancy import AppCredentials
 
 PushBlock = bytes | memoryview | Pieces  # a framed block, whole or as (header, payload)
 
@@ -45,8 +48,9 @@ class ShuffleClient:
         fingerprint: str = "",
         insecure: bool = False,
     ) -> None:
+        self._host, self._port = parse_service_address(address, "shuffle service")
         self.address, self.token, self.timeout = address, token, timeout
-        self.fingerprint, self.insecure = fingerprint, insecure
+        self.fingerprint, self.insecure = normalize_fingerprint(fingerprint), insecure
         self.stats = stats if stats is not None else IOStatistics()
         self._sock: socket.socket | None = None
 
@@ -60,11 +64,10 @@ class ShuffleClient:
         if self._sock is not None and _closed_by_peer(self._sock):
             self.close()  # the service closed an idle connection: open a fresh one
         if self._sock is None:
-            host, _, port = self.address.rpartition(":")
             try:
                 sock = connect(
-                    host.strip("[]"),
-                    int(port),
+                    self._host,
+                    self._port,
                     self.timeout,
                     self.fingerprint,
                     self.insecure,
@@ -77,7 +80,7 @@ class ShuffleClient:
             except DataferryError as e:
                 raise ShuffleError(str(e)) from None
             self._sock = sock
-            self._exchange(Msg.HELLO, {"token": self.token})
+            self._exchange(Msg.HELLO, self._hello())
         return self._sock
 
     def close(self) -> None:
@@ -120,12 +123,23 @@ class ShuffleClient:
         self.stats.incr("requests")
         self.stats.incr("bytes_received", payload_len)
         if kind == Msg.ERROR:
-            if answer.get("status") in (400, 401, 413):
+            if answer.get("status") in (400, 401, 413, 429):
                 self.close()  # the service closes the connection after refusing a frame
             raise ServiceRefused(self.address, answer.get("status", 0), answer.get("error", ""))
         return answer, memoryview(body)
 
     # --- operations ----------------------------------------------------------------------------
+
+    def register(self, app: str) -> str:
+        """Register an application (on a connection with the service-wide token); its
+        credential on this service. Refused (409) while the id is live."""
+        answer, _ = self.request(Msg.REGISTER, {"app": app})
+        return str(answer["secret"])
+
+    def unregister(self, app: str) -> bool:
+        """Free the application id and delete its files (with the application's credential)."""
+        answer, _ = self.request(Msg.UNREGISTER, {"app": app})
+        return bool(answer["removed"])
 
     def push(
         self,
@@ -237,6 +251,42 @@ class ShuffleClient:
 
     def service_stats(self) -> dict[str, Any]:
         return self.request(Msg.STATS, {})[0]["stats"]
+
+
+def register_app(
+    app: str,
+    addresses: Iterable[str],
+    token: str,
+    *,
+    fingerprint: str = "",
+    insecure: bool = False,
+    timeout: float = 60.0,
+) -> AppCredentials:
+    """Register `app` on every service with the service-wide `token`; its credentials, to
+    hand to the application's tasks."""
+    creds = AppCredentials(app)
+    for address in addresses:
+        with ShuffleClient(
+            address, token, timeout=timeout, fingerprint=fingerprint, insecure=insecure
+        ) as c:
+            creds = creds.with_secret(address, c.register(app))
+    return creds
+
+
+def unregister_app(
+    credentials: AppCredentials, *, fingerprint: str = "", insecure: bool = False
+) -> dict[str, bool]:
+    """Free the application id on every service it is registered with (its files go too)."""
+    done: dict[str, bool] = {}
+    for address in credentials.addresses:
+        try:
+            with ShuffleClient(
+                address, credentials=credentials, fingerprint=fingerprint, insecure=insecure
+            ) as c:
+                done[address] = c.unregister(credentials.app)
+        except ShuffleError:
+            done[address] = False
+    return done
 
 
 IOV_MAX = 1024  # buffers per sendmsg call (Linux's limit)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pyroaring import BitMap
 
 from ..errors import ShuffleError
+from ..net.addresses import parse_service_address
+from ..net.tls import normalize_fingerprint
 from ..stats import IOStatistics, StageClock
 from .client import ShuffleClient
 from .config import DriverConfig, PushConfig
@@ -68,6 +70,9 @@ class ShuffleDriver:
         self.app, self.shuffle_id = app, shuffle_id
         self.num_maps, self.num_reduces = num_maps, num_reduces
         self.services = list(services)
+        for address in self.services:  # on the driver, before any map task pushes to them
+            parse_service_address(address, "shuffle service")
+        fingerprint = normalize_fingerprint(fingerprint)
         self.token, self.fingerprint = token, fingerprint  # one TLS identity per job
         self.config = config or DriverConfig()
         self.merge_id = merge_id
