@@ -8,12 +8,12 @@ from hypothesis import strategies as st
 
 from dataferry import make_committer
 from dataferry.engine import AttemptFailure, LocalEngine
-from dataferry.errors import TaskFailed
+from dataferry.errors import ConfigError, TaskFailed
 from dataferry.store import open_store
 from dataferry.verify import invariants as inv
 from dataferry.verify.reference import TASKS, reference_tasks
 
-from .workloads import always_fails, slow_first_attempt, write_two
+from .workloads import always_fails, bad_input, slow_first_attempt, write_two
 
 
 def data_files(store):
@@ -59,6 +59,21 @@ def test_task_that_always_fails_aborts_the_job(tmp_path):
         LocalEngine(workers=0, max_attempts=3).run_job(c, tasks(2, always_fails))
     assert len(e.value.causes) == 3 and "cannot succeed" in e.value.causes[0]
     assert c.store.walk("") == []  # aborted: nothing visible, nothing left behind
+
+
+@pytest.mark.parametrize(
+    ("workers", "executor"), [(0, "processes"), (1, "processes"), (2, "threads")]
+)
+def test_bad_input_fails_the_job_after_one_attempt_not_four(tmp_path, workers, executor):
+    c = make_committer("v1", str(tmp_path / "out"))
+    started = []
+    engine = LocalEngine(workers=workers, executor=executor)  # max_attempts=4
+    with pytest.raises(ConfigError, match=r"^task 0: partition value too long for a file name$"):
+        engine.run_job(
+            c, [functools.partial(bad_input, 0)], on_event=lambda e, t, a: started.append(e)
+        )
+    assert started.count("attempt_started") == 1  # no retry of a deterministic error
+    assert c.store.walk("") == []  # the job was aborted
 
 
 def test_speculation_by_timing_on_the_process_pool(tmp_path):

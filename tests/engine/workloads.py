@@ -24,3 +24,11 @@ def slow_first_attempt(task: int, delay: float, out: TaskOutput) -> int:
 def always_fails(task: int, out: TaskOutput) -> None:
     out.write("partial.txt", b"partial")
     raise RuntimeError(f"task {task} cannot succeed")
+
+
+def bad_input(task: int, out: TaskOutput) -> None:
+    """Fails as bad input does: the same ConfigError in every attempt."""
+    from dataferry.errors import ConfigError
+
+    out.write("partial.txt", b"partial")
+    raise ConfigError(f"task {task}: partition value too long for a file name")

@@ -40,7 +40,7 @@ from .attempt import (
     run_attempt,
 )
 from .feed import FeedFailed, TaskFeed
-from .pool import AttemptPool, worker_context
+from .pool import AttemptPool, deterministic, worker_context
 
 EventHook = Callable[[str, int, int], None]
 
@@ -152,7 +152,9 @@ class LocalEngine:
         """Set up, run every task to a committed attempt, and commit the job.
 
         `tasks` is a list, or a TaskFeed whose tasks arrive while the job runs (a stream).
-        A task that uses up its attempts aborts the job and raises TaskFailed; a feed whose
+        A task that uses up its attempts aborts the job and raises TaskFailed; an attempt
+        that fails with a ConfigError (bad input or options, the same in every attempt)
+        aborts the job at once and raises that error, with no retry; a feed whose
         producer fails aborts the job and raises the producer's error; a failing job
         commit aborts the job and raises JobCommitError. An InjectedCrash in the driver (job
         setup or commit) propagates untouched: the driver died.
@@ -167,7 +169,7 @@ class LocalEngine:
         try:
             with _main_without_phantom_file():
                 driver.run(executor)
-        except TaskFailed:
+        except (TaskFailed, ConfigError):
             committer.abort_job(job)
             raise
         except FeedFailed as e:
@@ -366,6 +368,11 @@ class _Driver:
         self.coordinator.attempt_failed(i, n)
         self.errors[i].append(f"{ctx.attempt_id}: {type(exc).__name__}: {exc}")
         self.emit("attempt_failed", i, n)
+        if i not in self.done and deterministic(exc):
+            # bad input or options: every attempt would fail the same way, so the job fails
+            # now, with the error itself (not after max_attempts retries of it)
+            self.drain()
+            raise exc
         if i in self.done or self.running[i]:
             return  # another attempt is still going, or the task is already committed
         assert self.pool is not None  # attempts fail only while run() handles them

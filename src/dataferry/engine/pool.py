@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import Any, Generic, TypeVar
 
-from ..errors import EngineError
+from ..errors import ConfigError, EngineError
 
 Tag = TypeVar("Tag")
 Call = tuple[Callable[..., Any], tuple[Any, ...]]
@@ -27,6 +27,13 @@ def worker_context() -> multiprocessing.context.BaseContext:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["__main__", "dataferry.engine.attempt", "dataferry.dataset.write"])
     return ctx
+
+
+def deterministic(error: BaseException) -> bool:
+    """Whether an attempt's error would be the same in every attempt, so retrying it only
+    delays the job's failure: a ConfigError (bad input or options), whether raised here or
+    in a worker (it arrives as itself: pickled, or wrapped by Ray in a subclass of it)."""
+    return isinstance(error, ConfigError)
 
 
 class AttemptPool(Generic[Tag]):
@@ -84,7 +91,8 @@ def run_with_retries(
 
     `retry_args(args, attempts_made)` gives the arguments of the next attempt from the call's
     own (default: the same). A call that fails `max_attempts` times raises EngineError after the attempts
-    still in flight have ended.
+    still in flight have ended; one that fails with a ConfigError raises it at once (the
+    same input fails the same way again).
     """
     pool: AttemptPool[tuple[int, int]] = AttemptPool(executor, max_attempts)
     results: list[Any] = [None] * len(calls)
@@ -98,6 +106,9 @@ def run_with_retries(
                 if on_result is not None:
                     on_result(results[i])
                 continue
+            if deterministic(error):
+                pool.drain()
+                raise error
             if not pool.may_retry(tries):
                 pool.drain()
                 raise EngineError(f"{kind} task {i} failed {tries} times: {error}") from error
