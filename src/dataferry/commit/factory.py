@@ -6,8 +6,13 @@ field names, and an unknown name or option is a ConfigError naming it and the ch
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
+import difflib
+import numbers
 import os
+import types
+import typing
 from typing import Any
 
 from ..errors import ConfigError
@@ -26,15 +31,88 @@ def config_type(name: str) -> type:
 
 
 def build_config(name: str, options: dict[str, Any]) -> Any:
+    """The committer's config from `options`, each checked against its field first: an
+    unknown name, or a value not of the field's type, is a ConfigError naming the committer,
+    the option and the value (values are never converted: "4" is not an int)."""
     spec = _spec(name)
     kind = spec.config_class()
-    fields = {f.name for f in dataclasses.fields(kind)}
-    unknown = sorted(set(options) - fields)
-    if unknown:
-        raise ConfigError(
-            f"committer {name!r} has no option {unknown[0]!r}; its options: {', '.join(sorted(fields))}"
-        )
+    check_options(name, kind, options)
     return kind(**{**spec.defaults, **options})
+
+
+def check_options(name: str, kind: type, options: dict[str, Any]) -> None:
+    """Each option of committer `name` is a field of its config class `kind`, with a value
+    of the field's annotated type (int, float, bool, str, tuples and lists of them,
+    Literal, Optional and unions)."""
+    hints = typing.get_type_hints(kind)
+    fields = sorted(f.name for f in dataclasses.fields(kind) if f.init)
+    for option in sorted(options, key=str):
+        if option not in fields:
+            close = difflib.get_close_matches(str(option), fields, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"its options: {', '.join(fields)}"
+            raise ConfigError(f"unknown option {option!r} for committer {name!r}; {hint}")
+        expected = hints.get(option, Any)
+        value = options[option]
+        if not _has_type(value, expected):
+            raise ConfigError(
+                f"committer option {option!r} for {name!r} must be {_describe(expected)}, "
+                f"got {value!r} ({type(value).__name__})"
+            )
+
+
+def _has_type(value: Any, expected: Any) -> bool:
+    """Whether `value` fits the annotation `expected` (what cannot be checked passes)."""
+    if expected is Any or expected is object:
+        return True
+    if expected is type(None) or expected is None:
+        return value is None
+    origin = typing.get_origin(expected)
+    args = typing.get_args(expected)
+    if origin is typing.Literal:
+        return any(value == a and type(value) is type(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return any(_has_type(value, a) for a in args)
+    if origin in (tuple, list, collections.abc.Sequence):
+        if not isinstance(value, (tuple, list)):
+            return False
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            return all(_has_type(v, args[0]) for v in value)
+        if origin is tuple and args:
+            return len(value) == len(args) and all(map(_has_type, value, args))
+        return not args or all(_has_type(v, args[0]) for v in value)
+    if origin is not None:
+        return isinstance(value, origin)
+    if expected is bool:
+        return isinstance(value, bool)
+    if expected is int:  # numpy's integers too; a bool or "4" is not one
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if expected is float:  # an int is a fine float (32 for 32.0); a bool or "0.5" is not
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if isinstance(expected, type):
+        return isinstance(value, expected)
+    return True
+
+
+def _describe(expected: Any) -> str:
+    """An annotation in words: 'an int', 'a str or None', "one of 'a', 'b'"."""
+    names = {bool: "a bool", int: "an int", float: "a float (or an int)", str: "a str"}
+    if expected in names:
+        return names[expected]
+    if expected is type(None):
+        return "None"
+    origin, args = typing.get_origin(expected), typing.get_args(expected)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    if origin in (tuple, list, collections.abc.Sequence):
+        item = [a for a in args if a is not Ellipsis]
+        return "a tuple or list" + (f" of {_plural(item[0])}" if len(set(item)) == 1 else "")
+    return f"a {getattr(expected, '__name__', expected)}"
+
+
+def _plural(expected: Any) -> str:
+    return _describe(expected).removeprefix("a ").removeprefix("an ") + " values"
 
 
 def build_committer(name: str, store: Store, config: Any) -> Committer:
