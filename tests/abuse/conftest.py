@@ -17,7 +17,7 @@ import pytest
 
 from dataferry.markers import MarkerClient, marker_dir
 from dataferry.net import ServiceProcess
-from dataferry.shuffle import ShuffleClient
+from dataferry.shuffle import AppCredentials, ShuffleClient, register_app
 from dataferry.shuffle.protocol import PREFIX, Msg, prefix
 
 TOKEN = "abuse-token"
@@ -126,7 +126,17 @@ def frame_of(msg: Msg, header: dict | bytes, payload_len: int = 0) -> bytes:
     return prefix(msg, len(head), payload_len) + head
 
 
-HELLO = frame_of(Msg.HELLO, {"token": TOKEN})
+HELLO = frame_of(Msg.HELLO, {"token": TOKEN})  # the service-wide token: registers, reads stats
+
+
+def register(proc: ServiceProcess, app: str) -> AppCredentials:
+    """Register an application on the shuffle service; its credentials there."""
+    return register_app(app, [proc.address], TOKEN, fingerprint=proc.fingerprint)
+
+
+def app_hello(proc: ServiceProcess, creds: AppCredentials) -> bytes:
+    """The HELLO frame of a connection that speaks for `creds.app`."""
+    return frame_of(Msg.HELLO, {"app": creds.app, "secret": creds.secret_for(proc.address)})
 
 
 def http_status(raw: bytes) -> int:

@@ -19,12 +19,14 @@ from dataferry.store import LocalStore
 from .conftest import (
     HELLO,
     TOKEN,
+    app_hello,
     dial,
     exchange,
     frame_of,
     frames,
     no_unhandled_errors,
     read_all,
+    register,
     rss_mib,
     shuffle_ok,
 )
@@ -120,8 +122,9 @@ def test_bad_requests_after_hello_are_answered_and_the_connection_goes_on(shuffl
         (Msg.PUSHED, {"app": "../a", "shuffle": 0, "merge_id": 0}),
         (99, {}),
     ]
+    creds = register(shuffle, "a")  # requests on app a's data come with its credential
     with dial(shuffle) as s:
-        s.sendall(HELLO)
+        s.sendall(app_hello(shuffle, creds))
         for msg, header in bad:
             s.sendall(frame_of(msg, header))
         s.sendall(frame_of(Msg.STATS, {}))
@@ -247,7 +250,8 @@ def test_kill_9_mid_flood_loses_no_merged_block(start_service):
     """Finalized merges survive a kill -9 that lands mid-flood (pushes and garbage at once)."""
     shuffle = start_service("shuffle")
     blocks = [(m, r, frame(m, r, bytes([m + r]) * 300)) for m in range(8) for r in range(3)]
-    with ShuffleClient(shuffle.address, TOKEN) as c:
+    creds = register(shuffle, "app")
+    with ShuffleClient(shuffle.address, credentials=creds) as c:
         assert set(c.push("app", 0, 0, blocks)) == {PushCode.SUCCESS}
         statuses = c.finalize("app", 0, 0)
     assert sorted(s.reduce_id for s in statuses) == [0, 1, 2]
@@ -259,7 +263,7 @@ def test_kill_9_mid_flood_loses_no_merged_block(start_service):
         rng = random.Random(seed)
         while not stop.is_set():
             try:
-                with ShuffleClient(shuffle.address, TOKEN, timeout=5) as c:
+                with ShuffleClient(shuffle.address, timeout=5, credentials=creds) as c:
                     m = rng.randint(0, 10**6)
                     c.push("app", 1, 0, [(m, 0, frame(m, 0, rng.randbytes(2000)))])
                 with dial(shuffle, timeout=5) as s:

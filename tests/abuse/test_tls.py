@@ -16,7 +16,14 @@ from pyroaring import BitMap
 from dataferry.errors import DataferryError
 from dataferry.markers import MarkerClient, MarkerService, MarkerServiceConfig, marker_dir
 from dataferry.net import is_loopback, load_identity, self_signed_identity
-from dataferry.shuffle import PushCode, ShuffleClient, ShuffleService, ShuffleServiceConfig, frame
+from dataferry.shuffle import (
+    PushCode,
+    ShuffleClient,
+    ShuffleService,
+    ShuffleServiceConfig,
+    frame,
+    register_app,
+)
 from dataferry.store import open_store
 
 from .conftest import (
@@ -172,14 +179,16 @@ def test_pushes_merges_and_reads_work_over_tls(start_service, identity):
     connection kept alive across requests."""
     shuffle = start_service("shuffle", tls=identity)
     blocks = [(m, 0, frame(m, 0, bytes([m]) * 5000)) for m in range(6)]
-    with ShuffleClient(shuffle.address, TOKEN, fingerprint=shuffle.fingerprint) as c:
+    creds = register_app("app", [shuffle.address], TOKEN, fingerprint=shuffle.fingerprint)
+    with ShuffleClient(shuffle.address, fingerprint=shuffle.fingerprint, credentials=creds) as c:
         assert c.push("app", 0, 0, blocks) == [PushCode.SUCCESS] * 6
         (status,) = c.finalize("app", 0, 0)
         assert status.bitmap == BitMap(range(6))
         index, _ = c.merged_meta("app", 0, 0, 0)
         chunks = [bytes(c.merged_chunk("app", 0, 0, 0, i)) for i in range(len(index) // 8 - 1)]
         assert b"".join(chunks) == b"".join(b for _, _, b in blocks)
-        assert c.service_stats()["counters"]["connections_accepted"] == 1
+        # one connection to register, one kept alive for the application's requests
+        assert c.service_stats()["counters"]["connections_accepted"] == 2
 
 
 def test_failed_handshakes_leak_no_descriptors(start_service, identity):

@@ -29,6 +29,7 @@ from dataferry.shuffle import (
     ShuffleServiceProcess,
     process_pusher,
     read_reduce,
+    register_app,
     write_map_output,
 )
 from dataferry.shuffle.blocks import frame_pieces
@@ -42,6 +43,7 @@ APP = "app-bg"
 @pytest.fixture
 def merger(tmp_path):
     with ShuffleServiceProcess(str(tmp_path / "merger"), TOKEN) as svc:
+        svc.creds = register_app(APP, [svc.address], TOKEN)
         yield svc
 
 
@@ -60,7 +62,7 @@ def table(m: int, rows: int = 2000) -> pa.Table:
 
 
 def test_a_map_returns_before_its_pushes_finish(merger, tmp_path):
-    target = PushTarget(APP, 1, 0, 4, (merger.address,), TOKEN)
+    target = PushTarget(APP, 1, 0, 4, (merger.address,), merger.creds)
     node = str(tmp_path / "node")
     task = MapTask(APP, 1, 0, 0, node, "127.0.0.1:1", 4, ("key",), None, target)
     pusher = process_pusher()
@@ -76,7 +78,7 @@ def test_a_map_returns_before_its_pushes_finish(merger, tmp_path):
         assert results[0].push == {"background": True}
         assert pusher.pending >= 1  # its pushes are still to be done
     assert pusher.wait_idle(30)
-    client = ShuffleClient(merger.address, TOKEN)
+    client = ShuffleClient(merger.address, credentials=merger.creds)
     assert client.pushed_maps(APP, 1, 0) == BitMap([0])  # the completion reached the merger
     statuses = client.finalize(APP, 1, 0)
     assert {s.reduce_id for s in statuses} == {r for r in range(4) if results[0].status.sizes[r]}
@@ -96,7 +98,7 @@ def test_held_buffers_stay_within_their_bound_and_the_rest_is_read_back(merger, 
         offsets[m] = write_map_output(store, APP, 2, m, 0, payloads[m], pieces[m])
     size = offsets[0][-1]
     cfg = PushConfig(max_held_bytes=size + size // 2)  # room for one map output only
-    target = PushTarget(APP, 2, 0, 2, (merger.address,), TOKEN, cfg)
+    target = PushTarget(APP, 2, 0, 2, (merger.address,), merger.creds, cfg)
     pusher = BackgroundPusher()
     with frozen(merger):
         done = [pusher.submit(store, target, m, 0, offsets[m], pieces[m]) for m in range(maps)]
@@ -110,7 +112,7 @@ def test_held_buffers_stay_within_their_bound_and_the_rest_is_read_back(merger, 
     assert stats["counters"]["push_maps_from_file"] == maps - 1
     assert stats["maximums"]["push_held_bytes_peak"] <= cfg.max_held_bytes
     assert pusher.held_bytes == 0 and pusher.pending == 0
-    client = ShuffleClient(merger.address, TOKEN)
+    client = ShuffleClient(merger.address, credentials=merger.creds)
     assert client.pushed_maps(APP, 2, 0) == BitMap(range(maps))
     merged = {s.reduce_id: s for s in client.finalize(APP, 2, 0)}
     for r in range(2):
@@ -118,7 +120,7 @@ def test_held_buffers_stay_within_their_bound_and_the_rest_is_read_back(merger, 
             MapStatus(m, 0, merger.address, block_sizes(offsets[m])) for m in range(maps)
         )
         part = MergedPartition(r, merger.address, merged[r].bitmap, merged[r].size)
-        blocks, report = read_reduce(ReduceInput(APP, 2, 0, r, statuses, part, TOKEN))
+        blocks, report = read_reduce(ReduceInput(APP, 2, 0, r, statuses, part, merger.creds))
         assert [bytes(b.payload) for b in blocks] == [payloads[m][r] for m in range(maps)]
         assert report.merged_blocks == maps and report.original_blocks == 0
 
@@ -127,7 +129,7 @@ def test_a_merger_that_cannot_be_reached_is_not_announced_to(tmp_path):
     store = LocalStore(str(tmp_path / "node"))
     pieces: list = []
     offsets = write_map_output(store, APP, 3, 0, 0, [b"x" * 100], pieces)
-    target = PushTarget(APP, 3, 0, 1, ("127.0.0.1:9",), TOKEN)
+    target = PushTarget(APP, 3, 0, 1, ("127.0.0.1:9",))
     report = BackgroundPusher().submit(store, target, 0, 0, offsets, pieces).result(30)
     assert report.unreachable == ["127.0.0.1:9"] and report.announced == 0
 

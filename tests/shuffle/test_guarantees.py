@@ -31,6 +31,7 @@ from dataferry.shuffle import (
     frame,
     push_map_output,
     read_reduce,
+    register_app,
     unframe,
     write_map_output,
 )
@@ -69,6 +70,7 @@ def node(request, tmp_path_factory):
     chunk, read = request.param
     directory = str(tmp_path_factory.mktemp("guarantees") / "node")
     with ShuffleServiceProcess(directory, TOKEN, min_chunk_size=chunk) as svc:
+        svc.creds = register_app(APP, [svc.address], TOKEN)
         svc.chunk_per_block = chunk == 1
         svc.read_config = READS[read]
         yield svc
@@ -82,10 +84,10 @@ def merged_shuffle(node) -> tuple[int, LocalStore, dict[int, list[int]], MergedP
     shuffle = next(_shuffles)
     store = LocalStore(node.directory)
     offsets = {m: write_map_output(store, APP, shuffle, m, 0, [payload(m)]) for m in range(MAPS)}
-    target = PushTarget(APP, shuffle, 0, 1, (node.address,), TOKEN)
+    target = PushTarget(APP, shuffle, 0, 1, (node.address,), node.creds)
     for m in range(MAPS):
         assert push_map_output(store, target, m, 0, offsets[m]).blocks == 1
-    (status,) = ShuffleClient(node.address, TOKEN).finalize(APP, shuffle, 0)
+    (status,) = ShuffleClient(node.address, credentials=node.creds).finalize(APP, shuffle, 0)
     assert status.bitmap == BitMap(range(MAPS)) and status.size == MAPS * FRAMED
     merged = MergedPartition(0, node.address, status.bitmap, status.size)
     return shuffle, store, offsets, merged
@@ -93,7 +95,7 @@ def merged_shuffle(node) -> tuple[int, LocalStore, dict[int, list[int]], MergedP
 
 def reduce_input(node, shuffle: int, offsets, merged: MergedPartition | None) -> ReduceInput:
     maps = tuple(MapStatus(m, 0, node.address, block_sizes(offsets[m])) for m in range(MAPS))
-    return ReduceInput(APP, shuffle, 0, 0, maps, merged, TOKEN, node.read_config)
+    return ReduceInput(APP, shuffle, 0, 0, maps, merged, node.creds, node.read_config)
 
 
 def rewrite(store: LocalStore, path: str, at: int, new: bytes) -> None:
@@ -233,7 +235,7 @@ def test_a_payload_corrupted_in_flight_is_caught_by_the_reader(node):
     shuffle = next(_shuffles)
     store = LocalStore(node.directory)
     offsets = {m: write_map_output(store, APP, shuffle, m, 0, [payload(m)]) for m in range(MAPS)}
-    client = ShuffleClient(node.address, TOKEN)
+    client = ShuffleClient(node.address, credentials=node.creds)
     for m in range(MAPS):
         block = bytearray(frame(m, 0, payload(m)))
         if m == 2:

@@ -24,6 +24,7 @@ from dataferry.shuffle import (
     plan_requests,
     push_map_output,
     read_reduce,
+    register_app,
     write_map_output,
 )
 from dataferry.shuffle.files import merged_files
@@ -38,6 +39,7 @@ APP = "app-t"
 @pytest.fixture
 def node(tmp_path):
     with ShuffleServiceProcess(str(tmp_path / "node"), TOKEN, max_deferred_bytes=4096) as svc:
+        svc.creds = register_app(APP, [svc.address], TOKEN)
         yield svc
 
 
@@ -46,7 +48,7 @@ def payload(m: int, r: int, n: int = 200) -> bytes:
 
 
 def test_push_finalize_and_read_merged(node):
-    c = ShuffleClient(node.address, TOKEN)
+    c = ShuffleClient(node.address, credentials=node.creds)
     blocks = [(m, 0, frame(m, 0, payload(m, 0))) for m in range(5)]
     assert c.push(APP, 0, 0, blocks) == [PushCode.SUCCESS] * 5
     # a retried map pushes again: acknowledged and dropped
@@ -101,7 +103,7 @@ def test_refusals_keep_the_service_serving(node):
     with pytest.raises(ServiceRefused, match="401"):
         ShuffleClient(node.address, "wrong").service_stats()
     # and after all of that it still serves
-    stats = ShuffleClient(node.address, TOKEN).service_stats()
+    stats = ShuffleClient(node.address, credentials=node.creds).service_stats()
     assert stats["counters"]["frames_refused"] >= 3
     assert stats["counters"]["requests_unauthorized"] >= 2
 
@@ -112,7 +114,7 @@ def test_bounded_deferred_memory_under_many_pushers(node):
     exactly once."""
     maps, reduces = 48, 4
     target = PushTarget(
-        APP, 5, 0, reduces, (node.address,), TOKEN, PushConfig(retries=12, retry_wait_s=0.02)
+        APP, 5, 0, reduces, (node.address,), node.creds, PushConfig(retries=12, retry_wait_s=0.02)
     )
     store = LocalStore(node.directory)
     offsets = {
@@ -129,7 +131,7 @@ def test_bounded_deferred_memory_under_many_pushers(node):
         t.start()
     for t in threads:
         t.join()
-    c = ShuffleClient(node.address, TOKEN)
+    c = ShuffleClient(node.address, credentials=node.creds)
     stats = c.service_stats()
     assert stats["maximums"]["deferred_bytes_peak"] <= 4096
     assert stats["counters"].get("push_deferred", 0) > 0
@@ -144,7 +146,7 @@ def test_bounded_deferred_memory_under_many_pushers(node):
             MergedPartition(r, node.address, statuses[r].bitmap, statuses[r].size)
             if r in statuses
             else None,
-            TOKEN,
+            node.creds,
         )
         blocks, _ = read_reduce(inp)
         assert [b.map_index for b in blocks] == list(range(maps))
@@ -175,10 +177,10 @@ def test_corrupted_merged_chunk_falls_back_to_originals(node):
     store = LocalStore(node.directory)
     maps = 6
     offsets = {m: write_map_output(store, APP, 7, m, 0, [payload(m, 0, 3000)]) for m in range(maps)}
-    target = PushTarget(APP, 7, 0, 1, (node.address,), TOKEN)
+    target = PushTarget(APP, 7, 0, 1, (node.address,), node.creds)
     for m in range(maps):
         push_map_output(store, target, m, 0, offsets[m])
-    (status,) = ShuffleClient(node.address, TOKEN).finalize(APP, 7, 0)
+    (status,) = ShuffleClient(node.address, credentials=node.creds).finalize(APP, 7, 0)
     data, _, _ = merged_files(APP, 7, 0, 0)
     raw = bytearray(store.read_bytes(data))
     raw[len(raw) // 2] ^= 0x55  # one flipped byte in the middle of the merged file
@@ -190,7 +192,7 @@ def test_corrupted_merged_chunk_falls_back_to_originals(node):
         0,
         tuple(MapStatus(m, 0, node.address, block_sizes(offsets[m])) for m in range(maps)),
         MergedPartition(0, node.address, status.bitmap, status.size),
-        TOKEN,
+        node.creds,
     )
     blocks, report = read_reduce(inp)
     assert report.fallback_chunks == 1 and report.fallback_maps == maps
@@ -213,7 +215,7 @@ def test_unreachable_merger_stops_pushes_to_it(tmp_path):
 def test_remove_deletes_a_shuffles_files(node):
     store = LocalStore(node.directory)
     write_map_output(store, APP, 9, 0, 0, [b"abc"])
-    c = ShuffleClient(node.address, TOKEN)
+    c = ShuffleClient(node.address, credentials=node.creds)
     c.push(APP, 9, 0, [(0, 0, frame(0, 0, b"abc"))])
     c.finalize(APP, 9, 0)
     assert store.walk(f"{APP}/shuffle_9")

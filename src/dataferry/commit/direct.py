@@ -20,7 +20,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ..errors import CommitError, NotFound, StoreError
@@ -46,7 +46,8 @@ class DirectConfig:
     """
     markers: `direct` (one marker file each) or `service` (the batching marker service;
         `hoodie.write.markers.type` TIMELINE_SERVER_BASED).
-    service_url, service_token: where the marker service listens, and its shared secret.
+    service_url, service_token: where the marker service listens, and its shared secret (never
+        shown by repr()).
     service_fingerprint: the SHA-256 fingerprint of the service's TLS certificate, for an
         `https://` service_url ("" for a plain service on loopback).
     threads: `hoodie.finalize.write.parallelism` and `hoodie.markers.delete.parallelism`: deletes
@@ -56,7 +57,7 @@ class DirectConfig:
 
     markers: str = "direct"
     service_url: str = ""
-    service_token: str = ""
+    service_token: str = field(default="", repr=False)
     service_fingerprint: str = ""
     threads: int = 32
     mark_successful_jobs: bool = True
@@ -397,6 +398,7 @@ def list_markers(ctx: StageContext, markers: WriteMarkers) -> set[str]:
 
 @stage("job_stage_delete_stray_files", "delete_stray_files")
 def delete_stray_files(ctx: StageContext, stray: list[str]) -> None:
+    ctx.fence("deleting stray files")
     ctx.pool.for_each(ctx.store.delete, stray, adaptive=True)
     remove_empty_parents(ctx.store, stray)
 

@@ -4,9 +4,14 @@ One shuffle service per worker, started by a worker plugin as a subprocess next 
 (its directory under the worker's local directory). Each service binds to its worker's host as
 Dask knows it (the host of `worker.address`) and advertises that address, so a map task on one
 host pushes to the merger it chose on another. Beyond loopback the services speak TLS with one
-identity for the client's shuffles: its fingerprint travels to the tasks with the token.
+identity for the client's shuffles: its fingerprint travels to the tasks.
 
-`shuffle` only plans: it starts the services (once per client) and chooses the mergers, then
+Each shuffle is its own application on the services: `shuffle` registers it on every worker's
+service (each worker's plugin holds the service-wide token, which never reaches a task) and
+hands the tasks only the application's credentials.
+
+`shuffle` only plans: it starts the services (once per client), registers the shuffle's
+application and chooses the mergers, then
 returns a Dask DataFrame whose graph runs the shuffle when computed. The graph's tasks:
 `begin` (one per computation: removes what an earlier computation of the same graph left and
 picks a fresh merge id), `map` (one per input partition: write the map output to its worker's
@@ -32,6 +37,7 @@ from ..errors import ShuffleError
 from ..net.addresses import advertised_host, host_of, is_wildcard
 from ..net.tls import TLSIdentity, is_loopback, self_signed_identity
 from ..shuffle import (
+    AppCredentials,
     DriverConfig,
     MapStatus,
     MergedPartition,
@@ -40,6 +46,7 @@ from ..shuffle import (
     ReduceInput,
     ShuffleDriver,
     ShuffleServiceProcess,
+    register_app,
 )
 from ..stats import IOStatistics
 from .shuffle import MapTask, run_map_task, run_reduce_task
@@ -69,7 +76,7 @@ class ShuffleServicePlugin(_plugin_base()):  # type: ignore[misc]
 
     def __init__(self, token: str, tls: TLSIdentity | None = None) -> None:
         super().__init__()
-        self.token = token
+        self.token = token  # the service-wide secret: registers applications, never in a task
         self.tls = tls
         self.service: ShuffleServiceProcess | None = None
 
@@ -135,7 +142,7 @@ class ShuffleServices:
     """The client's shuffle services: their shared secret, the fingerprint of their TLS
     identity ("" on loopback), and each worker's service address."""
 
-    token: str
+    token: str = field(repr=False)
     fingerprint: str
     addresses: dict[str, str]
 
@@ -156,6 +163,20 @@ def ensure_services(client: Any) -> ShuffleServices:
 
 def _service_address(dask_worker: Any) -> str:
     return _plugin(dask_worker).address
+
+
+def _register_app(app: str, dask_worker: Any = None) -> tuple[str, str]:
+    """Register `app` on this worker's service (run on the worker: its plugin holds the
+    token); (the service's address, the application's credential there)."""
+    plugin = _plugin(dask_worker)
+    creds = register_app(app, [plugin.address], plugin.token, fingerprint=plugin.fingerprint)
+    return plugin.address, creds.secret_for(plugin.address)
+
+
+def register_shuffle_app(client: Any, app: str) -> AppCredentials:
+    """Register a shuffle's application on every worker's service; its credentials."""
+    answers = client.run(_register_app, app)
+    return AppCredentials(app, tuple(sorted(answers.values())))
 
 
 # --- the report --------------------------------------------------------------------------
@@ -240,7 +261,7 @@ class _Plan:
     num_reduces: int
     on: tuple[str, ...]
     services: tuple[str, ...]
-    token: str
+    credentials: AppCredentials = field(repr=False)
     fingerprint: str
     push: bool
     keep_index: bool
@@ -256,7 +277,7 @@ class _Plan:
             self.num_maps,
             self.num_reduces,
             self.services,
-            token=self.token,
+            credentials=self.credentials,
             fingerprint=self.fingerprint,
             config=self.driver_config,
             push=self.push_config,
@@ -342,7 +363,7 @@ def _reduce(plan: _Plan, done: _Finalized, reduce_id: int, meta: Any) -> Any:
         reduce_id,
         done.statuses,
         done.merged.get(reduce_id),
-        token=plan.token,
+        credentials=plan.credentials,
         fingerprint=plan.fingerprint,
     )
     result = run_reduce_task(inp, done.schema)
@@ -408,7 +429,7 @@ def shuffle(
         npartitions or ddf.npartitions,
         (on,) if isinstance(on, str) else tuple(on),
         tuple(sorted(services.addresses.values())),
-        services.token,
+        register_shuffle_app(client, app),
         services.fingerprint,
         push,
         keep_index,

@@ -18,6 +18,13 @@ Every malformed request gets a 4xx (and, when the stream can no longer be truste
 the service keeps serving. The token is checked from the request head before a body is read.
 Directories idle for `state_idle_s` are dropped from memory (their markers are on the store,
 and are loaded again on next use).
+
+Confinement: every marker directory a request names must lie inside the markers root
+(`_dataferry/markers/<...>`): a '..', an absolute path, a scheme or the root itself is refused
+with 400, and so is a directory any component of which is a symbolic link (or a file) on the
+store, checked when the directory is first used and before every delete. A token holder can
+therefore never make the service write or delete outside the markers root (a committed
+partition, say).
 """
 
 from __future__ import annotations
@@ -59,7 +66,7 @@ class MarkerServiceConfig:
     num_threads: `hoodie.markers.timeline_server_based.batch.num_threads` (20): writer slots,
         and so `MARKERS<i>` files per directory.
     max_request_bytes: larger request bodies (in bytes) are refused with 413.
-    token: shared secret every request must carry ("" for none).
+    token: shared secret every request must carry ("" for none). Never shown by repr().
     request_timeout_s: how long a create may wait for its batch.
     state_idle_s / max_directories: a directory's in-memory state is dropped after this long
         unused, and the least recently used are dropped past this many directories.
@@ -70,7 +77,7 @@ class MarkerServiceConfig:
     batch_interval_ms: int = 50
     num_threads: int = 20
     max_request_bytes: int = 64 * 1024
-    token: str = ""
+    token: str = field(default="", repr=False)
     request_timeout_s: float = 60.0
     state_idle_s: float = 60.0
     max_directories: int = 1024
@@ -134,6 +141,7 @@ class MarkerService:
         with self._states_lock:
             state = self._states.get(directory)
             if state is None:  # lazy load: the files are read on first use only
+                self._check_no_links(directory)
                 state = _DirState(busy=[False] * self.config.num_threads)
                 for names in read_marker_files(self.store, directory).values():
                     state.markers.update(names)
@@ -172,11 +180,28 @@ class MarkerService:
             return sorted(state.markers)
 
     async def delete(self, directory: str) -> bool:
-        with self._states_lock:
-            self._states.pop(directory, None)
-        return await asyncio.get_running_loop().run_in_executor(
-            self._writers, lambda: self.store.delete(directory, recursive=True)
-        )
+        def delete() -> bool:
+            self._check_no_links(directory)
+            with self._states_lock:
+                self._states.pop(directory, None)
+            return self.store.delete(directory, recursive=True)
+
+        return await asyncio.get_running_loop().run_in_executor(self._writers, delete)
+
+    def _check_no_links(self, directory: str) -> None:
+        """Refuse (ValueError: 400) a marker directory with a link or a file on its way: the
+        service's writes and deletes must stay inside the markers root. Components are
+        looked up as listed (links are listed as themselves, never followed)."""
+        parent = ""
+        for part in directory.split("/"):
+            path = paths.join(parent, part)
+            entry = next((e for e in self.store.list_or_empty(parent) if e.path == path), None)
+            if entry is None:
+                return  # not there yet: it will be created as a directory
+            if entry.is_link or not entry.is_dir:
+                self.stats.incr("directories_refused")
+                raise ValueError(f"marker directory {directory!r}: {path!r} is not a directory")
+            parent = path
 
     # --- batching --------------------------------------------------------------------------
 

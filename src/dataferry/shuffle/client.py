@@ -37,7 +37,11 @@ class ServiceRefused(ShuffleError):
 
 class ShuffleClient:
     """`fingerprint` pins the service's TLS certificate (TLS is used when it is given); without
-    one the client only talks to loopback, unless `insecure` says clear text is fine."""
+    one the client only talks to loopback, unless `insecure` says clear text is fine.
+
+    With `credentials` that hold a secret for `address`, the connection speaks for that
+    application (every request on its data needs this); otherwise it says HELLO with the
+    service-wide `token`, which only registers applications and reads statistics."""
 
     def __init__(
         self,
@@ -47,18 +51,39 @@ class ShuffleClient:
         stats: IOStatistics | None = None,
         fingerprint: str = "",
         insecure: bool = False,
+        credentials: AppCredentials | None = None,
     ) -> None:
+        self.credentials = credentials
         self._host, self._port = parse_service_address(address, "shuffle service")
         self.address, self.token, self.timeout = address, token, timeout
         self.fingerprint, self.insecure = normalize_fingerprint(fingerprint), insecure
         self.stats = stats if stats is not None else IOStatistics()
         self._sock: socket.socket | None = None
 
+    def __repr__(self) -> str:
+        app = self.credentials.app if self.credentials is not None else ""
+        return f"ShuffleClient({self.address!r}, app={app!r})"  # never a secret
+
     def __reduce__(self):
         return (
             ShuffleClient,
-            (self.address, self.token, self.timeout, None, self.fingerprint, self.insecure),
+            (
+                self.address,
+                self.token,
+                self.timeout,
+                None,
+                self.fingerprint,
+                self.insecure,
+                self.credentials,
+            ),
         )
+
+    def _hello(self) -> dict[str, Any]:
+        creds = self.credentials
+        secret = creds.secret_for(self.address) if creds is not None else ""
+        if creds is not None and secret:
+            return {"app": creds.app, "secret": secret}
+        return {"token": self.token}
 
     def _conn(self) -> socket.socket:
         if self._sock is not None and _closed_by_peer(self._sock):

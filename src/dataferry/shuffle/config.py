@@ -25,7 +25,16 @@ class ShuffleServiceConfig:
         written. Spark leaves this unbounded (SPARK-38965); here a push past it is answered
         BUSY, which the pusher retries later.
     max_frame_bytes: largest request payload accepted (a push batch is at most 3 MiB).
-    token: shared secret every connection must present ("" for none).
+    token: the service-wide secret ("" for none): it only registers applications (and reads
+        statistics); each registered application gets its own credential, which every request
+        on its data needs (`tenancy.py`). Never shown by repr().
+    max_apps: applications registered at once (10000); past it REGISTER is refused (429).
+    app_max_merged_bytes: merged bytes on disk per application (64 GiB); a push past it is
+        answered QUOTA (its blocks are read from the map outputs). Spark has no such option.
+    app_max_connections: open connections per application (512); past it HELLO is refused
+        (429; pushers leave the merger alone, readers retry).
+    app_max_pending_merges: merges per application holding files and not finalized (64); a
+        push that would begin one more is answered QUOTA.
     limits: timeouts, the cap of connections per client address, and what a connection may
         send before it has authenticated.
     """
@@ -34,10 +43,18 @@ class ShuffleServiceConfig:
     io_exceptions_threshold: int = 4
     max_deferred_bytes: int = 64 * MiB
     max_frame_bytes: int = 16 * MiB
-    token: str = ""
+    token: str = field(default="", repr=False)
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    max_apps: int = 10_000
+    app_max_merged_bytes: int = 64 * 1024 * MiB
+    app_max_connections: int = 512
+    app_max_pending_merges: int = 64
 
     def __post_init__(self) -> None:
+        if min(self.max_apps, self.app_max_connections, self.app_max_pending_merges) < 1:
+            raise ConfigError("max_apps, app_max_connections, app_max_pending_merges must be >= 1")
+        if self.app_max_merged_bytes < 0:
+            raise ConfigError("app_max_merged_bytes must be >= 0")
         if self.min_chunk_size < 1 or self.max_deferred_bytes < 0 or self.max_frame_bytes < 1024:
             raise ConfigError(
                 "min_chunk_size must be >= 1, max_deferred_bytes >= 0, max_frame_bytes >= 1024"

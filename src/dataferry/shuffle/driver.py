@@ -5,7 +5,8 @@ too few services turns push off), `track` (map statuses as maps finish, push com
 `finalize` (wait until enough pushes are complete or `finalize_timeout`, then finalize every
 merger in parallel and wait at most `results_timeout`), `remove` (delete the shuffle's files on
 every service). A merger that fails or does not answer merges nothing; the stage never fails
-because of a merger.
+because of a merger. The driver speaks for its application with the credentials registration
+gave it (`register_app`), and hands them to its tasks in their push targets.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .client import ShuffleClient
 from .config import DriverConfig, PushConfig
 from .mapoutput import MapStatus
 from .pusher import PushTarget
+from .tenancy import AppCredentials
 
 _POLL_S = 0.02  # how often the mergers are asked for push completions while the driver waits
 
@@ -60,7 +62,7 @@ class ShuffleDriver:
         num_reduces: int,
         services: Sequence[str],
         *,
-        token: str = "",
+        credentials: AppCredentials | None = None,
         fingerprint: str = "",
         config: DriverConfig | None = None,
         push: PushConfig | None = None,
@@ -73,7 +75,7 @@ class ShuffleDriver:
         for address in self.services:  # on the driver, before any map task pushes to them
             parse_service_address(address, "shuffle service")
         fingerprint = normalize_fingerprint(fingerprint)
-        self.token, self.fingerprint = token, fingerprint  # one TLS identity per job
+        self.credentials, self.fingerprint = credentials, fingerprint  # one TLS identity per job
         self.config = config or DriverConfig()
         self.merge_id = merge_id
         self.stats = IOStatistics()
@@ -85,7 +87,7 @@ class ShuffleDriver:
             merge_id,
             num_reduces,
             self.mergers,
-            token,
+            credentials,
             push or PushConfig(),
             fingerprint,
         )
@@ -224,9 +226,9 @@ class ShuffleDriver:
         def one(address: str) -> None:
             with ShuffleClient(
                 address,
-                self.token,
                 timeout=self.config.results_timeout_s,
                 fingerprint=self.fingerprint,
+                credentials=self.credentials,
             ) as c:
                 results[address] = c.finalize(self.app, self.shuffle_id, self.merge_id)
 
@@ -251,7 +253,9 @@ class ShuffleDriver:
         removed: dict[str, bool] = {}
         for address in self.services:
             try:
-                with ShuffleClient(address, self.token, fingerprint=self.fingerprint) as c:
+                with ShuffleClient(
+                    address, fingerprint=self.fingerprint, credentials=self.credentials
+                ) as c:
                     removed[address] = c.remove(self.app, self.shuffle_id)
             except ShuffleError:
                 removed[address] = False
@@ -277,7 +281,10 @@ class _CompletionPoll:
             client = self.clients.get(address)
             if client is None:
                 client = self.clients[address] = ShuffleClient(
-                    address, d.token, timeout=d.config.results_timeout_s, fingerprint=d.fingerprint
+                    address,
+                    timeout=d.config.results_timeout_s,
+                    fingerprint=d.fingerprint,
+                    credentials=d.credentials,
                 )
             try:
                 done &= set(client.pushed_maps(d.app, d.shuffle_id, d.merge_id))

@@ -14,6 +14,10 @@ Pushed blocks of one reduce partition are appended to one merged data file. The 
   untouched); both are written at their logical positions and advanced only on success.
 - Epochs: a push for a lower merge id is STALE; a higher one discards the older merge. A push
   after finalize is TOO_LATE.
+- Quotas per application: a block is accepted only while the application's merged bytes stay
+  within `app_max_merged_bytes`, and a merge begins holding files only while the
+  application has fewer than `app_max_pending_merges` such merges not finalized; otherwise
+  QUOTA (its reducers read the block from the map output).
 - Finalize freezes the shuffle, closes the last chunk, truncates data, index and meta to their
   committed sizes and reports (reduce id, bitmap, size) for every partition that merged.
 All file I/O goes through the store.
@@ -33,7 +37,7 @@ from ..errors import ConfigError, StoreError
 from ..stats import IOStatistics
 from ..store import Store
 from .config import ShuffleServiceConfig
-from .files import encode_offsets, merged_files, shuffle_dir
+from .files import check_app, encode_offsets, merged_files, shuffle_dir
 
 
 class PushCode(IntEnum):
@@ -48,6 +52,7 @@ class PushCode(IntEnum):
     MERGE_FAILED = 7  # the partition saw too many I/O errors: it will not merge more
     DUPLICATE = 8  # already merged: acknowledged and dropped
     CORRUPT = 9  # the block failed its frame or checksum checks: not merged
+    QUOTA = 10  # the application's quota on this service is used up: push no more here
 
     @property
     def retriable(self) -> bool:
@@ -92,7 +97,9 @@ class _Partition:
 class _Merge:
     """The merge of one (app, shuffle) at its current merge id."""
 
+    app: str
     merge_id: int
+    merged_bytes: int = 0  # counted against the application's quota until discarded
     finalized: bool = False
     partitions: dict[int, _Partition] = field(default_factory=dict)
     results: list[MergeStatus] = field(default_factory=list)
@@ -116,6 +123,8 @@ class MergeManager:
         self._merges: dict[tuple[str, int], _Merge] = {}
         self._lock = threading.Lock()
         self._deferred_bytes = 0
+        self._app_bytes: dict[str, int] = {}  # merged bytes on disk per application
+        self._bytes_lock = threading.Lock()  # a leaf: taken under any other lock, none under it
 
     # --- push ------------------------------------------------------------------------------
 
@@ -135,6 +144,9 @@ class MergeManager:
         if isinstance(found, PushCode):
             return self._count(found)
         merge, part = found
+        cap = self.config.app_max_merged_bytes
+        if self._app_bytes.get(app, 0) + len(block) > cap:
+            return self._count(PushCode.QUOTA)
         with part.lock:
             if merge.finalized:
                 return self._count(PushCode.TOO_LATE)
@@ -189,6 +201,9 @@ class MergeManager:
                     if part.io_errors > self.config.io_exceptions_threshold:
                         part.failed = True
                 return PushCode.IO_ERROR
+            with self._bytes_lock:
+                merge.merged_bytes += len(block)
+                self._app_bytes[merge.app] = self._app_bytes.get(merge.app, 0) + len(block)
             with part.lock:
                 part.data_end += len(block)
                 part.maps.add(map_index)
@@ -261,6 +276,14 @@ class MergeManager:
             if merge.finalized:
                 return PushCode.TOO_LATE
             part = merge.partitions.get(reduce_id)
+            if part is None and not merge.partitions:
+                pending = sum(
+                    1
+                    for (a, _), m in self._merges.items()
+                    if a == app and m.partitions and not m.finalized
+                )
+                if pending >= self.config.app_max_pending_merges:
+                    return PushCode.QUOTA
             if part is None:
                 data, index, meta = merged_files(app, shuffle_id, merge_id, reduce_id)
                 part = _Partition(reduce_id, data, index, meta)
@@ -276,14 +299,25 @@ class MergeManager:
         self, app: str, shuffle_id: int, merge_id: int, older: _Merge | None
     ) -> _Merge:
         """A merge at a new (higher) merge id replaces the older one and its files."""
-        merge = self._merges[(app, shuffle_id)] = _Merge(merge_id)
+        merge = self._merges[(app, shuffle_id)] = _Merge(app, merge_id)
         if older is not None:
             self._discard(older)
         return merge
 
+    def _release(self, merge: _Merge) -> None:
+        """The merge's bytes no longer count against its application."""
+        with self._bytes_lock:
+            left = self._app_bytes.get(merge.app, 0) - merge.merged_bytes
+            merge.merged_bytes = 0
+            if left > 0:
+                self._app_bytes[merge.app] = left
+            else:
+                self._app_bytes.pop(merge.app, None)
+
     def _discard(self, merge: _Merge) -> None:
         """Drop an older merge's state and files (a newer stage attempt started)."""
         merge.finalized = True
+        self._release(merge)
         for part in merge.partitions.values():
             with part.io_lock:
                 for path in (part.data, part.index, part.meta):
@@ -346,8 +380,22 @@ class MergeManager:
             merge = self._merges.pop((app, shuffle_id), None)
             if merge is not None:
                 merge.finalized = True
+                self._release(merge)
         self.stats.incr("removed_shuffles")
         return self.store.delete(shuffle_dir(app, shuffle_id), recursive=True)
+
+    def remove_app(self, app: str) -> bool:
+        """Forget every shuffle of an application and delete its directory."""
+        with self._lock:
+            for key in [k for k in self._merges if k[0] == app]:
+                merge = self._merges.pop(key)
+                merge.finalized = True
+                self._release(merge)
+        return self.store.delete(check_app(app), recursive=True)
+
+    def merged_bytes(self, app: str) -> int:
+        """The application's merged bytes on disk, as its quota counts them."""
+        return self._app_bytes.get(app, 0)
 
     @property
     def deferred_bytes(self) -> int:

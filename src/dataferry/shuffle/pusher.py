@@ -5,7 +5,8 @@ Stages: plan (contiguous blocks of one merger grouped into requests of at most
 fetched from the map output), randomize (request order, and block order inside a request, so
 concurrent mappers do not collide on the same partitions), send (one thread per merger up to
 `push_threads`, so bytes in flight stay under `push_threads x max_block_batch_size`), and react
-(retry BUSY and IO_ERROR with backoff; stop pushing to a merger that cannot be reached; stop
+(retry BUSY and IO_ERROR with backoff; stop pushing to a merger that cannot be reached, or
+that answers QUOTA or refuses the connection for the application's quota (429); stop
 everything on TOO_LATE or STALE). Pushing is best effort: whatever is not merged is read from
 the map output by the reducer.
 """
@@ -19,28 +20,37 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..errors import ShuffleError, ShuffleServiceUnavailable, StoreError
+from ..errors import ConfigError, ShuffleError, ShuffleServiceUnavailable, StoreError
 from ..stats import IOStatistics
 from ..store import Store
 from .blocks import Pieces
-from .client import PushBlock, ShuffleClient, block_size
+from .client import PushBlock, ServiceRefused, ShuffleClient, block_size
 from .config import PushConfig
 from .files import map_output
 from .merge import PushCode
+from .tenancy import AppCredentials
 
 
 @dataclass(frozen=True)
 class PushTarget:
-    """What a map task needs to push: the shuffle's ids and its mergers (from the driver)."""
+    """What a map task needs to push: the shuffle's ids and its mergers (from the driver),
+    and the application's credentials on them (never shown by repr())."""
 
     app: str
     shuffle_id: int
     merge_id: int
     num_reduces: int
     mergers: tuple[str, ...]
-    token: str = ""
+    credentials: AppCredentials | None = field(default=None, repr=False)
     config: PushConfig = field(default_factory=PushConfig)
     fingerprint: str = ""  # the services' TLS certificate ("" on loopback without TLS)
+
+    def __post_init__(self) -> None:
+        if self.credentials is not None and not isinstance(self.credentials, AppCredentials):
+            raise ConfigError(
+                "credentials must be the application's AppCredentials (from register_app), "
+                "not the service-wide token"
+            )
 
     def merger_of(self, reduce_id: int) -> int:
         """Contiguous reduce ranges per merger, the same for every map (Spark's rule)."""
@@ -98,6 +108,7 @@ class PushReport:
     bytes: int = 0
     codes: dict[str, int] = field(default_factory=dict)
     unreachable: list[str] = field(default_factory=list)
+    over_quota: list[str] = field(default_factory=list)  # mergers that refused for quota
     stopped: str = ""
     announced: int = 0  # mergers told that this map's pushes are complete
 
@@ -139,17 +150,29 @@ def push_map_output(
     def send_all(merger: int, reqs: list[PushRequest]) -> None:
         address = target.mergers[merger]
         with ShuffleClient(
-            address, target.token, stats=stats, fingerprint=target.fingerprint
+            address, stats=stats, fingerprint=target.fingerprint, credentials=target.credentials
         ) as client:
             try:
                 for req in reqs:
                     if stop.is_set():
                         break
-                    _send(client, req, rng_for(req))
+                    if not _send(client, req, rng_for(req)):
+                        with lock:
+                            report.over_quota.append(address)
+                        break  # the rest of this merger's blocks are read from the map output
             except ShuffleServiceUnavailable:
                 with lock:
                     report.unreachable.append(address)
                 return  # stop pushing to this host; the others go on
+            except ServiceRefused as e:
+                with lock:
+                    if e.status == 429:  # too many connections of the application: leave it
+                        report.over_quota.append(address)
+                    else:
+                        report.stopped = report.stopped or str(e)
+                        stop.set()
+                if e.status == 429:
+                    return
             except (ShuffleError, StoreError) as e:
                 with lock:
                     report.stopped = report.stopped or str(e)
@@ -165,7 +188,8 @@ def push_map_output(
     def rng_for(req: PushRequest) -> random.Random:
         return random.Random(f"{target.shuffle_id}/{map_index}/{attempt}/{req.start}")
 
-    def _send(client: ShuffleClient, req: PushRequest, order: random.Random) -> None:
+    def _send(client: ShuffleClient, req: PushRequest, order: random.Random) -> bool:
+        """Push one request's blocks; False when the merger answered QUOTA."""
         batch: list[tuple[int, int, PushBlock]] = []
         if blocks is not None:
             batch = [(map_index, r, blocks[r]) for r, _ in req.blocks]
@@ -180,6 +204,7 @@ def push_map_output(
         for attempt_no in range(cfg.retries + 1):
             codes = client.push(target.app, target.shuffle_id, target.merge_id, batch)
             retry = []
+            full = False
             with lock:
                 report.requests += 1
                 for block, code in zip(batch, codes, strict=True):
@@ -187,16 +212,21 @@ def push_map_output(
                     if code in (PushCode.SUCCESS, PushCode.DUPLICATE):
                         report.blocks += 1
                         report.bytes += block_size(block[2])
+                    elif code == PushCode.QUOTA:
+                        full = True
                     elif code.retriable and attempt_no < cfg.retries:
                         retry.append(block)
                     elif code.stops_pushing:
                         report.stopped = report.stopped or code.name
                         stop.set()
+            if full:
+                return False
             if not retry or stop.is_set():
-                return
+                return True
             batch = retry
             time.sleep(wait)
             wait *= 2
+        return True
 
     with ThreadPoolExecutor(threads, thread_name_prefix="shuffle-push") as pool:
         for f in [pool.submit(send_all, m, reqs) for m, reqs in by_merger.items()]:

@@ -19,21 +19,23 @@ from typing import TypeVar
 
 from pyroaring import BitMap
 
-from ..errors import CorruptShuffleData, ShuffleError, ShuffleServiceUnavailable
+from ..errors import ConfigError, CorruptShuffleData, ShuffleError, ShuffleServiceUnavailable
 from ..stats import IOStatistics
 from .blocks import Block, unframe
-from .client import ShuffleClient
+from .client import ServiceRefused, ShuffleClient
 from .config import ReadConfig
 from .driver import MergedPartition
 from .files import decode_offsets
 from .mapoutput import MapStatus
+from .tenancy import AppCredentials
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class ReduceInput:
-    """Everything a reduce task needs (picklable)."""
+    """Everything a reduce task needs (picklable); the application's credentials are never
+    shown by repr()."""
 
     app: str
     shuffle_id: int
@@ -41,9 +43,16 @@ class ReduceInput:
     reduce_id: int
     maps: tuple[MapStatus, ...]
     merged: MergedPartition | None = None
-    token: str = ""
+    credentials: AppCredentials | None = field(default=None, repr=False)
     config: ReadConfig = field(default_factory=ReadConfig)
     fingerprint: str = ""  # the services' TLS certificate ("" on loopback without TLS)
+
+    def __post_init__(self) -> None:
+        if self.credentials is not None and not isinstance(self.credentials, AppCredentials):
+            raise ConfigError(
+                "credentials must be the application's AppCredentials (from register_app), "
+                "not the service-wide token"
+            )
 
 
 @dataclass
@@ -58,14 +67,19 @@ class ReadReport:
 class _Clients:
     """One connection per service for the duration of a read."""
 
-    def __init__(self, token: str, stats: IOStatistics, fingerprint: str = "") -> None:
-        self.token, self.stats, self.fingerprint = token, stats, fingerprint
+    def __init__(
+        self, credentials: AppCredentials | None, stats: IOStatistics, fingerprint: str = ""
+    ) -> None:
+        self.credentials, self.stats, self.fingerprint = credentials, stats, fingerprint
         self._clients: dict[str, ShuffleClient] = {}
 
     def __call__(self, address: str) -> ShuffleClient:
         if address not in self._clients:
             self._clients[address] = ShuffleClient(
-                address, self.token, stats=self.stats, fingerprint=self.fingerprint
+                address,
+                stats=self.stats,
+                fingerprint=self.fingerprint,
+                credentials=self.credentials,
             )
         return self._clients[address]
 
@@ -80,7 +94,7 @@ def read_reduce(
     """The blocks of one reduce partition, sorted by map index, and how they were read."""
     stats = stats if stats is not None else IOStatistics()
     report = ReadReport()
-    clients = _Clients(inp.token, stats, inp.fingerprint)
+    clients = _Clients(inp.credentials, stats, inp.fingerprint)
     blocks: list[Block] = []
     try:
         merged_maps = BitMap()
@@ -207,13 +221,16 @@ def _read_original(inp: ReduceInput, clients: _Clients, status: MapStatus) -> li
 
 
 def _retrying(config: ReadConfig, fn: Callable[[], T]) -> T:
-    """Retry a read while the service cannot be reached (it may be restarting)."""
+    """Retry a read while the service cannot be reached (it may be restarting) or has as many
+    connections of the application open as it takes (429)."""
     wait = config.fetch_retry_wait_s
     for attempt in range(config.fetch_retries + 1):
         try:
             return fn()
-        except ShuffleServiceUnavailable:
-            if attempt == config.fetch_retries:
+        except (ShuffleServiceUnavailable, ServiceRefused) as e:
+            if attempt == config.fetch_retries or (
+                isinstance(e, ServiceRefused) and e.status != 429
+            ):
                 raise
             time.sleep(wait)
             wait *= 2

@@ -4,7 +4,11 @@ It serves original map-output blocks (by shuffle, map attempt and reduce range) 
 chunks with zero-copy file sending, accepts pushes into the merge state machine (`merge.py`),
 finalizes merges, serves merged metadata, and removes a shuffle's files when told.
 
-A connection must authenticate first (HELLO with the token, nothing else read before it). Every
+A connection must authenticate first (HELLO, nothing else read before it): with the
+service-wide token it may only register applications and read statistics; with an application
+id and that application's credential it speaks for that application alone, and every request
+on an application's data must come on such a connection and name that application (403
+otherwise). See `tenancy.py` for registration, replays and per-application quotas. Every
 malformed, oversized or late request gets an ERROR answer and, where the stream can no longer be
 trusted, a clean close; the service keeps serving everyone else.
 """
@@ -32,9 +36,36 @@ from .files import check_app, decode_offsets, map_output
 from .mapoutput import block_range
 from .merge import MergeManager, PushCode
 from .protocol import FRAME_MAGIC, MAX_HEADER_BYTES, PREFIX, Msg, prefix
+from .tenancy import Registry
 
 log = logging.getLogger("dataferry.shuffle")
 Connection = RawConnection | StreamConnection
+
+# requests on an application's data: each needs a connection that speaks for that application
+DATA_REQUESTS = frozenset(
+    {
+        Msg.PUSH,
+        Msg.FINALIZE,
+        Msg.MERGED_META,
+        Msg.MERGED_CHUNK,
+        Msg.MERGED_PARTITION,
+        Msg.FETCH,
+        Msg.REMOVE,
+        Msg.PUSH_DONE,
+        Msg.PUSHED,
+        Msg.UNREGISTER,
+    }
+)
+
+
+class _Session:
+    """Who a connection speaks for: nobody yet (""), the service ("service": the
+    service-wide token; "open": a service without one), or one application ("app")."""
+
+    __slots__ = ("app", "role")
+
+    def __init__(self, role: str) -> None:
+        self.role, self.app = role, ""
 
 
 class BadRequest(Exception):
@@ -52,6 +83,7 @@ class ShuffleService:
         self.store = store
         self.config = config or ShuffleServiceConfig()
         self.merges = MergeManager(store, self.config)
+        self.registry = Registry(store, self.config.max_apps, self.config.app_max_connections)
         self.stats = IOStatistics()
         self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="shuffle-io")
         self._indexes: OrderedDict[str, list[int]] = OrderedDict()  # small LRU of index files
@@ -101,10 +133,18 @@ class ShuffleService:
     # --- connection ------------------------------------------------------------------------
 
     async def _connection(self, conn: Connection) -> None:
+        session = _Session("" if self.config.token else "open")
+        try:
+            await self._session(conn, session)
+        finally:
+            if session.app:
+                self.registry.disconnect(session.app)
+
+    async def _session(self, conn: Connection, session: _Session) -> None:
         limits = self.config.limits
-        authed = not self.config.token
         buffer = bytearray(0)  # reused for every payload of this connection
         while True:
+            authed = bool(session.role)
             try:  # before HELLO, the peer has the read timeout to authenticate; then idle ones
                 wait = limits.idle_timeout_s if authed else limits.read_timeout_s
                 raw = await conn.read_exactly(PREFIX.size, timeout=wait)
@@ -146,21 +186,62 @@ class ShuffleService:
                 self.stats.incr("requests_refused")  # the frame was whole: the stream goes on
                 await self._answer_error(conn, 400, f"malformed header: {e}")
                 continue
-            if not authed:
-                if _same_token(header.get("token"), self.config.token):
-                    authed = True
-                    await self._answer(conn, {})
-                    continue
-                self.stats.incr("requests_unauthorized")
-                return await self._refuse(conn, 401, "missing or wrong token")
-            if not await self._serve_request(conn, msg, header, payload):
+            if msg == Msg.HELLO and not session.app:
+                refused = self._hello(session, header)
+                if refused is not None:
+                    self.stats.incr("requests_unauthorized")
+                    return await self._refuse(conn, *refused)
+                await self._answer(conn, {})
+                continue
+            if not await self._serve_request(conn, msg, header, payload, session):
                 return
 
+    def _hello(self, session: _Session, header: dict[str, Any]) -> tuple[int, str] | None:
+        """Authenticate a connection: None, or the refusal (status, words)."""
+        if "app" in header:  # an application's connection
+            app = header.get("app")
+            if not self.registry.check(app, header.get("secret")):
+                return 401, "unknown application or wrong credential"
+            assert isinstance(app, str)
+            if not self.registry.connect(app):
+                self.stats.incr("connections_over_app_cap")
+                return 429, f"application {app} has {self.config.app_max_connections} connections"
+            session.role, session.app = "app", app
+            return None
+        if session.role == "open" or _same_token(header.get("token"), self.config.token):
+            session.role = session.role or "service"
+            return None
+        return 401, "missing or wrong token"
+
+    def _authorize(self, msg: Msg, header: dict[str, Any], session: _Session) -> None:
+        """Refuse (403) a request the connection may not make."""
+        if msg == Msg.REGISTER and session.app:
+            raise BadRequest(403, "applications are registered with the service-wide token")
+        if msg not in DATA_REQUESTS:
+            return
+        app = _app(header)
+        if session.app:
+            if app != session.app or not self.registry.live(app):
+                self.stats.incr("requests_forbidden")
+                raise BadRequest(403, f"this connection does not speak for application {app}")
+        elif session.role == "service" or self.registry.live(app):
+            self.stats.incr("requests_forbidden")
+            raise BadRequest(
+                403, f"requests on application {app}'s data need its credential, not the token"
+            )
+
     async def _serve_request(
-        self, conn: Connection, msg: int, header: dict[str, Any], payload: memoryview
+        self,
+        conn: Connection,
+        msg: int,
+        header: dict[str, Any],
+        payload: memoryview,
+        session: _Session,
     ) -> bool:
         """Answer one authenticated request; False when the connection must close."""
         try:
+            if msg in Msg.__members__.values():
+                self._authorize(Msg(msg), header, session)
             await self._dispatch(Msg(msg), header, payload, conn)
         except BadRequest as e:
             self.stats.incr("requests_refused")
@@ -224,6 +305,21 @@ class ShuffleService:
                 for key in [k for k in self._indexes if k.startswith(f"{app}/shuffle_{shuffle}/")]:
                     del self._indexes[key]
             await self._answer(conn, {"removed": removed})
+        elif msg == Msg.REGISTER:
+            app = _app(header)
+            got = await loop.run_in_executor(self._io, self.registry.register, app)
+            if isinstance(got, int):
+                self.stats.incr("registrations_refused")
+                words = "is already registered" if got == 409 else "is one too many"
+                raise BadRequest(got, f"application {app} {words}")
+            self.stats.incr("apps_registered")
+            log.info("shuffle service: application %s registered", app)
+            await self._answer(conn, {"secret": got})
+        elif msg == Msg.UNREGISTER:
+            app = _app(header)
+            removed = await loop.run_in_executor(self._io, self._unregister, app)
+            log.info("shuffle service: application %s unregistered", app)
+            await self._answer(conn, {"removed": removed})
         elif msg == Msg.STATS:
             await self._answer(conn, {"stats": self.snapshot()})
         elif msg == Msg.PUSH_DONE:
@@ -235,6 +331,14 @@ class ShuffleService:
             await self._answer(conn, {}, pushed.serialize())
         else:
             raise BadRequest(400, f"unknown message type {int(msg)}")
+
+    def _unregister(self, app: str) -> bool:
+        removed = self.registry.unregister(app)
+        self.merges.remove_app(app)
+        with self._indexes_lock:
+            for key in [k for k in self._indexes if k.startswith(f"{app}/")]:
+                del self._indexes[key]
+        return removed
 
     # --- push ------------------------------------------------------------------------------
 

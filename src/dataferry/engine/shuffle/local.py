@@ -17,12 +17,14 @@ import pyarrow as pa
 
 from ...errors import ShuffleError
 from ...shuffle import (
+    AppCredentials,
     DriverConfig,
     PushConfig,
     ReduceInput,
     ShuffleClient,
     ShuffleDriver,
     ShuffleServiceProcess,
+    register_app,
 )
 from ...stats import IOStatistics
 from ...store import LocalStore
@@ -82,6 +84,7 @@ class LocalShuffle:
         self.token = secrets.token_hex(16)
         self.app = f"app-{secrets.token_hex(4)}"
         self.services: list[ShuffleServiceProcess] = []
+        self.credentials: AppCredentials | None = None  # the app's, once the services are up
         self._pool: ProcessPoolExecutor | None = None
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
@@ -93,6 +96,8 @@ class LocalShuffle:
             node_dir = os.path.join(self.root, f"node-{i}")
             LocalStore(node_dir).mkdirs("")
             self.services.append(ShuffleServiceProcess(node_dir, self.token).start())
+        # the service-wide token stays here: the tasks get the application's credentials
+        self.credentials = register_app(self.app, self.addresses, self.token)
         workers = self.config.workers or os.cpu_count() or 1
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=worker_context())
         self._supervisor = threading.Thread(target=self._supervise, daemon=True)
@@ -154,7 +159,7 @@ class LocalShuffle:
             len(sources),
             num_reduces,
             self.addresses,
-            token=self.token,
+            credentials=self.credentials,
             config=self.config.driver,
             push=push_config or self.config.push_config,
             enabled=push,
@@ -173,7 +178,7 @@ class LocalShuffle:
                 r,
                 statuses,
                 merged.get(r),
-                self.token,
+                self.credentials,
             )
             for r in range(num_reduces)
         ]
