@@ -35,6 +35,21 @@ def verify_crash_cmd(
     concurrent_jobs: bool = typer.Option(
         False, "--concurrent-jobs", help="Two jobs committing into one destination at once."
     ),
+    races: bool = typer.Option(
+        None,
+        "--races/--no-races",
+        help="A live claim holder (a child driver stopped mid-commit) raced by a job with its "
+        "clock skewed -/+300 s, by a job with claim_timeout_s=0.2 and by cleanup --older-than "
+        "0; two takers of a dead claim; damaged claim and intent records; links to a "
+        "directory outside. Default: on with --concurrent-jobs.",
+        show_default=False,
+    ),
+    race_schedule: list[str] = typer.Option(
+        [],
+        "--race-schedule",
+        help="Only this race schedule (skewed_clock, short_timeout, cleanup_race, two_takers, "
+        "damaged_record, links); implies --races. Repeatable.",
+    ),
     existing_data: bool = typer.Option(
         False,
         "--existing-data",
@@ -61,7 +76,7 @@ def verify_crash_cmd(
     """Crash the reference job at every store operation, answer every rename, copy, upload
     completion, PUT and delete ambiguously (a timeout before or after it took effect), and
     check the invariants; with the options, also kill its driver, let zombie attempts commit,
-    and race two jobs."""
+    race two jobs, race a live claim holder, damage records and put links in the destination."""
     from ..verify.crash import verify_crash
 
     with progress(f"verify crash {committer}: scenarios", None, json_out or quiet) as steps:
@@ -77,6 +92,7 @@ def verify_crash_cmd(
             seed=seed,
             kill_timeout_s=kill_timeout,
             zombie_points=zombie_points or None,
+            races=tuple(race_schedule) or (concurrent_jobs if races is None else races),
             preload=tuple(preload),
         )
     data = report.to_json()
@@ -111,6 +127,7 @@ def _render(data: dict, committer: str) -> None:
         "driver kills": data["driver_kills"],
         "zombie schedules": data["zombie_schedules"],
         "concurrent runs": data["concurrent_runs"],
+        "race schedules": data["race_schedules"],
         "crash points over existing data": data["existing_data_crash_points"],
     }
     if any(extra.values()):

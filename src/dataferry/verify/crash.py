@@ -30,23 +30,43 @@ What was found is a `CrashReport` (`crash_report.py`).
 `verify_crash` also runs, on request, the kinds of failure one live process cannot show, each in
 its own module: drivers killed for real during job commit (`driver_kills.py`), zombie task
 attempts that commit after the driver gave up on them (`zombies.py`), two jobs committing into one
-destination at once (`concurrent.py`); and the crash points again on a destination that already
-holds a committed data set, in each write mode (`existing.py`).
+destination at once (`concurrent.py`), a live claim holder raced by another job or a cleanup and
+two takers of a dead one (`races.py`), damaged records and links to elsewhere (`damage.py`); and
+the crash points again on a destination that already holds a committed data set, in each write
+mode (`existing.py`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from .ambiguous import ambiguous_points, run_ambiguous_point
 from .crash_report import CrashReport
 from .existing import existing_crash_points
 from .harness import ScenarioStores, deterministic_options, load_preload
+from .races import SCHEDULES as RACES
 from .scenario import Select, baseline, crash_points, run_crash_point, run_scenarios
 
-__all__ = ["CrashReport", "verify_crash"]
+__all__ = ["RACE_SCHEDULES", "CrashReport", "race_schedules", "verify_crash"]
+
+RACE_SCHEDULES = (*RACES, "damaged_record", "links")
+
+
+def race_schedules(races: bool | Collection[str]) -> tuple[str, ...]:
+    """The race schedules asked for: all (True), none (False) or those named (ConfigError
+    naming an unknown one)."""
+    if isinstance(races, bool):
+        return RACE_SCHEDULES if races else ()
+    from ..errors import ConfigError
+
+    unknown = sorted(set(races) - set(RACE_SCHEDULES))
+    if unknown:
+        raise ConfigError(
+            f"unknown race schedule {unknown[0]!r}; known: {', '.join(RACE_SCHEDULES)}"
+        )
+    return tuple(s for s in RACE_SCHEDULES if s in set(races))
 
 
 def verify_crash(
@@ -66,6 +86,7 @@ def verify_crash(
     kill_timeout_s: float = 60.0,
     zombie_points: int | None = None,
     concurrent_points: int = 6,
+    races: bool | Collection[str] = False,
     ambiguous: bool = True,
     select: Select | None = None,
     preload: tuple[str, ...] = (),
@@ -85,6 +106,12 @@ def verify_crash(
     concurrent_jobs: two jobs committing into one destination at once, the second starting
         at `concurrent_points` operations of the first's job commit, in each mode, fresh and
         over data (see `concurrent.py`).
+    races: the schedules of `races.py` and `damage.py`: a live claim holder (a child driver,
+        stopped mid-commit) raced by a job with the holder's clock skewed by -/+300 s, by a job
+        with `claim_timeout_s=0.2`, or by `cleanup --older-than 0`; two takers of a dead claim
+        at once; damaged claim and intent records; links to a directory outside the
+        destination. True: all of them; a collection: those named (`RACE_SCHEDULES`). The
+        command line turns them all on with `--concurrent-jobs` (`--no-races` does not).
     existing_data: every crash point again, for a job in each write mode into a destination
         that holds a committed data set (3x the crash points).
     ambiguous: run the ambiguous answers (on by default: they are part of the crash points).
@@ -95,7 +122,9 @@ def verify_crash(
         registry (a test's deliberately broken one, a user's own) adds its registry row.
     """
     from .concurrent import run_concurrent
+    from .damage import run_damage
     from .driver_kills import run_driver_kills
+    from .races import run_races
     from .zombies import run_zombies
 
     preload = tuple(preload)
@@ -174,6 +203,39 @@ def verify_crash(
                 points=concurrent_points,
                 progress=part(),
             )
+        schedules = race_schedules(races)
+        if schedules and not stores.shared_between_processes:
+            report.skipped["races"] = (
+                f"{stores.base} is private to one process: a child driver cannot hold its claim"
+            )
+        elif schedules:
+            workers = max(processes, min(2, os.cpu_count() or 1))
+            held = tuple(s for s in schedules if s in RACES)
+            if held:
+                report.extra += run_races(
+                    committer,
+                    stores,
+                    options,
+                    schedules=held,
+                    seed=seed,
+                    preload=preload,
+                    workers=workers,
+                    progress=part(),
+                )
+            damaged = tuple(s for s in schedules if s not in RACES)
+            if damaged:
+                found, skipped = run_damage(
+                    committer,
+                    stores,
+                    options,
+                    kinds=damaged,
+                    seed=seed,
+                    preload=preload,
+                    workers=workers,
+                    progress=part(),
+                )
+                report.extra += found
+                report.skipped.update(skipped)
         if existing_data:
             report.extra += existing_crash_points(
                 committer,

@@ -10,7 +10,22 @@ from typing import Any
 from . import invariants as inv
 from .harness import Scenario
 
-KINDS = ("crash", "ambiguous", "existing_crash", "driver_kill", "zombie", "concurrent")
+KINDS = (
+    "crash",
+    "ambiguous",
+    "existing_crash",
+    "driver_kill",
+    "zombie",
+    "concurrent",
+    "race_baseline",
+    "skewed_clock",
+    "short_timeout",
+    "cleanup_race",
+    "two_takers",
+    "damaged_record",
+    "links",
+)
+RACE_KINDS = KINDS[7:]  # the schedules of `--races` (their baselines not counted)
 
 
 @dataclass
@@ -68,6 +83,12 @@ class CrashReport:
     def concurrent_runs(self) -> int:
         return len(self.of_kind("concurrent"))
 
+    @property
+    def race_schedules(self) -> int:
+        """Live holders raced (skewed clock, short timeout, cleanup, two takers), damaged
+        records and links."""
+        return sum(len(self.of_kind(k)) for k in RACE_KINDS)
+
     def kinds(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for kind in KINDS:
@@ -105,6 +126,7 @@ class CrashReport:
             "driver_kills": self.driver_kills,
             "zombie_schedules": self.zombie_schedules,
             "concurrent_runs": self.concurrent_runs,
+            "race_schedules": self.race_schedules,
             "existing_data_crash_points": len(self.of_kind("existing_crash")),
             "kinds": self.kinds(),
             "skipped": dict(self.skipped),

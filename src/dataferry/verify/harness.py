@@ -223,10 +223,31 @@ class JobOutcome:
     run: JobRun | None = None
     commit_start: int | None = None  # trace index when job commit started (FaultStore only)
     commit_end: int | None = None  # trace length when the run returned or raised
+    chain: list[str] = field(default_factory=list)  # the error's types, outermost first
+    unnamed: str = ""  # the first exception in that chain that is not the library's own
 
     @property
     def committed(self) -> bool:
         return self.status == "committed"
+
+
+def error_chain(exc: BaseException | None) -> tuple[list[str], str]:
+    """The types of an error and of its causes, outermost first, and the first of them that
+    is not a named error of the library (a DataferryError, or the OSError a StoreError stands
+    for): a TypeError, KeyError or JSON decode error that escaped from a damaged record."""
+    names: list[str] = []
+    unnamed = ""
+    seen: set[int] = set()
+    first = True
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        names.append(type(exc).__name__)
+        named = isinstance(exc, DataferryError) or (not first and isinstance(exc, OSError))
+        if not named and not unnamed:
+            unnamed = type(exc).__name__
+        first = False
+        exc = exc.__cause__ or exc.__context__
+    return names, unnamed
 
 
 def run_reference(
@@ -261,6 +282,7 @@ def run_reference(
         raise
     except DataferryError as e:
         out.status, out.error = status_of(e), f"{type(e).__name__}: {e}"
+        out.chain, out.unnamed = error_chain(e)
     finally:
         if fault is not None:
             out.commit_end = fault.op_count

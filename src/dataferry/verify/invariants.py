@@ -24,6 +24,20 @@ Dead drivers, zombie attempts, racing jobs and destinations that already hold da
   ends with exactly one job's output, never the union.
 - stable_after_success: once `_SUCCESS` is written, nothing a reader sees changes (a zombie
   attempt that commits late changes nothing, before or after `dataferry cleanup`).
+
+Live holders raced by a second job or a `cleanup`, damaged records and links add
+(`races.py`, `damage.py`):
+
+- outside_untouched: nothing outside the destination changes: a canary directory elsewhere,
+  linked from inside the destination, is byte for byte as it was after every job and cleanup.
+- named_error: a job or a cleanup that meets a damaged record or a link either does its work
+  or fails with the library's own error (a DataferryError naming the problem), within a
+  bounded time: no TypeError, KeyError or decode error escapes, and nothing hangs.
+- live_holder_kept: a claim holder that is alive is never overtaken: while it is stopped for
+  far less than the claim timeout (a pause), whatever its clock says, a normal job gives way
+  or waits and a `cleanup` leaves it alone, so its commit ends as it would have alone.
+- no_data_loss: a commit that was decided (its intent saved) loses no data to recovery: when
+  a recovery cannot finish it, every file of the chosen attempts is still on the store.
 """
 
 from __future__ import annotations
@@ -44,8 +58,23 @@ EARLIER_KEPT = "earlier_data_kept"
 WRITE_MODE = "write_mode"
 ONE_WRITER = "one_writer"
 STABLE = "stable_after_success"
+OUTSIDE = "outside_untouched"
+NAMED = "named_error"
+NO_LOSS = "no_data_loss"
+LIVE = "live_holder_kept"
 CORE = (NO_FALSE_SUCCESS, EXCLUSIVE, COMPLETE, NOTHING_VISIBLE, NO_LEFTOVERS)
-ALL = (*CORE, NOTHING_OF_FAILED, EARLIER_KEPT, WRITE_MODE, ONE_WRITER, STABLE)
+ALL = (
+    *CORE,
+    NOTHING_OF_FAILED,
+    EARLIER_KEPT,
+    WRITE_MODE,
+    ONE_WRITER,
+    STABLE,
+    LIVE,
+    OUTSIDE,
+    NAMED,
+    NO_LOSS,
+)
 
 SUCCESS = "_SUCCESS"
 

@@ -1,0 +1,717 @@
+"""Live claim holders, and what races them: a second job, a `cleanup`, two takers at once.
+
+What it models: the driver of a job that holds the destination's claim is alive but slow (a
+long GC pause, a frozen VM, a loaded store), or its wall clock is wrong, while another job, a
+scheduler's retry or a user's `dataferry cleanup DEST --older-than 0` decides it is dead. A
+holder that is alive must never be overtaken; a holder that is really dead is taken over by
+exactly one taker.
+
+The holder is a real driver process (`sys.executable -c`, as the dead-driver scenarios run
+it). At a chosen store operation of its job commit it stops itself (SIGSTOP: every thread of
+it, the heartbeat too, as a frozen process). `RACE_AFTER_S` (0.5 s, longer than the short
+claim timeout) later the parent acts; once its racer ended, or `PAUSE_S` (1 s) after it
+started, it sends SIGCONT and the holder goes on as if nothing happened. The schedules:
+
+- `skewed_clock`: the holder's wall clock (`time.time`) is shifted by -300 s or +300 s (the
+  monotonic clock is not), the taker is a normal job of the same write mode (default options)
+  that starts its commit while the holder is stopped;
+- `short_timeout`: the holder has default options; the taker uses `claim_timeout_s=0.2`;
+- `cleanup_race`: no second job: `cleanup_destination(store, older_than_s=0)` (what `dataferry
+  cleanup DEST --older-than 0` runs) while the holder is stopped;
+- `two_takers`: the holder is killed (SIGKILL) after its commit was decided, then two jobs take
+  the dead claim over at once: one on a slow store (every operation 20 ms), the other with
+  `claim_timeout_s=0.2` and started as the first one is recovering the dead commit (and once
+  both at the same moment, with default options).
+
+The holder stops at named points of its job commit, found in a baseline run of the same job
+in a child of its own: `planning` (just after the claim is created), `decided` (just after
+the intent record), `applying` (half way between the intent and `_SUCCESS`) and
+`after_success` (just after `_SUCCESS`, in the job's cleanup). Every variant runs on a fresh
+destination (mode `error`) and on one holding a committed data set (each write mode).
+
+Once every process ended, `dataferry cleanup --older-than 0` runs as a user would, and the
+destination is checked (`check_sides`): each job's files are all there (one attempt per task)
+or none; a job that reported success has its rows there (unless a later `overwrite` replaced
+them after it finished); `overwrite` never leaves two jobs' outputs, `error` never two and
+none over data; the earlier data set is kept or wholly replaced by an `overwrite` that took
+effect; `_SUCCESS` is there exactly when some job's output is, and names no file of a job whose
+output is not there; nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import DataferryError
+from ..store import FaultRule, open_store
+from ..store import fault_layer as find_fault_layer
+from ..store.faults import call_at, kill_at
+from . import invariants as inv
+from .harness import (
+    EXISTING,
+    FRESH,
+    MODES,
+    PreparedJob,
+    Scenario,
+    ScenarioStores,
+    allowed_leftovers,
+    discard,
+    error_chain,
+    load_preload,
+    prepare_job,
+    quiet_store,
+    recovery_committer,
+    run_reference,
+    seeded_uuid,
+    status_of,
+    write_earlier,
+)
+from .reference import job_tag
+
+CHILD_CODE = (
+    "import json, sys, time\n"
+    "skew = json.loads(sys.argv[1]).get('skew_s') or 0\n"
+    "if skew:\n"
+    "    real = time.time\n"
+    "    time.time = lambda: real() + skew\n"
+    "from dataferry.verify.races import holder_main\n"
+    "sys.exit(holder_main(sys.argv[1]))\n"
+)
+VARIANTS = ((FRESH, "error"), *((EXISTING, m) for m in MODES))
+PAUSED_SCHEDULES = ("skewed_clock", "short_timeout", "cleanup_race")
+SCHEDULES = (*PAUSED_SCHEDULES, "two_takers")
+POINTS = ("planning", "decided", "applying", "after_success")
+SKEWS_S = (-300.0, 300.0)
+SHORT_TIMEOUT_S = 0.2
+RACE_AFTER_S = 0.5  # the racer starts this long after the holder stopped (> SHORT_TIMEOUT_S)
+PAUSE_S = 1.0  # then the holder stays stopped until the racer ends, or this long at most
+SLOW_OP_S = 0.02  # each store operation of the slow taker
+JOIN_S = 60.0  # how long a job or a child may take once it runs again
+PAUSED = "DATAFERRY-PAUSED"
+
+
+# --- the holder, a driver in a child process -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HolderSpec:
+    """One driver run in a child: the job, its destination, where to stop or die."""
+
+    committer: str
+    url: str
+    mode: str
+    options: dict[str, Any]
+    job_uuid: str
+    pause_index: int | None = None  # SIGSTOP itself before this operation
+    kill_index: int | None = None  # SIGKILL itself before this operation
+    skew_s: float = 0.0  # its wall clock (time.time) is off by this much
+    action: str = "job"  # or "cleanup": `cleanup_destination(store, older_than_s=0)`
+    trace: bool = False  # report the job commit's operations (a baseline)
+    preload: tuple[str, ...] = ()
+    import_path: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+
+def _stop_self(*_: Any) -> None:
+    print(PAUSED, flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def holder_main(spec_json: str) -> int:
+    """The child: run the job (or a cleanup) with its pause or kill armed and print, as its
+    last line, how it ended."""
+    spec = HolderSpec(**json.loads(spec_json))
+    if spec.preload:
+        sys.path[:0] = [p for p in spec.import_path if p not in sys.path]
+        load_preload(spec.preload)
+    report: dict[str, Any] = {"status": "", "error": "", "chain": [], "unnamed": ""}
+    if spec.action == "cleanup":
+        from ..commit.cleanup import cleanup_destination
+
+        try:
+            done = cleanup_destination(open_store(spec.url, latency_scale=0.0), older_than_s=0)
+            report["status"] = "failed:cleanup" if done.failed else "done"
+            report["error"] = "; ".join(f"{k}: {v}" for k, v in done.failed.items())
+        except Exception as e:
+            report["status"], report["error"] = status_of(e), f"{type(e).__name__}: {e}"
+            report["chain"], report["unnamed"] = error_chain(e)
+        print(json.dumps(report), flush=True)
+        return 0
+    rules: list[FaultRule] = []
+    if spec.pause_index is not None:
+        rules.append(call_at(spec.pause_index, _stop_self))
+    if spec.kill_index is not None:
+        rules.append(kill_at(spec.kill_index))
+    store = open_store(spec.url, faults=rules, latency_scale=0.0)
+    try:
+        out = run_reference(spec.committer, store, spec.mode, spec.options, spec.job_uuid)
+        report.update(status=out.status, error=out.error, chain=out.chain, unnamed=out.unnamed)
+        report.update(commit_start=out.commit_start, commit_end=out.commit_end)
+    except Exception as e:  # not the library's own error: named_error sees it
+        report["status"], report["error"] = f"failed:{type(e).__name__}", f"{e!r}"
+        report["chain"], report["unnamed"] = error_chain(e)
+    fault = find_fault_layer(store)
+    if spec.trace and fault is not None:
+        start = report.get("commit_start") or 0
+        report["trace"] = [[t.index, t.op.value, t.path, t.dest] for t in fault.trace[start:]]
+    print(json.dumps(report), flush=True)
+    return 0
+
+
+class Holder:
+    """A running child driver: wait for it to stop, let it go on, collect how it ended."""
+
+    def __init__(self, spec: HolderSpec) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD_CODE, spec.to_json()],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._readers = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, True), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, False), daemon=True),
+        ]
+        for t in self._readers:
+            t.start()
+
+    def _read(self, stream: Any, out: bool) -> None:
+        for line in stream:
+            (self.out if out else self.err).append(line)
+            if out:
+                self.lines.put(line)
+        if out:
+            self.lines.put(None)
+
+    def wait_paused(self, timeout_s: float = JOIN_S) -> bool:
+        """True once the holder stopped itself; False when it ended (or hung) first."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                return False
+            if line is None:
+                return False
+            if line.strip() == PAUSED:
+                return True
+
+    def resume(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
+    def finish(self, timeout_s: float = JOIN_S) -> tuple[str, str, dict[str, Any]]:
+        """(status, detail, report): the job's status, or `killed`, `timeout`, `child_error`."""
+        try:
+            code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return "timeout", f"the child did not end {timeout_s:g} s after it went on", {}
+        for t in self._readers:
+            t.join(5)
+        if code == -signal.SIGKILL:
+            return "killed", "", {}
+        lines = [x for x in self.out if x.strip() and x.strip() != PAUSED]
+        if code != 0 or not lines:
+            tail = (self.err or self.out or ["?"])[-1].strip()
+            return "child_error", f"exit {code}: {tail}", {}
+        data = json.loads(lines[-1])
+        return data["status"], data["error"], data
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def run_holder(spec: HolderSpec, timeout_s: float = JOIN_S) -> tuple[str, str, dict[str, Any]]:
+    holder = Holder(spec)
+    try:
+        return holder.finish(timeout_s)
+    finally:
+        holder.kill()
+
+
+def carry(preload: Collection[str]) -> dict[str, Any]:
+    """HolderSpec fields that give a child the preloads and this process's import path."""
+    if not preload:
+        return {}
+    return {"preload": tuple(preload), "import_path": tuple(p for p in sys.path if p)}
+
+
+# --- the jobs on this side ----------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """One job in a race and how it ended; `start`/`end` bound its job commit (monotonic)."""
+
+    name: str
+    uuid: str
+    status: str = ""
+    error: str = ""
+    job: PreparedJob | None = None
+    start: float = 0.0
+    end: float = float("inf")
+
+    @property
+    def committed(self) -> bool:
+        return self.status == "committed"
+
+    def commit(self) -> None:
+        self.start = time.monotonic()
+        try:
+            if self.job is not None:
+                self.job.commit()
+                self.status, self.error = self.job.status, self.job.error
+        finally:
+            self.end = time.monotonic()
+
+    def abort(self) -> None:
+        """A prepared job that never committed is aborted, as its driver would."""
+        if self.job is not None and not self.status:
+            try:
+                self.job.committer.abort_job(self.job.job)
+            except Exception:
+                pass
+
+
+def prepare_side(
+    committer: str, url: str, mode: str, options: dict[str, Any], side: Side, rules: list
+) -> Side:
+    store = open_store(url, faults=rules, latency_scale=0.0)
+    try:
+        side.job = prepare_job(committer, store, mode, options, side.uuid)
+    except DataferryError as e:  # the mode applied up front refused it
+        side.status, side.error = status_of(e), f"{type(e).__name__}: {e}"
+    return side
+
+
+def slow_store_rules() -> list[FaultRule]:
+    return [FaultRule(action="callback", callback=lambda *_: time.sleep(SLOW_OP_S), times=-1)]
+
+
+# --- the checks ---------------------------------------------------------------------------------
+
+
+def _success_tags(store: Any) -> set[str]:
+    """The job tags of the files `_SUCCESS` names (empty when it names none, or is not JSON)."""
+    import re
+
+    try:
+        data = json.loads(store.read_bytes(inv.SUCCESS))
+    except Exception:
+        return set()
+    names = data.get("filenames") if isinstance(data, dict) else None
+    tags = set()
+    for name in names if isinstance(names, list) else ():
+        m = re.search(r"-j([0-9a-f]{8})\.dat$", str(name))
+        if m:
+            tags.add(m.group(1))
+    return tags
+
+
+def check_sides(
+    store: Any,
+    mode: str,
+    earlier: inv.Snapshot,
+    sides: list[Side],
+    allow: tuple[str, ...],
+    decided: Collection[str] = (),
+) -> list[str]:
+    """The destination after every job of a race ended and `cleanup` ran (see the module
+    docstring). `decided`: names of sides whose commit was decided before anyone raced them
+    (a killed holder's), which recovery must finish."""
+    problems: list[str] = []
+    visible = inv.visible_files(store)
+    files = {s.name: inv.files_of_job(store, s.uuid, visible) for s in sides}
+    present = [s for s in sides if files[s.name]]
+    has_success = store.exists(inv.SUCCESS)
+    problems += inv.check_jobs(store, [s.uuid for s in present], ignore=earlier)
+    for s in sides:
+        if s.committed and not files[s.name]:
+            later = [
+                o
+                for o in sides
+                if o is not s and mode == "overwrite" and o.committed and o.start >= s.end
+            ]
+            if not later:
+                problems.append(
+                    f"{inv.COMPLETE}: job {s.name} reported committed, none of its files are "
+                    f"visible ({', '.join(f'{o.name} {o.status}' for o in sides if o is not s)})"
+                )
+        if s.name in decided and not files[s.name]:
+            replaced = mode == "overwrite" and any(o.committed for o in sides if o is not s)
+            if not replaced:
+                problems.append(
+                    f"{inv.NO_LOSS}: job {s.name}'s commit was decided, yet none of its files "
+                    "are visible after the takeover and cleanup"
+                )
+    if mode == "overwrite" and len(present) > 1:
+        problems.append(
+            f"{inv.ONE_WRITER}: mode 'overwrite' left {len(present)} jobs' output (the union: "
+            f"{', '.join(f'{s.name} {len(files[s.name])} files' for s in present)})"
+        )
+    if mode == "error" and (len(present) > 1 or (earlier and present)):
+        problems.append(
+            f"{inv.ONE_WRITER}: mode 'error' left the output of "
+            f"{', '.join(s.name for s in present)} in a destination that held "
+            f"{len(earlier)} files"
+        )
+    replaced = mode == "overwrite" and bool(present)
+    problems += inv.check_earlier(store, earlier, visible, replaced=replaced)
+    if present and not has_success:
+        problems.append(
+            f"{inv.NO_FALSE_SUCCESS}: {', '.join(s.name for s in present)}'s output is "
+            "visible without _SUCCESS"
+        )
+    if has_success and not present and (not earlier or replaced):
+        problems.append(f"{inv.NO_FALSE_SUCCESS}: _SUCCESS but no job's output is there")
+    absent = {job_tag(s.uuid): s.name for s in sides if not files[s.name]}
+    named = sorted(absent[t] for t in _success_tags(store) if t in absent)
+    if has_success and named:
+        problems.append(
+            f"{inv.NO_FALSE_SUCCESS}: _SUCCESS names files of job {named[0]}, whose output "
+            "is not there"
+        )
+    problems += inv.check_no_leftovers(store, allow)
+    return problems
+
+
+def final_cleanup(url: str, problems: list[str]) -> None:
+    """What a user runs once every job ended: `dataferry cleanup DEST --older-than 0`."""
+    from ..commit.cleanup import cleanup_destination
+
+    try:
+        report = cleanup_destination(quiet_store(url), older_than_s=0.0)
+    except Exception as e:
+        problems.append(f"{inv.NO_LEFTOVERS}: dataferry cleanup raised {type(e).__name__}: {e}")
+        return
+    for path, why in report.failed.items():
+        problems.append(f"{inv.NO_LEFTOVERS}: dataferry cleanup left {path}: {why}")
+
+
+# --- variants and their points ------------------------------------------------------------------
+
+
+@dataclass
+class RaceVariant:
+    destination: str
+    mode: str
+    uuids: tuple[str, str, str, str]  # earlier data, the holder, taker 1, taker 2
+    points: dict[str, int] = field(default_factory=dict)
+    success_op: int | None = None  # the holder's last operation on _SUCCESS
+    status: str = ""  # how the holder's baseline ended
+
+
+def points_of(trace: list[list[Any]], end: int) -> tuple[dict[str, int], int | None]:
+    """The named points of a job commit's operations ([index, op, path, dest] each)."""
+    from ..commit.intent import INTENT_FILE
+
+    def first(pred: Callable[[list[Any]], bool]) -> int | None:
+        return next((t[0] for t in trace if pred(t)), None)
+
+    claim = first(lambda t: t[2].endswith("claim.json"))
+    intent = first(lambda t: t[2].endswith(INTENT_FILE) and t[1] in ("write", "create"))
+    success = next(
+        (t[0] for t in reversed(trace) if "_SUCCESS" in t[2] or "_SUCCESS" in t[3]), None
+    )
+    start = trace[0][0] if trace else end
+    points: dict[str, int] = {"planning": (claim if claim is not None else start) + 1}
+    if intent is not None:
+        points["decided"] = intent + 1
+        if success is not None and success - intent > 2:
+            points["applying"] = (intent + success) // 2 + 1
+    if success is not None:
+        points["after_success"] = success + 1
+    seen: set[int] = set()
+    out = {}
+    for name, index in points.items():
+        if index < end and index not in seen:
+            seen.add(index)
+            out[name] = index
+    return out, success
+
+
+class Races:
+    """The schedules of one committer on one store (see the module docstring)."""
+
+    def __init__(
+        self,
+        committer: str,
+        stores: ScenarioStores,
+        options: dict[str, Any],
+        *,
+        seed: int = 0,
+        preload: tuple[str, ...] = (),
+        workers: int = 2,
+    ) -> None:
+        self.committer, self.stores, self.options = committer, stores, options
+        self.preload = tuple(preload)
+        self.workers = max(1, workers)
+        rng = random.Random(f"{seed}:races")
+        self.variants = [
+            RaceVariant(d, m, tuple(seeded_uuid(rng) for _ in range(4)))  # type: ignore[arg-type]
+            for d, m in VARIANTS
+        ]
+
+    def _earlier(self, url: str, v: RaceVariant) -> inv.Snapshot:
+        if v.destination != EXISTING:
+            return {}
+        return write_earlier(self.committer, url, self.options, v.uuids[0])
+
+    def _takers(
+        self, url: str, v: RaceVariant, options: tuple[dict, dict], rules: tuple[list, list]
+    ) -> tuple[Side, Side]:
+        """Both takers prepared (tasks committed, job commit not started), in every schedule
+        and baseline alike, so the holder's operations keep their indexes."""
+        return (
+            prepare_side(self.committer, url, v.mode, options[0], Side("T1", v.uuids[2]), rules[0]),
+            prepare_side(self.committer, url, v.mode, options[1], Side("T2", v.uuids[3]), rules[1]),
+        )
+
+    def _spec(self, url: str, v: RaceVariant, **kw: Any) -> HolderSpec:
+        return HolderSpec(
+            self.committer, url, v.mode, self.options, v.uuids[1], **kw, **carry(self.preload)
+        )
+
+    def _allow(self, url: str, mode: str) -> tuple[str, ...]:
+        plain = quiet_store(url)
+        return allowed_leftovers(recovery_committer(self.committer, plain, mode, self.options))
+
+    def baseline(self, v: RaceVariant) -> Scenario:
+        """The holder alone (the takers prepared, never committed): where its points are."""
+        url = self.stores.url(f"r-{v.destination[0]}{v.mode}-base")
+        earlier = self._earlier(url, v)
+        takers = self._takers(url, v, (self.options, self.options), ([], []))
+        status, detail, report = run_holder(self._spec(url, v, trace=True))
+        for t in takers:
+            t.abort()
+        trace = report.get("trace") or []
+        v.points, v.success_op = points_of(trace, report.get("commit_end") or 0)
+        v.status = status
+        scenario = Scenario(
+            index=None,
+            when="none",
+            kind="race_baseline",
+            mode=v.mode,
+            destination=v.destination,
+            outcome=status,
+            schedule="the holder alone; points "
+            + ", ".join(f"{k} op {i}" for k, i in v.points.items())
+            + (f"; {detail}" if detail else ""),
+        )
+        holder = Side("H", v.uuids[1], status=status)
+        holder.end = 0.0
+        scenario.problems += check_sides(
+            quiet_store(url), v.mode, earlier, [holder], self._allow(url, v.mode)
+        )
+        discard(quiet_store(url))
+        return scenario
+
+    def paused(self, schedule: str, v: RaceVariant, point: str, skew_s: float = 0.0) -> Scenario:
+        """The holder stopped at `point` while its racer acts (a taker, or a cleanup)."""
+        from ..commit.cleanup import cleanup_destination
+
+        index = v.points[point]
+        url = self.stores.url(f"r-{schedule[:2]}-{v.destination[0]}{v.mode}-{point[:3]}")
+        earlier = self._earlier(url, v)
+        short = {**self.options, "claim_timeout_s": SHORT_TIMEOUT_S}
+        taker_options = short if schedule == "short_timeout" else self.options
+        t1, t2 = self._takers(url, v, (taker_options, self.options), ([], []))
+        sides = [Side("H", v.uuids[1]), t1]
+        problems: list[str] = []
+        racer_note: list[str] = []
+
+        def race() -> None:
+            if schedule == "cleanup_race":
+                try:
+                    done = cleanup_destination(quiet_store(url), older_than_s=0.0)
+                    racer_note.append(
+                        f"cleanup: rolled forward {len(done.rolled_forward)}, back "
+                        f"{len(done.rolled_back)}, left {len(done.skipped_recent)}"
+                    )
+                except Exception as e:
+                    racer_note.append(f"cleanup raised {type(e).__name__}")
+                    _, unnamed = error_chain(e)
+                    if unnamed:
+                        problems.append(f"{inv.NAMED}: cleanup raised {unnamed}: {e}")
+            else:
+                t1.commit()
+
+        holder = Holder(self._spec(url, v, pause_index=index, skew_s=skew_s))
+        try:
+            stopped = holder.wait_paused()
+            paused_at = time.monotonic()
+            if stopped:
+                time.sleep(RACE_AFTER_S)
+            racer = threading.Thread(target=race, name="dataferry-racer", daemon=True)
+            racer.start()
+            if stopped:
+                racer.join(PAUSE_S)
+            holder.resume()
+            racer.join(JOIN_S)
+            status, detail, _ = holder.finish()
+        finally:
+            holder.kill()
+        if racer.is_alive():
+            problems.append(f"{inv.ONE_WRITER}: the racer did not end {JOIN_S:g} s later")
+        h = sides[0]
+        h.status, h.error, h.start = status, detail, 0.0
+        done_before = v.success_op is not None and index > v.success_op
+        h.end = paused_at if done_before else time.monotonic()
+        if schedule in ("skewed_clock", "cleanup_race") and stopped and h.status != v.status:
+            problems.append(
+                f"{inv.LIVE}: the holder, alive and stopped for about "
+                f"{RACE_AFTER_S + PAUSE_S:g} s, ended {h.status} (alone: {v.status}): "
+                + (f"the {schedule.replace('_', ' ')} overtook it" if racer_note else "")
+                + (racer_note[0] if racer_note else f"taker {t1.status}")
+            )
+        if schedule == "cleanup_race":
+            sides = [h]
+        t2.abort()
+        t1.abort()
+        final_cleanup(url, problems)
+        plain = quiet_store(url)
+        problems += check_sides(plain, v.mode, earlier, sides, self._allow(url, v.mode))
+        skew = f", holder's clock {skew_s:+g} s" if skew_s else ""
+        racer_what = racer_note[0] if racer_note else f"taker {t1.status} {t1.error[:120]}"
+        scenario = Scenario(
+            index=index,
+            when="before",
+            kind=schedule,
+            mode=v.mode,
+            destination=v.destination,
+            outcome=f"H {h.status}" + ("" if schedule == "cleanup_race" else f", T {t1.status}"),
+            schedule=f"holder stopped at {point} (op {index}){skew}"
+            + ("" if stopped else " (never reached)")
+            + f"; {racer_what}"
+            + (f"; holder: {detail[:160]}" if detail and h.status != "committed" else ""),
+            problems=problems,
+        )
+        discard(plain)
+        return scenario
+
+    def two_takers(self, v: RaceVariant, point: str, staggered: bool) -> Scenario:
+        """The holder killed at `point` (its commit decided); two takers at once."""
+        index = v.points[point]
+        url = self.stores.url(
+            f"r-tt-{v.destination[0]}{v.mode}-{point[:3]}{'s' if staggered else ''}"
+        )
+        earlier = self._earlier(url, v)
+        short = {**self.options, "claim_timeout_s": SHORT_TIMEOUT_S}
+        if staggered:
+            t1, t2 = self._takers(url, v, (self.options, short), (slow_store_rules(), []))
+        else:
+            t1, t2 = self._takers(url, v, (self.options, self.options), ([], []))
+        status, detail, _ = run_holder(self._spec(url, v, kill_index=index))
+        h = Side("H", v.uuids[1], status=status, error=detail, end=0.0)
+        first = threading.Thread(target=t1.commit, name="dataferry-taker-1", daemon=True)
+        second = threading.Thread(target=t2.commit, name="dataferry-taker-2", daemon=True)
+        first.start()
+        if staggered:
+            time.sleep(0.1)
+        second.start()
+        problems: list[str] = []
+        for t in (first, second):
+            t.join(JOIN_S)
+            if t.is_alive():
+                problems.append(f"{inv.ONE_WRITER}: {t.name} did not end in {JOIN_S:g} s")
+        final_cleanup(url, problems)
+        plain = quiet_store(url)
+        decided = ("H",) if point != "planning" and status == "killed" else ()
+        problems += check_sides(
+            plain, v.mode, earlier, [h, t1, t2], self._allow(url, v.mode), decided
+        )
+        how = "slow T1, T2 with a 0.2 s timeout 0.1 s later" if staggered else "both at once"
+        scenario = Scenario(
+            index=index,
+            when="before",
+            kind="two_takers",
+            mode=v.mode,
+            destination=v.destination,
+            outcome=f"H {status}, T1 {t1.status}, T2 {t2.status}",
+            schedule=f"holder killed at {point} (op {index}); {how}",
+            problems=problems,
+        )
+        discard(plain)
+        return scenario
+
+    def plan(self, schedules: Collection[str]) -> list[Callable[[], Scenario]]:
+        runs: list[Callable[[], Scenario]] = []
+        for v in self.variants:
+            for point in v.points:
+                if "skewed_clock" in schedules:
+                    for skew in SKEWS_S:
+                        runs.append(
+                            lambda v=v, p=point, s=skew: self.paused("skewed_clock", v, p, s)
+                        )
+                for schedule in ("short_timeout", "cleanup_race"):
+                    if schedule in schedules:
+                        runs.append(lambda v=v, p=point, s=schedule: self.paused(s, v, p))
+                if "two_takers" in schedules and point in ("decided", "applying"):
+                    for staggered in (True, False):
+                        runs.append(lambda v=v, p=point, s=staggered: self.two_takers(v, p, s))
+        return runs
+
+
+def run_races(
+    committer: str,
+    stores: ScenarioStores,
+    options: dict[str, Any],
+    *,
+    schedules: Collection[str] = SCHEDULES,
+    seed: int = 0,
+    preload: tuple[str, ...] = (),
+    workers: int = 2,
+    variants: Collection[tuple[str, str]] | None = None,
+    points: Collection[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[Scenario]:
+    """Every schedule in `schedules`, each variant (or only `variants`: (destination, mode)),
+    at each named point (or only `points`): the baselines first, then the races,
+    `workers` at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    races = Races(committer, stores, options, seed=seed, preload=preload, workers=workers)
+    if variants is not None:
+        races.variants = [v for v in races.variants if (v.destination, v.mode) in set(variants)]
+    lock = threading.Lock()
+    with ThreadPoolExecutor(races.workers, thread_name_prefix="dataferry-race") as pool:
+        out = list(pool.map(races.baseline, races.variants))
+        if points is not None:
+            for v in races.variants:
+                v.points = {k: i for k, i in v.points.items() if k in set(points)}
+        runs = races.plan(schedules)
+        total = len(runs) + len(races.variants)
+        if progress:
+            for _ in races.variants:
+                progress(total)
+
+        def one(run: Callable[[], Scenario]) -> Scenario:
+            s = run()
+            if progress:
+                with lock:
+                    progress(total)
+            return s
+
+        out += list(pool.map(one, runs))
+    return out
