@@ -108,7 +108,8 @@ def verify_crash(
         over data (see `concurrent.py`).
     races: the schedules of `races.py` and `damage.py`: a live claim holder (a child driver,
         stopped mid-commit) raced by a job with the holder's clock skewed by -/+300 s, by a job
-        with `claim_timeout_s=0.2`, or by `cleanup --older-than 0`; two takers of a dead claim
+        with `claim_timeout_s=0.2` (and, both at 0.2 s, one stopped past its lease), or by
+        `cleanup --older-than 0`; two takers of a dead claim
         at once; damaged claim and intent records; links to a directory outside the
         destination. True: all of them; a collection: those named (`RACE_SCHEDULES`). The
         command line turns them all on with `--concurrent-jobs` (`--no-races` does not).

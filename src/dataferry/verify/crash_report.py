@@ -20,6 +20,7 @@ KINDS = (
     "race_baseline",
     "skewed_clock",
     "short_timeout",
+    "lease_expired",
     "cleanup_race",
     "two_takers",
     "damaged_record",

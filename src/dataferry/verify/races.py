@@ -16,6 +16,10 @@ started, it sends SIGCONT and the holder goes on as if nothing happened. The sch
   monotonic clock is not), the taker is a normal job of the same write mode (default options)
   that starts its commit while the holder is stopped;
 - `short_timeout`: the holder has default options; the taker uses `claim_timeout_s=0.2`;
+- `lease_expired`: holder and taker both with `claim_timeout_s=0.2`, and the holder stopped
+  for longer than the claim's lease (its minimum, where there is one, plus 1.5 s): the taker
+  may take over, and the holder, when it goes on, must find it lost the claim before it changes
+  anything a reader sees (at `decided` and `applying` only);
 - `cleanup_race`: no second job: `cleanup_destination(store, older_than_s=0)` (what `dataferry
   cleanup DEST --older-than 0` runs) while the holder is stopped;
 - `two_takers`: the holder is killed (SIGKILL) after its commit was decided, then two jobs take
@@ -89,7 +93,7 @@ CHILD_CODE = (
     "sys.exit(holder_main(sys.argv[1]))\n"
 )
 VARIANTS = ((FRESH, "error"), *((EXISTING, m) for m in MODES))
-PAUSED_SCHEDULES = ("skewed_clock", "short_timeout", "cleanup_race")
+PAUSED_SCHEDULES = ("skewed_clock", "short_timeout", "lease_expired", "cleanup_race")
 SCHEDULES = (*PAUSED_SCHEDULES, "two_takers")
 POINTS = ("planning", "decided", "applying", "after_success")
 SKEWS_S = (-300.0, 300.0)
@@ -305,6 +309,14 @@ def prepare_side(
     return side
 
 
+def lease_expiry_s() -> float:
+    """How long a holder with `claim_timeout_s=0.2` must be silent before a taker with the same
+    timeout may judge it dead: the claim's minimum lease where there is one, and 1.5 s more."""
+    from ..commit import claim
+
+    return max(SHORT_TIMEOUT_S, float(getattr(claim, "MIN_CLAIM_TIMEOUT_S", 0.0))) + 1.5
+
+
 def slow_store_rules() -> list[FaultRule]:
     return [FaultRule(action="callback", callback=lambda *_: time.sleep(SLOW_OP_S), times=-1)]
 
@@ -488,9 +500,12 @@ class Races:
             prepare_side(self.committer, url, v.mode, options[1], Side("T2", v.uuids[3]), rules[1]),
         )
 
-    def _spec(self, url: str, v: RaceVariant, **kw: Any) -> HolderSpec:
+    def _spec(
+        self, url: str, v: RaceVariant, options: dict[str, Any] | None = None, **kw: Any
+    ) -> HolderSpec:
+        opts = self.options if options is None else options
         return HolderSpec(
-            self.committer, url, v.mode, self.options, v.uuids[1], **kw, **carry(self.preload)
+            self.committer, url, v.mode, opts, v.uuids[1], **kw, **carry(self.preload)
         )
 
     def _allow(self, url: str, mode: str) -> tuple[str, ...]:
@@ -535,7 +550,9 @@ class Races:
         url = self.stores.url(f"r-{schedule[:2]}-{v.destination[0]}{v.mode}-{point[:3]}")
         earlier = self._earlier(url, v)
         short = {**self.options, "claim_timeout_s": SHORT_TIMEOUT_S}
-        taker_options = short if schedule == "short_timeout" else self.options
+        taker_options = short if schedule in ("short_timeout", "lease_expired") else self.options
+        holder_options = short if schedule == "lease_expired" else self.options
+        race_after = lease_expiry_s() if schedule == "lease_expired" else RACE_AFTER_S
         t1, t2 = self._takers(url, v, (taker_options, self.options), ([], []))
         sides = [Side("H", v.uuids[1]), t1]
         problems: list[str] = []
@@ -557,12 +574,12 @@ class Races:
             else:
                 t1.commit()
 
-        holder = Holder(self._spec(url, v, pause_index=index, skew_s=skew_s))
+        holder = Holder(self._spec(url, v, holder_options, pause_index=index, skew_s=skew_s))
         try:
             stopped = holder.wait_paused()
             paused_at = time.monotonic()
             if stopped:
-                time.sleep(RACE_AFTER_S)
+                time.sleep(race_after)
             racer = threading.Thread(target=race, name="dataferry-racer", daemon=True)
             racer.start()
             if stopped:
@@ -667,6 +684,8 @@ class Races:
                 for schedule in ("short_timeout", "cleanup_race"):
                     if schedule in schedules:
                         runs.append(lambda v=v, p=point, s=schedule: self.paused(s, v, p))
+                if "lease_expired" in schedules and point in ("decided", "applying"):
+                    runs.append(lambda v=v, p=point: self.paused("lease_expired", v, p))
                 if "two_takers" in schedules and point in ("decided", "applying"):
                     for staggered in (True, False):
                         runs.append(lambda v=v, p=point, s=staggered: self.two_takers(v, p, s))
