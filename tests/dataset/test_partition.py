@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import dataferry
 from dataferry.dataset import partition
 from dataferry.dataset.partition import split_by_partition
 
@@ -49,3 +50,57 @@ def test_dictionary_columns_with_nulls_and_different_chunk_dictionaries():
     table = pa.table({"c": pa.chunked_array([a, b]), "v": list(range(7))})
     got = {d: sorted(rows.column("v").to_pylist()) for d, rows in split_by_partition(table, ["c"])}
     assert got == {"c=x": [0, 3, 5, 6], "c=y": [1, 4], "c=__HIVE_DEFAULT_PARTITION__": [2]}
+
+
+# --- names the destination can hold -----------------------------------------------------------
+
+
+def test_a_value_too_long_for_a_file_name_fails_on_the_driver_before_any_task(tmp_path):
+    from dataferry.errors import ConfigError
+
+    long = "x" * 300  # p=<300 bytes>: more than the 255 a local name may have
+    table = pa.table({"p": ["ok", long], "v": [1, 2]})
+    events: list[str] = []
+    with pytest.raises(ConfigError) as e:
+        dataferry.write_dataset(
+            table, str(tmp_path / "out"), partition_by=["p"], on_event=lambda *a: events.append(a)
+        )
+    message = str(e.value)
+    assert "partition column 'p'" in message and "302 bytes" in message and "255" in message
+    assert "(300 characters)" in message and long not in message  # the value, shortened
+    assert events == [] and not (tmp_path / "out" / "_temporary").exists()
+
+
+def test_a_stream_whose_later_batch_has_one_fails_after_one_attempt_not_four(tmp_path):
+    from dataferry.engine import LocalEngine
+    from dataferry.errors import ConfigError
+
+    schema = pa.schema([("p", pa.string()), ("v", pa.int64())])
+    batches = [
+        pa.record_batch([pa.array(["ok"]), pa.array([1])], schema=schema),
+        pa.record_batch([pa.array(["é" * 200]), pa.array([2])], schema=schema),  # 402 bytes
+    ]
+    events: list[str] = []
+    with pytest.raises(ConfigError, match=r"partition column 'p'.*402 bytes.*255 bytes"):
+        dataferry.write_dataset(
+            pa.RecordBatchReader.from_batches(schema, iter(batches)),
+            str(tmp_path / "out"),
+            partition_by=["p"],
+            engine=LocalEngine(workers=1, executor="threads"),  # max_attempts=4
+            on_event=lambda e, t, a: events.append(e),
+        )
+    assert events.count("attempt_started") == 1 and events.count("attempt_failed") == 1
+
+
+def test_object_stores_bound_the_whole_key():
+    from dataferry.errors import ConfigError
+    from dataferry.store import open_store
+
+    limits = partition.name_limits(open_store("memory://bucket/dest"))
+    assert limits.name == 255 and limits.directory == 1024 - 256 - len("dest") - 1
+    columns, values = ("a", "b", "c", "d"), ["y" * 200] * 4  # 4 names of 202 bytes
+    assert partition.partition_dir(columns, values)  # fine where directories nest freely
+    with pytest.raises(ConfigError, match=r"partition column 'a'.*811 bytes.*763 bytes"):
+        partition.partition_dir(columns, values, limits)
+    with pytest.raises(ConfigError, match="'a/b' cannot be part of a directory name"):
+        partition.partition_dir(("a/b",), [1])

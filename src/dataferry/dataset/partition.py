@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,91 @@ _PARALLEL_ROWS = 200_000
 _ESCAPE = set("\"#%'*/:=?\\\x7f{[]^")
 
 
+# A `col=value` directory must be a name the destination can hold. The rule is conservative
+# and the same on every store: at most 255 bytes (UTF-8) per name, the limit of local file
+# systems (NAME_MAX), of HDFS (dfs.namenode.fs-limits.max-component-length) and of ABFS path
+# segments. Stores without directories (no atomic directory rename: S3, GCS, memory) hold
+# keys of at most 1024 bytes in all, so there the partition directories may have what is
+# left of that after the destination's own key prefix and room for the committer's prefix
+# and the file name (KEY_RESERVE).
+NAME_LIMIT = 255
+KEY_LIMIT = 1024
+KEY_RESERVE = 256
+
+
+@dataclass(frozen=True)
+class NameLimits:
+    """How long partition directory names may be on a destination (see NAME_LIMIT)."""
+
+    name: int = NAME_LIMIT  # bytes per `col=value` name
+    directory: int | None = None  # bytes of all `col=value/...` together, if bounded
+    prefix: int = 0  # bytes of the destination's own key prefix (for the message)
+
+
+def name_limits(store: Any) -> NameLimits:
+    """The limits for a destination store: names only on a file system; names and the
+    whole key on an object store."""
+    if store.capabilities.atomic_dir_rename:
+        return NameLimits()
+    url = str(store.url)
+    prefix = len(url.rsplit("://", 1)[-1].partition("/")[2].encode("utf-8", "replace"))
+    return NameLimits(directory=max(0, KEY_LIMIT - KEY_RESERVE - prefix - 1), prefix=prefix)
+
+
+_DEFAULT_LIMITS = NameLimits()
+
+
+def _shorten(text: str, keep: int = 48) -> str:
+    if len(text) <= keep + 12:
+        return repr(text)
+    return f"{text[:keep]!r}...{text[-8:]!r} ({len(text)} characters)"
+
+
+def check_name(column: str, value: object, name: str, limits: NameLimits) -> None:
+    """One ConfigError naming the column, the value (shortened) and the limit when
+    `name` (`column=escaped value`) cannot be a directory name on the destination."""
+    if "/" in column or "\x00" in column:
+        raise ConfigError(
+            f"partition column {column!r} cannot be part of a directory name: it holds "
+            f"{'/' if '/' in column else 'NUL'}"
+        )
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise ConfigError(
+            f"partition column {column!r}: the value {_shorten(str(value))} cannot be a file "
+            f"name: it is not valid Unicode ({e.reason} at character {e.start})"
+        ) from None
+    if size > limits.name:
+        raise ConfigError(
+            f"partition column {column!r}: the value {_shorten(str(value))} makes a directory "
+            f"name of {size} bytes ({column}=<escaped value>), more than the {limits.name} "
+            "bytes a file or directory name may have (local file systems, HDFS and ABFS "
+            "allow 255 bytes per name)"
+        )
+
+
+def check_directory(
+    columns: Sequence[str], values: Sequence[object], directory: str, limits: NameLimits
+) -> None:
+    """One ConfigError when the whole partition directory is too long for the store's keys,
+    naming the column with the longest value."""
+    if limits.directory is None:
+        return
+    size = len(directory.encode("utf-8"))
+    if size <= limits.directory:
+        return
+    names = directory.split("/")
+    longest = max(range(len(names)), key=lambda i: len(names[i].encode("utf-8")))
+    raise ConfigError(
+        f"partition column {columns[longest]!r}: the value {_shorten(str(values[longest]))} "
+        f"makes a partition directory of {size} bytes, more than the {limits.directory} "
+        f"bytes this destination has room for (object store keys hold at most {KEY_LIMIT} "
+        f"bytes: {limits.prefix} for the destination's prefix and {KEY_RESERVE} kept for "
+        "the committer's prefix and the file name)"
+    )
+
+
 def escape_value(value: object) -> str:
     if value is None:
         return NULL_PARTITION
@@ -33,8 +119,20 @@ def escape_value(value: object) -> str:
     return "".join(f"%{ord(c):02X}" if c in _ESCAPE or ord(c) < 0x20 else c for c in text)
 
 
-def partition_dir(columns: Sequence[str], values: Sequence[object]) -> str:
-    return "/".join(f"{c}={escape_value(v)}" for c, v in zip(columns, values, strict=True))
+def partition_dir(
+    columns: Sequence[str], values: Sequence[object], limits: NameLimits | None = None
+) -> str:
+    """`c1=v1/c2=v2`, each value escaped; a ConfigError (naming the column and the value)
+    when a name would pass the destination's limits (`limits`; default: 255 bytes a name)."""
+    limits = limits or _DEFAULT_LIMITS
+    names = []
+    for c, v in zip(columns, values, strict=True):
+        name = f"{c}={escape_value(v)}"
+        check_name(c, v, name, limits)
+        names.append(name)
+    directory = "/".join(names)
+    check_directory(columns, values, directory, limits)
+    return directory
 
 
 @dataclass(frozen=True)
@@ -78,22 +176,28 @@ def gather_pieces(pieces: Sequence[tuple[str, pa.Table | Rows]]) -> list[tuple[s
     return out
 
 
-def partition_rows(table: pa.Table, columns: Sequence[str]) -> list[tuple[str, Rows]]:
+def partition_rows(
+    table: pa.Table, columns: Sequence[str], limits: NameLimits | None = None
+) -> list[tuple[str, Rows]]:
     """(partition directory, its rows without the partition columns) for each partition, in
-    one sort of the whole table; the rows are gathered later (`Rows.gather`)."""
+    one sort of the whole table; the rows are gathered later (`Rows.gather`). A directory
+    the destination cannot hold (`limits`) is a ConfigError."""
     _check_columns(table, columns)
     if table.num_rows == 0:
         return []
     order, starts, ends = _partition_order(table, columns)
     data = table.drop_columns(list(columns))
     return [
-        (_directory(table, columns, int(order[s])), Rows(data, order[s:e]))
+        (_directory(table, columns, int(order[s]), limits), Rows(data, order[s:e]))
         for s, e in zip(starts, ends, strict=True)
     ]
 
 
-def split_by_partition(table: pa.Table, columns: Sequence[str]) -> Iterator[tuple[str, pa.Table]]:
-    """Yield (partition directory, rows without the partition columns) for each partition."""
+def split_by_partition(
+    table: pa.Table, columns: Sequence[str], limits: NameLimits | None = None
+) -> Iterator[tuple[str, pa.Table]]:
+    """Yield (partition directory, rows without the partition columns) for each partition
+    (a directory the destination cannot hold, by `limits`, is a ConfigError)."""
     if not columns:
         yield "", table
         return
@@ -104,7 +208,7 @@ def split_by_partition(table: pa.Table, columns: Sequence[str]) -> Iterator[tupl
     # one gather into partition order, then zero-copy slices (not one gather per partition)
     data = table.drop_columns(list(columns)).take(pa.array(order))
     for s, e in zip(starts, ends, strict=True):
-        yield _directory(table, columns, int(order[s])), data.slice(int(s), int(e - s))
+        yield _directory(table, columns, int(order[s]), limits), data.slice(int(s), int(e - s))
 
 
 def _check_columns(table: pa.Table, columns: Sequence[str]) -> None:
@@ -116,9 +220,11 @@ def _check_columns(table: pa.Table, columns: Sequence[str]) -> None:
         )
 
 
-def _directory(table: pa.Table, columns: Sequence[str], row: int) -> str:
+def _directory(
+    table: pa.Table, columns: Sequence[str], row: int, limits: NameLimits | None = None
+) -> str:
     first = table.select(list(columns)).slice(row, 1).to_pylist()[0]
-    return partition_dir(columns, [first[c] for c in columns])
+    return partition_dir(columns, [first[c] for c in columns], limits)
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:

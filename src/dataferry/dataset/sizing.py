@@ -26,7 +26,7 @@ import pyarrow as pa
 from ..errors import ConfigError
 from .formats import encoded_size
 from .options import MiB, WriteOptions
-from .partition import Rows, partition_rows
+from .partition import NameLimits, Rows, partition_rows
 
 MIN_TASK_BYTES = 16 * MiB  # in memory: below this, another task costs more than it saves
 SAMPLE_ROWS = 32_768
@@ -48,10 +48,13 @@ def plan_tasks(
     options: WriteOptions,
     workers: int,
     tasks: int | None = None,
+    limits: NameLimits | None = None,
 ) -> WritePlan:
-    """The tasks that write `table`: `tasks` equal row ranges if given, else sized by data."""
+    """The tasks that write `table`: `tasks` equal row ranges if given, else sized by data.
+    A partition directory the destination cannot hold (`limits`) is a ConfigError, raised
+    here on the driver before any task runs."""
     stats: dict[str, Any] = {"rows": table.num_rows, "workers": workers}
-    pieces = split_partitions(table, partition_by, stats)
+    pieces = split_partitions(table, partition_by, stats, limits)
     if tasks is not None:
         if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
             raise ConfigError(f"tasks must be an integer >= 1, got {tasks!r}")
@@ -65,10 +68,13 @@ def plan_tasks(
 
 
 def split_partitions(
-    table: pa.Table, partition_by: tuple[str, ...], stats: dict[str, Any]
+    table: pa.Table,
+    partition_by: tuple[str, ...],
+    stats: dict[str, Any],
+    limits: NameLimits | None = None,
 ) -> list[Piece]:
     if partition_by:
-        pieces: list[Piece] = list(partition_rows(table, partition_by))
+        pieces: list[Piece] = list(partition_rows(table, partition_by, limits))
     else:
         pieces = [("", table)] if table.num_rows else []
     stats["partitions"] = len(pieces)

@@ -25,7 +25,7 @@ from ..engine.feed import TaskFeed
 from ..errors import EngineError
 from .formats import encoded_size
 from .options import MiB, WriteOptions
-from .partition import split_by_partition
+from .partition import NameLimits, split_by_partition
 from .task import write_rows
 
 MIN_WINDOW_BYTES = 1 * MiB
@@ -143,12 +143,15 @@ def window_size(
     partition_by: tuple[str, ...],
     options: WriteOptions,
     concurrent: int,
+    limits: NameLimits | None = None,
 ) -> int:
     """Bytes of input per window: the memory budget shared by the windows being written and
-    the one filling, capped at what makes one target-sized file per partition."""
+    the one filling, capped at what makes one target-sized file per partition. (It splits
+    the first batch by partition, so a partition value that cannot be a directory name on
+    the destination, by `limits`, fails the job here, on the driver.)"""
     share = options.max_memory // (max(1, concurrent) + 1)
     table = pa.Table.from_batches([first])
-    partitions = max(1, sum(1 for _ in split_by_partition(table, partition_by)))
+    partitions = max(1, sum(1 for _ in split_by_partition(table, partition_by, limits)))
     data = table.drop_columns(list(partition_by)) if partition_by else table
     ratio = encoded_size(data, options) / data.nbytes if data.nbytes else 1.0
     full_files = partitions * options.target_file_size / max(ratio, 1e-3)
@@ -166,11 +169,13 @@ class StreamFeeder:
         options: WriteOptions,
         concurrent: int,
         publish_open: bool,
+        limits: NameLimits | None = None,
     ) -> None:
         self.schema = schema
         self.partition_by = partition_by
         self.options = options
         self.concurrent = concurrent
+        self.limits = limits  # of partition directory names on the destination
         self.publish_open = publish_open  # tasks share this process's memory: start early
         self.feed = TaskFeed()
         self.budget = MemoryBudget(options.max_memory)
@@ -220,7 +225,7 @@ class StreamFeeder:
                     continue
                 if not self.window_bytes:
                     self.window_bytes = window_size(
-                        batch, self.partition_by, self.options, self.concurrent
+                        batch, self.partition_by, self.options, self.concurrent, self.limits
                     )
                 self.budget.acquire(batch.nbytes, self._stop)
                 if window is None:

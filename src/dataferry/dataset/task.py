@@ -23,7 +23,7 @@ from ..engine.attempt import TaskOutput
 from ..store import paths
 from .formats import FileWriter, open_writer
 from .options import WriteOptions
-from .partition import Rows, gather_pieces, split_by_partition
+from .partition import Rows, gather_pieces, name_limits, split_by_partition
 
 INBOX_BYTES = 8 << 20
 
@@ -116,6 +116,9 @@ class TaskWriter:
             [f for f in schema if f.name not in partition_by], metadata=schema.metadata
         )
         self.stats = TaskStats()
+        # what the destination can hold as directory names: a partition value that passes
+        # them is a ConfigError, which engines do not retry (every attempt would fail alike)
+        self.limits = name_limits(out.ctx.job.store)
         self._partitions: dict[str, _Partition] = {}
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()  # least recently written first
         self._inbox: list[pa.Table] = []  # rows received, not yet split
@@ -142,7 +145,7 @@ class TaskWriter:
             return
         table = self._inbox[0] if len(self._inbox) == 1 else pa.concat_tables(self._inbox)
         self._inbox, self._inbox_bytes = [], 0
-        self.write_round(list(split_by_partition(table, self.partition_by)))
+        self.write_round(list(split_by_partition(table, self.partition_by, self.limits)))
 
     def write_round(self, pieces: list[tuple[str, pa.Table]]) -> None:
         """Rows of several partitions: side by side on the task's threads (pyarrow encodes

@@ -27,7 +27,7 @@ from ..store import Store, open_store
 from .formats import check_writer
 from .inputs import as_source
 from .options import WriteOptions, build_options, partition_columns, resolve_mode
-from .partition import gather_pieces
+from .partition import gather_pieces, name_limits
 from .sizing import plan_tasks
 from .stream import StreamFeeder
 from .task import write_pieces
@@ -176,8 +176,9 @@ def write_dataset(
     )
     runner = _engine(engine)
     workers = max(1, runner.workers)
+    limits = name_limits(store)  # partition values must make names the destination holds
     if source.table is not None:
-        plan = plan_tasks(source.table, parts, options, workers, tasks)
+        plan = plan_tasks(source.table, parts, options, workers, tasks, limits)
         if not runner.shares_store:
             # tasks in other processes get their own rows, not the whole table each
             plan.tasks = [gather_pieces(pieces) for pieces in plan.tasks]
@@ -201,7 +202,13 @@ def write_dataset(
         raise ConfigError("tasks= cuts data in memory; a stream is cut by max_memory")
     assert source.batches is not None
     feeder = StreamFeeder(
-        source.batches, source.schema, parts, options, workers, publish_open=runner.shares_store
+        source.batches,
+        source.schema,
+        parts,
+        options,
+        workers,
+        publish_open=runner.shares_store,
+        limits=limits,
     )
 
     def events(event: str, task: int, attempt: int) -> None:
