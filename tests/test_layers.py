@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("shuffle", ("shuffle",)),  # map outputs, merging, the shuffle service
     ("net", ("net",)),  # the services' shared footing (a module or a package)
     ("store", ("store",)),  # the only I/O layer
-    ("basics", ("ids", "errors", "stats", "extras")),  # no dataferry imports but each other
+    ("basics", ("ids", "errors", "stats", "extras", "liveness")),  # no dataferry imports but each other
 ]
 MAX_LINES = 500
 

@@ -49,6 +49,21 @@ class AccessDenied(StoreError, PermissionError):
     pass
 
 
+class LinkRefused(StoreError):
+    """A path below a store's root goes through a symbolic link, which stores never follow (so
+    nothing outside the store is read, written, moved or deleted). `path` is the link's
+    store-relative path; the message names its full URL."""
+
+
+class RecordTooLarge(StoreError):
+    """A file is larger than the cap its reader set (`read_bytes(path, max_bytes=...)`)."""
+
+    def __init__(self, message: str, path: str = "", size: int = 0, max_bytes: int = 0) -> None:
+        super().__init__(message, path)
+        self.size = size
+        self.max_bytes = max_bytes
+
+
 class AmbiguousOutcome(StoreError):
     """The request may or may not have taken effect (timeout, connection reset)."""
 
@@ -86,6 +101,11 @@ class TaskCommitError(CommitError):
 
 class JobCommitError(CommitError):
     pass
+
+
+class ClaimLost(JobCommitError):
+    """The job no longer holds its destination's claim (another job took it over, judging this
+    one dead): it must stop before it changes anything more that readers see."""
 
 
 class ValidationError(CommitError, ValueError):

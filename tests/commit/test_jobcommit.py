@@ -4,6 +4,7 @@ intent record, and each stage of finishing a commit (`commit/jobcommit.py`, `cla
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -15,11 +16,13 @@ from dataferry.commit.claim import (
     CLAIM_FILE,
     Claim,
     HeldClaim,
+    Judge,
     acquire_claim,
+    observe_claim,
     read_claim,
 )
 from dataferry.commit.cleanup import cleanup_destination
-from dataferry.commit.intent import INTENT_FILE, Intent, load_intent, save_intent
+from dataferry.commit.intent import INTENT_FILE, DamagedRecord, Intent, load_intent, save_intent
 from dataferry.commit.jobcommit import REPLACED_PHASE, replace_existing, save_success
 from dataferry.commit.stages import StageContext
 from dataferry.commit.success import read_success
@@ -109,17 +112,26 @@ def test_a_dead_holders_decided_commit_is_finished_before_the_takeover(tmp_path)
 def test_heartbeat_refreshes_the_claim_and_a_silent_one_is_dead(tmp_path):
     store = open_store(str(tmp_path / "d"))
     claim = Claim("job_a_0001", "uuid-a", "manifest", "append", alive=time.time() - 100)
-    held = HeldClaim(store, claim, heartbeat_s=0.05)
     store.write_bytes(CLAIM_FILE, claim.to_bytes())
+    held = HeldClaim(store, claim, heartbeat_s=0.05)
     deadline = time.monotonic() + 5
     while read_claim(store).alive < time.time() - 50 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert time.time() - read_claim(store).alive < 5
     held.release()
-    other_host = Claim("j", "u", "manifest", "append", host="elsewhere", alive=time.time() - 100)
-    assert other_host.is_dead(60) and not other_host.is_dead(600)
-    assert Claim("j", "u", "manifest", "append", pid=dead_pid()).is_dead(600)
-    assert Claim("j", "u", "manifest", "append", state="abandoned").is_dead(600)
+    judge = Judge(store, 60)
+    other_host = Claim("j", "u", "manifest", "append", host="elsewhere", lease_s=60)
+    store.write_bytes(CLAIM_FILE, other_host.to_bytes())
+    assert not judge.verdict(observe_claim(store)).dead  # renewed just now, by the store
+    old = time.time() - 100
+    os.utime(os.path.join(store.root, CLAIM_FILE), (old, old))
+    assert judge.verdict(observe_claim(store)).dead  # silent for longer than its lease
+    for dead in (
+        Claim("j", "u", "manifest", "append", pid=dead_pid()),
+        Claim("j", "u", "manifest", "append", state="abandoned"),
+    ):
+        store.write_bytes(CLAIM_FILE, dead.to_bytes())
+        assert judge.verdict(observe_claim(store)).dead
 
 
 # --- the write mode, decided at commit -------------------------------------------------------
@@ -174,14 +186,20 @@ def test_a_job_that_fails_before_its_intent_leaves_earlier_data_exactly(tmp_path
 # --- the intent record and the stages that finish a commit ---------------------------------
 
 
-def test_an_intent_record_cut_short_counts_as_none(tmp_path):
+def test_an_intent_record_cut_short_is_damage_never_no_decision(tmp_path):
     store = open_store(str(tmp_path / "d"))
     intent = Intent("job_x_0001", "uuid", "manifest", "append", payload={"k": [1, 2]})
     save_intent(store, "job", intent)
     assert load_intent(store, "job") == intent
     raw = store.read_bytes(f"job/{INTENT_FILE}")
     store.write_bytes(f"job/{INTENT_FILE}", raw[: len(raw) // 2])
-    assert load_intent(store, "job") is None
+    with pytest.raises(DamagedRecord, match=INTENT_FILE):
+        load_intent(store, "job")
+    store.delete(f"job/{INTENT_FILE}")
+    assert load_intent(store, "job") is None  # absent: never decided
+    store.write_bytes(f"job/{INTENT_FILE}.{REPLACED_PHASE}", b"")
+    with pytest.raises(DamagedRecord, match="replaced"):  # gone, yet a phase was done
+        load_intent(store, "job")
 
 
 def test_replace_existing_runs_once(tmp_path):
@@ -267,14 +285,15 @@ def test_a_v1_job_that_loses_the_claim_leaves_the_winners_decided_commit_alone(t
     with pytest.raises(InjectedCrash):
         a.commit_job(job_a, ma)  # A decided, moved p=1, and "died" holding the claim
     fault_layer(store).armed = False
-    store.write_bytes(
-        CLAIM_FILE, Claim(**{**read_claim(store).__dict__, "alive": time.time()}).to_bytes()
-    )
+    live = {**read_claim(store).__dict__, "generation": "live-a", "host": "elsewhere"}
+    store.write_bytes(CLAIM_FILE, Claim(**live).to_bytes())  # A, alive on another host
     with pytest.raises(DestinationClaimed):
         b.commit_job(job_b, mb)
     b.abort_job(job_b)
     assert load_intent(store, "_temporary/0").job_uuid == job_a.job_uuid
     assert data_files(store) == ["p=1/a0"]  # B touched nothing of A's half-done commit
+    old = time.time() - 1000
+    os.utime(tmp_path / "d" / CLAIM_FILE, (old, old))  # now A went silent
     report = cleanup_destination(store, older_than_s=0)
     assert report.rolled_forward and data_files(store) == ["p=1/a0", "p=2/a1"]
     assert not store.exists("_temporary") and read_claim(store) is None

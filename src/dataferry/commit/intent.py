@@ -5,8 +5,11 @@ has planned everything (which files move or which uploads complete, which direct
 which existing entries the write mode replaces) and before it changes anything visible. From
 then on the commit is decided: whatever interrupts it, `dataferry cleanup` (or the next job into
 the destination) finishes it from this record, and the result is the one an uninterrupted
-commit gives. A job directory without a readable intent record never changed anything a reader
-sees, so it is rolled back instead.
+commit gives. A job directory without an intent record never changed anything a reader sees,
+so it is rolled back instead. The record is written in one atomic write (complete or absent),
+so a record that is there but does not parse was damaged after the commit was decided: it is
+never taken as "no decision" (that would roll back a commit that may have replaced the earlier
+data); recovery stops with `DamagedRecord` naming it and leaves everything in place.
 
 Progress inside the record is marked by small files beside it (`_commit_intent.<phase>`), each
 written once its phase is complete, so a resumed commit skips what cannot be repeated (the
@@ -20,11 +23,26 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import NotFound, ValidationError
+from ..errors import NotFound, StoreError, ValidationError
 from ..store import Store, paths
 
 INTENT_FILE = "_commit_intent.json"
 INTENT_VERSION = 1
+INTENT_MAX_BYTES = 1 << 30  # a plan names every file a job commits; 1 GiB is millions of them
+_FIELDS = {
+    "job_id": str,
+    "job_uuid": str,
+    "committer": str,
+    "mode": str,
+    "payload": dict,
+    "replace": list,
+    "created": (int, float),
+    "version": int,
+}
+
+
+class DamagedRecord(ValidationError):
+    """A commit record that is there but cannot be read as one; nothing is decided from it."""
 
 
 @dataclass
@@ -46,13 +64,27 @@ class Intent:
 
     @classmethod
     def from_bytes(cls, raw: bytes, source: str) -> Intent:
+        """The record from its bytes, each field type-checked; DamagedRecord naming `source`
+        and the field at fault otherwise."""
         try:
             data = json.loads(raw)
-            if not isinstance(data, dict) or data.get("version") != INTENT_VERSION:
-                raise ValueError(f"version {data.get('version')!r} is not {INTENT_VERSION}")
-            return cls(**data)
-        except (ValueError, TypeError, AttributeError) as e:
-            raise ValidationError(f"not a commit intent record: {e}", source) from None
+        except (ValueError, UnicodeDecodeError) as e:
+            raise DamagedRecord(f"not a commit intent record (JSON: {e})", source) from None
+        if not isinstance(data, dict):
+            raise DamagedRecord("not a commit intent record (not a JSON object)", source)
+        if data.get("version") != INTENT_VERSION:
+            raise DamagedRecord(
+                f"version {data.get('version')!r:.40} is not {INTENT_VERSION}", source
+            )
+        for name, expected in _FIELDS.items():
+            if name not in data:
+                raise DamagedRecord("missing", source, name)
+            value = data[name]
+            if isinstance(value, bool) or not isinstance(value, expected):
+                raise DamagedRecord(f"wrong type {type(value).__name__}", source, name)
+        if not all(isinstance(p, str) for p in data["replace"]):
+            raise DamagedRecord("entries must be paths", source, "replace")
+        return cls(**{name: data[name] for name in _FIELDS})
 
 
 def intent_path(job_dir: str) -> str:
@@ -60,24 +92,56 @@ def intent_path(job_dir: str) -> str:
 
 
 def save_intent(store: Store, job_dir: str, intent: Intent) -> str:
-    """Write the record in one write: a record cut short by a crash does not parse, and an
-    unparsable record counts as none (nothing visible has changed yet)."""
+    """Write the record in one atomic write: from here on the commit is decided."""
     path = intent_path(job_dir)
     store.write_bytes(path, intent.to_bytes())
     return path
 
 
 def load_intent(store: Store, job_dir: str) -> Intent | None:
-    """The job's intent record, or None when there is none or it was cut short."""
+    """The job's intent record; None when there is none and no phase of a commit was marked.
+    Raises DamagedRecord, naming the file and what was found, when the record is there but
+    unreadable (or gone while a phase marker says the commit was under way)."""
     path = intent_path(job_dir)
+    url = store.full_url(path)
     try:
+        st = store.stat(path)
+        if st.is_dir or st.is_link:
+            raise DamagedRecord(f"is a {'directory' if st.is_dir else 'link'}, not a record", url)
+        if st.size > INTENT_MAX_BYTES:
+            raise DamagedRecord(f"is {st.size} bytes, over {INTENT_MAX_BYTES}", url)
         raw = store.read_bytes(path)
     except NotFound:
+        marked = phases_marked(store, job_dir)
+        if marked:
+            raise DamagedRecord(
+                f"is missing, but the commit's phase {', '.join(marked)} was marked done "
+                "(earlier data may already be replaced); left in place",
+                url,
+            ) from None
         return None
+    except DamagedRecord:
+        raise
+    except StoreError as e:
+        raise DamagedRecord(f"cannot be read: {e}", url) from None
     try:
-        return Intent.from_bytes(raw, store.full_url(path))
-    except ValidationError:
-        return None
+        return Intent.from_bytes(raw, url)
+    except DamagedRecord as e:
+        found = phases_marked(store, job_dir)
+        seen = f" (phase {', '.join(found)} marked done)" if found else ""
+        raise DamagedRecord(
+            f"{e}; the commit was decided when it was written{seen}, so nothing is rolled "
+            "back: the job directory is left in place"
+        ) from None
+
+
+def phases_marked(store: Store, job_dir: str) -> list[str]:
+    prefix = f"{INTENT_FILE}."
+    return [
+        st.name[len(prefix) :]
+        for st in store.list_or_empty(job_dir)
+        if st.name.startswith(prefix) and not st.is_dir
+    ]
 
 
 def phase_done(store: Store, job_dir: str, phase: str) -> bool:

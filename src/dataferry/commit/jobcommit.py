@@ -12,14 +12,24 @@ uninterrupted commit's. A job with no intent record is rolled back by its commit
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CommitError, DestinationError, JobCommitError, NotFound, StoreError
+from ..errors import (
+    ClaimLost,
+    CommitError,
+    DestinationClaimed,
+    DestinationError,
+    InjectedCrash,
+    JobCommitError,
+    NotFound,
+    StoreError,
+)
 from ..store import paths
-from .claim import Claim, HeldClaim, acquire_claim, release_claim
+from .claim import Claim, HeldClaim, acquire_claim, current_fence, mark_crashed, release_claim
 from .intent import Intent, load_intent, mark_phase, phase_done, save_intent
 from .stages import StageContext, stage
 from .success import SUCCESS_FILE
@@ -28,6 +38,7 @@ if TYPE_CHECKING:
     from .protocol import Committer, JobCommitResult, JobContext, TaskCommitMessage
 
 REPLACED_PHASE = "replaced"
+log = logging.getLogger("dataferry.commit")
 
 
 @dataclass
@@ -68,13 +79,15 @@ def claim_destination(ctx: StageContext, committer: Committer, job: JobContext) 
         attempt=job.attempt,
     )
     timeout = committer.claim_timeout_s
-    return acquire_claim(
+    held = acquire_claim(
         ctx.store,
         claim,
         wait_s=timeout if job.mode == "append" else 0.0,
         timeout_s=timeout,
-        recover=lambda dead: recover_claim(ctx.store, dead),
+        recover=lambda dead, _held: recover_claim(ctx.store, dead),
     )
+    ctx.fence = held.check
+    return held
 
 
 @stage("job_stage_check_write_mode", "check_write_mode")
@@ -98,7 +111,12 @@ def check_write_mode(
 
 @stage("job_stage_save_intent", "save_intent")
 def save_intent_stage(ctx: StageContext, job_dir: str, intent: Intent) -> str:
-    return save_intent(ctx.store, job_dir, intent)
+    """Decide the commit. The claim is checked before and after: a job overtaken just then
+    stops, and its intent (if written) is the new holder's to finish."""
+    ctx.fence("saving the intent record")
+    path = save_intent(ctx.store, job_dir, intent)
+    ctx.fence("replacing existing data")
+    return path
 
 
 @stage("job_stage_replace_existing", "replace_existing")
@@ -107,6 +125,7 @@ def replace_existing(ctx: StageContext, job_dir: str, intent: Intent) -> int:
     resumed commit must not delete them."""
     if not intent.replace or phase_done(ctx.store, job_dir, REPLACED_PHASE):
         return 0
+    ctx.fence("replacing existing data")
     ctx.pool.for_each(lambda p: ctx.store.delete(p, recursive=True), intent.replace, adaptive=True)
     mark_phase(ctx.store, job_dir, REPLACED_PHASE)
     ctx.stats.incr("committer_entries_replaced", len(intent.replace))
@@ -117,6 +136,7 @@ def replace_existing(ctx: StageContext, job_dir: str, intent: Intent) -> int:
 def save_success(ctx: StageContext, job_dir: str, data: bytes) -> str:
     """Replace `_SUCCESS` in one step: renamed into place where rename is atomic, else one PUT
     (atomic on object stores)."""
+    ctx.fence(f"writing {SUCCESS_FILE}")
     if ctx.store.capabilities.atomic_file_rename:
         tmp = paths.join(job_dir, f"{SUCCESS_FILE}.tmp")
         ctx.store.write_bytes(tmp, data)
@@ -161,22 +181,33 @@ def commit_job(
             save_intent_stage(ctx, committer.job_dir(job), intent)
             decided = True
             result = finish_commit(committer, ctx, job, intent)
+            if held is not None:
+                held.release()
     except Exception as e:
-        if decided:  # a decided commit is finished, not undone: try once more from its record
-            retried = _finish_again(committer, job, intent)
+        lost = isinstance(e, ClaimLost) or (held is not None and bool(held.lost))
+        if decided and not lost:  # a decided commit is finished, not undone: once more
+            retried = _finish_again(committer, job, intent, held)
             if retried is not None:
                 return retried
-        if held is not None:
-            held.abandon() if decided else held.release()
+        if held is not None and not lost:
+            _let_go(held, abandon=decided)
         committer.commit_failed(ctx, job, e)
+        if lost:
+            raise ClaimLost(
+                f"job {job.job_id}: job commit stopped in stage {ctx.last_stage}: {e}"
+                f"{'; its intent record is left for the new holder to finish' if decided else ''}"
+            ) from e
         if isinstance(e, CommitError):
             raise
         raise JobCommitError(
             f"job {job.job_id}: job commit failed in stage {ctx.last_stage}"
             f"{' (decided: dataferry cleanup finishes it)' if decided else ''}: {e}"
         ) from e
+    except InjectedCrash:
+        if held is not None:  # the process counts as dead: the claim stays as it is
+            mark_crashed(held)
+        raise
     finally:
-        # (after an injected crash the process counts as dead: the claim stays as it is)
         if held is not None:
             held.stop_heartbeat()
         ctx.close()
@@ -184,13 +215,34 @@ def commit_job(
     return result
 
 
-def _finish_again(committer: Committer, job: JobContext, intent: Intent) -> JobCommitResult | None:
-    """A transient failure after the intent record: finish from the record at once, so the
-    caller sees a committed job rather than one waiting for `dataferry cleanup`."""
+def _let_go(held: HeldClaim, abandon: bool) -> None:
+    """Release (undecided) or abandon (decided) the claim after a failed commit; a failure to
+    do so is logged, never raised over the error that failed the commit."""
+    try:
+        held.abandon() if abandon else held.release()
+    except StoreError as e:
+        log.warning(
+            "could not %s the claim on %s: %s",
+            "abandon" if abandon else "release",
+            held.store.full_url(),
+            e,
+        )
+
+
+def _finish_again(
+    committer: Committer, job: JobContext, intent: Intent, held: HeldClaim | None
+) -> JobCommitResult | None:
+    """A transient failure after the intent record: finish from the record at once (still
+    holding the claim), so the caller sees a committed job rather than one waiting for
+    `dataferry cleanup`."""
     ctx = committer.stage_context(job)
     ctx.resumed = True
+    if held is not None:
+        ctx.fence = held.check
     try:
         result = finish_commit(committer, ctx, job, intent)
+        if held is not None:
+            held.release()
     except Exception:
         return None
     finally:
@@ -216,7 +268,6 @@ def finish_commit(
     if data is not None:
         success_path = save_success(ctx, job_dir, data)
     outcome = cleanup_stage(ctx, committer, job)
-    release_claim(ctx.store, job.job_uuid)
     return JobCommitResult(
         job_id=str(job.job_id),
         committer=committer.name,
@@ -238,23 +289,70 @@ def recover_job(committer: Committer, job: JobContext, rollback: bool = False) -
     if intent is not None and intent.job_uuid != job.job_uuid:
         intent = None  # another job's (v1 jobs share one attempt directory): not ours to touch
     if intent is not None and not (rollback and committer.can_undo_decided):
-        ctx = committer.stage_context(job)
-        ctx.resumed = True
-        try:
-            finish_commit(committer, ctx, job, intent)
-        except CommitError:
-            raise
-        except Exception as e:
-            raise JobCommitError(
-                f"job {job.job_id}: cannot finish its decided commit yet (stage "
-                f"{ctx.last_stage}): {e}; its directory {committer.job_dir(job)} is left in place"
-            ) from e
-        finally:
-            ctx.close()
+        _under_claim(committer, job, lambda: _finish_recovered(committer, job, intent))
         return "rolled forward"
     committer.rollback_job(job)
     release_claim(committer.store, job.job_uuid)
     return "rolled back"
+
+
+def _finish_recovered(committer: Committer, job: JobContext, intent: Intent) -> None:
+    ctx = committer.stage_context(job)
+    ctx.resumed = True
+    try:
+        finish_commit(committer, ctx, job, intent)
+    except CommitError:
+        raise
+    except Exception as e:
+        raise JobCommitError(
+            f"job {job.job_id}: cannot finish its decided commit yet (stage "
+            f"{ctx.last_stage}): {e}; its directory {committer.job_dir(job)} is left in place"
+        ) from e
+    finally:
+        ctx.close()
+
+
+def _under_claim(committer: Committer, job: JobContext, finish: Callable[[], None]) -> None:
+    """Run `finish` (changing what readers see) holding the destination's claim: the one a
+    takeover or cleanup holds already, else the job's own (its abandoned claim is taken back
+    at once). A destination another live job holds is left to that job."""
+    if current_fence.get() is not None or not job.claim:
+        finish()
+        return
+    claim = Claim(
+        job_id=str(job.job_id),
+        job_uuid=job.job_uuid,
+        committer=committer.name,
+        mode=job.mode,
+        job_dir=committer.job_dir(job),
+        attempt=job.attempt,
+    )
+    from .recovery import recover_claim
+
+    try:
+        held = acquire_claim(
+            committer.store,
+            claim,
+            wait_s=0.0,
+            timeout_s=committer.claim_timeout_s,
+            recover=lambda dead, _held: recover_claim(committer.store, dead),
+        )
+    except DestinationClaimed as e:
+        raise JobCommitError(
+            f"job {job.job_id}: its decided commit is left for the destination's holder: {e}"
+        ) from None
+    token = current_fence.set(held.check)
+    try:
+        finish()
+    except Exception:
+        _let_go(held, abandon=True)  # still decided: the next job or cleanup tries again
+        raise
+    except InjectedCrash:
+        mark_crashed(held)  # the process counts as dead: the claim stays as it is
+        raise
+    finally:
+        current_fence.reset(token)
+    held.release()
 
 
 def visible_entries(committer: Committer) -> list[str]:

@@ -344,8 +344,18 @@ def committer_for(ctx: JobContext | TaskAttemptContext) -> Committer:
 
 
 def committer_by_name(name: str, store: Store) -> Committer:
-    """A committer with its default options (recovery works from the store, not the options)."""
-    spec = KNOWN[name]
+    """A committer with its default options (recovery works from the store, not the options);
+    a name no committer has (a damaged record's) raises ValidationError naming it."""
+    spec = KNOWN.get(name) if isinstance(name, str) else None
+    if spec is None:
+        from ..errors import ValidationError
+
+        raise ValidationError(
+            f"names committer {name!r:.60}, which dataferry does not have "
+            f"(known: {', '.join(sorted(KNOWN))})",
+            store.full_url(),
+            "committer",
+        )
     return spec.committer_class()(store, spec.config_class()(**spec.defaults))
 
 

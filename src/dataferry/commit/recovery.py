@@ -8,17 +8,25 @@ jobs left and recovers each one old enough not to belong to a running job.
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from ..errors import CommitError, NotFound, StoreError
 from ..store import Store
 from .claim import (
     CLAIM_FILE,
+    CLOCK_PREFIX,
     DEFAULT_CLAIM_TIMEOUT_S,
+    MIN_CLAIM_TIMEOUT_S,
     Claim,
-    read_claim,
-    release_claim,
+    ClaimState,
+    HeldClaim,
+    Judge,
+    claim_files,
+    current_fence,
+    observe_claim,
     remove_empty_claim_dir,
     take_over,
 )
@@ -26,27 +34,44 @@ from .jobcommit import recover_job
 from .protocol import Leftover, committer_by_name, job_from_ids
 from .registry import committer_classes
 
+log = logging.getLogger("dataferry.commit")
+CLAIM_PATH = CLAIM_FILE
+
 
 def recover_claim(store: Store, dead: Claim, rollback: bool = False) -> str:
     """Finish (or roll back) the commit of a claim holder that died; the claim stays for the
     caller to remove. Raises, leaving everything in place, when it cannot be finished."""
     committer = committer_by_name(dead.committer, store)
     job = job_from_ids(committer, dead.job_id, dead.job_uuid, dead.attempt)
-    return recover_job(committer, job, rollback=rollback)
+    outcome = recover_job(committer, job, rollback=rollback)
+    log.warning(
+        "destination %s: %s the commit of dead %s", store.full_url(), outcome, dead.describe()
+    )
+    return outcome
+
+
+def _recoverer(name: str) -> Claim:
+    return Claim(job_id=name, job_uuid=f"{name}-{uuid.uuid4().hex}", committer="", mode="")
 
 
 def recover_dead_claim(store: Store, timeout_s: float = DEFAULT_CLAIM_TIMEOUT_S) -> str | None:
     """What a new job does before it starts: if the destination's claim is held by a dead job,
     finish or undo that job's commit and free the destination. Returns what was done."""
-    holder = read_claim(store)
-    if holder is None or not holder.is_dead(timeout_s):
+    state = observe_claim(store)
+    if state is None or not Judge(store, timeout_s).verdict(state).dead:
         return None
-    taker = Claim(job_id="recovery", job_uuid="", committer="", mode="")
     outcome: list[str] = []
-    take_over(
-        store, holder, taker, timeout_s, lambda dead: outcome.append(recover_claim(store, dead))
+    held = take_over(
+        store,
+        state,
+        _recoverer("recovery"),
+        Judge(store, timeout_s),
+        lambda dead, _held: outcome.append(recover_claim(store, dead)),
     )
-    return outcome[0] if outcome else None
+    if held is None:
+        return None
+    held.release()
+    return outcome[0] if outcome else "removed a damaged claim"
 
 
 @dataclass
@@ -58,6 +83,7 @@ class RecoveryReport:
     skipped_recent: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # path -> why it was left in place
     uploads_aborted: list[str] = field(default_factory=list)  # keys of orphaned uploads
+    left: dict[str, str] = field(default_factory=dict)  # path -> why it was left alone
 
 
 def _newest_mtime(store: Store, path: str) -> float:
@@ -69,6 +95,10 @@ def _newest_mtime(store: Store, path: str) -> float:
     return max(times) if times else 0.0
 
 
+def _overlaps(a: str, b: str) -> bool:
+    return bool(a and b) and (a == b or a.startswith(b + "/") or b.startswith(a + "/"))
+
+
 def recover_destination(
     store: Store,
     *,
@@ -77,37 +107,128 @@ def recover_destination(
     dry_run: bool = False,
 ) -> RecoveryReport:
     """Finish or undo every dead job's commit in the destination and remove what it left.
-    A claim counts as dead when its holder is gone or silent for `older_than_s` (or the claim
-    timeout, whichever is shorter); other leftovers when nothing in them changed for
-    `older_than_s`. A commit that cannot be finished is reported in `failed` and left as is."""
+
+    A live job is never touched, whatever `older_than_s` says: while the destination's claim
+    is held by a live holder (judged as a taker judges it: its process, its lease by the
+    store's clock), everything is reported and left. Otherwise cleanup takes the claim itself,
+    so no commit starts while it works, recovers a dead holder's commit, then every leftover
+    older than `older_than_s`. A damaged claim counts as dead once it is `older_than_s` old.
+    A commit that cannot be finished is reported in `failed` and left as is."""
     report = RecoveryReport()
-    now = time.time()
-    claim = read_claim(store)
-    if claim is not None:
-        report.found.append(CLAIM_FILE)
-        if not claim.is_dead(min(older_than_s, DEFAULT_CLAIM_TIMEOUT_S), now):
-            report.skipped_recent.append(CLAIM_FILE)
-        elif not dry_run:
-            try:
-                what = recover_claim(store, claim, rollback=rollback)
-                release_claim(store, claim.job_uuid)
-                _record(report, claim.job_dir or CLAIM_FILE, what)
-                report.removed.append(CLAIM_FILE)
-            except (CommitError, StoreError) as e:
-                report.failed[claim.job_dir or CLAIM_FILE] = str(e)
+    state = observe_claim(store)
+    judge = Judge(store, MIN_CLAIM_TIMEOUT_S, damaged_lease_s=older_than_s)
+    if state is not None:
+        report.found.append(CLAIM_PATH)
+        verdict = judge.verdict(state)
+        if not verdict.dead:
+            why = f"held by live {state.describe()}: {verdict.why}"
+            report.left[CLAIM_PATH] = why
+            report.skipped_recent.append(CLAIM_PATH)
+            _leave_all(store, report, why)
+            return report
+    if dry_run:
+        _survey(store, report, older_than_s)
+        return report
+    if state is None and not _anything_left(store):
+        report.uploads_aborted = abort_orphaned_uploads(store, older_than_s, time.time())
+        return report
+    held = _hold_for_cleanup(store, state, judge, rollback, report)
+    if held is None:
+        return report
+    token = current_fence.set(held.check)
+    try:
+        _recover_leftovers(store, report, older_than_s, rollback)
+        for cls in committer_classes():
+            cls.tidy(store)
+        _remove_claim_debris(store, judge)
+    finally:
+        current_fence.reset(token)
+        held.release()
+    remove_empty_claim_dir(store)  # a release that died between its two deletes
+    report.uploads_aborted = abort_orphaned_uploads(store, older_than_s, time.time(), dry_run)
+    return report
+
+
+def _hold_for_cleanup(
+    store: Store,
+    state: ClaimState | None,
+    judge: Judge,
+    rollback: bool,
+    report: RecoveryReport,
+) -> HeldClaim | None:
+    """Take the destination's claim for cleanup: from a dead holder (recovering its commit) or
+    fresh. None (with the reason in the report) when a job got there first."""
+    me = _recoverer("cleanup")
+    if state is None:
+        if store.create_if_absent(CLAIM_PATH, me.to_bytes()):
+            return HeldClaim(store, me)
+        state = observe_claim(store)
+        why = f"a job claimed the destination as cleanup began ({state and state.describe()})"
+        _leave_all(store, report, why)
+        return None
+    where = state.claim.job_dir if state.claim is not None and state.claim.job_dir else CLAIM_PATH
+    outcome: list[str] = []
+
+    def recover(dead: Claim, _held: HeldClaim) -> None:
+        outcome.append(recover_claim(store, dead, rollback=rollback))
+
+    try:
+        held = take_over(store, state, me, judge, recover)
+    except (CommitError, StoreError) as e:
+        report.failed[where] = str(e)
+        _leave_all(store, report, f"the dead holder's commit could not be finished: {e}")
+        return None
+    if held is None:
+        _leave_all(store, report, "another job is taking over the destination's claim")
+        return None
+    if state.claim is None:
+        report.removed.append(CLAIM_PATH)
+        log.warning("destination %s: removed %s", store.full_url(), state.describe())
+    elif outcome:
+        _record(report, where, outcome[0])
+        report.removed.append(CLAIM_PATH)
+    return held
+
+
+def _anything_left(store: Store) -> bool:
+    return bool(claim_files(store)) or any(cls.leftovers(store) for cls in committer_classes())
+
+
+def _leave_all(store: Store, report: RecoveryReport, why: str) -> None:
     for cls in committer_classes():
-        for left in cls.leftovers(store):
-            if left.path in report.found:
-                continue
+        for left in _leftovers_of(cls, store, report):
+            report.left.setdefault(left.path, why)
+            report.skipped_recent.append(left.path)
+
+
+def _leftovers_of(cls: type, store: Store, report: RecoveryReport) -> list[Leftover]:
+    found = []
+    for left in cls.leftovers(store):
+        if left.path not in report.found:
             report.found.append(left.path)
+            found.append(left)
+    return found
+
+
+def _survey(store: Store, report: RecoveryReport, older_than_s: float) -> None:
+    """A dry run: what the real run would do with each leftover (recover or leave)."""
+    now = time.time()
+    for cls in committer_classes():
+        for left in _leftovers_of(cls, store, report):
             if now - _newest_mtime(store, left.path) < older_than_s:
+                report.left[left.path] = f"changed within {older_than_s:.0f} s"
                 report.skipped_recent.append(left.path)
-                continue
-            if dry_run:
-                continue
-            held = read_claim(store)
-            if held is not None and held.job_uuid == left.job_uuid and left.job_uuid:
-                report.skipped_recent.append(left.path)  # its holder is alive and committing
+
+
+def _recover_leftovers(
+    store: Store, report: RecoveryReport, older_than_s: float, rollback: bool
+) -> None:
+    now = time.time()
+    for cls in committer_classes():
+        for left in _leftovers_of(cls, store, report):
+            if now - _newest_mtime(store, left.path) < older_than_s:
+                report.left[left.path] = f"changed within {older_than_s:.0f} s"
+                report.skipped_recent.append(left.path)
                 continue
             try:
                 what = cls.recover_leftover(store, left, rollback=rollback)
@@ -116,12 +237,16 @@ def recover_destination(
                 continue
             _record(report, left.path, what)
             report.removed.append(left.path)
-    if not dry_run:
-        for cls in committer_classes():
-            cls.tidy(store)
-        remove_empty_claim_dir(store)  # a release that died between its two deletes
-    report.uploads_aborted = abort_orphaned_uploads(store, older_than_s, now, dry_run)
-    return report
+
+
+def _remove_claim_debris(store: Store, judge: Judge) -> None:
+    """Fences and clock probes that no claim needs any more (their takers and judges died)."""
+    for st in claim_files(store):
+        if judge.aged(st, MIN_CLAIM_TIMEOUT_S).dead or st.name.startswith(CLOCK_PREFIX):
+            try:
+                store.delete(st.path)
+            except StoreError:
+                pass
 
 
 def abort_orphaned_uploads(
@@ -146,6 +271,7 @@ def abort_orphaned_uploads(
 
 
 def _record(report: RecoveryReport, path: str, what: str) -> None:
+    log.warning("cleanup: %s %s", what, path)
     if what == "rolled forward":
         report.rolled_forward.append(path)
     elif what == "rolled back":

@@ -17,6 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from ..stats import IOStatistics
 from ..store import IOPool, Store
+from .claim import current_fence
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -36,9 +37,16 @@ class StageContext:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     last_stage: str = ""
     resumed: bool = False  # finishing a commit that an earlier process decided and left
+    # checks that the job still holds the destination's claim before a visible step
+    # (`fence(step)`, or `fence(step, strict=False)` per publish batch); a no-op without one
+    fence: Callable[..., None] = field(default_factory=lambda: current_fence.get() or _unfenced)
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _unfenced(step: str, strict: bool = True) -> None:
+    return None
 
 
 def stage(statistic: str, short: str) -> Callable[[Callable[P, R]], Callable[P, R]]:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
 import uuid
@@ -48,6 +47,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import AmbiguousOutcome, ConfigError, NotFound, StoreError
+from ..liveness import process_alive, this_process
 from . import paths
 from .base import Store
 from .etags import multipart_etag, part_etag
@@ -451,34 +451,12 @@ class UploadModel:
 # --- who holds a claim ---------------------------------------------------------------------------
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux `/proc`), which tells a
-    process apart from a later one that got the same pid; None where unknown."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[19] if len(fields) > 19 and fields[0] != "Z" else "zombie"
-
-
 def _identity() -> dict[str, Any]:
     """This process, as a claim names its holder."""
-    return {"pid": os.getpid(), "start": _start_time(os.getpid())}
+    _host, pid, start = this_process()
+    return {"pid": pid, "start": start}
 
 
 def _alive(holder: dict[str, Any]) -> bool:
     """Whether the process a claim names still runs (the model's processes share a host)."""
-    pid = holder.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it runs, as another user
-    now = _start_time(pid)
-    if now == "zombie":  # dead, not yet reaped by its parent
-        return False
-    return holder.get("start") is None or now is None or now == holder.get("start")
+    return process_alive(holder.get("pid"), holder.get("start"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...errors import AlreadyExists, CommitError, JobCommitError, NotFound
@@ -140,14 +141,23 @@ def _names_taken(store: Store, partitions: list[str], pools: LoadPools) -> dict[
     return dict(pools.partitions.map(names, partitions, adaptive=True))
 
 
-def run_steps(store: Store, steps: list[Step], pools: LoadPools, backwards: bool = False) -> int:
+def run_steps(
+    store: Store,
+    steps: list[Step],
+    pools: LoadPools,
+    backwards: bool = False,
+    fence: Callable[..., None] | None = None,
+) -> int:
     """Carry out (or undo) moves, directory renames on the partition pool and file moves on the
-    file pool. Idempotent: a step already done (or undone) is skipped. Returns moves made."""
+    file pool. Idempotent: a step already done (or undone) is skipped. Returns moves made.
+    `fence(step, strict=False)` is asked before each move (the claim's check)."""
     moved = 0
     lock = threading.Lock()
 
     def one(step: Step) -> None:
         nonlocal moved
+        if fence is not None:
+            fence("moving a partition or file", strict=False)
         src, dst = (step.dst, step.src) if backwards else (step.src, step.dst)
         if _move(store, src, dst):
             with lock:

@@ -129,6 +129,7 @@ def rename_files(
     sweeper = _AttemptSweeper(ctx, loaded.task_attempts)
 
     def commit_batch(batch: list[tuple[FileEntry, str]]) -> None:
+        ctx.fence("publishing a batch of files", strict=False)
         recovered = nbytes = 0
         for entry, attempt in batch:
             if listings is not None and listings.moved_before(entry):
