@@ -103,3 +103,12 @@ def test_a_job_with_bad_committer_options_fails_before_any_task(tmp_path, option
         )
     assert events == []
     assert not dest.exists() or not any(dest.rglob("*"))
+
+
+def test_make_committer_own_options_are_checked_too():
+    with pytest.raises(
+        ConfigError, match=r"'claim_timeout_s' must be a float \(or an int\), got '30'"
+    ):
+        make_committer("manifest", "memory://opts", claim_timeout_s="30")
+    with pytest.raises(ConfigError, match="'allow_unsafe_rename' must be a bool, got 'yes'"):
+        make_committer("manifest", "memory://opts", allow_unsafe_rename="yes")

@@ -177,6 +177,15 @@ def make_committer(
     Committer
         The committer, ready for ``new_job``/``setup_job``.
     """
+    for option, value, kind in (
+        ("allow_unsafe_rename", allow_unsafe_rename, bool),
+        ("claim_timeout_s", claim_timeout_s, float),
+    ):
+        if not _has_type(value, kind):
+            raise ConfigError(
+                f"make_committer option {option!r} must be {_describe(kind)}, "
+                f"got {value!r} ({type(value).__name__})"
+            )
     store = dest if isinstance(dest, Store) else open_store(dest)
     if name == "auto":
         name = choose_committer(store)
