@@ -15,7 +15,6 @@ of committed jobs.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -31,6 +30,7 @@ from ..markers.rollback import markers_in
 from ..net.addresses import parse_service_url
 from ..net.tls import normalize_fingerprint
 from ..store import IOPool, Store, open_store, paths
+from .direct_records import CommitRecord, read_commit_record
 from .intent import Intent, load_intent
 from .jobcommit import Applied, CommitPlan
 from .protocol import Committer, JobContext, Leftover, TaskAttemptContext, TaskCommitMessage
@@ -346,7 +346,7 @@ class DirectCommitter(Committer):
 
 def _record_files(store: Store, job_uuid: str) -> list[str]:
     try:
-        return json.loads(store.read_bytes(commit_record_path(job_uuid)))["files"]
+        return read_commit_record(store, commit_record_path(job_uuid), job_uuid).files
     except NotFound:
         return []
 
@@ -406,9 +406,8 @@ def delete_stray_files(ctx: StageContext, stray: list[str]) -> None:
 @stage("job_stage_save_records", "save_records")
 def save_commit_record(ctx: StageContext, job: JobContext, files: list[str]) -> None:
     """The switch readers of committed files see: one write of the complete file list."""
-    record = {"jobId": job.job_uuid, "job": str(job.job_id), "committed": time.time()}
-    record["files"] = files
-    ctx.store.write_bytes(commit_record_path(job.job_uuid), json.dumps(record).encode())
+    record = CommitRecord(job.job_uuid, str(job.job_id), time.time(), list(files))
+    ctx.store.write_bytes(commit_record_path(job.job_uuid), record.to_bytes())
 
 
 def remove_empty_parents(store: Store, files: Sequence[str]) -> None:
@@ -435,5 +434,5 @@ def list_committed(dest: str | Store) -> list[str]:
         return []
     for r in records:
         if r.name.endswith(".json"):
-            files.update(json.loads(store.read_bytes(r.path))["files"])
+            files.update(read_commit_record(store, r.path, r.name[: -len(".json")]).files)
     return sorted(f for f in files if store.exists(f))

@@ -30,6 +30,7 @@ from ..errors import (
     NotFound,
     StoreError,
     TaskCommitError,
+    ValidationError,
 )
 from ..store import FileStatus, Store, paths
 from .intent import INTENT_FILE, Intent, load_intent
@@ -200,7 +201,14 @@ class FileOutputCommitter(Committer):
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         plan = intent.payload
-        merge_paths(ctx, [Move.from_json(m) for m in plan["moves"]])
+        source = ctx.store.full_url(paths.join(self.job_dir(job), INTENT_FILE))
+        if not isinstance(plan.get("moves"), list):
+            raise ValidationError("not a list of moves", source, "payload.moves")
+        # every move is checked before the first one is made
+        moves = [
+            Move.from_json(m, source, f"payload.moves[{i}]") for i, m in enumerate(plan["moves"])
+        ]
+        merge_paths(ctx, moves)
         return Applied(files=plan["files"], bytes=plan["bytes"], filenames=plan["filenames"])
 
     def success_bytes(
@@ -292,7 +300,16 @@ class Move:
         return [self.src, self.dst, int(self.directory), int(self.replace)]
 
     @classmethod
-    def from_json(cls, row: list) -> Move:
+    def from_json(cls, row: object, source: str = "", where: str = "") -> Move:
+        """A row of the intent record; ValidationError naming `source` and `where` if it is
+        not `[src, dst, directory 0/1, replace 0/1]`."""
+        if (
+            not isinstance(row, list)
+            or len(row) != 4
+            or not all(isinstance(p, str) and p for p in row[:2])
+            or not all(f in (0, 1) and not isinstance(f, float) for f in row[2:])
+        ):
+            raise ValidationError(f"not a move: {row!r:.200}", source, where)
         return cls(row[0], row[1], bool(row[2]), bool(row[3]))
 
 

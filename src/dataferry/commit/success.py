@@ -5,6 +5,9 @@ shape of Hadoop's SuccessData (written by the manifest and S3A committers), so f
 Hadoop load here and ours load there: `name` must be exactly SUCCESS_NAME; unknown keys are kept
 aside and ignored. `filenames` holds store URLs in memory (`Store.full_url`, plain text) and
 Hadoop's encoded URIs in the file (`Path.toUri().toString()`, converted in `store/uris.py`).
+
+A `_SUCCESS` is read with a cap (SUCCESS_MAX_BYTES) and checked field by field: whatever is
+wrong with it gives one ValidationError naming its URL and the field at fault.
 """
 
 from __future__ import annotations
@@ -19,10 +22,14 @@ from typing import Any
 from ..errors import NotFound, ValidationError
 from ..store import Store
 from ..store.uris import MalformedUri, hadoop_uri, store_url
+from .recordio import MiB, is_finite_number, parse_json, read_record
 
 SUCCESS_FILE = "_SUCCESS"
 SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
 FILENAME_LIMIT = 100  # Hadoop's SUCCESS_MARKER_FILE_LIMIT
+SUCCESS_MAX_BYTES = 4 * MiB
+"""The largest `_SUCCESS` (or summary report) read: it holds at most FILENAME_LIMIT file
+names, the job's counters and diagnostics, some tens of KB even from Hadoop's large jobs."""
 
 
 @dataclass
@@ -101,7 +108,7 @@ class SuccessData:
 
         metrics = typed("metrics", dict, {})
         for k, v in metrics.items():
-            if not isinstance(v, int | float) or isinstance(v, bool):
+            if v is None or not is_finite_number(v):
                 raise ValidationError(f"metric {k!r} is not a number", source, "metrics")
         diagnostics = typed("diagnostics", dict, {})
         filenames = typed("filenames", list, [])
@@ -123,18 +130,14 @@ class SuccessData:
             diagnostics={str(k): str(v) for k, v in diagnostics.items()},
             filenames=urls,
             iostatistics=typed("iostatistics", dict, {}),
-            state=data.get("state"),
-            stage=data.get("stage"),
+            state=typed("state", str, None),
+            stage=typed("stage", str, None),
             success=typed("success", bool, True),
         )
 
     @classmethod
     def from_bytes(cls, raw: bytes, source: str = "_SUCCESS") -> SuccessData:
-        try:
-            data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValidationError(f"not valid JSON: {e}", source) from None
-        return cls.from_json(data, source)
+        return cls.from_json(parse_json(raw, source), source)
 
 
 @dataclass(frozen=True)
@@ -161,9 +164,10 @@ def load_success(location: str) -> SuccessMarker:
 
 
 def read_success(store: Store, path: str = SUCCESS_FILE) -> SuccessMarker | None:
-    """Load `_SUCCESS` from a store; None if absent; ValidationError if malformed."""
+    """Load `_SUCCESS` from a store; None if absent; one ValidationError naming it if it is
+    malformed, a directory or larger than SUCCESS_MAX_BYTES."""
     try:
-        raw = store.read_bytes(path)
+        raw = read_record(store, path, SUCCESS_MAX_BYTES)
     except NotFound:
         return None
     if not raw:

@@ -28,9 +28,10 @@ from ..errors import (
 from ..ids import new_job_id
 from ..store import Store, paths
 from ..store.etags import multipart_etag
-from .intent import Intent, mark_phase, phase_done
+from .intent import Intent, intent_path, mark_phase, phase_done
 from .jobcommit import Applied, CommitPlan, recover_job
 from .protocol import Committer, JobContext, Leftover, TaskCommitMessage, committer_by_name
+from .recordio import load_json_record, read_record
 from .stages import StageContext, stage
 
 CONFLICT_MODES = ("fail", "append", "replace")
@@ -66,8 +67,23 @@ class Upload:
         return [self.path, self.upload_id, list(self.etags), self.length]
 
     @classmethod
-    def from_row(cls, row: Sequence[Any]) -> Upload:
-        return cls(str(row[0]), str(row[1]), list(row[2]), int(row[3]))
+    def from_row(cls, row: Any, source: str = "", where: str = "") -> Upload:
+        """A row of the intent record; ValidationError naming `source` and `where` if it is
+        not `[path, upload id, [etag, ...], length]`."""
+        if (
+            not isinstance(row, list)
+            or len(row) != 4
+            or not (isinstance(row[0], str) and row[0])
+            or not (isinstance(row[1], str) and row[1])
+            or not isinstance(row[2], list)
+            or not row[2]
+            or not all(isinstance(e, str) and e for e in row[2])
+            or not isinstance(row[3], int)
+            or isinstance(row[3], bool)
+            or row[3] < 0
+        ):
+            raise ValidationError(f"not an upload row: {row!r:.200}", source, where)
+        return cls(row[0], row[1], list(row[2]), row[3])
 
     def expected_etag(self) -> str:
         return multipart_etag(self.etags)
@@ -143,11 +159,14 @@ def check_conflicts(
 # --- loading and completing ------------------------------------------------------------------
 
 
-def read_pendingset(store: Store, path: str, message: TaskCommitMessage) -> tuple[bytes, str]:
-    """A committed task's pendingset and its URL; JobCommitError naming both if it is gone."""
+def read_pendingset(
+    store: Store, path: str, message: TaskCommitMessage, max_bytes: int
+) -> tuple[bytes, str]:
+    """A committed task's pendingset (at most `max_bytes`, else ValidationError naming it) and
+    its URL; JobCommitError naming both if it is gone."""
     source = store.full_url(path)
     try:
-        return store.read_bytes(path), source
+        return read_record(store, path, max_bytes), source
     except NotFound:
         raise JobCommitError(
             f"task {message.task_id} committed by {message.attempt_id} has no pendingset {source}"
@@ -215,9 +234,16 @@ def apply_uploads(ctx: StageContext, job_dir: str, payload: dict[str, Any]) -> A
     """The apply half of an upload committer's job commit, from the intent payload alone
     (`uploads` rows and `replace_files`): delete what the conflict mode replaces (once, before
     any upload completes, so a resumed commit never deletes new files), then complete."""
-    uploads = [Upload.from_row(r) for r in payload["uploads"]]
+    source = ctx.store.full_url(intent_path(job_dir))
+    rows, replace_files = payload.get("uploads"), payload.get("replace_files")
+    if not isinstance(rows, list):
+        raise ValidationError("not a list of uploads", source, "payload.uploads")
+    if not isinstance(replace_files, list) or not all(isinstance(p, str) for p in replace_files):
+        raise ValidationError("not a list of paths", source, "payload.replace_files")
+    # every row is checked before anything is deleted or completed
+    uploads = [Upload.from_row(r, source, f"payload.uploads[{i}]") for i, r in enumerate(rows)]
     if not phase_done(ctx.store, job_dir, CONFLICT_RESOLVED_PHASE):
-        ctx.pool.for_each(ctx.store.delete, payload["replace_files"], adaptive=True)
+        ctx.pool.for_each(ctx.store.delete, replace_files, adaptive=True)
         mark_phase(ctx.store, job_dir, CONFLICT_RESOLVED_PHASE)
     recovered = complete_uploads(ctx, uploads)
     return Applied(
@@ -227,7 +253,7 @@ def apply_uploads(ctx: StageContext, job_dir: str, payload: dict[str, Any]) -> A
         details={
             "uploads_completed": len(uploads),
             "uploads_recovered": recovered,
-            "replaced_objects": len(payload["replace_files"]),
+            "replaced_objects": len(replace_files),
         },
     )
 
@@ -262,13 +288,10 @@ def abort_at_keys(store: Store, keys: Iterable[str]) -> int:
     return aborted
 
 
-def read_json(store: Store, path: str) -> Any:
-    """A JSON record on the store; ValidationError naming it if it does not parse."""
-    raw = store.read_bytes(path)
-    try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValidationError(f"not valid JSON: {e}", store.full_url(path)) from None
+def read_json(store: Store, path: str, max_bytes: int) -> Any:
+    """A JSON record on the store, at most `max_bytes` long; ValidationError naming it if it is
+    larger, a directory, or does not parse; NotFound if it is absent."""
+    return load_json_record(store, path, max_bytes)[0]
 
 
 def dumps(data: Any) -> bytes:

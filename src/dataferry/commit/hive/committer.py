@@ -36,7 +36,7 @@ from ..protocol import (
 from ..stages import StageContext, stage
 from .catalog import Catalog, open_catalog
 from .config import MODES, HiveConfig
-from .journal import Journal
+from .journal import Journal, journal_of
 from .load import LoadPools, LoadStats, plan_load, register, run_steps
 from .staging import ext_dir, is_staging_dir, staging_dir
 
@@ -169,7 +169,7 @@ class HiveCommitter(Committer):
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         job_dir = self.job_dir(job)
-        journal = Journal.from_json(intent.payload["journal"], self.store.full_url(job_dir))
+        journal = journal_of(self.store, job_dir, intent)
         pools = self._pools()
         try:
             stats = run_load(ctx, job_dir, journal, intent.payload["catalog"], pools)
@@ -216,7 +216,7 @@ class HiveCommitter(Committer):
         come back from the staging directory), then delete the staging directory."""
         intent = load_intent(self.store, staging_dir(job))
         if intent is not None:
-            journal = Journal.from_json(intent.payload["journal"], staging_dir(job))
+            journal = journal_of(self.store, staging_dir(job), intent)
             pools = self._pools()
             try:
                 undo_load(self.store, journal, pools)

@@ -16,6 +16,7 @@ since HADOOP-18797, so concurrent jobs never touch each other's records).
 from __future__ import annotations
 
 import io
+import logging
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
@@ -38,17 +39,24 @@ from ..uploads import (
     UploadCommitter,
     abort_at_keys,
     dumps,
-    read_json,
     read_pendingset,
 )
 from .config import MagicConfig
-from .files import PendingCommit, PendingSet
+from .files import (
+    PENDINGSET_MAX_BYTES,
+    PendingCommit,
+    PendingSet,
+    read_pending,
+    read_pendingset_file,
+)
 
 MAGIC_PREFIX = "__magic_job-"
 PENDING_SUFFIX = ".pending"
 PENDINGSET_SUFFIX = ".pendingset"
 ATTEMPT_CLAIM = "_attempt"
 COMMITTER_NAME = "dataferry.commit.magic.MagicCommitter"
+
+log = logging.getLogger("dataferry.commit")
 
 
 def job_dir(job: JobContext) -> str:
@@ -132,11 +140,7 @@ class MagicCommitter(UploadCommitter):
             commits = []
             try:
                 for p in pending:
-                    commits.append(
-                        PendingCommit.from_json(
-                            read_json(self.store, p), self.store, self.store.full_url(p)
-                        )
-                    )
+                    commits.append(read_pending(self.store, p))
             except ValidationError:
                 self._abort_commits(commits)
                 raise
@@ -156,10 +160,10 @@ class MagicCommitter(UploadCommitter):
 
     def _refuse_second_commit(self, task: TaskAttemptContext, target: str) -> None:
         try:
-            raw = self.store.read_bytes(target)
+            saved = read_pendingset_file(self.store, target)
         except NotFound:
             return
-        if PendingSet.from_bytes(raw, self.store, target).task_attempt_id == str(task.attempt_id):
+        if saved.task_attempt_id == str(task.attempt_id):
             raise TaskCommitError(f"task attempt {task.attempt_id} is already committed ({target})")
 
     def abort_task(self, task: TaskAttemptContext) -> None:
@@ -173,8 +177,10 @@ class MagicCommitter(UploadCommitter):
         for st in self.store.walk(base):
             if st.path.endswith(PENDING_SUFFIX):
                 try:
-                    c = PendingCommit.from_json(read_json(self.store, st.path), self.store, st.path)
-                except ValidationError:
+                    c = read_pending(self.store, st.path)
+                except ValidationError as e:
+                    # its upload is aborted by key below, through the file's marker
+                    log.warning("%s; aborting the uploads at its key instead", e)
                     continue
                 self.store.abort_upload(c.path, c.upload_id)
                 recorded.add(paths.relative_to(st.path[: -len(PENDING_SUFFIX)], base))
@@ -196,7 +202,9 @@ class MagicCommitter(UploadCommitter):
     # --- job commit ------------------------------------------------------------------------
 
     def pending_commits_of(self, job: JobContext, m: TaskCommitMessage) -> list[PendingCommit]:
-        raw, source = read_pendingset(self.store, pendingset_path(job, m.task_id), m)
+        raw, source = read_pendingset(
+            self.store, pendingset_path(job, m.task_id), m, PENDINGSET_MAX_BYTES
+        )
         pset = PendingSet.from_bytes(raw, self.store, source)
         if pset.task_attempt_id != m.attempt_id:
             # an attempt the driver gave up on committed after the chosen one (the last writer
@@ -209,7 +217,7 @@ class MagicCommitter(UploadCommitter):
     def _pending_of(self, base: str) -> list[PendingCommit]:
         """The `.pending` records an attempt left in its directory."""
         return [
-            PendingCommit.from_json(read_json(self.store, st.path), self.store, st.path)
+            read_pending(self.store, st.path)
             for st in self.store.walk(base)
             if st.path.endswith(PENDING_SUFFIX)
         ]
@@ -248,8 +256,11 @@ class MagicCommitter(UploadCommitter):
             if not st.path.endswith(PENDINGSET_SUFFIX):
                 continue
             try:
-                pset = PendingSet.from_bytes(self.store.read_bytes(st.path), self.store, st.path)
-            except ValidationError:
+                pset = read_pendingset_file(self.store, st.path)
+            except ValidationError as e:
+                # no upload of the job was completed (it has no intent record), and each
+                # attempt's own `.pending` records and markers were aborted above
+                log.warning("%s; rolling back without it", e)
                 continue
             for c in pset.commits:
                 self.store.abort_upload(c.path, c.upload_id)

@@ -5,6 +5,9 @@ A `.pending` (SinglePendingCommit) holds what is needed to complete one multipar
 as Hadoop's `Path.toUri().toString()` prints it (percent-encoded, `store/uris.py`); `bucket` and
 `destinationKey` are its S3 bucket and object key, plain text as S3 names them (S3A's
 `pathToKey` takes the decoded path). Loading reads `uri`, decoded once.
+
+Both are read with a cap (PENDING_MAX_BYTES, PENDINGSET_MAX_BYTES) and parsed field by field:
+whatever is wrong with a file gives one ValidationError naming its URL and the field at fault.
 """
 
 from __future__ import annotations
@@ -19,10 +22,27 @@ from ...errors import ConfigError, ValidationError
 from ...store import Store
 from ...store.etags import multipart_etag
 from ...store.uris import MalformedUri, from_hadoop_uri, to_hadoop_uri
+from ..recordio import (
+    TASK_RECORD_MAX_BYTES,
+    MiB,
+    get_int,
+    get_list,
+    get_str,
+    get_str_map,
+    need_object,
+    parse_json,
+    read_record,
+)
 
 PENDING_VERSION = 2
 PENDINGSET_VERSION = 2
 TASK_ATTEMPT_KEY = "task.attempt.id"
+PENDING_MAX_BYTES = 2 * MiB
+"""The largest `.pending` read (2 MiB): one upload's record, whose etag list is its only part
+that grows, by about 40 bytes a part to S3's 10,000 parts (some 450 KB)."""
+PENDINGSET_MAX_BYTES = TASK_RECORD_MAX_BYTES
+"""The largest `.pendingset` read (64 MiB): one `.pending` per file the task wrote (about 1 KB
+for a file of a few parts)."""
 
 
 @dataclass
@@ -61,44 +81,55 @@ class PendingCommit:
         }
 
     @classmethod
-    def from_json(cls, data: Any, store: Store, source: str) -> PendingCommit:
-        if not isinstance(data, dict):
-            raise ValidationError("not a JSON object", source)
-        if data.get("version") != PENDING_VERSION:
-            raise ValidationError(f"wrong version {data.get('version')!r}", source, "version")
+    def from_bytes(cls, raw: bytes, store: Store, source: str) -> PendingCommit:
+        return cls.from_json(parse_json(raw, source), store, source)
+
+    @classmethod
+    def from_json(cls, data: Any, store: Store, source: str, where: str = "") -> PendingCommit:
+        """`where` names the record inside its file (`commits[3]` in a pendingset)."""
+
+        def name(key: str) -> str:
+            return f"{where}.{key}" if where else key
+
+        data = need_object(data, source, where)
+        version = data.get("version")
+        if version != PENDING_VERSION or isinstance(version, bool):
+            raise ValidationError(f"wrong version {version!r}", source, name("version"))
         for key in ("uploadId", "bucket", "destinationKey", "uri"):
             if not isinstance(data.get(key), str):
-                raise ValidationError("empty or missing", source, key)
+                raise ValidationError("empty or missing", source, name(key))
             # a store without buckets (a local directory behind the S3 model) has none
-            if not data[key] and (key != "bucket" or _has_authority(data["uri"])):
-                raise ValidationError("empty or missing", source, key)
+            if not data[key] and (key != "bucket" or _has_authority(data.get("uri"))):
+                raise ValidationError("empty or missing", source, name(key))
         etags = data.get("etags")
         if (
             not isinstance(etags, list)
             or not etags
             or not all(isinstance(e, str) and e for e in etags)
         ):
-            raise ValidationError("must be a non-empty list of non-empty strings", source, "etags")
-        length = data.get("length", 0)
-        if not isinstance(length, int) or length < 0:
-            raise ValidationError(f"{length!r} is not a non-negative integer", source, "length")
+            raise ValidationError(
+                "must be a non-empty list of non-empty strings", source, name("etags")
+            )
+        length = get_int(data, "length", source, default=0, where=where)
+        created = get_int(data, "created", source, default=0, where=where)
+        job_id = get_str(data, "jobId", source, default="", where=where)
+        task_id = get_str(data, "taskId", source, default="", where=where)
         try:
             path = from_hadoop_uri(store, data["uri"])
         except MalformedUri as e:
-            raise ValidationError(str(e), source, "uri") from None
+            raise ValidationError(str(e), source, name("uri")) from None
         except ConfigError:
             raise ValidationError(
-                f"destination {data['uri']!r} is outside {store.full_url()}", source, "uri"
+                f"destination {data['uri']!r} is outside {store.full_url()}", source, name("uri")
             ) from None
-        return cls(
-            path,
-            data["uploadId"],
-            list(etags),
-            length,
-            data.get("jobId", ""),
-            data.get("taskId", ""),
-            data.get("created", 0),
-        )
+        return cls(path, data["uploadId"], list(etags), length, job_id, task_id, created)
+
+
+def read_pending(store: Store, path: str) -> PendingCommit:
+    """The `.pending` at `path`, read with the cap and checked. NotFound if absent; one
+    ValidationError naming the file otherwise."""
+    raw = read_record(store, path, PENDING_MAX_BYTES)
+    return PendingCommit.from_bytes(raw, store, store.full_url(path))
 
 
 def _has_authority(uri: Any) -> bool:
@@ -126,19 +157,13 @@ class PendingSet:
 
     @classmethod
     def from_bytes(cls, raw: bytes, store: Store, source: str) -> PendingSet:
-        try:
-            data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValidationError(f"not valid JSON: {e}", source) from None
-        if not isinstance(data, dict) or data.get("version") != PENDINGSET_VERSION:
-            raise ValidationError(
-                f"wrong version {data.get('version') if isinstance(data, dict) else None!r}",
-                source,
-                "version",
-            )
+        data = need_object(parse_json(raw, source), source)
+        version = data.get("version")
+        if version != PENDINGSET_VERSION or isinstance(version, bool):
+            raise ValidationError(f"wrong version {version!r}", source, "version")
         commits = [
-            PendingCommit.from_json(c, store, f"{source} commits[{i}]")
-            for i, c in enumerate(data.get("commits") or [])
+            PendingCommit.from_json(c, store, source, f"commits[{i}]")
+            for i, c in enumerate(get_list(data, "commits", source))
         ]
         seen: set[str] = set()
         for c in commits:
@@ -149,5 +174,13 @@ class PendingSet:
                     "commits",
                 )
             seen.add(c.path)
-        extra = data.get("extraData") or {}
-        return cls(str(data.get("jobId", "")), str(extra.get(TASK_ATTEMPT_KEY, "")), commits)
+        extra = get_str_map(data, "extraData", source)
+        job_id = get_str(data, "jobId", source, default="")
+        return cls(job_id, extra.get(TASK_ATTEMPT_KEY, ""), commits)
+
+
+def read_pendingset_file(store: Store, path: str, source: str = "") -> PendingSet:
+    """The `.pendingset` at `path` of `store`, read with the cap and checked (its URIs name
+    `store`). NotFound if absent; one ValidationError naming the file otherwise."""
+    raw = read_record(store, path, PENDINGSET_MAX_BYTES)
+    return PendingSet.from_bytes(raw, store, source or store.full_url(path))

@@ -33,7 +33,7 @@ from ..protocol import (
 from ..stages import StageContext
 from ..success import SuccessData
 from .config import ManifestConfig
-from .files import DirEntry, EntryStatus, TaskManifest
+from .files import DirEntry, EntryStatus, TaskManifest, read_manifest
 from .layout import PENDING_DIR, JobLayout
 from .stages.cleanup import CleanupOutcome, cleanup
 from .stages.create_dirs import create_directories
@@ -109,11 +109,11 @@ class ManifestCommitter(Committer):
     def _refuse_second_commit(self, ctx: StageContext, task: TaskAttemptContext) -> None:
         path = ctx.layout.manifest_path(str(task.task_id))
         try:
-            raw = self.store.read_bytes(path)
+            saved = read_manifest(self.store, path)
         except NotFound:
             return
         source = self.store.full_url(path)
-        if TaskManifest.from_bytes(raw, self.store, source).task_attempt_id == str(task.attempt_id):
+        if saved.task_attempt_id == str(task.attempt_id):
             raise TaskCommitError(f"task attempt {task.attempt_id} is already committed ({source})")
 
     def abort_task(self, task: TaskAttemptContext) -> None:
@@ -138,6 +138,7 @@ class ManifestCommitter(Committer):
         return CommitPlan(
             payload={
                 "entries": entries,
+                "entries_bytes": loaded.entries_bytes,
                 "manifests": loaded.manifests,
                 "files": loaded.files,
                 "bytes": loaded.bytes,
@@ -164,7 +165,9 @@ class ManifestCommitter(Committer):
             files=plan["files"],
             bytes=plan["bytes"],
             task_attempts=dict(plan["task_attempts"]),
+            entries_bytes=plan.get("entries_bytes"),  # absent in records of older versions
         )
+        loaded.check_size()  # before anything moves: a damaged entries file changes nothing
         ctx.pool.for_each(ctx.store.delete, plan["replace_files"], adaptive=True)
         # a replaced data set took the directories the tasks saw with it: create them all
         dirs = create_directories(ctx, loaded.directories, force=bool(intent.replace))

@@ -5,6 +5,9 @@ A manifest lists what one task attempt produced: `files` (source, destination, s
 directory). Paths are URIs exactly as Hadoop's `Path.toUri().toString()` prints them (encoded and
 decoded in one place, `store/uris.py`), so a manifest written by Hadoop loads here and ours load
 there. Unknown keys are ignored on load.
+
+A manifest is read with a cap (MANIFEST_MAX_BYTES) and every field is type-checked: whatever is
+wrong with the file gives one ValidationError naming its URL and the field at fault.
 """
 
 from __future__ import annotations
@@ -17,9 +20,23 @@ from typing import Any
 from ...errors import ConfigError, ValidationError
 from ...store import Store
 from ...store.uris import MalformedUri, from_hadoop_uri, store_url, to_hadoop_uri
+from ..recordio import (
+    TASK_RECORD_MAX_BYTES,
+    get_dict,
+    get_int,
+    get_list,
+    get_str,
+    get_str_map,
+    need_object,
+    parse_json,
+    read_record,
+)
 
 MANIFEST_TYPE = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest/1"
 MANIFEST_VERSION = 1
+MANIFEST_MAX_BYTES = TASK_RECORD_MAX_BYTES
+"""The largest task manifest read (64 MiB): a manifest grows by about 300 bytes per file the
+task wrote, so this is some 200,000 files in one task. A larger file is refused, naming it."""
 
 
 class EntryStatus(IntEnum):
@@ -109,33 +126,32 @@ class TaskManifest:
     @classmethod
     def from_bytes(cls, raw: bytes, store: Store | None, source: str) -> TaskManifest:
         """Parse and validate; every error names `source` and the field at fault."""
-        try:
-            data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValidationError(f"not valid JSON: {e}", source) from None
-        return cls.from_json(data, store, source)
+        if not raw:
+            raise ValidationError("not a valid manifest file: empty", source)
+        return cls.from_json(parse_json(raw, source), store, source)
 
     @classmethod
     def from_json(cls, data: Any, store: Store | None, source: str) -> TaskManifest:
         """With a store, paths become store-relative and must lie inside it; without one
         (to show a manifest from anywhere), paths stay the URIs they are."""
-        if not isinstance(data, dict):
-            raise ValidationError("not a JSON object", source)
+        data = need_object(data, source)
         if data.get("type") != MANIFEST_TYPE:
             raise ValidationError(f"wrong type {data.get('type')!r}", source, "type")
-        if data.get("version") != MANIFEST_VERSION:
+        if data.get("version") != MANIFEST_VERSION or isinstance(data.get("version"), bool):
             raise ValidationError(f"wrong version {data.get('version')!r}", source, "version")
-        extra = data.get("extraData") or {}
-        if not isinstance(extra, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in extra.items()
-        ):
-            raise ValidationError("keys and values must be strings", source, "extraData")
+        try:
+            extra = get_str_map(data, "extraData", source)
+        except ValidationError:
+            raise ValidationError("keys and values must be strings", source, "extraData") from None
         for key in ("jobId", "taskID", "taskAttemptID"):
             if not isinstance(data.get(key), str) or not data[key]:
                 raise ValidationError("missing or not a string", source, key)
+        attempt_number = get_int(data, "jobAttemptNumber", source, default=0)
+        attempt_dir = get_str(data, "taskAttemptDir", source, default="")
+        iostatistics = get_dict(data, "iostatistics", source)
         files = []
         seen: set[str] = set()
-        for i, f in enumerate(data.get("files") or []):
+        for i, f in enumerate(get_list(data, "files", source)):
             where = f"files[{i}]"
             if not isinstance(f, dict):
                 raise ValidationError("not an object", source, where)
@@ -145,44 +161,52 @@ class TaskManifest:
             size = f.get("z")
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
                 raise ValidationError(f"size {size!r} is not a non-negative integer", source, where)
+            etag = f.get("e")
+            if etag is not None and not isinstance(etag, str):
+                raise ValidationError(f"etag {etag!r} is not a string", source, where)
             dest = unmarshal(store, f["d"], source, where)
             if dest in seen:
                 raise ValidationError(
                     f"destination {f['d']} is written to by more than one entry", source, where
                 )
             seen.add(dest)
-            etag = f.get("e")
             files.append(
-                FileEntry(
-                    unmarshal(store, f["s"], source, where),
-                    dest,
-                    size,
-                    etag if isinstance(etag, str) and etag else None,
-                )
+                FileEntry(unmarshal(store, f["s"], source, where), dest, size, etag or None)
             )
         dirs = []
-        for i, d in enumerate(data.get("directories") or []):
+        for i, d in enumerate(get_list(data, "directories", source)):
             where = f"directories[{i}]"
             if not isinstance(d, dict) or not isinstance(d.get("d"), str) or not d["d"]:
                 raise ValidationError("empty or missing 'd'", source, where)
             t, lvl = d.get("t", 0), d.get("l", 0)
-            if not isinstance(t, int) or t < 0 or not isinstance(lvl, int) or lvl < 0:
+            if (
+                not isinstance(t, int)
+                or isinstance(t, bool)
+                or t < 0
+                or not isinstance(lvl, int)
+                or isinstance(lvl, bool)
+                or lvl < 0
+            ):
                 raise ValidationError("type and level must be non-negative integers", source, where)
             dirs.append(DirEntry(unmarshal(store, d["d"], source, where), EntryStatus.of(t), lvl))
-        attempt_number = data.get("jobAttemptNumber", 0)
         return cls(
             job_id=data["jobId"],
-            job_attempt_number=attempt_number if isinstance(attempt_number, int) else 0,
+            job_attempt_number=attempt_number,
             task_id=data["taskID"],
             task_attempt_id=data["taskAttemptID"],
-            task_attempt_dir=unmarshal(
-                store, data.get("taskAttemptDir") or "", source, "taskAttemptDir"
-            ),
+            task_attempt_dir=unmarshal(store, attempt_dir, source, "taskAttemptDir"),
             files=files,
             directories=dirs,
-            extra_data=dict(extra),
-            iostatistics=data.get("iostatistics") or {},
+            extra_data=extra,
+            iostatistics=iostatistics,
         )
+
+
+def read_manifest(store: Store, path: str) -> TaskManifest:
+    """The manifest at `path` of `store` (its paths made store-relative): read with the cap,
+    parsed and checked. NotFound if absent; one ValidationError naming the file otherwise."""
+    raw = read_record(store, path, MANIFEST_MAX_BYTES)
+    return TaskManifest.from_bytes(raw, store, store.full_url(path))
 
 
 def marshal(store: Store, path: str) -> str:
@@ -212,7 +236,7 @@ def load_manifest_file(location: str) -> tuple[TaskManifest, int]:
     store, name = open_location(location, "")
     if not name:
         raise ValidationError("is a directory, not a manifest file", location)
-    raw = store.read_bytes(name)
+    raw = read_record(store, name, MANIFEST_MAX_BYTES)
     return TaskManifest.from_bytes(raw, None, store.full_url(name)), len(raw)
 
 

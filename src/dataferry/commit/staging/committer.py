@@ -24,7 +24,7 @@ from typing import BinaryIO
 from ...errors import CommitError, ConfigError, JobCommitError, TaskCommitError
 from ...store import IOPool, Store, open_store, paths
 from ..intent import load_intent
-from ..magic.files import PendingCommit, PendingSet
+from ..magic.files import PENDINGSET_MAX_BYTES, PendingCommit, PendingSet
 from ..protocol import JobContext, TaskAttemptContext, TaskCommitMessage
 from ..stages import StageContext
 from ..uploads import (
@@ -201,7 +201,7 @@ class DirectoryStagingCommitter(UploadCommitter):
 
     def pending_commits_of(self, job: JobContext, m: TaskCommitMessage) -> list[PendingCommit]:
         path = layout.pendingset_path(job, m.attempt_id)
-        raw, source = read_pendingset(self.pendingset_store(), path, m)
+        raw, source = read_pendingset(self.pendingset_store(), path, m, PENDINGSET_MAX_BYTES)
         pset = PendingSet.from_bytes(raw, self.store, source)
         if pset.task_attempt_id != m.attempt_id:
             raise JobCommitError(

@@ -9,11 +9,23 @@ recording its id.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from ...errors import ValidationError
+from ...errors import NotFound, ValidationError
 from ...store import Store
+from ..recordio import (
+    TASK_RECORD_MAX_BYTES,
+    get_int,
+    get_list,
+    get_str,
+    get_str_map,
+    need_object,
+    str_list,
+)
 from ..uploads import dumps, read_json
+
+UPLOADS_RECORD_VERSION = 1  # a record without one is of version 1
+UPLOADS_RECORD_MAX_BYTES = TASK_RECORD_MAX_BYTES
+"""The largest uploads record read (64 MiB): a key and an upload id per file of the attempt."""
 
 
 @dataclass
@@ -26,6 +38,7 @@ class UploadsRecord:
     def to_bytes(self) -> bytes:
         return dumps(
             {
+                "version": UPLOADS_RECORD_VERSION,
                 "attempt": self.attempt_id,
                 "keys": self.keys,
                 "uploads": self.uploads,
@@ -35,21 +48,31 @@ class UploadsRecord:
 
     @classmethod
     def load(cls, store: Store, path: str) -> UploadsRecord | None:
-        """The record at `path`; None if it is gone or was cut short (an attempt that died
-        while writing it started no upload after it)."""
-        from ...errors import NotFound
-
+        """The record at `path`; None if it is gone. A damaged one (it is written whole, so
+        one that does not parse was damaged after) raises one ValidationError naming it: it is
+        all that names the attempt's uploads, so it is never taken for none."""
         try:
-            data: Any = read_json(store, path)
-        except (NotFound, ValidationError):
+            data = read_json(store, path, UPLOADS_RECORD_MAX_BYTES)
+        except NotFound:
             return None
-        if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
-            return None
+        source = store.full_url(path)
+        data = need_object(data, source)
+        if (
+            get_int(data, "version", source, default=UPLOADS_RECORD_VERSION)
+            != UPLOADS_RECORD_VERSION
+        ):
+            raise ValidationError(f"unknown version {data['version']!r}", source, "version")
+        keys = str_list(
+            get_list(data, "keys", source, required=True), source, "keys", nonempty=True
+        )
+        uploads = get_str_map(data, "uploads", source)
+        if not all(k and v for k, v in uploads.items()):
+            raise ValidationError("empty key or upload id", source, "uploads")
         return cls(
-            str(data.get("attempt", "")),
-            [str(k) for k in data["keys"]],
-            {str(k): str(v) for k, v in (data.get("uploads") or {}).items()},
-            str(data.get("pendingset", "")),
+            get_str(data, "attempt", source, nonempty=True),
+            keys,
+            uploads,
+            get_str(data, "pendingset", source, default=""),
         )
 
     def unrecorded_keys(self) -> list[str]:

@@ -20,7 +20,7 @@ from ....errors import JobCommitError, NotFound, ValidationError
 from ....store import IOPool, Store, paths
 from ...stages import StageContext, stage
 from ...success import SUCCESS_FILE
-from ..files import DirEntry, EntryStatus, FileEntry, TaskManifest
+from ..files import DirEntry, EntryStatus, FileEntry, TaskManifest, read_manifest
 from ..layout import PENDING_DIR
 
 ENTRIES_FILE = "entries.jsonl"
@@ -37,31 +37,92 @@ class LoadedManifests:
     files: int = 0
     bytes: int = 0
     task_attempts: dict[str, int] = field(default_factory=dict)  # attempt -> its files
+    entries_bytes: int | None = None  # the entries file's size as written (None: not known)
 
     def batches(self, threads: int) -> Iterator[list[tuple[FileEntry, str]]]:
         """(entry, task attempt id) pairs, streamed from the scratch file in batches sized so
         that `threads` workers get several batches each: one pool task per batch instead of
-        per file keeps the per-file overhead down on fast stores."""
+        per file keeps the per-file overhead down on fast stores.
+
+        Each line is checked as it is read, and the file's size and entry count against what
+        the loading recorded: a damaged or cut-short entries file gives one ValidationError
+        naming it, never a commit of part of the job's files."""
         if self.files == 0:
             return
+        source = self.scratch.full_url(self.entries_path)
+        self.check_size()
         size = max(1, min(256, self.files // (threads * 8)))
         batch: list[tuple[FileEntry, str]] = []
+        count = 0
         with self.scratch.open_read(self.entries_path) as f:
-            for line in f:
-                record = json.loads(line)
-                attempt = record["a"]
-                for src, dest, nbytes, etag in record["f"]:
-                    batch.append((FileEntry(src, dest, nbytes, etag), attempt))
+            for number, line in enumerate(f, 1):
+                attempt, entries = parse_entries_line(line, source, number)
+                for entry in entries:
+                    count += 1
+                    batch.append((entry, attempt))
                     if len(batch) >= size:
                         yield batch
                         batch = []
+        if count != self.files:
+            raise ValidationError(
+                f"holds {count} file entries, the commit's plan {self.files}", source
+            )
         if batch:
             yield batch
+
+    def check_size(self) -> None:
+        """The entries file is as long as when it was written (when that was recorded)."""
+        if self.entries_bytes is None:
+            return
+        source = self.scratch.full_url(self.entries_path)
+        if not isinstance(self.entries_bytes, int) or isinstance(self.entries_bytes, bool):
+            raise ValidationError(
+                f"its recorded size {self.entries_bytes!r} is not an integer", source
+            )
+        try:
+            st = self.scratch.stat(self.entries_path)
+        except NotFound:
+            raise ValidationError("the job's entries file is missing", source) from None
+        if st.is_dir or st.size != self.entries_bytes:
+            raise ValidationError(
+                f"is {'a directory' if st.is_dir else f'{st.size} bytes'}, "
+                f"written as {self.entries_bytes} bytes",
+                source,
+            )
 
     def entries(self) -> Iterator[tuple[FileEntry, str]]:
         """Every (entry, task attempt id), one at a time."""
         for batch in self.batches(1):
             yield from batch
+
+
+def parse_entries_line(line: bytes, source: str, number: int) -> tuple[str, list[FileEntry]]:
+    """One line of the entries file: `{"a": attempt id, "f": [[src, dest, size, etag], ...]}`."""
+    where = f"line {number}"
+    try:
+        record = json.loads(line)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValidationError(f"not valid JSON: {e}", source, where) from None
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("a"), str)
+        or not isinstance(record.get("f"), list)
+    ):
+        raise ValidationError("not an entries record", source, where)
+    entries = []
+    for row in record["f"]:
+        if (
+            not isinstance(row, list)
+            or len(row) != 4
+            or not all(isinstance(p, str) and p for p in row[:2])
+            or not isinstance(row[2], int)
+            or isinstance(row[2], bool)
+            or row[2] < 0
+            or not (row[3] is None or isinstance(row[3], str))
+        ):
+            raise ValidationError(f"not a file entry: {row!r:.200}", source, where)
+        entries.append(FileEntry(row[0], row[1], row[2], row[3]))
+    return record["a"], entries
 
 
 @stage("job_stage_load_manifests", "load_manifests")
@@ -78,26 +139,26 @@ def load_manifests(
     lock = threading.Lock()
     sink = scratch.open_write(entries_path)
 
+    written = 0
+
     def load_one(item: tuple[str, str]) -> None:
+        nonlocal written
         task_id, attempt_id = item
         path = ctx.layout.manifest_path(task_id)
         source = ctx.store.full_url(path)
         try:
             with ctx.stats.duration("op_load_manifest"):
-                raw = ctx.store.read_bytes(path)
+                manifest = read_manifest(ctx.store, path)
         except NotFound:
             raise JobCommitError(
                 f"task {task_id} was committed by {attempt_id} but its manifest {source} is missing"
             ) from None
-        if not raw:
-            raise ValidationError("not a valid manifest file: empty", source)
-        manifest = TaskManifest.from_bytes(raw, ctx.store, source)
         if manifest.task_attempt_id != attempt_id and manifest.task_id == task_id:
             manifest = rescan_attempt(ctx, manifest, attempt_id)
         check_manifest(ctx, manifest, source, task_id, attempt_id)
         line = json.dumps(
             {"a": attempt_id, "f": [[f.source, f.dest, f.size, f.etag] for f in manifest.files]}
-        )
+        ).encode()
         with lock:
             for f in manifest.files:
                 digest = hashlib.blake2b(f.dest.encode(), digest_size=12).digest()
@@ -107,19 +168,21 @@ def load_manifests(
                         f"destination {ctx.store.full_url(f.dest)} is written by two tasks: "
                         f"{other} and {attempt_id}"
                     )
-            if manifest.files:
-                sink.write(line.encode() + b"\n")
             for d in manifest.directories:
                 loaded.directories.setdefault(d.dest, d)
             loaded.manifests += 1
             loaded.files += len(manifest.files)
             loaded.bytes += manifest.total_size
             loaded.task_attempts[attempt_id] = len(manifest.files)
+            if manifest.files:
+                sink.write(line + b"\n")
+                written += len(line) + 1
 
     try:
         ctx.pool.for_each(load_one, sorted(committed.items()), adaptive=True)
     finally:
         sink.close()
+    loaded.entries_bytes = written
     ctx.stats.incr("committer_task_manifests_loaded", loaded.manifests)
     return loaded
 
