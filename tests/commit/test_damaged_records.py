@@ -376,3 +376,40 @@ def test_staging_cleanup_with_a_damaged_uploads_record_keeps_it_and_its_uploads(
     assert report.failed and store.full_url(record) in next(iter(report.failed.values()))
     assert store.exists(record) and not store.exists("a")
     assert [u.path for u in store.list_uploads("")] == ["a"]  # named by nothing else
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        None,
+        [],
+        ["a", "b", 0],
+        ["a", "", 0, 0],
+        ["a", "b", "yes", 0],
+        [1, "b", 0, 0],
+        ["a", "b", 2, 0],
+    ],
+)
+def test_a_damaged_v1_move_row_gives_one_validation_error(row):
+    from dataferry.commit.fileoutput import Move
+
+    assert Move.from_json(["a", "b", 1, 0], "file:///i") == Move("a", "b", True, False)
+    one_error(lambda: Move.from_json(row, "file:///i", "payload.moves[0]"), "file:///i")
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        None,
+        ["a", "u", ["e"]],
+        ["a", "u", "e", 1],
+        ["a", "u", [], 1],
+        ["a", 5, ["e"], 1],
+        ["a", "u", ["e"], -1],
+    ],
+)
+def test_a_damaged_upload_row_gives_one_validation_error(row):
+    from dataferry.commit.uploads import Upload
+
+    assert Upload.from_row(["a", "u", ["e"], 1], "file:///i").etags == ["e"]
+    one_error(lambda: Upload.from_row(row, "file:///i", "payload.uploads[0]"), "file:///i")
