@@ -15,6 +15,14 @@ them by importing this module first: `preload=(PRELOAD,)` makes it call `registe
 | broken-dead-attempts  | magic's commit leaves dead attempts' uploads pending    | no_leftovers         |
 | broken-journal-late   | hive moves the partitions before its journal (intent)   | nothing_of_failed_job |
 |                       | is saved                                                |                      |
+
+The race schedules (`verify/races.py`) have their own (`RACE_SPECS`, `RACE_BROKEN`; `register()`
+adds them too):
+
+| name                  | broken                                                  | invariant            |
+|-----------------------|---------------------------------------------------------|----------------------|
+| broken-unfenced       | the claim holder never checks that it still holds the   | see RACE_BROKEN      |
+|                       | claim (its generation) before a step readers see        |                      |
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 from dataferry.commit.direct import DirectCommitter, DirectConfig
 from dataferry.commit.hive.committer import HiveCommitter, run_load
@@ -43,7 +52,7 @@ from dataferry.commit.stages import StageContext
 from dataferry.verify import invariants as inv
 
 PRELOAD = f"{__name__}:register"
-__all__ = ["BROKEN", "PRELOAD", "SPECS", "register"]
+__all__ = ["BROKEN", "PRELOAD", "RACE_BROKEN", "RACE_SPECS", "SPECS", "register"]
 
 
 class DropsAFile(ManifestCommitter):
@@ -146,6 +155,43 @@ class MovesBeforeJournal(HiveCommitter):
         return plan
 
 
+_unchecked_lock = threading.Lock()
+_unchecked = 0
+
+
+@contextmanager
+def _claim_unchecked() -> Iterator[None]:
+    """The claim's check before each visible step (`HeldClaim.check`: is the claim, in this
+    generation, still ours?) answers yes without looking, while any such commit runs."""
+    global _unchecked
+    from dataferry.commit import claim
+
+    with _unchecked_lock:
+        if not _unchecked:
+            claim.HeldClaim._real_check = claim.HeldClaim.check  # type: ignore[attr-defined]
+            claim.HeldClaim.check = lambda self, step, strict=True: None  # type: ignore[method-assign]
+        _unchecked += 1
+    try:
+        yield
+    finally:
+        with _unchecked_lock:
+            _unchecked -= 1
+            if not _unchecked:
+                claim.HeldClaim.check = claim.HeldClaim._real_check  # type: ignore[attr-defined]
+
+
+class SkipsClaimCheck(ManifestCommitter):
+    """Manifest whose job commit never checks that it still holds the destination's claim:
+    a holder stopped past its lease goes on renaming and writes `_SUCCESS` after another job
+    took the destination over."""
+
+    name = "broken-unfenced"
+
+    def commit_job(self, job: JobContext, messages: Sequence[TaskCommitMessage]) -> Any:
+        with _claim_unchecked():
+            return super().commit_job(job, messages)
+
+
 def _spec(cls: type, config: type, summary: str, rename_based: bool) -> CommitterSpec:
     name: str = cls.name  # type: ignore[attr-defined]
     return CommitterSpec(name, __name__, cls.__name__, config.__name__, summary, {}, rename_based)
@@ -174,6 +220,17 @@ BROKEN: dict[str, str] = {
 }
 
 
+RACE_SPECS: dict[str, CommitterSpec] = {
+    s.name: s
+    for s in (_spec(SkipsClaimCheck, ManifestConfig, "manifest not checking its claim", True),)
+}
+# each and the invariants the race schedules must report it under (any of them)
+RACE_BROKEN: dict[str, tuple[str, ...]] = {
+    SkipsClaimCheck.name: (inv.COMPLETE, inv.EARLIER_KEPT, inv.ONE_WRITER, inv.NO_FALSE_SUCCESS),
+}
+
+
 def register() -> None:
     """Add the broken committers' rows to the registry of this process (a child driver's)."""
     KNOWN.update(SPECS)
+    KNOWN.update(RACE_SPECS)

@@ -1,0 +1,192 @@
+"""The referee's race schedules (`races.py`, `damage.py`), one small run of each kind on the
+local store with the reference job: a live claim holder (a child driver, stopped mid-commit)
+raced by a job with its clock skewed, by a job with a 0.2 s claim timeout, by one after the
+holder's lease expired, by `cleanup --older-than 0`; two takers of a dead claim; damaged
+records; links to a directory outside. Each must find nothing wrong with `manifest`, and
+report what it ran. The full schedules run from `dataferry verify crash --races`."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dataferry.verify import invariants as inv
+from dataferry.verify import verify_crash
+from dataferry.verify.damage import Damage, canary_snapshot, local_dir, make_canary
+from dataferry.verify.harness import EXISTING, ScenarioStores, deterministic_options, error_chain
+from dataferry.verify.races import points_of, run_races
+
+COMMITTER = "manifest"
+OVERWRITE = [(EXISTING, "overwrite")]
+
+
+@pytest.fixture
+def stores():
+    s = ScenarioStores(None)
+    yield s
+    s.close()
+
+
+def _problems(scenarios) -> list[str]:
+    return [f"{s.kind} {s.mode} [{s.schedule}]: {p}" for s in scenarios for p in s.problems]
+
+
+def _races(stores, schedule: str, point: str = "decided", variants=OVERWRITE):
+    out = run_races(
+        COMMITTER,
+        stores,
+        deterministic_options(COMMITTER),
+        schedules=(schedule,),
+        variants=variants,
+        points=(point,),
+    )
+    ran = [s for s in out if s.kind == schedule]
+    assert ran, [s.schedule for s in out]
+    return out, ran
+
+
+# --- pieces ---------------------------------------------------------------------------------------
+
+
+def test_points_of_a_commit_trace():
+    trace = [
+        [10, "create", "_dataferry/claim.json", ""],
+        [11, "list", "_temporary", ""],
+        [12, "write", "_temporary/j/_commit_intent.json", ""],
+        [13, "rename", "_temporary/j/a", "part=p0/a"],
+        [14, "rename", "_temporary/j/b", "part=p0/b"],
+        [15, "rename", "_temporary/j/c", "part=p0/c"],
+        [16, "rename", "_temporary/j/_SUCCESS.tmp", "_SUCCESS"],
+        [17, "delete", "_temporary/j", ""],
+    ]
+    points, success = points_of(trace, 18)
+    assert points == {"planning": 11, "decided": 13, "applying": 15, "after_success": 17}
+    assert success == 16
+
+
+def test_error_chain_names_what_is_not_the_librarys_own():
+    from dataferry.errors import JobCommitError, NotFound
+
+    try:
+        try:
+            raise TypeError("unsupported operand type(s) for -: 'float' and 'str'")
+        except TypeError as e:
+            raise JobCommitError("commit failed") from e
+    except JobCommitError as e:
+        assert error_chain(e) == (["JobCommitError", "TypeError"], "TypeError")
+    try:
+        try:
+            raise IsADirectoryError("x")
+        except OSError as e:
+            raise NotFound("gone", "x") from e
+    except NotFound as e:
+        assert error_chain(e)[1] == ""  # a StoreError standing for an OSError is named
+
+
+def test_a_canary_change_is_seen(tmp_path):
+    root = str(tmp_path / "canary")
+    before = make_canary(root)
+    assert before == canary_snapshot(root)
+    os.remove(os.path.join(root, "sub", "deep.dat"))
+    assert "sub/deep.dat" not in canary_snapshot(root)
+    assert local_dir(f"sim:abfs:{tmp_path}") == str(tmp_path)
+    assert local_dir("s3://bucket/x") is None
+
+
+# --- each schedule once ----------------------------------------------------------------------------
+
+
+def test_skewed_clock_holder_is_not_overtaken(stores):
+    out, ran = _races(stores, "skewed_clock")
+    assert {s.schedule.split(",")[1].split(";")[0].strip() for s in ran} == {
+        "holder's clock -300 s",
+        "holder's clock +300 s",
+    }
+    assert not _problems(out)
+    assert all(s.outcome.startswith("H committed") for s in ran)
+
+
+def test_short_timeout_taker_does_not_overtake_a_live_holder(stores):
+    out, ran = _races(stores, "short_timeout")
+    assert not _problems(out)
+    assert ran[0].outcome == "H committed, T refused"
+
+
+def test_holder_stopped_past_its_lease_loses_the_claim(stores):
+    out, _ = _races(stores, "lease_expired")
+    assert not _problems(out)
+
+
+def test_cleanup_leaves_a_live_holder_alone(stores):
+    out, ran = _races(stores, "cleanup_race")
+    assert not _problems(out)
+    assert ran[0].outcome == "H committed"
+
+
+def test_two_takers_of_a_dead_claim(stores):
+    out, ran = _races(stores, "two_takers")
+    assert len(ran) == 2  # staggered (a slow one and a short timeout) and at once
+    assert not _problems(out)
+    assert all(s.outcome.startswith("H killed") for s in ran)
+
+
+# --- damaged records and links ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def damage(stores):
+    return Damage(COMMITTER, stores, deterministic_options(COMMITTER))
+
+
+@pytest.mark.parametrize("how", ["claim_truncated", "claim_wrong_types"])
+def test_a_damaged_claim_gives_a_named_error_and_loses_nothing(damage, how):
+    s = damage.claim(how)
+    assert not s.problems, s.schedule
+
+
+def test_a_truncated_intent_loses_no_data(damage):
+    s = damage.intent("overwrite")
+    assert s.index is not None, s.schedule  # the holder was killed in its decided commit
+    assert not s.problems, s.schedule
+
+
+@pytest.mark.parametrize(
+    ("place", "action"), [("_temporary", "cleanup"), ("_dataferry", "overwrite")]
+)
+def test_a_link_to_a_directory_outside_changes_nothing_there(damage, place, action):
+    s = damage.link(place, action)
+    assert not s.problems, s.schedule
+
+
+def test_verify_crash_reports_the_race_schedules():
+    report = verify_crash(COMMITTER, select=lambda t: False, ambiguous=False, races=("links",))
+    data = report.to_json()
+    assert data["race_schedules"] == len(report.of_kind("links")) > 0
+    assert data["kinds"]["links"]["total_violations"] == 0
+    assert set(data["violations"]) == set(inv.ALL)
+
+
+# --- a claim broken on purpose ---------------------------------------------------------------------
+
+
+def test_a_holder_that_skips_its_claim_check_is_reported(stores, monkeypatch):
+    """`broken-unfenced` never checks that it still holds the claim: stopped past its lease, it
+    goes on after the taker took over, and the race schedule sees what that does."""
+    from dataferry.commit.registry import KNOWN
+
+    from .broken_committers import PRELOAD, RACE_BROKEN, RACE_SPECS
+
+    for name, spec in RACE_SPECS.items():
+        monkeypatch.setitem(KNOWN, name, spec)
+    out = run_races(
+        "broken-unfenced",
+        stores,
+        deterministic_options(COMMITTER),
+        schedules=("lease_expired",),
+        variants=OVERWRITE,
+        points=("decided",),
+        preload=(PRELOAD,),
+    )
+    seen = set().union(*(s.violated for s in out if s.kind == "lease_expired"))
+    assert seen & set(RACE_BROKEN["broken-unfenced"]), _problems(out)
