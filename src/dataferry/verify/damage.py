@@ -21,7 +21,9 @@ destination (files and a subdirectory, two days old) is linked from inside it as
 `_temporary`, `_dataferry`, a visible partition `part=p9`, and `_SUCCESS` (to a file of it);
 then a plain `cleanup`, `cleanup --older-than 0`, a job in `overwrite` and one in `append`
 run. The canary must be byte for byte as it was (`outside_untouched`); each job commits or
-fails with a named error; the earlier data is kept unless an `overwrite` committed.
+fails with a named error. Then, as a user told of the link would, the link is removed and
+`cleanup --older-than 0` runs: the job is all there or not at all, the earlier data kept unless
+an `overwrite` took effect, nothing left behind.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from .harness import (
     seeded_uuid,
     write_earlier,
 )
-from .races import HolderSpec, carry, points_of, run_holder
+from .races import HolderSpec, carry, final_cleanup, points_of, run_holder
 from .reference import FILES_PER_TASK, TASKS, file_bytes
 
 CHILD_TIMEOUT_S = 30.0
@@ -299,6 +301,11 @@ class Damage:
         if status != "committed" or index is None:
             scenario.outcome = f"baseline {status}"
             scenario.schedule += f": no decided commit to damage ({detail[:120]})"
+            if status != "committed":
+                scenario.problems.append(
+                    f"{inv.WRITE_MODE}: the job alone, in mode {mode!r} over data, ended "
+                    f"{status}: {detail[:200]}"
+                )
             return scenario
         url = self.stores.url(f"dr-intent-{mode}")
         earlier = write_earlier(self.committer, url, self.options, earlier_uuid)
@@ -393,17 +400,14 @@ class Damage:
         if changed:
             problems.append(f"{inv.OUTSIDE}: the linked directory outside changed: {changed}")
         if os.path.islink(link):
-            os.unlink(link)  # the user's link: checks read the destination without it
+            os.unlink(link)  # the user, told of the link, removes it and runs cleanup
         scenario.outcome = status
         try:
             if action in ("overwrite", "append"):
+                final_cleanup(url, problems)
                 reported = status if status in ("committed", "refused") else "failed"
                 allow = self._allow(url, action)
-                problems += [
-                    p
-                    for p in check_outcome(plain, job_uuid, action, earlier, reported, allow)
-                    if not p.startswith(inv.NO_LEFTOVERS)
-                ]
+                problems += check_outcome(plain, job_uuid, action, earlier, reported, allow)
             else:
                 problems += inv.check_kept(plain, earlier)
         except Exception as e:

@@ -536,6 +536,12 @@ class Races:
         )
         holder = Side("H", v.uuids[1], status=status)
         holder.end = 0.0
+        expected = "refused" if (v.destination, v.mode) == (EXISTING, "error") else "committed"
+        if status != expected:
+            scenario.problems.append(
+                f"{inv.WRITE_MODE}: the holder alone, in mode {v.mode!r}, ended {status} "
+                f"(expected {expected}): {detail[:200]}"
+            )
         scenario.problems += check_sides(
             quiet_store(url), v.mode, earlier, [holder], self._allow(url, v.mode)
         )
