@@ -210,3 +210,184 @@ def test_positional_writes_in_place_or_refused(any_store):
     assert any_store.read_bytes("pw/f") == b"abXYef\0\0!"
     any_store.truncate("pw/f", 4)
     assert any_store.read_bytes("pw/f") == b"abXY"
+
+
+# --- record caps, whole-file atomicity and links (every store; links where files are local) ---
+
+
+def test_read_cap_refuses_a_larger_file_naming_both_sizes(any_store):
+    from dataferry.errors import RecordTooLarge
+
+    any_store.write_bytes("cap/rec", b"x" * 100)
+    assert any_store.read_bytes("cap/rec", max_bytes=100) == b"x" * 100
+    assert any_store.read_bytes("cap/rec", max_bytes=None) == b"x" * 100
+    with pytest.raises(RecordTooLarge) as e:
+        any_store.read_bytes("cap/rec", max_bytes=99)
+    assert any_store.full_url("cap/rec") in str(e.value)
+    assert "100" in str(e.value) and "99" in str(e.value)
+    assert (e.value.size, e.value.max_bytes) == (100, 99)
+    with pytest.raises(NotFound):
+        any_store.read_bytes("cap/missing", max_bytes=10)
+    with pytest.raises(ConfigError):
+        any_store.read_bytes("cap/rec", max_bytes=-1)
+
+
+def test_a_failed_stream_publishes_nothing(any_store):
+    any_store.write_bytes("fs/old", b"old")
+    for path in ("fs/old", "fs/new"):
+        with pytest.raises(RuntimeError), any_store.open_write(path) as f:
+            f.write(b"partial " * 1000)
+            raise RuntimeError("the writer died")
+    assert any_store.read_bytes("fs/old") == b"old"
+    assert not any_store.exists("fs/new")
+    assert [s.path for s in any_store.walk("fs")] == ["fs/old"]  # no temporary name is left
+
+
+def test_whole_file_writes_leave_no_temporary_name(any_store):
+    from dataferry.store import paths
+
+    any_store.write_bytes("t/a", b"1")
+    any_store.write_bytes("t/a", b"2")
+    any_store.create_if_absent("t/b", b"3")
+    assert any_store.create_if_absent("t/b", b"4") is False
+    with any_store.open_write("t/c") as f:
+        f.write(b"5")
+    any_store.copy("t/a", "t/d")
+    names = [s.path for s in any_store.walk("t")]
+    assert names == ["t/a", "t/b", "t/c", "t/d"]
+    assert not any(paths.is_temporary(n) for n in names)
+
+
+def _local_dir(store):
+    """The local directory under a store (through wrappers and sub-stores), or None."""
+    from dataferry.store.fsspec_store import FsspecStore
+    from dataferry.store.local import LocalStore
+    from dataferry.store.substore import SubStore
+
+    if isinstance(store, LocalStore):
+        return store._real
+    if isinstance(store, FsspecStore):
+        return store.root if store._local else None
+    inner = getattr(store, "inner", None)
+    if inner is None:
+        return None
+    below = _local_dir(inner)
+    if below is not None and isinstance(store, SubStore):
+        return f"{below}/{store.prefix}"
+    return below
+
+
+def _linked(store):
+    """(store, its directory, an outside directory with files, beside the store's directory)
+    for stores over local files; the others have no links (skipped)."""
+    import os
+    import uuid
+    from pathlib import Path
+
+    root = _local_dir(store)
+    if root is None:
+        pytest.skip("no local directory under this store: it has no symbolic links")
+    os.makedirs(root, exist_ok=True)
+    outside = Path(root).parent / f"outside-{uuid.uuid4().hex[:8]}"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "a").write_bytes(b"outside a")
+    (outside / "sub" / "b").write_bytes(b"outside b")
+    return store, root, outside
+
+
+def _snapshot(d):
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _refused(store, link, fn, *args):
+    from dataferry.errors import LinkRefused
+
+    with pytest.raises(LinkRefused) as e:
+        fn(*args)
+    assert store.full_url(link) in str(e.value), str(e.value)
+
+
+def test_a_linked_temporary_directory_is_refused_and_its_target_untouched(any_store):
+    import os
+
+    store, root, outside = _linked(any_store)
+    before = _snapshot(outside)
+    os.symlink(outside, f"{root}/_temporary")
+    link = "_temporary"
+    _refused(store, link, store.write_bytes, "_temporary/0/task/f", b"x")
+    _refused(store, link, store.create_if_absent, "_temporary/x", b"x")
+    _refused(store, link, store.append_bytes, "_temporary/a", b"x")
+    _refused(store, link, store.mkdirs, "_temporary/0")
+    _refused(store, link, store.read_bytes, "_temporary/a")
+    _refused(store, link, store.stat, "_temporary/a")
+    _refused(store, link, store.list, "_temporary")
+    _refused(store, link, store.list, "_temporary/sub")
+    _refused(store, link, store.walk, "_temporary")
+    _refused(store, link, store.delete, "_temporary", True)
+    _refused(store, link, store.delete, "_temporary/sub", True)
+    _refused(store, link, store.delete, "_temporary/a")
+    _refused(store, link, store.rename, "_temporary/a", "stolen")
+    _refused(store, link, store.copy, "_temporary/a", "copied")
+    with pytest.raises(StoreError), store.open_write("_temporary/s") as f:
+        f.write(b"x")
+    assert _snapshot(outside) == before
+    assert sorted(os.listdir(outside)) == ["a", "sub"]
+    (entry,) = store.list("")
+    assert (entry.path, entry.is_link, entry.is_dir) == ("_temporary", True, False)
+    assert [s.path for s in store.walk("")] == ["_temporary"]  # listed as itself, not entered
+    assert store.stat("_temporary").is_link  # a link is answered as itself
+    assert not store.exists("stolen") and not store.exists("copied")
+
+
+def test_a_linked_partition_directory_is_never_written_through(any_store):
+    import os
+
+    store, root, outside = _linked(any_store)
+    before = _snapshot(outside)
+    os.makedirs(f"{root}/out")
+    os.symlink(outside, f"{root}/out/part=1")
+    link = "out/part=1"
+    _refused(store, link, store.write_bytes, "out/part=1/f.parquet", b"x")
+    _refused(store, link, store.write_bytes, "out/part=1/a", b"overwritten?")
+    _refused(store, link, store.append_bytes, "out/part=1/a", b"appended?")
+    _refused(store, link, store.create_if_absent, "out/part=1/g", b"x")
+    _refused(store, link, store.mkdirs, "out/part=1/deeper")
+    _refused(store, link, store.write_bytes, "out/part=1/sub/b", b"x")
+    if store.capabilities.native_positional_write:
+        _refused(store, link, store.write_at, "out/part=1/a", 0, b"X")
+        _refused(store, link, store.truncate, "out/part=1/a", 0)
+    assert _snapshot(outside) == before
+    store.write_bytes("out/part=2/f.parquet", b"fine")  # a real directory beside it
+    assert store.read_bytes("out/part=2/f.parquet") == b"fine"
+
+
+def test_a_linked_parent_of_a_rename_destination_is_refused(any_store):
+    import os
+
+    store, root, outside = _linked(any_store)
+    before = _snapshot(outside)
+    store.write_bytes("src/f", b"data")
+    store.write_bytes("src/dir/g", b"more")
+    os.symlink(outside, f"{root}/dst")
+    _refused(store, "dst", store.rename, "src/f", "dst/f")
+    _refused(store, "dst", store.rename, "src/dir", "dst/dir")
+    _refused(store, "dst", store.rename, "src/f", "dst/sub/f")
+    _refused(store, "dst", store.rename, "dst", "moved")  # the link itself is not moved
+    assert store.read_bytes("src/f") == b"data"
+    assert store.read_bytes("src/dir/g") == b"more"
+    assert _snapshot(outside) == before
+
+
+def test_a_recursive_delete_removes_links_never_their_targets(any_store):
+    import os
+
+    store, root, outside = _linked(any_store)
+    before = _snapshot(outside)
+    store.write_bytes("tree/real", b"1")
+    store.write_bytes("tree/sub/real", b"2")
+    os.symlink(outside, f"{root}/tree/sub/to_dir")
+    os.symlink(outside / "a", f"{root}/tree/to_file")
+    os.symlink(outside / "sub", f"{root}/tree/to_sub")
+    assert store.delete("tree", recursive=True) is True
+    assert not store.exists("tree")
+    assert _snapshot(outside) == before  # byte for byte

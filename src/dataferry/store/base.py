@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
 
-from ..errors import AlreadyExists, AmbiguousOutcome, ConfigError, NotFound
+from ..errors import AlreadyExists, AmbiguousOutcome, ConfigError, NotFound, RecordTooLarge
 from ..stats import IOStatistics
 from . import paths
 from .streams import WriteOnClose
@@ -22,6 +22,13 @@ from .types import Capabilities, FileStatus, Op, PendingUpload
 
 T = TypeVar("T")
 AMBIGUOUS_RETRIES = 3  # asks of an idempotent operation whose outcome was unknown
+
+
+def record_too_large(url: str, path: str, size: int, max_bytes: int) -> RecordTooLarge:
+    """The error for a read of `path` (at `url`) that found `size` bytes over its cap."""
+    return RecordTooLarge(
+        f"read {url}: {size} bytes, more than the {max_bytes} allowed", path, size, max_bytes
+    )
 
 
 class Store(ABC):
@@ -123,9 +130,23 @@ class Store(ABC):
         src, dst = paths.normalize(src), paths.normalize(dst)
         self._op(Op.COPY, src, self._copy, src, dst)
 
-    def read_bytes(self, path: str) -> bytes:
+    def read_bytes(self, path: str, max_bytes: int | None = None) -> bytes:
+        """The whole file. With `max_bytes` (a record's cap), a larger file raises
+        RecordTooLarge naming both sizes, and is not read into memory."""
         path = paths.normalize(path)
-        return self._idempotent(Op.READ, path, self._read, path)
+        if max_bytes is None:
+            return self._idempotent(Op.READ, path, self._read, path)
+        if type(max_bytes) is not int or max_bytes < 0:
+            raise ConfigError(f"max_bytes must be an int >= 0 or None, got {max_bytes!r}")
+        data = self._idempotent(Op.READ, path, self._read, path, max_bytes)
+        if len(data) > max_bytes:  # an implementation that could not cap its read
+            raise RecordTooLarge(
+                f"read {self.full_url(path)}: {len(data)} bytes, more than the {max_bytes} allowed",
+                path,
+                len(data),
+                max_bytes,
+            )
+        return data
 
     def write_bytes(self, path: str, data: bytes, overwrite: bool = True) -> None:
         """Write a whole file (parents are created); with overwrite=False raises AlreadyExists."""
@@ -290,7 +311,9 @@ class Store(ABC):
     def _copy(self, src: str, dst: str) -> None: ...
 
     @abstractmethod
-    def _read(self, path: str) -> bytes: ...
+    def _read(self, path: str, max_bytes: int | None = None) -> bytes:
+        """The file's bytes; with `max_bytes`, RecordTooLarge for a larger file, found without
+        reading it whole (a stat first, or a read of max_bytes + 1)."""
 
     @abstractmethod
     def _write(self, path: str, data: bytes, overwrite: bool) -> None: ...

@@ -8,16 +8,28 @@ local file system (`file`) gets the local store's capabilities: its renames are 
 exclusive create is O_EXCL, and etags are derived from (inode, mtime, size) as LocalStore does.
 
 Errors of the file system (OSError and its kinds, pyarrow's) come out as dataferry's.
+
+Over the local disk (fsspec's LocalFileSystem, or pyarrow's LocalFileSystem wrapped), the store
+keeps the local store's two promises: no symbolic link below the root is followed (each
+operation first lstats its path's components and raises LinkRefused at a link; a link listed
+or walked is itself, `is_link`; the root is resolved once, when the store is made), and a
+whole-file write is complete or absent (written by fsspec under a hidden name beside the file,
+`paths.TEMP_PREFIX`, then renamed into place: os.replace, or os.link for an exclusive create).
+fsspec works on path strings, so unlike the local store's descriptor-relative operations the
+check and the operation are two steps: a link swapped in between them is not caught.
 """
 
 from __future__ import annotations
 
+import os
+import stat as stat_mod
 import threading
 from dataclasses import replace
 from typing import Any
 
 import fsspec
 from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import (
     AlreadyExists,
@@ -27,9 +39,9 @@ from ..errors import (
     NotFound,
     StoreError,
 )
-from . import paths
-from .base import Store
-from .local import LOCAL_CAPABILITIES
+from . import nofollow, paths
+from .base import Store, record_too_large
+from .local import LOCAL_CAPABILITIES, LocalStore
 from .oserrors import from_os_error
 from .types import Capabilities, FileStatus, Op
 
@@ -98,6 +110,7 @@ class FsspecStore(Store):
         fs: AbstractFileSystem | None = None,
         capabilities: Capabilities | None = None,
         root_url: str | None = None,
+        _resolved_root: str | None = None,
         **storage_options: Any,
     ) -> None:
         self._fs_arg = fs  # None: made from the URL (and made again from it when unpickled)
@@ -125,9 +138,23 @@ class FsspecStore(Store):
                 root_url = f"{protocol}://{self.root.lstrip('/')}"
         super().__init__(root_url, caps)
         self._lock = _lock_for(self.url)
+        # a local disk: links are refused and whole-file writes renamed into place
+        self._local = _is_local_disk(fs)
+        self._disk: LocalStore | None = None
+        if self._local:
+            # the user's link, resolved once (and kept so when pickled)
+            self.root = _resolved_root or os.path.realpath(self.root or "/")
+            if not isinstance(fs, LocalFileSystem):
+                # pyarrow's listings follow links (into the directories they point to): list
+                # as the local store does, each link as itself
+                self._disk = LocalStore(self.url, _resolved=self.root)
 
     def __reduce__(self):
-        return (_rebuild, (self._url_arg, self._storage_options, self._fs_arg, *self._given))
+        resolved = self.root if self._local else None
+        return (
+            _rebuild,
+            (self._url_arg, self._storage_options, self._fs_arg, *self._given, resolved),
+        )
 
     def describe(self) -> str:
         return self.url if self._fs_arg is None else f"{self.url} ({type(self.fs).__name__})"
@@ -183,9 +210,49 @@ class FsspecStore(Store):
         except FileNotFoundError:
             return False
 
+    def _no_links(self, path: str, what: str, final: bool = True) -> os.stat_result | None:
+        """On a local disk, raise LinkRefused where a component of `path` is a link (the last
+        one only with `final`); the last component's lstat (None where it is missing)."""
+        if not self._local or not path:
+            return None
+        link, st = nofollow.lstat_walk(self.root, path)
+        if link is not None and (final or link != path):
+            raise nofollow.refused(self.full_url, what, path, link)
+        return st
+
+    def _temporary(self, path: str) -> str:
+        parent, _, name = path.rpartition("/")
+        tmp = paths.temporary_name(name, os.urandom(6).hex())
+        return self._abs(f"{parent}/{tmp}" if parent else tmp)
+
+    def _publish_local(self, path: str, data: bytes, overwrite: bool) -> bool:
+        """Write through fsspec under a hidden name beside `path`, then rename it into place
+        (only where nothing is, without `overwrite`); False if something was there."""
+        full, tmp = self._abs(path), self._temporary(path)
+        try:
+            self.fs.pipe_file(tmp, data)
+            if overwrite:
+                os.replace(tmp, full)
+                return True
+            try:
+                os.link(tmp, full, follow_symlinks=False)
+            except FileExistsError:
+                self._no_links(path, "write")  # a link there is refused, not "exists"
+                return False
+            return True
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
     # --- primitives ----------------------------------------------------------------------------
 
     def _stat(self, path: str) -> FileStatus:
+        """On a local disk a link is answered as itself (is_link), never followed."""
+        lst = self._no_links(path, "stat", final=False)
+        if lst is not None and stat_mod.S_ISLNK(lst.st_mode):
+            return FileStatus(path, lst.st_size, False, None, lst.st_mtime, is_link=True)
         try:
             info = self.fs.info(self._abs(path))
         except FileNotFoundError:
@@ -194,6 +261,9 @@ class FsspecStore(Store):
         return FileStatus(path, st.size, st.is_dir, st.etag, st.mtime)
 
     def _list(self, path: str) -> list[FileStatus]:
+        if self._disk is not None:
+            return [replace(s, etag=None) for s in self._disk._list(path)]
+        self._no_links(path, "list")
         try:
             infos = self.fs.ls(self._abs(path), detail=True)
         except FileNotFoundError:
@@ -204,6 +274,9 @@ class FsspecStore(Store):
         return sorted((s for s in out if s.path != path), key=lambda s: s.path)
 
     def _walk(self, path: str) -> list[FileStatus]:
+        if self._disk is not None:
+            return [replace(s, etag=None) for s in self._disk._walk(path)]
+        self._no_links(path, "walk")
         if not self._is_dir(path):
             return []
         found = self.fs.find(self._abs(path), detail=True)
@@ -211,6 +284,7 @@ class FsspecStore(Store):
         return sorted(out, key=lambda s: s.path)
 
     def _mkdirs(self, path: str) -> None:
+        self._no_links(path, "mkdirs")
         probe = path
         while probe:
             if self.fs.isfile(self._abs(probe)):
@@ -219,6 +293,10 @@ class FsspecStore(Store):
         self.fs.makedirs(self._abs(path), exist_ok=True)
 
     def _delete(self, path: str, recursive: bool) -> bool:
+        """On a local disk a link (the path or a parent) is refused; the recursive delete is
+        fsspec's (shutil.rmtree's descriptor-based walk), which unlinks links inside the tree
+        and never enters them."""
+        self._no_links(path, "delete")
         full = self._abs(path)
         if not self.fs.exists(full):
             return False
@@ -234,6 +312,8 @@ class FsspecStore(Store):
 
     def _rename(self, src: str, dst: str) -> None:
         what = f"rename {self.full_url(src)} to {self.full_url(dst)}"
+        self._no_links(src, "rename")
+        self._no_links(dst, "rename")
         with self._lock:
             if not self.fs.exists(self._abs(src)):
                 raise NotFound(f"{what}: source does not exist", src)
@@ -246,20 +326,40 @@ class FsspecStore(Store):
             self.fs.mv(self._abs(src), self._abs(dst), recursive=recursive)
 
     def _copy(self, src: str, dst: str) -> None:
+        self._no_links(src, "copy")
+        self._no_links(dst, "copy")
+        if self._local:
+            self._write(dst, self._read(src), True)  # complete or absent, as a write
+            return
         try:
             self.fs.copy(self._abs(src), self._abs(dst))
         except FileNotFoundError:
             raise NotFound(f"copy {self.full_url(src)}: source does not exist", src) from None
 
-    def _read(self, path: str) -> bytes:
+    def _read(self, path: str, max_bytes: int | None = None) -> bytes:
+        self._no_links(path, "read")
         try:
-            return self.fs.cat_file(self._abs(path))
+            if max_bytes is None:
+                return self.fs.cat_file(self._abs(path))
+            info = self.fs.info(self._abs(path))
+            if info.get("type") == "directory":
+                raise IsADirectoryError(path)
+            size = int(info.get("size") or 0)
+            data = b""
+            if size <= max_bytes:  # a read of max_bytes + 1 (no seek: pyarrow's are streams)
+                with self.fs.open(self._abs(path), "rb") as f:
+                    data = f.read(max_bytes + 1)
+            if size > max_bytes or len(data) > max_bytes:
+                size = max(size, len(data))
+                raise record_too_large(self.full_url(path), path, size, max_bytes)
+            return data
         except FileNotFoundError:
             raise NotFound(f"read {self.full_url(path)}: no such file", path) from None
         except IsADirectoryError:
             raise NotFound(f"read {self.full_url(path)}: is a directory", path) from None
 
     def _write(self, path: str, data: bytes, overwrite: bool) -> None:
+        self._no_links(path, "write")
         with self._lock:
             full = self._abs(path)
             if self.fs.isdir(full):
@@ -269,6 +369,12 @@ class FsspecStore(Store):
             parent = paths.parent(path)
             if parent:
                 self._mkdirs(parent)
+            elif self._local:
+                self.fs.makedirs(self.root, exist_ok=True)
+            if self._local:
+                if not self._publish_local(path, data, overwrite):
+                    raise AlreadyExists(f"write {self.full_url(path)}: file exists", path)
+                return
             try:
                 self.fs.pipe_file(full, data)
             except FileNotFoundError:  # the store's own root is not there yet (a directory)
@@ -279,10 +385,17 @@ class FsspecStore(Store):
         """Exclusive create ("xb": O_EXCL locally, If-None-Match on s3fs), so two processes
         cannot both create the file; a file system without it falls back to check-then-write
         (exclusive within this process only)."""
+        self._no_links(path, "create")
         full = self._abs(path)
         parent = paths.parent(path)
         if parent:
             self._mkdirs(parent)
+        if self._local:  # complete or absent, and exclusive: os.link refuses an existing name
+            if not parent:
+                self.fs.makedirs(self.root, exist_ok=True)
+            if self.fs.isdir(full):
+                return False
+            return self._publish_local(path, data, overwrite=False)
         try:
             try:
                 with self.fs.open(full, "xb") as f:
@@ -296,6 +409,17 @@ class FsspecStore(Store):
             return False
         except (ValueError, NotImplementedError, TypeError):
             return super()._create_if_absent(path, data)
+
+
+def _is_local_disk(fs: AbstractFileSystem) -> bool:
+    """fsspec's LocalFileSystem, or pyarrow's wrapped by fsspec (ArrowFSWrapper): paths are the
+    operating system's."""
+    if isinstance(fs, LocalFileSystem):
+        return True
+    inner = getattr(fs, "fs", None)
+    return type(inner).__name__ == "LocalFileSystem" and type(inner).__module__.startswith(
+        "pyarrow"
+    )
 
 
 def store_error(e: BaseException, what: str, path: str) -> StoreError | None:
@@ -315,8 +439,16 @@ def _rebuild(
     fs: AbstractFileSystem | None = None,
     capabilities: Capabilities | None = None,
     root_url: str | None = None,
+    resolved_root: str | None = None,
 ) -> FsspecStore:
-    return FsspecStore(url, fs=fs, capabilities=capabilities, root_url=root_url, **storage_options)
+    return FsspecStore(
+        url,
+        fs=fs,
+        capabilities=capabilities,
+        root_url=root_url,
+        _resolved_root=resolved_root,
+        **storage_options,
+    )
 
 
 def filesystem_store(fs: AbstractFileSystem, url_or_path: str) -> FsspecStore:

@@ -71,3 +71,23 @@ def depth(path: str) -> int:
 def is_hidden(path: str) -> bool:
     """Hidden from data readers, as Hive/Spark/pyarrow treat names starting with `_` or `.`."""
     return any(part.startswith(("_", ".")) for part in normalize(path).split("/") if part)
+
+
+# Whole-file writes on local disks go to a hidden name beside the file and are renamed into
+# place, so a file is complete or absent; a writer that died leaves only such a name behind.
+TEMP_PREFIX = ".dataferry-tmp-"
+
+
+def is_temporary(path: str) -> bool:
+    """True for the hidden name of a write in flight (or one a dead writer left): cleanup may
+    delete it once its writer is gone; no data glob (`**/*.parquet`) matches it."""
+    return path.rsplit("/", 1)[-1].startswith(TEMP_PREFIX)
+
+
+def temporary_name(name: str, token: str) -> str:
+    """The hidden name beside `name` that a write of it goes to first (at most 255 bytes; it
+    ends with `token`, never with `name`'s own extension)."""
+    full = f"{TEMP_PREFIX}{name}.{token}"
+    if len(full.encode("utf-8", "surrogateescape")) <= 255:
+        return full
+    return f"{TEMP_PREFIX}{token}"

@@ -30,7 +30,7 @@ from ..errors import (
     StoreError,
 )
 from . import paths
-from .base import Store
+from .base import Store, record_too_large
 from .s3_client import _CURRENT, client_spec, s3_client
 from .types import Capabilities, FileStatus, Op, PendingUpload
 
@@ -283,13 +283,23 @@ class S3Store(Store):
         except ClientError as e:
             raise self._err(e, src, "copy") from None
 
-    def _read(self, path: str) -> bytes:
+    def _read(self, path: str, max_bytes: int | None = None) -> bytes:
         from botocore.exceptions import ClientError
 
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=self._key(path))["Body"].read()
+            answer = self.client.get_object(Bucket=self.bucket, Key=self._key(path))
         except ClientError as e:
             raise self._err(e, path, "read") from None
+        body = answer["Body"]
+        if max_bytes is None:
+            return body.read()
+        size = int(answer.get("ContentLength") or 0)
+        data = b"" if size > max_bytes else body.read(max_bytes + 1)
+        if size > max_bytes or len(data) > max_bytes:
+            body.close()  # the rest is never downloaded
+            size = max(size, len(data))
+            raise record_too_large(self.full_url(path), path, size, max_bytes)
+        return data
 
     def _read_range(self, path: str, start: int, length: int) -> bytes:
         from botocore.exceptions import ClientError

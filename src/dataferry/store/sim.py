@@ -274,9 +274,9 @@ class SimStore(WrappingStore):
         self._forget(dst)  # a copy is an object of its own, with a plain etag (as S3's COPY)
         self.inner.copy(src, dst)
 
-    def _read(self, path: str) -> bytes:
+    def _read(self, path: str, max_bytes: int | None = None) -> bytes:
         self._user_path(path)
-        data = self.inner.read_bytes(path)
+        data = self.inner.read_bytes(path, max_bytes)
         self._charge("read", path, len(data), self.profile.bandwidth_bytes_s)
         return data
 

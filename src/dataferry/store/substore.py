@@ -51,8 +51,8 @@ class SubStore(WrappingStore):
     def _copy(self, src: str, dst: str) -> None:
         self.inner.copy(self._in(src), self._in(dst))
 
-    def _read(self, path: str) -> bytes:
-        return self.inner.read_bytes(self._in(path))
+    def _read(self, path: str, max_bytes: int | None = None) -> bytes:
+        return self.inner.read_bytes(self._in(path), max_bytes)
 
     def _write(self, path: str, data: bytes, overwrite: bool) -> None:
         self.inner.write_bytes(self._in(path), data, overwrite)

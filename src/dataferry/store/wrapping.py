@@ -45,8 +45,8 @@ class WrappingStore(Store):
     def _copy(self, src: str, dst: str) -> None:
         self.inner.copy(src, dst)
 
-    def _read(self, path: str) -> bytes:
-        return self.inner.read_bytes(path)
+    def _read(self, path: str, max_bytes: int | None = None) -> bytes:
+        return self.inner.read_bytes(path, max_bytes)
 
     def _write(self, path: str, data: bytes, overwrite: bool) -> None:
         self.inner.write_bytes(path, data, overwrite)

@@ -1,0 +1,189 @@
+"""Opening directories below a local store's root without following a symbolic link.
+
+`open_dir(root, rel)` gives a descriptor of the directory `root/rel`, refusing a link at any
+component of `rel`. The local store then works relative to that descriptor (`dir_fd=`), with
+O_NOFOLLOW on the final open, so a link swapped in after the check cannot redirect it: the window
+between check and use is closed, not merely narrowed.
+
+On Linux 5.6 and later this is one openat2(2) call with RESOLVE_NO_SYMLINKS on the whole path
+(`root` has been resolved once, with realpath, when the store was opened, so it holds no link of
+its own). Elsewhere (an older kernel, a seccomp filter that refuses openat2) each component is
+opened in turn with O_NOFOLLOW | O_DIRECTORY relative to its parent's descriptor.
+
+Errors are the operating system's: ELOOP or ENOTDIR when a component is a link (ENOTDIR also
+when it is a file), ENOENT when one is missing; `find_link` names the link on that path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat as stat_mod
+from collections.abc import Callable
+
+from ..errors import LinkRefused
+
+O_PATH = getattr(os, "O_PATH", 0)  # a handle for *at() calls only (Linux); 0 elsewhere
+O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR = os.O_DIRECTORY | O_CLOEXEC
+DIR_HANDLE = (O_PATH or os.O_RDONLY) | _DIR  # for dir_fd= use
+DIR_READ = os.O_RDONLY | _DIR  # for scandir
+_AT_FDCWD = -100
+_RESOLVE_NO_SYMLINKS = 0x04
+_SYS_OPENAT2 = 437  # the same number on every Linux architecture but alpha
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _load_openat2():
+    if not hasattr(os, "O_PATH"):  # not Linux
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syscall
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_long
+    fn.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
+    return fn
+
+
+_syscall = _load_openat2()
+_HOW = {
+    flags: _OpenHow(flags, 0, _RESOLVE_NO_SYMLINKS) for flags in (DIR_HANDLE, DIR_READ)
+}  # read only by the kernel: shared by every thread
+_HOW_SIZE = ctypes.sizeof(_OpenHow)
+_use_openat2 = _syscall is not None
+
+
+def use_openat2(enabled: bool) -> bool:
+    """Turn the one-call path on or off (tests run the per-component path too); returns the
+    previous setting. It cannot be turned on where the kernel lacks openat2."""
+    global _use_openat2
+    previous = _use_openat2
+    _use_openat2 = enabled and _syscall is not None
+    return previous
+
+
+def open_dir(root: str, rel: str, flags: int = DIR_HANDLE) -> int:
+    """A descriptor of the directory `root/rel` (rel store-relative, "" for the root itself),
+    no component of `rel` followed if it is a link. The caller closes it."""
+    global _use_openat2
+    if not rel:
+        return os.open(root, flags)
+    if _use_openat2:
+        how = _HOW.get(flags) or _OpenHow(flags, 0, _RESOLVE_NO_SYMLINKS)
+        fd = _syscall(
+            _SYS_OPENAT2, _AT_FDCWD, os.fsencode(f"{root}/{rel}"), ctypes.byref(how), _HOW_SIZE
+        )
+        if fd >= 0:
+            return fd
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EPERM, errno.E2BIG, errno.EINVAL):
+            raise OSError(err, os.strerror(err), f"{root}/{rel}")
+        fd = _open_each(root, rel, flags)
+        _use_openat2 = False  # no openat2 here (an old kernel, a seccomp filter's EPERM)
+        return fd
+    return _open_each(root, rel, flags)
+
+
+def _open_each(root: str, rel: str, flags: int) -> int:
+    fd = os.open(root, DIR_HANDLE)
+    try:
+        parts = rel.split("/")
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            nxt = os.open(part, (flags if last else DIR_HANDLE) | O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def find_link(root: str, rel: str) -> str | None:
+    """The first component of `rel` (as a store-relative path) that is a symbolic link; None if
+    none is (a component is missing or a file). Only asked after an open failed."""
+    probe = ""
+    for part in rel.split("/") if rel else ():
+        probe = f"{probe}/{part}" if probe else part
+        try:
+            st = os.lstat(f"{root}/{probe}")
+        except OSError:
+            return None
+        if stat_mod.S_ISLNK(st.st_mode):
+            return probe
+        if not stat_mod.S_ISDIR(st.st_mode):
+            return None
+    return None
+
+
+def refused(full_url: Callable[[str], str], what: str, path: str, link: str) -> LinkRefused:
+    """The error for an operation on `path` whose component `link` is a symbolic link."""
+    if link == path:
+        return LinkRefused(
+            f"{what} {full_url(path)}: is a symbolic link (links are not followed)", link
+        )
+    return LinkRefused(
+        f"{what} {full_url(path)}: {full_url(link)} is a symbolic link (links are not followed)",
+        link,
+    )
+
+
+def lstat_walk(root: str, path: str) -> tuple[str | None, os.stat_result | None]:
+    """(the first link among `path`'s components or None, the last component's lstat or None
+    where a component is missing): one lstat per component, for stores that cannot work
+    relative to descriptors (fsspec's local file system)."""
+    probe = ""
+    st = None
+    for part in path.split("/") if path else ():
+        probe = f"{probe}/{part}" if probe else part
+        try:
+            st = os.lstat(f"{root}/{probe}")
+        except OSError:
+            return None, None
+        if stat_mod.S_ISLNK(st.st_mode):
+            return probe, st
+    return None, st
+
+
+class InTheWay(OSError):
+    """`make_dirs` found a link (`is_link`) or a file at `probe` (a store-relative path)."""
+
+    def __init__(self, probe: str, is_link: bool) -> None:
+        super().__init__(errno.ENOTDIR, "in the way", probe)
+        self.probe, self.is_link = probe, is_link
+
+
+def make_dirs(root: str, rel: str, flags: int = DIR_HANDLE) -> int:
+    """mkdir each missing component of `rel` below the existing directory `root` and open it
+    with O_NOFOLLOW (a link, even one put there between the mkdir and the open, is refused);
+    a descriptor of the last. Raises InTheWay for a link or a file on the way."""
+    fd = os.open(root, DIR_HANDLE if rel else flags)
+    parts = rel.split("/") if rel else []
+    probe = ""
+    try:
+        for i, part in enumerate(parts):
+            probe = f"{probe}/{part}" if probe else part
+            try:
+                os.mkdir(part, 0o777, dir_fd=fd)
+            except FileExistsError:
+                pass
+            last = i == len(parts) - 1
+            try:
+                nxt = os.open(part, (flags if last else DIR_HANDLE) | O_NOFOLLOW, dir_fd=fd)
+            except OSError as e:
+                if e.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise
+                st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+                raise InTheWay(probe, stat_mod.S_ISLNK(st.st_mode)) from None
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
