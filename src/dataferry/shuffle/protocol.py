@@ -15,8 +15,14 @@ the platform's zero-copy file sending where it exists.
 
 from __future__ import annotations
 
+import hmac
+import json
+import math
 import struct
 from enum import IntEnum
+from typing import Any
+
+from .files import check_app
 
 PREFIX = struct.Struct(">2sBIQ")
 FRAME_MAGIC = b"DS"  # starts every frame (a framed block starts with blocks.BLOCK_MAGIC)
@@ -43,3 +49,82 @@ class Msg(IntEnum):
 
 def prefix(msg: Msg, header_len: int, payload_len: int) -> bytes:
     return PREFIX.pack(FRAME_MAGIC, int(msg), header_len, payload_len)
+
+
+class BadRequest(Exception):
+    """A request refused with `status` (the connection goes on)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# --- reading a request's header (every field checked) ------------------------------------------
+
+_MAX_ID = 2**31 - 1  # ids, offsets and lengths all fit (bitmaps hold u32)
+
+
+def parse_header(raw: memoryview) -> dict[str, Any]:
+    """A header: a JSON object of finite numbers (no NaN, Infinity or 1e400)."""
+    try:
+        header = json.loads(
+            bytes(raw) or b"{}", parse_constant=_no_constant, parse_float=_finite_float
+        )
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if not isinstance(header, dict):
+        raise ValueError("header is not an object")
+    return header
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number here")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def same_token(given: Any, token: str) -> bool:
+    """Constant-time comparison that any JSON value (non-ASCII, not a string) can go through."""
+    if not isinstance(given, str):
+        return False
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), token.encode("utf-8", "surrogatepass")
+    )
+
+
+def int_of(header: dict[str, Any], key: str) -> int:
+    """A non-negative integer field (not a float, a bool or a string)."""
+    value = header[key]
+    if type(value) is not int or not 0 <= value <= _MAX_ID:
+        raise BadRequest(400, f"{key!r} must be a non-negative integer")
+    return value
+
+
+def app_of(header: dict[str, Any]) -> str:
+    app = header["app"]
+    if not isinstance(app, str):
+        raise BadRequest(400, "'app' must be a string")
+    return check_app(app)
+
+
+def ids_of(header: dict[str, Any]) -> tuple[str, int, int]:
+    return app_of(header), int_of(header, "shuffle"), int_of(header, "merge_id")
+
+
+def blocks_of(header: dict[str, Any]) -> list[tuple[int, int, int]]:
+    """A push's [[map, reduce, length], ...], each entry checked."""
+    blocks = header["blocks"]
+    if not isinstance(blocks, list):
+        raise BadRequest(400, "'blocks' must be a list")
+    out = []
+    for entry in blocks:
+        if not isinstance(entry, list) or len(entry) != 3:
+            raise BadRequest(400, "each block must be [map, reduce, length]")
+        row = dict(zip(("map", "reduce", "length"), entry, strict=True))
+        out.append((int_of(row, "map"), int_of(row, "reduce"), int_of(row, "length")))
+    return out

@@ -16,10 +16,8 @@ trusted, a clean close; the service keeps serving everyone else.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
-import math
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,10 +30,23 @@ from ..stats import IOStatistics
 from ..store import Store
 from .blocks import header_matches
 from .config import ShuffleServiceConfig
-from .files import check_app, decode_offsets, map_output
+from .files import decode_offsets, map_output
 from .mapoutput import block_range
 from .merge import MergeManager, PushCode
-from .protocol import FRAME_MAGIC, MAX_HEADER_BYTES, PREFIX, Msg, prefix
+from .protocol import (
+    FRAME_MAGIC,
+    MAX_HEADER_BYTES,
+    PREFIX,
+    BadRequest,
+    Msg,
+    app_of,
+    blocks_of,
+    ids_of,
+    int_of,
+    parse_header,
+    prefix,
+    same_token,
+)
 from .tenancy import Registry
 
 log = logging.getLogger("dataferry.shuffle")
@@ -66,12 +77,6 @@ class _Session:
 
     def __init__(self, role: str) -> None:
         self.role, self.app = role, ""
-
-
-class BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class ShuffleService:
@@ -179,7 +184,7 @@ class ShuffleService:
             if head is None or payload is None:
                 return
             try:
-                header = _parse_header(head)
+                header = parse_header(head)
             except ValueError as e:
                 if not authed:
                     return await self._refuse(conn, 400, f"malformed header: {e}")
@@ -208,7 +213,7 @@ class ShuffleService:
                 return 429, f"application {app} has {self.config.app_max_connections} connections"
             session.role, session.app = "app", app
             return None
-        if session.role == "open" or _same_token(header.get("token"), self.config.token):
+        if session.role == "open" or same_token(header.get("token"), self.config.token):
             session.role = session.role or "service"
             return None
         return 401, "missing or wrong token"
@@ -219,7 +224,7 @@ class ShuffleService:
             raise BadRequest(403, "applications are registered with the service-wide token")
         if msg not in DATA_REQUESTS:
             return
-        app = _app(header)
+        app = app_of(header)
         if session.app:
             if app != session.app or not self.registry.live(app):
                 self.stats.incr("requests_forbidden")
@@ -274,7 +279,7 @@ class ShuffleService:
             codes = await self._push(header, payload)
             await self._answer(conn, {"codes": codes})
         elif msg == Msg.FINALIZE:
-            app, shuffle, merge_id = _ids(header)
+            app, shuffle, merge_id = ids_of(header)
             statuses = await loop.run_in_executor(
                 self._io, self.merges.finalize, app, shuffle, merge_id
             )
@@ -299,14 +304,14 @@ class ShuffleService:
             )
             await self._send_file(conn, {"offsets": offsets}, path, start, length)
         elif msg == Msg.REMOVE:
-            app, shuffle = _app(header), _int(header, "shuffle")
+            app, shuffle = app_of(header), int_of(header, "shuffle")
             removed = await loop.run_in_executor(self._io, self.merges.remove, app, shuffle)
             with self._indexes_lock:
                 for key in [k for k in self._indexes if k.startswith(f"{app}/shuffle_{shuffle}/")]:
                     del self._indexes[key]
             await self._answer(conn, {"removed": removed})
         elif msg == Msg.REGISTER:
-            app = _app(header)
+            app = app_of(header)
             got = await loop.run_in_executor(self._io, self.registry.register, app)
             if isinstance(got, int):
                 self.stats.incr("registrations_refused")
@@ -316,18 +321,18 @@ class ShuffleService:
             log.info("shuffle service: application %s registered", app)
             await self._answer(conn, {"secret": got})
         elif msg == Msg.UNREGISTER:
-            app = _app(header)
+            app = app_of(header)
             removed = await loop.run_in_executor(self._io, self._unregister, app)
             log.info("shuffle service: application %s unregistered", app)
             await self._answer(conn, {"removed": removed})
         elif msg == Msg.STATS:
             await self._answer(conn, {"stats": self.snapshot()})
         elif msg == Msg.PUSH_DONE:
-            app, shuffle, merge_id = _ids(header)
-            code = self.merges.push_done(app, shuffle, merge_id, _int(header, "map"))
+            app, shuffle, merge_id = ids_of(header)
+            code = self.merges.push_done(app, shuffle, merge_id, int_of(header, "map"))
             await self._answer(conn, {"code": int(code)})
         elif msg == Msg.PUSHED:
-            pushed = self.merges.pushed_maps(*_ids(header))
+            pushed = self.merges.pushed_maps(*ids_of(header))
             await self._answer(conn, {}, pushed.serialize())
         else:
             raise BadRequest(400, f"unknown message type {int(msg)}")
@@ -343,8 +348,8 @@ class ShuffleService:
     # --- push ------------------------------------------------------------------------------
 
     async def _push(self, header: dict[str, Any], payload: memoryview) -> list[int]:
-        app, shuffle, merge_id = _ids(header)
-        blocks = _blocks(header)
+        app, shuffle, merge_id = ids_of(header)
+        blocks = blocks_of(header)
         if sum(b[2] for b in blocks) != len(payload):
             raise BadRequest(400, "push block lengths do not add up to the payload")
         results = await asyncio.get_running_loop().run_in_executor(
@@ -395,17 +400,17 @@ class ShuffleService:
 
     def _merged_partition(self, header: dict[str, Any]) -> tuple[str, int, bytes, bytes]:
         """A merged partition whole: its data file and length, its index and its meta."""
-        app, shuffle, merge_id = _ids(header)
-        data, index, meta = self._merged(app, shuffle, merge_id, _int(header, "reduce"))
+        app, shuffle, merge_id = ids_of(header)
+        data, index, meta = self._merged(app, shuffle, merge_id, int_of(header, "reduce"))
         index_bytes = self.store.read_bytes(index)
         length = decode_offsets(index_bytes, index)[-1]
         return data, length, index_bytes, self.store.read_bytes(meta)
 
     def _chunk_range(self, header: dict[str, Any]) -> tuple[str, int, int]:
-        app, shuffle, merge_id = _ids(header)
-        data, index, _ = self._merged(app, shuffle, merge_id, _int(header, "reduce"))
+        app, shuffle, merge_id = ids_of(header)
+        data, index, _ = self._merged(app, shuffle, merge_id, int_of(header, "reduce"))
         offsets = self._offsets(index)
-        chunk = _int(header, "chunk")
+        chunk = int_of(header, "chunk")
         start, length = block_range(offsets, chunk, chunk + 1, index)
         return data, start, length
 
@@ -416,11 +421,11 @@ class ShuffleService:
             raise BadRequest(404, str(e.args[0])) from None
 
     def _fetch_range(self, header: dict[str, Any]) -> tuple[str, int, int, list[int]]:
-        app, shuffle = _app(header), _int(header, "shuffle")
-        map_index, attempt = _int(header, "map"), _int(header, "attempt")
+        app, shuffle = app_of(header), int_of(header, "shuffle")
+        map_index, attempt = int_of(header, "map"), int_of(header, "attempt")
         data, index = map_output(app, shuffle, map_index, attempt)
         offsets = self._offsets(index)
-        start, end = _int(header, "start"), _int(header, "end")
+        start, end = int_of(header, "start"), int_of(header, "end")
         begin, length = block_range(offsets, start, end, index)
         return data, begin, length, [o - begin for o in offsets[start : end + 1]]
 
@@ -461,72 +466,3 @@ class ShuffleService:
             finally:
                 f.close()
         self.stats.incr("served_bytes", n)
-
-
-_MAX_ID = 2**31 - 1  # ids, offsets and lengths all fit (bitmaps hold u32)
-
-
-def _parse_header(raw: memoryview) -> dict[str, Any]:
-    """A header: a JSON object of finite numbers (no NaN, Infinity or 1e400)."""
-    try:
-        header = json.loads(
-            bytes(raw) or b"{}", parse_constant=_no_constant, parse_float=_finite_float
-        )
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-    if not isinstance(header, dict):
-        raise ValueError("header is not an object")
-    return header
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number here")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is out of range")
-    return value
-
-
-def _same_token(given: Any, token: str) -> bool:
-    """Constant-time comparison that any JSON value (non-ASCII, not a string) can go through."""
-    if not isinstance(given, str):
-        return False
-    return hmac.compare_digest(
-        given.encode("utf-8", "surrogatepass"), token.encode("utf-8", "surrogatepass")
-    )
-
-
-def _int(header: dict[str, Any], key: str) -> int:
-    """A non-negative integer field (not a float, a bool or a string)."""
-    value = header[key]
-    if type(value) is not int or not 0 <= value <= _MAX_ID:
-        raise BadRequest(400, f"{key!r} must be a non-negative integer")
-    return value
-
-
-def _app(header: dict[str, Any]) -> str:
-    app = header["app"]
-    if not isinstance(app, str):
-        raise BadRequest(400, "'app' must be a string")
-    return check_app(app)
-
-
-def _ids(header: dict[str, Any]) -> tuple[str, int, int]:
-    return _app(header), _int(header, "shuffle"), _int(header, "merge_id")
-
-
-def _blocks(header: dict[str, Any]) -> list[tuple[int, int, int]]:
-    """A push's [[map, reduce, length], ...], each entry checked."""
-    blocks = header["blocks"]
-    if not isinstance(blocks, list):
-        raise BadRequest(400, "'blocks' must be a list")
-    out = []
-    for entry in blocks:
-        if not isinstance(entry, list) or len(entry) != 3:
-            raise BadRequest(400, "each block must be [map, reduce, length]")
-        row = dict(zip(("map", "reduce", "length"), entry, strict=True))
-        out.append((_int(row, "map"), _int(row, "reduce"), _int(row, "length")))
-    return out
