@@ -6,9 +6,8 @@ Dask knows it (the host of `worker.address`) and advertises that address, so a m
 host pushes to the merger it chose on another. Beyond loopback the services speak TLS with one
 identity for the client's shuffles: its fingerprint travels to the tasks.
 
-Each shuffle is its own application on the services: `shuffle` registers it on every worker's
-service (each worker's plugin holds the service-wide token, which never reaches a task) and
-hands the tasks only the application's credentials.
+Each shuffle is its own application on the services, registered by the workers' plugins (which
+hold the service-wide token; tasks get only the application's credentials).
 
 `shuffle` only plans: it starts the services (once per client), registers the shuffle's
 application and chooses the mergers, then
@@ -52,6 +51,8 @@ from ..stats import IOStatistics
 from .shuffle import MapTask, run_map_task, run_reduce_task
 
 PLUGIN_NAME = "dataferry-shuffle"
+_LATE: dict[tuple[str, str], str] = {}  # (service, app) -> credential a map registered
+_LATE_LOCK = threading.Lock()
 
 
 def _plugin_base() -> type:
@@ -79,6 +80,15 @@ class ShuffleServicePlugin(_plugin_base()):  # type: ignore[misc]
         self.token = token  # the service-wide secret: registers applications, never in a task
         self.tls = tls
         self.service: ShuffleServiceProcess | None = None
+
+    def app_secret(self, app: str) -> str:
+        """The application's credential on this worker's service, registered there once (by
+        a worker that joined, or came back, after the shuffle was planned)."""
+        with _LATE_LOCK:
+            if (self.address, app) not in _LATE:
+                creds = register_app(app, [self.address], self.token, fingerprint=self.fingerprint)
+                _LATE[(self.address, app)] = creds.secret_for(self.address)
+            return _LATE[(self.address, app)]
 
     def setup(self, worker: Any) -> None:
         directory = os.path.join(worker.local_directory, "dataferry-shuffle")
@@ -166,11 +176,9 @@ def _service_address(dask_worker: Any) -> str:
 
 
 def _register_app(app: str, dask_worker: Any = None) -> tuple[str, str]:
-    """Register `app` on this worker's service (run on the worker: its plugin holds the
-    token); (the service's address, the application's credential there)."""
+    """(this worker's service, `app`'s credential there), registered by the worker's plugin."""
     plugin = _plugin(dask_worker)
-    creds = register_app(app, [plugin.address], plugin.token, fingerprint=plugin.fingerprint)
-    return plugin.address, creds.secret_for(plugin.address)
+    return plugin.address, plugin.app_secret(app)
 
 
 def register_shuffle_app(client: Any, app: str) -> AppCredentials:
@@ -294,6 +302,7 @@ class _Finalized:
     statuses: tuple[MapStatus, ...]
     merged: dict[int, MergedPartition]
     schema: pa.Schema
+    credentials: AppCredentials = field(repr=False)  # the plan's, and those maps added
 
 
 def _begin(plan: _Plan) -> int:
@@ -307,6 +316,9 @@ def _begin(plan: _Plan) -> int:
 
 def _map(pdf: Any, plan: _Plan, map_index: int, merge_id: int) -> dict[str, Any]:
     plugin = _plugin()
+    late = None  # a worker that joined after planning registers the app (see the barrier)
+    if not plan.credentials.secret_for(plugin.address):
+        late = (plugin.address, plugin.app_secret(plan.app))
     driver = plan.driver(merge_id)
     target: PushTarget | None = driver.target if driver.push_enabled else None
     # Dask may run a task again elsewhere after a worker dies: every execution is its own
@@ -330,7 +342,8 @@ def _map(pdf: Any, plan: _Plan, map_index: int, merge_id: int) -> dict[str, Any]
     result = run_map_task(task, table)
     stats = IOStatistics(result.stats)
     stats.record_duration("map_from_pandas", converted)
-    return {"status": result.status, "schema": result.schema, "stats": stats.snapshot()}
+    snapshot = stats.snapshot()
+    return {"status": result.status, "schema": result.schema, "stats": snapshot, "credential": late}
 
 
 def _barrier(plan: _Plan, merge_id: int, results: list[dict[str, Any]]) -> _Finalized:
@@ -352,7 +365,12 @@ def _barrier(plan: _Plan, merge_id: int, results: list[dict[str, Any]]) -> _Fina
             "stats": maps.snapshot(),
         },
     )
-    return _Finalized(merge_id, tuple(driver.map_statuses()), merged, results[0]["schema"])
+    creds = plan.credentials
+    for r in results:
+        if r.get("credential"):
+            creds = creds.with_secret(*r["credential"])
+    statuses = tuple(driver.map_statuses())
+    return _Finalized(merge_id, statuses, merged, results[0]["schema"], creds)
 
 
 def _reduce(plan: _Plan, done: _Finalized, reduce_id: int, meta: Any) -> Any:
@@ -363,7 +381,7 @@ def _reduce(plan: _Plan, done: _Finalized, reduce_id: int, meta: Any) -> Any:
         reduce_id,
         done.statuses,
         done.merged.get(reduce_id),
-        credentials=plan.credentials,
+        credentials=done.credentials,
         fingerprint=plan.fingerprint,
     )
     result = run_reduce_task(inp, done.schema)
