@@ -227,10 +227,16 @@ class FsspecStore(Store):
 
     def _publish_local(self, path: str, data: bytes, overwrite: bool) -> bool:
         """Write through fsspec under a hidden name beside `path`, then rename it into place
-        (only where nothing is, without `overwrite`); False if something was there."""
+        (only where nothing is, without `overwrite`); False if something was there. Missing
+        parent directories are made (after the caller's link check)."""
         full, tmp = self._abs(path), self._temporary(path)
         try:
-            self.fs.pipe_file(tmp, data)
+            try:
+                self.fs.pipe_file(tmp, data)
+            except FileNotFoundError:
+                parent = paths.parent(path)
+                self.fs.makedirs(self._abs(parent) if parent else self.root, exist_ok=True)
+                self.fs.pipe_file(tmp, data)
             if overwrite:
                 os.replace(tmp, full)
                 return True
@@ -240,11 +246,25 @@ class FsspecStore(Store):
                 self._no_links(path, "write")  # a link there is refused, not "exists"
                 return False
             return True
+        except BaseException:
+            _remove_quietly(tmp)
+            raise
         finally:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            if not overwrite:  # the link is the file now; an os.replace took the name away
+                _remove_quietly(tmp)
+
+    def _write_local(self, path: str, data: bytes, overwrite: bool, what: str) -> bool:
+        """A whole-file write to a local disk: links refused, complete or absent."""
+        st = self._no_links(path, what)
+        if st is not None and stat_mod.S_ISDIR(st.st_mode):
+            if what == "create":
+                return False
+            raise AlreadyExists(f"{what} {self.full_url(path)}: a directory is there", path)
+        if (st is not None and not overwrite) or not self._publish_local(path, data, overwrite):
+            if what == "create":
+                return False
+            raise AlreadyExists(f"{what} {self.full_url(path)}: file exists", path)
+        return True
 
     # --- primitives ----------------------------------------------------------------------------
 
@@ -359,7 +379,9 @@ class FsspecStore(Store):
             raise NotFound(f"read {self.full_url(path)}: is a directory", path) from None
 
     def _write(self, path: str, data: bytes, overwrite: bool) -> None:
-        self._no_links(path, "write")
+        if self._local:
+            self._write_local(path, data, overwrite, "write")
+            return
         with self._lock:
             full = self._abs(path)
             if self.fs.isdir(full):
@@ -369,12 +391,6 @@ class FsspecStore(Store):
             parent = paths.parent(path)
             if parent:
                 self._mkdirs(parent)
-            elif self._local:
-                self.fs.makedirs(self.root, exist_ok=True)
-            if self._local:
-                if not self._publish_local(path, data, overwrite):
-                    raise AlreadyExists(f"write {self.full_url(path)}: file exists", path)
-                return
             try:
                 self.fs.pipe_file(full, data)
             except FileNotFoundError:  # the store's own root is not there yet (a directory)
@@ -385,17 +401,12 @@ class FsspecStore(Store):
         """Exclusive create ("xb": O_EXCL locally, If-None-Match on s3fs), so two processes
         cannot both create the file; a file system without it falls back to check-then-write
         (exclusive within this process only)."""
-        self._no_links(path, "create")
+        if self._local:  # complete or absent, and exclusive: os.link refuses an existing name
+            return self._write_local(path, data, False, "create")
         full = self._abs(path)
         parent = paths.parent(path)
         if parent:
             self._mkdirs(parent)
-        if self._local:  # complete or absent, and exclusive: os.link refuses an existing name
-            if not parent:
-                self.fs.makedirs(self.root, exist_ok=True)
-            if self.fs.isdir(full):
-                return False
-            return self._publish_local(path, data, overwrite=False)
         try:
             try:
                 with self.fs.open(full, "xb") as f:
@@ -409,6 +420,13 @@ class FsspecStore(Store):
             return False
         except (ValueError, NotImplementedError, TypeError):
             return super()._create_if_absent(path, data)
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _is_local_disk(fs: AbstractFileSystem) -> bool:

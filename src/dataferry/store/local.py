@@ -41,7 +41,7 @@ from ..errors import (
 from . import localfiles as lf
 from . import nofollow, paths
 from .base import Store, record_too_large
-from .nofollow import DIR_HANDLE, DIR_READ, O_CLOEXEC, O_NOFOLLOW
+from .nofollow import DIR_HANDLE, DIR_READ
 from .oserrors import from_os_error
 from .types import Capabilities, FileStatus, Op
 
@@ -146,14 +146,18 @@ class LocalStore(Store):
             raise self._translate(e, path, what) from None
 
     def _open_file(self, path: str, what: str, flags: int, create: bool = False) -> int:
-        """Open a file with O_NOFOLLOW in its parent, itself opened without following links."""
-        pfd, name = self._parent(path, what, create=create)
+        """Open a file with O_NOFOLLOW, no component of its path followed if it is a link
+        (with `create`, its missing parent directories are made first)."""
         try:
-            return os.open(name, flags | O_NOFOLLOW | O_CLOEXEC, 0o644, dir_fd=pfd)
+            return nofollow.open_file(self._real, path, flags)
+        except OSError as e:
+            if not (create and e.errno == errno.ENOENT):
+                raise self._fail(e, what, path, path) from None
+        os.close(self._parent(path, what, create=True)[0])  # the parents made: once more
+        try:
+            return nofollow.open_file(self._real, path, flags)
         except OSError as e:
             raise self._fail(e, what, path, path) from None
-        finally:
-            os.close(pfd)
 
     # --- whole-file writes: a hidden name beside the file, renamed into place -------------------
 
@@ -202,14 +206,10 @@ class LocalStore(Store):
 
     def _stat(self, path: str) -> FileStatus:
         """A link is answered as itself (is_link, its own size), never followed."""
-        if not path:
-            try:
-                return self._status("", os.stat(self._real))
-            except OSError as e:
-                raise self._translate(e, path, "stat") from None
-        pfd, name = self._parent(path, "stat")
+        pfd, name = self._parent(path, "stat")  # the root itself ("") is followed
         try:
-            return self._status(path, os.stat(name, dir_fd=pfd, follow_symlinks=False))
+            st = os.stat(name or ".", dir_fd=pfd, follow_symlinks=not name)
+            return self._status(path, st)
         except OSError as e:
             raise self._translate(e, path, "stat") from None
         finally:
@@ -306,11 +306,11 @@ class LocalStore(Store):
         return True
 
     def _delete_error(self, e: OSError, path: str) -> StoreError:
-        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
-            return StoreError(
-                f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
-            )
-        return self._translate(e, path, "delete")
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            return self._translate(e, path, "delete")
+        return StoreError(
+            f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
+        )
 
     def _rename(self, src: str, dst: str) -> None:
         what = f"rename {self.full_url(src)} to {self.full_url(dst)}"

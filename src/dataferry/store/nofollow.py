@@ -90,6 +90,40 @@ def open_dir(root: str, rel: str, flags: int = DIR_HANDLE) -> int:
     return _open_each(root, rel, flags)
 
 
+def open_file(root: str, rel: str, flags: int, mode: int = 0o644) -> int:
+    """A descriptor of the file `root/rel` opened with `flags` and O_NOFOLLOW, no component of
+    `rel` followed if it is a link: one openat2 call where there is one, else the parent
+    directory by `open_dir` and an openat in it."""
+    flags |= O_NOFOLLOW | O_CLOEXEC
+    if not rel:
+        return os.open(root, flags, mode)
+    if _use_openat2:
+        key = (flags, mode)
+        how = _FILE_HOW.get(key)
+        if how is None:
+            creating = flags & (os.O_CREAT | getattr(os, "O_TMPFILE", 0))
+            how = _FILE_HOW.setdefault(
+                key, _OpenHow(flags, mode if creating else 0, _RESOLVE_NO_SYMLINKS)
+            )
+        fd = _syscall(
+            _SYS_OPENAT2, _AT_FDCWD, os.fsencode(f"{root}/{rel}"), ctypes.byref(how), _HOW_SIZE
+        )
+        if fd >= 0:
+            return fd
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EPERM, errno.E2BIG, errno.EINVAL):
+            raise OSError(err, os.strerror(err), f"{root}/{rel}")
+    parent, _, name = rel.rpartition("/")
+    pfd = open_dir(root, parent)
+    try:
+        return os.open(name, flags, mode, dir_fd=pfd)
+    finally:
+        os.close(pfd)
+
+
+_FILE_HOW: dict[tuple[int, int], _OpenHow] = {}
+
+
 def _open_each(root: str, rel: str, flags: int) -> int:
     fd = os.open(root, DIR_HANDLE)
     try:
