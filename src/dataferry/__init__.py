@@ -5,9 +5,13 @@ The names most users need are here: `open_store`, `make_committer` and `write_da
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .store import open_store
+
+# silent by default: a library's warnings reach the application's handlers, never stderr
+logging.getLogger("dataferry").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

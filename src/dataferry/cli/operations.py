@@ -112,6 +112,8 @@ def _action(report: RecoveryReport, path: str, older_than: str) -> str:
     """What cleanup did (or would do) with one entry, in words."""
     if path in report.failed:
         return f"LEFT IN PLACE: {report.failed[path]}"
+    if path in report.left:
+        return f"left: {report.left[path]}"
     if path in report.skipped_recent:
         return f"skipped: changed within {older_than}"
     if path in report.rolled_forward:

@@ -28,15 +28,12 @@ in that window (and then only its one step) can be late.
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from dataclasses import replace
 
 from ..errors import (
     ClaimLost,
@@ -46,24 +43,31 @@ from ..errors import (
     StoreError,
     ValidationError,
 )
-from ..liveness import process_alive, this_process
+from ..liveness import process_alive
 from ..store import FileStatus, Store
-from .registry import KNOWN
+from .claim_record import (
+    CLAIM_DIR,
+    CLAIM_FILE,
+    CLAIM_MAX_BYTES,
+    CLOCK_PREFIX,
+    DEFAULT_CLAIM_TIMEOUT_S,
+    FENCE_PREFIX,
+    MIN_CLAIM_TIMEOUT_S,
+    Claim,
+    ClaimState,
+    crashed,
+    effective_timeout,
+    new_generation,
+    observe_claim,
+    read_claim,
+)
+from .lease import Judge, StoreClock, Verdict
 
 log = logging.getLogger("dataferry.commit")
 
-CLAIM_DIR = "_dataferry"
-CLAIM_FILE = f"{CLAIM_DIR}/claim.json"
-FENCE_PREFIX = "fence."
-CLOCK_PREFIX = "clock."
-DEFAULT_CLAIM_TIMEOUT_S = 180.0
-MIN_CLAIM_TIMEOUT_S = 5.0  # a takeover needs six missed heartbeats of at least 0.83 s each
-CLAIM_MAX_BYTES = 64 * 1024  # a claim is a few hundred bytes; anything larger is damage
 POLL_S = 0.05
 MAX_POLL_S = 0.5
 VERIFY_EVERY_S = 1.0  # batch-level fence checks ask the store at most this often
-CLOCK_REPROBE_S = 30.0
-STATES = ("committing", "abandoned")
 
 # The fence of the code running now (a takeover recovering a dead job, `cleanup`): stage
 # contexts made while it is set check it before each visible step.
@@ -72,245 +76,14 @@ current_fence: contextvars.ContextVar[Callable[[str], None] | None] = contextvar
 )
 
 
-# Generations whose holder "died" at an injected crash (fault injection models a dead process
-# while the test's process lives on): judged dead at once, as a gone process is.
-_crashed: set[str] = set()
-
-
 def mark_crashed(held: HeldClaim) -> None:
     """The holder of `held` died at an injected crash: stop it and count its claim as dead."""
     held.stop_heartbeat()
-    _crashed.add(held.claim.generation)
-
-
-def _new_generation() -> str:
-    return uuid.uuid4().hex
-
-
-def effective_timeout(timeout_s: float) -> float:
-    """The lease a job asks for: its claim timeout, never under `MIN_CLAIM_TIMEOUT_S`."""
-    return max(float(timeout_s), MIN_CLAIM_TIMEOUT_S)
-
-
-@dataclass(frozen=True)
-class Claim:
-    """Who holds a destination: the job, its process, its generation and its lease.
-    `acquired` and `alive` are the holder's own clock, for people reading the record; no
-    decision uses them."""
-
-    job_id: str
-    job_uuid: str
-    committer: str
-    mode: str
-    job_dir: str = ""
-    attempt: int = 0
-    host: str = field(default_factory=socket.gethostname)
-    pid: int = field(default_factory=lambda: this_process()[1])
-    pid_start: str = field(default_factory=lambda: this_process()[2])
-    generation: str = field(default_factory=_new_generation)
-    lease_s: float = DEFAULT_CLAIM_TIMEOUT_S
-    acquired: float = field(default_factory=time.time)
-    alive: float = field(default_factory=time.time)
-    state: str = "committing"  # or "abandoned": its commit failed, recover it now
-
-    def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
-
-    @classmethod
-    def parse(cls, raw: bytes, source: str) -> Claim:
-        """A claim from its bytes, every field type-checked; ValidationError naming `source`
-        and the field at fault otherwise."""
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ValidationError(f"not a claim record (JSON: {e})", source) from None
-        if not isinstance(data, dict):
-            raise ValidationError("not a claim record (not a JSON object)", source)
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name not in data:
-                if f.name in ("job_id", "job_uuid", "committer", "mode"):
-                    raise ValidationError("missing", source, f.name)
-                if f.name == "generation":  # a claim written before generations existed
-                    values[f.name] = f"legacy-{data.get('job_uuid')}"
-                continue
-            value = data[f.name]
-            expected = {"int": int, "float": (int, float), "str": str}[str(f.type)]
-            if isinstance(value, bool) or not isinstance(value, expected):
-                raise ValidationError(
-                    f"must be {f.type}, not {type(value).__name__} {value!r:.40}", source, f.name
-                )
-            values[f.name] = float(value) if f.type == "float" else value
-        if values.get("state", "committing") not in STATES:
-            raise ValidationError(f"unknown state {values['state']!r:.40}", source, "state")
-        return cls(**values)
-
-    def describe(self) -> str:
-        return (
-            f"job {self.job_id} ({self.committer}, mode {self.mode}) on {self.host} pid {self.pid}"
-        )
-
-
-@dataclass(frozen=True)
-class ClaimState:
-    """The claim file as found: its status on the store, the record (None when it is damaged),
-    and what is wrong with it."""
-
-    status: FileStatus
-    claim: Claim | None
-    problem: str = ""
-
-    @property
-    def generation(self) -> str:
-        if self.claim is not None:
-            return self.claim.generation
-        return f"damaged-{_version(self.status)}"
-
-    def describe(self) -> str:
-        if self.claim is None:
-            return f"a damaged claim ({self.problem})"
-        return self.claim.describe()
-
-
-def _version(st: FileStatus) -> str:
-    """What changes whenever the file is rewritten (etag, else time and size)."""
-    return (st.etag or f"{st.mtime}-{st.size}").replace("/", "_").replace('"', "")
-
-
-def observe_claim(store: Store) -> ClaimState | None:
-    """The destination's claim as it is now, None when there is none; a damaged one (wrong
-    types, truncated, too large, a directory) comes back with `claim=None` and its problem."""
-    try:
-        st = store.stat(CLAIM_FILE)
-    except NotFound:
-        return None
-    url = store.full_url(CLAIM_FILE)
-    if st.is_dir:
-        return ClaimState(st, None, f"{url} is a directory")
-    if st.is_link:
-        return ClaimState(st, None, f"{url} is a symbolic link")
-    if st.size > CLAIM_MAX_BYTES:
-        return ClaimState(st, None, f"{url} is {st.size} bytes, over {CLAIM_MAX_BYTES}")
-    try:
-        raw = store.read_bytes(CLAIM_FILE)
-    except NotFound:
-        return None
-    except StoreError as e:
-        return ClaimState(st, None, str(e))
-    if len(raw) > CLAIM_MAX_BYTES:
-        return ClaimState(st, None, f"{url} is {len(raw)} bytes, over {CLAIM_MAX_BYTES}")
-    try:
-        claim = Claim.parse(raw, url)
-    except ValidationError as e:
-        return ClaimState(st, None, str(e))
-    if claim.committer and claim.committer not in KNOWN:  # ('' : cleanup's own claim)
-        return ClaimState(st, None, f"{url} names committer {claim.committer!r:.60}, unknown")
-    return ClaimState(st, claim)
-
-
-def read_claim(store: Store) -> Claim | None:
-    """The destination's claim record, None when there is none or it is damaged."""
-    state = observe_claim(store)
-    return state.claim if state is not None else None
+    crashed.add(held.claim.generation)
 
 
 def fence_path(generation: str, n: int = 0) -> str:
     return f"{CLAIM_DIR}/{FENCE_PREFIX}{generation}.{n}"
-
-
-# --- judging a holder ------------------------------------------------------------------------
-
-
-class StoreClock:
-    """The store's own time: the modification time of a probe file written just now, carried
-    forward by our monotonic clock. Comparing a record's modification time with it compares
-    two readings of one clock, whatever our wall clock says."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._base: tuple[float | None, float] | None = None
-
-    def now(self) -> float | None:
-        if self._base is None or time.monotonic() - self._base[1] > CLOCK_REPROBE_S:
-            self._base = self._probe()
-        mtime, at = self._base
-        return None if mtime is None else mtime + (time.monotonic() - at)
-
-    def _probe(self) -> tuple[float | None, float]:
-        path = f"{CLAIM_DIR}/{CLOCK_PREFIX}{uuid.uuid4().hex}"
-        try:
-            self.store.write_bytes(path, b"")
-            mtime = self.store.stat(path).mtime
-        except StoreError:
-            return None, time.monotonic()
-        finally:
-            try:
-                self.store.delete(path)
-            except StoreError:
-                pass
-        return mtime, time.monotonic()  # read after the stat: errs towards "alive"
-
-    def age(self, st: FileStatus) -> float | None:
-        """Seconds since `st` was last written, by the store's clock (None: unknown)."""
-        if st.mtime is None:
-            return None
-        now = self.now()
-        return None if now is None else now - st.mtime
-
-
-@dataclass(frozen=True)
-class Verdict:
-    dead: bool
-    why: str
-
-
-class Judge:
-    """Decides whether a claim's holder is dead (see the module docstring). `timeout_s` is the
-    judge's own lease; `damaged_lease_s` the age after which a damaged record counts as dead."""
-
-    def __init__(
-        self, store: Store, timeout_s: float, damaged_lease_s: float | None = None
-    ) -> None:
-        self.store = store
-        self.timeout_s = effective_timeout(timeout_s)
-        self.damaged_lease_s = (
-            max(self.timeout_s, DEFAULT_CLAIM_TIMEOUT_S)
-            if damaged_lease_s is None
-            else damaged_lease_s
-        )
-        self.clock = StoreClock(store)
-        self._seen: dict[str, float] = {}
-
-    def lease(self, state: ClaimState) -> float:
-        if state.claim is None:
-            return self.damaged_lease_s
-        return max(self.timeout_s, effective_timeout(state.claim.lease_s))
-
-    def verdict(self, state: ClaimState) -> Verdict:
-        c = state.claim
-        if c is not None:
-            if c.state == "abandoned":
-                return Verdict(True, "its job gave up its commit (abandoned)")
-            if c.generation in _crashed:
-                return Verdict(True, "its holder died at an injected crash")
-            if c.host == socket.gethostname() and c.pid and not process_alive(c.pid, c.pid_start):
-                return Verdict(True, f"its process {c.pid} on {c.host} is gone")
-        return self.aged(state.status, self.lease(state))
-
-    def aged(self, st: FileStatus, lease: float) -> Verdict:
-        """Whether a file was last written more than `lease` ago, by the store's clock or by
-        our own watch of it staying unchanged."""
-        first = self._seen.setdefault(f"{st.path}@{_version(st)}", time.monotonic())
-        watched = time.monotonic() - first
-        if watched > lease:
-            return Verdict(True, f"unchanged for {watched:.0f} s (lease {lease:.0f} s)")
-        age = self.clock.age(st)
-        if age is not None and age > lease:
-            return Verdict(
-                True, f"not renewed for {age:.0f} s by the store's clock (lease {lease:.0f} s)"
-            )
-        when = f"{age:.0f} s ago by the store's clock" if age is not None else "recently"
-        return Verdict(False, f"renewed {when} (lease {lease:.0f} s)")
 
 
 # --- holding a claim -------------------------------------------------------------------------
@@ -420,9 +193,9 @@ class HeldClaim:
     def release(self) -> None:
         """The commit finished (or was rolled back): free the destination."""
         self.stop_heartbeat()
+        self._remove_fences()  # (first: a claim left behind is taken over; a fence is not)
         if self._ours():
             self.store.delete(CLAIM_FILE, recursive=True)
-        self._remove_fences()
         remove_empty_claim_dir(self.store)
 
     def abandon(self) -> None:
@@ -526,6 +299,8 @@ def take_over(
     """Fence a dead holder's generation, put `taker`'s record in its place and recover the
     dead job; None when another taker is at it or the claim moved on."""
     generation = state.generation
+    if taker.generation == generation:  # this job's own earlier claim: a new generation
+        taker = replace(taker, generation=new_generation())
     fence = ""
     for n in range(16):
         candidate = fence_path(generation, n)
@@ -557,7 +332,7 @@ def take_over(
             # generation), so the next job or cleanup tries again at once
             held.stop_heartbeat()
             if held._ours():
-                again = replace(state.claim, generation=_new_generation(), state="abandoned")
+                again = replace(state.claim, generation=new_generation(), state="abandoned")
                 store.write_bytes(CLAIM_FILE, again.to_bytes())
             held._remove_fences()
             raise
@@ -590,3 +365,22 @@ def claim_files(store: Store) -> list[FileStatus]:
         for st in store.list_or_empty(CLAIM_DIR)
         if st.name.startswith((FENCE_PREFIX, CLOCK_PREFIX)) and not st.is_dir
     ]
+
+
+__all__ = [
+    "CLAIM_FILE",
+    "CLAIM_MAX_BYTES",
+    "CLOCK_PREFIX",
+    "DEFAULT_CLAIM_TIMEOUT_S",
+    "MIN_CLAIM_TIMEOUT_S",
+    "Claim",
+    "ClaimState",
+    "HeldClaim",
+    "Judge",
+    "StoreClock",
+    "Verdict",
+    "acquire_claim",
+    "observe_claim",
+    "read_claim",
+    "take_over",
+]

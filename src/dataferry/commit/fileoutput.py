@@ -33,7 +33,7 @@ from ..errors import (
     ValidationError,
 )
 from ..store import FileStatus, Store, paths
-from .intent import INTENT_FILE, Intent, load_intent
+from .intent import INTENT_FILE, DamagedRecord, Intent, load_intent
 from .jobcommit import Applied, CommitPlan, recover_job
 from .links import refuse_links
 from .protocol import (
@@ -263,7 +263,10 @@ class FileOutputCommitter(Committer):
         found = []
         for st in store.list_or_empty(PENDING_DIR):
             if st.is_dir and st.name.isdigit():
-                intent = load_intent(store, st.path)
+                try:
+                    intent = load_intent(store, st.path)
+                except DamagedRecord:
+                    intent = None  # listed all the same: recovering it reports the damage
                 name = intent.committer if intent else "v1"
                 found.append(
                     Leftover(st.path, name, intent.job_uuid if intent else "", int(st.name))
@@ -379,6 +382,7 @@ def merge_paths(ctx: StageContext, moves: list[Move]) -> None:
     """Carry out the planned moves in order; each one finishes or is found finished, so a
     resumed commit runs the same list again."""
     for move in moves:
+        ctx.fence("publishing files", strict=False)
         _finish_move(ctx.store, move.src, move.dst, move.replace)
 
 

@@ -17,8 +17,8 @@ from ..errors import CommitError, NotFound, StoreError
 from ..store import Store
 from .claim import (
     CLAIM_FILE,
-    CLOCK_PREFIX,
     DEFAULT_CLAIM_TIMEOUT_S,
+    FENCE_PREFIX,
     MIN_CLAIM_TIMEOUT_S,
     Claim,
     ClaimState,
@@ -130,6 +130,7 @@ def recover_destination(
         _survey(store, report, older_than_s)
         return report
     if state is None and not _anything_left(store):
+        remove_empty_claim_dir(store)  # a release that died between its deletes
         report.uploads_aborted = abort_orphaned_uploads(store, older_than_s, time.time())
         return report
     held = _hold_for_cleanup(store, state, judge, rollback, report)
@@ -140,7 +141,7 @@ def recover_destination(
         _recover_leftovers(store, report, older_than_s, rollback)
         for cls in committer_classes():
             cls.tidy(store)
-        _remove_claim_debris(store, judge)
+        _remove_claim_debris(store, held)
     finally:
         current_fence.reset(token)
         held.release()
@@ -239,10 +240,12 @@ def _recover_leftovers(
             report.removed.append(left.path)
 
 
-def _remove_claim_debris(store: Store, judge: Judge) -> None:
-    """Fences and clock probes that no claim needs any more (their takers and judges died)."""
+def _remove_claim_debris(store: Store, held: HeldClaim) -> None:
+    """Fences and clock probes that no claim needs any more (their takers and judges died):
+    while cleanup holds the claim, no other generation is current, so every other fence goes."""
+    own = f"{FENCE_PREFIX}{held.claim.generation}."
     for st in claim_files(store):
-        if judge.aged(st, MIN_CLAIM_TIMEOUT_S).dead or st.name.startswith(CLOCK_PREFIX):
+        if not st.name.startswith(own):
             try:
                 store.delete(st.path)
             except StoreError:

@@ -212,6 +212,7 @@ def complete_uploads(ctx: StageContext, uploads: list[Upload]) -> int:
 
     def complete(u: Upload) -> None:
         nonlocal found
+        ctx.fence("completing uploads", strict=False)
         if pending is None or u.upload_id in pending:
             try:
                 store.complete_upload(u.path, u.upload_id, u.etags)
