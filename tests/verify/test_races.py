@@ -190,3 +190,42 @@ def test_a_holder_that_skips_its_claim_check_is_reported(stores, monkeypatch):
     )
     seen = set().union(*(s.violated for s in out if s.kind == "lease_expired"))
     assert seen & set(RACE_BROKEN["broken-unfenced"]), _problems(out)
+
+
+@pytest.mark.parametrize(
+    ("args", "races"),
+    [
+        ([], False),
+        (["--concurrent-jobs"], True),
+        (["--concurrent-jobs", "--no-races"], False),
+        (["--races"], True),
+        (["--race-schedule", "links", "--race-schedule", "two_takers"], ("links", "two_takers")),
+    ],
+)
+def test_the_command_turns_the_races_on_with_concurrent_jobs(monkeypatch, args, races):
+    from typer.testing import CliRunner
+
+    from dataferry.cli import app
+    from dataferry.verify import crash
+    from dataferry.verify.crash_report import CrashReport
+
+    seen = {}
+
+    def fake(committer, store, **kwargs):
+        seen.update(kwargs)
+        return CrashReport(committer, store or "local", 0, [])
+
+    monkeypatch.setattr(crash, "verify_crash", fake)
+    res = CliRunner().invoke(app, ["verify", "crash", "--committer", COMMITTER, *args, "--json"])
+    assert res.exit_code == 0, res.output
+    assert seen["races"] == races
+    assert '"race_schedules": 0' in res.output
+
+
+def test_an_unknown_race_schedule_is_named():
+    from dataferry.errors import ConfigError
+    from dataferry.verify.crash import race_schedules
+
+    assert race_schedules(True)[-2:] == ("damaged_record", "links")
+    with pytest.raises(ConfigError, match="'nope'"):
+        race_schedules(["nope"])
