@@ -199,16 +199,22 @@ class FileOutputCommitter(Committer):
             s.path for t in existing if t in tops for s in self.store.walk(t) if s.path not in mine
         )
 
-    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+    def _moves(self, ctx: StageContext, job: JobContext, intent: Intent) -> list[Move]:
+        """Every planned move, each checked, before the first one is made."""
         plan = intent.payload
         source = ctx.store.full_url(paths.join(self.job_dir(job), INTENT_FILE))
         if not isinstance(plan.get("moves"), list):
             raise ValidationError("not a list of moves", source, "payload.moves")
-        # every move is checked before the first one is made
-        moves = [
+        return [
             Move.from_json(m, source, f"payload.moves[{i}]") for i, m in enumerate(plan["moves"])
         ]
-        merge_paths(ctx, moves)
+
+    def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
+        self._moves(ctx, job, intent)
+
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        plan = intent.payload
+        merge_paths(ctx, self._moves(ctx, job, intent))
         return Applied(files=plan["files"], bytes=plan["bytes"], filenames=plan["filenames"])
 
     def success_bytes(

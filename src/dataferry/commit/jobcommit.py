@@ -259,6 +259,7 @@ def finish_commit(
     from .protocol import JobCommitResult
 
     job_dir = committer.job_dir(job)
+    committer.check_intent(ctx, job, intent)  # a damaged plan must not replace anything
     replaced = replace_existing(ctx, job_dir, intent)
     applied = committer.apply_commit(ctx, job, intent)
     ctx.stats.set_counter("committer_files_committed", applied.files)

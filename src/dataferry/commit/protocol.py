@@ -242,6 +242,12 @@ class Committer(ABC):
         """Make the planned output visible, from the intent record alone; idempotent, so a
         resumed commit runs it again from the start."""
 
+    def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
+        """Check the committer's plan in a decided intent record before anything visible
+        changes (the replace runs first); ValidationError naming the record and field if it is
+        damaged. Committers whose plan lives in other files check those here too."""
+        return None
+
     def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
         """What of the destination a write mode sees as data (and `overwrite` replaces)."""
         return jobcommit.visible_entries(self)

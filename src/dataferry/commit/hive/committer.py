@@ -167,6 +167,9 @@ class HiveCommitter(Committer):
         finally:
             pools.close()
 
+    def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
+        journal_of(self.store, self.job_dir(job), intent)
+
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         job_dir = self.job_dir(job)
         journal = journal_of(self.store, job_dir, intent)

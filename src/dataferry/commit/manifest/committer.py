@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...errors import NotFound, TaskCommitError
+from ...errors import NotFound, TaskCommitError, ValidationError
 from ...stats import IOStatistics
 from ...store import Store, open_store, paths
-from ..intent import Intent
+from ..intent import Intent, intent_path
 from ..jobcommit import Applied, CommitPlan
 from ..protocol import (
     Committer,
@@ -152,9 +152,9 @@ class ManifestCommitter(Committer):
             bytes=loaded.bytes,
         )
 
-    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+    def _loaded(self, ctx: StageContext, intent: Intent) -> LoadedManifests:
         plan = intent.payload
-        loaded = LoadedManifests(
+        return LoadedManifests(
             ctx.store,
             plan["entries"],
             directories={
@@ -167,6 +167,19 @@ class ManifestCommitter(Committer):
             task_attempts=dict(plan["task_attempts"]),
             entries_bytes=plan.get("entries_bytes"),  # absent in records of older versions
         )
+
+    def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
+        """The plan's fields, and the entries file as long as when it was written."""
+        try:
+            loaded = self._loaded(ctx, intent)
+        except (KeyError, TypeError, ValueError) as e:
+            source = ctx.store.full_url(intent_path(self.job_dir(job)))
+            raise ValidationError(f"not a manifest commit plan ({e!r:.80})", source) from None
+        loaded.check_size()
+
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        plan = intent.payload
+        loaded = self._loaded(ctx, intent)
         loaded.check_size()  # before anything moves: a damaged entries file changes nothing
         ctx.pool.for_each(ctx.store.delete, plan["replace_files"], adaptive=True)
         # a replaced data set took the directories the tasks saw with it: create them all
