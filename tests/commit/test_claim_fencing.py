@@ -334,3 +334,27 @@ def test_a_zombie_process_is_dead():
     assert not process_alive(child.pid, "")  # exited, not yet reaped
     child.wait()
     assert process_alive(os.getpid(), process_start(os.getpid()))
+
+
+def test_on_a_read_only_destination_the_error_names_the_rename_not_the_claim(tmp_path):
+    """Every write is refused after the claim was taken (a file system gone read-only): the
+    job's error is the first failing operation, not the claim's release behind it."""
+    store = open_store(str(tmp_path / "d"), faults=[])
+    c, job = job_of(store, "append", io_threads=1)
+    msgs = committed_tasks(c, job, {0: ["p=1/a"]})
+    mutating = frozenset({Op.RENAME, Op.WRITE, Op.DELETE, Op.MKDIRS, Op.CREATE_IF_ABSENT})
+    fault_layer(store).add_rule(
+        FaultRule(action="deny", kinds=mutating, path_glob="*p=1*", times=-1)
+    )
+    fault_layer(store).add_rule(
+        FaultRule(
+            action="deny",
+            kinds=frozenset({Op.WRITE, Op.DELETE}),
+            path_glob="_dataferry/*",
+            times=-1,
+        )
+    )
+    with pytest.raises(Exception) as failed:
+        c.commit_job(job, msgs)
+    text = str(failed.value)
+    assert "p=1" in text and "claim.json" not in text, text

@@ -258,7 +258,9 @@ def acquire_claim(
                 return HeldClaim(store, claim, heartbeat_s, since=sent)
         except NotFound:
             continue  # `_dataferry` was removed as we created in it: try again
-        except StoreError as e:  # something that is not a claim file is in the way
+        except StoreError as e:  # something that is not a claim file is in the way?
+            if observe_claim(store) is None:
+                raise  # no: the store refuses the create itself (read-only, denied)
             log.debug("creating %s: %s", store.full_url(CLAIM_FILE), e)
         state = observe_claim(store)
         if state is not None:
