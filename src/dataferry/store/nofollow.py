@@ -171,7 +171,22 @@ def refused(full_url: Callable[[str], str], what: str, path: str, link: str) -> 
 def lstat_walk(root: str, path: str) -> tuple[str | None, os.stat_result | None]:
     """(the first link among `path`'s components or None, the last component's lstat or None
     where a component is missing): one lstat per component, for stores that cannot work
-    relative to descriptors (fsspec's local file system)."""
+    relative to descriptors (fsspec's local file system). With openat2 it is one call (an
+    O_PATH open refusing links on the way, then fstat)."""
+    if _use_openat2 and path:
+        try:
+            fd = open_file(root, path, O_PATH)
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                return None, None  # resolution stops at a link (ELOOP) before any of these
+            if e.errno != errno.ELOOP:
+                raise
+            return find_link(root, path), None
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        return (path if stat_mod.S_ISLNK(st.st_mode) else None), st
     probe = ""
     st = None
     for part in path.split("/") if path else ():
