@@ -51,9 +51,10 @@ def _races(stores, schedule: str, point: str = "decided", variants=OVERWRITE):
 
 def test_points_of_a_commit_trace():
     trace = [
-        [10, "create", "_dataferry/claim.json", ""],
-        [11, "list", "_temporary", ""],
-        [12, "write", "_temporary/j/_commit_intent.json", ""],
+        [9, "get_file_status", "_dataferry/claim.json", ""],
+        [10, "create_if_absent", "_dataferry/claim.json", ""],
+        [11, "create", "_staging/j/_commit_intent.json", ""],  # an inner commit's record
+        [12, "create", "_temporary/j/_commit_intent.json", ""],
         [13, "rename", "_temporary/j/a", "part=p0/a"],
         [14, "rename", "_temporary/j/b", "part=p0/b"],
         [15, "rename", "_temporary/j/c", "part=p0/c"],

@@ -441,11 +441,24 @@ def points_of(trace: list[list[Any]], end: int) -> tuple[dict[str, int], int | N
     def first(pred: Callable[[list[Any]], bool]) -> int | None:
         return next((t[0] for t in trace if pred(t)), None)
 
-    claim = first(lambda t: t[2].endswith("claim.json"))
-    intent = first(lambda t: t[2].endswith(INTENT_FILE) and t[1] in ("write", "create"))
-    success = next(
-        (t[0] for t in reversed(trace) if "_SUCCESS" in t[2] or "_SUCCESS" in t[3]), None
-    )
+    # the claim's creation; the last intent record before the last `_SUCCESS` at the top (a
+    # committer with an inner commit, Hive's into its staging directory, writes one of each
+    # before its own)
+    claim = first(lambda t: t[2].endswith("claim.json") and t[1] == "create_if_absent")
+    top = [t[0] for t in trace if inv.SUCCESS in (t[2], t[3])]
+    success = top[-1] if top else None
+    if success is None:
+        success = next(
+            (t[0] for t in reversed(trace) if "_SUCCESS" in t[2] or "_SUCCESS" in t[3]), None
+        )
+    intents = [
+        t[0]
+        for t in trace
+        if t[2].endswith(INTENT_FILE)
+        and t[1] in ("create", "create_if_absent")
+        and (success is None or t[0] < success)
+    ]
+    intent = intents[-1] if intents else None
     start = trace[0][0] if trace else end
     points: dict[str, int] = {"planning": (claim if claim is not None else start) + 1}
     if intent is not None:
