@@ -31,6 +31,19 @@ def record_too_large(url: str, path: str, size: int, max_bytes: int) -> RecordTo
     )
 
 
+def read_capped(f: Any, size: int, max_bytes: int) -> bytes:
+    """At most max_bytes + 1 bytes of a stream whose size was `size` (<= max_bytes) when it was
+    looked at: a read of size + 1 (buffers are sized by the request, so never by the cap), and
+    more only if the file has grown since."""
+    data = f.read(size + 1)
+    while len(data) > size and len(data) <= max_bytes:  # grown since: read on, up to the cap
+        more = f.read(min(max_bytes + 1 - len(data), 1 << 20))
+        if not more:
+            break
+        data += more
+    return data
+
+
 class Store(ABC):
     """Abstract store. Subclasses implement the primitives; callers use the public methods."""
 

@@ -40,7 +40,7 @@ from ..errors import (
     StoreError,
 )
 from . import nofollow, paths
-from .base import Store, record_too_large
+from .base import Store, read_capped, record_too_large
 from .local import LOCAL_CAPABILITIES, LocalStore
 from .oserrors import from_os_error
 from .types import Capabilities, FileStatus, Op
@@ -368,7 +368,7 @@ class FsspecStore(Store):
             data = b""
             if size <= max_bytes:  # a read of max_bytes + 1 (no seek: pyarrow's are streams)
                 with self.fs.open(self._abs(path), "rb") as f:
-                    data = f.read(max_bytes + 1)
+                    data = read_capped(f, size, max_bytes)
             if size > max_bytes or len(data) > max_bytes:
                 size = max(size, len(data))
                 raise record_too_large(self.full_url(path), path, size, max_bytes)

@@ -40,7 +40,7 @@ from ..errors import (
 )
 from . import localfiles as lf
 from . import nofollow, paths
-from .base import Store, record_too_large
+from .base import Store, read_capped, record_too_large
 from .nofollow import DIR_HANDLE, DIR_READ
 from .oserrors import from_os_error
 from .types import Capabilities, FileStatus, Op
@@ -423,7 +423,7 @@ class LocalStore(Store):
                 size = st.st_size
                 if size > max_bytes:
                     raise record_too_large(self.full_url(path), path, size, max_bytes)
-                data = f.read(max_bytes + 1)  # the file may have grown since
+                data = read_capped(f, size, max_bytes)
                 if len(data) > max_bytes:
                     raise record_too_large(self.full_url(path), path, len(data), max_bytes)
                 return data

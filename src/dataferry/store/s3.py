@@ -30,7 +30,7 @@ from ..errors import (
     StoreError,
 )
 from . import paths
-from .base import Store, record_too_large
+from .base import Store, read_capped, record_too_large
 from .s3_client import _CURRENT, client_spec, s3_client
 from .types import Capabilities, FileStatus, Op, PendingUpload
 
@@ -294,7 +294,7 @@ class S3Store(Store):
         if max_bytes is None:
             return body.read()
         size = int(answer.get("ContentLength") or 0)
-        data = b"" if size > max_bytes else body.read(max_bytes + 1)
+        data = b"" if size > max_bytes else read_capped(body, size, max_bytes)
         if size > max_bytes or len(data) > max_bytes:
             body.close()  # the rest is never downloaded
             size = max(size, len(data))
