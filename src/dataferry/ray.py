@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .commit.jobcommit import record_job_driver
 from .commit.protocol import Committer, JobContext
 from .dataset.formats import check_writer
 from .dataset.options import WriteOptions, build_options, partition_columns, resolve_mode
@@ -225,6 +226,7 @@ class CommitDatasink(_Base):
         )
         job = committer.new_job()
         committer.setup_job(job)
+        record_job_driver(committer, job)
         self._committer, self.job = committer, job
         self._coordinator = CoordinatorHandle(actor, str(job.job_id))
 

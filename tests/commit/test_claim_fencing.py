@@ -358,3 +358,36 @@ def test_on_a_read_only_destination_the_error_names_the_rename_not_the_claim(tmp
         c.commit_job(job, msgs)
     text = str(failed.value)
     assert "p=1" in text and "claim.json" not in text, text
+
+
+# --- driver records: cleanup knows which jobs run ----------------------------------------------
+
+
+def test_cleanup_leaves_a_job_whose_driver_is_alive_and_recovers_one_known_dead(tmp_path):
+    from dataferry.commit.drivers import driver_path, end_driver
+    from dataferry.commit.jobcommit import record_job_driver
+
+    store = open_store(str(tmp_path / "d"))
+    live, live_job = job_of(store, "append")
+    committed_tasks(live, live_job, {0: ["p=1/a"]})
+    record_job_driver(live, live_job)  # this process: alive, still writing its tasks
+    report = cleanup_destination(store, older_than_s=0)
+    assert any("driver is alive" in why for why in report.left.values()), report
+    assert not report.rolled_back and store.exists(live.job_dir(live_job))
+    end_driver(store, live_job.job_uuid)
+    assert not store.exists(driver_path(live_job.job_uuid))
+
+    dead, dead_job = job_of(store, "append")
+    committed_tasks(dead, dead_job, {0: ["p=2/b"]})
+    record = Claim(str(dead_job.job_id), dead_job.job_uuid, "manifest", "append", pid=dead_pid())
+    store.write_bytes(driver_path(dead_job.job_uuid), record.to_bytes())
+    report = cleanup_destination(store)  # the default age: its driver is known dead
+    assert dead.job_dir(dead_job) in report.rolled_back, report
+    assert not store.exists(dead.job_dir(dead_job)) and not store.exists(
+        driver_path(dead_job.job_uuid)
+    )
+
+
+def dead_pid() -> int:
+    p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    return int(p.stdout)

@@ -127,14 +127,15 @@ def version_of(st: FileStatus) -> str:
     return (st.etag or f"{st.mtime}-{st.size}").replace("/", "_").replace('"', "")
 
 
-def observe_claim(store: Store) -> ClaimState | None:
-    """The destination's claim as it is now, None when there is none; a damaged one (wrong
-    types, truncated, too large, a directory) comes back with `claim=None` and its problem."""
+def observe_record(store: Store, path: str) -> ClaimState | None:
+    """A claim-shaped record (the claim, a driver record) as it is now, None when there is
+    none; a damaged one (wrong types, truncated, too large, a directory) comes back with
+    `claim=None` and its problem."""
     try:
-        st = store.stat(CLAIM_FILE)
+        st = store.stat(path)
     except NotFound:
         return None
-    url = store.full_url(CLAIM_FILE)
+    url = store.full_url(path)
     if st.is_dir:
         return ClaimState(st, None, f"{url} is a directory")
     if st.is_link:
@@ -142,7 +143,7 @@ def observe_claim(store: Store) -> ClaimState | None:
     if st.size > CLAIM_MAX_BYTES:
         return ClaimState(st, None, f"{url} is {st.size} bytes, over {CLAIM_MAX_BYTES}")
     try:
-        raw = store.read_bytes(CLAIM_FILE)
+        raw = store.read_bytes(path, max_bytes=CLAIM_MAX_BYTES)
     except NotFound:
         return None
     except StoreError as e:
@@ -156,6 +157,11 @@ def observe_claim(store: Store) -> ClaimState | None:
     if claim.committer and claim.committer not in KNOWN:  # ('' : cleanup's own claim)
         return ClaimState(st, None, f"{url} names committer {claim.committer!r:.60}, unknown")
     return ClaimState(st, claim)
+
+
+def observe_claim(store: Store) -> ClaimState | None:
+    """The destination's claim as it is now (see `observe_record`)."""
+    return observe_record(store, CLAIM_FILE)
 
 
 def read_claim(store: Store) -> Claim | None:

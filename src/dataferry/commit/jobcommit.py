@@ -29,7 +29,16 @@ from ..errors import (
     StoreError,
 )
 from ..store import paths
-from .claim import Claim, HeldClaim, acquire_claim, current_fence, mark_crashed, release_claim
+from .claim import (
+    MIN_CLAIM_TIMEOUT_S,
+    Claim,
+    HeldClaim,
+    acquire_claim,
+    current_fence,
+    mark_crashed,
+    release_claim,
+)
+from .drivers import end_driver, record_driver
 from .intent import Intent, load_intent, mark_phase, phase_done, save_intent
 from .stages import StageContext, stage
 from .success import SUCCESS_FILE
@@ -183,6 +192,7 @@ def commit_job(
             result = finish_commit(committer, ctx, job, intent)
             if held is not None:
                 held.release()
+            end_driver(ctx.store, job.job_uuid)
     except Exception as e:
         lost = isinstance(e, ClaimLost) or (held is not None and bool(held.lost))
         if decided and not lost:  # a decided commit is finished, not undone: once more
@@ -243,6 +253,7 @@ def _finish_again(
         result = finish_commit(committer, ctx, job, intent)
         if held is not None:
             held.release()
+        end_driver(ctx.store, job.job_uuid)
     except Exception:
         return None
     finally:
@@ -354,6 +365,21 @@ def _under_claim(committer: Committer, job: JobContext, finish: Callable[[], Non
     finally:
         current_fence.reset(token)
     held.release()
+
+
+def record_job_driver(committer: Committer, job: JobContext) -> None:
+    """Record the job's driver (this process) in the destination from job setup on, so that
+    `dataferry cleanup` leaves a live job alone and recovers a dead one at once; removed when
+    the job commits or is aborted (`drivers.py`)."""
+    record_driver(
+        committer.store,
+        job_id=str(job.job_id),
+        job_uuid=job.job_uuid,
+        committer=committer.name,
+        mode=job.mode,
+        job_dir=committer.job_dir(job),
+        lease_s=max(committer.claim_timeout_s, MIN_CLAIM_TIMEOUT_S),
+    )
 
 
 def visible_entries(committer: Committer) -> list[str]:

@@ -26,6 +26,7 @@ from ..stats import IOStatistics
 from ..store import IOPool, Store, paths
 from . import jobcommit
 from .claim import DEFAULT_CLAIM_TIMEOUT_S
+from .drivers import end_driver
 from .intent import Intent
 from .jobcommit import Applied, CommitPlan
 from .registry import KNOWN
@@ -194,6 +195,7 @@ class Committer(ABC):
         record is saved, finishing is the only way to leave the destination whole)."""
         with self.stats.duration("job_stage_abort"):
             jobcommit.recover_job(self, job)
+        end_driver(self.store, job.job_uuid)
 
     @abstractmethod
     def cleanup_job(self, job: JobContext) -> None: ...

@@ -30,6 +30,7 @@ from .claim import (
     remove_empty_claim_dir,
     take_over,
 )
+from .drivers import Drivers
 from .jobcommit import recover_job
 from .protocol import Leftover, committer_by_name, job_from_ids
 from .registry import committer_classes
@@ -126,10 +127,11 @@ def recover_destination(
             report.skipped_recent.append(CLAIM_PATH)
             _leave_all(store, report, why)
             return report
+    drivers = Drivers(store, judge)
     if dry_run:
-        _survey(store, report, older_than_s)
+        _survey(store, report, older_than_s, drivers)
         return report
-    if state is None and not _anything_left(store):
+    if state is None and not drivers and not _anything_left(store):
         remove_empty_claim_dir(store)  # a release that died between its deletes
         report.uploads_aborted = abort_orphaned_uploads(store, older_than_s, time.time())
         return report
@@ -138,7 +140,7 @@ def recover_destination(
         return report
     token = current_fence.set(held.check)
     try:
-        _recover_leftovers(store, report, older_than_s, rollback)
+        _recover_leftovers(store, report, older_than_s, rollback, drivers)
         for cls in committer_classes():
             cls.tidy(store)
         _remove_claim_debris(store, held)
@@ -211,24 +213,40 @@ def _leftovers_of(cls: type, store: Store, report: RecoveryReport) -> list[Lefto
     return found
 
 
-def _survey(store: Store, report: RecoveryReport, older_than_s: float) -> None:
+def _why_left(
+    store: Store, left: Leftover, drivers: Drivers, now: float, older_than_s: float
+) -> str:
+    """Why cleanup must leave a leftover alone ('' : recover it). A live driver keeps its
+    job's leftovers whatever the age; a driver known dead gives its job's up at once; the age
+    rule is only for jobs of unknown state."""
+    why = drivers.why_left(left.job_uuid)
+    if why or drivers.known_dead(left.job_uuid):
+        return why
+    if now - _newest_mtime(store, left.path) < older_than_s:
+        return f"changed within {older_than_s:.0f} s"
+    return ""
+
+
+def _survey(store: Store, report: RecoveryReport, older_than_s: float, drivers: Drivers) -> None:
     """A dry run: what the real run would do with each leftover (recover or leave)."""
     now = time.time()
     for cls in committer_classes():
         for left in _leftovers_of(cls, store, report):
-            if now - _newest_mtime(store, left.path) < older_than_s:
-                report.left[left.path] = f"changed within {older_than_s:.0f} s"
+            why = _why_left(store, left, drivers, now, older_than_s)
+            if why:
+                report.left[left.path] = why
                 report.skipped_recent.append(left.path)
 
 
 def _recover_leftovers(
-    store: Store, report: RecoveryReport, older_than_s: float, rollback: bool
+    store: Store, report: RecoveryReport, older_than_s: float, rollback: bool, drivers: Drivers
 ) -> None:
     now = time.time()
     for cls in committer_classes():
         for left in _leftovers_of(cls, store, report):
-            if now - _newest_mtime(store, left.path) < older_than_s:
-                report.left[left.path] = f"changed within {older_than_s:.0f} s"
+            why = _why_left(store, left, drivers, now, older_than_s)
+            if why:
+                report.left[left.path] = why
                 report.skipped_recent.append(left.path)
                 continue
             try:
@@ -238,6 +256,7 @@ def _recover_leftovers(
                 continue
             _record(report, left.path, what)
             report.removed.append(left.path)
+    drivers.remove_dead()
 
 
 def _remove_claim_debris(store: Store, held: HeldClaim) -> None:

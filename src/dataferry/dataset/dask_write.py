@@ -39,6 +39,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..commit.destination import prepare_destination
+from ..commit.jobcommit import record_job_driver
 from ..commit.protocol import (
     Committer,
     JobContext,
@@ -224,6 +225,7 @@ def setup_job_task(committer: Committer, job: JobContext) -> JobStarted:
     except CommitError:
         if not _job_set_up(committer, job):
             raise
+    record_job_driver(committer, job)
     return JobStarted(job, started, before, _store_token(job))
 
 

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..commit.jobcommit import record_job_driver
 from ..commit.protocol import (
     Committer,
     JobCommitResult,
@@ -164,6 +165,7 @@ class LocalEngine:
         job = committer.new_job(job_id)
         start = time.perf_counter()
         committer.setup_job(job)
+        record_job_driver(committer, job)
         driver = _Driver(self.config, committer, job, tasks, on_event or (lambda *a: None))
         executor = self._executor()
         try:

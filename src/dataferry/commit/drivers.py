@@ -1,0 +1,120 @@
+"""Driver records: which process runs each job, from job setup on, so cleanup knows.
+
+An engine records its job's driver as soon as the job is set up, long before the job commit
+takes the destination's claim: `_dataferry/drivers/<job uuid>.json`, a claim-shaped record (job,
+committer, host, pid and its start time, lease) renewed by a heartbeat and removed when the job
+commits or is aborted. `dataferry cleanup` judges each record as a taker judges a claim
+(`lease.py`): a job whose driver is alive is left alone whatever `--older-than` says, and one
+whose driver is known dead is recovered at once, whichever phase it died in.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from ..errors import StoreError
+from ..store import Store
+from .claim_record import CLAIM_DIR, DEFAULT_CLAIM_TIMEOUT_S, Claim, ClaimState, observe_record
+from .lease import Judge
+
+log = logging.getLogger("dataferry.commit")
+
+DRIVERS_DIR = f"{CLAIM_DIR}/drivers"
+_beats: dict[tuple[str, str], threading.Event] = {}  # (store, job uuid) -> stop
+_lock = threading.Lock()
+
+
+def driver_path(job_uuid: str) -> str:
+    return f"{DRIVERS_DIR}/{job_uuid}.json"
+
+
+def record_driver(
+    store: Store,
+    *,
+    job_id: str,
+    job_uuid: str,
+    committer: str,
+    mode: str,
+    job_dir: str,
+    lease_s: float = DEFAULT_CLAIM_TIMEOUT_S,
+) -> None:
+    """Write this process's driver record for a job and renew it every sixth of the lease
+    until `end_driver` (or until someone removes it)."""
+    record = Claim(job_id, job_uuid, committer, mode, job_dir=job_dir, lease_s=lease_s)
+    path = driver_path(job_uuid)
+    store.write_bytes(path, record.to_bytes())
+    stop = threading.Event()
+    with _lock:
+        _beats[(store.url, job_uuid)] = stop
+
+    def beat() -> None:
+        while not stop.wait(lease_s / 6):
+            try:
+                if not store.exists(path):
+                    return  # the job ended (perhaps in another process)
+                store.write_bytes(path, record.to_bytes())
+            except StoreError as e:
+                log.debug("driver heartbeat %s: %s", store.full_url(path), e)
+
+    threading.Thread(target=beat, name="dataferry-driver", daemon=True).start()
+
+
+def end_driver(store: Store, job_uuid: str) -> None:
+    """The job committed or was aborted: stop its heartbeat here and remove its record."""
+    with _lock:
+        stop = _beats.pop((store.url, job_uuid), None)
+    if stop is not None:
+        stop.set()
+    try:
+        if store.delete(driver_path(job_uuid)):
+            store.delete_if_empty(DRIVERS_DIR)
+            store.delete_if_empty(CLAIM_DIR)
+    except StoreError as e:
+        log.debug("removing driver record of %s: %s", job_uuid, e)
+
+
+def driver_records(store: Store) -> dict[str, ClaimState]:
+    """Every driver record in the destination, by job uuid (damaged ones too)."""
+    found = {}
+    for st in store.list_or_empty(DRIVERS_DIR):
+        if st.is_dir or not st.name.endswith(".json"):
+            continue
+        state = observe_record(store, st.path)
+        if state is not None:
+            found[st.name[: -len(".json")]] = state
+    return found
+
+
+class Drivers:
+    """What cleanup knows of the destination's jobs from their driver records."""
+
+    def __init__(self, store: Store, judge: Judge) -> None:
+        self.store = store
+        self.records = driver_records(store)
+        self.verdicts = {uuid: judge.verdict(state) for uuid, state in self.records.items()}
+        self.live = {uuid: v.why for uuid, v in self.verdicts.items() if not v.dead}
+
+    def why_left(self, job_uuid: str) -> str:
+        """Why a leftover of `job_uuid` ('' when its job is not known) must be left alone."""
+        if job_uuid and job_uuid in self.live:
+            return f"its job's driver is alive ({self.live[job_uuid]})"
+        if not job_uuid and self.live:
+            some = next(iter(self.live))
+            return f"it names no job, and the driver of job {some} is alive"
+        return ""
+
+    def known_dead(self, job_uuid: str) -> bool:
+        return bool(job_uuid) and job_uuid in self.verdicts and self.verdicts[job_uuid].dead
+
+    def remove_dead(self) -> None:
+        for uuid, verdict in self.verdicts.items():
+            if verdict.dead:
+                try:
+                    self.store.delete(driver_path(uuid))
+                except StoreError:
+                    pass
+        self.store.delete_if_empty(DRIVERS_DIR)
+
+    def __bool__(self) -> bool:
+        return bool(self.records)
