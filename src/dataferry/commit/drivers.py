@@ -15,13 +15,20 @@ import threading
 
 from ..errors import StoreError
 from ..store import Store
-from .claim_record import CLAIM_DIR, DEFAULT_CLAIM_TIMEOUT_S, Claim, ClaimState, observe_record
+from .claim_record import (
+    CLAIM_DIR,
+    DEFAULT_CLAIM_TIMEOUT_S,
+    Claim,
+    ClaimState,
+    crashed,
+    observe_record,
+)
 from .lease import Judge
 
 log = logging.getLogger("dataferry.commit")
 
 DRIVERS_DIR = f"{CLAIM_DIR}/drivers"
-_beats: dict[tuple[str, str], threading.Event] = {}  # (store, job uuid) -> stop
+_beats: dict[tuple[str, str], tuple[threading.Event, str]] = {}  # -> (stop, generation)
 _lock = threading.Lock()
 
 
@@ -46,7 +53,7 @@ def record_driver(
     store.write_bytes(path, record.to_bytes())
     stop = threading.Event()
     with _lock:
-        _beats[(store.url, job_uuid)] = stop
+        _beats[(store.url, job_uuid)] = (stop, record.generation)
 
     def beat() -> None:
         while not stop.wait(lease_s / 6):
@@ -63,15 +70,24 @@ def record_driver(
 def end_driver(store: Store, job_uuid: str) -> None:
     """The job committed or was aborted: stop its heartbeat here and remove its record."""
     with _lock:
-        stop = _beats.pop((store.url, job_uuid), None)
-    if stop is not None:
-        stop.set()
+        beat = _beats.pop((store.url, job_uuid), None)
+    if beat is not None:
+        beat[0].set()
     try:
         if store.delete(driver_path(job_uuid)):
             store.delete_if_empty(DRIVERS_DIR)
             store.delete_if_empty(CLAIM_DIR)
     except StoreError as e:
         log.debug("removing driver record of %s: %s", job_uuid, e)
+
+
+def driver_crashed(store: Store, job_uuid: str) -> None:
+    """The driver died at an injected crash: its record stays, and counts as dead."""
+    with _lock:
+        beat = _beats.pop((store.url, job_uuid), None)
+    if beat is not None:
+        beat[0].set()
+        crashed.add(beat[1])
 
 
 def driver_records(store: Store) -> dict[str, ClaimState]:

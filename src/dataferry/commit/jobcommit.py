@@ -38,7 +38,7 @@ from .claim import (
     mark_crashed,
     release_claim,
 )
-from .drivers import end_driver, record_driver
+from .drivers import driver_crashed, end_driver, record_driver
 from .intent import Intent, load_intent, mark_phase, phase_done, save_intent
 from .stages import StageContext, stage
 from .success import SUCCESS_FILE
@@ -216,6 +216,7 @@ def commit_job(
     except InjectedCrash:
         if held is not None:  # the process counts as dead: the claim stays as it is
             mark_crashed(held)
+        driver_crashed(ctx.store, job.job_uuid)
         raise
     finally:
         if held is not None:
