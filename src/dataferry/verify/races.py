@@ -673,7 +673,8 @@ class Races:
                 problems.append(f"{inv.ONE_WRITER}: {t.name} did not end in {JOIN_S:g} s")
         final_cleanup(url, problems)
         plain = quiet_store(url)
-        decided = ("H",) if point != "planning" and status == "killed" else ()
+        alone = v.status == "committed"  # (a holder refused alone never decides)
+        decided = ("H",) if point != "planning" and status == "killed" and alone else ()
         problems += check_sides(
             plain, v.mode, earlier, [h, t1, t2], self._allow(url, v.mode), decided
         )
