@@ -95,8 +95,6 @@ class LocalStore(Store):
         msg = f"{what} {where}: {e.strerror or e}"
         return from_os_error(e, msg, path)
 
-    # --- links: found, named, refused ------------------------------------------------------------
-
     def _link_refused(self, what: str, path: str, link: str) -> LinkRefused:
         return nofollow.refused(self.full_url, what, path, link)
 
@@ -105,11 +103,10 @@ class LocalStore(Store):
         link is on the way, else the operating system's error as ours."""
         if isinstance(e, StoreError):
             return e
-        if e.errno in lf.LINK_ERRNOS:
-            link = nofollow.find_link(self._real, rel)
-            if link is not None:
-                return self._link_refused(what, path, link)
-        return self._translate(e, path, what)
+        link = nofollow.find_link(self._real, rel) if e.errno in lf.LINK_ERRNOS else None
+        if link is None:
+            return self._translate(e, path, what)
+        return self._link_refused(what, path, link)
 
     def _dir(
         self, rel: str, what: str, path: str, create: bool = False, flags: int = DIR_HANDLE
@@ -206,10 +203,14 @@ class LocalStore(Store):
 
     def _stat(self, path: str) -> FileStatus:
         """A link is answered as itself (is_link, its own size), never followed."""
-        pfd, name = self._parent(path, "stat")  # the root itself ("") is followed
         try:
-            st = os.stat(name or ".", dir_fd=pfd, follow_symlinks=not name)
-            return self._status(path, st)
+            if not path:  # the root itself (resolved when the store was made), even a file
+                return self._status("", os.stat(self._real))
+        except OSError as e:
+            raise self._translate(e, path, "stat") from None
+        pfd, name = self._parent(path, "stat")
+        try:
+            return self._status(path, os.stat(name, dir_fd=pfd, follow_symlinks=False))
         except OSError as e:
             raise self._translate(e, path, "stat") from None
         finally:
