@@ -35,8 +35,8 @@ destination (mode `error`) and on one holding a committed data set (each write m
 
 Once every process ended, `dataferry cleanup --older-than 0` runs as a user would, and the
 destination is checked (`check_sides`): each job's files are all there (one attempt per task)
-or none; a job that reported success has its rows there (unless a later `overwrite` replaced
-them after it finished); `overwrite` never leaves two jobs' outputs, `error` never two and
+or none; a job that reported success has its rows there (unless an `overwrite` that finished
+after it replaced them); `overwrite` never leaves two jobs' outputs, `error` never two and
 none over data; the earlier data set is kept or wholly replaced by an `overwrite` that took
 effect; `_SUCCESS` is there exactly when some job's output is, and names no file of a job whose
 output is not there; nothing is left behind.
@@ -360,10 +360,15 @@ def check_sides(
     problems += inv.check_jobs(store, [s.uuid for s in present], ignore=earlier)
     for s in sides:
         if s.committed and not files[s.name]:
+            # replaced by an overwrite that finished after it (the claim ordered them)
             later = [
                 o
                 for o in sides
-                if o is not s and mode == "overwrite" and o.committed and o.start >= s.end
+                if o is not s
+                and mode == "overwrite"
+                and o.committed
+                and files[o.name]
+                and o.end > s.end
             ]
             if not later:
                 problems.append(
