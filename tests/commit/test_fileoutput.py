@@ -140,7 +140,7 @@ def test_unwritable_destination_is_named(tmp_path):
 def test_unknown_committer_and_option():
     with pytest.raises(ConfigError, match=r"unknown committer 'v3'.*v1"):
         make_committer("v3", "memory://x/y")
-    with pytest.raises(ConfigError, match="no option 'colour'"):
+    with pytest.raises(ConfigError, match="unknown option 'colour' for committer 'v1'"):
         make_committer("v1", "memory://x/y", colour="blue")
     with pytest.raises(ConfigError, match="algorithm must be 1 or 2"):
         make_committer("v1", "memory://x/y", algorithm=3)

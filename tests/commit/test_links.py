@@ -86,7 +86,7 @@ def test_local_store_lists_links_as_themselves(tmp_path, outside):
         assert not any(s.is_dir for s in listing)
         assert by_path["d/to_dir"].size == len(os.fsencode(outside))  # the link's own size
         assert by_path["d/f"].size == 5
-    assert store.stat("d/to_dir").is_dir  # stat still follows (destinations may be links)
+    assert store.stat("d/to_dir").is_link  # stat never follows (a linked root is resolved once)
 
 
 def test_hive_task_commit_refuses_a_link(tmp_path, outside):

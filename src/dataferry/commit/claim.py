@@ -204,6 +204,7 @@ class HeldClaim:
         self.stop_heartbeat()
         if not self._lost and self._ours():
             self.store.write_bytes(CLAIM_FILE, replace(self.claim, state="abandoned").to_bytes())
+            self._remove_fences()  # the generations it fenced are not current any more
 
     def _remove_fences(self) -> None:
         for path in self.fenced.values():

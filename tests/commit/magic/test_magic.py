@@ -305,7 +305,7 @@ def test_the_claim_is_a_conditional_put_on_s3(s3_url):
     with pytest.raises(DestinationClaimed, match=str(ja.job_id)):
         b.commit_job(jb, mb)
     b.abort_job(jb)
-    assert store.read_bytes(CLAIM_FILE) == holder.to_bytes()
+    assert store.read_bytes(CLAIM_FILE) == held.claim.to_bytes()
     a.commit_job(ja, ma)  # its own claim: the commit goes on
     held.stop_heartbeat()
     assert visible(store) == ["a0", "a1"] and store.list_uploads("") == []

@@ -370,6 +370,8 @@ def test_loading_2000_manifests_keeps_memory_bounded(tmp_path):
     from dataferry.store.scratch import scratch_store
 
     ctx = StageContext(store, c.stats, IOPool(4), config=c.config, layout=layout)
+    with scratch_store() as scratch:  # once untraced: first-use caches are not the load's
+        load_manifests(ctx, {m.task_id: m.attempt_id for m in msgs[:20]}, scratch)
     tracemalloc.start()
     with scratch_store() as scratch:
         loaded = load_manifests(ctx, {m.task_id: m.attempt_id for m in msgs}, scratch)
