@@ -171,28 +171,6 @@ def test_verify_crash_reports_the_race_schedules():
 # --- a claim broken on purpose ---------------------------------------------------------------------
 
 
-def test_a_holder_that_skips_its_claim_check_is_reported(stores, monkeypatch):
-    """`broken-unfenced` never checks that it still holds the claim: stopped past its lease, it
-    goes on after the taker took over, and the race schedule sees what that does."""
-    from dataferry.commit.registry import KNOWN
-
-    from .broken_committers import PRELOAD, RACE_BROKEN, RACE_SPECS
-
-    for name, spec in RACE_SPECS.items():
-        monkeypatch.setitem(KNOWN, name, spec)
-    out = run_races(
-        "broken-unfenced",
-        stores,
-        deterministic_options(COMMITTER),
-        schedules=("lease_expired",),
-        variants=OVERWRITE,
-        points=("decided",),
-        preload=(PRELOAD,),
-    )
-    seen = set().union(*(s.violated for s in out if s.kind == "lease_expired"))
-    assert seen & set(RACE_BROKEN["broken-unfenced"]), _problems(out)
-
-
 @pytest.mark.parametrize(
     ("args", "races"),
     [

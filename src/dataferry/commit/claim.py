@@ -226,7 +226,9 @@ def release_claim(store: Store, job_uuid: str) -> bool:
 
 
 def remove_empty_claim_dir(store: Store) -> None:
-    """`_dataferry` goes when nothing is left in it (commit records and markers live there)."""
+    """`_dataferry` goes when nothing is left in it (commit records, markers and driver records
+    live there; an empty `drivers` directory goes first)."""
+    store.delete_if_empty(f"{CLAIM_DIR}/drivers")
     store.delete_if_empty(CLAIM_DIR)
 
 
@@ -280,6 +282,13 @@ def acquire_claim(
                 )
                 if held is not None:
                     return held
+            elif state.claim is None:  # nobody renews it: waiting cannot end in a handover
+                raise DestinationClaimed(
+                    f"destination {store.full_url()} holds {state.describe()}, {verdict.why}; "
+                    f"job {claim.job_id} gives way (the claim is taken over once it is "
+                    f"{judge.lease(state):.0f} s old; `dataferry cleanup --older-than 0` "
+                    "removes it now)"
+                )
             elif time.monotonic() >= deadline:
                 raise DestinationClaimed(
                     f"destination {store.full_url()} is being committed by {state.describe()}, "

@@ -74,9 +74,9 @@ def end_driver(store: Store, job_uuid: str) -> None:
     if beat is not None:
         beat[0].set()
     try:
-        if store.delete(driver_path(job_uuid)):
-            store.delete_if_empty(DRIVERS_DIR)
-            store.delete_if_empty(CLAIM_DIR)
+        store.delete(driver_path(job_uuid))
+        store.delete_if_empty(DRIVERS_DIR)
+        store.delete_if_empty(CLAIM_DIR)
     except StoreError as e:
         log.debug("removing driver record of %s: %s", job_uuid, e)
 

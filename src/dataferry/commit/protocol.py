@@ -20,13 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from ..errors import CommitError, DestinationError, JobCommitError
+from ..errors import CommitError, DestinationError, InjectedCrash, JobCommitError
 from ..ids import JobId, TaskAttemptId, TaskId, new_job_id, parse_job_id
 from ..stats import IOStatistics
 from ..store import IOPool, Store, paths
 from . import jobcommit
 from .claim import DEFAULT_CLAIM_TIMEOUT_S
-from .drivers import end_driver
+from .drivers import driver_crashed, end_driver
 from .intent import Intent
 from .jobcommit import Applied, CommitPlan
 from .registry import KNOWN
@@ -193,8 +193,15 @@ class Committer(ABC):
     def abort_job(self, job: JobContext) -> None:
         """Undo a job that has not decided its commit; finish one that has (once its intent
         record is saved, finishing is the only way to leave the destination whole)."""
-        with self.stats.duration("job_stage_abort"):
-            jobcommit.recover_job(self, job)
+        try:
+            with self.stats.duration("job_stage_abort"):
+                jobcommit.recover_job(self, job)
+        except InjectedCrash:
+            driver_crashed(self.store, job.job_uuid)  # the driver died: its record stays
+            raise
+        except Exception:
+            end_driver(self.store, job.job_uuid)  # given up: what is left is cleanup's
+            raise
         end_driver(self.store, job.job_uuid)
 
     @abstractmethod

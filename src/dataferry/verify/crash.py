@@ -46,7 +46,7 @@ from .ambiguous import ambiguous_points, run_ambiguous_point
 from .crash_report import CrashReport
 from .existing import existing_crash_points
 from .harness import ScenarioStores, deterministic_options, load_preload
-from .races import SCHEDULES as RACES
+from .race_parties import SCHEDULES as RACES
 from .scenario import Select, baseline, crash_points, run_crash_point, run_scenarios
 
 __all__ = ["RACE_SCHEDULES", "CrashReport", "race_schedules", "verify_crash"]

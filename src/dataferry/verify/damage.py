@@ -54,7 +54,9 @@ from .harness import (
     seeded_uuid,
     write_earlier,
 )
-from .races import HolderSpec, carry, final_cleanup, points_of, run_holder
+from .race_checks import final_cleanup
+from .race_parties import HolderSpec, carry, run_holder
+from .races import points_of
 from .reference import FILES_PER_TASK, TASKS, file_bytes
 
 CHILD_TIMEOUT_S = 30.0
