@@ -206,6 +206,7 @@ def test_replace_existing_runs_once(tmp_path):
     store = open_store(str(tmp_path / "d"))
     store.write_bytes("p=1/old", b"old")
     intent = Intent("job_x_0001", "uuid", "manifest", "overwrite", replace=["p=1"])
+    save_intent(store, "job", intent)
     ctx = ctx_of(store)
     assert replace_existing(ctx, "job", intent) == 1 and not store.exists("p=1")
     assert store.exists(f"job/{INTENT_FILE}.{REPLACED_PHASE}")
@@ -297,3 +298,15 @@ def test_a_v1_job_that_loses_the_claim_leaves_the_winners_decided_commit_alone(t
     report = cleanup_destination(store, older_than_s=0)
     assert report.rolled_forward and data_files(store) == ["p=1/a0", "p=2/a1"]
     assert not store.exists("_temporary") and read_claim(store) is None
+
+
+def test_a_phase_is_marked_only_beside_its_intent_record(tmp_path):
+    """A holder overtaken after its commit was finished by the taker must not leave a phase
+    marker where the record was: that would look like a decided commit whose record was lost."""
+    from dataferry.commit.intent import mark_phase
+    from dataferry.errors import CommitError
+
+    store = open_store(str(tmp_path / "d"))
+    with pytest.raises(CommitError, match="is gone"):
+        mark_phase(store, "job", REPLACED_PHASE)
+    assert not store.exists("job")

@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import NotFound, StoreError, ValidationError
+from ..errors import CommitError, NotFound, StoreError, ValidationError
 from ..store import Store, paths
 
 INTENT_FILE = "_commit_intent.json"
@@ -149,4 +149,12 @@ def phase_done(store: Store, job_dir: str, phase: str) -> bool:
 
 
 def mark_phase(store: Store, job_dir: str, phase: str) -> None:
+    """Mark a phase of the decided commit done. Only beside its intent record: a record gone
+    means the commit was finished (and its directory removed) by whoever took it over, and a
+    late marker would leave a directory that looks like a commit whose record was lost."""
+    if not store.exists(intent_path(job_dir)):
+        raise CommitError(
+            f"the intent record {store.full_url(intent_path(job_dir))} is gone (the commit was "
+            f"finished by another process); phase {phase!r} is not marked"
+        )
     store.write_bytes(paths.join(job_dir, f"{INTENT_FILE}.{phase}"), b"")
