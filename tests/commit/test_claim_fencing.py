@@ -391,3 +391,21 @@ def test_cleanup_leaves_a_job_whose_driver_is_alive_and_recovers_one_known_dead(
 def dead_pid() -> int:
     p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
     return int(p.stdout)
+
+
+def test_an_overwrite_into_a_linked_partition_is_refused_before_it_replaces_anything(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_bytes(b"mine")
+    store = open_store(str(tmp_path / "d"))
+    old, old_job = job_of(store, "append")
+    old.commit_job(old_job, committed_tasks(old, old_job, {0: ["p=0/old"]}))
+    os.symlink(outside, tmp_path / "d" / "p=9")
+    c, job = job_of(store, "overwrite")
+    msgs = committed_tasks(c, job, {0: ["p=9/new"]})
+    from dataferry.errors import DestinationError
+
+    with pytest.raises(DestinationError, match="symbolic link"):
+        c.commit_job(job, msgs)
+    assert [f for f in data_files(store) if f != "p=9"] == ["p=0/old"]  # the earlier set, whole
+    assert sorted(p.name for p in outside.iterdir()) == ["keep"]

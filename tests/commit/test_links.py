@@ -8,7 +8,7 @@ import pytest
 
 from dataferry import make_committer
 from dataferry.commit.hive.staging import ext_dir
-from dataferry.errors import JobCommitError, TaskCommitError
+from dataferry.errors import CommitError, TaskCommitError
 from dataferry.store import open_store
 
 
@@ -112,7 +112,7 @@ def test_hive_load_refuses_a_link_in_the_staged_tree(tmp_path, outside):
     msg = c.commit_task(task)
     before = outside_files(outside)
     os.symlink(outside, dest / ext_dir(job) / "day=x")  # planted in the staged tree
-    with pytest.raises(JobCommitError, match="links are not followed") as e:
+    with pytest.raises(CommitError, match="links are not followed") as e:
         c.commit_job(job, [msg])
     assert c.store.full_url(f"{ext_dir(job)}/day=x") in str(e.value)
     assert outside_files(outside) == before

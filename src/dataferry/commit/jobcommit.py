@@ -28,7 +28,7 @@ from ..errors import (
     NotFound,
     StoreError,
 )
-from ..store import paths
+from ..store import Store, paths
 from .claim import (
     MIN_CLAIM_TIMEOUT_S,
     Claim,
@@ -104,7 +104,10 @@ def check_write_mode(
     ctx: StageContext, committer: Committer, job: JobContext, plan: CommitPlan
 ) -> list[str]:
     """Decide the write mode against the destination as it is now (we hold its claim):
-    `error` refuses existing data, `overwrite` returns the entries it replaces."""
+    `error` refuses existing data, `overwrite` returns the entries it replaces. A symbolic
+    link among the destination's entries is refused here, before the commit is decided: the
+    store would refuse to publish through it only after `overwrite` deleted the earlier data."""
+    refuse_linked_entries(ctx.store)
     if job.mode == "append":
         return []
     existing = committer.existing_data(job, plan)
@@ -381,6 +384,18 @@ def record_job_driver(committer: Committer, job: JobContext) -> None:
         job_dir=committer.job_dir(job),
         lease_s=max(committer.claim_timeout_s, MIN_CLAIM_TIMEOUT_S),
     )
+
+
+def refuse_linked_entries(store: Store) -> None:
+    """DestinationError naming the first top-level entry of the destination (a partition
+    directory, `_SUCCESS`, `_dataferry`, `_temporary`) that is a symbolic link."""
+    for st in store.list_or_empty(""):
+        if st.is_link:
+            raise DestinationError(
+                f"destination entry {store.full_url(st.path)} is a symbolic link; links are "
+                "not followed, so nothing is committed through it (remove it, or point the "
+                "job at the directory it links to)"
+            )
 
 
 def visible_entries(committer: Committer) -> list[str]:
