@@ -30,7 +30,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("shuffle", ("shuffle",)),  # map outputs, merging, the shuffle service
     ("net", ("net",)),  # the services' shared footing (a module or a package)
     ("store", ("store",)),  # the only I/O layer
-    ("basics", ("ids", "errors", "stats", "extras", "liveness")),  # no dataferry imports but each other
+    # no dataferry imports but each other
+    ("basics", ("ids", "errors", "stats", "extras", "liveness")),
 ]
 MAX_LINES = 500
 
