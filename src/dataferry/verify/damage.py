@@ -407,7 +407,9 @@ class Damage:
         try:
             if action in ("overwrite", "append"):
                 final_cleanup(url, problems)
-                reported = status if status in ("committed", "refused") else "failed"
+                # refused at the door for the link (not for its write mode): as a failed job,
+                # nothing of it may be visible and the earlier data stays as it was
+                reported = "committed" if status == "committed" else "failed"
                 allow = self._allow(url, action)
                 problems += check_outcome(plain, job_uuid, action, earlier, reported, allow)
             else:
