@@ -198,6 +198,8 @@ def test_an_intent_record_cut_short_is_damage_never_no_decision(tmp_path):
     store.delete(f"job/{INTENT_FILE}")
     assert load_intent(store, "job") is None  # absent: never decided
     store.write_bytes(f"job/{INTENT_FILE}.{REPLACED_PHASE}", b"")
+    assert load_intent(store, "job") is None  # only a late marker: nothing to finish
+    store.write_bytes("job/tasks/part-0", b"x")
     with pytest.raises(DamagedRecord, match="replaced"):  # gone, yet a phase was done
         load_intent(store, "job")
 

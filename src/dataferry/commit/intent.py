@@ -113,7 +113,7 @@ def load_intent(store: Store, job_dir: str) -> Intent | None:
         raw = store.read_bytes(path)
     except NotFound:
         marked = phases_marked(store, job_dir)
-        if marked:
+        if marked and _holds_more_than_markers(store, job_dir):
             raise DamagedRecord(
                 f"is missing, but the commit's phase {', '.join(marked)} was marked done "
                 "(earlier data may already be replaced); left in place",
@@ -133,6 +133,14 @@ def load_intent(store: Store, job_dir: str) -> Intent | None:
             f"{e}; the commit was decided when it was written{seen}, so nothing is rolled "
             "back: the job directory is left in place"
         ) from None
+
+
+def _holds_more_than_markers(store: Store, job_dir: str) -> bool:
+    """Whether a job directory whose record is gone holds anything but phase markers (what a
+    commit finished by another process, racing a late marker, leaves): only then might the
+    lost record have been needed to finish what is there."""
+    prefix = f"{INTENT_FILE}."
+    return any(not st.name.startswith(prefix) for st in store.list_or_empty(job_dir))
 
 
 def phases_marked(store: Store, job_dir: str) -> list[str]:
