@@ -17,7 +17,6 @@ from ..errors import StoreError
 from ..store import Store
 from .claim_record import (
     CLAIM_DIR,
-    DEFAULT_CLAIM_TIMEOUT_S,
     Claim,
     ClaimState,
     crashed,
@@ -36,19 +35,10 @@ def driver_path(job_uuid: str) -> str:
     return f"{DRIVERS_DIR}/{job_uuid}.json"
 
 
-def record_driver(
-    store: Store,
-    *,
-    job_id: str,
-    job_uuid: str,
-    committer: str,
-    mode: str,
-    job_dir: str,
-    lease_s: float = DEFAULT_CLAIM_TIMEOUT_S,
-) -> None:
-    """Write this process's driver record for a job and renew it every sixth of the lease
-    until `end_driver` (or until someone removes it)."""
-    record = Claim(job_id, job_uuid, committer, mode, job_dir=job_dir, lease_s=lease_s)
+def record_driver(store: Store, record: Claim) -> None:
+    """Write this process's driver record for a job (claim-shaped: the job, this process, the
+    lease) and renew it every sixth of the lease until `end_driver` (or until it is removed)."""
+    job_uuid, lease_s = record.job_uuid, record.lease_s
     path = driver_path(job_uuid)
     store.write_bytes(path, record.to_bytes())
     stop = threading.Event()

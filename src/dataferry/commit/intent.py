@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import CommitError, NotFound, StoreError, ValidationError
 from ..store import Store, paths
+from .recordio import read_record
 
 INTENT_FILE = "_commit_intent.json"
 INTENT_VERSION = 1
@@ -105,12 +106,7 @@ def load_intent(store: Store, job_dir: str) -> Intent | None:
     path = intent_path(job_dir)
     url = store.full_url(path)
     try:
-        st = store.stat(path)
-        if st.is_dir or st.is_link:
-            raise DamagedRecord(f"is a {'directory' if st.is_dir else 'link'}, not a record", url)
-        if st.size > INTENT_MAX_BYTES:
-            raise DamagedRecord(f"is {st.size} bytes, over {INTENT_MAX_BYTES}", url)
-        raw = store.read_bytes(path)
+        raw = read_record(store, path, INTENT_MAX_BYTES)
     except NotFound:
         marked = phases_marked(store, job_dir)
         if marked and _holds_more_than_markers(store, job_dir):
@@ -120,9 +116,9 @@ def load_intent(store: Store, job_dir: str) -> Intent | None:
                 url,
             ) from None
         return None
-    except DamagedRecord:
-        raise
-    except StoreError as e:
+    except ValidationError as e:  # a directory, or over the cap
+        raise DamagedRecord(str(e)) from None
+    except StoreError as e:  # a link on the way, a refused read
         raise DamagedRecord(f"cannot be read: {e}", url) from None
     try:
         return Intent.from_bytes(raw, url)

@@ -77,26 +77,36 @@ class Applied:
 def claim_destination(ctx: StageContext, committer: Committer, job: JobContext) -> HeldClaim:
     """Own the destination for this commit. `append` waits for another live commit to finish;
     `error` and `overwrite` give way at once, naming the holder."""
-    from .recovery import recover_claim
+    timeout = committer.claim_timeout_s
+    held = _acquire(committer, job, wait_s=timeout if job.mode == "append" else 0.0)
+    ctx.fence = held.check
+    return held
 
-    claim = Claim(
+
+def job_claim(committer: Committer, job: JobContext) -> Claim:
+    """The claim record naming this job and this process (also its driver record's shape)."""
+    return Claim(
         job_id=str(job.job_id),
         job_uuid=job.job_uuid,
         committer=committer.name,
         mode=job.mode,
         job_dir=committer.job_dir(job),
         attempt=job.attempt,
+        lease_s=max(committer.claim_timeout_s, MIN_CLAIM_TIMEOUT_S),
     )
-    timeout = committer.claim_timeout_s
-    held = acquire_claim(
-        ctx.store,
-        claim,
-        wait_s=timeout if job.mode == "append" else 0.0,
-        timeout_s=timeout,
-        recover=lambda dead, _held: recover_claim(ctx.store, dead),
+
+
+def _acquire(committer: Committer, job: JobContext, wait_s: float) -> HeldClaim:
+    """Hold the destination for the job; a dead holder found there is recovered first."""
+    from .recovery import recover_claim
+
+    return acquire_claim(
+        committer.store,
+        job_claim(committer, job),
+        wait_s=wait_s,
+        timeout_s=committer.claim_timeout_s,
+        recover=lambda dead, _held: recover_claim(committer.store, dead),
     )
-    ctx.fence = held.check
-    return held
 
 
 @stage("job_stage_check_write_mode", "check_write_mode")
@@ -335,24 +345,8 @@ def _under_claim(committer: Committer, job: JobContext, finish: Callable[[], Non
     if current_fence.get() is not None or not job.claim:
         finish()
         return
-    claim = Claim(
-        job_id=str(job.job_id),
-        job_uuid=job.job_uuid,
-        committer=committer.name,
-        mode=job.mode,
-        job_dir=committer.job_dir(job),
-        attempt=job.attempt,
-    )
-    from .recovery import recover_claim
-
     try:
-        held = acquire_claim(
-            committer.store,
-            claim,
-            wait_s=0.0,
-            timeout_s=committer.claim_timeout_s,
-            recover=lambda dead, _held: recover_claim(committer.store, dead),
-        )
+        held = _acquire(committer, job, wait_s=0.0)
     except DestinationClaimed as e:
         raise JobCommitError(
             f"job {job.job_id}: its decided commit is left for the destination's holder: {e}"
@@ -375,15 +369,7 @@ def record_job_driver(committer: Committer, job: JobContext) -> None:
     """Record the job's driver (this process) in the destination from job setup on, so that
     `dataferry cleanup` leaves a live job alone and recovers a dead one at once; removed when
     the job commits or is aborted (`drivers.py`)."""
-    record_driver(
-        committer.store,
-        job_id=str(job.job_id),
-        job_uuid=job.job_uuid,
-        committer=committer.name,
-        mode=job.mode,
-        job_dir=committer.job_dir(job),
-        lease_s=max(committer.claim_timeout_s, MIN_CLAIM_TIMEOUT_S),
-    )
+    record_driver(committer.store, job_claim(committer, job))
 
 
 def refuse_linked_entries(store: Store) -> None:

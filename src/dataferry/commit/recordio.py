@@ -18,8 +18,7 @@ import json
 import math
 from typing import Any
 
-from .. import errors
-from ..errors import IsADirectory, ValidationError
+from ..errors import IsADirectory, RecordTooLarge, ValidationError
 from ..store import Store
 
 KiB = 1024
@@ -33,8 +32,6 @@ TASK_RECORD_MAX_BYTES = 64 * MiB
 """Records that list one task's files (manifests, pendingsets, uploads records): about 300
 bytes a file, so some 200,000 files per task."""
 
-_RecordTooLarge: type[Exception] | None = getattr(errors, "RecordTooLarge", None)
-
 
 def read_record(store: Store, path: str, max_bytes: int) -> bytes:
     """The bytes of the record at `path`, at most `max_bytes` of them.
@@ -42,28 +39,12 @@ def read_record(store: Store, path: str, max_bytes: int) -> bytes:
     Raises NotFound when nothing is there, ValidationError naming the file's URL when it is
     larger than `max_bytes` or is a directory."""
     source = store.full_url(path)
-    if _RecordTooLarge is not None:
-        try:
-            raw = store.read_bytes(path, max_bytes=max_bytes)  # type: ignore[call-arg]
-        except IsADirectory:
-            raise ValidationError("is a directory, not a record file", source) from None
-        except _RecordTooLarge:
-            raise ValidationError(f"larger than {max_bytes} bytes", source) from None
-    else:
-        # until `Store.read_bytes(path, max_bytes)` is there: stat, then read (a file that
-        # grows in between is caught by the length check after the read)
-        st = store.stat(path)
-        if st.is_dir:
-            raise ValidationError("is a directory, not a record file", source)
-        if st.size > max_bytes:
-            raise ValidationError(f"{st.size} bytes, larger than {max_bytes}", source)
-        try:
-            raw = store.read_bytes(path)
-        except IsADirectory:
-            raise ValidationError("is a directory, not a record file", source) from None
-    if len(raw) > max_bytes:
-        raise ValidationError(f"larger than {max_bytes} bytes", source)
-    return raw
+    try:
+        return store.read_bytes(path, max_bytes=max_bytes)
+    except IsADirectory:
+        raise ValidationError("is a directory, not a record file", source) from None
+    except RecordTooLarge as e:
+        raise ValidationError(f"{e.size} bytes, larger than {max_bytes}", source) from None
 
 
 def parse_json(raw: bytes, source: str) -> Any:
