@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import NotFound, StoreError, ValidationError
 from ..liveness import this_process
 from ..store import FileStatus, Store
+from .recordio import read_record
 from .registry import KNOWN
 
 CLAIM_DIR = "_dataferry"
@@ -136,20 +137,14 @@ def observe_record(store: Store, path: str) -> ClaimState | None:
     except NotFound:
         return None
     url = store.full_url(path)
-    if st.is_dir:
-        return ClaimState(st, None, f"{url} is a directory")
     if st.is_link:
         return ClaimState(st, None, f"{url} is a symbolic link")
-    if st.size > CLAIM_MAX_BYTES:
-        return ClaimState(st, None, f"{url} is {st.size} bytes, over {CLAIM_MAX_BYTES}")
     try:
-        raw = store.read_bytes(path, max_bytes=CLAIM_MAX_BYTES)
+        raw = read_record(store, path, CLAIM_MAX_BYTES)
     except NotFound:
         return None
-    except StoreError as e:
+    except (StoreError, ValidationError) as e:  # a directory, over the cap, unreadable
         return ClaimState(st, None, str(e))
-    if len(raw) > CLAIM_MAX_BYTES:
-        return ClaimState(st, None, f"{url} is {len(raw)} bytes, over {CLAIM_MAX_BYTES}")
     try:
         claim = Claim.parse(raw, url)
     except ValidationError as e:
