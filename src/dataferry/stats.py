@@ -165,6 +165,11 @@ class IOStatistics:
 
     # --- reading --------------------------------------------------------------------------
 
+    def counter_values(self) -> dict[str, int]:
+        """A copy of the counters, taken under the lock (safe while other threads count)."""
+        with self._lock:
+            return dict(self.counters)
+
     def counter(self, name: str) -> int:
         with self._lock:
             return self.counters.get(name, 0)
