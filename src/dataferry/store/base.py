@@ -14,7 +14,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
 
-from ..errors import AlreadyExists, AmbiguousOutcome, ConfigError, NotFound, RecordTooLarge
+from ..errors import (
+    AlreadyExists,
+    AmbiguousOutcome,
+    ConfigError,
+    NotFound,
+    RecordTooLarge,
+    StoreError,
+)
 from ..stats import IOStatistics
 from . import paths
 from .streams import WriteOnClose
@@ -108,8 +115,6 @@ class Store(ABC):
     def delete_if_empty(self, path: str) -> bool:
         """Delete a directory only while it holds nothing (a job's shared parents: another job
         may still have work in them); False where it holds something or is gone."""
-        from ..errors import StoreError
-
         try:
             if self.list(path):
                 return False
@@ -278,7 +283,8 @@ class Store(ABC):
 
     def open_write(self, path: str, overwrite: bool = True) -> BinaryIO:
         """A stream whose bytes become the file, all at once, when it is closed."""
-        return WriteOnClose(self, paths.normalize(path), overwrite)
+        path = paths.normalize(path)
+        return WriteOnClose(lambda data: self.write_bytes(path, data, overwrite))
 
     def full_url(self, path: str = "") -> str:
         """Absolute URL of a store-relative path, in plain text: nothing is percent-encoded, so

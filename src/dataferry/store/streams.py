@@ -1,27 +1,28 @@
 """The write stream of stores that publish a file whole: bytes are buffered and become the
-file, all at once, when the stream closes (as an object store's PUT does)."""
+file, all at once, when the stream closes (as an object store's PUT does).
+
+The stream knows nothing of stores: it is handed the one call that publishes its bytes, so it
+sits below the store base rather than beside it."""
 
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .base import Store
+from collections.abc import Callable
+from typing import Any
 
 
 class WriteOnClose(io.BytesIO):
-    """Buffer writes and publish the whole file on close, as object stores do."""
+    """Buffer writes and hand the whole file to `publish` on close, as object stores do."""
 
-    def __init__(self, store: Store, path: str, overwrite: bool) -> None:
+    def __init__(self, publish: Callable[[bytes], object]) -> None:
         super().__init__()
-        self._store, self._path, self._overwrite = store, path, overwrite
+        self._publish = publish
         self._published = False
 
     def close(self) -> None:
         if not self._published and not self.closed:
             self._published = True
-            self._store.write_bytes(self._path, self.getvalue(), self._overwrite)
+            self._publish(self.getvalue())
         super().close()
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
