@@ -20,18 +20,20 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
-from .stats import IOStatistics
+from .stats import FAILURES, IOStatistics
 
 P = ParamSpec("P")
 R = TypeVar("R")
 Run = TypeVar("Run", bound="StageRun")
 
 log = logging.getLogger("dataferry")
+_seconds_lock = threading.Lock()  # stages of one run may end on several threads at once
 
 
 @dataclass
@@ -127,7 +129,9 @@ def stage(
         @functools.wraps(fn)
         def call(run: Run, *args: P.args, **kwargs: P.kwargs) -> R:
             if not isinstance(run, StageRun):
-                raise TypeError(f"stage {name}: first argument must be a StageRun, not {run!r}")
+                raise TypeError(
+                    f"stage {name}: first argument must be a StageRun, not {type(run).__name__}"
+                )
             return Stage(fn, statistic, name, level).run(run, *args, **kwargs)
 
         call.statistic = statistic  # type: ignore[attr-defined]
@@ -138,16 +142,18 @@ def stage(
 
 
 def _add(run: StageRun, name: str, seconds: float) -> None:
-    run.stage_seconds[name] = run.stage_seconds.get(name, 0.0) + seconds
+    with _seconds_lock:
+        run.stage_seconds[name] = run.stage_seconds.get(name, 0.0) + seconds
 
 
 def _moved(before: dict[str, int], after: dict[str, int], own: str) -> str:
-    """The counters a stage changed, as `name=+n` (its own duration counters left out)."""
+    """The counters a stage changed, as `name=+n` (its own duration counters left out; a
+    counter of another statistic that merely starts with the same name is kept)."""
     parts = []
     for key, value in after.items():
-        if key.startswith(own):
+        if key in (own, own + FAILURES):
             continue
         delta = value - before.get(key, 0)
         if delta:
-            parts.append(f"{key}={delta:+d}" if key in before else f"{key}={value}")
+            parts.append(f"{key}={delta:+}")  # `+`, not `+d`: a counter set to a float logs too
     return ", ".join(parts[:12])
