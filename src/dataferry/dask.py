@@ -17,43 +17,16 @@ Dask is an optional dependency: ``pip install 'dataferry[dask]'``.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .commit.factory import make_committer
-from .dataset.dask_write import (
-    FrameSpec,
-    PartitionFeed,
-    WriteSpec,
-    abort_quietly,
-    commit_job_task,
-    dask_filesystem,
-    frame_spec,
-    schema_of,
-    setup_job_task,
-    write_frame,
-    write_partition_task,
-)
-from .dataset.options import (
-    WriteOptions,
-    build_options,
-    mode_of_flags,
-    partition_columns,
-    resolve_mode,
-)
-from .dataset.write import (
-    WriteResult,
-    check_partition_columns,
-    open_destination,
-    prepare_write,
-    write_result,
-)
+from .dataset.dask_write import FrameSpec, write_frame, write_graph, write_with_driver
+from .dataset.options import WriteOptions, translate
+from .dataset.write import WriteResult
 from .engine.attempt import TaskOutput
 from .engine.dask import DaskEngine
 from .engine.local import EventHook, LocalEngineConfig
-from .errors import ConfigError
 from .extras import MissingDependency, require
 from .store import Store
 
@@ -61,16 +34,6 @@ if TYPE_CHECKING:
     import dask.dataframe as dd
     import pandas as pd
     from dask.delayed import Delayed
-
-# to_parquet's keywords that size and name files (the rest of **kwargs go to the writer)
-_SIZE_OPTIONS = (
-    "max_rows_per_file",
-    "min_rows_per_group",
-    "max_rows_per_group",
-    "max_open_files",
-    "basename_template",
-    "target_file_size",
-)
 
 
 def _require(*modules: str) -> None:
@@ -117,188 +80,42 @@ def to_parquet(
     allow_unsafe_rename: bool = False,
     **kwargs: Any,
 ) -> WriteResult | Delayed:
-    """Store a Dask DataFrame as Parquet files, all or nothing: `dask.dataframe.to_parquet`
-    through a commit protocol.
+    """`dask.dataframe.to_parquet` through a commit protocol, all or nothing: the files
+    appear at ``path`` when the job commits, after every partition is written; a failed write
+    leaves what was there before. One graph (setup, a write task fused with each partition's
+    computation, commit) on any Dask scheduler; ``compute=False`` returns a Delayed that
+    touches nothing, not even the job's setup, until it is computed (once).
 
-    The files appear at ``path`` only when the job commits, after every partition is written:
-    a write that fails leaves what was there before, and no partial file is ever visible.
-    Runs on any Dask scheduler (``"threads"``, ``"processes"``, ``"sync"`` or a distributed
-    Client); no Client is needed.
+    Dask's arguments keep Dask's meaning (each is translated onto dataferry's write options
+    by its row in `dataferry.dataset.options.ENTRY_POINTS`), except:
 
-    The graph is a setup task, one write task per partition and a commit task. Each write
-    task is fused with the computation of its partition, so the partition is written on the
-    worker that computes it, as it is computed: nothing is gathered to the client and no
-    copy is kept. It returns a small commit message; the commit task commits the job from
-    one message per partition. A task that Dask runs again (``retries=``, or a worker that
-    died) writes as a new task attempt, never into an earlier run's, and committed attempts
-    whose results Dask did not keep are cleaned up when the job commits.
+    - without ``overwrite`` or ``append``, a destination that holds data is refused
+      (DestinationError); ``overwrite=True`` replaces the old data only at the job's commit.
+    - ``write_index=None`` (default) leaves out an unnamed integer index (Dask's row numbers).
+    - ``schema="infer"`` samples ``object`` columns from the first partitions, as Dask does.
+    - ``name_function``, ``custom_metadata`` and ``write_metadata_file=True`` are refused
+      (use ``basename_template="data-{i}.parquet"``); ``ignore_divisions`` has no effect;
+      ``engine`` must be pyarrow's; ``filesystem`` is "fsspec", "arrow" or a file system.
+    - ``**kwargs``: pyarrow ParquetWriter options, ``row_group_size``, and the file sizes of
+      `dataferry.write_dataset` (``max_rows_per_file``, ``target_file_size``, ...).
 
-    Parameters
-    ----------
-    df
-        The Dask DataFrame.
-    path
-        Destination directory (a path or URL: ``s3://``, ``gs://``, ``abfs://``, ``file://``,
-        ``memory://``, ...).
-    compression
-        Parquet compression: a codec name (``"snappy"``, ``"zstd"``, ``"gzip"``, ...), a
-        dict of column name to codec, or None.
-    write_index
-        True: the index becomes a column (named as the index, or ``__null_dask_index__``
-        when unnamed). False: the index is dropped. None (default): written unless it is
-        an unnamed integer index, the row numbers Dask's default index holds (as pandas'
-        ``to_parquet(index=None)`` and `dataferry.write_dataset` do). Dask's default is
-        True, which writes even those row numbers.
-    append
-        Add the files to the data already at ``path`` (nothing of it is rewritten; unlike
-        Dask, the schema is not checked against the existing files).
-    overwrite
-        Replace the data at ``path``. Unlike Dask, which deletes it before writing, the old
-        data is replaced only when the job commits: a failed write leaves it intact, and
-        reading ``path`` in the same graph is safe.
-    ignore_divisions
-        Accepted for Dask's sake; no effect (divisions are not checked on append).
-    partition_on
-        Columns to partition by, as Hive directories ``col=value/`` (dropped from the files).
-    storage_options
-        Options of the file system, as fsspec and Dask take them.
-    custom_metadata
-        Not supported (dataferry's writer does not write key/value footer metadata yet);
-        must be None.
-    write_metadata_file
-        None or False: dataferry writes no ``_metadata`` file (its commit record is
-        ``_SUCCESS``). True is refused.
-    compute
-        True (default): write now and return the result. False: return a
-        ``dask.delayed.Delayed`` and touch nothing (not even the job's setup) until it is
-        computed; computing it returns the result. Compute it once: a second computation
-        would write the same job again. A computation that fails leaves the job's hidden
-        directories behind (nothing visible); ``dataferry cleanup PATH`` removes them.
-    compute_kwargs
-        Options of ``dask.compute`` (``scheduler=``, ``retries=`` on a distributed Client).
-    schema
-        ``"infer"`` (default: from the frame's ``_meta``; ``object`` columns are sampled
-        from the first partitions, as Dask does), None (each partition's own types), a
-        ``pyarrow.Schema``, or a dict of column name to pyarrow type for some columns.
-    name_function
-        Not supported (file names must be unique per task attempt and per rolled file);
-        use ``basename_template="data-{i}.parquet"`` instead, where ``{i}`` is unique in
-        the job.
-    filesystem
-        None or ``"fsspec"`` (from ``path``), ``"arrow"`` (pyarrow's file system for
-        ``path``), or an fsspec ``AbstractFileSystem`` or ``pyarrow.fs.FileSystem`` object.
-    engine
-        Dask's Parquet engine name: None, ``"auto"`` or ``"pyarrow"`` (the writer is
-        pyarrow's).
-    committer
-        The commit protocol (``v1``, ``v2``, ``manifest``, ``magic``, ``directory``,
-        ``partitioned``, ``hive``, ``direct``), or ``auto`` to choose from the store.
-    committer_options
-        Options of the committer (see ``dataferry.make_committer``).
-    allow_unsafe_rename
-        Let a rename-based committer run on a store whose rename is not atomic.
-    **kwargs
-        Parquet writer options (``pyarrow.parquet.ParquetWriter`` keywords:
-        ``compression_level``, ``use_dictionary``, ``write_statistics``,
-        ``data_page_size``, ...); ``row_group_size``; and file sizing as in
-        `dataferry.write_dataset`: ``max_rows_per_file``, ``min_rows_per_group``,
-        ``max_rows_per_group``, ``max_open_files``, ``basename_template``,
-        ``target_file_size``.
+    Also ``committer`` (a name, or "auto": chosen from the store), ``committer_options`` (see
+    `dataferry.make_committer`) and ``allow_unsafe_rename``.
 
-    Returns
-    -------
-    WriteResult or dask.delayed.Delayed
-        With ``compute=True``, the committed write: destination, committer, job id, rows,
-        files, bytes, partitions and the job's run (attempts, timings, statistics). With
-        ``compute=False``, a Delayed that computes to it.
-
-    Raises
-    ------
-    ConfigError
-        (a ValueError) For options that are unknown or contradict each other, before
-        anything is computed or written.
-    DestinationError
-        In mode ``error`` (neither ``append`` nor ``overwrite``), when the destination
-        already holds data; raised by the setup task, before any partition is written.
-    ImportError
-        When Dask is not installed (``pip install 'dataferry[dask]'``).
-
-    Notes
-    -----
-    Mode: ``overwrite`` replaces, ``append`` adds, and neither refuses a destination that
-    already holds data (Dask would write into it, mixing two data sets): a safe default.
-    With ``compute=True``, a failed computation aborts the job before raising.
-
-    Examples
-    --------
-    >>> import dataferry.dask
-    >>> dataferry.dask.to_parquet(ddf, "s3://bucket/sales", partition_on=["day"])  # doctest: +SKIP
-    >>> pending = dataferry.dask.to_parquet(ddf, "out", compute=False)  # doctest: +SKIP
-    >>> result = pending.compute(scheduler="threads")  # doctest: +SKIP
+    Returns the WriteResult (``compute=False``: a Delayed computing to it). Options unknown or
+    at odds raise ConfigError before anything runs; a failed computation aborts the job.
     """
+    arguments = dict(locals())  # the call, as given: translated in one place
     _require("dask.dataframe")
-    import dask
-
-    if append and overwrite:
-        raise ConfigError("give overwrite=True or append=True, not both")
-    if name_function is not None:
-        raise ConfigError(
-            "name_function is not supported: file names must differ per task attempt and per "
-            "rolled file; use basename_template='data-{i}.parquet' ({i} is unique in the job)"
-        )
-    if custom_metadata:
-        raise ConfigError(
-            "custom_metadata is not supported: dataferry's Parquet writer does not write "
-            "key/value footer metadata"
-        )
-    if write_metadata_file:
-        raise ConfigError(
-            "write_metadata_file=True is not supported: dataferry writes no _metadata file "
-            "(its commit record is _SUCCESS)"
-        )
-    if engine not in (None, "auto", "pyarrow"):
-        raise ConfigError(f"engine must be 'pyarrow' (or 'auto'), got {engine!r}")
-    del ignore_divisions  # nothing to check: no divisions are kept
-    parts = partition_columns(partition_on, None, "partition_on")
-    sizes = {name: kwargs.pop(name) for name in _SIZE_OPTIONS if name in kwargs}
-    options = build_options("parquet", {"compression": compression}, kwargs, **sizes)
-    frame = frame_spec(df, write_index, schema)
-    check_partition_columns(schema_of(df, frame), parts)
-    dest, filesystem = dask_filesystem(path, filesystem)
-    # nothing below touches the store: the destination is checked by the setup task
-    store = open_destination(dest, filesystem, storage_options)
-    output_committer = make_committer(
-        committer,
-        store,
-        mode=mode_of_flags(append, overwrite),
-        allow_unsafe_rename=allow_unsafe_rename,
-        **dict(committer_options or {}),
+    request = translate("dask.to_parquet", arguments)
+    return write_graph(
+        df,
+        request,
+        write_index=write_index,
+        schema=schema,
+        compute=compute,
+        compute_kwargs=compute_kwargs,
     )
-    job = output_committer.new_job()
-    spec = WriteSpec(parts, options, frame)
-    name = f"dataferry-{job.job_uuid[:8]}"
-    setup = dask.delayed(functools.partial(setup_job_task, output_committer, job), pure=False)(
-        dask_key_name=f"{name}-setup"
-    )
-    writes = df.map_partitions(
-        functools.partial(write_partition_task, spec=spec),
-        setup,
-        meta=("written", object),
-        enforce_metadata=False,
-        align_dataframes=False,
-        token=f"{name}-write",
-    ).to_delayed(optimize_graph=True)
-    commit = dask.delayed(functools.partial(commit_job_task, output_committer), pure=False)(
-        setup, writes, dask_key_name=f"{name}-commit"
-    )
-    if not compute:
-        return commit
-    try:
-        (result,) = dask.compute(commit, **dict(compute_kwargs or {}))
-    except BaseException:
-        abort_quietly(output_committer, job)
-        raise
-    return result
 
 
 def write_dataset(
@@ -403,57 +220,19 @@ def write_dataset(
     WriteResult
         The destination, the committer, rows, files, bytes, partitions and the job's run.
     """
+    arguments = dict(locals())  # the call, as given: translated in one place
     _require("dask.dataframe", "distributed")
-    parts = partition_columns(partition_by, partitioning, "partition_by or partitioning")
-    options = build_options(
-        format,
-        format_options,
-        writer_options,
-        max_rows_per_file=max_rows_per_file,
-        min_rows_per_group=min_rows_per_group,
-        max_rows_per_group=max_rows_per_group,
-        max_open_files=max_open_files,
-        basename_template=basename_template,
-        target_file_size=target_file_size,
+    return write_with_driver(
+        ddf,
+        translate("dask.write_dataset", arguments),
+        write_index=write_index,
+        schema=schema,
+        client=client,
+        config=LocalEngineConfig(max_attempts=max_attempts, speculation=speculation),
+        window=window,
+        on_event=on_event,
+        before_job_commit=before_job_commit,
     )
-    frame = frame_spec(ddf, write_index, schema)
-    engine = DaskEngine(
-        client, LocalEngineConfig(max_attempts=max_attempts, speculation=speculation)
-    )
-    store, output_committer = prepare_write(
-        dest,
-        schema_of(ddf, frame),
-        parts,
-        options.format,
-        committer,
-        resolve_mode(mode, existing_data_behavior),
-        committer_options,
-        allow_unsafe_rename,
-        filesystem=filesystem,
-        storage_options=storage_options,
-    )
-    service_url = (committer_options or {}).get("service_url")
-    if service_url:  # the workers must reach the marker service
-        from .net.addresses import check_reachable, host_of
-
-        hosts = [host_of(w) for w in engine.client.scheduler_info()["workers"]]
-        check_reachable(service_url, hosts, "marker service")
-    feed = PartitionFeed(
-        engine.client, ddf, WriteSpec(parts, options, frame), window or 2 * engine.workers
-    )
-
-    def events(event: str, task: int, attempt: int) -> None:
-        feed.on_event(event, task, attempt)
-        if on_event is not None:
-            on_event(event, task, attempt)
-
-    try:
-        run = engine.run_job(
-            output_committer, feed.start(), on_event=events, before_job_commit=before_job_commit
-        )
-    finally:
-        feed.stop()
-    return write_result(store, output_committer, run, feed.stats())
 
 
 def write_partition(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .commit.jobcommit import record_job_driver
 from .commit.protocol import Committer, JobContext
 from .dataset.formats import check_writer
-from .dataset.options import WriteOptions, build_options, partition_columns, resolve_mode
+from .dataset.options import WriteOptions, translate
 from .dataset.task import TaskWriter
 from .dataset.write import WriteResult, prepare_write
 from .engine.attempt import AttemptFailure, TaskOutput
@@ -138,6 +138,7 @@ class CommitDatasink(_Base):
         partition_by: Sequence[str] | None = None,
         **writer_options: Any,
     ) -> None:
+        arguments = dict(locals())  # the call, as given: translated in one place
         if _Base is object:
             raise MissingDependency("ray", "dataferry.ray.CommitDatasink")
         if not isinstance(path, (str, os.PathLike)):
@@ -154,27 +155,10 @@ class CommitDatasink(_Base):
                 f"min_rows_per_write must be an integer >= 1 or None, got {min_rows_per_write!r}"
             )
         self.path = os.fspath(path)
-        self.partition_cols = partition_columns(
-            partition_cols, partition_by, "partition_cols or partition_by"
-        )
-        self.options: WriteOptions = build_options(
-            format,
-            format_options,
-            writer_options,
-            max_rows_per_file=max_rows_per_file,
-            min_rows_per_group=min_rows_per_group,
-            max_rows_per_group=max_rows_per_group,
-            max_open_files=max_open_files,
-            basename_template=basename_template,
-            target_file_size=target_file_size,
-        )
+        self.request = translate("ray.CommitDatasink", {**arguments, "path": self.path})
+        self.partition_cols = self.request.partition_by
+        self.options: WriteOptions = self.request.options
         check_writer(self.options)  # a value pyarrow refuses fails here, not in a task
-        self.committer_name = committer
-        self.mode = resolve_mode(mode, None)
-        self.filesystem = filesystem
-        self.storage_options = storage_options
-        self.committer_options = committer_options
-        self.allow_unsafe_rename = allow_unsafe_rename
         self._min_rows_per_write = min_rows_per_write
         self._failures: dict[tuple[int, int], str] = {}  # tests only: _inject_failures
         self.job: JobContext | None = None
@@ -212,18 +196,7 @@ class CommitDatasink(_Base):
         self._started = time.perf_counter()
         self.result = None
         actor = coordinator_actor()  # first: its process starts while the destination is checked
-        _store, committer = prepare_write(
-            self.path,
-            _driver_schema(schema, self.partition_cols),
-            self.partition_cols,
-            self.options.format,
-            self.committer_name,
-            self.mode,
-            self.committer_options,
-            self.allow_unsafe_rename,
-            filesystem=self.filesystem,
-            storage_options=self.storage_options,
-        )
+        _store, committer = prepare_write(self.request, _driver_schema(schema, self.partition_cols))
         job = committer.new_job()
         committer.setup_job(job)
         record_job_driver(committer, job)

@@ -14,6 +14,7 @@ distributed = pytest.importorskip("distributed")
 
 import dataferry.dask as dfdask  # noqa: E402
 from dataferry.dask import DaskEngine  # noqa: E402
+from dataferry.dataset.options import WriteRequest  # noqa: E402
 from dataferry.dataset.write import prepare_write, write_result  # noqa: E402
 
 from .dask_work import kill_worker_once  # noqa: E402
@@ -49,12 +50,8 @@ def test_worker_killed_mid_write_commits_exactly_the_input(client, tmp_path):
     flag = str(tmp_path / "killed-once")
     engine = DaskEngine(client)
     store, output_committer = prepare_write(
-        str(tmp_path / "out"),
+        WriteRequest(str(tmp_path / "out"), ("day",), committer="manifest"),
         __import__("pyarrow").Schema.from_pandas(ddf._meta, preserve_index=False),
-        ("day",),
-        "parquet",
-        "manifest",
-        "error",
     )
     parts = client.compute(ddf.to_delayed())
     work = kill_worker_once(flag, victim=3)

@@ -1,6 +1,8 @@
-"""The engine side of Dask writes: what runs on Dask's workers, on any Dask scheduler.
+"""The dataset layer's driver of a Dask write: a `WriteRequest` (see `options.py`) written
+from a Dask DataFrame, in either of two forms, and the tasks that run on Dask's workers.
 
-`dataferry.dask.to_parquet` builds one Dask graph, as `dask.dataframe.to_parquet` does:
+`write_graph` (behind `dataferry.dask.to_parquet`) builds one Dask graph, as
+`dask.dataframe.to_parquet` does, and runs on any Dask scheduler:
 
     setup_job_task  ->  write_partition_task (one per partition)  ->  commit_job_task
 
@@ -22,8 +24,9 @@ run. A number is taken again only once its attempt's work directory is gone: the
 itself, or (v1, v2) its task commit moved the directory away; either way it is over, and cannot
 be a zombie. The direct committer has no work directory, so its reruns keep attempt 0.
 
-`PartitionFeed` serves the other form, `dataferry.dask.write_dataset`: the embedded engine's
-driver (coordinator, retries, speculation) on a distributed Client, fed partitions lazily.
+`write_with_driver` (behind `dataferry.dask.write_dataset`) runs the embedded engine's driver
+(coordinator, retries, speculation) on a distributed Client, fed partitions lazily by
+`PartitionFeed`.
 """
 
 from __future__ import annotations
@@ -32,13 +35,12 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 from ..commit.destination import prepare_destination
+from ..commit.factory import make_committer
 from ..commit.jobcommit import record_job_driver
 from ..commit.protocol import (
     Committer,
@@ -48,115 +50,34 @@ from ..commit.protocol import (
     committer_for,
 )
 from ..engine.attempt import AttemptReport, TaskOutput, commit_attempt, run_attempt
+from ..engine.dask import DaskEngine
 from ..engine.feed import TaskFeed
-from ..engine.local import JobRun, commit_or_abort
-from ..errors import CommitError, ConfigError, EngineError
+from ..engine.local import EventHook, JobRun, LocalEngineConfig, commit_or_abort
+from ..errors import CommitError, ConfigError, DestinationError, EngineError
 from ..stats import IOStatistics
-from .options import WriteOptions
+from .dask_frame import (
+    NONE_LABEL,
+    FrameSpec,
+    dask_filesystem,
+    frame_spec,
+    index_is_written,
+    schema_of,
+)
+from .options import WriteOptions, WriteRequest
 from .task import write_rows
-from .write import WriteResult, write_result
+from .write import (
+    WriteResult,
+    check_partition_columns,
+    check_services_reachable,
+    open_destination,
+    prepare_write,
+    raise_in_callers_words,
+    write_result,
+)
 
-# Dask's column name for an unnamed index (dask.dataframe.io.parquet.core.NONE_LABEL)
-NONE_LABEL = "__null_dask_index__"
 # attempt numbers a write task tries before giving up (each skipped one is an earlier run)
 MAX_ATTEMPT_NUMBERS = 64
-
-
-# --- partitions as Arrow rows -------------------------------------------------------------------
-
-
-def index_is_written(meta: Any, write_index: bool | None) -> bool:
-    """Whether a frame's index becomes a column: `write_index` if given; for None, unless it
-    is the default row number (an unnamed integer index, as Dask's partitions of a
-    RangeIndex are). Decided from the frame's `_meta`, so every partition does the same."""
-    if write_index is not None:
-        return bool(write_index)
-    import pandas as pd
-
-    index = meta.index
-    named = any(name is not None for name in index.names)
-    return named or not pd.api.types.is_integer_dtype(index.dtype)
-
-
-def _name_index(pdf: Any) -> Any:
-    """An unnamed single index takes Dask's name for it (`__null_dask_index__`)."""
-    if pdf.index.nlevels == 1 and pdf.index.name is None:
-        return pdf.rename_axis(NONE_LABEL)
-    return pdf
-
-
-@dataclass(frozen=True)
-class FrameSpec:
-    """How a partition (a pandas DataFrame) becomes Arrow rows.
-
-    schema: every partition is converted to this schema (None: each to its own, as Dask's
-        ``schema=None``).
-    write_index: the index becomes a column (named, or ``__null_dask_index__``).
-    """
-
-    schema: pa.Schema | None
-    write_index: bool = False
-
-    def to_table(self, pdf: Any) -> pa.Table:
-        if self.write_index:
-            pdf = _name_index(pdf)
-        try:
-            return pa.Table.from_pandas(pdf, schema=self.schema, preserve_index=self.write_index)
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-            raise ConfigError(
-                f"a partition does not convert to the write's schema ({e}); "
-                "give the column types with schema={'column': pyarrow type}"
-            ) from e
-
-
-def frame_spec(ddf: Any, write_index: bool | None, schema: Any = "infer") -> FrameSpec:
-    """The FrameSpec of a Dask DataFrame, from its `_meta` (no data is read unless a column's
-    type cannot be told from it: an ``object`` column of ``schema="infer"`` is sampled from
-    the first partitions, as Dask does).
-
-    schema: ``"infer"``, None, a ``pyarrow.Schema`` (used as is), or a dict of column name to
-        pyarrow type overriding the inferred types of those columns.
-    """
-    keep = index_is_written(ddf._meta, write_index)
-    if schema is None:
-        return FrameSpec(None, keep)
-    if isinstance(schema, pa.Schema):
-        return FrameSpec(schema, keep)
-    if not (schema == "infer" or isinstance(schema, Mapping)):
-        raise ConfigError(
-            f"schema must be 'infer', None, a pyarrow.Schema or a dict, got {schema!r}"
-        )
-    meta = _name_index(ddf._meta) if keep else ddf._meta
-    try:
-        inferred = pa.Schema.from_pandas(meta, preserve_index=keep)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise ConfigError(f"the frame's columns have no Arrow type ({e}); pass schema=") from e
-    overrides = dict(schema) if isinstance(schema, Mapping) else {}
-    unknown = set(overrides) - set(inferred.names)
-    if unknown:
-        raise ConfigError(f"schema names columns the frame does not have: {sorted(unknown)}")
-    untyped = [f.name for f in inferred if pa.types.is_null(f.type) and f.name not in overrides]
-    if untyped:
-        overrides.update(_sample_types(ddf, untyped))
-    for name, typ in overrides.items():
-        i = inferred.get_field_index(name)
-        inferred = inferred.set(i, pa.field(name, typ))
-    return FrameSpec(inferred, keep)
-
-
-def _sample_types(ddf: Any, columns: list[str]) -> dict[str, pa.DataType]:
-    """Arrow types of `object` columns, from the first partitions that hold a value."""
-    found: dict[str, pa.DataType] = {}
-    columns = [c for c in columns if c in ddf.columns]
-    for i in range(ddf.npartitions):
-        if len(found) == len(columns):
-            break
-        sample = ddf[columns].partitions[i].compute()
-        types = pa.Schema.from_pandas(sample, preserve_index=False)
-        for f in types:
-            if f.name not in found and not pa.types.is_null(f.type):
-                found[f.name] = f.type
-    return found
+ModeWords = tuple[tuple[str, str], ...]  # WriteRequest.mode_words
 
 
 def write_frame(
@@ -213,13 +134,17 @@ class TaskDone:
     store_token: tuple[int, int] = (0, 0)
 
 
-def setup_job_task(committer: Committer, job: JobContext) -> JobStarted:
+def setup_job_task(committer: Committer, job: JobContext, mode_words: ModeWords = ()) -> JobStarted:
     """The graph's first task: check the destination for the write mode (creating it), then
     set the job up. Dask may run it again (its result lost with a worker): the job id is this
-    graph's own, so a job that is already set up is this task's earlier run, and is kept."""
+    graph's own, so a job that is already set up is this task's earlier run, and is kept.
+    A destination refused for the mode is refused in the caller's words (`mode_words`)."""
     before = job.store.stats.snapshot()
     started = time.time()
-    prepare_destination(job.store, committer.write_mode)
+    try:
+        prepare_destination(job.store, committer.write_mode)
+    except DestinationError as e:
+        raise_in_callers_words(mode_words, e)
     try:
         committer.setup_job(job)
     except CommitError:
@@ -303,10 +228,14 @@ def write_partition_task(
 
 
 def commit_job_task(
-    committer: Committer, started: JobStarted, done: Sequence[TaskDone]
+    committer: Committer,
+    started: JobStarted,
+    done: Sequence[TaskDone],
+    mode_words: ModeWords = (),
 ) -> WriteResult:
     """The graph's last task: commit the job with one message per task. A failed job commit
-    aborts the job (nothing of it stays visible) and raises JobCommitError."""
+    aborts the job (nothing of it stays visible) and raises JobCommitError (a destination
+    refused for the mode: DestinationError, in the caller's words)."""
     job = started.job
     done = sorted(done, key=lambda d: d.index)
     if [d.index for d in done] != list(range(len(done))):
@@ -314,7 +243,10 @@ def commit_job_task(
     messages = [d.message for d in done if d.message is not None]
     write_s = time.time() - started.started
     commit_before = committer.store.stats.snapshot()
-    result, job_commit_s = commit_or_abort(committer, job, messages)
+    try:
+        result, job_commit_s = commit_or_abort(committer, job, messages)
+    except DestinationError as e:
+        raise_in_callers_words(mode_words, e)
     for d in done:
         committer.stats.merge(d.committer_stats)
     # one store object for every task (threads, sync): its own counts since setup are exact;
@@ -444,25 +376,111 @@ class PartitionFeed:
         }
 
 
-def schema_of(ddf: Any, frame: FrameSpec) -> Any:
-    """The columns a write will have (for checking the partition columns)."""
-    if frame.schema is not None:
-        return frame.schema
-    return pa.Schema.from_pandas(ddf._meta, preserve_index=False)
+# --- the two forms of a Dask write --------------------------------------------------------------
 
 
-def dask_filesystem(path: str | os.PathLike[str], filesystem: Any) -> tuple[Any, Any]:
-    """(destination, file system) for Dask's ``filesystem`` names: "fsspec" (or None) means
-    the one the URL implies, "arrow" pyarrow's file system for it, an object itself."""
-    if filesystem is None or filesystem == "fsspec":
-        return path, None
-    if filesystem == "arrow":
-        import pyarrow.fs as pafs
+def write_graph(
+    df: Any,
+    request: WriteRequest,
+    *,
+    write_index: bool | None = None,
+    schema: Any = "infer",
+    compute: bool = True,
+    compute_kwargs: dict[str, Any] | None = None,
+) -> Any:
+    """Write `df` as one Dask graph (setup, a write task per partition, commit): the result,
+    or with ``compute=False`` a Delayed that computes to it and touches nothing before. Only
+    the checks run now; a computation that fails aborts the job before raising."""
+    import dask
 
-        fs, inner = pafs.FileSystem.from_uri(os.fspath(path))
-        return inner, fs
-    if isinstance(filesystem, str):
-        raise ConfigError(
-            f"filesystem must be 'fsspec', 'arrow' or a file system, got {filesystem!r}"
+    frame = frame_spec(df, write_index, schema)
+    check_partition_columns(schema_of(df, frame), request.partition_by)
+    dest, filesystem = dask_filesystem(request.dest, request.filesystem)
+    # nothing below touches the store: the destination is checked by the setup task
+    store = open_destination(dest, filesystem, request.storage_options)
+    committer = make_committer(
+        request.committer,
+        store,
+        mode=request.mode,
+        allow_unsafe_rename=request.allow_unsafe_rename,
+        **request.committer_options,
+    )
+    job = committer.new_job()
+    spec = WriteSpec(request.partition_by, request.options, frame)
+    name, words = f"dataferry-{job.job_uuid[:8]}", request.mode_words
+    setup = dask.delayed(functools.partial(setup_job_task, committer, job, words), pure=False)
+    started = setup(dask_key_name=f"{name}-setup")
+    writes = df.map_partitions(
+        functools.partial(write_partition_task, spec=spec),
+        started,
+        meta=("written", object),
+        enforce_metadata=False,
+        align_dataframes=False,
+        token=f"{name}-write",
+    ).to_delayed(optimize_graph=True)
+    commit = dask.delayed(
+        functools.partial(commit_job_task, committer, mode_words=words), pure=False
+    )(started, writes, dask_key_name=f"{name}-commit")
+    if not compute:
+        return commit
+    try:
+        (result,) = dask.compute(commit, **dict(compute_kwargs or {}))
+    except BaseException:
+        abort_quietly(committer, job)
+        raise
+    return result
+
+
+def write_with_driver(
+    ddf: Any,
+    request: WriteRequest,
+    *,
+    write_index: bool | None = None,
+    schema: Any = "infer",
+    client: Any = None,
+    config: LocalEngineConfig | None = None,
+    window: int | None = None,
+    on_event: EventHook | None = None,
+    before_job_commit: Callable[[Any], None] | None = None,
+) -> WriteResult:
+    """Write `ddf` with the embedded engine's driver on a distributed Client (`client`, or
+    the current one): partitions computed on the workers as their tasks are launched, at
+    most `window` at a time (default: twice the workers)."""
+    frame = frame_spec(ddf, write_index, schema)
+    engine = DaskEngine(client, config)
+    store, committer = prepare_write(request, schema_of(ddf, frame))
+    check_services_reachable(committer, engine.worker_hosts())
+    feed = PartitionFeed(
+        engine.client,
+        ddf,
+        WriteSpec(request.partition_by, request.options, frame),
+        window or 2 * engine.workers,
+    )
+
+    def events(event: str, task: int, attempt: int) -> None:
+        feed.on_event(event, task, attempt)
+        if on_event is not None:
+            on_event(event, task, attempt)
+
+    try:
+        run = engine.run_job(
+            committer, feed.start(), on_event=events, before_job_commit=before_job_commit
         )
-    return path, filesystem
+    finally:
+        feed.stop()
+    return write_result(store, committer, run, feed.stats())
+
+
+__all__ = [
+    "NONE_LABEL",
+    "FrameSpec",
+    "PartitionFeed",
+    "WriteSpec",
+    "commit_job_task",
+    "frame_spec",
+    "index_is_written",
+    "setup_job_task",
+    "write_graph",
+    "write_partition_task",
+    "write_with_driver",
+]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..errors import ConfigError
@@ -199,3 +199,221 @@ def build_options(
         sizes["max_rows_per_group"] = rows
     given = {k: v for k, v in sizes.items() if v is not None}
     return replace(WriteOptions(format=format, format_options=merged), **given)
+
+
+# --- the one definition of a write, and each entry point's names for it ------------------------
+
+# WriteOptions' sizes, as every entry point names them
+SIZE_OPTIONS = tuple(
+    f.name for f in fields(WriteOptions) if f.name not in ("format", "format_options")
+)
+# the sizes Dask's `to_parquet` takes among its loose keywords (max_memory bounds a stream)
+KEYWORD_SIZES = tuple(n for n in SIZE_OPTIONS if n != "max_memory")
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """A write as the library takes it, whichever entry point it came through: where it goes,
+    how its files are cut and encoded, which committer writes it and in which mode.
+
+    Every entry point (`dataferry.write_dataset`, `dataferry.dask`, `dataferry.ray`)
+    translates its own arguments onto this through `translate`, by its row in `ENTRY_POINTS`.
+
+    mode_words: how the entry point asks for each write mode (Dask: ``overwrite=True``), so
+        that an error can tell its caller what to write in the caller's own words.
+    """
+
+    dest: Any
+    partition_by: tuple[str, ...] = ()
+    options: WriteOptions = field(default_factory=WriteOptions)
+    committer: str = "auto"
+    mode: str = "error"
+    committer_options: dict[str, Any] = field(default_factory=dict)
+    allow_unsafe_rename: bool = False
+    filesystem: Any = None
+    storage_options: dict[str, Any] | None = None
+    mode_words: tuple[tuple[str, str], ...] = ()
+
+
+def in_callers_words(mode_words: tuple[tuple[str, str], ...], message: str) -> str:
+    """`message` with dataferry's ``mode='append'`` in an entry point's own words."""
+    for mode, words in mode_words:
+        message = message.replace(f"mode={mode!r}", words)
+    return message
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A boolean argument that, when true, asks for a value (Dask's ``overwrite=True``)."""
+
+    to: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class Choice:
+    """An argument whose values are names for another's (pyarrow's existing_data_behavior)."""
+
+    to: str
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WriterOption:
+    """One format-writer option an entry point names itself (Dask's ``compression``)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Loose:
+    """The loose keywords: the writer's options, and those of `sizes` taken as sizes."""
+
+    sizes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An argument accepted only when `allowed(value)`; otherwise ConfigError(reason)."""
+
+    allowed: Any
+    reason: str
+    show_value: bool = False
+
+
+class _Kept:
+    """Not a write option: how the entry point runs the job (its data, engine, graph, hooks),
+    or an argument it accepts for compatibility only."""
+
+    def __repr__(self) -> str:
+        return "RUN"
+
+
+RUN = _Kept()
+
+# the arguments every entry point spells as dataferry does
+_SAME = {
+    **{n: n for n in ("dest", "partition_by", "format", "committer", "mode", "filesystem")},
+    **{n: n for n in ("storage_options", "format_options", "committer_options")},
+    "allow_unsafe_rename": "allow_unsafe_rename",
+    "partitioning": "partition_by",  # pyarrow's name
+    "existing_data_behavior": Choice("mode", EXISTING_DATA_BEHAVIOR),  # pyarrow's
+    "writer_options": Loose(),
+    **{n: n for n in SIZE_OPTIONS},
+}
+_DRIVER = {n: RUN for n in ("on_event", "before_job_commit")}
+_FRAME = {n: RUN for n in ("write_index", "schema")}  # a Dask frame's rows: dask_write.py
+
+# Each entry point's arguments onto the one definition: a name is a field of the write (or a
+# size of WriteOptions); the rest is translated as its entry says. `translate` refuses an
+# argument its entry point's row does not place.
+ENTRY_POINTS: dict[str, dict[str, Any]] = {
+    "write_dataset": {**_SAME, **_DRIVER, "data": RUN, "tasks": RUN, "engine": RUN},
+    "dask.write_dataset": {
+        **_SAME,
+        **_DRIVER,
+        **_FRAME,
+        **{n: RUN for n in ("ddf", "client", "max_attempts", "speculation", "window")},
+    },
+    "dask.to_parquet": {
+        **_FRAME,
+        # ignore_divisions: accepted for Dask's sake, no effect (divisions are not kept)
+        **{n: RUN for n in ("df", "compute", "compute_kwargs", "ignore_divisions")},
+        "engine": Refused(
+            lambda v: v in (None, "auto", "pyarrow"),
+            "engine must be 'pyarrow' (or 'auto')",
+            show_value=True,
+        ),
+        "path": "dest",
+        "partition_on": "partition_by",
+        "compression": WriterOption("compression"),
+        "append": Flag("mode", "append"),
+        "overwrite": Flag("mode", "overwrite"),
+        "storage_options": "storage_options",
+        "filesystem": "filesystem",
+        "committer": "committer",
+        "committer_options": "committer_options",
+        "allow_unsafe_rename": "allow_unsafe_rename",
+        "custom_metadata": Refused(
+            lambda v: not v,
+            "custom_metadata is not supported: dataferry's Parquet writer does not write "
+            "key/value footer metadata",
+        ),
+        "write_metadata_file": Refused(
+            lambda v: not v,
+            "write_metadata_file=True is not supported: dataferry writes no _metadata file "
+            "(its commit record is _SUCCESS)",
+        ),
+        "name_function": Refused(
+            lambda v: v is None,
+            "name_function is not supported: file names must differ per task attempt and per "
+            "rolled file; use basename_template='data-{i}.parquet' ({i} is unique in the job)",
+        ),
+        "kwargs": Loose(KEYWORD_SIZES),
+    },
+    "ray.CommitDatasink": {
+        **{k: v for k, v in _SAME.items() if k not in ("dest", "max_memory", "partitioning")},
+        "self": RUN,
+        "min_rows_per_write": RUN,
+        "path": "dest",
+        "partition_cols": "partition_by",  # Ray's name; partition_by is dataferry's
+    },
+}
+_FIELDS = {f.name for f in fields(WriteRequest)} - {"options", "mode_words"} | {"format"}
+
+
+def translate(entry_point: str, arguments: dict[str, Any]) -> WriteRequest:
+    """The write an entry point's arguments ask for (its `locals()` on entry), by its row in
+    `ENTRY_POINTS`; each error names the entry point's own arguments."""
+    row = ENTRY_POINTS[entry_point]
+    given: dict[str, tuple[str, Any]] = {}  # field -> (the argument that set it, value)
+    sizes: dict[str, Any] = {}
+    format_options: dict[str, Any] = {}
+    loose: dict[str, Any] = {}
+    words = {t.value: f"{n}=True" for n, t in row.items() if isinstance(t, Flag)}
+
+    def put(to: str, name: str, value: Any) -> None:
+        if to in given:
+            raise ConfigError(f"give {given[to][0]} or {name}, not both")
+        given[to] = (name, value)
+
+    for name, value in arguments.items():
+        target = row[name]  # KeyError: the entry point's row misses an argument (a bug)
+        if target is RUN:
+            continue
+        if isinstance(target, Refused):
+            if not target.allowed(value):
+                got = f", got {value!r}" if target.show_value else ""
+                raise ConfigError(target.reason + got)
+        elif isinstance(target, WriterOption):
+            format_options[target.name] = value
+        elif isinstance(target, Loose):
+            for key, v in value.items():
+                (sizes if key in target.sizes else loose)[key] = v
+        elif isinstance(target, Flag):
+            if value:
+                put(target.to, words[target.value], target.value)
+        elif isinstance(target, Choice):
+            if value is not None:
+                if value not in target.values:
+                    raise ConfigError(
+                        f"unknown {name} {value!r}; use one of {', '.join(target.values)}"
+                    )
+                put(target.to, name, target.values[value])
+        elif target in SIZE_OPTIONS:
+            sizes[target] = value
+        elif target == "format_options":
+            format_options.update(value or {})
+        elif value is not None:
+            put(target, name, value)
+    values = {k: v for k, (_, v) in given.items()}
+    assert set(values) <= _FIELDS, set(values) - _FIELDS
+    parts = values.pop("partition_by", ())
+    return WriteRequest(
+        options=build_options(values.pop("format", "parquet"), format_options, loose, **sizes),
+        partition_by=(parts,) if isinstance(parts, str) else tuple(parts),
+        mode=resolve_mode(values.pop("mode", None), None),
+        committer_options=dict(values.pop("committer_options", None) or {}),
+        mode_words=tuple(sorted(words.items())),
+        **values,
+    )

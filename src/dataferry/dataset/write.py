@@ -14,7 +14,7 @@ import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 
@@ -22,11 +22,12 @@ from ..commit.destination import prepare_destination
 from ..commit.factory import make_committer
 from ..commit.protocol import Committer
 from ..engine.local import EventHook, JobRun, LocalEngine, LocalEngineConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, DestinationError
+from ..net.addresses import check_reachable
 from ..store import Store, open_store
 from .formats import check_writer
 from .inputs import as_source
-from .options import WriteOptions, build_options, partition_columns, resolve_mode
+from .options import WriteRequest, in_callers_words, translate
 from .partition import gather_pieces, name_limits
 from .sizing import plan_tasks
 from .stream import StreamFeeder
@@ -147,33 +148,11 @@ def write_dataset(
     WriteResult
         The destination, the committer, rows, files, bytes, partitions and the job's run.
     """
-    parts = partition_columns(partition_by, partitioning, "partition_by or partitioning")
-    options = build_options(
-        format,
-        format_options,
-        writer_options,
-        max_rows_per_file=max_rows_per_file,
-        min_rows_per_group=min_rows_per_group,
-        max_rows_per_group=max_rows_per_group,
-        max_open_files=max_open_files,
-        basename_template=basename_template,
-        target_file_size=target_file_size,
-        max_memory=max_memory,
-    )
+    request = translate("write_dataset", locals())
+    options, parts = request.options, request.partition_by
     check_writer(options)
     source = as_source(data)
-    store, output_committer = prepare_write(
-        dest,
-        source.schema,
-        parts,
-        options.format,
-        committer,
-        resolve_mode(mode, existing_data_behavior),
-        committer_options,
-        allow_unsafe_rename,
-        filesystem=filesystem,
-        storage_options=storage_options,
-    )
+    store, output_committer = prepare_write(request, source.schema)
     runner = _engine(engine)
     workers = max(1, runner.workers)
     limits = name_limits(store)  # partition values must make names the destination holds
@@ -239,35 +218,56 @@ def _engine(engine: LocalEngine | LocalEngineConfig | None) -> LocalEngine:
     return engine
 
 
-def prepare_write(
-    dest: str | os.PathLike[str] | Store,
-    schema: pa.Schema,
-    partition_by: tuple[str, ...],
-    fmt: str,
-    committer: str,
-    mode: str,
-    committer_options: dict[str, Any] | None = None,
-    allow_unsafe_rename: bool = False,
-    *,
-    filesystem: Any = None,
-    storage_options: dict[str, Any] | None = None,
-) -> tuple[Store, Any]:
-    """Everything a write does on the driver before any task runs: check the format and the
-    partition columns, open the destination, build the committer for the write mode, and
-    check the destination early (the mode itself is decided when the job commits, holding the
+def prepare_write(request: WriteRequest, schema: pa.Schema) -> tuple[Store, Committer]:
+    """Everything a write does on the driver before any task runs: check the partition
+    columns, open the destination, build the committer for the write mode, and check the
+    destination early (the mode itself is decided when the job commits, holding the
     destination's claim)."""
-    WriteOptions(format=fmt)  # fail early on an unknown format
-    check_partition_columns(schema, partition_by)
-    store = open_destination(dest, filesystem, storage_options)
-    output_committer = make_committer(
-        committer,
-        store,
-        mode=mode,
-        allow_unsafe_rename=allow_unsafe_rename,
-        **dict(committer_options or {}),
-    )
-    prepare_destination(store, output_committer.write_mode)
+    check_partition_columns(schema, request.partition_by)
+    store, output_committer = request_committer(request)
+    try:
+        prepare_destination(store, output_committer.write_mode)
+    except DestinationError as e:
+        raise_in_callers_words(request.mode_words, e)
     return store, output_committer
+
+
+def request_committer(request: WriteRequest) -> tuple[Store, Committer]:
+    """The destination's store and the committer the write asks for (nothing is touched)."""
+    store = open_destination(request.dest, request.filesystem, request.storage_options)
+    output_committer = make_committer(
+        request.committer,
+        store,
+        mode=request.mode,
+        allow_unsafe_rename=request.allow_unsafe_rename,
+        **request.committer_options,
+    )
+    return store, output_committer
+
+
+def raise_in_callers_words(
+    mode_words: tuple[tuple[str, str], ...], error: DestinationError
+) -> NoReturn:
+    """Raise `error` again, telling its caller what to write in the caller's own words
+    (`WriteRequest.mode_words`)."""
+    message = in_callers_words(mode_words, str(error))
+    if message == str(error):
+        raise error
+    raise DestinationError(message) from error
+
+
+def services_tasks_reach(committer: Committer) -> list[tuple[str, str]]:
+    """The network services the committer's tasks must reach, as (address, what) pairs, as its
+    config declares them (``config.services_tasks_reach()``; none when it declares nothing)."""
+    declared = getattr(getattr(committer, "config", None), "services_tasks_reach", None)
+    return [] if declared is None else [(str(a), str(w)) for a, w in declared()]
+
+
+def check_services_reachable(committer: Committer, task_hosts: Sequence[str]) -> None:
+    """Refuse, before any task runs, a service of the committer that tasks on `task_hosts`
+    cannot connect to (a wildcard address, or loopback with tasks on other hosts)."""
+    for address, what in services_tasks_reach(committer):
+        check_reachable(address, task_hosts, what)
 
 
 def open_destination(

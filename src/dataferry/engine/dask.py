@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..extras import require
+from ..net.addresses import host_of
 from .local import LocalEngine, LocalEngineConfig
 
 
@@ -45,6 +46,10 @@ class DaskEngine(LocalEngine):
     @property
     def workers(self) -> int:
         return max(1, len(self.client.scheduler_info().get("workers", {})))
+
+    def worker_hosts(self) -> list[str]:
+        """The hosts the workers run on, as the scheduler knows them."""
+        return sorted({host_of(w) for w in self.client.scheduler_info().get("workers", {})})
 
     def _executor(self) -> Executor:
         return _DaskExecutor(self.client)
