@@ -300,6 +300,11 @@ class MarkerService:
             self._dispatcher = loop.create_task(self._dispatch_forever())
 
         self._server.start(host, port, on_loop=begin, tls=resolve_tls(host, tls))
+        log.info(
+            "marker service listening on %s (%s)",
+            self.url,
+            f"TLS, certificate sha256 {self.fingerprint}" if self.fingerprint else "plain, no TLS",
+        )
         return self
 
     @property
@@ -314,8 +319,10 @@ class MarkerService:
         return self._server.fingerprint
 
     def stop(self) -> None:
-        self._server.stop()
+        stopped = self._server.stop()
         self._writers.shutdown(wait=True)
+        if stopped:
+            log.info("marker service on %s stopped", self.url)
 
     def __enter__(self) -> MarkerService:
         return self.start() if self._loop is None else self

@@ -111,6 +111,12 @@ class BackgroundServer:
         ready.wait()
         if failure:
             raise failure[0]
+        log.debug(
+            "%s: bound to %s (%s)",
+            self.name,
+            self.address,
+            "TLS" if self._ssl is not None else "plain",
+        )
         return self
 
     async def _accept_forever(self, listener: socket.socket) -> None:
@@ -194,10 +200,11 @@ class BackgroundServer:
         )
         return reader, asyncio.StreamWriter(transport, protocol, reader, self.loop)
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
+        """Stop serving; False if the server was not running (never started, or stopped)."""
         loop = self.loop
         if loop is None or not loop.is_running():
-            return
+            return False
 
         async def close() -> None:
             if self._listener is not None:
@@ -211,6 +218,8 @@ class BackgroundServer:
         asyncio.run_coroutine_threadsafe(close(), loop)
         if self._thread is not None:
             self._thread.join(10)
+        log.debug("%s: stopped", self.name)
+        return True
 
 
 async def _close(writer: asyncio.StreamWriter) -> None:

@@ -7,10 +7,15 @@ merger in parallel and wait at most `results_timeout`), `remove` (delete the shu
 every service). A merger that fails or does not answer merges nothing; the stage never fails
 because of a merger. The driver speaks for its application with the credentials registration
 gave it (`register_app`), and hands them to its tasks in their push targets.
+
+`plan`, `finalize_wait`, `finalize_rpc` and `remove` are stages of the stage base (durations
+under `shuffle_stage_<name>` in the driver's statistics, seconds in `driver.run`), logged at
+INFO on the `dataferry.shuffle` logger; `track` is the driver's state between them.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -23,7 +28,8 @@ from pyroaring import BitMap
 from ..errors import ShuffleError
 from ..net.addresses import parse_service_address
 from ..net.tls import normalize_fingerprint
-from ..stats import IOStatistics, StageClock
+from ..stages import StageRun, stage
+from ..stats import IOStatistics
 from .client import ShuffleClient
 from .config import DriverConfig, PushConfig
 from .mapoutput import MapStatus
@@ -31,6 +37,8 @@ from .pusher import PushTarget
 from .tenancy import AppCredentials
 
 _POLL_S = 0.02  # how often the mergers are asked for push completions while the driver waits
+
+log = logging.getLogger("dataferry.shuffle")
 
 
 @dataclass(frozen=True)
@@ -79,8 +87,12 @@ class ShuffleDriver:
         self.config = config or DriverConfig()
         self.merge_id = merge_id
         self.stats = IOStatistics()
-        self.clock = StageClock(self.stats)
-        self.mergers = self._choose_mergers() if enabled else ()
+        self.run = StageRun(self.stats, logger=log, label=f"shuffle {app}/{shuffle_id}")
+        self.mergers = (
+            choose_mergers(self.run, self.services, shuffle_id, num_reduces, self.config)
+            if enabled
+            else ()
+        )
         self.target = PushTarget(
             app,
             shuffle_id,
@@ -101,25 +113,6 @@ class ShuffleDriver:
     @property
     def push_enabled(self) -> bool:
         return bool(self.mergers)
-
-    # --- plan ------------------------------------------------------------------------------
-
-    def _choose_mergers(self) -> tuple[str, ...]:
-        cfg = self.config
-        desired = min(
-            len(self.services), max(1, math.ceil(self.num_reduces / cfg.reduces_per_merger))
-        )
-        needed = max(
-            cfg.mergers_min_static_threshold,
-            math.floor(desired * cfg.mergers_min_threshold_ratio),
-        )
-        if desired < needed or not self.services:
-            self.stats.incr("push_disabled_too_few_mergers")
-            return ()
-        # rotate by shuffle id so that concurrent shuffles spread their merges over the nodes
-        first = self.shuffle_id % len(self.services)
-        ring = self.services[first:] + self.services[:first]
-        return tuple(ring[:desired])
 
     # --- track -----------------------------------------------------------------------------
 
@@ -165,20 +158,17 @@ class ShuffleDriver:
             return {}
         total = sum(s.total_size for s in self.statuses.values())
         use = total >= self.config.min_shuffle_size_to_wait
-        with self.clock.stage("finalize_wait"):
-            if use:
-                report.waited_s = self._wait_for_pushes()
-        with self.clock.stage("finalize_rpc"):
-            results = self._finalize_all()
+        if use:
+            report.waited_s = finalize_wait(self.run, self)
+        results, report.mergers_failed = finalize_rpc(
+            self.run, self.target, self.config.results_timeout_s
+        )
+        report.mergers_ok = sorted(results)
         report.used = use
         if not use:
             return {}  # a small shuffle: finalized so the services close their files; not used
-        for address, statuses in results.items():
-            for s in statuses:
-                if self.target.mergers[self.target.merger_of(s.reduce_id)] != address:
-                    continue  # not this merger's range: ignore rather than trust
-                self.merged[s.reduce_id] = MergedPartition(s.reduce_id, address, s.bitmap, s.size)
-                report.merged_bytes += s.size
+        self.merged = merged_partitions(self.target, results)
+        report.merged_bytes = sum(m.size for m in self.merged.values())
         report.merged_partitions = len(self.merged)
         return self.merged
 
@@ -219,47 +209,106 @@ class ShuffleDriver:
                 self._pushed |= maps
                 self._changed.notify_all()
 
-    def _finalize_all(self) -> dict[str, list]:
-        results: dict[str, list] = {}
-        report = self.finalize_report
-
-        def one(address: str) -> None:
-            with ShuffleClient(
-                address,
-                timeout=self.config.results_timeout_s,
-                fingerprint=self.fingerprint,
-                credentials=self.credentials,
-            ) as c:
-                results[address] = c.finalize(self.app, self.shuffle_id, self.merge_id)
-
-        pool = ThreadPoolExecutor(min(8, len(self.mergers)), thread_name_prefix="shuffle-finalize")
-        futures = {pool.submit(one, a): a for a in self.mergers}
-        done, pending = wait(futures, timeout=self.config.results_timeout_s)
-        for f in done:
-            if f.exception() is not None:
-                report.mergers_failed[futures[f]] = str(f.exception())
-        for f in pending:
-            f.cancel()
-            report.mergers_failed[futures[f]] = "no answer within results_timeout"
-        pool.shutdown(wait=False, cancel_futures=True)
-        report.mergers_ok = sorted(a for a in results if a not in report.mergers_failed)
-        self.stats.incr("mergers_failed", len(report.mergers_failed))
-        return {a: results[a] for a in report.mergers_ok}
-
     # --- remove ----------------------------------------------------------------------------
 
     def remove(self) -> dict[str, bool]:
         """Delete the shuffle's files on every service (map outputs and merges)."""
-        removed: dict[str, bool] = {}
-        for address in self.services:
-            try:
-                with ShuffleClient(
-                    address, fingerprint=self.fingerprint, credentials=self.credentials
-                ) as c:
-                    removed[address] = c.remove(self.app, self.shuffle_id)
-            except ShuffleError:
-                removed[address] = False
-        return removed
+        return remove_shuffle(self.run, self.services, self.target)
+
+
+# --- the stages ----------------------------------------------------------------------------
+
+
+@stage("shuffle_stage_plan", "plan")
+def choose_mergers(
+    run: StageRun,
+    services: Sequence[str],
+    shuffle_id: int,
+    num_reduces: int,
+    config: DriverConfig,
+) -> tuple[str, ...]:
+    """The mergers of one shuffle (Spark's rule: one per `reduces_per_merger` reduces, none
+    when fewer services than the thresholds ask for are there), rotated by shuffle id so that
+    concurrent shuffles spread their merges over the nodes."""
+    desired = min(len(services), max(1, math.ceil(num_reduces / config.reduces_per_merger)))
+    needed = max(
+        config.mergers_min_static_threshold,
+        math.floor(desired * config.mergers_min_threshold_ratio),
+    )
+    if desired < needed or not services:
+        run.stats.incr("push_disabled_too_few_mergers")
+        return ()
+    first = shuffle_id % len(services)
+    ring = list(services[first:]) + list(services[:first])
+    return tuple(ring[:desired])
+
+
+@stage("shuffle_stage_finalize_wait", "finalize_wait")
+def finalize_wait(run: StageRun, driver: ShuffleDriver) -> float:
+    """Wait until enough of the driver's maps have completed their pushes (or its
+    `finalize_timeout` after the last map); returns the seconds waited."""
+    return driver._wait_for_pushes()
+
+
+@stage("shuffle_stage_finalize_rpc", "finalize_rpc")
+def finalize_rpc(
+    run: StageRun, target: PushTarget, timeout_s: float
+) -> tuple[dict[str, list], dict[str, str]]:
+    """Finalize every merger in parallel, waiting at most `timeout_s`: (the answers of the
+    mergers that answered, by address; why each other merger merged nothing)."""
+    results: dict[str, list] = {}
+    failed: dict[str, str] = {}
+
+    def one(address: str) -> None:
+        with ShuffleClient(
+            address,
+            timeout=timeout_s,
+            fingerprint=target.fingerprint,
+            credentials=target.credentials,
+        ) as c:
+            results[address] = c.finalize(target.app, target.shuffle_id, target.merge_id)
+
+    pool = ThreadPoolExecutor(min(8, len(target.mergers)), thread_name_prefix="shuffle-finalize")
+    futures = {pool.submit(one, a): a for a in target.mergers}
+    done, pending = wait(futures, timeout=timeout_s)
+    for f in done:
+        if f.exception() is not None:
+            failed[futures[f]] = str(f.exception())
+    for f in pending:
+        f.cancel()
+        failed[futures[f]] = "no answer within results_timeout"
+    pool.shutdown(wait=False, cancel_futures=True)
+    run.stats.incr("mergers_failed", len(failed))
+    for address, why in failed.items():
+        run.logger.info("%s: merger %s merged nothing: %s", run.label, address, why)
+    return {a: r for a, r in results.items() if a not in failed}, failed
+
+
+def merged_partitions(target: PushTarget, results: dict[str, list]) -> dict[int, MergedPartition]:
+    """The merged partitions the reducers may use: each merger's answers for its own reduce
+    range only (an answer outside it is ignored rather than trusted)."""
+    merged: dict[int, MergedPartition] = {}
+    for address, statuses in results.items():
+        for s in statuses:
+            if target.mergers[target.merger_of(s.reduce_id)] != address:
+                continue
+            merged[s.reduce_id] = MergedPartition(s.reduce_id, address, s.bitmap, s.size)
+    return merged
+
+
+@stage("shuffle_stage_remove", "remove")
+def remove_shuffle(run: StageRun, services: Sequence[str], target: PushTarget) -> dict[str, bool]:
+    """Delete the shuffle's files on every service; whether each one did."""
+    removed: dict[str, bool] = {}
+    for address in services:
+        try:
+            with ShuffleClient(
+                address, fingerprint=target.fingerprint, credentials=target.credentials
+            ) as c:
+                removed[address] = c.remove(target.app, target.shuffle_id)
+        except ShuffleError:
+            removed[address] = False
+    return removed
 
 
 class _CompletionPoll:

@@ -9,10 +9,15 @@ concurrent mappers do not collide on the same partitions), send (one thread per 
 that answers QUOTA or refuses the connection for the application's quota (429); stop
 everything on TOO_LATE or STALE). Pushing is best effort: whatever is not merged is read from
 the map output by the reducer.
+
+Each stage is a function of the stage base (`plan`, `randomize`, `send`, and `react` on each
+answer), timed under `push_stage_<name>` in the push's statistics and logged at DEBUG (they run
+once per map output, `react` once per request) on the `dataferry.shuffle` logger.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -21,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError, ShuffleError, ShuffleServiceUnavailable, StoreError
+from ..stages import StageRun, stage
 from ..stats import IOStatistics
 from ..store import Store
 from .blocks import Pieces
@@ -29,6 +35,8 @@ from .config import PushConfig
 from .files import map_output
 from .merge import PushCode
 from .tenancy import AppCredentials
+
+log = logging.getLogger("dataferry.shuffle")
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,41 @@ class PushReport:
         self.codes[code.name] = self.codes.get(code.name, 0) + 1
 
 
+@dataclass
+class _Push:
+    """One map attempt's push: what its stages share (the report under `lock`, and `stop`,
+    set when the mergers must not be sent anything more)."""
+
+    store: Store
+    target: PushTarget
+    map_index: int
+    attempt: int
+    blocks: Sequence[Pieces] | None
+    announce: bool
+    data_path: str
+    report: PushReport = field(default_factory=PushReport)
+    stop: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def seed(self, *more: object) -> str:
+        return "/".join(
+            str(x) for x in (self.target.shuffle_id, self.map_index, self.attempt, *more)
+        )
+
+
+@dataclass
+class Reaction:
+    """What one answer of a merger means: the blocks merged (or merged before), those to
+    send again, whether the merger is over its quota, and why to stop pushing at all."""
+
+    codes: list[PushCode]
+    blocks: int = 0
+    bytes: int = 0
+    retry: list[tuple[int, int, PushBlock]] = field(default_factory=list)
+    quota: bool = False
+    stop: str = ""
+
+
 def push_map_output(
     store: Store,
     target: PushTarget,
@@ -131,106 +174,161 @@ def push_map_output(
     still holds) nothing is read back from the map output file. With `announce`, every
     merger that can be reached is told at the end that this map pushes no more (its push
     completion, which the driver collects before it finalizes)."""
-    report = PushReport()
-    stats = stats if stats is not None else IOStatistics()
-    requests = plan_requests(target, offsets)
-    rng = random.Random(f"{target.shuffle_id}/{map_index}/{attempt}")
-    rng.shuffle(requests)  # stage 2: randomize
-    by_merger: dict[int, list[PushRequest]] = (
-        {m: [] for m in range(len(target.mergers))} if announce else {}
+    run = StageRun(
+        stats if stats is not None else IOStatistics(),
+        logger=log,
+        label=f"shuffle {target.app}/{target.shuffle_id} map {map_index}.{attempt}",
     )
-    for req in requests:
-        by_merger.setdefault(req.merger, []).append(req)
     data_path, _ = map_output(target.app, target.shuffle_id, map_index, attempt)
-    stop = threading.Event()
-    lock = threading.Lock()
-    cfg = target.config
-    threads = max(1, min(cfg.push_threads, cfg.max_bytes_in_flight // cfg.max_block_batch_size))
-
-    def send_all(merger: int, reqs: list[PushRequest]) -> None:
-        address = target.mergers[merger]
-        with ShuffleClient(
-            address, stats=stats, fingerprint=target.fingerprint, credentials=target.credentials
-        ) as client:
-            try:
-                for req in reqs:
-                    if stop.is_set():
-                        break
-                    if not _send(client, req, rng_for(req)):
-                        with lock:
-                            report.over_quota.append(address)
-                        break  # the rest of this merger's blocks are read from the map output
-            except ShuffleServiceUnavailable:
-                with lock:
-                    report.unreachable.append(address)
-                return  # stop pushing to this host; the others go on
-            except ServiceRefused as e:
-                with lock:
-                    if e.status == 429:  # too many connections of the application: leave it
-                        report.over_quota.append(address)
-                    else:
-                        report.stopped = report.stopped or str(e)
-                        stop.set()
-                if e.status == 429:
-                    return
-            except (ShuffleError, StoreError) as e:
-                with lock:
-                    report.stopped = report.stopped or str(e)
-                stop.set()  # the map output is gone or the service refuses: stop
-            if announce:  # whatever happened, this map pushes no more
-                try:
-                    client.push_done(target.app, target.shuffle_id, target.merge_id, map_index)
-                    with lock:
-                        report.announced += 1
-                except ShuffleError:
-                    pass  # the merger is gone: the driver does not count on its answer
-
-    def rng_for(req: PushRequest) -> random.Random:
-        return random.Random(f"{target.shuffle_id}/{map_index}/{attempt}/{req.start}")
-
-    def _send(client: ShuffleClient, req: PushRequest, order: random.Random) -> bool:
-        """Push one request's blocks; False when the merger answered QUOTA."""
-        batch: list[tuple[int, int, PushBlock]] = []
-        if blocks is not None:
-            batch = [(map_index, r, blocks[r]) for r, _ in req.blocks]
-        else:
-            data = memoryview(store.read_range(data_path, req.start, req.size))
-            pos = 0
-            for reduce_id, length in req.blocks:
-                batch.append((map_index, reduce_id, data[pos : pos + length]))
-                pos += length
-        order.shuffle(batch)
-        wait = cfg.retry_wait_s
-        for attempt_no in range(cfg.retries + 1):
-            codes = client.push(target.app, target.shuffle_id, target.merge_id, batch)
-            retry = []
-            full = False
-            with lock:
-                report.requests += 1
-                for block, code in zip(batch, codes, strict=True):
-                    report.count(code)
-                    if code in (PushCode.SUCCESS, PushCode.DUPLICATE):
-                        report.blocks += 1
-                        report.bytes += block_size(block[2])
-                    elif code == PushCode.QUOTA:
-                        full = True
-                    elif code.retriable and attempt_no < cfg.retries:
-                        retry.append(block)
-                    elif code.stops_pushing:
-                        report.stopped = report.stopped or code.name
-                        stop.set()
-            if full:
-                return False
-            if not retry or stop.is_set():
-                return True
-            batch = retry
-            time.sleep(wait)
-            wait *= 2
-        return True
-
-    with ThreadPoolExecutor(threads, thread_name_prefix="shuffle-push") as pool:
-        for f in [pool.submit(send_all, m, reqs) for m, reqs in by_merger.items()]:
-            f.result()
-    stats.incr("push_blocks", report.blocks)
-    stats.incr("push_bytes", report.bytes)
+    push = _Push(store, target, map_index, attempt, blocks, announce, data_path)
+    requests = plan(run, target, offsets)
+    by_merger = randomize(run, push, requests)
+    report = send(run, push, by_merger)
+    run.stats.incr("push_blocks", report.blocks)
+    run.stats.incr("push_bytes", report.bytes)
     return report
+
+
+@stage("push_stage_plan", "plan", level=logging.DEBUG)
+def plan(run: StageRun, target: PushTarget, offsets: Sequence[int]) -> list[PushRequest]:
+    """Stage 1: the map output's pushable blocks grouped into push requests."""
+    return plan_requests(target, offsets)
+
+
+@stage("push_stage_randomize", "randomize", level=logging.DEBUG)
+def randomize(
+    run: StageRun, push: _Push, requests: list[PushRequest]
+) -> dict[int, list[PushRequest]]:
+    """Stage 2: the requests in a random order (the same for a retried attempt), by merger;
+    with `announce`, every merger is there, even one this map sends no block to."""
+    order = list(requests)
+    random.Random(push.seed()).shuffle(order)
+    by_merger: dict[int, list[PushRequest]] = (
+        {m: [] for m in range(len(push.target.mergers))} if push.announce else {}
+    )
+    for req in order:
+        by_merger.setdefault(req.merger, []).append(req)
+    return by_merger
+
+
+@stage("push_stage_send", "send", level=logging.DEBUG)
+def send(run: StageRun, push: _Push, by_merger: dict[int, list[PushRequest]]) -> PushReport:
+    """Stage 3: each merger's requests in order on a thread of its own, `push_threads` (and
+    `max_bytes_in_flight`) at most; returns the push's report."""
+    cfg = push.target.config
+    threads = max(1, min(cfg.push_threads, cfg.max_bytes_in_flight // cfg.max_block_batch_size))
+    with ThreadPoolExecutor(threads, thread_name_prefix="shuffle-push") as pool:
+        futures = [
+            pool.submit(_send_to_merger, run, push, m, reqs) for m, reqs in by_merger.items()
+        ]
+        for f in futures:
+            f.result()
+    return push.report
+
+
+@stage("push_stage_react", "react", level=logging.DEBUG)
+def react(
+    run: StageRun,
+    batch: Sequence[tuple[int, int, PushBlock]],
+    codes: Sequence[PushCode],
+    may_retry: bool,
+) -> Reaction:
+    """Stage 4, on each answer: merged and duplicate blocks are done; QUOTA leaves the rest of
+    this merger's blocks to the map output; BUSY and IO_ERROR are sent again (while
+    `may_retry`); TOO_LATE and STALE stop the whole push."""
+    reaction = Reaction(list(codes))
+    for block, code in zip(batch, codes, strict=True):
+        if code in (PushCode.SUCCESS, PushCode.DUPLICATE):
+            reaction.blocks += 1
+            reaction.bytes += block_size(block[2])
+        elif code == PushCode.QUOTA:
+            reaction.quota = True
+        elif code.retriable and may_retry:
+            reaction.retry.append(block)
+        elif code.stops_pushing:
+            reaction.stop = reaction.stop or code.name
+    return reaction
+
+
+def _send_to_merger(run: StageRun, push: _Push, merger: int, reqs: list[PushRequest]) -> None:
+    """One merger's requests, and the end of its connection: what a failure to reach it
+    means, and (with `announce`) its push completion."""
+    target, report = push.target, push.report
+    address = target.mergers[merger]
+    with ShuffleClient(
+        address, stats=run.stats, fingerprint=target.fingerprint, credentials=target.credentials
+    ) as client:
+        try:
+            for req in reqs:
+                if push.stop.is_set():
+                    break
+                if not _send_request(run, push, client, req):
+                    with push.lock:
+                        report.over_quota.append(address)
+                    break  # the rest of this merger's blocks are read from the map output
+        except ShuffleServiceUnavailable:
+            with push.lock:
+                report.unreachable.append(address)
+            return  # stop pushing to this host; the others go on
+        except ServiceRefused as e:
+            with push.lock:
+                if e.status == 429:  # too many connections of the application: leave it
+                    report.over_quota.append(address)
+                else:
+                    report.stopped = report.stopped or str(e)
+                    push.stop.set()
+            if e.status == 429:
+                return
+        except (ShuffleError, StoreError) as e:
+            with push.lock:
+                report.stopped = report.stopped or str(e)
+            push.stop.set()  # the map output is gone or the service refuses: stop
+        if push.announce:  # whatever happened, this map pushes no more
+            try:
+                client.push_done(target.app, target.shuffle_id, target.merge_id, push.map_index)
+                with push.lock:
+                    report.announced += 1
+            except ShuffleError:
+                pass  # the merger is gone: the driver does not count on its answer
+
+
+def _batch(push: _Push, req: PushRequest) -> list[tuple[int, int, PushBlock]]:
+    """One request's blocks, from the map task's buffers or read back from its output."""
+    if push.blocks is not None:
+        return [(push.map_index, r, push.blocks[r]) for r, _ in req.blocks]
+    data = memoryview(push.store.read_range(push.data_path, req.start, req.size))
+    batch: list[tuple[int, int, PushBlock]] = []
+    pos = 0
+    for reduce_id, length in req.blocks:
+        batch.append((push.map_index, reduce_id, data[pos : pos + length]))
+        pos += length
+    return batch
+
+
+def _send_request(run: StageRun, push: _Push, client: ShuffleClient, req: PushRequest) -> bool:
+    """Push one request's blocks (in a random order of their own), sending again what
+    `react` says to with backoff; False when the merger answered QUOTA."""
+    target, report, cfg = push.target, push.report, push.target.config
+    batch = _batch(push, req)
+    random.Random(push.seed(req.start)).shuffle(batch)
+    wait = cfg.retry_wait_s
+    for attempt_no in range(cfg.retries + 1):
+        codes = client.push(target.app, target.shuffle_id, target.merge_id, batch)
+        reaction = react(run, batch, codes, attempt_no < cfg.retries)
+        with push.lock:
+            report.requests += 1
+            for code in reaction.codes:
+                report.count(code)
+            report.blocks += reaction.blocks
+            report.bytes += reaction.bytes
+            if reaction.stop:
+                report.stopped = report.stopped or reaction.stop
+                push.stop.set()
+        if reaction.quota:
+            return False
+        if not reaction.retry or push.stop.is_set():
+            return True
+        batch = reaction.retry
+        time.sleep(wait)
+        wait *= 2
+    return True

@@ -105,6 +105,7 @@ class ShuffleService:
         """Bind and serve; `tls` is an identity, None (plain), or "auto": TLS with a fresh
         self-signed identity beyond loopback, plain on loopback."""
         self._server.start(host, port, tls=resolve_tls(host, tls))
+        log.info("shuffle service listening on %s (%s)", self.address, _tls_note(self.fingerprint))
         return self
 
     @property
@@ -119,8 +120,10 @@ class ShuffleService:
         return self._server.fingerprint
 
     def stop(self) -> None:
-        self._server.stop()
+        stopped = self._server.stop()
         self._io.shutdown(wait=True)
+        if stopped:
+            log.info("shuffle service on %s stopped", self.address)
 
     def __enter__(self) -> ShuffleService:
         return self.start() if self._server.loop is None else self
@@ -466,3 +469,7 @@ class ShuffleService:
             finally:
                 f.close()
         self.stats.incr("served_bytes", n)
+
+
+def _tls_note(fingerprint: str) -> str:
+    return f"TLS, certificate sha256 {fingerprint}" if fingerprint else "plain, no TLS"
