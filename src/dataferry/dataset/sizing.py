@@ -12,11 +12,14 @@ Files are cut from the data, not from the core count. Stages:
    cut at a task's boundary), so small partitions share a task, each task writes one file per
    partition it touches, and no worker waits on another at the end.
 
-Every stage adds its figures to the plan's statistics.
+Every stage adds its figures to the plan's statistics. The stages are of the stage base
+(durations under `write_stage_<name>`), logged at DEBUG on the `dataferry.dataset` logger;
+the plan's outcome is one INFO line.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import ConfigError
+from ..stages import StageRun, stage
 from .formats import encoded_size
 from .options import MiB, WriteOptions
 from .partition import NameLimits, Rows, partition_rows
@@ -33,6 +37,8 @@ SAMPLE_ROWS = 32_768
 
 Piece = tuple[str, pa.Table | Rows]
 
+log = logging.getLogger("dataferry.dataset")
+
 
 @dataclass
 class WritePlan:
@@ -40,6 +46,13 @@ class WritePlan:
 
     tasks: list[list[Piece]]
     stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SizingRun(StageRun):
+    """The stages of one plan, and the figures they found (the plan's `stats`)."""
+
+    figures: dict[str, Any] = field(default_factory=dict)
 
 
 def plan_tasks(
@@ -53,38 +66,49 @@ def plan_tasks(
     """The tasks that write `table`: `tasks` equal row ranges if given, else sized by data.
     A partition directory the destination cannot hold (`limits`) is a ConfigError, raised
     here on the driver before any task runs."""
-    stats: dict[str, Any] = {"rows": table.num_rows, "workers": workers}
-    pieces = split_partitions(table, partition_by, stats, limits)
+    if tasks is not None and (isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1):
+        raise ConfigError(f"tasks must be an integer >= 1, got {tasks!r}")
+    run = SizingRun(logger=log, label="write plan")
+    run.figures.update(rows=table.num_rows, workers=workers)
+    pieces = split_partitions(run, table, partition_by, limits)
     if tasks is not None:
-        if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
-            raise ConfigError(f"tasks must be an integer >= 1, got {tasks!r}")
-        planned = _equal_row_ranges(pieces, tasks)
+        planned = equal_row_ranges(run, pieces, tasks)
     else:
-        row_bytes, ratio = measure(table, partition_by, options, stats)
-        chunk = cut_size(table.num_rows * row_bytes, ratio, options, workers, stats)
-        planned = pack_tasks(cut_files(pieces, row_bytes, chunk, stats), row_bytes, chunk, stats)
-    stats["tasks"] = len(planned)
-    return WritePlan(planned or [[]], stats)
+        row_bytes, ratio = measure(run, table, partition_by, options)
+        chunk = cut_size(run, table.num_rows * row_bytes, ratio, options, workers)
+        planned = pack_tasks(run, cut_files(run, pieces, row_bytes, chunk), row_bytes, chunk)
+    run.figures["tasks"] = len(planned)
+    log.info(
+        "write plan: %d rows in %d partitions, %d tasks (%.3f s)",
+        table.num_rows,
+        run.figures["partitions"],
+        len(planned),
+        run.seconds()["total"],
+    )
+    return WritePlan(planned or [[]], run.figures)
 
 
+@stage("write_stage_split_partitions", "split_partitions", level=logging.DEBUG)
 def split_partitions(
+    run: SizingRun,
     table: pa.Table,
     partition_by: tuple[str, ...],
-    stats: dict[str, Any],
     limits: NameLimits | None = None,
 ) -> list[Piece]:
+    """Stage 1: the table's rows by partition directory (one sort)."""
     if partition_by:
         pieces: list[Piece] = list(partition_rows(table, partition_by, limits))
     else:
         pieces = [("", table)] if table.num_rows else []
-    stats["partitions"] = len(pieces)
+    run.figures["partitions"] = len(pieces)
     return pieces
 
 
+@stage("write_stage_measure", "measure", level=logging.DEBUG)
 def measure(
-    table: pa.Table, partition_by: tuple[str, ...], options: WriteOptions, stats: dict[str, Any]
+    run: SizingRun, table: pa.Table, partition_by: tuple[str, ...], options: WriteOptions
 ) -> tuple[float, float]:
-    """(in-memory bytes per row, written bytes per in-memory byte)."""
+    """Stage 2: (in-memory bytes per row, written bytes per in-memory byte)."""
     data = table.drop_columns(list(partition_by)) if partition_by else table
     row_bytes = data.nbytes / data.num_rows if data.num_rows else 0.0
     ratio = 1.0
@@ -93,39 +117,40 @@ def measure(
         sample = data.slice(0, SAMPLE_ROWS)
         if sample.nbytes:
             ratio = max(encoded_size(sample, options) / sample.nbytes, 1e-3)
-    stats.update(row_bytes=round(row_bytes, 1), encoded_ratio=round(ratio, 3))
+    run.figures.update(row_bytes=round(row_bytes, 1), encoded_ratio=round(ratio, 3))
     return row_bytes, ratio
 
 
 def cut_size(
-    total_bytes: float, ratio: float, options: WriteOptions, workers: int, stats: dict[str, Any]
+    run: SizingRun, total_bytes: float, ratio: float, options: WriteOptions, workers: int
 ) -> float:
     """In-memory bytes of one piece: a file's worth at most; smaller when the data would
     otherwise leave workers idle, but never under MIN_TASK_BYTES."""
     file_bytes = options.target_file_size / ratio
     spread = max(MIN_TASK_BYTES, total_bytes / max(1, workers))
     chunk = max(1.0, min(file_bytes, spread))
-    stats.update(in_memory_bytes=int(total_bytes), piece_bytes=int(chunk))
+    run.figures.update(in_memory_bytes=int(total_bytes), piece_bytes=int(chunk))
     return chunk
 
 
-def cut_files(
-    pieces: list[Piece], row_bytes: float, chunk: float, stats: dict[str, Any]
-) -> list[Piece]:
+@stage("write_stage_cut_files", "cut_files", level=logging.DEBUG)
+def cut_files(run: SizingRun, pieces: list[Piece], row_bytes: float, chunk: float) -> list[Piece]:
+    """Stage 3: each partition cut into pieces of at most `chunk` in-memory bytes."""
     cut: list[Piece] = []
     for directory, rows in pieces:
         n = max(1, math.ceil(rows.num_rows * row_bytes / chunk)) if row_bytes else 1
         size = math.ceil(rows.num_rows / n)
         cut.extend((directory, rows.slice(i * size, size)) for i in range(n))
-    stats["pieces"] = len(cut)
+    run.figures["pieces"] = len(cut)
     return cut
 
 
+@stage("write_stage_pack_tasks", "pack_tasks", level=logging.DEBUG)
 def pack_tasks(
-    pieces: list[Piece], row_bytes: float, chunk: float, stats: dict[str, Any]
+    run: SizingRun, pieces: list[Piece], row_bytes: float, chunk: float
 ) -> list[list[Piece]]:
-    """Pieces in partition order into tasks of equal size: a piece that would pass its task's
-    share is cut at the share (one more file), unless little of the share is left."""
+    """Stage 4: pieces in partition order into tasks of equal size: a piece that would pass
+    its task's share is cut at the share (one more file), unless little of the share is left."""
     total = sum(rows.num_rows for _, rows in pieces) * row_bytes
     n = max(1, math.ceil(total / chunk - 1e-9)) if row_bytes else 1
     share = total / n
@@ -145,8 +170,14 @@ def pack_tasks(
                 rows = rows.slice(take)
             tasks.append([])
             room = share
-    stats["task_bytes"] = int(share)
+    run.figures["task_bytes"] = int(share)
     return [t for t in tasks if t]
+
+
+@stage("write_stage_equal_row_ranges", "equal_row_ranges", level=logging.DEBUG)
+def equal_row_ranges(run: SizingRun, pieces: list[Piece], n: int) -> list[list[Piece]]:
+    """Instead of stages 2-4, with `tasks=n`: `n` tasks of (nearly) equal rows."""
+    return _equal_row_ranges(pieces, n)
 
 
 def _equal_row_ranges(pieces: list[Piece], n: int) -> list[list[Piece]]:
