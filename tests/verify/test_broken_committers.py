@@ -15,8 +15,9 @@ from dataferry.store import Op, paths
 from dataferry.store.faults import TracedOp
 from dataferry.verify import crash, harness, verify_crash
 from dataferry.verify import invariants as inv
+from dataferry.verify.child import ChildSpec, run_child
 from dataferry.verify.crash_report import CrashReport
-from dataferry.verify.driver_kills import KillSpec, run_child, run_driver_kills
+from dataferry.verify.driver_kills import run_driver_kills
 from dataferry.verify.harness import ScenarioStores, deterministic_options
 
 from .broken_committers import BROKEN, PRELOAD, SPECS
@@ -155,10 +156,10 @@ def test_a_child_driver_imports_the_preload_first():
     stores = ScenarioStores(None)
     try:
         opts = deterministic_options("broken-drops-file")
-        spec = KillSpec("broken-drops-file", stores.url("child"), "error", opts, "1" * 32)
+        spec = ChildSpec("broken-drops-file", stores.url("child"), "error", opts, "1" * 32)
         outcome, detail, _ = run_child(spec, 60)
         assert outcome != "committed" and "unknown committer" in detail  # not without it
-        spec = KillSpec(
+        spec = ChildSpec(
             "broken-drops-file",
             stores.url("child-preloaded"),
             "error",

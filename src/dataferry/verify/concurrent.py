@@ -26,28 +26,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DataferryError
 from ..store import fault_layer as find_fault_layer
-from ..store import open_store
 from ..store.faults import call_at
 from . import invariants as inv
 from .harness import (
     EXISTING,
     FRESH,
     MODES,
-    PreparedJob,
     Scenario,
     ScenarioStores,
-    allowed_leftovers,
     discard,
-    prepare_job,
+    earlier_data,
+    leftovers_allowed,
     quiet_store,
-    recovery_committer,
     seeded_uuid,
     spread,
-    status_of,
-    write_earlier,
+    variant_scenario,
 )
+from .race_parties import Side, prepare_side
 
 SETTLE_S = 0.3  # how long A waits for B at the chosen operation before it goes on
 JOIN_S = 60.0  # how long B may take to finish once A is done
@@ -62,37 +58,11 @@ class _Variant:
     end: int = 0
 
 
-@dataclass
-class _Side:
-    name: str
-    uuid: str
-    job: PreparedJob | None = None
-    status: str = ""
-    error: str = ""
-
-    def commit(self) -> None:
-        if self.job is None:
-            return
-        self.job.commit()
-        self.status, self.error = self.job.status, self.job.error
-
-
-def _prepare(committer: str, url: str, mode: str, options: dict, side: _Side, rules: list) -> Any:
-    store = open_store(url, faults=rules, latency_scale=0.0)
-    try:
-        side.job = prepare_job(committer, store, mode, options, side.uuid)
-    except DataferryError as e:  # the mode applied up front refused it
-        side.status, side.error = status_of(e), f"{type(e).__name__}: {e}"
-    return store
-
-
 def _run(
     committer: str, url: str, options: dict[str, Any], v: _Variant, index: int | None
 ) -> Scenario:
-    earlier = (
-        write_earlier(committer, url, options, v.uuids[0]) if v.destination == EXISTING else {}
-    )
-    a, b = _Side("A", v.uuids[1]), _Side("B", v.uuids[2])
+    earlier = earlier_data(committer, url, options, v.destination, v.uuids[0])
+    a, b = Side("A", v.uuids[1]), Side("B", v.uuids[2])
     thread: list[threading.Thread] = []
 
     def start_b(*_: Any) -> None:
@@ -103,9 +73,9 @@ def _run(
         thread[0].join(SETTLE_S)
 
     rules = [] if index is None else [call_at(index, start_b)]
-    store_a = _prepare(committer, url, v.mode, options, a, rules)
-    _prepare(committer, url, v.mode, options, b, [])
-    fault = find_fault_layer(store_a)
+    prepare_side(committer, url, v.mode, options, a, rules)
+    prepare_side(committer, url, v.mode, options, b, [])
+    fault = find_fault_layer(a.store)
     assert fault is not None
     start = fault.op_count
     a.commit()
@@ -114,18 +84,17 @@ def _run(
         v.start, v.end = start, fault.op_count
     start_b()  # B after A, when A's commit ended before the chosen operation
     thread[0].join(JOIN_S)
-    scenario = Scenario(
+    scenario = variant_scenario(
+        v,
+        "concurrent",
         index=index,
         when="before",
-        kind="concurrent",
-        mode=v.mode,
-        destination=v.destination,
         outcome=f"A {a.status}, B {b.status}",
     )
     if index is not None and index < len(fault.trace):
         scenario.op, scenario.path = fault.trace[index].op.value, fault.trace[index].path
     plain = quiet_store(url)
-    allow = allowed_leftovers(recovery_committer(committer, plain, v.mode, options))
+    allow = leftovers_allowed(committer, url, v.mode, options)
     if thread[0].is_alive():
         scenario.problems.append(
             f"{inv.ONE_WRITER}: job B's commit did not end {JOIN_S:g} s after A's (deadlock?)"
@@ -138,8 +107,8 @@ def check_race(
     store: Any,
     mode: str,
     earlier: inv.Snapshot,
-    a: _Side,
-    b: _Side,
+    a: Side,
+    b: Side,
     allow: tuple[str, ...],
 ) -> list[str]:
     """The destination after both jobs ended, against what their write mode promises."""
@@ -151,7 +120,7 @@ def check_race(
     lost = [s for s in sides if s.status != "committed"]
     has_success = store.exists(inv.SUCCESS)
 
-    def nothing_of(s: _Side, name: str) -> None:
+    def nothing_of(s: Side, name: str) -> None:
         if files[s.name]:
             problems.append(
                 f"{name}: {len(files[s.name])} files of job {s.name} ({s.status}) visible, "

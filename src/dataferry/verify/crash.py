@@ -173,80 +173,47 @@ def verify_crash(
                 preload,
                 part(),
             )
-        if driver_kills > 0:
-            if stores.shared_between_processes:
-                report.extra += run_driver_kills(
-                    committer,
-                    stores,
-                    options,
-                    driver_kills,
-                    seed=seed,
-                    timeout_s=kill_timeout_s,
-                    workers=max(processes, min(2, os.cpu_count() or 1)),
-                    progress=part(),
-                    preload=preload,
-                )
-            else:
-                report.skipped["driver_kill"] = (
-                    f"{stores.base} is private to one process: a killed child driver's "
-                    "destination would vanish with it"
-                )
+        workers = max(processes, min(2, os.cpu_count() or 1))
+        private = f"{stores.base} is private to one process: "
+
+        def run(family: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            """One more scenario family on this committer and store, counted as a part."""
+            return family(committer, stores, options, *args, seed=seed, progress=part(), **kwargs)
+
+        if driver_kills > 0 and not stores.shared_between_processes:
+            report.skipped["driver_kill"] = (
+                private + "a killed child driver's destination would vanish with it"
+            )
+        elif driver_kills > 0:
+            report.extra += run(
+                run_driver_kills,
+                driver_kills,
+                timeout_s=kill_timeout_s,
+                workers=workers,
+                preload=preload,
+            )
         if zombies:
-            report.extra += run_zombies(
-                committer, stores, options, seed=seed, max_points=zombie_points, progress=part()
-            )
+            report.extra += run(run_zombies, max_points=zombie_points)
         if concurrent_jobs:
-            report.extra += run_concurrent(
-                committer,
-                stores,
-                options,
-                seed=seed,
-                points=concurrent_points,
-                progress=part(),
-            )
+            report.extra += run(run_concurrent, points=concurrent_points)
         schedules = race_schedules(races)
         if schedules and not stores.shared_between_processes:
-            report.skipped["races"] = (
-                f"{stores.base} is private to one process: a child driver cannot hold its claim"
-            )
+            report.skipped["races"] = private + "a child driver cannot hold its claim"
         elif schedules:
-            workers = max(processes, min(2, os.cpu_count() or 1))
             held = tuple(s for s in schedules if s in RACES)
             if held:
-                report.extra += run_races(
-                    committer,
-                    stores,
-                    options,
-                    schedules=held,
-                    seed=seed,
-                    preload=preload,
-                    workers=workers,
-                    progress=part(),
-                )
+                report.extra += run(run_races, schedules=held, preload=preload, workers=workers)
             damaged = tuple(s for s in schedules if s not in RACES)
             if damaged:
-                found, skipped = run_damage(
-                    committer,
-                    stores,
-                    options,
-                    kinds=damaged,
-                    seed=seed,
-                    preload=preload,
-                    workers=workers,
-                    progress=part(),
-                )
+                found, skipped = run(run_damage, kinds=damaged, preload=preload, workers=workers)
                 report.extra += found
                 report.skipped.update(skipped)
         if existing_data:
-            report.extra += existing_crash_points(
-                committer,
-                stores,
-                options,
-                seed=seed,
+            report.extra += run(
+                existing_crash_points,
                 every=every,
                 limit=limit,
                 processes=processes,
-                progress=part(),
                 select=select,
                 preload=preload,
             )

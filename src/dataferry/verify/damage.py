@@ -40,24 +40,24 @@ from typing import Any
 
 from ..errors import DataferryError
 from . import invariants as inv
+from .child import ChildSpec, carry, run_child
 from .harness import (
     EXISTING,
     Scenario,
     ScenarioStores,
-    allowed_leftovers,
     check_outcome,
     discard,
     error_chain,
+    leftovers_allowed,
     quiet_store,
-    recovery_committer,
     run_reference,
     seeded_uuid,
     write_earlier,
 )
 from .race_checks import final_cleanup
-from .race_parties import HolderSpec, carry, run_holder
 from .races import points_of
 from .reference import FILES_PER_TASK, TASKS, file_bytes
+from .scenario import run_threads
 
 CHILD_TIMEOUT_S = 30.0
 CLAIM_DAMAGE = (
@@ -74,7 +74,7 @@ OLD_S = 2 * 86400.0
 
 
 def _claim_file() -> str:
-    from ..commit.claim import CLAIM_FILE
+    from ..commit.records.hold import CLAIM_FILE
 
     return CLAIM_FILE
 
@@ -225,18 +225,14 @@ class Damage:
         self.preload = tuple(preload)
         self.rng = random.Random(f"{seed}:damage")
 
-    def _allow(self, url: str, mode: str) -> tuple[str, ...]:
-        plain = quiet_store(url)
-        return allowed_leftovers(recovery_committer(self.committer, plain, mode, self.options))
-
-    def _spec(self, url: str, mode: str, job_uuid: str, **kw: Any) -> HolderSpec:
-        return HolderSpec(
+    def _spec(self, url: str, mode: str, job_uuid: str, **kw: Any) -> ChildSpec:
+        return ChildSpec(
             self.committer, url, mode, self.options, job_uuid, **kw, **carry(self.preload)
         )
 
     def _cleanup(self, url: str) -> tuple[str, str, dict[str, Any]]:
         spec = self._spec(url, "append", "", action="cleanup")
-        return run_holder(spec, CHILD_TIMEOUT_S)
+        return run_child(spec, CHILD_TIMEOUT_S)
 
     def claim(self, how: str) -> Scenario:
         url = self.stores.url(f"dr-{how}")
@@ -245,10 +241,10 @@ class Damage:
         plain = quiet_store(url)
         damage_claim(plain, how, self.committer, other)
         problems: list[str] = []
-        status, detail, report = run_holder(self._spec(url, "overwrite", job_uuid), CHILD_TIMEOUT_S)
+        status, detail, report = run_child(self._spec(url, "overwrite", job_uuid), CHILD_TIMEOUT_S)
         problems += _named("the job", status, detail, report)
         if status == "committed":
-            allow = self._allow(url, "overwrite")
+            allow = leftovers_allowed(self.committer, url, "overwrite", self.options)
             problems += [
                 p
                 for p in check_outcome(plain, job_uuid, "overwrite", earlier, status, allow)
@@ -283,12 +279,12 @@ class Damage:
         return scenario
 
     def intent(self, mode: str) -> Scenario:
-        from ..commit.intent import INTENT_FILE
+        from ..commit.records.intent import INTENT_FILE
 
         earlier_uuid, job_uuid = seeded_uuid(self.rng), seeded_uuid(self.rng)
         base = self.stores.url(f"dr-intent-{mode}-base")
         write_earlier(self.committer, base, self.options, earlier_uuid)
-        status, detail, report = run_holder(self._spec(base, mode, job_uuid, trace=True))
+        status, detail, report = run_child(self._spec(base, mode, job_uuid, trace=True))
         discard(quiet_store(base))
         points, _ = points_of(report.get("trace") or [], report.get("commit_end") or 0)
         scenario = Scenario(
@@ -311,7 +307,7 @@ class Damage:
             return scenario
         url = self.stores.url(f"dr-intent-{mode}")
         earlier = write_earlier(self.committer, url, self.options, earlier_uuid)
-        status, detail, _ = run_holder(self._spec(url, mode, job_uuid, kill_index=index))
+        status, detail, _ = run_child(self._spec(url, mode, job_uuid, kill_index=index))
         plain = quiet_store(url)
         cut = []
         for st in plain.walk(""):
@@ -322,7 +318,7 @@ class Damage:
         c_status, c_detail, c_report = self._cleanup(url)
         problems = _named("cleanup", c_status, c_detail, c_report)
         if c_status == "done":  # cleanup says it finished or undid the job: check it all
-            allow = self._allow(url, mode)
+            allow = leftovers_allowed(self.committer, url, mode, self.options)
             problems += check_outcome(plain, job_uuid, mode, earlier, "killed", allow)
             if not inv.files_of_job(plain, job_uuid) and (
                 mode == "overwrite" and inv.check_kept(plain, earlier)
@@ -348,7 +344,7 @@ class Damage:
         return scenario
 
     def link(self, place: str, action: str) -> Scenario:
-        from ..commit.cleanup import cleanup_destination
+        from ..commit.job.cleanup import cleanup_destination
 
         url = self.stores.url(f"ln-{place.strip('_=')}-{action}")
         scenario = Scenario(
@@ -410,7 +406,7 @@ class Damage:
                 # refused at the door for the link (not for its write mode): as a failed job,
                 # nothing of it may be visible and the earlier data stays as it was
                 reported = "committed" if status == "committed" else "failed"
-                allow = self._allow(url, action)
+                allow = leftovers_allowed(self.committer, url, action, self.options)
                 problems += check_outcome(plain, job_uuid, action, earlier, reported, allow)
             else:
                 problems += inv.check_kept(plain, earlier)
@@ -444,20 +440,10 @@ def run_damage(
 ) -> tuple[list[Scenario], dict[str, str]]:
     """The damaged records and the links (on a store backed by a local directory); returns
     the scenarios and, per kind that could not run, why."""
-    from concurrent.futures import ThreadPoolExecutor
-
     skipped: dict[str, str] = {}
     linkable = local_dir(stores.base) is not None
     if "links" in kinds and not linkable:
         skipped["links"] = f"{stores.base} is not a local directory: no symbolic links there"
     damage = Damage(committer, stores, options, seed=seed, preload=preload)
     runs = damage.plan(kinds, linkable)
-
-    def one(run: Callable[[], Scenario]) -> Scenario:
-        s = run()
-        if progress:
-            progress(len(runs))
-        return s
-
-    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="dataferry-damage") as pool:
-        return list(pool.map(one, runs)), skipped
+    return run_threads(runs, workers, "damage", progress), skipped

@@ -18,8 +18,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..commit.base import Committer
 from ..commit.factory import make_committer
-from ..commit.protocol import Committer, JobContext, TaskCommitMessage
+from ..commit.protocol import JobContext, TaskCommitMessage
 from ..engine.attempt import commit_attempt, run_attempt
 from ..engine.local import JobRun, LocalEngine
 from ..errors import ConfigError, DataferryError, DestinationError, InjectedCrash
@@ -31,6 +32,8 @@ from .reference import SPECULATIVE_TASK, TASKS, unique_tasks, unique_work
 
 MODES = ("error", "append", "overwrite")
 FRESH, EXISTING = "fresh", "existing"
+# the runs of a scenario family: a fresh destination (mode error), one holding data (each mode)
+VARIANTS = ((FRESH, "error"), *((EXISTING, m) for m in MODES))
 
 
 @dataclass(eq=False)
@@ -65,6 +68,15 @@ class Scenario:
             "outcome": self.outcome,
             "problems": self.problems,
         }
+
+
+def variant_scenario(
+    v: Any, kind: str, index: int | None = None, when: str = "none", **fields: Any
+) -> Scenario:
+    """A scenario of a family's variant `v`: its destination and its job's write mode."""
+    return Scenario(
+        index=index, when=when, kind=kind, mode=v.mode, destination=v.destination, **fields
+    )
 
 
 class ScenarioStores:
@@ -140,6 +152,13 @@ def load_preload(preload: Collection[str] = ()) -> None:
 def allowed_leftovers(committer: Any) -> tuple[str, ...]:
     """Hidden names a committer legitimately leaves in the destination after a job."""
     return (inv.SUCCESS, *getattr(committer, "permanent_entries", ()))
+
+
+def leftovers_allowed(
+    committer: str, url: str, mode: str, options: dict[str, Any]
+) -> tuple[str, ...]:
+    """`allowed_leftovers` of the committer that recovers a job of `mode` at `url`."""
+    return allowed_leftovers(recovery_committer(committer, quiet_store(url), mode, options))
 
 
 def quiet_store(url: str) -> Store:
@@ -334,6 +353,16 @@ def prepare_job(
         if report.needs_commit:
             messages.append(commit_attempt(ctx, None, report.written).message)
     return PreparedJob(under_test, job, messages)
+
+
+def earlier_data(
+    committer: str, url: str, options: dict[str, Any], destination: str, job_uuid: str
+) -> inv.Snapshot:
+    """What a variant's destination holds before its job: nothing where it is fresh, else a
+    data set committed by the job `job_uuid` (`write_earlier`)."""
+    if destination != EXISTING:
+        return {}
+    return write_earlier(committer, url, options, job_uuid)
 
 
 def write_earlier(

@@ -123,7 +123,7 @@ def check_nothing_visible(
     "visible" means what a reader of committed files sees (`list_committed`). With `job_uuid`,
     only that job's files count (the destination may hold an earlier job's data)."""
     if in_place:
-        from ..commit.direct import list_committed
+        from ..commit.direct.committer import list_committed
 
         files = list_committed(store)
     else:
@@ -172,7 +172,7 @@ def reader_view(store: Store, in_place: bool) -> Snapshot:
     writes in place (direct) the files of committed jobs (`list_committed`)."""
     if not in_place:
         return snapshot(store)
-    from ..commit.direct import list_committed
+    from ..commit.direct.committer import list_committed
 
     return snapshot(store, list_committed(store))
 

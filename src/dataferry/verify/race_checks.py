@@ -109,7 +109,7 @@ def check_sides(
 
 def final_cleanup(url: str, problems: list[str]) -> None:
     """What a user runs once every job ended: `dataferry cleanup DEST --older-than 0`."""
-    from ..commit.cleanup import cleanup_destination
+    from ..commit.job.cleanup import cleanup_destination
 
     try:
         report = cleanup_destination(quiet_store(url), older_than_s=0.0)

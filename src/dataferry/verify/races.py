@@ -52,36 +52,33 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import invariants as inv
+from .child import JOIN_S, ChildDriver, ChildSpec, carry, run_child
 from .harness import (
     EXISTING,
+    VARIANTS,
     Scenario,
     ScenarioStores,
-    allowed_leftovers,
     discard,
+    earlier_data,
     error_chain,
+    leftovers_allowed,
     quiet_store,
-    recovery_committer,
     seeded_uuid,
-    write_earlier,
+    variant_scenario,
 )
 from .race_checks import check_sides, final_cleanup
 from .race_parties import (
-    JOIN_S,
     PAUSE_S,
     RACE_AFTER_S,
     SCHEDULES,
     SHORT_TIMEOUT_S,
     SKEWS_S,
-    VARIANTS,
-    Holder,
-    HolderSpec,
     Side,
-    carry,
     lease_expiry_s,
     prepare_side,
-    run_holder,
     slow_store_rules,
 )
+from .scenario import run_threads
 
 # --- variants and their points ------------------------------------------------------------------
 
@@ -98,7 +95,7 @@ class RaceVariant:
 
 def points_of(trace: list[list[Any]], end: int) -> tuple[dict[str, int], int | None]:
     """The named points of a job commit's operations ([index, op, path, dest] each)."""
-    from ..commit.intent import INTENT_FILE
+    from ..commit.records.intent import INTENT_FILE
 
     def first(pred: Callable[[list[Any]], bool]) -> int | None:
         return next((t[0] for t in trace if pred(t)), None)
@@ -161,9 +158,7 @@ class Races:
         ]
 
     def _earlier(self, url: str, v: RaceVariant) -> inv.Snapshot:
-        if v.destination != EXISTING:
-            return {}
-        return write_earlier(self.committer, url, self.options, v.uuids[0])
+        return earlier_data(self.committer, url, self.options, v.destination, v.uuids[0])
 
     def _takers(
         self, url: str, v: RaceVariant, options: tuple[dict, dict], rules: tuple[list, list]
@@ -177,33 +172,27 @@ class Races:
 
     def _spec(
         self, url: str, v: RaceVariant, options: dict[str, Any] | None = None, **kw: Any
-    ) -> HolderSpec:
+    ) -> ChildSpec:
         opts = self.options if options is None else options
-        return HolderSpec(
-            self.committer, url, v.mode, opts, v.uuids[1], **kw, **carry(self.preload)
-        )
+        return ChildSpec(self.committer, url, v.mode, opts, v.uuids[1], **kw, **carry(self.preload))
 
     def _allow(self, url: str, mode: str) -> tuple[str, ...]:
-        plain = quiet_store(url)
-        return allowed_leftovers(recovery_committer(self.committer, plain, mode, self.options))
+        return leftovers_allowed(self.committer, url, mode, self.options)
 
     def baseline(self, v: RaceVariant) -> Scenario:
         """The holder alone (the takers prepared, never committed): where its points are."""
         url = self.stores.url(f"r-{v.destination[0]}{v.mode}-base")
         earlier = self._earlier(url, v)
         takers = self._takers(url, v, (self.options, self.options), ([], []))
-        status, detail, report = run_holder(self._spec(url, v, trace=True))
+        status, detail, report = run_child(self._spec(url, v, trace=True))
         for t in takers:
             t.abort()
         trace = report.get("trace") or []
         v.points, v.success_op = points_of(trace, report.get("commit_end") or 0)
         v.status = status
-        scenario = Scenario(
-            index=None,
-            when="none",
-            kind="race_baseline",
-            mode=v.mode,
-            destination=v.destination,
+        scenario = variant_scenario(
+            v,
+            "race_baseline",
             outcome=status,
             schedule="the holder alone; points "
             + ", ".join(f"{k} op {i}" for k, i in v.points.items())
@@ -225,7 +214,7 @@ class Races:
 
     def paused(self, schedule: str, v: RaceVariant, point: str, skew_s: float = 0.0) -> Scenario:
         """The holder stopped at `point` while its racer acts (a taker, or a cleanup)."""
-        from ..commit.cleanup import cleanup_destination
+        from ..commit.job.cleanup import cleanup_destination
 
         index = v.points[point]
         url = self.stores.url(f"r-{schedule[:2]}-{v.destination[0]}{v.mode}-{point[:3]}")
@@ -255,7 +244,7 @@ class Races:
             else:
                 t1.commit()
 
-        holder = Holder(self._spec(url, v, holder_options, pause_index=index, skew_s=skew_s))
+        holder = ChildDriver(self._spec(url, v, holder_options, pause_index=index, skew_s=skew_s))
         try:
             stopped = holder.wait_paused()
             paused_at = time.monotonic()
@@ -293,12 +282,11 @@ class Races:
         problems += check_sides(plain, v.mode, earlier, sides, self._allow(url, v.mode))
         skew = f", holder's clock {skew_s:+g} s" if skew_s else ""
         racer_what = racer_note[0] if racer_note else f"taker {t1.status} {t1.error[:120]}"
-        scenario = Scenario(
+        scenario = variant_scenario(
+            v,
+            schedule,
             index=index,
             when="before",
-            kind=schedule,
-            mode=v.mode,
-            destination=v.destination,
             outcome=f"H {h.status}" + ("" if schedule == "cleanup_race" else f", T {t1.status}"),
             schedule=f"holder stopped at {point} (op {index}){skew}"
             + ("" if stopped else " (never reached)")
@@ -321,7 +309,7 @@ class Races:
             t1, t2 = self._takers(url, v, (self.options, short), (slow_store_rules(), []))
         else:
             t1, t2 = self._takers(url, v, (self.options, self.options), ([], []))
-        status, detail, _ = run_holder(self._spec(url, v, kill_index=index))
+        status, detail, _ = run_child(self._spec(url, v, kill_index=index))
         h = Side("H", v.uuids[1], status=status, error=detail, end=0.0)
         first = threading.Thread(target=t1.commit, name="dataferry-taker-1", daemon=True)
         second = threading.Thread(target=t2.commit, name="dataferry-taker-2", daemon=True)
@@ -342,12 +330,11 @@ class Races:
             plain, v.mode, earlier, [h, t1, t2], self._allow(url, v.mode), decided
         )
         how = "slow T1, T2 with a 0.2 s timeout 0.1 s later" if staggered else "both at once"
-        scenario = Scenario(
+        scenario = variant_scenario(
+            v,
+            "two_takers",
             index=index,
             when="before",
-            kind="two_takers",
-            mode=v.mode,
-            destination=v.destination,
             outcome=f"H {status}, T1 {t1.status}, T2 {t2.status}",
             schedule=f"holder killed at {point} (op {index}); {how}",
             problems=problems,
@@ -391,29 +378,15 @@ def run_races(
     """Every schedule in `schedules`, each variant (or only `variants`: (destination, mode)),
     at each named point (or only `points`): the baselines first, then the races,
     `workers` at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
     races = Races(committer, stores, options, seed=seed, preload=preload, workers=workers)
     if variants is not None:
         races.variants = [v for v in races.variants if (v.destination, v.mode) in set(variants)]
-    lock = threading.Lock()
-    with ThreadPoolExecutor(races.workers, thread_name_prefix="dataferry-race") as pool:
-        out = list(pool.map(races.baseline, races.variants))
+
+    def plan() -> list[Callable[[], Scenario]]:
         if points is not None:
             for v in races.variants:
                 v.points = {k: i for k, i in v.points.items() if k in set(points)}
-        runs = races.plan(schedules)
-        total = len(runs) + len(races.variants)
-        if progress:
-            for _ in races.variants:
-                progress(total)
+        return races.plan(schedules)
 
-        def one(run: Callable[[], Scenario]) -> Scenario:
-            s = run()
-            if progress:
-                with lock:
-                    progress(total)
-            return s
-
-        out += list(pool.map(one, runs))
-    return out
+    baselines = [lambda v=v: races.baseline(v) for v in races.variants]
+    return run_threads(baselines, races.workers, "race", progress, then=plan)

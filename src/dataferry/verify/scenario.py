@@ -8,8 +8,9 @@ in overwrite mode. The invariants (`invariants.py`) are checked at each step.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 from ..commit.factory import make_committer
@@ -179,3 +180,37 @@ def run_scenarios(
             out.append(fn(j))
             tick(len(jobs))
     return out
+
+
+def run_threads(
+    runs: list[Callable[[], Scenario]],
+    workers: int,
+    name: str,
+    progress: Callable[[int], None] | None = None,
+    then: Callable[[], list[Callable[[], Scenario]]] | None = None,
+) -> list[Scenario]:
+    """`runs` on `workers` threads (most of each is waiting for a child driver), then, where
+    given, the runs `then()` plans from what the first ones found (their baselines);
+    `progress(total)` after each scenario, baselines counted once the total is known."""
+    lock = threading.Lock()
+
+    def ticked(total: int) -> Callable[[Callable[[], Scenario]], Scenario]:
+        def one(run: Callable[[], Scenario]) -> Scenario:
+            s = run()
+            if progress:
+                with lock:
+                    progress(total)
+            return s
+
+        return one
+
+    with ThreadPoolExecutor(max(1, workers), thread_name_prefix=f"dataferry-{name}") as pool:
+        if then is None:
+            return list(pool.map(ticked(len(runs)), runs))
+        out = list(pool.map(lambda run: run(), runs))
+        planned = then()
+        total = len(out) + len(planned)
+        if progress:
+            for _ in out:
+                progress(total)
+        return out + list(pool.map(ticked(total), planned))

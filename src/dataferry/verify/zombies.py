@@ -28,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..commit.protocol import TaskAttemptContext, committer_for
+from ..commit.lookup import committer_for
+from ..commit.protocol import TaskAttemptContext
 from ..engine.attempt import TaskOutput
 from ..errors import DataferryError
 from ..store import fault_layer as find_fault_layer
@@ -36,9 +37,7 @@ from ..store import open_store
 from ..store.faults import call_at
 from . import invariants as inv
 from .harness import (
-    EXISTING,
-    FRESH,
-    MODES,
+    VARIANTS,
     PreparedJob,
     Scenario,
     ScenarioStores,
@@ -46,17 +45,17 @@ from .harness import (
     allowed_leftovers,
     check_outcome,
     discard,
+    earlier_data,
     prepare_job,
     quiet_store,
     seeded_uuid,
     spread,
     status_of,
-    write_earlier,
+    variant_scenario,
 )
 from .reference import FILES_PER_TASK, attempt_of, unique_work
 
 ZOMBIE_TASK = 1  # the seed's T1: attempt 0 is the zombie, attempt 1 the replacement
-VARIANTS = ((FRESH, "error"), *((EXISTING, m) for m in MODES))
 BEFORE, DURING, AFTER = "before_job_commit", "in_job_commit", "after_success"
 
 
@@ -103,20 +102,17 @@ def _run(
 ) -> tuple[Scenario, PreparedJob | None]:
     """One schedule (`where` None: the zombie never commits; the baseline that finds the job
     commit's span)."""
-    earlier = (
-        write_earlier(committer, url, options, v.earlier_uuid) if v.destination == EXISTING else {}
-    )
+    earlier = earlier_data(committer, url, options, v.destination, v.earlier_uuid)
     holder: dict[str, Zombie] = {}
     rules = [] if index is None else [call_at(index, lambda *a: holder["z"].finish(*a))]
     store = open_store(url, faults=rules, latency_scale=0.0)
     fault = find_fault_layer(store)
     assert fault is not None
-    scenario = Scenario(
+    scenario = variant_scenario(
+        v,
+        "zombie",
         index=index,
         when="before" if index is not None else "",
-        kind="zombie",
-        mode=v.mode,
-        destination=v.destination,
         schedule=where or "none",
     )
     plain = quiet_store(url)
@@ -159,7 +155,7 @@ def _run(
             scenario.problems.append(
                 f"{inv.STABLE}: after the zombie's commit a reader sees {changed}"
             )
-    from ..commit.cleanup import cleanup_destination
+    from ..commit.job.cleanup import cleanup_destination
 
     try:
         report = cleanup_destination(plain, older_than_s=0.0)
