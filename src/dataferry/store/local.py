@@ -103,7 +103,7 @@ class LocalStore(Store):
         link is on the way, else the operating system's error as ours."""
         if isinstance(e, StoreError):
             return e
-        link = nofollow.find_link(self._real, rel) if e.errno in lf.LINK_ERRNOS else None
+        link = nofollow.link_on_path(self._real, rel, e)
         if link is None:
             return self._translate(e, path, what)
         return self._link_refused(what, path, link)
@@ -336,7 +336,7 @@ class LocalStore(Store):
         try:
             return nofollow.open_dir(self._real, rel)
         except OSError as e:
-            link = nofollow.find_link(self._real, rel) if e.errno in lf.LINK_ERRNOS else None
+            link = nofollow.link_on_path(self._real, rel, e)
             if link is not None:
                 raise LinkRefused(
                     f"{what}: {self.full_url(link)} is a symbolic link (links are not followed)",

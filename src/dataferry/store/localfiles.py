@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import paths
-from .nofollow import DIR_READ, O_CLOEXEC, O_NOFOLLOW
+from .nofollow import DIR_READ, LINK_ERRNOS, O_CLOEXEC, O_NOFOLLOW
 
 AT_FDCWD = -100
 RENAME_NOREPLACE = 1
@@ -117,7 +117,6 @@ class AtomicWriter(io.BufferedWriter):
                 pass
 
 
-LINK_ERRNOS = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)  # O_NOFOLLOW's answers to a link
 TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_NOFOLLOW | O_CLOEXEC
 
 

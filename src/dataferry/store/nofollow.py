@@ -30,6 +30,7 @@ O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR = os.O_DIRECTORY | O_CLOEXEC
 DIR_HANDLE = (O_PATH or os.O_RDONLY) | _DIR  # for dir_fd= use
 DIR_READ = os.O_RDONLY | _DIR  # for scandir
+LINK_ERRNOS = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)  # O_NOFOLLOW's answers to a link
 _AT_FDCWD = -100
 _RESOLVE_NO_SYMLINKS = 0x04
 _SYS_OPENAT2 = 437  # the same number on every Linux architecture but alpha
@@ -68,6 +69,21 @@ def use_openat2(enabled: bool) -> bool:
     return previous
 
 
+def _openat2(root: str, rel: str, how: _OpenHow) -> int | None:
+    """openat2(2) of `root/rel` as `how` says; None where this kernel cannot (no such call, a
+    seccomp filter's EPERM, a size or flag it does not know): the caller opens it another
+    way. Any other failure is raised as the operating system's error."""
+    fd = _syscall(
+        _SYS_OPENAT2, _AT_FDCWD, os.fsencode(f"{root}/{rel}"), ctypes.byref(how), _HOW_SIZE
+    )
+    if fd >= 0:
+        return fd
+    err = ctypes.get_errno()
+    if err not in (errno.ENOSYS, errno.EPERM, errno.E2BIG, errno.EINVAL):
+        raise OSError(err, os.strerror(err), f"{root}/{rel}")
+    return None
+
+
 def open_dir(root: str, rel: str, flags: int = DIR_HANDLE) -> int:
     """A descriptor of the directory `root/rel` (rel store-relative, "" for the root itself),
     no component of `rel` followed if it is a link. The caller closes it."""
@@ -75,15 +91,9 @@ def open_dir(root: str, rel: str, flags: int = DIR_HANDLE) -> int:
     if not rel:
         return os.open(root, flags)
     if _use_openat2:
-        how = _HOW.get(flags) or _OpenHow(flags, 0, _RESOLVE_NO_SYMLINKS)
-        fd = _syscall(
-            _SYS_OPENAT2, _AT_FDCWD, os.fsencode(f"{root}/{rel}"), ctypes.byref(how), _HOW_SIZE
-        )
-        if fd >= 0:
+        fd = _openat2(root, rel, _HOW.get(flags) or _OpenHow(flags, 0, _RESOLVE_NO_SYMLINKS))
+        if fd is not None:
             return fd
-        err = ctypes.get_errno()
-        if err not in (errno.ENOSYS, errno.EPERM, errno.E2BIG, errno.EINVAL):
-            raise OSError(err, os.strerror(err), f"{root}/{rel}")
         fd = _open_each(root, rel, flags)
         _use_openat2 = False  # no openat2 here (an old kernel, a seccomp filter's EPERM)
         return fd
@@ -105,14 +115,9 @@ def open_file(root: str, rel: str, flags: int, mode: int = 0o644) -> int:
             how = _FILE_HOW.setdefault(
                 key, _OpenHow(flags, mode if creating else 0, _RESOLVE_NO_SYMLINKS)
             )
-        fd = _syscall(
-            _SYS_OPENAT2, _AT_FDCWD, os.fsencode(f"{root}/{rel}"), ctypes.byref(how), _HOW_SIZE
-        )
-        if fd >= 0:
+        fd = _openat2(root, rel, how)
+        if fd is not None:
             return fd
-        err = ctypes.get_errno()
-        if err not in (errno.ENOSYS, errno.EPERM, errno.E2BIG, errno.EINVAL):
-            raise OSError(err, os.strerror(err), f"{root}/{rel}")
     parent, _, name = rel.rpartition("/")
     pfd = open_dir(root, parent)
     try:
@@ -124,13 +129,29 @@ def open_file(root: str, rel: str, flags: int, mode: int = 0o644) -> int:
 _FILE_HOW: dict[tuple[int, int], _OpenHow] = {}
 
 
-def _open_each(root: str, rel: str, flags: int) -> int:
-    fd = os.open(root, DIR_HANDLE)
+def _open_each(root: str, rel: str, flags: int, create: bool = False) -> int:
+    """Open each component of `rel` in turn with O_NOFOLLOW, relative to its parent's
+    descriptor; a descriptor of the last (opened with `flags`). With `create`, each missing
+    component is made first, and a link or a file on the way raises InTheWay."""
+    fd = os.open(root, DIR_HANDLE if rel else flags)
+    parts = rel.split("/") if rel else []
+    probe = ""
     try:
-        parts = rel.split("/")
         for i, part in enumerate(parts):
+            probe = f"{probe}/{part}" if probe else part
+            if create:
+                try:
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass
             last = i == len(parts) - 1
-            nxt = os.open(part, (flags if last else DIR_HANDLE) | O_NOFOLLOW, dir_fd=fd)
+            try:
+                nxt = os.open(part, (flags if last else DIR_HANDLE) | O_NOFOLLOW, dir_fd=fd)
+            except OSError as e:
+                if not create or e.errno not in LINK_ERRNOS:
+                    raise
+                st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+                raise InTheWay(probe, stat_mod.S_ISLNK(st.st_mode)) from None
             os.close(fd)
             fd = nxt
     except BaseException:
@@ -142,18 +163,29 @@ def _open_each(root: str, rel: str, flags: int) -> int:
 def find_link(root: str, rel: str) -> str | None:
     """The first component of `rel` (as a store-relative path) that is a symbolic link; None if
     none is (a component is missing or a file). Only asked after an open failed."""
+    return _lstat_each(root, rel)[0]
+
+
+def link_on_path(root: str, rel: str, e: OSError) -> str | None:
+    """The link on `rel` that the error `e` of an O_NOFOLLOW open of it stands for; None where
+    `e` is not how such an open answers a link, or no component is one."""
+    return find_link(root, rel) if e.errno in LINK_ERRNOS else None
+
+
+def _lstat_each(root: str, path: str) -> tuple[str | None, os.stat_result | None]:
+    """lstat each component of `path` in turn: (the first that is a link, its lstat), else
+    (None, the last one's lstat); (None, None) where a component is missing or under a file."""
     probe = ""
-    for part in rel.split("/") if rel else ():
+    st = None
+    for part in path.split("/") if path else ():
         probe = f"{probe}/{part}" if probe else part
         try:
             st = os.lstat(f"{root}/{probe}")
         except OSError:
-            return None
+            return None, None
         if stat_mod.S_ISLNK(st.st_mode):
-            return probe
-        if not stat_mod.S_ISDIR(st.st_mode):
-            return None
-    return None
+            return probe, st
+    return None, st
 
 
 def refused(full_url: Callable[[str], str], what: str, path: str, link: str) -> LinkRefused:
@@ -187,17 +219,7 @@ def lstat_walk(root: str, path: str) -> tuple[str | None, os.stat_result | None]
         finally:
             os.close(fd)
         return (path if stat_mod.S_ISLNK(st.st_mode) else None), st
-    probe = ""
-    st = None
-    for part in path.split("/") if path else ():
-        probe = f"{probe}/{part}" if probe else part
-        try:
-            st = os.lstat(f"{root}/{probe}")
-        except OSError:
-            return None, None
-        if stat_mod.S_ISLNK(st.st_mode):
-            return probe, st
-    return None, st
+    return _lstat_each(root, path)
 
 
 class InTheWay(OSError):
@@ -212,27 +234,4 @@ def make_dirs(root: str, rel: str, flags: int = DIR_HANDLE) -> int:
     """mkdir each missing component of `rel` below the existing directory `root` and open it
     with O_NOFOLLOW (a link, even one put there between the mkdir and the open, is refused);
     a descriptor of the last. Raises InTheWay for a link or a file on the way."""
-    fd = os.open(root, DIR_HANDLE if rel else flags)
-    parts = rel.split("/") if rel else []
-    probe = ""
-    try:
-        for i, part in enumerate(parts):
-            probe = f"{probe}/{part}" if probe else part
-            try:
-                os.mkdir(part, 0o777, dir_fd=fd)
-            except FileExistsError:
-                pass
-            last = i == len(parts) - 1
-            try:
-                nxt = os.open(part, (flags if last else DIR_HANDLE) | O_NOFOLLOW, dir_fd=fd)
-            except OSError as e:
-                if e.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-                    raise
-                st = os.stat(part, dir_fd=fd, follow_symlinks=False)
-                raise InTheWay(probe, stat_mod.S_ISLNK(st.st_mode)) from None
-            os.close(fd)
-            fd = nxt
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _open_each(root, rel, flags, create=True)

@@ -80,16 +80,23 @@ class SimStore(WrappingStore):
     # --- cost model ---------------------------------------------------------------------------
 
     def _pacer(self, kind: str, path: str) -> Pacer:
+        return self._limiter(self._pacers, Pacer, kind, path)
+
+    def _limiter(
+        self, table: dict[tuple[str, str], T], make: Callable[[float], T], kind: str, path: str
+    ) -> T:
+        """The rate limiter of `kind` requests for `path` (one per top-level prefix where the
+        profile's ceiling is), made with `make(rate)` on first use."""
         prefix = path.split("/", 1)[0] if self.profile.per_prefix_ceiling else ""
         key = (kind, prefix)
-        pacer = self._pacers.get(key)
-        if pacer is None:
+        found = table.get(key)
+        if found is None:
             with self._pacer_lock:
                 rate = (
                     self.profile.write_ops_per_s if kind == "write" else self.profile.read_ops_per_s
                 )
-                pacer = self._pacers.setdefault(key, Pacer(rate))
-        return pacer
+                found = table.setdefault(key, make(rate))
+        return found
 
     def _charge(self, kind: str, path: str, nbytes: int = 0, bandwidth: float = 0.0) -> None:
         """One modelled request: wait for a slot, then latency plus transfer time."""
@@ -101,15 +108,14 @@ class SimStore(WrappingStore):
             self.stats.incr(f"store_bytes_{kind}", nbytes)
         if self.latency_scale == 0:
             return
+        transfer = nbytes / bandwidth if bandwidth and nbytes else 0.0
         if self.profile.over_ceiling == "slowdown":
             self._slow_down(kind, path)
-            transfer = nbytes / bandwidth if bandwidth and nbytes else 0.0
             time.sleep((self.profile.latency_s + transfer) * self.latency_scale)
             return
         wait = self._pacer(kind, path).reserve()
         if wait > 0:
             self.stats.add_sample("store_io_rate_limited", wait * 1000.0)
-        transfer = nbytes / bandwidth if bandwidth and nbytes else 0.0
         time.sleep(wait + (self.profile.latency_s + transfer) * self.latency_scale)
 
     def _slow_down(self, kind: str, path: str) -> None:
@@ -128,16 +134,7 @@ class SimStore(WrappingStore):
             time.sleep((self.profile.latency_s + backoff) * self.latency_scale)
 
     def _bucket(self, kind: str, path: str) -> TokenBucket:
-        prefix = path.split("/", 1)[0] if self.profile.per_prefix_ceiling else ""
-        key = (kind, prefix)
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            with self._pacer_lock:
-                rate = (
-                    self.profile.write_ops_per_s if kind == "write" else self.profile.read_ops_per_s
-                )
-                bucket = self._buckets.setdefault(key, TokenBucket(rate))
-        return bucket
+        return self._limiter(self._buckets, TokenBucket, kind, path)
 
     def _strip(self, st: FileStatus) -> FileStatus:
         return st if self.profile.etags else replace(st, etag=None)
