@@ -37,3 +37,42 @@ def test_soft_max_and_bad_specs():
         PlanSpec(store="nfs")
     with pytest.raises(ConfigError):
         PlanSpec(files=10, tasks=20)
+
+
+def test_plan_stages_count_pace_predict_are_timed_and_logged(monkeypatch, caplog):
+    """On a stand-in for the committer runs (requests linear in files): each stage once per
+    committer, timed, logged at INFO, and the prediction follows the fitted line."""
+    from types import SimpleNamespace
+
+    from dataferry.bench import plan
+    from dataferry.stages import StageRun
+
+    def fake_run(profile, committer, size, spec, scale):
+        files, tasks, _ = size
+        requests = {"store_requests_read": 2 * files, "store_requests_write": files + tasks}
+        busy = plan.busy_seconds(profile, plan._counts(requests, 0.0)) * scale
+        return SimpleNamespace(
+            task_requests={"store_requests_write": tasks},
+            task_commit_s=0.001 * tasks + busy / 10,
+            requests=requests,
+            job_commit_s=0.01 + busy / 4,
+        )
+
+    monkeypatch.setattr(plan, "_run", fake_run)
+    caplog.set_level("INFO", logger="dataferry.bench")
+    spec = PlanSpec(10_000, 100, 10, store="hdfs", committers=("v1",))
+    run = StageRun(logger=plan.log, label="plan commit v1")
+    model = calibrate(spec, "v1", run=run)
+    p = predict(model, spec, 10_000, 100, 10, run=run)
+    assert p.job_requests == 3 * 10_000 + 100
+    assert set(run.stage_seconds) == {"count", "pace", "predict"}
+    assert run.stats.counter("plan_calibration_runs") == 8
+    assert run.stats.counter("plan_pace_runs") == 2 * plan.PACE_REPEATS
+    for name in ("count", "pace", "predict"):
+        assert run.stats.counter(f"plan_stage_{name}") == 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "dataferry.bench"]
+    assert [line.split(": ")[1] for line in lines] == ["stage count", "stage pace", "stage predict"]
+    assert "plan_calibration_runs=+8" in lines[0]
+    data = plan.plan_commit(spec)  # the report keeps its shape
+    assert set(data) == {"spec", "profile", "predictions", "models"}
+    assert data["predictions"][0]["job_requests"] == p.job_requests

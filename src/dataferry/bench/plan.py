@@ -19,10 +19,14 @@ Stages:
    read and those that write run one after another). Task commits run `task_parallelism` at a
    time.
 `dataferry bench report` checks the prediction against measured runs of the model.
+
+Each is a stage of the stage base (`count`, `pace`, `predict_at`; durations under
+`plan_stage_<name>`), logged at INFO on the `dataferry.bench` logger.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import shutil
 import statistics
@@ -34,11 +38,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..stages import StageRun, stage
 from ..store import LocalStore, SimStore
 from ..store.sim_profiles import PROFILES, SimProfile
 from .commit import CommitBenchResult, CommitBenchSpec, run_one
 
 PACE_REPEATS = 3
+
+log = logging.getLogger("dataferry.bench")
 
 
 def pace_sizes(files: int, tasks: int, partitions: int) -> list[tuple[int, int, int]]:
@@ -179,9 +186,29 @@ def _run(
 
 
 def calibrate(
-    spec: PlanSpec, committer: str, progress: Callable[[str], None] | None = None
+    spec: PlanSpec,
+    committer: str,
+    progress: Callable[[str], None] | None = None,
+    run: StageRun | None = None,
 ) -> CommitterModel:
     """Stages `count` and `pace` for one committer on the spec's store model."""
+    run = run if run is not None else _plan_run(committer)
+    model = count(run, spec, committer, progress)
+    pace(run, spec, model, progress)
+    return model
+
+
+def _plan_run(committer: str = "") -> StageRun:
+    return StageRun(logger=log, label=f"plan commit {committer}".rstrip())
+
+
+@stage("plan_stage_count", "count")
+def count(
+    run: StageRun, spec: PlanSpec, committer: str, progress: Callable[[str], None] | None = None
+) -> CommitterModel:
+    """Stage 1: the committer's store requests (and local time) at small jobs of the asked
+    shape with the model's latency off, fitted along `features`: a model without its
+    concurrency yet."""
     say = progress or (lambda _m: None)
     profile = spec.profile
     rows, task_counts, job_counts = [], [], []
@@ -191,6 +218,7 @@ def calibrate(
         rows.append(features(*size))
         task_counts.append(_counts(r.task_requests, r.task_commit_s))
         job_counts.append(_counts(r.requests, r.job_commit_s))
+        run.stats.incr("plan_calibration_runs")
     x = np.array(rows)
 
     def fit(samples: list[dict[str, float]]) -> dict[str, list[float]]:
@@ -201,11 +229,26 @@ def calibrate(
             out[kind] = [float(c) for c in coef]
         return out
 
-    model = CommitterModel(committer, profile.name, Phase(fit(task_counts)), Phase(fit(job_counts)))
+    return CommitterModel(committer, profile.name, Phase(fit(task_counts)), Phase(fit(job_counts)))
+
+
+@stage("plan_stage_pace", "pace")
+def pace(
+    run: StageRun,
+    spec: PlanSpec,
+    model: CommitterModel,
+    progress: Callable[[str], None] | None = None,
+) -> CommitterModel:
+    """Stage 2: two small runs with the model's latency on and its ceilings off give each
+    phase's concurrency (set on `model`, which is returned)."""
+    say = progress or (lambda _m: None)
+    profile = spec.profile
+    committer = model.committer
     unlimited = replace(profile, write_ops_per_s=0, read_ops_per_s=0)
     for size in pace_sizes(spec.files, spec.tasks, spec.partitions):
         say(f"{committer}: pacing at {size[0]} files")
         runs = [_run(unlimited, committer, size, spec, 1.0) for _ in range(PACE_REPEATS)]
+        run.stats.incr("plan_pace_runs", len(runs))
         r = runs[0]
         tasks_fit = model.tasks.requests(*size)
         job_fit = model.job.requests(*size)
@@ -220,7 +263,7 @@ def calibrate(
                 "job_busy_s": busy_seconds(profile, _counts(r.requests, 0.0)),
             }
         )
-    small, large = model.calibration
+    small, large = model.calibration[-2:]
     for phase, t, b in ((model.tasks, "task_s", "task_busy_s"), (model.job, "job_s", "job_busy_s")):
         if large[b] - small[b] > 0.2 * large[b]:  # the busy time grew: use the slope
             concurrency = (large[b] - small[b]) / max(1e-9, large[t] - small[t])
@@ -248,9 +291,23 @@ class Prediction:
 
 
 def predict(
-    model: CommitterModel, spec: PlanSpec, files: int, tasks: int, partitions: int
+    model: CommitterModel,
+    spec: PlanSpec,
+    files: int,
+    tasks: int,
+    partitions: int,
+    run: StageRun | None = None,
 ) -> Prediction:
     """Stage `predict`: one size."""
+    run = run if run is not None else _plan_run(model.committer)
+    return predict_at(run, model, spec, files, tasks, partitions)
+
+
+@stage("plan_stage_predict", "predict")
+def predict_at(
+    run: StageRun, model: CommitterModel, spec: PlanSpec, files: int, tasks: int, partitions: int
+) -> Prediction:
+    """Stage 3: the committer's task and job commit time and requests at one size."""
     profile = spec.profile
     job = model.job.requests(files, tasks, partitions)
     all_tasks = model.tasks.requests(files, tasks, partitions)
@@ -296,9 +353,10 @@ def plan_commit(spec: PlanSpec, progress: Callable[[str], None] | None = None) -
     """Calibrate every committer of the spec and predict at its size."""
     predictions, models = [], {}
     for committer in spec.committers:
-        model = calibrate(spec, committer, progress)
+        run = _plan_run(committer)
+        model = calibrate(spec, committer, progress, run)
         models[committer] = model
-        predictions.append(predict(model, spec, spec.files, spec.tasks, spec.partitions))
+        predictions.append(predict(model, spec, spec.files, spec.tasks, spec.partitions, run))
     return {
         "spec": {**spec.__dict__, "committers": list(spec.committers)},
         "profile": spec.profile.models,
