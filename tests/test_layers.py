@@ -237,7 +237,10 @@ def test_each_entry_of_the_table_names_a_module(entry):
 # --- names retired from src/ (dead code removed, misleading names renamed) -------------------
 
 DEAD = ("is_task_attempt_path", "run_coroutine", "total_seconds")  # defined nowhere
-RETIRED_CLASSES = ("MergerConfig",)  # the shuffle service's config is ShuffleServiceConfig
+RETIRED_CLASSES = (
+    "MergerConfig",  # the shuffle service's config is ShuffleServiceConfig
+    "StageClock",  # a multi-step algorithm's stages are of the stage base (stages.py)
+)
 ONE_CLASS = ("ServiceProcess",)  # one base class (net/process.py); each service names its own
 RETIRED_CONSTANTS = ("MAGIC",)  # shuffle: FRAME_MAGIC (a frame) and BLOCK_MAGIC (a block)
 COMMITTER_ABBREVIATION = "com"  # a committer is `committer` (or what it is for), never `com`

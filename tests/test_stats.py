@@ -74,20 +74,3 @@ def test_loads_hadoop_written_statistics():
     s = IOStatistics(hadoop)
     (row,) = s.durations("op_")
     assert row.count == 12 and row.mean_s == pytest.approx(0.020)
-
-
-def test_stage_clock_times_stages_and_records_statistics():
-    import time as _time
-
-    from dataferry.stats import StageClock
-
-    s = IOStatistics()
-    clock = StageClock(s)
-    with clock.stage("load", "job_stage_load"):
-        _time.sleep(0.01)
-    with pytest.raises(RuntimeError), clock.stage("rename"):
-        raise RuntimeError("stage failed")
-    seconds = clock.finish()
-    assert seconds["load"] >= 0.01 and "rename" in seconds
-    assert seconds["total"] >= seconds["load"]
-    assert s.counter("job_stage_load") == 1 and s.counter("rename") == 0

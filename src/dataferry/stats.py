@@ -229,33 +229,6 @@ class IOStatistics:
         return f"IOStatistics(counters={self.counters!r})"
 
 
-class StageClock:
-    """Seconds per named stage of one multi-step operation, plus its total; each stage can
-    also be recorded as a duration statistic under its Hadoop-style name."""
-
-    def __init__(self, stats: IOStatistics | None = None) -> None:
-        self.stats = stats
-        self.seconds: dict[str, float] = {}
-        self._start = time.perf_counter()
-
-    @contextmanager
-    def stage(self, name: str, statistic: str | None = None) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            if self.stats is not None and statistic:
-                with self.stats.duration(statistic):
-                    yield
-            else:
-                yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
-
-    def finish(self) -> dict[str, float]:
-        """The stages' seconds with `total` since the clock started."""
-        self.seconds["total"] = time.perf_counter() - self._start
-        return dict(self.seconds)
-
-
 def request_count(requests: Mapping[str, int], ops: Mapping[str, int]) -> int:
     """Requests a job sent to the store: the store's own count (`store_requests`) where it keeps
     one, else the store operations counted (their `.failures` counters left out)."""

@@ -1,7 +1,9 @@
 """Commands that run a service until interrupted: `markers serve`, `shuffle serve`.
 
-A port outside 0-65535 or a host that does not resolve is bad usage, refused before the
-service starts."""
+Each only parses and hands over to the service's own entry point (`dataferry.markers.serve`,
+`dataferry.shuffle.serve`), the code a service process runs without the command line. A port
+outside 0-65535 or a host that does not resolve is bad usage, refused before the service
+starts."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 import typer
 
+from ..net.process import CERT_HELP, HOST_HELP, KEY_HELP, PORT_HELP
 from .app import markers_app, shuffle_app
 from .output import stderr
 
@@ -24,39 +27,19 @@ def _resolvable_host(host: str) -> str:
         raise typer.BadParameter(str(e)) from None
 
 
-PORT_HELP = "Port (0: a free one)."
-HOST_HELP = (
-    "Address to bind and advertise (loopback unless told otherwise; beyond loopback the "
-    "service speaks TLS)."
-)
-CERT_HELP = (
-    "PEM certificate to serve TLS with (with --tls-key). Without it, a service beyond "
-    "loopback makes a self-signed pair and prints its fingerprint for the clients."
-)
-KEY_HELP = "PEM private key of --tls-cert."
-
-
 def _tls_choice(tls_cert: str, tls_key: str) -> Any:
     """The identity the operator gave, or "auto" (TLS with a fresh pair beyond loopback)."""
-    from ..net import load_identity
+    from ..errors import ConfigError
+    from ..net.process import tls_choice
 
-    if bool(tls_cert) != bool(tls_key):
-        raise typer.BadParameter("--tls-cert and --tls-key go together")
-    return load_identity(tls_cert, tls_key) if tls_cert else "auto"
+    try:
+        return tls_choice(tls_cert, tls_key)
+    except ConfigError as e:
+        raise typer.BadParameter(str(e)) from None
 
 
-def _serve_until_stopped(service: Any, what: str, where: str, port_file: str) -> None:
-    """Announce a started service (address or URL, and its certificate's fingerprint under
-    TLS), then serve until interrupted."""
-    from ..net import announce, wait_for_signal
-
-    if port_file:
-        announce(port_file, where)
-    stderr.print(f"{what} listening on {where}", markup=False)
-    if service.fingerprint:
-        stderr.print(f"TLS certificate fingerprint (sha256): {service.fingerprint}", markup=False)
-    wait_for_signal()
-    service.stop()
+def _say(text: str) -> None:
+    stderr.print(text, markup=False)
 
 
 @markers_app.command("serve")
@@ -74,15 +57,19 @@ def markers_serve(
     tls_key: str = typer.Option("", "--tls-key", help=KEY_HELP),
 ) -> None:
     """Run the batching marker service until interrupted."""
-    from ..markers import MarkerService, MarkerServiceConfig
-    from ..store import open_store
+    from ..markers.serve import serve
 
-    config = MarkerServiceConfig(
-        batch_interval_ms=batch_interval_ms, num_threads=threads, token=token
+    serve(
+        dest,
+        port=port,
+        host=host,
+        token=token,
+        batch_interval_ms=batch_interval_ms,
+        threads=threads,
+        port_file=port_file,
+        tls=_tls_choice(tls_cert, tls_key),
+        say=_say,
     )
-    tls = _tls_choice(tls_cert, tls_key)  # read before announcing: a parent then deletes them
-    service = MarkerService(open_store(dest), config).start(host, port, tls=tls)
-    _serve_until_stopped(service, f"marker service for {dest}", service.url, port_file)
 
 
 @shuffle_app.command("serve")
@@ -102,12 +89,16 @@ def shuffle_serve(
     tls_key: str = typer.Option("", "--tls-key", help=KEY_HELP),
 ) -> None:
     """Run a node's shuffle service (serves map outputs, merges pushed blocks) until stopped."""
-    from ..shuffle import ShuffleService, ShuffleServiceConfig
-    from ..store import open_store
+    from ..shuffle.serve import serve
 
-    config = ShuffleServiceConfig(
-        min_chunk_size=min_chunk_size, max_deferred_bytes=max_deferred_bytes, token=token
+    serve(
+        dir,
+        port=port,
+        host=host,
+        token=token,
+        min_chunk_size=min_chunk_size,
+        max_deferred_bytes=max_deferred_bytes,
+        port_file=port_file,
+        tls=_tls_choice(tls_cert, tls_key),
+        say=_say,
     )
-    tls = _tls_choice(tls_cert, tls_key)  # read before announcing: a parent then deletes them
-    service = ShuffleService(open_store(dir), config).start(host, port, tls=tls)
-    _serve_until_stopped(service, f"shuffle service for {dir}", service.address, port_file)

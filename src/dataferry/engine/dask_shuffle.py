@@ -48,6 +48,7 @@ from ..shuffle import (
     register_app,
 )
 from ..stats import IOStatistics
+from .dask_shuffle_report import REPORT_TOPIC, DaskShuffleReport, watch
 from .shuffle import MapTask, run_map_task, run_reduce_task
 
 PLUGIN_NAME = "dataferry-shuffle"
@@ -157,18 +158,42 @@ class ShuffleServices:
     addresses: dict[str, str]
 
 
+@dataclass
+class _ClientState:
+    """What the shuffles of one Client share: the services' secret and fingerprint (set once
+    the plugin is registered), and the plans whose files may remain on its workers."""
+
+    services: tuple[str, str] | None = None
+    plans: dict[str, _Plan] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+# each Client's state, kept here rather than on the Client: it goes when the Client does
+_CLIENTS: weakref.WeakKeyDictionary[Any, _ClientState] = weakref.WeakKeyDictionary()
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _state(client: Any) -> _ClientState:
+    with _CLIENTS_LOCK:
+        state = _CLIENTS.get(client)
+        if state is None:
+            state = _CLIENTS[client] = _ClientState()
+        return state
+
+
 def ensure_services(client: Any) -> ShuffleServices:
     """Start a service on every worker (once per client: the token and the TLS identity live
     as long as the client's plugin)."""
-    state = getattr(client, "_dataferry_shuffle", None)
-    if state is None:
-        token = secrets.token_hex(16)
-        identity = services_identity(worker_hosts(client))
-        client.register_plugin(ShuffleServicePlugin(token, identity), name=PLUGIN_NAME)
-        state = (token, identity.fingerprint if identity is not None else "")
-        client._dataferry_shuffle = state
+    state = _state(client)
+    with state.lock:
+        if state.services is None:
+            token = secrets.token_hex(16)
+            identity = services_identity(worker_hosts(client))
+            client.register_plugin(ShuffleServicePlugin(token, identity), name=PLUGIN_NAME)
+            state.services = (token, identity.fingerprint if identity is not None else "")
+        token, fingerprint = state.services
     addresses = client.run(_service_address)
-    return ShuffleServices(state[0], state[1], addresses)
+    return ShuffleServices(token, fingerprint, addresses)
 
 
 def _service_address(dask_worker: Any) -> str:
@@ -189,64 +214,7 @@ def register_shuffle_app(client: Any, app: str) -> AppCredentials:
 
 # --- the report --------------------------------------------------------------------------
 
-REPORT_TOPIC = "dataferry-shuffle"  # the Dask event topic the shuffle's tasks publish on
 _MERGE_IDS = 2**31  # merge ids are u31 on the wire
-
-
-@dataclass
-class DaskShuffleReport:
-    """What a shuffle did. `push`, `maps` and `reduces` are set when `shuffle` plans the graph;
-    the rest is filled at compute time, from events the barrier task (`finalize`) and the
-    reduce tasks (`reduce_reads`, `reduce_read_bytes`) publish as they finish. Computing the
-    result again runs the shuffle again: the report then describes the latest computation
-    (`merge_id` tells them apart)."""
-
-    push: bool
-    maps: int
-    reduces: int
-    finalize: dict[str, Any] = field(default_factory=dict)
-    reduce_reads: int = 0
-    reduce_read_bytes: int = 0
-    merge_id: int = -1  # of the computation described; -1 until one has finalized
-    map_stats: dict[str, Any] = field(default_factory=dict)  # the map tasks', summed
-    reduce_stats: dict[str, Any] = field(default_factory=dict)  # the reduce tasks', summed
-
-    def record(self, event: dict[str, Any]) -> None:
-        """Take one event: a finalize with a new merge id starts describing that computation;
-        a reduce event counts only if its computation is the one described."""
-        if event["merge_id"] != self.merge_id:
-            if event["kind"] != "finalize":
-                return  # a reduce of a computation whose barrier this report has not seen
-            self.merge_id, self.reduce_reads, self.reduce_read_bytes = event["merge_id"], 0, 0
-            self.reduce_stats = {}
-        if event["kind"] == "finalize":
-            self.push, self.finalize = event["push"], event["finalize"]
-            self.map_stats = event.get("stats", {})
-        else:
-            self.reduce_reads += event["reduce_reads"]
-            self.reduce_read_bytes += event["reduce_read_bytes"]
-            total = IOStatistics(self.reduce_stats)
-            total.merge(event.get("stats", {}))
-            self.reduce_stats = total.snapshot()
-
-
-def _watch(client: Any, app: str, report: DaskShuffleReport) -> None:
-    """Route the events of shuffle `app` to `report` (one subscription per client; a report
-    the user dropped is forgotten)."""
-    reports = getattr(client, "_dataferry_shuffle_reports", None)
-    if reports is None:
-        reports = client._dataferry_shuffle_reports = weakref.WeakValueDictionary()
-        lock = threading.Lock()
-
-        def route(event: tuple[float, dict[str, Any]]) -> None:
-            _, msg = event
-            with lock:
-                target = reports.get(msg.get("app", ""))
-                if target is not None:
-                    target.record(msg)
-
-        client.subscribe_topic(REPORT_TOPIC, route)
-    reports[app] = report
 
 
 def _publish(plan: _Plan, event: dict[str, Any]) -> None:
@@ -459,7 +427,7 @@ def shuffle(
     _planned(client)[app] = plan
     if report is not None:
         report.push, report.maps, report.reduces = push_enabled, plan.num_maps, plan.num_reduces
-        _watch(client, app, report)
+        watch(client, app, report)
     meta = ddf._meta if keep_index else ddf._meta.reset_index(drop=True)
     task = dask.delayed  # every key is named: one shuffle, one graph
     begin = task(_begin)(plan, dask_key_name=f"dataferry-shuffle-begin-{app}")
@@ -477,10 +445,7 @@ def shuffle(
 
 def _planned(client: Any) -> dict[str, _Plan]:
     """The shuffles planned through `client` whose files may remain on its services."""
-    plans = getattr(client, "_dataferry_shuffle_plans", None)
-    if plans is None:
-        plans = client._dataferry_shuffle_plans = {}
-    return plans
+    return _state(client).plans
 
 
 def remove_shuffles(client: Any = None) -> int:

@@ -1,11 +1,17 @@
-"""Run the marker service as its own process (`dataferry markers serve`), for tests, benchmarks
-and job drivers that want it out of their own process."""
+"""Run the marker service as its own process (`python -m dataferry.markers.serve`, see
+`serve.py`), for tests, benchmarks and job drivers that want it out of their own process."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ..net import ServiceProcess, TLSChoice
+
+# the service's entry point (`serve.py`: it never imports the command line), and the variable
+# its shared secret is handed over in
+PROGRAM = (sys.executable, "-m", "dataferry.markers.serve")
+TOKEN_ENV = "DATAFERRY_MARKER_TOKEN"
 
 
 class MarkerServiceProcess(ServiceProcess):
@@ -22,12 +28,13 @@ class MarkerServiceProcess(ServiceProcess):
         **options: Any,
     ) -> None:
         super().__init__(
-            ["markers", "serve", "--dest", dest],
+            ["--dest", dest],
             token,
-            "DATAFERRY_MARKER_TOKEN",
+            TOKEN_ENV,
             "marker service",
             host=host,
             tls=tls,
+            program=PROGRAM,
             **options,
         )
 

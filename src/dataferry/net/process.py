@@ -1,8 +1,15 @@
-"""Running a service as a process of its own: announcing its address, waiting for SIGTERM,
-and starting/killing a `dataferry ... serve` child from a driver or a test."""
+"""Running a service as a process of its own: the options every service's entry point takes
+(`service_parser`), announcing its address and serving until SIGTERM (`serve_until_stopped`),
+and starting/killing such a child from a driver or a test (`ServiceProcess`).
+
+Each service has its entry point in its own layer (``python -m dataferry.markers.serve``,
+``python -m dataferry.shuffle.serve``), and `dataferry markers serve` / `dataferry shuffle
+serve` call the same code: a service process never imports the command line.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -14,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import DataferryError
+from ..errors import ConfigError, DataferryError
 from .tls import TLSChoice, resolve_tls
 
 
@@ -30,7 +37,7 @@ def announce(port_file: str, text: str) -> None:
 
 
 def wait_for_signal() -> None:
-    """Block until SIGTERM or Ctrl-C (how `dataferry ... serve` runs)."""
+    """Block until SIGTERM or Ctrl-C (how a service process runs)."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -40,6 +47,97 @@ def wait_for_signal() -> None:
         pass
 
 
+PORT_HELP = "Port (0: a free one)."
+HOST_HELP = (
+    "Address to bind and advertise (loopback unless told otherwise; beyond loopback the "
+    "service speaks TLS)."
+)
+CERT_HELP = (
+    "PEM certificate to serve TLS with (with --tls-key). Without it, a service beyond "
+    "loopback makes a self-signed pair and prints its fingerprint for the clients."
+)
+KEY_HELP = "PEM private key of --tls-cert."
+
+
+def tls_choice(tls_cert: str, tls_key: str) -> TLSChoice:
+    """The identity an operator gave (certificate and key files), or "auto" (TLS with a fresh
+    pair beyond loopback). Read before the service announces itself: a parent then deletes
+    the files."""
+    from .tls import load_identity
+
+    if bool(tls_cert) != bool(tls_key):
+        raise ConfigError("--tls-cert and --tls-key go together")
+    return load_identity(tls_cert, tls_key) if tls_cert else "auto"
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535)")
+    return port
+
+
+def _host(text: str) -> str:
+    from .addresses import validate_host
+
+    try:
+        return validate_host(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def service_parser(prog: str, description: str, token_env: str) -> argparse.ArgumentParser:
+    """The arguments every service's entry point takes (the service adds its own): --port,
+    --host, --token (default: the `token_env` variable), --port-file, --tls-cert, --tls-key.
+    A port outside 0-65535 or a host that does not resolve is bad usage (exit status 2)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--port", type=_port, default=0, help=PORT_HELP)
+    parser.add_argument("--host", type=_host, default="127.0.0.1", help=HOST_HELP)
+    parser.add_argument(
+        "--token", default=os.environ.get(token_env, ""), help=f"Shared secret (${token_env})."
+    )
+    parser.add_argument("--port-file", default="", help="Write the address here once listening.")
+    parser.add_argument("--tls-cert", default="", help=CERT_HELP)
+    parser.add_argument("--tls-key", default="", help=KEY_HELP)
+    return parser
+
+
+def parse_service_arguments(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None
+) -> tuple[argparse.Namespace, TLSChoice]:
+    """The parsed arguments and the TLS identity they name (bad usage exits with status 2)."""
+    args = parser.parse_args(argv)
+    try:
+        return args, tls_choice(args.tls_cert, args.tls_key)
+    except ConfigError as e:
+        parser.error(str(e))
+
+
+def say_on_stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def serve_until_stopped(
+    service: Any,
+    what: str,
+    where: str,
+    port_file: str = "",
+    say: Callable[[str], None] = say_on_stderr,
+) -> None:
+    """Announce a started service (its address or URL, to `port_file` and through `say`,
+    with its certificate's fingerprint under TLS), serve until SIGTERM or Ctrl-C, stop it."""
+    if port_file:
+        announce(port_file, where)
+    say(f"{what} listening on {where}")
+    if service.fingerprint:
+        say(f"TLS certificate fingerprint (sha256): {service.fingerprint}")
+    wait_for_signal()
+    service.stop()
+
+
 def _write_private(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
@@ -47,16 +145,17 @@ def _write_private(path: str, data: bytes) -> None:
 
 
 class ServiceProcess:
-    """A `dataferry ... serve` command run as its own process; start() waits for its address.
+    """A service's entry point run as its own process; start() waits for its address.
 
     Tests and job drivers use it to run the marker and shuffle services out of their own process
-    (and to kill -9 them). `host` is the address to bind (the child's default, loopback, when
-    empty); `tls` an identity the child serves with (written, 0600, to the process's own
-    temporary directory, and removed as soon as the child is up), None for plain, or "auto":
-    a fresh self-signed identity when `host` is beyond loopback, plain on loopback. The
-    directory itself is removed on stop.
-    `program` replaces the `python -m dataferry.cli` the command is given to, and `preexec_fn`
-    runs in the child before it starts (to lower its limits, say).
+    (and to kill -9 them). `program` is the entry point (``[sys.executable, "-m",
+    "dataferry.markers.serve"]``, given by the service's own layer) and `command` its
+    arguments; the service-wide ones (`service_parser`) are added here. `host` is the address
+    to bind (the child's default, loopback, when empty); `tls` an identity the child serves
+    with (written, 0600, to the process's own temporary directory, and removed as soon as the
+    child is up), None for plain, or "auto": a fresh self-signed identity when `host` is
+    beyond loopback, plain on loopback. The directory itself is removed on stop.
+    `preexec_fn` runs in the child before it starts (to lower its limits, say).
     """
 
     def __init__(
@@ -68,7 +167,7 @@ class ServiceProcess:
         *,
         host: str = "",
         tls: TLSChoice = "auto",
-        program: Sequence[str] = (),
+        program: Sequence[str],
         preexec_fn: Callable[[], None] | None = None,
         **options: Any,
     ) -> None:
@@ -76,7 +175,9 @@ class ServiceProcess:
         self.host = host
         # resolved here, not in the child: the parent must know the fingerprint to hand out
         self.tls = resolve_tls(host or "127.0.0.1", tls)
-        self.program = list(program) or [sys.executable, "-m", "dataferry.cli"]
+        if not program:
+            raise ConfigError(f"{what}: no program to run")
+        self.program = list(program)
         self.preexec_fn = preexec_fn
         self.options = options
         self.proc: subprocess.Popen[bytes] | None = None

@@ -1,10 +1,17 @@
-"""Run a node's shuffle service as its own process (`dataferry shuffle serve`)."""
+"""Run a node's shuffle service as its own process (`python -m dataferry.shuffle.serve`, see
+`serve.py`)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ..net import ServiceProcess, TLSChoice
+
+# the service's entry point (`serve.py`: it never imports the command line), and the variable
+# its shared secret is handed over in
+PROGRAM = (sys.executable, "-m", "dataferry.shuffle.serve")
+TOKEN_ENV = "DATAFERRY_SHUFFLE_TOKEN"
 
 
 class ShuffleServiceProcess(ServiceProcess):
@@ -26,12 +33,13 @@ class ShuffleServiceProcess(ServiceProcess):
         **options: Any,
     ) -> None:
         super().__init__(
-            ["shuffle", "serve", "--dir", directory],
+            ["--dir", directory],
             token,
-            "DATAFERRY_SHUFFLE_TOKEN",
+            TOKEN_ENV,
             "shuffle service",
             host=host,
             tls=tls,
+            program=PROGRAM,
             port=port,
             **options,
         )
