@@ -41,7 +41,18 @@ def test_success_errors_are_one_line(tmp_path):
     assert len(res.output.splitlines()) == 1
 
 
-def test_verify_crash_exit_codes():
+def test_verify_crash_exit_codes(monkeypatch):
+    """Exit 0 without a violation, 1 with one, and a one-line error for an unknown committer.
+    The command's exit code is the point here, so each run is cut to its first crash points
+    (every crash point of v1 and v2 is refereed in tests/verify/test_crash.py)."""
+    from dataferry.verify import crash
+
+    real = crash.verify_crash
+    monkeypatch.setattr(
+        crash,
+        "verify_crash",
+        lambda committer, store=None, **kw: real(committer, store, **kw, limit=6),
+    )
     ok = runner.invoke(
         app, ["verify", "crash", "--committer", "v1", "--store", "sim:hdfs", "--json"]
     )

@@ -243,11 +243,22 @@ def test_driver_kills_are_skipped_on_a_store_private_to_this_process():
     assert report.driver_kills == 0 and "driver_kill" in report.skipped
 
 
-def test_verify_crash_command_takes_the_new_options():
+def test_verify_crash_command_takes_the_new_options(monkeypatch):
+    """The command's options reach `verify_crash` (--concurrent-jobs turns the races on) and
+    its JSON has the new kinds. The run itself is cut to a few crash points, two concurrent
+    points and no race schedule (the races have tests of their own, `test_races.py`)."""
     from typer.testing import CliRunner
 
     from dataferry.cli import app
+    from dataferry.verify import crash
 
+    real, asked = crash.verify_crash, {}
+
+    def smaller(committer, store=None, **kwargs):
+        asked.update(kwargs, committer=committer, store=store)
+        return real(committer, store, **{**kwargs, "limit": 4, "concurrent_points": 2, "races": ()})
+
+    monkeypatch.setattr(crash, "verify_crash", smaller)
     res = CliRunner().invoke(
         app,
         [
@@ -264,8 +275,10 @@ def test_verify_crash_command_takes_the_new_options():
         ],
     )
     assert res.exit_code == 1, res.output
+    assert asked["committer"] == "v2" and asked["store"] == "sim:hdfs"
+    assert asked["concurrent_jobs"] is True and asked["seed"] == 3 and asked["races"] is True
     data = json.loads(res.stdout)
-    assert data["concurrent_runs"] == 36 and data["seed"] == 3
+    assert data["concurrent_runs"] == 2 * 3 * 2 and data["seed"] == 3
     assert data["ambiguous_points"] > 0 and "ambiguous" in data["kinds"]
     assert data["kinds"]["concurrent"]["violations"][inv.ONE_WRITER] > 0
 
