@@ -182,3 +182,136 @@ def test_cleanup_finishes_a_dead_commit_and_exits_1_when_it_cannot(tmp_path):
     result = runner.invoke(app, ["cleanup", str(tmp_path / "lost"), "--older-than", "0"])
     assert result.exit_code == 1 and "LEFT IN PLACE" in result.output
     assert store.exists("_temporary") and not store.exists("_SUCCESS")
+
+
+# --- the library's log: -v INFO, -vv DEBUG, nothing without ---------------------------------
+
+LOG_LINE = r"^\d\d:\d\d:\d\d (INFO|DEBUG|WARNING) dataferry(\.\w+)*: "
+
+
+def _dead_manifest_commit(dest) -> None:
+    """A manifest job commit that died after its first rename (cleanup rolls it forward)."""
+    import pytest
+
+    from dataferry import make_committer
+    from dataferry.errors import InjectedCrash
+    from dataferry.store import FaultRule, Op, fault_layer, open_store
+
+    store = open_store(str(dest), faults=[])
+    c = make_committer("manifest", store, io_threads=1)
+    job = c.new_job()
+    c.setup_job(job)
+    t = job.task(0)
+    c.setup_task(t)
+    c.write_file(t, "p=1/a", b"data")
+    msg = c.commit_task(t)
+    fault_layer(store).add_rule(
+        FaultRule(action="crash", when="after", kinds=frozenset({Op.RENAME}), times=1)
+    )
+    with pytest.raises(InjectedCrash):
+        c.commit_job(job, [msg])
+
+
+def test_verbose_shows_the_librarys_info_lines_and_without_it_none(tmp_path):
+    import logging
+    import re
+
+    _dead_manifest_commit(tmp_path / "loud")
+    res = runner.invoke(app, ["-v", "cleanup", str(tmp_path / "loud"), "--older-than", "0"])
+    assert res.exit_code == 0, res.output
+    lines = [line for line in res.stderr.splitlines() if re.match(LOG_LINE, line)]
+    assert any(" INFO dataferry.commit: " in line and " stage " in line for line in lines)
+    assert not any(" DEBUG " in line for line in lines)  # -v is INFO; -vv adds DEBUG
+    logger = logging.getLogger("dataferry")
+    assert logger.level == logging.NOTSET  # the command is over: its handler went with it
+    assert not [h for h in logger.handlers if h.get_name() == "dataferry-cli"]
+
+    _dead_manifest_commit(tmp_path / "quiet")
+    res = runner.invoke(app, ["cleanup", str(tmp_path / "quiet"), "--older-than", "0"])
+    assert res.exit_code == 0, res.output
+    assert not [line for line in res.stderr.splitlines() if re.match(LOG_LINE, line)]
+    assert "cleanup of" in res.stdout  # the command's own report stays
+
+
+def _serve_and_stop(tmp_path, *flags: str) -> str:
+    """`dataferry [flags] shuffle serve` as a process: wait until it has announced itself,
+    SIGTERM it, return its stderr."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    name = "".join(flags) or "quiet"
+    port_file, err_file = tmp_path / f"port{name}", tmp_path / f"stderr{name}"
+    command = [sys.executable, "-m", "dataferry.cli", *flags, "shuffle", "serve"]
+    command += ["--dir", str(tmp_path / "node"), "--port-file", str(port_file)]
+    with open(err_file, "w") as err:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 30
+        while "listening on" not in err_file.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, err_file.read_text()
+            time.sleep(0.05)
+        time.sleep(0.5)  # the SIGTERM handler is set just after the announcement
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return err_file.read_text()
+
+
+def test_service_start_and_stop_are_logged_with_verbose(tmp_path):
+    import re
+
+    err = _serve_and_stop(tmp_path, "-v")
+    logged = [line for line in err.splitlines() if re.match(LOG_LINE, line)]
+    assert len(logged) == 2, err
+    assert re.search(
+        r"INFO dataferry\.shuffle: shuffle service listening on 127\.0\.0\.1:\d+ "
+        r"\(plain, no TLS\)$",
+        logged[0],
+    ), err
+    assert re.search(
+        r"INFO dataferry\.shuffle: shuffle service on 127\.0\.0\.1:\d+ stopped$", logged[1]
+    ), err
+    err = _serve_and_stop(tmp_path, "-vv")
+    assert re.search(
+        r"DEBUG dataferry\.net: shuffle-loop: bound to 127\.0\.0\.1:\d+ \(plain\)", err
+    )
+    err = _serve_and_stop(tmp_path)
+    assert not [line for line in err.splitlines() if re.match(LOG_LINE, line)], err
+    assert "listening on" in err  # the command's own announcement stays
+
+
+def test_the_library_prints_nothing_at_the_default_level(tmp_path):
+    """A program that uses the library and configures no logging sees nothing from it, not
+    even its warnings (they end in the NullHandler of the "dataferry" logger)."""
+    import subprocess
+    import sys
+
+    program = f"""
+import logging
+import dataferry
+from dataferry.shuffle import ShuffleService
+from dataferry.stages import StageRun, stage
+from dataferry.store import LocalStore
+
+ShuffleService(LocalStore({str(tmp_path / "node")!r})).start().stop()
+logging.getLogger("dataferry.commit").warning("a recovery decision")
+
+@stage("s", "s")
+def boom(run):
+    raise ValueError("x")
+
+try:
+    boom(StageRun())
+except ValueError:
+    pass
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and done.stdout == ""

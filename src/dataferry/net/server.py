@@ -21,6 +21,7 @@ import threading
 from collections.abc import Awaitable, Callable
 
 from ..stats import IOStatistics
+from .addresses import join_host_port
 from .connection import RawConnection, StreamConnection
 from .limits import ClientCounter, ConnectionLimits
 from .tls import TLSIdentity, server_context
@@ -114,7 +115,7 @@ class BackgroundServer:
         log.debug(
             "%s: bound to %s (%s)",
             self.name,
-            self.address,
+            join_host_port(*self.address),
             "TLS" if self._ssl is not None else "plain",
         )
         return self
