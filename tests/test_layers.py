@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("net", ("net",)),  # the services' shared footing (a module or a package)
     ("store", ("store",)),  # the only I/O layer
     # no dataferry imports but each other
-    ("basics", ("ids", "errors", "stats", "stages", "extras", "liveness")),
+    ("basics", ("ids", "errors", "stats", "stages", "extras", "liveness", "units")),
 ]
 MAX_LINES = 500
 
@@ -142,6 +142,79 @@ def test_the_table_names_each_layer_once_and_each_entry_once():
     entries = [e for _, group in LAYERS for e in group]
     assert len(set(names)) == len(names)
     assert len(set(entries)) == len(entries)
+
+
+def import_graph(mods: list[Module]) -> dict[str, set[str]]:
+    """Module -> the dataferry modules it imports (a name imported from a module counts as
+    that module; imports inside functions and under TYPE_CHECKING count too)."""
+    known = {m.name for m in mods}
+    graph: dict[str, set[str]] = {m.name: set() for m in mods}
+    for m in mods:
+        for imp in imports_of(m, known):
+            target = imp.target
+            while target not in known and "." in target:
+                target = target.rpartition(".")[0]
+            if target in known and target != m.name:
+                graph[m.name].add(target)
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of two or more modules (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    cycles.append(sorted(group))
+    return cycles
+
+
+def test_no_module_is_part_of_an_import_cycle():
+    cycles = import_cycles(import_graph(modules()))
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_function_level_import(tmp_path):
+    a, b, c = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "c.py"
+    a.write_text("from . import b\n")
+    b.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .c import X\n")
+    c.write_text("def later():\n    from .a import Y\n")
+    mods = [Module(f"dataferry.{p.stem}", p, False) for p in (a, b, c)]
+    assert import_cycles(import_graph(mods)) == [["dataferry.a", "dataferry.b", "dataferry.c"]]
+    c.write_text("X = 1\n")
+    assert import_cycles(import_graph(mods)) == []
 
 
 # --- the checker itself, on modules made up for it ---------------------------------------------

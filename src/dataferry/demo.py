@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow.dataset as pads
 
-from .commit.success import read_success
+from .commit.records.success import read_success
 from .dataset.synthetic import sales_table
 from .dataset.write import WriteResult, write_dataset
 from .engine import AttemptFailure, LocalEngine, LocalEngineConfig

@@ -16,8 +16,9 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .commit.jobcommit import record_job_driver
-from .commit.protocol import Committer, JobContext
+from .commit.base import Committer
+from .commit.job.commit import record_job_driver
+from .commit.protocol import JobContext
 from .dataset.formats import check_writer
 from .dataset.options import WriteOptions, translate
 from .dataset.task import TaskWriter

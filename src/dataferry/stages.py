@@ -33,6 +33,8 @@ R = TypeVar("R")
 Run = TypeVar("Run", bound="StageRun")
 
 log = logging.getLogger("dataferry")
+JOB_LEVEL = logging.INFO  # a job-level stage's exit line (one per job commit stage)
+TASK_LEVEL = logging.DEBUG  # per task, per map output, per block: too many lines for INFO
 _seconds_lock = threading.Lock()  # stages of one run may end on several threads at once
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from dataferry.commit.direct import DirectConfig
+from dataferry.commit.direct.committer import DirectConfig
 from dataferry.engine.dask_shuffle import ShuffleServices
 from dataferry.markers import MarkerServiceConfig
 from dataferry.shuffle import (

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from dataferry import make_committer
-from dataferry.commit.claim import (
+from dataferry.commit.job.cleanup import cleanup_destination
+from dataferry.commit.records.hold import (
     CLAIM_FILE,
     MIN_CLAIM_TIMEOUT_S,
     Claim,
@@ -26,8 +27,7 @@ from dataferry.commit.claim import (
     read_claim,
     take_over,
 )
-from dataferry.commit.cleanup import cleanup_destination
-from dataferry.commit.intent import INTENT_FILE, DamagedRecord, load_intent
+from dataferry.commit.records.intent import INTENT_FILE, DamagedRecord, load_intent
 from dataferry.errors import (
     ClaimLost,
     DestinationClaimed,
@@ -364,8 +364,8 @@ def test_on_a_read_only_destination_the_error_names_the_rename_not_the_claim(tmp
 
 
 def test_cleanup_leaves_a_job_whose_driver_is_alive_and_recovers_one_known_dead(tmp_path):
-    from dataferry.commit.drivers import driver_path, end_driver
-    from dataferry.commit.jobcommit import record_job_driver
+    from dataferry.commit.job.commit import record_job_driver
+    from dataferry.commit.records.drivers import driver_path, end_driver
 
     store = open_store(str(tmp_path / "d"))
     live, live_job = job_of(store, "append")

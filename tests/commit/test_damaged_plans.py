@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dataferry import make_committer
-from dataferry.commit.cleanup import cleanup_destination
-from dataferry.commit.intent import INTENT_FILE, Intent
+from dataferry.commit.job.cleanup import cleanup_destination
+from dataferry.commit.records.intent import INTENT_FILE, Intent
 from dataferry.errors import InjectedCrash
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 

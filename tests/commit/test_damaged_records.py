@@ -11,26 +11,27 @@ import json
 import pytest
 
 from dataferry import make_committer
-from dataferry.commit import direct_records, success
-from dataferry.commit.cleanup import cleanup_destination
-from dataferry.commit.direct import commit_record_path, list_committed
-from dataferry.commit.direct_records import CommitRecord, read_commit_record
+from dataferry.commit.direct import records as direct_records
+from dataferry.commit.direct.committer import commit_record_path, list_committed
+from dataferry.commit.direct.records import CommitRecord, read_commit_record
 from dataferry.commit.hive.journal import Journal, Step
-from dataferry.commit.magic import files as magic_files
-from dataferry.commit.magic.committer import pendingset_path
-from dataferry.commit.magic.files import (
+from dataferry.commit.job.cleanup import cleanup_destination
+from dataferry.commit.manifest import files as manifest_files
+from dataferry.commit.manifest.files import FileEntry, TaskManifest, read_manifest
+from dataferry.commit.manifest.layout import JobLayout
+from dataferry.commit.records import success
+from dataferry.commit.records.success import SuccessData, read_success
+from dataferry.commit.s3a.magic import files as magic_files
+from dataferry.commit.s3a.magic.committer import pendingset_path
+from dataferry.commit.s3a.magic.files import (
     PendingCommit,
     PendingSet,
     read_pending,
     read_pendingset_file,
 )
-from dataferry.commit.manifest import files as manifest_files
-from dataferry.commit.manifest.files import FileEntry, TaskManifest, read_manifest
-from dataferry.commit.manifest.layout import JobLayout
-from dataferry.commit.staging import records as staging_records
-from dataferry.commit.staging.layout import uploads_record
-from dataferry.commit.staging.records import UploadsRecord
-from dataferry.commit.success import SuccessData, read_success
+from dataferry.commit.s3a.staging import records as staging_records
+from dataferry.commit.s3a.staging.layout import uploads_record
+from dataferry.commit.s3a.staging.records import UploadsRecord
 from dataferry.errors import InjectedCrash, ValidationError
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 
@@ -409,7 +410,7 @@ def test_a_damaged_v1_move_row_gives_one_validation_error(row):
     ],
 )
 def test_a_damaged_upload_row_gives_one_validation_error(row):
-    from dataferry.commit.uploads import Upload
+    from dataferry.commit.s3a.uploads import Upload
 
     assert Upload.from_row(["a", "u", ["e"], 1], "file:///i").etags == ["e"]
     one_error(lambda: Upload.from_row(row, "file:///i", "payload.uploads[0]"), "file:///i")

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from dataferry import make_committer
-from dataferry.commit.direct import commit_record_path, list_committed
+from dataferry.commit.direct.committer import commit_record_path, list_committed
+from dataferry.commit.records.success import read_success
 from dataferry.commit.registry import KNOWN
-from dataferry.commit.success import read_success
 from dataferry.store import open_store, paths
 
 UPLOADS = {"magic", "directory", "partitioned"}

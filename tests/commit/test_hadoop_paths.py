@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dataferry import make_committer
-from dataferry.commit.magic.files import PendingCommit, PendingSet
 from dataferry.commit.manifest.files import DirEntry, EntryStatus, FileEntry, TaskManifest
-from dataferry.commit.success import SuccessData, read_success
+from dataferry.commit.records.success import SuccessData, read_success
+from dataferry.commit.s3a.magic.files import PendingCommit, PendingSet
 from dataferry.errors import ConfigError, ValidationError
 from dataferry.store import Store, open_store
 from dataferry.store.substore import SubStore

@@ -12,7 +12,10 @@ import time
 import pytest
 
 from dataferry import make_committer
-from dataferry.commit.claim import (
+from dataferry.commit.job.cleanup import cleanup_destination
+from dataferry.commit.job.stages import REPLACED_PHASE, replace_existing, save_success
+from dataferry.commit.protocol import StageContext
+from dataferry.commit.records.hold import (
     CLAIM_FILE,
     Claim,
     HeldClaim,
@@ -21,11 +24,14 @@ from dataferry.commit.claim import (
     observe_claim,
     read_claim,
 )
-from dataferry.commit.cleanup import cleanup_destination
-from dataferry.commit.intent import INTENT_FILE, DamagedRecord, Intent, load_intent, save_intent
-from dataferry.commit.jobcommit import REPLACED_PHASE, replace_existing, save_success
-from dataferry.commit.stages import StageContext
-from dataferry.commit.success import read_success
+from dataferry.commit.records.intent import (
+    INTENT_FILE,
+    DamagedRecord,
+    Intent,
+    load_intent,
+    save_intent,
+)
+from dataferry.commit.records.success import read_success
 from dataferry.errors import DestinationClaimed, DestinationError, InjectedCrash, JobCommitError
 from dataferry.stats import IOStatistics
 from dataferry.store import FaultRule, IOPool, Op, fault_layer, open_store
@@ -305,7 +311,7 @@ def test_a_v1_job_that_loses_the_claim_leaves_the_winners_decided_commit_alone(t
 def test_a_phase_is_marked_only_beside_its_intent_record(tmp_path):
     """A holder overtaken after its commit was finished by the taker must not leave a phase
     marker where the record was: that would look like a decided commit whose record was lost."""
-    from dataferry.commit.intent import mark_phase
+    from dataferry.commit.records.intent import mark_phase
     from dataferry.errors import CommitError
 
     store = open_store(str(tmp_path / "d"))

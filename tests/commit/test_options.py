@@ -10,7 +10,7 @@ import pytest
 
 import dataferry
 from dataferry import make_committer
-from dataferry.commit.direct import DirectConfig
+from dataferry.commit.direct.committer import DirectConfig
 from dataferry.errors import ConfigError
 
 FINGERPRINT = "ab" * 32

@@ -8,8 +8,9 @@ import sys
 import pytest
 
 from dataferry import make_committer
+from dataferry.commit.base import Committer
 from dataferry.commit.factory import known_committers
-from dataferry.commit.protocol import Committer, committer_for
+from dataferry.commit.lookup import committer_for
 from dataferry.commit.registry import KNOWN, committer_classes
 from dataferry.errors import ConfigError
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from dataferry import make_committer
-from dataferry.commit.cleanup import cleanup_destination
+from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.errors import CommitError, InjectedCrash, JobCommitError
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 from dataferry.store.faults import ambiguous_at

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dataferry.commit.success import SUCCESS_NAME, SuccessData, load_success, read_success
+from dataferry.commit.records.success import SUCCESS_NAME, SuccessData, load_success, read_success
 from dataferry.errors import NotFound, ValidationError
 from dataferry.store import open_store
 

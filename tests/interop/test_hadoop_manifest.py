@@ -31,7 +31,7 @@ import pytest
 from dataferry import make_committer
 from dataferry.commit.manifest.layout import JobLayout
 from dataferry.commit.protocol import TaskCommitMessage
-from dataferry.commit.success import SuccessData
+from dataferry.commit.records.success import SuccessData
 from dataferry.store import open_store
 from dataferry.store.uris import to_hadoop_uri
 

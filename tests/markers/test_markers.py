@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from dataferry import make_committer
-from dataferry.commit.direct import list_committed
+from dataferry.commit.direct.committer import list_committed
 from dataferry.engine import AttemptFailure, LocalEngine
 from dataferry.errors import CommitError
 from dataferry.markers import (
@@ -272,7 +272,7 @@ def test_in_process_service_and_stats(tmp_path):
 
 
 def test_cleanup_rolls_back_a_dead_direct_job(tmp_path):
-    from dataferry.commit.cleanup import cleanup_destination
+    from dataferry.commit.job.cleanup import cleanup_destination
 
     store = open_store(str(tmp_path / "t"))
     store.write_bytes("p=0/kept.parquet", b"committed long ago")
@@ -288,7 +288,7 @@ def test_cleanup_rolls_back_a_dead_direct_job(tmp_path):
 def test_announced_files_are_marked_in_one_request(tmp_path, service):
     """A task that announces its files gets all their markers in one request to the service;
     writing them then creates no more markers, and duplicates are still detected."""
-    from dataferry.commit.direct import DirectCommitter, DirectConfig
+    from dataferry.commit.direct.committer import DirectCommitter, DirectConfig
 
     store = open_store(str(tmp_path / "table"))
     config = DirectConfig(markers="service", service_url=service.url, service_token=TOKEN)

@@ -224,7 +224,7 @@ def test_part_and_object_etags_are_s3s(s3):
 
 
 def test_the_committers_etag_function_is_the_store_layers():
-    from dataferry.commit.magic import files
+    from dataferry.commit.s3a.magic import files
 
     assert files.multipart_etag is multipart_etag
 

@@ -33,22 +33,27 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from dataferry.commit.direct import DirectCommitter, DirectConfig
+from dataferry.commit.direct.committer import DirectCommitter, DirectConfig
 from dataferry.commit.hive.committer import HiveCommitter, move_aside, move_in
 from dataferry.commit.hive.config import HiveConfig
 from dataferry.commit.hive.journal import Journal
-from dataferry.commit.intent import Intent
-from dataferry.commit.jobcommit import Applied, CommitPlan
-from dataferry.commit.magic.committer import MagicCommitter, job_dir
-from dataferry.commit.magic.config import MagicConfig
 from dataferry.commit.manifest.committer import ManifestCommitter
 from dataferry.commit.manifest.config import ManifestConfig
 from dataferry.commit.manifest.files import TaskManifest
 from dataferry.commit.manifest.layout import JobLayout
 from dataferry.commit.manifest.stages import rename as rename_stage
-from dataferry.commit.protocol import JobContext, TaskAttemptContext, TaskCommitMessage
+from dataferry.commit.protocol import (
+    Applied,
+    CommitPlan,
+    JobContext,
+    StageContext,
+    TaskAttemptContext,
+    TaskCommitMessage,
+)
+from dataferry.commit.records.intent import Intent
 from dataferry.commit.registry import KNOWN, CommitterSpec
-from dataferry.commit.stages import StageContext
+from dataferry.commit.s3a.magic.committer import MagicCommitter, job_dir
+from dataferry.commit.s3a.magic.config import MagicConfig
 from dataferry.verify import invariants as inv
 
 PRELOAD = f"{__name__}:register"
@@ -165,7 +170,7 @@ def _claim_unchecked() -> Iterator[None]:
     """The claim's check before each visible step (`HeldClaim.check`: is the claim, in this
     generation, still ours?) answers yes without looking, while any such commit runs."""
     global _unchecked
-    from dataferry.commit import claim
+    from dataferry.commit.records import hold as claim
 
     with _unchecked_lock:
         if not _unchecked:

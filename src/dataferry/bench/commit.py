@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..commit.cleanup import cleanup_destination
 from ..commit.factory import build_committer, build_config, config_type
+from ..commit.job.cleanup import cleanup_destination
 from ..commit.protocol import TaskCommitMessage
 from ..commit.registry import committer_classes
 from ..errors import ConfigError, InjectedCrash

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ..commit.direct import DirectCommitter, DirectConfig
+from ..commit.direct.committer import DirectCommitter, DirectConfig
 from ..errors import ConfigError
 from ..markers.base import MARKERS_ROOT, marker_dir
 from ..markers.client import MarkerClient

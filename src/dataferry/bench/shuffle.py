@@ -18,7 +18,6 @@ bandwidth, measured in the same run, as the limit.
 from __future__ import annotations
 
 import functools
-import re
 import shutil
 import statistics
 import tempfile
@@ -40,25 +39,6 @@ METHODS = ("pull", "push", "push-sync", "dask-p2p", "dask-tasks")
 DEFAULT_METHODS = ("pull", "push", "dask-p2p", "dask-tasks")
 OURS = ("pull", "push", "push-sync")  # the methods the embedded engine runs too
 ENGINES = ("dask", "local")
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-}
-
-
-def parse_size(text: str) -> int:
-    """'1GiB', '256MiB', '500MB', '1048576' -> bytes."""
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ConfigError(f"size {text!r}: expected a number with KiB, MiB, GiB, KB, MB or GB")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,8 @@ def bench_shuffle(
     quiet: bool = QUIET_OPT,
 ) -> None:
     """Pull, push (merged), Dask p2p and Dask tasks shuffling the same data, side by side."""
-    from ..bench.shuffle import ShuffleBenchSpec, parse_size, run_shuffle_bench, run_shuffle_scale
+    from ..bench.shuffle import ShuffleBenchSpec, run_shuffle_bench, run_shuffle_scale
+    from ..units import parse_size
 
     sizes = [parse_size(s) for s in size.split(",")]
     spec = ShuffleBenchSpec(

@@ -50,8 +50,8 @@ def bench_write(
 ) -> None:
     """dataferry beside the writers users pick (pyarrow, polars, DuckDB, Delta Lake; Dask and
     Ray with --dask/--ray), on an in-memory table or, with --stream, a stream of batches."""
-    from ..bench.shuffle import parse_size
     from ..bench.write import StreamBenchSpec, WriteBenchSpec, run_stream_bench, run_write_bench
+    from ..units import parse_size
 
     if stream is not None:
         if dask or ray:

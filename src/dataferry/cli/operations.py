@@ -17,7 +17,7 @@ from .app import app, uploads_app
 from .output import JSON_OPT, console, print_json, table
 
 if TYPE_CHECKING:
-    from ..commit.recovery import RecoveryReport
+    from ..commit.job.cleanup import RecoveryReport
 
 # one default age for everything that removes what jobs may still be using
 DEFAULT_OLDER_THAN = "1h"
@@ -85,7 +85,8 @@ def cleanup(
     """Finish or undo what dead jobs left: a job commit that saved its intent record is
     finished (as if it had never died), any other job is rolled back so nothing of it stays
     visible. Exits 1, leaving everything in place, when a commit cannot be finished."""
-    from ..commit.cleanup import cleanup_destination, parse_duration
+    from ..commit.job.cleanup import cleanup_destination
+    from ..units import parse_duration
 
     age = parse_duration(older_than)
     report = cleanup_destination(
@@ -156,7 +157,8 @@ def uploads_abort(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Abort pending multipart uploads under a prefix."""
-    from ..commit.cleanup import abort_uploads, parse_duration
+    from ..commit.job.cleanup import abort_uploads
+    from ..units import parse_duration
 
     age = parse_duration(older_than)
     report = abort_uploads(_store_with_uploads(url), older_than_s=age, dry_run=dry_run)

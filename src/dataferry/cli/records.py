@@ -17,7 +17,7 @@ def success(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Show and validate a _SUCCESS file: an empty legacy marker or a JSON summary."""
-    from ..commit.success import load_success
+    from ..commit.records.success import load_success
 
     marker = load_success(path)
     if marker.data is None:

@@ -1,17 +1,12 @@
 """The commit protocol and the committers."""
 
+from .base import Committer
 from .coordinator import CommitCoordinator
 from .destination import prepare_destination
 from .factory import known_committers, make_committer
-from .protocol import (
-    Committer,
-    JobCommitResult,
-    JobContext,
-    TaskAttemptContext,
-    TaskCommitMessage,
-    committer_for,
-)
-from .success import SuccessData, read_success
+from .lookup import committer_for
+from .protocol import JobCommitResult, JobContext, TaskAttemptContext, TaskCommitMessage
+from .records.success import SuccessData, read_success
 
 __all__ = [
     "CommitCoordinator",

@@ -5,7 +5,7 @@
 - `overwrite`: replace existing data with this job's output.
 
 This check only fails early and creates the destination: nothing is deleted here. The mode is
-decided when the job commits, while it holds the destination's claim (`jobcommit.py`), so a
+decided when the job commits, while it holds the destination's claim (`job/commit.py`), so a
 job that fails leaves the earlier data exactly as it was and two jobs cannot both win.
 Hidden entries other than `_SUCCESS` (`_temporary`, staging directories of other jobs, ...)
 belong to jobs in flight, and `dataferry cleanup` deals with dead ones.
@@ -18,7 +18,7 @@ from typing import Literal
 from ..errors import AccessDenied, ConfigError, DestinationError, NotFound
 from ..store import Store, paths
 from .protocol import MODES
-from .success import SUCCESS_FILE
+from .records.success import SUCCESS_FILE
 
 Mode = Literal["error", "append", "overwrite"]
 
@@ -39,7 +39,7 @@ def prepare_destination(store: Store, mode: str = "error") -> None:
         return
     if not st.is_dir:
         raise DestinationError(f"destination {url} is a file, not a directory")
-    from .recovery import recover_dead_claim
+    from .job.recovery import recover_dead_claim
 
     recover_dead_claim(store)  # "before it starts": finish or undo a dead job's commit
     entries = store.list("")

@@ -17,8 +17,8 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..store import Store, open_store
-from .claim import DEFAULT_CLAIM_TIMEOUT_S
-from .protocol import Committer
+from .base import Committer
+from .records.hold import DEFAULT_CLAIM_TIMEOUT_S
 from .registry import KNOWN, CommitterSpec
 
 

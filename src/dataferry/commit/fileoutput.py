@@ -32,21 +32,23 @@ from ..errors import (
     TaskCommitError,
     ValidationError,
 )
+from ..stages import stage
 from ..store import FileStatus, Store, paths
-from .intent import INTENT_FILE, DamagedRecord, Intent, load_intent
-from .jobcommit import Applied, CommitPlan, recover_job
-from .links import refuse_links
+from .base import Committer
+from .job.links import refuse_links
+from .job.recovery import recover_job
+from .lookup import committer_by_name, job_from_ids
 from .protocol import (
-    Committer,
+    Applied,
+    CommitPlan,
     JobContext,
     Leftover,
+    StageContext,
     TaskAttemptContext,
     TaskCommitMessage,
-    committer_by_name,
-    job_from_ids,
 )
-from .stages import StageContext, stage
-from .success import SUCCESS_FILE
+from .records.intent import INTENT_FILE, DamagedRecord, Intent, load_intent
+from .records.success import SUCCESS_FILE
 
 PENDING_DIR = "_temporary"
 TAKEN_DIR = "_committing"  # committed task directories, once the job commit has taken them
@@ -173,7 +175,7 @@ class FileOutputCommitter(Committer):
         for child in self.store.list(src.path):
             self._merge_paths(child, paths.join(dst, child.name))
 
-    # --- job commit (on the shared stages of jobcommit.py) ------------------------------------
+    # --- job commit (on the shared stages of job/commit.py) ------------------------------------
 
     def job_dir(self, job: JobContext) -> str:
         return self.job_attempt_path(job)

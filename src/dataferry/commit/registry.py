@@ -63,14 +63,14 @@ KNOWN: dict[str, CommitterSpec] = {
         ),
         CommitterSpec(
             "magic",
-            f"{_PKG}.magic.committer",
+            f"{_PKG}.s3a.magic.committer",
             "MagicCommitter",
             "MagicConfig",
             "magic committer: uploads left pending until job commit completes them (S3)",
         ),
         CommitterSpec(
             "directory",
-            f"{_PKG}.staging.committer",
+            f"{_PKG}.s3a.staging.committer",
             "DirectoryStagingCommitter",
             "StagingConfig",
             "S3A staging committer: tasks stage on local disk, upload at task commit; "
@@ -78,7 +78,7 @@ KNOWN: dict[str, CommitterSpec] = {
         ),
         CommitterSpec(
             "partitioned",
-            f"{_PKG}.staging.committer",
+            f"{_PKG}.s3a.staging.committer",
             "PartitionedStagingCommitter",
             "StagingConfig",
             "S3A staging committer whose conflict mode covers only the partitions written",
@@ -93,7 +93,7 @@ KNOWN: dict[str, CommitterSpec] = {
         ),
         CommitterSpec(
             "direct",
-            f"{_PKG}.direct",
+            f"{_PKG}.direct.committer",
             "DirectCommitter",
             "DirectConfig",
             "direct committer: files written in place, reconciled and rolled back by markers",

@@ -39,16 +39,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..commit.base import Committer
 from ..commit.destination import prepare_destination
 from ..commit.factory import make_committer
-from ..commit.jobcommit import record_job_driver
-from ..commit.protocol import (
-    Committer,
-    JobContext,
-    TaskAttemptContext,
-    TaskCommitMessage,
-    committer_for,
-)
+from ..commit.job.commit import record_job_driver
+from ..commit.lookup import committer_for
+from ..commit.protocol import JobContext, TaskAttemptContext, TaskCommitMessage
 from ..engine.attempt import AttemptReport, TaskOutput, commit_attempt, run_attempt
 from ..engine.dask import DaskEngine
 from ..engine.feed import TaskFeed

@@ -18,9 +18,9 @@ from typing import Any, NoReturn
 
 import pyarrow as pa
 
+from ..commit.base import Committer
 from ..commit.destination import prepare_destination
 from ..commit.factory import make_committer
-from ..commit.protocol import Committer
 from ..engine.local import EventHook, JobRun, LocalEngine, LocalEngineConfig
 from ..errors import ConfigError, DestinationError
 from ..net.addresses import check_reachable

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, Literal
 
-from ..commit.protocol import Committer, TaskAttemptContext, TaskCommitMessage, committer_for
+from ..commit.base import Committer
+from ..commit.lookup import committer_for
+from ..commit.protocol import TaskAttemptContext, TaskCommitMessage
 from ..errors import EngineError, InjectedCrash
 from ..store import FaultRule, FaultStore, Op
 

@@ -22,14 +22,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..commit.jobcommit import record_job_driver
-from ..commit.protocol import (
-    Committer,
-    JobCommitResult,
-    JobContext,
-    TaskAttemptContext,
-    TaskCommitMessage,
-)
+from ..commit.base import Committer
+from ..commit.job.commit import record_job_driver
+from ..commit.protocol import JobCommitResult, JobContext, TaskAttemptContext, TaskCommitMessage
 from ..errors import ConfigError, EngineError, JobCommitError, TaskFailed
 from ..ids import JobId
 from ..stats import IOStatistics

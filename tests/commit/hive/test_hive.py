@@ -8,11 +8,11 @@ import pytest
 
 import dataferry
 from dataferry import make_committer
-from dataferry.commit.cleanup import cleanup_destination
 from dataferry.commit.hive.catalog import open_catalog
 from dataferry.commit.hive.load import copy_name
 from dataferry.commit.hive.staging import is_staging_dir, staging_dir
-from dataferry.commit.intent import INTENT_FILE
+from dataferry.commit.job.cleanup import cleanup_destination
+from dataferry.commit.records.intent import INTENT_FILE
 from dataferry.engine import LocalEngine, LocalEngineConfig
 from dataferry.errors import ConfigError, DestinationError, InjectedCrash, JobCommitError
 from dataferry.store import FaultRule, Op, fault_layer, open_store

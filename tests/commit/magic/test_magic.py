@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from dataferry import make_committer
 from dataferry.cli import app
-from dataferry.commit.cleanup import cleanup_destination
-from dataferry.commit.magic.committer import attempt_dir, job_dir, pendingset_path
+from dataferry.commit.job.cleanup import cleanup_destination
+from dataferry.commit.s3a.magic.committer import attempt_dir, job_dir, pendingset_path
 from dataferry.engine import AttemptFailure, LocalEngine
 from dataferry.errors import (
     ConfigError,
@@ -287,7 +287,7 @@ def _last_commit_op_of_first_attempt():
 def test_the_claim_is_a_conditional_put_on_s3(s3_url):
     """Two magic jobs in error mode into one new S3 destination: the claim (If-None-Match PUT)
     lets one commit; the other gives way naming it, and none of its uploads completes."""
-    from dataferry.commit.claim import CLAIM_FILE, Claim, acquire_claim
+    from dataferry.commit.records.hold import CLAIM_FILE, Claim, acquire_claim
     from dataferry.errors import DestinationClaimed
 
     store = open_store(s3_url)

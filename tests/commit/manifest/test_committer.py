@@ -13,7 +13,7 @@ from dataferry import make_committer
 from dataferry.commit.manifest.files import DirEntry, EntryStatus, TaskManifest
 from dataferry.commit.manifest.layout import JobLayout
 from dataferry.commit.manifest.stages.create_dirs import leaf_directories
-from dataferry.commit.success import read_success
+from dataferry.commit.records.success import read_success
 from dataferry.errors import CommitError, JobCommitError, TaskCommitError, ValidationError
 from dataferry.store import FaultRule, Op, WrappingStore, fault_layer, open_store
 
@@ -365,11 +365,11 @@ def test_loading_2000_manifests_keeps_memory_bounded(tmp_path):
         )
     manifest_bytes = sum(s.size for s in store.walk(layout.manifests_dir))
     from dataferry.commit.manifest.stages.load import load_manifests
-    from dataferry.commit.stages import StageContext
+    from dataferry.commit.protocol import StageContext
     from dataferry.store import IOPool
     from dataferry.store.scratch import scratch_store
 
-    ctx = StageContext(store, c.stats, IOPool(4), config=c.config, layout=layout)
+    ctx = StageContext(store=store, stats=c.stats, pool=IOPool(4), config=c.config, layout=layout)
     with scratch_store() as scratch:  # once untraced: first-use caches are not the load's
         load_manifests(ctx, {m.task_id: m.attempt_id for m in msgs[:20]}, scratch)
     tracemalloc.start()

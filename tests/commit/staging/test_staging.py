@@ -9,9 +9,9 @@ import os
 import pytest
 
 from dataferry import make_committer
-from dataferry.commit.cleanup import cleanup_destination
-from dataferry.commit.staging import layout
-from dataferry.commit.staging.records import UploadsRecord
+from dataferry.commit.job.cleanup import cleanup_destination
+from dataferry.commit.s3a.staging import layout
+from dataferry.commit.s3a.staging.records import UploadsRecord
 from dataferry.errors import CommitError, DestinationError, InjectedCrash, TaskCommitError
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 

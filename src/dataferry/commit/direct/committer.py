@@ -22,20 +22,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from ..errors import CommitError, NotFound, StoreError
-from ..ids import parse_task_attempt_id
-from ..markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers, marker_dir
-from ..markers.base import MARKERS_ROOT, BadMarker, data_path
-from ..markers.rollback import markers_in
-from ..net.addresses import parse_service_url
-from ..net.tls import normalize_fingerprint
-from ..store import IOPool, Store, open_store, paths
-from .direct_records import CommitRecord, read_commit_record
-from .intent import Intent, load_intent
-from .jobcommit import Applied, CommitPlan
-from .protocol import Committer, JobContext, Leftover, TaskAttemptContext, TaskCommitMessage
-from .stages import StageContext, stage
-from .success import SUCCESS_FILE
+from ...errors import CommitError, NotFound, StoreError
+from ...ids import parse_task_attempt_id
+from ...markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers, marker_dir
+from ...markers.base import MARKERS_ROOT, BadMarker, data_path
+from ...markers.rollback import markers_in
+from ...net.addresses import parse_service_url
+from ...net.tls import normalize_fingerprint
+from ...stages import stage
+from ...store import IOPool, Store, open_store, paths
+from ..base import Committer
+from ..protocol import (
+    Applied,
+    CommitPlan,
+    JobContext,
+    Leftover,
+    StageContext,
+    TaskAttemptContext,
+    TaskCommitMessage,
+)
+from ..records.intent import Intent, load_intent
+from ..records.success import SUCCESS_FILE
+from .records import CommitRecord, read_commit_record
 
 COMMITS_DIR = "_dataferry/commits"
 COMMITTER_NAME = "dataferry.commit.direct.DirectCommitter"
@@ -63,7 +71,7 @@ class DirectConfig:
     mark_successful_jobs: bool = True
 
     def __post_init__(self) -> None:
-        from ..errors import ConfigError
+        from ...errors import ConfigError
 
         if self.markers not in ("direct", "service"):
             raise ConfigError(f"markers must be 'direct' or 'service', got {self.markers!r}")
@@ -230,7 +238,7 @@ class DirectCommitter(Committer):
         # its files are marked: job commit deletes them, or job abort does
         self._take_written(task)
 
-    # --- job commit: reconcile against the markers (stages of jobcommit.py) -----------------
+    # --- job commit: reconcile against the markers (stages of job/commit.py) -----------------
 
     def job_dir(self, job: JobContext) -> str:
         return marker_dir(job.job_uuid)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..errors import ValidationError
-from ..store import Store
-from .recordio import (
+from ...errors import ValidationError
+from ...store import Store
+from ..records.recordio import (
     MiB,
     get_int,
     get_list,

@@ -2,7 +2,7 @@
 
 Tasks write and commit through an inner committer (manifest by default) rooted at
 `<table>/.hive-staging_hive_.../-ext-10000`, exactly where Spark's InsertIntoHiveTable puts
-them. Job commit (the one every committer shares, `commit/jobcommit.py`) first commits the
+them. Job commit (the one every committer shares, `commit/job/commit.py`) first commits the
 inner job there and plans the load (its journal of moves is the intent record's payload), then
 moves the staged partitions into the table (a directory rename per new partition where that is
 atomic and O(1), parallel file moves otherwise), records the partitions in the catalog, writes
@@ -18,22 +18,24 @@ from dataclasses import replace
 from typing import Any, BinaryIO
 
 from ...errors import ConfigError
+from ...stages import stage
 from ...store import IOPool, Store, paths
 from ...store.substore import SubStore
+from ..base import Committer
 from ..factory import build_committer, build_config
-from ..intent import Intent, load_intent, mark_phase, phase_done, save_intent
-from ..jobcommit import Applied, CommitPlan, recover_job
+from ..job.recovery import recover_job
+from ..lookup import committer_by_name, job_from_ids
 from ..protocol import (
-    Committer,
+    Applied,
+    CommitPlan,
     JobCommitResult,
     JobContext,
     Leftover,
+    StageContext,
     TaskAttemptContext,
     TaskCommitMessage,
-    committer_by_name,
-    job_from_ids,
 )
-from ..stages import StageContext, stage
+from ..records.intent import Intent, load_intent, mark_phase, phase_done, save_intent
 from .catalog import Catalog, open_catalog
 from .config import MODES, HiveConfig
 from .journal import Journal, journal_of
@@ -118,7 +120,7 @@ class HiveCommitter(Committer):
         inner, t = self._inner_task(task)
         inner.abort_task(t)
 
-    # --- job commit: inner commit, then the load (stages of jobcommit.py) -------------------
+    # --- job commit: inner commit, then the load (stages of job/commit.py) -------------------
 
     @classmethod
     def prepare_mode(cls, mode: str) -> tuple[str, dict[str, Any]]:

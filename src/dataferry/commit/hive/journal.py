@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from ...errors import ValidationError
 from ...store import Store
-from ..intent import Intent, intent_path
-from ..recordio import get_bool, get_list, get_str, need_object, str_list
+from ..records.intent import Intent, intent_path
+from ..records.recordio import get_bool, get_list, get_str, need_object, str_list
 
 Phase = Literal["aside", "in"]
 PHASES = ("aside", "in")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ...errors import AlreadyExists, CommitError, JobCommitError, NotFound
 from ...store import FileStatus, IOPool, Store, paths
 from ...store.walk import parallel_walk
-from ..links import refuse_links
+from ..job.links import refuse_links
 from .catalog import Catalog, PartitionRecord
 from .journal import Journal, Step
 from .staging import REPLACED_DIR, is_staging_dir

@@ -7,7 +7,7 @@ non-atomic directory operations (ABFS, GCS with care, HDFS under load); not for 
 rename at all (use the magic committer there).
 
 Stages (each in `stages/`, each timed into the committer's statistics), inside the job commit
-that every committer shares (`commit/jobcommit.py`: claim, intent record, recovery):
+that every committer shares (`commit/job/commit.py`: claim, intent record, recovery):
     setup_job -> [tasks: setup_task, scan_task_attempt, save_task_manifest]
     -> claim -> load_manifests (entries saved in the job directory) -> check_existing_files
     -> save_intent -> create_directories -> rename_files -> [validate_output]
@@ -21,17 +21,18 @@ from collections.abc import Sequence
 from ...errors import NotFound, TaskCommitError, ValidationError
 from ...stats import IOStatistics
 from ...store import Store, open_store, paths
-from ..intent import Intent, intent_path
-from ..jobcommit import Applied, CommitPlan
+from ..base import Committer
 from ..protocol import (
-    Committer,
+    Applied,
+    CommitPlan,
     JobContext,
     Leftover,
+    StageContext,
     TaskAttemptContext,
     TaskCommitMessage,
 )
-from ..stages import StageContext
-from ..success import SuccessData
+from ..records.intent import Intent, intent_path
+from ..records.success import SuccessData
 from .config import ManifestConfig
 from .files import DirEntry, EntryStatus, TaskManifest, read_manifest
 from .layout import PENDING_DIR, JobLayout
@@ -122,7 +123,7 @@ class ManifestCommitter(Committer):
             self.store.delete(self.task_work_path(task), recursive=True)
             self.store.delete(layout.manifest_tmp_path(str(task.attempt_id)))
 
-    # --- job commit (the stages of jobcommit.py; these are the manifest committer's own) ---------
+    # --- job commit (the stages of job/commit.py; these are the manifest committer's own) ---------
 
     def job_dir(self, job: JobContext) -> str:
         return JobLayout.of(job).job_attempt_dir

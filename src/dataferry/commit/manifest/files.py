@@ -20,7 +20,7 @@ from typing import Any
 from ...errors import ConfigError, ValidationError
 from ...store import Store
 from ...store.uris import MalformedUri, from_hadoop_uri, store_url, to_hadoop_uri
-from ..recordio import (
+from ..records.recordio import (
     TASK_RECORD_MAX_BYTES,
     get_dict,
     get_int,

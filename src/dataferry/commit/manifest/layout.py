@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..protocol import JobContext, TaskAttemptContext
-from ..success import SUCCESS_FILE
+from ..records.success import SUCCESS_FILE
 
 PENDING_DIR = "_temporary"
 TASKS_SUBDIR = "tasks"

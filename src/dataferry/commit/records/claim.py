@@ -14,11 +14,11 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..errors import NotFound, StoreError, ValidationError
-from ..liveness import this_process
-from ..store import FileStatus, Store
+from ...errors import NotFound, StoreError, ValidationError
+from ...liveness import this_process
+from ...store import FileStatus, Store
+from ..registry import KNOWN
 from .recordio import read_record
-from .registry import KNOWN
 
 CLAIM_DIR = "_dataferry"
 CLAIM_FILE = f"{CLAIM_DIR}/claim.json"

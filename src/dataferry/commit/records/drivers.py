@@ -13,15 +13,9 @@ from __future__ import annotations
 import logging
 import threading
 
-from ..errors import StoreError
-from ..store import Store
-from .claim_record import (
-    CLAIM_DIR,
-    Claim,
-    ClaimState,
-    crashed,
-    observe_record,
-)
+from ...errors import StoreError
+from ...store import Store
+from .claim import CLAIM_DIR, Claim, ClaimState, crashed, observe_record
 from .lease import Judge
 
 log = logging.getLogger("dataferry.commit")

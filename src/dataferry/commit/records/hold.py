@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..errors import (
+from ...errors import (
     ClaimLost,
     DestinationClaimed,
     InjectedCrash,
@@ -43,9 +43,9 @@ from ..errors import (
     StoreError,
     ValidationError,
 )
-from ..liveness import process_alive
-from ..store import FileStatus, Store
-from .claim_record import (
+from ...liveness import process_alive
+from ...store import FileStatus, Store
+from .claim import (
     CLAIM_DIR,
     CLAIM_FILE,
     CLAIM_MAX_BYTES,

@@ -23,8 +23,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import CommitError, NotFound, StoreError, ValidationError
-from ..store import Store, paths
+from ...errors import CommitError, NotFound, StoreError, ValidationError
+from ...store import Store, paths
 from .recordio import read_record
 
 INTENT_FILE = "_commit_intent.json"

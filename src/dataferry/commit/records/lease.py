@@ -14,10 +14,10 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from ..errors import StoreError
-from ..liveness import process_alive
-from ..store import FileStatus, Store
-from .claim_record import (
+from ...errors import StoreError
+from ...liveness import process_alive
+from ...store import FileStatus, Store
+from .claim import (
     CLAIM_DIR,
     CLOCK_PREFIX,
     DEFAULT_CLAIM_TIMEOUT_S,

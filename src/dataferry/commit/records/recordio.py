@@ -18,8 +18,8 @@ import json
 import math
 from typing import Any
 
-from ..errors import IsADirectory, RecordTooLarge, ValidationError
-from ..store import Store
+from ...errors import IsADirectory, RecordTooLarge, ValidationError
+from ...store import Store
 
 KiB = 1024
 MiB = 1024 * KiB

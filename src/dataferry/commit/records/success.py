@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import NotFound, ValidationError
-from ..store import Store
-from ..store.uris import MalformedUri, hadoop_uri, store_url
+from ...errors import NotFound, ValidationError
+from ...store import Store
+from ...store.uris import MalformedUri, hadoop_uri, store_url
 from .recordio import MiB, is_finite_number, parse_json, read_record
 
 SUCCESS_FILE = "_SUCCESS"
@@ -154,7 +154,7 @@ class SuccessMarker:
 
 def load_success(location: str) -> SuccessMarker:
     """Load a `_SUCCESS` (or summary report) from a directory or a file location."""
-    from ..store import open_location
+    from ...store import open_location
 
     store, name = open_location(location, SUCCESS_FILE)
     marker = read_success(store, name)

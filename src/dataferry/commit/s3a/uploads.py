@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import (
+from ...errors import (
     AmbiguousOutcome,
     CommitError,
     ConfigError,
@@ -25,14 +25,16 @@ from ..errors import (
     NotFound,
     ValidationError,
 )
-from ..ids import new_job_id
-from ..store import Store, paths
-from ..store.etags import multipart_etag
-from .intent import Intent, intent_path, mark_phase, phase_done
-from .jobcommit import Applied, CommitPlan, recover_job
-from .protocol import Committer, JobContext, Leftover, TaskCommitMessage, committer_by_name
-from .recordio import load_json_record, read_record
-from .stages import StageContext, stage
+from ...ids import new_job_id
+from ...stages import stage
+from ...store import Store, paths
+from ...store.etags import multipart_etag
+from ..base import Committer
+from ..job.recovery import recover_job
+from ..lookup import committer_by_name
+from ..protocol import Applied, CommitPlan, JobContext, Leftover, StageContext, TaskCommitMessage
+from ..records.intent import Intent, intent_path, mark_phase, phase_done
+from ..records.recordio import load_json_record, read_record
 
 CONFLICT_MODES = ("fail", "append", "replace")
 MIN_PART = 5 * 1024 * 1024  # S3's smallest part but the last (the committers' floor)

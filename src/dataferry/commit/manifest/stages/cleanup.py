@@ -11,7 +11,8 @@ from __future__ import annotations
 from enum import StrEnum
 
 from ....errors import StoreError
-from ...stages import StageContext, stage
+from ....stages import stage
+from ...protocol import StageContext
 from ..layout import PENDING_DIR
 
 

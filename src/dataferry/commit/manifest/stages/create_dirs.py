@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ....errors import JobCommitError, NotFound, StoreError
+from ....stages import stage
 from ....store import paths
-from ...stages import StageContext, stage
+from ...protocol import StageContext
 from ..files import DirEntry, EntryStatus
 
 

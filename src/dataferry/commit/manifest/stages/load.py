@@ -17,9 +17,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from ....errors import JobCommitError, NotFound, ValidationError
+from ....stages import stage
 from ....store import IOPool, Store, paths
-from ...stages import StageContext, stage
-from ...success import SUCCESS_FILE
+from ...protocol import StageContext
+from ...records.success import SUCCESS_FILE
 from ..files import DirEntry, EntryStatus, FileEntry, TaskManifest, read_manifest
 from ..layout import PENDING_DIR
 
@@ -194,7 +195,14 @@ def rescan_attempt(ctx: StageContext, saved: TaskManifest, attempt_id: str) -> T
     from .scan import scan_task_attempt
 
     attempt_dir = f"{ctx.layout.tasks_dir}/{attempt_id}"
-    own = StageContext(ctx.store, ctx.stats, IOPool(1), ctx.job_id, ctx.config, ctx.layout)
+    own = StageContext(
+        store=ctx.store,
+        stats=ctx.stats,
+        pool=IOPool(1),
+        job_id=ctx.job_id,
+        config=ctx.config,
+        layout=ctx.layout,
+    )
     try:
         files, dirs = scan_task_attempt(own, attempt_dir)
     finally:

@@ -29,10 +29,11 @@ from ....errors import (
     StoreError,
     Throttled,
 )
+from ....stages import stage
 from ....store import FileStatus, paths
 from ....store.pacing import Pacer
-from ...stages import StageContext, stage
-from ...success import FILENAME_LIMIT
+from ...protocol import StageContext
+from ...records.success import FILENAME_LIMIT
 from ..files import FileEntry
 from .create_dirs import CreatedDirectories
 from .load import LoadedManifests

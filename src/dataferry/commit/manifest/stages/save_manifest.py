@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 
 from ....errors import StoreError
-from ...stages import StageContext, stage
+from ....stages import TASK_LEVEL, stage
+from ...protocol import StageContext
 from ..files import TaskManifest
 
 
-@stage("task_stage_save_manifest", "save_manifest")
+@stage("task_stage_save_manifest", "save_manifest", level=TASK_LEVEL)
 def save_task_manifest(ctx: StageContext, manifest: TaskManifest) -> str:
     final = ctx.layout.manifest_path(manifest.task_id)
     tmp = ctx.layout.manifest_tmp_path(manifest.task_attempt_id)

@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ....errors import NotFound, TaskCommitError
+from ....stages import TASK_LEVEL, stage
 from ....store import FileStatus, paths
-from ...links import refuse_links
-from ...stages import StageContext, stage
+from ...job.links import refuse_links
+from ...protocol import StageContext
 from ..files import DirEntry, EntryStatus, FileEntry
 
 
@@ -29,7 +30,7 @@ class _Pending:
     dest_exists: bool
 
 
-@stage("task_stage_scan_directory", "scan_directory")
+@stage("task_stage_scan_directory", "scan_directory", level=TASK_LEVEL)
 def scan_task_attempt(
     ctx: StageContext, attempt_dir: str
 ) -> tuple[list[FileEntry], list[DirEntry]]:

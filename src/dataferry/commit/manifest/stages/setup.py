@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ....errors import AccessDenied, CommitError, DestinationError, NotFound
-from ...stages import StageContext, stage
+from ....stages import TASK_LEVEL, stage
+from ...protocol import StageContext
 
 
 def _create_new_directory(ctx: StageContext, path: str, what: str) -> None:
@@ -26,6 +27,6 @@ def setup_job(ctx: StageContext) -> None:
         raise DestinationError(f"destination {ctx.store.full_url()} is not writable: {e}") from None
 
 
-@stage("task_stage_setup", "task_setup")
+@stage("task_stage_setup", "task_setup", level=TASK_LEVEL)
 def setup_task(ctx: StageContext, attempt_dir: str) -> None:
     _create_new_directory(ctx, attempt_dir, "task attempt")

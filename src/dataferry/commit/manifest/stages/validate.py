@@ -4,7 +4,8 @@ etag, on stores that keep etags through a rename). One stat per file: meant for 
 from __future__ import annotations
 
 from ....errors import JobCommitError, NotFound
-from ...stages import StageContext, stage
+from ....stages import stage
+from ...protocol import StageContext
 from ..files import FileEntry
 from .load import LoadedManifests
 

@@ -20,27 +20,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
-from ...errors import (
-    CommitError,
-    InjectedCrash,
-    NotFound,
-    TaskCommitError,
-    ValidationError,
-)
-from ...store import IOPool, Store, paths
-from ..intent import load_intent
-from ..protocol import (
-    JobContext,
-    TaskAttemptContext,
-    TaskCommitMessage,
-)
-from ..stages import StageContext
-from ..uploads import (
-    UploadCommitter,
-    abort_at_keys,
-    dumps,
-    read_pendingset,
-)
+from ....errors import CommitError, InjectedCrash, NotFound, TaskCommitError, ValidationError
+from ....store import IOPool, Store, paths
+from ...protocol import JobContext, StageContext, TaskAttemptContext, TaskCommitMessage
+from ...records.intent import load_intent
+from ..uploads import UploadCommitter, abort_at_keys, dumps, read_pendingset
 from .config import MagicConfig
 from .files import (
     PENDINGSET_MAX_BYTES,
@@ -222,7 +206,7 @@ class MagicCommitter(UploadCommitter):
             if st.path.endswith(PENDING_SUFFIX)
         ]
 
-    # --- job commit (on the shared stages of jobcommit.py) ------------------------------------
+    # --- job commit (on the shared stages of job/commit.py) ------------------------------------
 
     def success_committer_name(self) -> str:
         return COMMITTER_NAME

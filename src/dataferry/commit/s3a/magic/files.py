@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ...errors import ConfigError, ValidationError
-from ...store import Store
-from ...store.etags import multipart_etag
-from ...store.uris import MalformedUri, from_hadoop_uri, to_hadoop_uri
-from ..recordio import (
+from ....errors import ConfigError, ValidationError
+from ....store import Store
+from ....store.etags import multipart_etag
+from ....store.uris import MalformedUri, from_hadoop_uri, to_hadoop_uri
+from ...records.recordio import (
     TASK_RECORD_MAX_BYTES,
     MiB,
     get_int,

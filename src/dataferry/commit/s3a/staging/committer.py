@@ -21,12 +21,11 @@ import os
 from collections.abc import Sequence
 from typing import BinaryIO
 
-from ...errors import CommitError, ConfigError, JobCommitError, TaskCommitError
-from ...store import IOPool, Store, open_store, paths
-from ..intent import load_intent
+from ....errors import CommitError, ConfigError, JobCommitError, TaskCommitError
+from ....store import IOPool, Store, open_store, paths
+from ...protocol import JobContext, StageContext, TaskAttemptContext, TaskCommitMessage
+from ...records.intent import load_intent
 from ..magic.files import PENDINGSET_MAX_BYTES, PendingCommit, PendingSet
-from ..protocol import JobContext, TaskAttemptContext, TaskCommitMessage
-from ..stages import StageContext
 from ..uploads import (
     UploadCommitter,
     abort_at_keys,
@@ -197,7 +196,7 @@ class DirectoryStagingCommitter(UploadCommitter):
             if not record.unrecorded_keys():  # else the job's cleanup aborts those by key
                 self.store.delete(layout.uploads_record(task))
 
-    # --- job commit (on the shared stages of jobcommit.py) --------------------------------------
+    # --- job commit (on the shared stages of job/commit.py) --------------------------------------
 
     def pending_commits_of(self, job: JobContext, m: TaskCommitMessage) -> list[PendingCommit]:
         path = layout.pendingset_path(job, m.attempt_id)

@@ -16,7 +16,7 @@ import hashlib
 import os
 import tempfile
 
-from ..protocol import JobContext, TaskAttemptContext
+from ...protocol import JobContext, TaskAttemptContext
 
 STAGING_PREFIX = "__staging_job-"
 UPLOADS_SUFFIX = ".uploads"

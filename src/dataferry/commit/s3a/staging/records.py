@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...errors import NotFound, ValidationError
-from ...store import Store
-from ..recordio import (
+from ....errors import NotFound, ValidationError
+from ....store import Store
+from ...records.recordio import (
     TASK_RECORD_MAX_BYTES,
     get_int,
     get_list,

@@ -14,9 +14,10 @@ import math
 import threading
 from dataclasses import dataclass
 
-from ...store import Store
+from ....stages import TASK_LEVEL, stage
+from ....store import Store
+from ...protocol import StageContext
 from ..magic.files import PendingSet
-from ..stages import StageContext, stage
 from .records import UploadsRecord
 
 MAX_PARTS = 10_000  # S3's most parts per upload
@@ -47,7 +48,7 @@ def parts_of(f: LocalFile, part_size: int) -> list[Part]:
     ]
 
 
-@stage("task_stage_record_keys", "record_keys")
+@stage("task_stage_record_keys", "record_keys", level=TASK_LEVEL)
 def record_keys(
     ctx: StageContext, record_path: str, record: UploadsRecord, files: list[LocalFile]
 ) -> UploadsRecord:
@@ -57,7 +58,7 @@ def record_keys(
     return record
 
 
-@stage("task_stage_start_uploads", "start_uploads")
+@stage("task_stage_start_uploads", "start_uploads", level=TASK_LEVEL)
 def start_uploads(
     ctx: StageContext, files: list[LocalFile], started: dict[str, str]
 ) -> dict[str, str]:
@@ -77,7 +78,7 @@ def start_uploads(
     return started
 
 
-@stage("task_stage_record_uploads", "record_uploads")
+@stage("task_stage_record_uploads", "record_uploads", level=TASK_LEVEL)
 def record_uploads(
     ctx: StageContext, record_path: str, record: UploadsRecord, started: dict[str, str]
 ) -> UploadsRecord:
@@ -87,7 +88,7 @@ def record_uploads(
     return record
 
 
-@stage("task_stage_upload_parts", "upload_parts")
+@stage("task_stage_upload_parts", "upload_parts", level=TASK_LEVEL)
 def upload_parts(
     ctx: StageContext,
     local: Store,
@@ -111,7 +112,7 @@ def upload_parts(
     return etags
 
 
-@stage("task_stage_save_pendingset", "save_pendingset")
+@stage("task_stage_save_pendingset", "save_pendingset", level=TASK_LEVEL)
 def save_pendingset(
     ctx: StageContext, pendingsets: Store, path: str, pendingset: PendingSet, dest: Store
 ) -> str:

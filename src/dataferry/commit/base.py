@@ -1,0 +1,63 @@
+"""The thin committer base: a committer's hooks (`protocol.CommitterHooks`) plus the job-level
+calls every committer shares, each one the job machinery's (`job/`): commit a job, abort it,
+find what a write mode replaces, and recover what a dead job left.
+
+A new committer subclasses `Committer` and implements the hooks; it writes no job commit of
+its own (Hadoop's committers chain their stages on one `CommitJobStage` the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import InjectedCrash
+from ..ids import new_job_id
+from ..store import Store
+from .job.commit import commit_job
+from .job.recovery import recover_job
+from .job.stages import visible_entries
+from .lookup import committer_by_name
+from .protocol import (
+    CommitPlan,
+    CommitterHooks,
+    JobCommitResult,
+    JobContext,
+    Leftover,
+    TaskCommitMessage,
+)
+from .records.drivers import driver_crashed, end_driver
+
+
+class Committer(CommitterHooks):
+    """A committer bound to a destination store and a configuration."""
+
+    def commit_job(self, job: JobContext, messages: Sequence[TaskCommitMessage]) -> JobCommitResult:
+        """Commit the job: all of its committed tasks' output becomes visible, or none does."""
+        return commit_job(self, job, messages)
+
+    def abort_job(self, job: JobContext) -> None:
+        """Undo a job that has not decided its commit; finish one that has (once its intent
+        record is saved, finishing is the only way to leave the destination whole)."""
+        try:
+            with self.stats.duration("job_stage_abort"):
+                recover_job(self, job)
+        except InjectedCrash:
+            driver_crashed(self.store, job.job_uuid)  # the driver died: its record stays
+            raise
+        except Exception:
+            end_driver(self.store, job.job_uuid)  # given up: what is left is cleanup's
+            raise
+        end_driver(self.store, job.job_uuid)
+
+    def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
+        """What of the destination a write mode sees as data (and `overwrite` replaces)."""
+        return visible_entries(self)
+
+    @classmethod
+    def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
+        """Finish or undo the job that left `leftover`, then remove it; returns what was done."""
+        committer = committer_by_name(leftover.committer, store)
+        job = committer.new_job(new_job_id(job_uuid=leftover.job_uuid), attempt=leftover.attempt)
+        outcome = recover_job(committer, job, rollback=rollback)
+        store.delete(leftover.path, recursive=True)
+        return outcome

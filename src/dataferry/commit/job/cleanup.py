@@ -1,0 +1,292 @@
+"""`dataferry cleanup DEST`: finish or undo what dead jobs left in a destination.
+
+A live job is never touched. Cleanup takes the destination's claim (recovering a dead holder's
+commit first), then asks each committer, through its hooks by the registry, for the
+directories its jobs left (`leftovers`) and recovers each one (`recover_leftover`) whose job is
+known dead or is old enough not to be running: a decided commit (it saved its intent record) is
+rolled forward to the result an uninterrupted commit gives, any other is rolled back. A commit
+that cannot be finished (a file it must move has vanished) is left in place and reported, so
+nothing is deleted that cannot be put back. Multipart uploads no job names any more are
+aborted by age, as S3A purges them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from ...errors import CommitError, NotFound, StoreError
+from ...store import Store
+from ..protocol import Leftover
+from ..records.claim import CLAIM_FILE, FENCE_PREFIX, MIN_CLAIM_TIMEOUT_S, Claim, ClaimState
+from ..records.drivers import Drivers
+from ..records.hold import (
+    HeldClaim,
+    Judge,
+    claim_files,
+    current_fence,
+    observe_claim,
+    remove_empty_claim_dir,
+    take_over,
+)
+from ..registry import committer_classes
+from .recovery import _recoverer, recover_claim
+
+log = logging.getLogger("dataferry.commit")
+CLAIM_PATH = CLAIM_FILE
+
+
+@dataclass
+class RecoveryReport:
+    found: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    rolled_forward: list[str] = field(default_factory=list)
+    rolled_back: list[str] = field(default_factory=list)
+    skipped_recent: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # path -> why it was left in place
+    uploads_aborted: list[str] = field(default_factory=list)  # keys of orphaned uploads
+    left: dict[str, str] = field(default_factory=dict)  # path -> why it was left alone
+
+
+def _newest_mtime(store: Store, path: str) -> float:
+    times = [s.mtime or 0.0 for s in store.walk(path)]
+    try:
+        times.append(store.stat(path).mtime or 0.0)
+    except NotFound:
+        pass
+    return max(times) if times else 0.0
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return bool(a and b) and (a == b or a.startswith(b + "/") or b.startswith(a + "/"))
+
+
+def recover_destination(
+    store: Store,
+    *,
+    older_than_s: float = 3600.0,
+    rollback: bool = False,
+    dry_run: bool = False,
+) -> RecoveryReport:
+    """Finish or undo every dead job's commit in the destination and remove what it left.
+
+    A live job is never touched, whatever `older_than_s` says: while the destination's claim
+    is held by a live holder (judged as a taker judges it: its process, its lease by the
+    store's clock), everything is reported and left. Otherwise cleanup takes the claim itself,
+    so no commit starts while it works, recovers a dead holder's commit, then every leftover
+    older than `older_than_s`. A damaged claim counts as dead once it is `older_than_s` old.
+    A commit that cannot be finished is reported in `failed` and left as is."""
+    report = RecoveryReport()
+    state = observe_claim(store)
+    judge = Judge(store, MIN_CLAIM_TIMEOUT_S, damaged_lease_s=older_than_s)
+    if state is not None:
+        report.found.append(CLAIM_PATH)
+        verdict = judge.verdict(state)
+        if not verdict.dead:
+            why = f"held by live {state.describe()}: {verdict.why}"
+            report.left[CLAIM_PATH] = why
+            report.skipped_recent.append(CLAIM_PATH)
+            _leave_all(store, report, why)
+            return report
+    drivers = Drivers(store, judge)
+    if dry_run:
+        _survey(store, report, older_than_s, drivers)
+        return report
+    if state is None and not drivers and not _anything_left(store):
+        remove_empty_claim_dir(store)  # a release that died between its deletes
+        report.uploads_aborted = abort_orphaned_uploads(store, older_than_s, time.time())
+        return report
+    held = _hold_for_cleanup(store, state, judge, rollback, report)
+    if held is None:
+        return report
+    token = current_fence.set(held.check)
+    try:
+        _recover_leftovers(store, report, older_than_s, rollback, drivers)
+        for cls in committer_classes():
+            cls.tidy(store)
+        _remove_claim_debris(store, held)
+    finally:
+        current_fence.reset(token)
+        held.release()
+    remove_empty_claim_dir(store)  # a release that died between its two deletes
+    report.uploads_aborted = abort_orphaned_uploads(store, older_than_s, time.time(), dry_run)
+    return report
+
+
+def _hold_for_cleanup(
+    store: Store,
+    state: ClaimState | None,
+    judge: Judge,
+    rollback: bool,
+    report: RecoveryReport,
+) -> HeldClaim | None:
+    """Take the destination's claim for cleanup: from a dead holder (recovering its commit) or
+    fresh. None (with the reason in the report) when a job got there first."""
+    me = _recoverer("cleanup")
+    if state is None:
+        if store.create_if_absent(CLAIM_PATH, me.to_bytes()):
+            return HeldClaim(store, me)
+        state = observe_claim(store)
+        why = f"a job claimed the destination as cleanup began ({state and state.describe()})"
+        _leave_all(store, report, why)
+        return None
+    where = state.claim.job_dir if state.claim is not None and state.claim.job_dir else CLAIM_PATH
+    outcome: list[str] = []
+
+    def recover(dead: Claim, _held: HeldClaim) -> None:
+        outcome.append(recover_claim(store, dead, rollback=rollback))
+
+    try:
+        held = take_over(store, state, me, judge, recover)
+    except (CommitError, StoreError) as e:
+        report.failed[where] = str(e)
+        _leave_all(store, report, f"the dead holder's commit could not be finished: {e}")
+        return None
+    if held is None:
+        _leave_all(store, report, "another job is taking over the destination's claim")
+        return None
+    if state.claim is None:
+        report.removed.append(CLAIM_PATH)
+        log.warning("destination %s: removed %s", store.full_url(), state.describe())
+    elif outcome:
+        _record(report, where, outcome[0])
+        report.removed.append(CLAIM_PATH)
+    return held
+
+
+def _anything_left(store: Store) -> bool:
+    return bool(claim_files(store)) or any(cls.leftovers(store) for cls in committer_classes())
+
+
+def _leave_all(store: Store, report: RecoveryReport, why: str) -> None:
+    for cls in committer_classes():
+        for left in _leftovers_of(cls, store, report):
+            report.left.setdefault(left.path, why)
+            report.skipped_recent.append(left.path)
+
+
+def _leftovers_of(cls: type, store: Store, report: RecoveryReport) -> list[Leftover]:
+    found = []
+    for left in cls.leftovers(store):
+        if left.path not in report.found:
+            report.found.append(left.path)
+            found.append(left)
+    return found
+
+
+def _why_left(
+    store: Store, left: Leftover, drivers: Drivers, now: float, older_than_s: float
+) -> str:
+    """Why cleanup must leave a leftover alone ('' : recover it). A live driver keeps its
+    job's leftovers whatever the age; a driver known dead gives its job's up at once; the age
+    rule is only for jobs of unknown state."""
+    why = drivers.why_left(left.job_uuid)
+    if why or drivers.known_dead(left.job_uuid):
+        return why
+    if now - _newest_mtime(store, left.path) < older_than_s:
+        return f"changed within {older_than_s:.0f} s"
+    return ""
+
+
+def _survey(store: Store, report: RecoveryReport, older_than_s: float, drivers: Drivers) -> None:
+    """A dry run: what the real run would do with each leftover (recover or leave)."""
+    now = time.time()
+    for cls in committer_classes():
+        for left in _leftovers_of(cls, store, report):
+            why = _why_left(store, left, drivers, now, older_than_s)
+            if why:
+                report.left[left.path] = why
+                report.skipped_recent.append(left.path)
+
+
+def _recover_leftovers(
+    store: Store, report: RecoveryReport, older_than_s: float, rollback: bool, drivers: Drivers
+) -> None:
+    now = time.time()
+    for cls in committer_classes():
+        for left in _leftovers_of(cls, store, report):
+            why = _why_left(store, left, drivers, now, older_than_s)
+            if why:
+                report.left[left.path] = why
+                report.skipped_recent.append(left.path)
+                continue
+            try:
+                what = cls.recover_leftover(store, left, rollback=rollback)
+            except (CommitError, StoreError) as e:
+                report.failed[left.path] = str(e)
+                continue
+            _record(report, left.path, what)
+            report.removed.append(left.path)
+    drivers.remove_dead()
+
+
+def _remove_claim_debris(store: Store, held: HeldClaim) -> None:
+    """Fences and clock probes that no claim needs any more (their takers and judges died):
+    while cleanup holds the claim, no other generation is current, so every other fence goes."""
+    own = f"{FENCE_PREFIX}{held.claim.generation}."
+    for st in claim_files(store):
+        if not st.name.startswith(own):
+            try:
+                store.delete(st.path)
+            except StoreError:
+                pass
+
+
+def abort_orphaned_uploads(
+    store: Store, older_than_s: float, now: float, dry_run: bool = False
+) -> list[str]:
+    """Abort uploads pending in the destination that no job's directory names any more: an
+    attempt that was cut off from its job (a zombie) can start one after its job cleaned up.
+    Only when no job of an upload committer is left in the destination, and only uploads
+    older than `older_than_s` (S3A purges by age the same way), so a running job loses none."""
+    if not store.capabilities.multipart_upload:
+        return []
+    if any(cls.starts_uploads and cls.leftovers(store) for cls in committer_classes()):
+        return []
+    doomed = [u for u in store.list_uploads("") if now - u.initiated >= older_than_s]
+    if not dry_run:
+        for u in doomed:
+            try:
+                store.abort_upload(u.path, u.upload_id)
+            except NotFound:
+                pass
+    return [u.path for u in doomed]
+
+
+def _record(report: RecoveryReport, path: str, what: str) -> None:
+    log.warning("cleanup: %s %s", what, path)
+    if what == "rolled forward":
+        report.rolled_forward.append(path)
+    elif what == "rolled back":
+        report.rolled_back.append(path)
+
+
+def cleanup_destination(
+    store: Store,
+    *,
+    older_than_s: float = 3600.0,
+    rollback: bool = False,
+    dry_run: bool = False,
+) -> RecoveryReport:
+    return recover_destination(store, older_than_s=older_than_s, rollback=rollback, dry_run=dry_run)
+
+
+@dataclass
+class UploadsReport:
+    pending: list = field(default_factory=list)
+    aborted: list = field(default_factory=list)
+
+
+def abort_uploads(
+    store: Store, *, older_than_s: float = 0.0, dry_run: bool = False
+) -> UploadsReport:
+    """Abort multipart uploads pending under the store's root that are older than the limit."""
+    now = time.time()
+    report = UploadsReport(pending=store.list_uploads(""))
+    for u in report.pending:
+        if now - u.initiated >= older_than_s:
+            if not dry_run:
+                store.abort_upload(u.path, u.upload_id)
+            report.aborted.append(u)
+    return report

@@ -1,0 +1,131 @@
+"""One job commit for every committer: claim, plan, decide, finish.
+
+    claim_destination -> [committer: plan stages] -> check_write_mode -> save_intent
+    -> finish: replace_existing -> [committer: apply stages] -> save_success -> cleanup
+       -> release the claim
+
+Nothing a reader sees changes before `save_intent`; from there on `finish_commit` is the whole
+rest of the commit, and it is also what recovery runs for a commit that died: each of its stages
+is idempotent and works from the intent record alone, so the finished result is the same as an
+uninterrupted commit's. A job with no intent record is rolled back by its committer instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from ...errors import ClaimLost, CommitError, InjectedCrash, JobCommitError
+from ...stages import stage
+from ..protocol import CommitterHooks, JobCommitResult, JobContext, StageContext, TaskCommitMessage
+from ..records.drivers import driver_crashed, end_driver, record_driver
+from ..records.hold import HeldClaim, mark_crashed
+from ..records.intent import Intent
+from .finish import finish_commit
+from .recovery import _let_go, acquire_for_job, job_claim
+from .stages import check_write_mode, save_intent_stage
+
+log = logging.getLogger("dataferry.commit")
+
+
+@stage("job_stage_claim_destination", "claim")
+def claim_destination(ctx: StageContext, committer: CommitterHooks, job: JobContext) -> HeldClaim:
+    """Own the destination for this commit. `append` waits for another live commit to finish;
+    `error` and `overwrite` give way at once, naming the holder."""
+    timeout = committer.claim_timeout_s
+    held = acquire_for_job(committer, job, wait_s=timeout if job.mode == "append" else 0.0)
+    ctx.fence = held.check
+    return held
+
+
+def commit_job(
+    committer: CommitterHooks, job: JobContext, messages: Sequence[TaskCommitMessage]
+) -> JobCommitResult:
+    """The job commit of every committer (see the module docstring)."""
+    committer.check_messages(job, messages)
+    ctx = committer.stage_context(job)
+    start = time.perf_counter()
+    held: HeldClaim | None = None
+    decided = False
+    try:
+        with ctx.stats.duration("committer_commit_job"):
+            if job.claim:
+                held = claim_destination(ctx, committer, job)
+            plan = committer.plan_commit(ctx, job, messages)
+            replace = check_write_mode(ctx, committer, job, plan)
+            intent = Intent(
+                job_id=str(job.job_id),
+                job_uuid=job.job_uuid,
+                committer=committer.name,
+                mode=job.mode,
+                payload=plan.payload,
+                replace=replace,
+            )
+            save_intent_stage(ctx, committer.job_dir(job), intent)
+            decided = True
+            result = finish_commit(committer, ctx, job, intent)
+            if held is not None:
+                held.release()
+            end_driver(ctx.store, job.job_uuid)
+    except Exception as e:
+        lost = isinstance(e, ClaimLost) or (held is not None and bool(held.lost))
+        if decided and not lost:  # a decided commit is finished, not undone: once more
+            retried = _finish_again(committer, job, intent, held)
+            if retried is not None:
+                return retried
+        if held is not None and not lost:
+            _let_go(held, abandon=decided)
+        committer.commit_failed(ctx, job, e)
+        if lost:
+            raise ClaimLost(
+                f"job {job.job_id}: job commit stopped in stage {ctx.last_stage}: {e}"
+                f"{'; its intent record is left for the new holder to finish' if decided else ''}"
+            ) from e
+        if isinstance(e, CommitError):
+            raise
+        raise JobCommitError(
+            f"job {job.job_id}: job commit failed in stage {ctx.last_stage}"
+            f"{' (decided: dataferry cleanup finishes it)' if decided else ''}: {e}"
+        ) from e
+    except InjectedCrash:
+        if held is not None:  # the process counts as dead: the claim stays as it is
+            mark_crashed(held)
+        driver_crashed(ctx.store, job.job_uuid)
+        raise
+    finally:
+        if held is not None:
+            held.stop_heartbeat()
+        ctx.close()
+    result.stage_seconds["total"] = time.perf_counter() - start
+    return result
+
+
+def _finish_again(
+    committer: CommitterHooks, job: JobContext, intent: Intent, held: HeldClaim | None
+) -> JobCommitResult | None:
+    """A transient failure after the intent record: finish from the record at once (still
+    holding the claim), so the caller sees a committed job rather than one waiting for
+    `dataferry cleanup`."""
+    ctx = committer.stage_context(job)
+    ctx.resumed = True
+    if held is not None:
+        ctx.fence = held.check
+    try:
+        result = finish_commit(committer, ctx, job, intent)
+        if held is not None:
+            held.release()
+        end_driver(ctx.store, job.job_uuid)
+    except Exception:
+        return None
+    finally:
+        ctx.close()
+    committer.stats.incr("committer_commit_job_resumed")
+    return result
+
+
+def record_job_driver(committer: CommitterHooks, job: JobContext) -> None:
+    """Record the job's driver (this process) in the destination from job setup on, so that
+    `dataferry cleanup` leaves a live job alone and recovers a dead one at once; removed when
+    the job commits or is aborted (`drivers.py`)."""
+    record_driver(committer.store, job_claim(committer, job))

@@ -1,0 +1,168 @@
+"""Recovering a job: finish its decided commit from the intent record, or undo it; and the
+claim's dead holder, which a job that finds it recovers before it takes over.
+
+    recover_job:        rolled forward (an intent record) or rolled back (none)
+    recover_claim:      the same for the holder named by a dead claim
+    acquire_for_job:    hold the destination for a job, recovering a dead holder first
+
+Every decision is logged at WARNING (`dataferry.commit`): an operator sees each roll forward,
+roll back, takeover and commit that cannot be finished yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+
+from ...errors import CommitError, DestinationClaimed, InjectedCrash, JobCommitError, StoreError
+from ...store import Store
+from ..lookup import committer_by_name, job_from_ids
+from ..protocol import CommitterHooks, JobContext
+from ..records.claim import DEFAULT_CLAIM_TIMEOUT_S, MIN_CLAIM_TIMEOUT_S, Claim
+from ..records.hold import (
+    HeldClaim,
+    Judge,
+    acquire_claim,
+    current_fence,
+    mark_crashed,
+    observe_claim,
+    release_claim,
+    take_over,
+)
+from ..records.intent import Intent, load_intent
+from .finish import finish_commit
+
+log = logging.getLogger("dataferry.commit")
+
+
+def job_claim(committer: CommitterHooks, job: JobContext) -> Claim:
+    """The claim record naming this job and this process (also its driver record's shape)."""
+    return Claim(
+        job_id=str(job.job_id),
+        job_uuid=job.job_uuid,
+        committer=committer.name,
+        mode=job.mode,
+        job_dir=committer.job_dir(job),
+        attempt=job.attempt,
+        lease_s=max(committer.claim_timeout_s, MIN_CLAIM_TIMEOUT_S),
+    )
+
+
+def acquire_for_job(committer: CommitterHooks, job: JobContext, wait_s: float) -> HeldClaim:
+    """Hold the destination for the job; a dead holder found there is recovered first."""
+    return acquire_claim(
+        committer.store,
+        job_claim(committer, job),
+        wait_s=wait_s,
+        timeout_s=committer.claim_timeout_s,
+        recover=lambda dead, _held: recover_claim(committer.store, dead),
+    )
+
+
+def recover_job(committer: CommitterHooks, job: JobContext, rollback: bool = False) -> str:
+    """Finish a job's interrupted commit from its intent record ('rolled forward'), or undo the
+    job when it has none ('rolled back'). Raises, leaving everything in place, when a decided
+    commit cannot be finished."""
+    intent = load_intent(committer.store, committer.job_dir(job))
+    if intent is not None and intent.job_uuid != job.job_uuid:
+        intent = None  # another job's (v1 jobs share one attempt directory): not ours to touch
+    if intent is not None and not (rollback and committer.can_undo_decided):
+        _under_claim(committer, job, lambda: _finish_recovered(committer, job, intent))
+        return "rolled forward"
+    committer.rollback_job(job)
+    release_claim(committer.store, job.job_uuid)
+    return "rolled back"
+
+
+def _finish_recovered(committer: CommitterHooks, job: JobContext, intent: Intent) -> None:
+    ctx = committer.stage_context(job)
+    ctx.resumed = True
+    try:
+        finish_commit(committer, ctx, job, intent)
+    except CommitError:
+        raise
+    except Exception as e:
+        raise JobCommitError(
+            f"job {job.job_id}: cannot finish its decided commit yet (stage "
+            f"{ctx.last_stage}): {e}; its directory {committer.job_dir(job)} is left in place"
+        ) from e
+    finally:
+        ctx.close()
+
+
+def _under_claim(committer: CommitterHooks, job: JobContext, finish: Callable[[], None]) -> None:
+    """Run `finish` (changing what readers see) holding the destination's claim: the one a
+    takeover or cleanup holds already, else the job's own (its abandoned claim is taken back
+    at once). A destination another live job holds is left to that job."""
+    if current_fence.get() is not None or not job.claim:
+        finish()
+        return
+    try:
+        held = acquire_for_job(committer, job, wait_s=0.0)
+    except DestinationClaimed as e:
+        raise JobCommitError(
+            f"job {job.job_id}: its decided commit is left for the destination's holder: {e}"
+        ) from None
+    token = current_fence.set(held.check)
+    try:
+        finish()
+    except Exception:
+        _let_go(held, abandon=True)  # still decided: the next job or cleanup tries again
+        raise
+    except InjectedCrash:
+        mark_crashed(held)  # the process counts as dead: the claim stays as it is
+        raise
+    finally:
+        current_fence.reset(token)
+    held.release()
+
+
+def _let_go(held: HeldClaim, abandon: bool) -> None:
+    """Release (undecided) or abandon (decided) the claim after a failed commit; a failure to
+    do so is logged, never raised over the error that failed the commit."""
+    try:
+        held.abandon() if abandon else held.release()
+    except StoreError as e:
+        log.warning(
+            "could not %s the claim on %s: %s",
+            "abandon" if abandon else "release",
+            held.store.full_url(),
+            e,
+        )
+
+
+def recover_claim(store: Store, dead: Claim, rollback: bool = False) -> str:
+    """Finish (or roll back) the commit of a claim holder that died; the claim stays for the
+    caller to remove. Raises, leaving everything in place, when it cannot be finished."""
+    committer = committer_by_name(dead.committer, store)
+    job = job_from_ids(committer, dead.job_id, dead.job_uuid, dead.attempt)
+    outcome = recover_job(committer, job, rollback=rollback)
+    log.warning(
+        "destination %s: %s the commit of dead %s", store.full_url(), outcome, dead.describe()
+    )
+    return outcome
+
+
+def _recoverer(name: str) -> Claim:
+    return Claim(job_id=name, job_uuid=f"{name}-{uuid.uuid4().hex}", committer="", mode="")
+
+
+def recover_dead_claim(store: Store, timeout_s: float = DEFAULT_CLAIM_TIMEOUT_S) -> str | None:
+    """What a new job does before it starts: if the destination's claim is held by a dead job,
+    finish or undo that job's commit and free the destination. Returns what was done."""
+    state = observe_claim(store)
+    if state is None or not Judge(store, timeout_s).verdict(state).dead:
+        return None
+    outcome: list[str] = []
+    held = take_over(
+        store,
+        state,
+        _recoverer("recovery"),
+        Judge(store, timeout_s),
+        lambda dead, _held: outcome.append(recover_claim(store, dead)),
+    )
+    if held is None:
+        return None
+    held.release()
+    return outcome[0] if outcome else "removed a damaged claim"

@@ -1,0 +1,93 @@
+"""The stages every committer's job commit shares: decide the write mode, save the intent,
+replace what `overwrite` replaces, save `_SUCCESS`, clean up; and what a reader sees of a
+destination (the entries a write mode counts)."""
+
+from __future__ import annotations
+
+from ...errors import DestinationError, NotFound, StoreError
+from ...stages import stage
+from ...store import paths
+from ..protocol import CommitPlan, CommitterHooks, JobContext, StageContext
+from ..records.intent import Intent, mark_phase, phase_done, save_intent
+from ..records.success import SUCCESS_FILE
+from .links import refuse_linked_entries
+
+REPLACED_PHASE = "replaced"
+
+
+@stage("job_stage_check_write_mode", "check_write_mode")
+def check_write_mode(
+    ctx: StageContext, committer: CommitterHooks, job: JobContext, plan: CommitPlan
+) -> list[str]:
+    """Decide the write mode against the destination as it is now (we hold its claim):
+    `error` refuses existing data, `overwrite` returns the entries it replaces. A symbolic
+    link among the destination's entries is refused here, before the commit is decided: the
+    store would refuse to publish through it only after `overwrite` deleted the earlier data."""
+    refuse_linked_entries(ctx.store)
+    if job.mode == "append":
+        return []
+    existing = committer.existing_data(job, plan)
+    if job.mode == "error":
+        if existing:
+            raise DestinationError(
+                f"destination {ctx.store.full_url()} is not empty (it holds {len(existing)} "
+                f"entries, e.g. {existing[0]!r}); write with mode='append' or mode='overwrite'"
+            )
+        return []
+    return existing
+
+
+@stage("job_stage_save_intent", "save_intent")
+def save_intent_stage(ctx: StageContext, job_dir: str, intent: Intent) -> str:
+    """Decide the commit. The claim is checked before and after: a job overtaken just then
+    stops, and its intent (if written) is the new holder's to finish."""
+    ctx.fence("saving the intent record")
+    path = save_intent(ctx.store, job_dir, intent)
+    ctx.fence("replacing existing data")
+    return path
+
+
+@stage("job_stage_replace_existing", "replace_existing")
+def replace_existing(ctx: StageContext, job_dir: str, intent: Intent) -> int:
+    """Delete what the write mode replaces, once: after this phase new files move in, and a
+    resumed commit must not delete them."""
+    if not intent.replace or phase_done(ctx.store, job_dir, REPLACED_PHASE):
+        return 0
+    ctx.fence("replacing existing data")
+    ctx.pool.for_each(lambda p: ctx.store.delete(p, recursive=True), intent.replace, adaptive=True)
+    mark_phase(ctx.store, job_dir, REPLACED_PHASE)
+    ctx.stats.incr("committer_entries_replaced", len(intent.replace))
+    return len(intent.replace)
+
+
+@stage("job_stage_save_success_marker", "save_success")
+def save_success(ctx: StageContext, job_dir: str, data: bytes) -> str:
+    """Replace `_SUCCESS` in one step: renamed into place where rename is atomic, else one PUT
+    (atomic on object stores)."""
+    ctx.fence(f"writing {SUCCESS_FILE}")
+    if ctx.store.capabilities.atomic_file_rename:
+        tmp = paths.join(job_dir, f"{SUCCESS_FILE}.tmp")
+        ctx.store.write_bytes(tmp, data)
+        ctx.store.delete(SUCCESS_FILE)
+        ctx.store.rename(tmp, SUCCESS_FILE)
+    else:
+        ctx.store.write_bytes(SUCCESS_FILE, data)
+    return SUCCESS_FILE
+
+
+@stage("job_stage_cleanup", "cleanup")
+def cleanup_stage(ctx: StageContext, committer: CommitterHooks, job: JobContext) -> str:
+    return committer.remove_job_dir(ctx, job)
+
+
+def visible_entries(committer: CommitterHooks) -> list[str]:
+    """The destination's top-level entries a reader sees, and a committed job's `_SUCCESS`."""
+    try:
+        entries = committer.store.list("")
+    except NotFound:
+        return []
+    except StoreError as e:
+        raise DestinationError(
+            f"destination {committer.store.full_url()} cannot be listed: {e}"
+        ) from None
+    return sorted(e.path for e in entries if not paths.is_hidden(e.path) or e.path == SUCCESS_FILE)

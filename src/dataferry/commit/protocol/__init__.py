@@ -1,0 +1,22 @@
+"""The commit protocol: contexts, messages, typed plans, the stage context and the hook
+interface. It runs nothing: the job machinery (`job/`) and the committer base (`base.py`)
+sit above it, the records (`records/`) below."""
+
+from .contexts import MODES, JobContext, TaskAttemptContext
+from .hooks import CommitterHooks
+from .messages import JobCommitResult, Leftover, TaskCommitMessage
+from .plans import Applied, CommitPlan
+from .stage import StageContext
+
+__all__ = [
+    "MODES",
+    "Applied",
+    "CommitPlan",
+    "CommitterHooks",
+    "JobCommitResult",
+    "JobContext",
+    "Leftover",
+    "StageContext",
+    "TaskAttemptContext",
+    "TaskCommitMessage",
+]

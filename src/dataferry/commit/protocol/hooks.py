@@ -1,0 +1,237 @@
+"""The hook interface every committer implements, and the job machinery calls.
+
+    driver:  setup_job(job)
+    task:    setup_task(t); write files; [needs_task_commit(t) and coordinator says yes]
+             msg = commit_task(t)   (or abort_task(t))
+    driver:  commit_job(job, [msg...])   (or abort_job(job)); cleanup_job(job)
+
+Every committer's job commit is the one in `job/commit.py` (claim, plan, intent, finish); a
+committer supplies its planning and applying stages and its recovery hooks here. Nothing in
+this module runs the machinery: `base.Committer` is the thin base that does.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, BinaryIO
+
+from ...errors import ConfigError, DestinationError, JobCommitError, NotFound
+from ...ids import JobId, new_job_id
+from ...stats import IOStatistics
+from ...store import IOPool, Store, paths
+from ..records.claim import DEFAULT_CLAIM_TIMEOUT_S
+from ..records.intent import Intent
+from ..records.success import SuccessData
+from .contexts import MODES, JobContext, TaskAttemptContext
+from .messages import Leftover, TaskCommitMessage
+from .plans import Applied, CommitPlan
+from .stage import StageContext
+
+
+class CommitterHooks(ABC):
+    """What a committer is: its task side, its job commit's hooks (planning and applying
+    stages, recovery, write modes) and what its dead jobs leave. The job machinery (`job/`)
+    drives these; `base.Committer` adds the job-level calls on top."""
+
+    name: str = ""
+    can_undo_decided = False  # cleanup --rollback can undo a commit that has an intent record
+    starts_uploads = False  # its tasks leave multipart uploads pending (cleanup aborts orphans)
+    write_mode = "append"  # set by make_committer(mode=...)
+    claim_timeout_s = DEFAULT_CLAIM_TIMEOUT_S
+
+    def __init__(self, store: Store, config: Any) -> None:
+        self.store = store
+        self.config = config
+        self.stats = IOStatistics()
+
+    # --- contexts --------------------------------------------------------------------------
+
+    def new_job(self, job_id: JobId | None = None, attempt: int = 0) -> JobContext:
+        return JobContext(
+            job_id=job_id or new_job_id(),
+            store=self.store,
+            committer=self.name,
+            config=self.config,
+            attempt=attempt,
+            mode=self.write_mode,
+        )
+
+    # --- task side -------------------------------------------------------------------------
+
+    @abstractmethod
+    def setup_job(self, job: JobContext) -> None: ...
+
+    @abstractmethod
+    def setup_task(self, task: TaskAttemptContext) -> None: ...
+
+    @abstractmethod
+    def task_work_path(self, task: TaskAttemptContext) -> str:
+        """Store-relative directory under which the attempt writes its files."""
+
+    def output_path(self, task: TaskAttemptContext, relpath: str) -> str:
+        """Where a file written as `relpath` ends up in the destination once committed."""
+        return paths.normalize(relpath)
+
+    def announce_files(self, task: TaskAttemptContext, relpaths: Sequence[str]) -> None:
+        """The attempt is about to write these files. Committers that must record a file before
+        it exists (direct: a marker each) do it for all of them at once; others ignore it."""
+        return None
+
+    def write_file(self, task: TaskAttemptContext, relpath: str, data: bytes) -> str:
+        """Write one output file of the attempt; `relpath` is relative to the destination."""
+        target = paths.join(self.task_work_path(task), paths.normalize(relpath))
+        self.store.write_bytes(target, data)
+        return target
+
+    def open_file(self, task: TaskAttemptContext, relpath: str) -> BinaryIO:
+        """A stream for one output file; the file is published when the stream closes."""
+        target = paths.join(self.task_work_path(task), paths.normalize(relpath))
+        return self.store.open_write(target)
+
+    @abstractmethod
+    def needs_task_commit(self, task: TaskAttemptContext) -> bool: ...
+
+    @abstractmethod
+    def commit_task(
+        self, task: TaskAttemptContext, written: Sequence[str] = ()
+    ) -> TaskCommitMessage:
+        """Commit an attempt. `written` are the paths `write_file`/`open_file` returned for it
+        (engines pass them along; committers that find their files themselves ignore them)."""
+
+    @abstractmethod
+    def abort_task(self, task: TaskAttemptContext) -> None: ...
+
+    # --- driver side -----------------------------------------------------------------------
+
+    @abstractmethod
+    def cleanup_job(self, job: JobContext) -> None: ...
+
+    # --- the job commit's hooks (see job/commit.py) ---------------------------------------------
+
+    @classmethod
+    def prepare_mode(cls, mode: str) -> tuple[str, dict[str, Any]]:
+        """A user's write mode -> (the job's mode for the commit, committer options it implies).
+        Committers with modes of their own (Hive's partition overwrite) translate them here."""
+        if mode not in MODES:
+            raise ConfigError(f"unknown write mode {mode!r}; use one of {', '.join(MODES)}")
+        return mode, {}
+
+    def stage_context(self, job: JobContext, threads: int | None = None) -> StageContext:
+        """What the job's stages share; `threads` for its I/O pool (default: the config's)."""
+        if threads is None:
+            threads = getattr(self.config, "io_threads", 0) or getattr(self.config, "threads", 8)
+        return StageContext(
+            store=self.store,
+            stats=self.stats,
+            pool=IOPool(threads),
+            job_id=str(job.job_id),
+            config=self.config,
+            layout=self.layout_of(job),
+        )
+
+    def layout_of(self, job: JobContext) -> Any:
+        """Where the committer keeps the job's things, if it has a layout object."""
+        return None
+
+    @abstractmethod
+    def job_dir(self, job: JobContext) -> str:
+        """The job's own directory (its intent record lives there)."""
+
+    @abstractmethod
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        """Decide everything the commit will do, changing nothing a reader sees."""
+
+    @abstractmethod
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        """Make the planned output visible, from the intent record alone; idempotent, so a
+        resumed commit runs it again from the start."""
+
+    @abstractmethod
+    def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
+        """What of the destination a write mode sees as data (and `overwrite` replaces)."""
+
+    def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
+        """Check the committer's plan in a decided intent record before anything visible
+        changes (the replace runs first); ValidationError naming the record and field if it is
+        damaged. Committers whose plan lives in other files check those here too."""
+        return None
+
+    def success_bytes(
+        self, ctx: StageContext, job: JobContext, intent: Intent, applied: Applied
+    ) -> bytes | None:
+        """The `_SUCCESS` to write (None: none): a JSON record in Hadoop's SuccessData shape."""
+        if not getattr(self.config, "mark_successful_jobs", True):
+            return None
+        data = SuccessData.for_job(
+            self.success_committer_name(),
+            job,
+            f"Job {job.job_id} committed by dataferry's {self.name} committer",
+            metrics={k: v for k, v in ctx.stats.counters.items() if k.startswith("committer_")},
+            diagnostics={"mode": intent.mode, "stage": ctx.last_stage},
+            filenames=[self.store.full_url(f) for f in applied.filenames[:100]],
+            iostatistics=ctx.stats.snapshot(),
+        )
+        return data.to_bytes()
+
+    def success_committer_name(self) -> str:
+        return f"dataferry.commit.{self.name}"
+
+    def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
+        """The job commit's last stage: delete the job's own directory."""
+        self.store.delete(self.job_dir(job), recursive=True)
+        return "deleted"
+
+    def rollback_job(self, job: JobContext) -> None:
+        """Undo a job whose commit was never decided: nothing of it may stay visible."""
+        self.store.delete(self.job_dir(job), recursive=True)
+
+    def commit_failed(self, ctx: StageContext, job: JobContext, error: BaseException) -> None:
+        """Told when a job commit fails (for reports); must not raise."""
+        return None
+
+    # --- what dead jobs leave behind (dataferry cleanup) ----------------------------------------
+
+    @classmethod
+    def leftovers(cls, store: Store) -> list[Leftover]:
+        """Directories of this committer's jobs in the destination, live or dead."""
+        return []
+
+    @classmethod
+    def tidy(cls, store: Store) -> None:
+        """Remove this committer's shared parent directories once no job uses them (a job
+        that died between deleting its own directory and its parent's leaves them empty)."""
+        return None
+
+    # --- shared checks ---------------------------------------------------------------------
+
+    def check_messages(self, job: JobContext, messages: Sequence[TaskCommitMessage]) -> None:
+        """Refuse foreign messages and a task committed twice. No messages at all is a job
+        whose tasks wrote nothing (Spark's zero-partition job): it commits, publishing
+        nothing but `_SUCCESS`, as Hadoop's committers do."""
+        seen: dict[str, str] = {}
+        for m in messages:
+            if m.job_id != str(job.job_id):
+                raise JobCommitError(
+                    f"job {job.job_id}: commit message of task attempt {m.attempt_id} "
+                    f"belongs to job {m.job_id}"
+                )
+            if m.task_id in seen:
+                raise JobCommitError(
+                    f"job {job.job_id}: task {m.task_id} was committed twice, by "
+                    f"{seen[m.task_id]} and {m.attempt_id}"
+                )
+            seen[m.task_id] = m.attempt_id
+
+    def check_destination(self) -> None:
+        """The destination must not be a file (raises DestinationError naming it)."""
+        try:
+            st = self.store.stat("")
+        except NotFound:
+            return
+        if not st.is_dir:
+            raise DestinationError(
+                f"destination {self.store.full_url()} is a file, not a directory"
+            )
