@@ -215,3 +215,33 @@ def test_the_library_logs_nothing_to_stderr_at_the_default_level(capsys):
         fail(run)
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+def test_the_write_plan_is_staged_and_logs_one_info_line(caplog):
+    """The write path's sizing: its steps are DEBUG stages, the plan one INFO line."""
+    import pyarrow as pa
+
+    from dataferry.dataset.options import WriteOptions
+    from dataferry.dataset.sizing import plan_tasks
+
+    caplog.set_level(logging.DEBUG, logger="dataferry.dataset")
+    t = pa.table({"k": ["a", "b"] * 500, "v": list(range(1000))})
+    plan = plan_tasks(t, ("k",), WriteOptions(), workers=4)
+    assert plan.stats["partitions"] == 2 and plan.stats["tasks"] == len(plan.tasks) == 1
+    assert {"rows", "workers", "row_bytes", "encoded_ratio", "pieces", "task_bytes"} <= set(
+        plan.stats
+    )
+    records = [r for r in caplog.records if r.name == "dataferry.dataset"]
+    exits = [
+        r.getMessage()
+        for r in records
+        if "stage" in r.getMessage() and "starting" not in r.getMessage()
+    ]
+    assert [m.split(": ")[1] for m in exits] == [
+        "stage split_partitions",
+        "stage measure",
+        "stage cut_files",
+        "stage pack_tasks",
+    ]
+    info = [r.getMessage() for r in records if r.levelno == logging.INFO]
+    assert len(info) == 1 and info[0].startswith("write plan: 1000 rows in 2 partitions, 1 tasks")
