@@ -1,4 +1,4 @@
-"""Child process of tests/commit/test_job_atomicity.py: one `write_dataset` driver that the
+"""Child process of tests/commit/job/test_job_atomicity.py: one `write_dataset` driver that the
 test can kill at a chosen store operation, or race against another one.
 
 Run as `python atomicity_child.py '<json spec>'`. Spec keys:

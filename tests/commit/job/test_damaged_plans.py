@@ -11,7 +11,7 @@ from dataferry.commit.records.intent import INTENT_FILE, Intent
 from dataferry.errors import InjectedCrash
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 
-from .manifest.helpers import committed_tasks, data_files
+from ..manifest.helpers import committed_tasks, data_files
 
 
 def run(store, name, mode, layout):

@@ -35,7 +35,7 @@ from dataferry.commit.s3a.staging.records import UploadsRecord
 from dataferry.errors import InjectedCrash, ValidationError
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 
-from .manifest.helpers import committed_tasks, data_files
+from ..manifest.helpers import committed_tasks, data_files
 
 # --- each record kind: a good record, how to read it, and what damages it -------------------
 

@@ -36,7 +36,7 @@ from dataferry.errors import DestinationClaimed, DestinationError, InjectedCrash
 from dataferry.stats import IOStatistics
 from dataferry.store import FaultRule, IOPool, Op, fault_layer, open_store
 
-from .manifest.helpers import committed_tasks, data_files
+from ..manifest.helpers import committed_tasks, data_files
 
 
 def job_of(store, mode="append", name="manifest", **options):

@@ -37,7 +37,7 @@ from dataferry.liveness import process_alive, process_start
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 from dataferry.store.base import Store
 
-from .manifest.helpers import committed_tasks, data_files
+from ..manifest.helpers import committed_tasks, data_files
 
 
 def job_of(store, mode="append", name="manifest", **options):
