@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError, ShuffleError, ShuffleServiceUnavailable, StoreError
-from ..stages import StageRun, stage
+from ..stages import TASK_LEVEL, StageRun, stage
 from ..stats import IOStatistics
 from ..store import Store
 from .blocks import Pieces
@@ -189,13 +189,13 @@ def push_map_output(
     return report
 
 
-@stage("push_stage_plan", "plan", level=logging.DEBUG)
+@stage("push_stage_plan", "plan", level=TASK_LEVEL)
 def plan(run: StageRun, target: PushTarget, offsets: Sequence[int]) -> list[PushRequest]:
     """Stage 1: the map output's pushable blocks grouped into push requests."""
     return plan_requests(target, offsets)
 
 
-@stage("push_stage_randomize", "randomize", level=logging.DEBUG)
+@stage("push_stage_randomize", "randomize", level=TASK_LEVEL)
 def randomize(
     run: StageRun, push: _Push, requests: list[PushRequest]
 ) -> dict[int, list[PushRequest]]:
@@ -211,7 +211,7 @@ def randomize(
     return by_merger
 
 
-@stage("push_stage_send", "send", level=logging.DEBUG)
+@stage("push_stage_send", "send", level=TASK_LEVEL)
 def send(run: StageRun, push: _Push, by_merger: dict[int, list[PushRequest]]) -> PushReport:
     """Stage 3: each merger's requests in order on a thread of its own, `push_threads` (and
     `max_bytes_in_flight`) at most; returns the push's report."""
@@ -226,7 +226,7 @@ def send(run: StageRun, push: _Push, by_merger: dict[int, list[PushRequest]]) ->
     return push.report
 
 
-@stage("push_stage_react", "react", level=logging.DEBUG)
+@stage("push_stage_react", "react", level=TASK_LEVEL)
 def react(
     run: StageRun,
     batch: Sequence[tuple[int, int, PushBlock]],
