@@ -13,6 +13,7 @@ it replaced wait in the staging directory until the load is complete).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, BinaryIO
@@ -36,6 +37,7 @@ from ..protocol import (
     TaskCommitMessage,
 )
 from ..records.intent import Intent, load_intent, mark_phase, phase_done, save_intent
+from ..registry import KNOWN
 from .catalog import Catalog, open_catalog
 from .config import MODES, HiveConfig
 from .journal import Journal, journal_of
@@ -55,7 +57,9 @@ class HiveCommitter(Committer):
 
     def _inner(self, job: JobContext) -> tuple[Committer, JobContext]:
         cfg = self.config
-        options = {"io_threads": cfg.io_threads} if cfg.inner == "manifest" else {}
+        # the load's I/O threads carry over to an inner committer that has the option
+        inner_fields = {f.name for f in dataclasses.fields(KNOWN[cfg.inner].config_class())}
+        options = {"io_threads": cfg.io_threads} if "io_threads" in inner_fields else {}
         inner_config = build_config(cfg.inner, options)
         sub = SubStore(self.store, ext_dir(job))
         inner = build_committer(cfg.inner, sub, inner_config)

@@ -67,11 +67,15 @@ def recover_job(committer: CommitterHooks, job: JobContext, rollback: bool = Fal
     intent = load_intent(committer.store, committer.job_dir(job))
     if intent is not None and intent.job_uuid != job.job_uuid:
         intent = None  # another job's (v1 jobs share one attempt directory): not ours to touch
+    where = committer.store.full_url(committer.job_dir(job))
     if intent is not None and not (rollback and committer.can_undo_decided):
+        log.warning("job %s: rolling forward its decided commit from %s", job.job_id, where)
         _under_claim(committer, job, lambda: _finish_recovered(committer, job, intent))
+        log.warning("job %s: rolled forward", job.job_id)
         return "rolled forward"
     committer.rollback_job(job)
     release_claim(committer.store, job.job_uuid)
+    log.warning("job %s: rolled back (no decided commit in %s)", job.job_id, where)
     return "rolled back"
 
 
@@ -83,6 +87,7 @@ def _finish_recovered(committer: CommitterHooks, job: JobContext, intent: Intent
     except CommitError:
         raise
     except Exception as e:
+        log.warning("job %s: cannot finish its decided commit yet: %s", job.job_id, e)
         raise JobCommitError(
             f"job {job.job_id}: cannot finish its decided commit yet (stage "
             f"{ctx.last_stage}): {e}; its directory {committer.job_dir(job)} is left in place"

@@ -25,7 +25,9 @@ class CleanupOutcome(StrEnum):
 
 
 def cleanup(ctx: StageContext, statistic: str = "job_stage_cleanup") -> CleanupOutcome:
-    return (_abort_cleanup if statistic == "job_stage_abort" else _job_cleanup)(ctx)
+    """The job commit's cleanup runs inside the shared `cleanup` stage (job/stages.py), which
+    times and logs it; abort's is a stage of its own."""
+    return _abort_cleanup(ctx) if statistic == "job_stage_abort" else _run(ctx)
 
 
 def _run(ctx: StageContext) -> CleanupOutcome:
@@ -60,5 +62,4 @@ def _remove_empty_pending_dir(ctx: StageContext) -> None:
         pass  # another job's directories are in it
 
 
-_job_cleanup = stage("job_stage_cleanup", "cleanup")(_run)
 _abort_cleanup = stage("job_stage_abort", "abort")(_run)
