@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from dataferry import make_committer
@@ -12,19 +14,16 @@ from dataferry.errors import (
 )
 from dataferry.store import FaultRule, Op, open_store
 
+from . import helpers
+
 
 def run_tasks(committer, job, n=3, attempt=0):
-    msgs = []
-    for i in range(n):
-        t = job.task(i, attempt)
-        committer.setup_task(t)
-        committer.write_file(t, f"p={i % 2}/part-{i}.txt", f"task {i}".encode())
-        msgs.append(committer.commit_task(t))
-    return msgs
+    """`n` tasks, task i writing `p={i % 2}/part-{i}.txt` (`task i`), through the shared helper."""
+    files = {i: [f"p={i % 2}/part-{i}.txt"] for i in range(n)}
+    return helpers.run_tasks(committer, job, files, attempt, data=lambda i, _: f"task {i}".encode())
 
 
-def visible(store):
-    return sorted(s.path for s in store.walk("") if not s.path.startswith("_temporary"))
+visible = partial(helpers.visible, show=("_SUCCESS",))
 
 
 @pytest.mark.parametrize("name", ["v1", "v2"])

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pytest
 
 import dataferry
@@ -17,15 +18,13 @@ from dataferry.engine import LocalEngine, LocalEngineConfig
 from dataferry.errors import ConfigError, DestinationError, InjectedCrash, JobCommitError
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 
+from ..helpers import read_rows
+from ..helpers import read_table as table_rows
+
 INLINE = LocalEngineConfig(workers=0)
 
 
-def table_rows(path):
-    return pads.dataset(str(path), format="parquet", partitioning="hive").to_table()
-
-
-def read_back(path):
-    return rows_of(table_rows(path))
+read_back = partial(read_rows, columns=("day", "v"))
 
 
 def rows_of(table):
