@@ -1,5 +1,6 @@
-"""The abuse suite's footing: services started as real subprocesses (with a test's limits),
-raw sockets to send them anything, and the checks every abuse ends with."""
+"""Services started as real subprocesses (with a test's limits), raw sockets to send them
+anything, and the checks every test of them ends with: the footing of the abuse suite
+(tests/abuse) and of the network tests (tests/net), whose conftests import `start_service`."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from dataferry.shuffle import AppCredentials, ShuffleClient, register_app
 from dataferry.shuffle.protocol import PREFIX, Msg, prefix
 
 TOKEN = "abuse-token"
-RUNNER = os.path.join(os.path.dirname(__file__), "serve.py")
+RUNNER = os.path.join(os.path.dirname(__file__), "abuse", "serve.py")
 FAST = {"read_timeout_s": 1.0, "idle_timeout_s": 1.5}  # slow clients are dropped in seconds
 TOKEN_ENV = {"shuffle": "DATAFERRY_SHUFFLE_TOKEN", "markers": "DATAFERRY_MARKER_TOKEN"}
 

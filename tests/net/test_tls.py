@@ -26,7 +26,7 @@ from dataferry.shuffle import (
 )
 from dataferry.store import open_store
 
-from .conftest import (
+from ..services import (
     TOKEN,
     dial,
     exchange,
