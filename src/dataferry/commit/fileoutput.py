@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from ..errors import (
     AccessDenied,
-    AlreadyExists,
     DestinationError,
     JobCommitError,
     NotFound,
@@ -36,6 +35,7 @@ from ..stages import stage
 from ..store import FileStatus, Store, paths
 from .base import Committer
 from .job.links import refuse_links
+from .job.move import move
 from .job.recovery import recover_job
 from .lookup import committer_by_name, job_from_ids
 from .protocol import (
@@ -337,7 +337,8 @@ def take_committed_tasks(
     for m in sorted(messages, key=lambda m: m.task_id):
         src, dst = f"{base}/{m.task_id}", f"{base}/{TAKEN_DIR}/{m.task_id}"
         try:
-            _finish_move(ctx.store, src, dst, False)  # (finishes a copy-rename cut short too)
+            # (finishes a copy-rename cut short too)
+            move(ctx.store, src, dst, stats=ctx.stats, merge_dirs=True, context="merge")
         except JobCommitError:
             raise JobCommitError(
                 f"task {m.task_id} was committed by {m.attempt_id}, but its committed "
@@ -389,41 +390,16 @@ def plan_merge(ctx: StageContext, taken: list[str], replacing_all: bool = False)
 def merge_paths(ctx: StageContext, moves: list[Move]) -> None:
     """Carry out the planned moves in order; each one finishes or is found finished, so a
     resumed commit runs the same list again."""
-    for move in moves:
+    for planned in moves:
         ctx.fence("publishing files", strict=False)
-        _finish_move(ctx.store, move.src, move.dst, move.replace)
-
-
-def _finish_move(store: Store, src: str, dst: str, replace: bool) -> None:
-    """One planned move, found done or finished: a rename first (one request when nothing is in
-    the way), and only when it fails a look at what is there."""
-    if replace and store.exists(src):  # (not yet moved: a resumed commit keeps what it moved)
-        store.delete(dst, recursive=True)  # as mergePaths: a file in the way when planned
-    try:
-        store.rename(src, dst)
-        return
-    except NotFound:
-        if not store.exists(src):
-            if store.exists(dst):
-                return  # moved before
-            raise JobCommitError(
-                f"cannot finish the merge: neither {store.full_url(src)} nor "
-                f"{store.full_url(dst)} exists"
-            ) from None
-        store.mkdirs(paths.parent(dst))
-        store.rename(src, dst)
-        return
-    except AlreadyExists:
-        pass
-    s, d = store.stat(src), store.stat(dst)
-    if s.is_dir and d.is_dir:
-        # a directory rename that copied part of its files before it died: merge the rest
-        for child in store.list(src):
-            _finish_move(store, child.path, paths.join(dst, child.name), False)
-        store.delete(src, recursive=True)
-        return
-    same = not s.is_dir and not d.is_dir and s.size == d.size
-    if same and ((s.etag and s.etag == d.etag) or store.read_bytes(src) == store.read_bytes(dst)):
-        store.delete(src)  # a copy-then-delete rename that died after its copy
-        return
-    raise JobCommitError(f"cannot merge {store.full_url(src)}: {store.full_url(dst)} is in the way")
+        outcome = move(
+            ctx.store,
+            planned.src,
+            planned.dst,
+            stats=ctx.stats,
+            replace=planned.replace,
+            merge_dirs=True,
+            context="merge",
+        )
+        if outcome.recovered:
+            ctx.stats.incr("commit_file_rename_recovered")

@@ -15,10 +15,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ...errors import AlreadyExists, CommitError, JobCommitError, NotFound
+from ...errors import JobCommitError, NotFound
+from ...stats import IOStatistics
 from ...store import FileStatus, IOPool, Store, paths
 from ...store.walk import parallel_walk
 from ..job.links import refuse_links
+from ..job.move import move
 from .catalog import Catalog, PartitionRecord
 from .journal import Journal, Step
 from .staging import REPLACED_DIR, is_staging_dir
@@ -147,10 +149,13 @@ def run_steps(
     pools: LoadPools,
     backwards: bool = False,
     fence: Callable[..., None] | None = None,
+    stats: IOStatistics | None = None,
 ) -> int:
     """Carry out (or undo) moves, directory renames on the partition pool and file moves on the
     file pool. Idempotent: a step already done (or undone) is skipped. Returns moves made.
-    `fence(step, strict=False)` is asked before each move (the claim's check)."""
+    `fence(step, strict=False)` is asked before each move (the claim's check). Each move is
+    the one resilient move (an unknown outcome resolved, throttling backed off, a cut-short
+    copy-rename finished); its counters go to `stats` when given."""
     moved = 0
     lock = threading.Lock()
 
@@ -159,7 +164,7 @@ def run_steps(
         if fence is not None:
             fence("moving a partition or file", strict=False)
         src, dst = (step.dst, step.src) if backwards else (step.src, step.dst)
-        if _move(store, src, dst):
+        if move(store, src, dst, stats=stats, context="load step").moved:
             with lock:
                 moved += 1
 
@@ -168,40 +173,6 @@ def run_steps(
     pools.partitions.for_each(one, [s for s in steps if s.directory], adaptive=True)
     pools.files.for_each(one, [s for s in steps if not s.directory], adaptive=True)
     return moved
-
-
-def _move(store: Store, src: str, dst: str) -> bool:
-    """Rename src to dst; False if it had already happened. Raises if neither side is there."""
-    try:
-        store.rename(src, dst)
-        return True
-    except NotFound:
-        if store.exists(dst):
-            return False
-        raise CommitError(
-            f"load step lost: neither {store.full_url(src)} nor {store.full_url(dst)} exists"
-        ) from None
-    except AlreadyExists:
-        if not store.exists(src):
-            return False
-        if _same_file(store, src, dst):
-            # a copy-then-delete rename that died after its copy: finish it
-            store.delete(src)
-            return True
-        raise CommitError(
-            f"load step blocked: {store.full_url(dst)} already exists and "
-            f"{store.full_url(src)} is still waiting to move there"
-        ) from None
-
-
-def _same_file(store: Store, a: str, b: str) -> bool:
-    """Both are files with the same bytes (etags first, content only when they cannot tell)."""
-    sa, sb = store.stat(a), store.stat(b)
-    if sa.is_dir or sb.is_dir or sa.size != sb.size:
-        return False
-    if sa.etag and sb.etag and sa.etag == sb.etag:
-        return True
-    return store.read_bytes(a) == store.read_bytes(b)
 
 
 def register(

@@ -15,23 +15,16 @@ it, and the job's directory is left in place).
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ....errors import (
-    AlreadyExists,
-    AmbiguousOutcome,
-    JobCommitError,
-    NotFound,
-    StoreError,
-    Throttled,
-)
+from ....errors import JobCommitError, NotFound, StoreError
 from ....stages import stage
 from ....store import FileStatus, paths
 from ....store.pacing import Pacer
+from ...job.move import DestinationTaken, Verdict, ambiguous_verdict, move
 from ...protocol import StageContext
 from ...records.success import FILENAME_LIMIT
 from ..files import FileEntry
@@ -157,76 +150,37 @@ def rename_files(
 
 
 def commit_file(ctx: StageContext, entry: FileEntry, attempt: str, pacer: Pacer) -> bool:
-    """Rename one file; True if an ambiguous earlier try turned out to have done it."""
-    store = ctx.store
-    for attempt_no in range(1, ctx.config.rename_attempts + 1):
-        if pacer.interval:
-            ctx.stats.add_sample("store_io_rate_limited", pacer.acquire() * 1000.0)
-        try:
-            store.rename(entry.source, entry.dest)
-            return False
-        except AmbiguousOutcome:
-            verdict = resolve_ambiguous(ctx, entry)
-            if verdict == "done":
-                return True
-            if verdict == "lost":
-                raise JobCommitError(
-                    f"rename of {store.full_url(entry.source)} (from {attempt}) to "
-                    f"{store.full_url(entry.dest)} had an unknown outcome, and now the source is "
-                    "gone and the destination does not match it"
-                ) from None
-        except Throttled:
-            time.sleep(min(1.0, 0.05 * 2**attempt_no))
-        except NotFound:
-            if resolve_ambiguous(ctx, entry) == "done":  # moved by the run that died
-                return True
-            raise JobCommitError(
-                f"cannot commit {store.full_url(entry.dest)}: its source "
-                f"{store.full_url(entry.source)} (from {attempt}) has vanished"
-            ) from None
-        except AlreadyExists:
-            if _copied_already(ctx, entry):  # a copy-then-delete rename that died after its copy
-                store.delete(entry.source)
-                return True
-            raise JobCommitError(
-                f"cannot commit {store.full_url(entry.dest)} (from {attempt}): a file is already "
-                "there; file names should be unique per job, or set delete_target_files=True"
-            ) from None
-    raise JobCommitError(
-        f"rename of {store.full_url(entry.source)} to {store.full_url(entry.dest)} failed "
-        f"{ctx.config.rename_attempts} times"
-    )
-
-
-def resolve_ambiguous(ctx: StageContext, entry: FileEntry) -> str:
-    """'done' (the rename took effect), 'retry' (it did not), or 'lost' (cannot tell)."""
-    ctx.stats.incr("commit_file_rename_ambiguous")
-    dest = _stat_or_none(ctx, entry.dest)
-    source = _stat_or_none(ctx, entry.source)
-    if dest is not None and not dest.is_dir:
-        if entry.etag and dest.etag and ctx.store.capabilities.etags_preserved_by_rename:
-            if dest.etag == entry.etag:
-                return "done"
-        elif source is None and dest.size == entry.size:
-            ctx.stats.incr("commit_file_rename_recovered_by_size")
-            return "done"
-    if source is not None and dest is None:
-        return "retry"
-    return "lost"
-
-
-def _copied_already(ctx: StageContext, entry: FileEntry) -> bool:
-    """The destination holds the source's bytes (etags first, content when they cannot tell)."""
-    dest = _stat_or_none(ctx, entry.dest)
-    if dest is None or dest.is_dir or dest.size != entry.size:
-        return False
-    if entry.etag and dest.etag == entry.etag:
-        return True
-    return ctx.store.read_bytes(entry.dest) == ctx.store.read_bytes(entry.source)
-
-
-def _stat_or_none(ctx: StageContext, path: str) -> FileStatus | None:
+    """Rename one file with the one resilient move; True if it was not a plain rename (an
+    ambiguous try turned out to have done it, it had moved before, or a copy-rename cut short
+    was finished)."""
     try:
-        return ctx.store.stat(path)
-    except NotFound:
-        return None
+        outcome = move(
+            ctx.store,
+            entry.source,
+            entry.dest,
+            size=entry.size,
+            etag=entry.etag or None,
+            attempts=ctx.config.rename_attempts,
+            pacer=pacer,
+            stats=ctx.stats,
+            context=f"task attempt {attempt}",
+            resolve=lambda: resolve_ambiguous(ctx, entry),
+        )
+    except DestinationTaken as e:
+        raise JobCommitError(
+            f"{e}; file names should be unique per job, or set delete_target_files=True"
+        ) from None
+    return outcome.recovered
+
+
+def resolve_ambiguous(ctx: StageContext, entry: FileEntry) -> Verdict:
+    """'done' (the rename took effect), 'retry' (it did not), or 'lost' (cannot tell): the
+    move's verdict, kept as the stage's own seam (the referee's broken committers replace it)."""
+    return ambiguous_verdict(
+        ctx.store,
+        entry.source,
+        entry.dest,
+        size=entry.size,
+        etag=entry.etag or None,
+        stats=ctx.stats,
+    )
