@@ -139,14 +139,18 @@ def _open_each(root: str, rel: str, flags: int, create: bool = False) -> int:
     try:
         for i, part in enumerate(parts):
             probe = f"{probe}/{part}" if probe else part
-            if create:
-                try:
-                    os.mkdir(part, 0o777, dir_fd=fd)
-                except FileExistsError:
-                    pass
-            last = i == len(parts) - 1
+            how = (flags if i == len(parts) - 1 else DIR_HANDLE) | O_NOFOLLOW
             try:
-                nxt = os.open(part, (flags if last else DIR_HANDLE) | O_NOFOLLOW, dir_fd=fd)
+                try:
+                    nxt = os.open(part, how, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:  # made only where it is missing: one call for each one that is there
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    nxt = os.open(part, how, dir_fd=fd)
             except OSError as e:
                 if not create or e.errno not in LINK_ERRNOS:
                     raise
