@@ -12,7 +12,7 @@ from dataferry.errors import (
     JobCommitError,
     TaskCommitError,
 )
-from dataferry.store import FaultRule, Op, open_store
+from dataferry.store import FaultRule, Op, fault_layer, open_store, paths
 
 from . import helpers
 
@@ -182,3 +182,29 @@ def test_statistics_of_stages(tmp_path):
         "cleanup",
         "total",
     }
+
+
+def _published_rename_ambiguous_after(store):
+    """The first rename into the visible tree takes effect, and its caller hears 'timed out'."""
+    fault = fault_layer(store)
+    rule = FaultRule(
+        action="ambiguous",
+        when="after",
+        predicate=lambda i, op, p: op == Op.RENAME and not paths.is_hidden(fault.trace[i].dest),
+    )
+    fault.add_rule(rule)
+    return rule
+
+
+def test_v1_merge_resolves_an_ambiguous_rename_that_took_effect(tmp_path):
+    """Before the one resilient move, v1's merge failed the job commit on an unknown outcome."""
+    store = open_store(str(tmp_path / "out"), faults=[])
+    c = make_committer("v1", store)
+    job = c.new_job()
+    c.setup_job(job)
+    msgs = run_tasks(c, job)
+    rule = _published_rename_ambiguous_after(store)
+    c.commit_job(job, msgs)
+    assert rule.fired == 1
+    assert visible(store) == ["_SUCCESS", "p=0/part-0.txt", "p=0/part-2.txt", "p=1/part-1.txt"]
+    assert c.stats.counter("commit_file_rename_ambiguous") == 1

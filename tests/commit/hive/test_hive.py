@@ -296,3 +296,44 @@ def test_process_pool_engine_reads_back_exactly(tmp_path):
     assert back.num_rows == 5000 and sorted(back.column("v").to_pylist()) == sorted(
         table.column("v").to_pylist()
     )
+
+
+def test_load_resolves_renames_answered_ambiguously_after_taking_effect(tmp_path):
+    """Every move into the table takes effect and is answered 'timed out'. Before the one
+    resilient move each such answer failed the load (its retry from the journal met the next
+    one); now each is resolved as done and the job commits, once."""
+    store = open_store(str(tmp_path / "t"), faults=[])
+    first = make_committer("hive", store, mode="append")
+    job = first.new_job()
+    first.setup_job(job)
+    t = job.task(0)
+    first.setup_task(t)
+    first.write_file(t, "day=d0/part-0.parquet", b"earlier")
+    first.commit_job(job, [first.commit_task(t)])
+
+    c = make_committer("hive", store, mode="append", move_threads=1, load_partition_threads=1)
+    job = c.new_job()
+    c.setup_job(job)
+    t = job.task(0)
+    c.setup_task(t)
+    c.write_file(t, "day=d0/part-1.parquet", b"one")  # an existing partition: a file move
+    c.write_file(t, "day=d0/part-2.parquet", b"two")
+    c.write_file(t, "day=d1/part-1.parquet", b"new")  # a new one: a directory rename
+    msgs = [c.commit_task(t)]
+    fault = fault_layer(store)
+    rule = FaultRule(
+        action="ambiguous",
+        when="after",
+        times=-1,
+        predicate=lambda i, op, p: (
+            op == Op.RENAME and not fault.trace[i].dest.startswith((".", "_"))
+        ),
+    )
+    fault.add_rule(rule)
+    c.commit_job(job, msgs)
+    assert rule.fired >= 3
+    fault.armed = False
+    assert store.read_bytes("day=d0/part-1.parquet") == b"one"
+    assert store.read_bytes("day=d0/part-2.parquet") == b"two"
+    assert store.read_bytes("day=d1/part-1.parquet") == b"new"
+    assert store.read_bytes("day=d0/part-0.parquet") == b"earlier"
