@@ -36,7 +36,7 @@ from dataferry.errors import DestinationClaimed, DestinationError, InjectedCrash
 from dataferry.stats import IOStatistics
 from dataferry.store import FaultRule, IOPool, Op, fault_layer, open_store
 
-from ..manifest.helpers import committed_tasks, data_files
+from ..helpers import run_tasks, visible
 
 
 def job_of(store, mode="append", name="manifest", **options):
@@ -65,11 +65,11 @@ def test_a_live_claim_makes_error_and_overwrite_jobs_give_way_naming_the_holder(
     held = acquire_claim(store, holder, wait_s=0, timeout_s=60, recover=None, heartbeat_s=0)
     for mode in ("error", "overwrite"):
         c, job = job_of(store, mode)
-        msgs = committed_tasks(c, job, {0: ["p=1/a"]})
+        msgs = run_tasks(c, job, {0: ["p=1/a"]})
         with pytest.raises(DestinationClaimed, match="job_holder_0001"):
             c.commit_job(job, msgs)
         c.abort_job(job)
-        assert data_files(store) == [] and read_claim(store).job_uuid == "uuid-holder"
+        assert visible(store) == [] and read_claim(store).job_uuid == "uuid-holder"
     held.release()
     assert not store.exists(CLAIM_FILE) and not store.exists("_dataferry")
 
@@ -79,37 +79,37 @@ def test_append_waits_for_a_live_claim_then_commits(tmp_path):
     holder = Claim("job_holder_0001", "uuid-holder", "manifest", "append")
     held = acquire_claim(store, holder, wait_s=0, timeout_s=60, recover=None, heartbeat_s=0.05)
     c, job = job_of(store, "append", claim_timeout_s=0.5)
-    msgs = committed_tasks(c, job, {0: ["p=1/a"]})
+    msgs = run_tasks(c, job, {0: ["p=1/a"]})
     with pytest.raises(DestinationClaimed):  # still held after the wait
         c.commit_job(job, msgs)
     c2, job2 = job_of(store, "append", claim_timeout_s=30)
-    msgs2 = committed_tasks(c2, job2, {0: ["p=1/b"]})
+    msgs2 = run_tasks(c2, job2, {0: ["p=1/b"]})
     import threading
 
     threading.Timer(0.3, held.release).start()
     start = time.monotonic()
     c2.commit_job(job2, msgs2)
-    assert time.monotonic() - start >= 0.25 and data_files(store) == ["p=1/b"]
+    assert time.monotonic() - start >= 0.25 and visible(store) == ["p=1/b"]
 
 
 def test_a_dead_holders_decided_commit_is_finished_before_the_takeover(tmp_path):
     store = open_store(str(tmp_path / "d"), faults=[])
     dead, dead_job = job_of(store, "append", io_threads=1)
-    msgs = committed_tasks(dead, dead_job, {0: ["p=1/a", "p=2/b"], 1: ["p=1/c"]})
+    msgs = run_tasks(dead, dead_job, {0: ["p=1/a", "p=2/b"], 1: ["p=1/c"]})
     fault_layer(store).add_rule(
         FaultRule(action="crash", when="after", kinds=frozenset({Op.RENAME}), times=1)
     )
     with pytest.raises(InjectedCrash):
         dead.commit_job(dead_job, msgs)
     fault_layer(store).armed = False
-    assert len(data_files(store)) == 1  # died after its first rename
+    assert len(visible(store)) == 1  # died after its first rename
     claim = read_claim(store)
     store.write_bytes(CLAIM_FILE, Claim(**{**claim.__dict__, "pid": dead_pid()}).to_bytes())
     c, job = job_of(store, "error")
-    msgs2 = committed_tasks(c, job, {0: ["p=9/z"]})
+    msgs2 = run_tasks(c, job, {0: ["p=9/z"]})
     with pytest.raises(DestinationError, match="not empty"):  # finished first, then refused
         c.commit_job(job, msgs2)
-    assert data_files(store) == ["p=1/a", "p=1/c", "p=2/b"]
+    assert visible(store) == ["p=1/a", "p=1/c", "p=2/b"]
     assert read_success(store).data.job_id == dead_job.job_uuid
     c.abort_job(job)
     assert not store.exists("_temporary") and read_claim(store) is None
@@ -147,13 +147,13 @@ def test_error_mode_is_decided_at_commit_and_the_loser_leaves_nothing(tmp_path):
     store = open_store(str(tmp_path / "d"))
     a, job_a = job_of(store, "error")
     b, job_b = job_of(store, "error")
-    ma = committed_tasks(a, job_a, {0: ["p=1/a"]})
-    mb = committed_tasks(b, job_b, {0: ["p=1/b"]})
+    ma = run_tasks(a, job_a, {0: ["p=1/a"]})
+    mb = run_tasks(b, job_b, {0: ["p=1/b"]})
     a.commit_job(job_a, ma)
     with pytest.raises(DestinationError, match="not empty"):
         b.commit_job(job_b, mb)
     b.abort_job(job_b)
-    assert data_files(store) == ["p=1/a"] and read_success(store).data.job_id == job_a.job_uuid
+    assert visible(store) == ["p=1/a"] and read_success(store).data.job_id == job_a.job_uuid
     assert not store.exists("_temporary") and not store.exists("_dataferry")
 
 
@@ -163,12 +163,12 @@ def test_overwrite_replaces_only_at_commit_and_spares_jobs_in_flight(tmp_path):
     store.write_bytes("top-old", b"old")
     store.write_bytes("_SUCCESS", b"")
     other, other_job = job_of(store, "append")
-    committed_tasks(other, other_job, {0: ["p=3/other"]})
+    run_tasks(other, other_job, {0: ["p=3/other"]})
     c, job = job_of(store, "overwrite")
-    msgs = committed_tasks(c, job, {0: ["p=1/new"], 1: ["p=2/new"]})
-    assert data_files(store) == ["p=1/old", "top-old"]  # nothing replaced before the commit
+    msgs = run_tasks(c, job, {0: ["p=1/new"], 1: ["p=2/new"]})
+    assert visible(store) == ["p=1/old", "top-old"]  # nothing replaced before the commit
     c.commit_job(job, msgs)
-    assert data_files(store) == ["p=1/new", "p=2/new"]
+    assert visible(store) == ["p=1/new", "p=2/new"]
     assert read_success(store).data.job_id == job.job_uuid
     assert store.exists(f"_temporary/{other_job.job_uuid}")  # another job's work is left alone
 
@@ -178,14 +178,14 @@ def test_a_job_that_fails_before_its_intent_leaves_earlier_data_exactly(tmp_path
     store.write_bytes("p=1/old", b"old")
     store.write_bytes("_SUCCESS", b"old success")
     c, job = job_of(store, "overwrite")
-    msgs = committed_tasks(c, job, {0: ["p=1/new"]})
+    msgs = run_tasks(c, job, {0: ["p=1/new"]})
     fault_layer(store).add_rule(
         FaultRule(action="fail", path_glob=f"*{INTENT_FILE}", kinds=frozenset({Op.WRITE}))
     )
     with pytest.raises(JobCommitError, match="save_intent"):
         c.commit_job(job, msgs)
     c.abort_job(job)
-    assert data_files(store) == ["p=1/old"] and store.read_bytes("_SUCCESS") == b"old success"
+    assert visible(store) == ["p=1/old"] and store.read_bytes("_SUCCESS") == b"old success"
     assert not store.exists("_temporary") and not store.exists("_dataferry")
 
 
@@ -238,9 +238,7 @@ def test_rolling_forward_costs_the_other_half_and_one_listing(tmp_path):
     to move, one walk of the job directory and one listing per destination directory."""
     store = open_store(str(tmp_path / "d"), faults=[])
     c, job = job_of(store, "append", io_threads=1)
-    msgs = committed_tasks(
-        c, job, {t: [f"p={t % 4}/f{t}-{i}" for i in range(10)] for t in range(8)}
-    )
+    msgs = run_tasks(c, job, {t: [f"p={t % 4}/f{t}-{i}" for i in range(10)] for t in range(8)})
     moved = {"n": 0}
 
     def halfway(i, op, p):
@@ -253,11 +251,11 @@ def test_rolling_forward_costs_the_other_half_and_one_listing(tmp_path):
     with pytest.raises(InjectedCrash):
         c.commit_job(job, msgs)
     fault_layer(store).armed = False
-    assert len(data_files(store)) == 40
+    assert len(visible(store)) == 40
     before = dict(store.stats.counters)
     report = cleanup_destination(store, older_than_s=0)
     ops = {k: v - before.get(k, 0) for k, v in store.stats.counters.items()}
-    assert report.rolled_forward and len(data_files(store)) == 80
+    assert report.rolled_forward and len(visible(store)) == 80
     assert ops.get("op_rename", 0) == 40 + 1  # the other half, and _SUCCESS
     assert ops.get("op_stat", 0) < 20 and ops.get("op_list", 0) < 40
 
@@ -265,7 +263,7 @@ def test_rolling_forward_costs_the_other_half_and_one_listing(tmp_path):
 def test_a_commit_whose_source_vanished_is_left_in_place_and_reported(tmp_path):
     store = open_store(str(tmp_path / "d"), faults=[])
     c, job = job_of(store, "append", io_threads=1)
-    msgs = committed_tasks(c, job, {0: ["p=1/a", "p=1/b", "p=1/c"]})
+    msgs = run_tasks(c, job, {0: ["p=1/a", "p=1/b", "p=1/c"]})
     fault_layer(store).add_rule(
         FaultRule(action="crash", when="after", kinds=frozenset({Op.RENAME}), times=1)
     )
@@ -277,7 +275,7 @@ def test_a_commit_whose_source_vanished_is_left_in_place_and_reported(tmp_path):
     report = cleanup_destination(store, older_than_s=0)
     assert report.failed and "vanished" in next(iter(report.failed.values()))
     assert load_intent(store, c.job_dir(job)) is not None and read_claim(store) is not None
-    assert not store.exists("_SUCCESS") and data_files(store) == ["p=1/a", "p=1/b"]
+    assert not store.exists("_SUCCESS") and visible(store) == ["p=1/a", "p=1/b"]
 
 
 def test_a_v1_job_that_loses_the_claim_leaves_the_winners_decided_commit_alone(tmp_path):
@@ -286,8 +284,8 @@ def test_a_v1_job_that_loses_the_claim_leaves_the_winners_decided_commit_alone(t
     store = open_store(str(tmp_path / "d"), faults=[])
     a, job_a = job_of(store, "error", name="v1")
     b, job_b = job_of(store, "error", name="v1")
-    ma = committed_tasks(a, job_a, {0: ["p=1/a0"], 1: ["p=2/a1"]})
-    mb = committed_tasks(b, job_b, {0: ["p=1/b0"]})
+    ma = run_tasks(a, job_a, {0: ["p=1/a0"], 1: ["p=2/a1"]})
+    mb = run_tasks(b, job_b, {0: ["p=1/b0"]})
     fault_layer(store).add_rule(
         FaultRule(action="crash", when="after", kinds=frozenset({Op.RENAME}), path_glob="*p=1*")
     )
@@ -300,11 +298,11 @@ def test_a_v1_job_that_loses_the_claim_leaves_the_winners_decided_commit_alone(t
         b.commit_job(job_b, mb)
     b.abort_job(job_b)
     assert load_intent(store, "_temporary/0").job_uuid == job_a.job_uuid
-    assert data_files(store) == ["p=1/a0"]  # B touched nothing of A's half-done commit
+    assert visible(store) == ["p=1/a0"]  # B touched nothing of A's half-done commit
     old = time.time() - 1000
     os.utime(tmp_path / "d" / CLAIM_FILE, (old, old))  # now A went silent
     report = cleanup_destination(store, older_than_s=0)
-    assert report.rolled_forward and data_files(store) == ["p=1/a0", "p=2/a1"]
+    assert report.rolled_forward and visible(store) == ["p=1/a0", "p=2/a1"]
     assert not store.exists("_temporary") and read_claim(store) is None
 
 

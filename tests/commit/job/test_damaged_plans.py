@@ -11,14 +11,14 @@ from dataferry.commit.records.intent import INTENT_FILE, Intent
 from dataferry.errors import InjectedCrash
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 
-from ..manifest.helpers import committed_tasks, data_files
+from ..helpers import run_tasks, visible
 
 
 def run(store, name, mode, layout):
     c = make_committer(name, store, mode=mode)
     job = c.new_job()
     c.setup_job(job)
-    return c, job, committed_tasks(c, job, layout)
+    return c, job, run_tasks(c, job, layout)
 
 
 def damage_plan(store, c, job, name):
@@ -39,7 +39,7 @@ def test_a_damaged_plan_leaves_the_earlier_data_set_whole(tmp_path, name):
     store = open_store(str(tmp_path / "d"), faults=[])
     c, job, msgs = run(store, name, "append", {0: ["p=0/old"], 1: ["p=1/old"]})
     c.commit_job(job, msgs)
-    before = data_files(store)
+    before = visible(store)
     c, job, msgs = run(store, name, "overwrite", {0: ["p=2/new"]})
     fault_layer(store).add_rule(
         FaultRule(
@@ -55,4 +55,4 @@ def test_a_damaged_plan_leaves_the_earlier_data_set_whole(tmp_path, name):
     damage_plan(store, c, job, name)
     report = cleanup_destination(store)
     assert report.failed, report
-    assert data_files(store) == before  # nothing replaced on a plan that cannot be carried out
+    assert visible(store) == before  # nothing replaced on a plan that cannot be carried out

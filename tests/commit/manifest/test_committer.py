@@ -17,12 +17,8 @@ from dataferry.commit.records.success import read_success
 from dataferry.errors import CommitError, JobCommitError, TaskCommitError, ValidationError
 from dataferry.store import FaultRule, Op, WrappingStore, fault_layer, open_store
 
-from .helpers import committed_tasks, data_files, new_job
-
-
-@pytest.fixture
-def store(tmp_path):
-    return open_store(str(tmp_path / "out"))
+from ..helpers import run_tasks, visible
+from .helpers import new_job
 
 
 def test_layout_is_hadoops(store):
@@ -38,10 +34,10 @@ def test_layout_is_hadoops(store):
 
 def test_end_to_end_with_json_success(store):
     c, job = new_job(store)
-    msgs = committed_tasks(c, job, {0: ["p=1/a", "p=2/b"], 1: ["p=1/c", "top"]})
-    assert data_files(store) == []  # nothing visible after task commit only
+    msgs = run_tasks(c, job, {0: ["p=1/a", "p=2/b"], 1: ["p=1/c", "top"]})
+    assert visible(store) == []  # nothing visible after task commit only
     result = c.commit_job(job, msgs)
-    assert data_files(store) == ["p=1/a", "p=1/c", "p=2/b", "top"]
+    assert visible(store) == ["p=1/a", "p=1/c", "p=2/b", "top"]
     assert store.read_bytes("p=1/c") == b"1:p=1/c"
     marker = read_success(store)
     assert marker.data.job_id == job.job_uuid
@@ -71,7 +67,7 @@ def test_last_attempt_to_commit_wins(store):
     assert manifest.task_attempt_id == str(second.attempt_id)
     # the driver committed the second attempt: exactly its file appears
     c.commit_job(job, [_message(second, c, store)])
-    assert data_files(store) == ["p/new"]
+    assert visible(store) == ["p/new"]
 
 
 def _message(task, committer, store):
@@ -93,7 +89,7 @@ def test_a_later_attempts_manifest_does_not_replace_the_chosen_attempts_files(st
         c.write_file(t, f"f{t.attempt_number}", b"x")
         c.commit_task(t)
     c.commit_job(job, [_message(a0, c, store)])
-    assert data_files(store) == ["f0"]
+    assert visible(store) == ["f0"]
     assert c.stats.counter("committer_task_manifests_rebuilt") == 1
 
 
@@ -124,9 +120,9 @@ def test_job_id_reuse_and_task_setup_twice_refused(store):
 
 def test_concurrent_tasks_into_one_subdirectory_make_no_nested_copies(store):
     c, job = new_job(store, io_threads=8)
-    msgs = committed_tasks(c, job, {i: [f"sub/part-{i}"] for i in range(20)})
+    msgs = run_tasks(c, job, {i: [f"sub/part-{i}"] for i in range(20)})
     c.commit_job(job, msgs)
-    assert data_files(store) == sorted(f"sub/part-{i}" for i in range(20))
+    assert visible(store) == sorted(f"sub/part-{i}" for i in range(20))
     assert not store.exists("sub/sub")
 
 
@@ -149,7 +145,7 @@ def test_directories_known_to_exist_cost_nothing_and_files_in_the_way_go(store):
     store.write_bytes("blocker", b"a file where a directory must be")  # after task commit
     mkdirs_before = store.stats.counter("op_mkdirs")
     c.commit_job(job, [msg])
-    assert data_files(store) == ["blocker/inside", "existing/new", "existing/old"]
+    assert visible(store) == ["blocker/inside", "existing/new", "existing/old"]
     # 'existing' was seen as a directory at task commit: only 'blocker' needed a mkdirs
     assert store.stats.counter("op_mkdirs") - mkdirs_before <= 2
 
@@ -159,7 +155,7 @@ def test_rename_failing_mid_stage_is_finished_by_abort_once_the_store_recovers(t
     of it visible, and while the store still fails it leaves everything in place."""
     store = open_store(str(tmp_path / "out"), faults=[])
     c, job = new_job(store, io_threads=1)
-    msgs = committed_tasks(c, job, {i: [f"p/f{i}"] for i in range(6)})
+    msgs = run_tasks(c, job, {i: [f"p/f{i}"] for i in range(6)})
     rule = FaultRule(
         action="fail",
         kinds=frozenset({Op.RENAME}),
@@ -171,13 +167,13 @@ def test_rename_failing_mid_stage_is_finished_by_abort_once_the_store_recovers(t
     with pytest.raises(JobCommitError, match="rename_files"):
         c.commit_job(job, msgs)
     assert not store.exists("_SUCCESS")
-    assert len(data_files(store)) == 3  # partial, but no _SUCCESS claims otherwise
+    assert len(visible(store)) == 3  # partial, but no _SUCCESS claims otherwise
     with pytest.raises(JobCommitError):
         c.abort_job(job)  # the store still fails: nothing is deleted
-    assert len(data_files(store)) == 3 and store.exists("_temporary")
+    assert len(visible(store)) == 3 and store.exists("_temporary")
     rule.times = 0  # the store recovers
     c.abort_job(job)
-    assert data_files(store) == [f"p/f{i}" for i in range(6)]
+    assert visible(store) == [f"p/f{i}" for i in range(6)]
     assert read_success(store).data.job_id == job.job_uuid
     c.cleanup_job(job)
     c.abort_job(job)  # idempotent
@@ -199,10 +195,10 @@ def test_ambiguous_rename_is_recovered_by_etag(tmp_path):
         latency_scale=0,
     )
     c, job = new_job(store)
-    msgs = committed_tasks(c, job, {0: ["a", "b", "c"]})
+    msgs = run_tasks(c, job, {0: ["a", "b", "c"]})
     result = c.commit_job(job, msgs)
     assert result.details["recovered_renames"] == 2
-    assert data_files(store) == ["a", "b", "c"]
+    assert visible(store) == ["a", "b", "c"]
     assert c.stats.counter("commit_file_rename_recovered") == 2
 
 
@@ -220,14 +216,14 @@ def test_ambiguous_rename_that_did_not_happen_is_retried(tmp_path):
         ],
     )
     c, job = new_job(store, io_threads=1)
-    result = c.commit_job(job, committed_tasks(c, job, {0: ["a"]}))
-    assert result.details["recovered_renames"] == 0 and data_files(store) == ["a"]
+    result = c.commit_job(job, run_tasks(c, job, {0: ["a"]}))
+    assert result.details["recovered_renames"] == 0 and visible(store) == ["a"]
 
 
 def test_validate_output_catches_a_changed_file_before_success(tmp_path):
     store = open_store(str(tmp_path / "out"), faults=[])
     c, job = new_job(store, validate_output=True, io_threads=1)
-    msgs = committed_tasks(c, job, {0: ["a"]})
+    msgs = run_tasks(c, job, {0: ["a"]})
     # another writer appends to the task's file after its manifest recorded size and etag
     path = c.task_work_path(job.task(0)) + "/a"
     store.write_bytes(path, b"changed behind the committer's back")
@@ -240,19 +236,19 @@ def test_two_jobs_into_one_destination_and_siblings_do_not_interfere(tmp_path):
     store = open_store(str(tmp_path / "out"))
     c1, j1 = new_job(store)
     c2, j2 = new_job(store)
-    m1 = committed_tasks(c1, j1, {0: ["p=1/job1"]})
-    m2 = committed_tasks(c2, j2, {0: ["p=1/job2"]})
+    m1 = run_tasks(c1, j1, {0: ["p=1/job1"]})
+    m2 = run_tasks(c2, j2, {0: ["p=1/job2"]})
     c1.commit_job(j1, m1)
     assert store.exists(f"_temporary/{j2.job_uuid}")  # job 2's work survives job 1's cleanup
     c2.commit_job(j2, m2)
-    assert data_files(store) == ["p=1/job1", "p=1/job2"]
+    assert visible(store) == ["p=1/job1", "p=1/job2"]
     assert not store.exists("_temporary")
     sib = [open_store(str(tmp_path / f"sib{i}")) for i in range(2)]
     jobs = [new_job(s) for s in sib]
-    msgs = [committed_tasks(c, j, {0: [f"x{i}"]}) for i, (c, j) in enumerate(jobs)]
+    msgs = [run_tasks(c, j, {0: [f"x{i}"]}) for i, (c, j) in enumerate(jobs)]
     for (c, j), m in zip(jobs, msgs, strict=True):
         c.commit_job(j, m)
-    assert data_files(sib[0]) == ["x0"] and data_files(sib[1]) == ["x1"]
+    assert visible(sib[0]) == ["x0"] and visible(sib[1]) == ["x1"]
 
 
 def _forge(store, job, mutate):
@@ -292,12 +288,12 @@ def test_path_traversal_refused_before_any_rename(store, mutate, message):
         c.commit_job(job, [msg])
     assert "-manifest.json" in str(e.value)  # names the manifest
     assert store.stats.counter("op_rename") == renames
-    assert data_files(store) == []
+    assert visible(store) == []
 
 
 def test_two_tasks_writing_one_destination_named(store):
     c, job = new_job(store)
-    msgs = committed_tasks(c, job, {0: ["same"], 1: ["same"]})
+    msgs = run_tasks(c, job, {0: ["same"], 1: ["same"]})
     with pytest.raises(JobCommitError, match="written by two tasks") as e:
         c.commit_job(job, msgs)
     assert msgs[0].attempt_id in str(e.value) and msgs[1].attempt_id in str(e.value)
@@ -307,7 +303,7 @@ def test_summary_report_written_even_on_failure(tmp_path):
     reports = tmp_path / "reports"
     store = open_store(str(tmp_path / "out"))
     c, job = new_job(store, summary_report_dir=str(reports))
-    msgs = committed_tasks(c, job, {0: ["a"], 1: ["a"]})
+    msgs = run_tasks(c, job, {0: ["a"], 1: ["a"]})
     with pytest.raises(JobCommitError):
         c.commit_job(job, msgs)
     report = json.loads((reports / f"summary-{job.job_uuid}.json").read_text())
@@ -323,7 +319,7 @@ def test_summary_report_written_even_on_failure(tmp_path):
 
 def test_diagnostics_directory_receives_manifests(store):
     c, job = new_job(store, diagnostics_manifest_dir="_diagnostics")
-    c.commit_job(job, committed_tasks(c, job, {0: ["a"], 1: ["b"]}))
+    c.commit_job(job, run_tasks(c, job, {0: ["a"], 1: ["b"]}))
     assert len(store.list(f"_diagnostics/{job.job_uuid}")) == 2
 
 
@@ -331,9 +327,9 @@ def test_delete_target_files(store):
     store.write_bytes("p/a", b"previous")
     c, job = new_job(store)
     with pytest.raises(JobCommitError, match="already there"):
-        c.commit_job(job, committed_tasks(c, job, {0: ["p/a"]}))
+        c.commit_job(job, run_tasks(c, job, {0: ["p/a"]}))
     c, job = new_job(store, delete_target_files=True)
-    c.commit_job(job, committed_tasks(c, job, {0: ["p/a"]}))
+    c.commit_job(job, run_tasks(c, job, {0: ["p/a"]}))
     assert store.read_bytes("p/a") == b"0:p/a"
 
 
@@ -436,4 +432,4 @@ def test_task_scan_lists_a_level_in_parallel_and_finds_the_same_entries(tmp_path
     assert status["day=2"] == EntryStatus.FILE
     assert status["day=2/region=a"] == EntryStatus.NOT_FOUND  # its parent is a file: no probe
     c.commit_job(job, [msg])
-    assert len(data_files(base)) == 13
+    assert len(visible(base)) == 13

@@ -16,12 +16,6 @@ from dataferry.commit.manifest.files import (
     marshal,
 )
 from dataferry.errors import ValidationError
-from dataferry.store import open_store
-
-
-@pytest.fixture
-def store(tmp_path):
-    return open_store(str(tmp_path / "out"))
 
 
 def hadoop_manifest(root: str) -> dict:

@@ -37,7 +37,7 @@ from dataferry.liveness import process_alive, process_start
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 from dataferry.store.base import Store
 
-from ..manifest.helpers import committed_tasks, data_files
+from ..helpers import run_tasks, visible
 
 
 def job_of(store, mode="append", name="manifest", **options):
@@ -133,10 +133,10 @@ def test_a_holder_whose_clock_is_300_s_behind_is_not_taken_over(tmp_path):
     skewed = remote_claim(alive=time.time() - 300, acquired=time.time() - 300)
     store.write_bytes(CLAIM_FILE, skewed.to_bytes())  # renewed just now, by the store's clock
     c, job = job_of(store, "overwrite")
-    msgs = committed_tasks(c, job, {0: ["p=1/a"]})
+    msgs = run_tasks(c, job, {0: ["p=1/a"]})
     with pytest.raises(DestinationClaimed, match="job_remote_0001"):
         c.commit_job(job, msgs)
-    assert read_claim(store).job_uuid == "uuid-remote" and data_files(store) == []
+    assert read_claim(store).job_uuid == "uuid-remote" and visible(store) == []
 
 
 def test_a_heartbeat_in_the_future_does_not_hold_the_destination_for_good(tmp_path):
@@ -144,25 +144,25 @@ def test_a_heartbeat_in_the_future_does_not_hold_the_destination_for_good(tmp_pa
     store.write_bytes(CLAIM_FILE, remote_claim(alive=time.time() + 10**6).to_bytes())
     age(store, CLAIM_FILE, 400)  # not renewed for 400 s by the store's clock
     c, job = job_of(store, "append")
-    c.commit_job(job, committed_tasks(c, job, {0: ["p=1/a"]}))
-    assert data_files(store) == ["p=1/a"] and read_claim(store) is None
+    c.commit_job(job, run_tasks(c, job, {0: ["p=1/a"]}))
+    assert visible(store) == ["p=1/a"] and read_claim(store) is None
 
 
 def test_a_tiny_taker_timeout_does_not_overtake_a_holder_that_renews(tmp_path):
     inner = open_store(str(tmp_path / "d"))
     store = Gate(inner)
     a, job_a = job_of(store, "overwrite")
-    ma = committed_tasks(a, job_a, {0: ["p=1/a"], 1: ["p=2/a"]})
+    ma = run_tasks(a, job_a, {0: ["p=1/a"], 1: ["p=2/a"]})
     t, out = start_commit(a, job_a, ma)
     assert store.reached.wait(10)  # A holds the claim and is publishing
     b, job_b = job_of(inner, "overwrite", claim_timeout_s=0.2)
-    mb = committed_tasks(b, job_b, {0: ["p=9/b"]})
+    mb = run_tasks(b, job_b, {0: ["p=9/b"]})
     with pytest.raises(DestinationClaimed):
         b.commit_job(job_b, mb)
     store.release.set()
     t.join(30)
     assert "result" in out, out
-    assert data_files(inner) == ["p=1/a", "p=2/a"]
+    assert visible(inner) == ["p=1/a", "p=2/a"]
 
 
 def test_the_minimum_lease_bounds_a_takers_timeout():
@@ -176,19 +176,19 @@ def test_a_holder_overtaken_mid_commit_stops_and_the_taker_finishes_its_intent(t
     inner = open_store(str(tmp_path / "d"))
     store = Gate(inner)
     a, job_a = job_of(store, "overwrite")
-    ma = committed_tasks(a, job_a, {0: ["p=1/a"], 1: ["p=2/a"]})
+    ma = run_tasks(a, job_a, {0: ["p=1/a"], 1: ["p=2/a"]})
     t, out = start_commit(a, job_a, ma)
     assert store.reached.wait(10)
     # A is frozen past its lease: the store's clock says its claim was last renewed long ago
     age(inner, CLAIM_FILE, 10_000)
     b, job_b = job_of(inner, "append")
-    mb = committed_tasks(b, job_b, {0: ["p=3/b"]})
+    mb = run_tasks(b, job_b, {0: ["p=3/b"]})
     b.commit_job(job_b, mb)  # takes over: finishes A's decided commit, then appends
     time.sleep(1.1)  # (A's batch-level check asks the store at most once a second)
     store.release.set()
     t.join(30)
     assert isinstance(out.get("error"), ClaimLost), out  # A reports failure, never success
-    assert data_files(inner) == ["p=1/a", "p=2/a", "p=3/b"]
+    assert visible(inner) == ["p=1/a", "p=2/a", "p=3/b"]
     assert read_claim(inner) is None and not inner.exists("_temporary")
 
 
@@ -233,10 +233,10 @@ def test_two_takers_racing_for_a_dead_claim_only_one_wins(tmp_path):
 def test_cleanup_older_than_0_during_a_live_commit_leaves_it_to_finish(tmp_path):
     inner = open_store(str(tmp_path / "d"))
     old, old_job = job_of(inner, "append")
-    old.commit_job(old_job, committed_tasks(old, old_job, {0: ["p=0/old"]}))
+    old.commit_job(old_job, run_tasks(old, old_job, {0: ["p=0/old"]}))
     store = Gate(inner)
     a2, job_a2 = job_of(store, "overwrite")
-    ma2 = committed_tasks(a2, job_a2, {0: ["p=1/a"], 1: ["p=2/a"]})
+    ma2 = run_tasks(a2, job_a2, {0: ["p=1/a"], 1: ["p=2/a"]})
     t, out = start_commit(a2, job_a2, ma2)
     assert store.reached.wait(10)
     report = cleanup_destination(inner, older_than_s=0)
@@ -244,13 +244,13 @@ def test_cleanup_older_than_0_during_a_live_commit_leaves_it_to_finish(tmp_path)
     store.release.set()
     t.join(30)
     assert "result" in out, out
-    assert data_files(inner) == ["p=1/a", "p=2/a"]
+    assert visible(inner) == ["p=1/a", "p=2/a"]
 
 
 def test_cleanup_recovers_a_dead_holder_without_waiting_for_the_age(tmp_path):
     store = open_store(str(tmp_path / "d"), faults=[])
     c, job = job_of(store, "append", io_threads=1)
-    msgs = committed_tasks(c, job, {0: ["p=1/a", "p=2/b"]})
+    msgs = run_tasks(c, job, {0: ["p=1/a", "p=2/b"]})
     fault_layer(store).add_rule(
         FaultRule(action="crash", when="after", kinds=frozenset({Op.RENAME}), times=1)
     )
@@ -258,7 +258,7 @@ def test_cleanup_recovers_a_dead_holder_without_waiting_for_the_age(tmp_path):
         c.commit_job(job, msgs)
     fault_layer(store).armed = False
     report = cleanup_destination(store)  # the default age: the holder is known dead
-    assert report.rolled_forward and data_files(store) == ["p=1/a", "p=2/b"]
+    assert report.rolled_forward and visible(store) == ["p=1/a", "p=2/b"]
     assert read_claim(store) is None
 
 
@@ -285,7 +285,7 @@ def test_a_damaged_claim_gives_one_named_answer_and_is_taken_over_by_age(tmp_pat
     state = observe_claim(store)
     assert state is not None and state.claim is None and state.problem
     c, job = job_of(store, "overwrite")
-    msgs = committed_tasks(c, job, {0: ["p=1/a"]})
+    msgs = run_tasks(c, job, {0: ["p=1/a"]})
     start = time.process_time()
     with pytest.raises(DestinationClaimed, match="damaged claim"):
         c.commit_job(job, msgs)  # fresh: unknown state, left alone (no crash, no spin)
@@ -294,7 +294,7 @@ def test_a_damaged_claim_gives_one_named_answer_and_is_taken_over_by_age(tmp_pat
     assert CLAIM_FILE in report.left and "damaged" in report.left[CLAIM_FILE]
     age(store, CLAIM_FILE, 10_000)
     c.commit_job(job, msgs)  # past the age: taken over
-    assert data_files(store) == ["p=1/a"] and read_claim(store) is None
+    assert visible(store) == ["p=1/a"] and read_claim(store) is None
 
 
 # --- damaged intent records ---------------------------------------------------------------------
@@ -303,16 +303,16 @@ def test_a_damaged_claim_gives_one_named_answer_and_is_taken_over_by_age(tmp_pat
 def test_a_truncated_intent_after_the_decision_is_left_in_place_never_rolled_back(tmp_path):
     store = open_store(str(tmp_path / "d"), faults=[])
     old, old_job = job_of(store, "append")
-    old.commit_job(old_job, committed_tasks(old, old_job, {0: ["p=0/old"]}))
+    old.commit_job(old_job, run_tasks(old, old_job, {0: ["p=0/old"]}))
     c, job = job_of(store, "overwrite", io_threads=1)
-    msgs = committed_tasks(c, job, {0: [f"p=1/f{i}" for i in range(20)]})
+    msgs = run_tasks(c, job, {0: [f"p=1/f{i}" for i in range(20)]})
     fault_layer(store).add_rule(
         FaultRule(action="crash", when="after", kinds=frozenset({Op.RENAME}), path_glob="*f5")
     )
     with pytest.raises(InjectedCrash):
         c.commit_job(job, msgs)
     fault_layer(store).armed = False
-    visible = data_files(store)
+    before = visible(store)
     intent = f"{c.job_dir(job)}/{INTENT_FILE}"
     raw = store.read_bytes(intent)
     store.write_bytes(intent, raw[: len(raw) // 2])
@@ -320,7 +320,7 @@ def test_a_truncated_intent_after_the_decision_is_left_in_place_never_rolled_bac
         load_intent(store, c.job_dir(job))
     report = cleanup_destination(store)
     assert report.failed and "_commit_intent.json" in next(iter(report.failed.values()))
-    assert data_files(store) == visible and store.exists(intent)  # nothing rolled back
+    assert visible(store) == before and store.exists(intent)  # nothing rolled back
 
 
 # --- one liveness check --------------------------------------------------------------------------
@@ -341,7 +341,7 @@ def test_on_a_read_only_destination_the_error_names_the_rename_not_the_claim(tmp
     job's error is the first failing operation, not the claim's release behind it."""
     store = open_store(str(tmp_path / "d"), faults=[])
     c, job = job_of(store, "append", io_threads=1)
-    msgs = committed_tasks(c, job, {0: ["p=1/a"]})
+    msgs = run_tasks(c, job, {0: ["p=1/a"]})
     mutating = frozenset({Op.RENAME, Op.WRITE, Op.DELETE, Op.MKDIRS, Op.CREATE_IF_ABSENT})
     fault_layer(store).add_rule(
         FaultRule(action="deny", kinds=mutating, path_glob="*p=1*", times=-1)
@@ -369,7 +369,7 @@ def test_cleanup_leaves_a_job_whose_driver_is_alive_and_recovers_one_known_dead(
 
     store = open_store(str(tmp_path / "d"))
     live, live_job = job_of(store, "append")
-    committed_tasks(live, live_job, {0: ["p=1/a"]})
+    run_tasks(live, live_job, {0: ["p=1/a"]})
     record_job_driver(live, live_job)  # this process: alive, still writing its tasks
     report = cleanup_destination(store, older_than_s=0)
     assert any("driver is alive" in why for why in report.left.values()), report
@@ -378,7 +378,7 @@ def test_cleanup_leaves_a_job_whose_driver_is_alive_and_recovers_one_known_dead(
     assert not store.exists(driver_path(live_job.job_uuid))
 
     dead, dead_job = job_of(store, "append")
-    committed_tasks(dead, dead_job, {0: ["p=2/b"]})
+    run_tasks(dead, dead_job, {0: ["p=2/b"]})
     record = Claim(str(dead_job.job_id), dead_job.job_uuid, "manifest", "append", pid=dead_pid())
     store.write_bytes(driver_path(dead_job.job_uuid), record.to_bytes())
     report = cleanup_destination(store)  # the default age: its driver is known dead
@@ -399,13 +399,13 @@ def test_an_overwrite_into_a_linked_partition_is_refused_before_it_replaces_anyt
     (outside / "keep").write_bytes(b"mine")
     store = open_store(str(tmp_path / "d"))
     old, old_job = job_of(store, "append")
-    old.commit_job(old_job, committed_tasks(old, old_job, {0: ["p=0/old"]}))
+    old.commit_job(old_job, run_tasks(old, old_job, {0: ["p=0/old"]}))
     os.symlink(outside, tmp_path / "d" / "p=9")
     c, job = job_of(store, "overwrite")
-    msgs = committed_tasks(c, job, {0: ["p=9/new"]})
+    msgs = run_tasks(c, job, {0: ["p=9/new"]})
     from dataferry.errors import DestinationError
 
     with pytest.raises(DestinationError, match="symbolic link"):
         c.commit_job(job, msgs)
-    assert [f for f in data_files(store) if f != "p=9"] == ["p=0/old"]  # the earlier set, whole
+    assert [f for f in visible(store) if f != "p=9"] == ["p=0/old"]  # the earlier set, whole
     assert sorted(p.name for p in outside.iterdir()) == ["keep"]

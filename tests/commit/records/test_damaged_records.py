@@ -35,7 +35,7 @@ from dataferry.commit.s3a.staging.records import UploadsRecord
 from dataferry.errors import InjectedCrash, ValidationError
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 
-from ..manifest.helpers import committed_tasks, data_files
+from ..helpers import run_tasks, visible
 
 # --- each record kind: a good record, how to read it, and what damages it -------------------
 
@@ -265,12 +265,12 @@ def test_manifest_job_commit_with_a_damaged_manifest_fails_and_changes_nothing(t
     store = open_store(str(tmp_path / "d"))
     store.write_bytes("old", b"earlier data")
     c, job = manifest_job(store)
-    msgs = committed_tasks(c, job, {0: ["p=1/a"], 1: ["p=1/b"]})
+    msgs = run_tasks(c, job, {0: ["p=1/a"], 1: ["p=1/b"]})
     path = JobLayout.of(job).manifest_path(msgs[1].task_id)
     damaged = store.read_bytes(path)[:-20]
     store.write_bytes(path, damaged)
     one_error(lambda: c.commit_job(job, msgs), store.full_url(path))
-    assert data_files(store) == ["old"] and not store.exists("_SUCCESS")
+    assert visible(store) == ["old"] and not store.exists("_SUCCESS")
     assert store.read_bytes(path) == damaged  # left in place, for someone to look at
 
 
@@ -278,14 +278,14 @@ def decided_manifest_job(tmp_path):
     """A manifest job that died after its intent record, before its first rename."""
     store = open_store(str(tmp_path / "d"), faults=[])
     c, job = manifest_job(store)
-    msgs = committed_tasks(c, job, {0: ["p=1/a"], 1: ["p=2/b"], 2: ["p=3/c"]})
+    msgs = run_tasks(c, job, {0: ["p=1/a"], 1: ["p=2/b"], 2: ["p=3/c"]})
     fault_layer(store).add_rule(
         FaultRule(action="crash", when="before", kinds=frozenset({Op.RENAME}), times=1)
     )
     with pytest.raises(InjectedCrash):
         c.commit_job(job, msgs)
     fault_layer(store).armed = False
-    assert data_files(store) == []
+    assert visible(store) == []
     return store, f"{c.job_dir(job)}/_commit_entries.jsonl"
 
 
@@ -302,7 +302,7 @@ def test_a_decided_manifest_commit_with_damaged_entries_is_left_in_place(tmp_pat
     store.write_bytes(entries, damaged)
     report = cleanup_destination(store, older_than_s=0)
     assert report.failed and store.full_url(entries) in next(iter(report.failed.values()))
-    assert data_files(store) == [] and not store.exists("_SUCCESS")
+    assert visible(store) == [] and not store.exists("_SUCCESS")
     assert store.read_bytes(entries) == damaged
 
 
