@@ -9,7 +9,6 @@ value is checked here, once, on the driver, with an error that names the option 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -136,41 +135,8 @@ def _check_int(name: str, value: Any, *, minimum: int) -> None:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
-def partition_columns(
-    columns: str | Sequence[str] | None, alias: str | Sequence[str] | None, names: str
-) -> tuple[str, ...]:
-    """The partition columns, given under one name or its alias (`names`: "partition_by or
-    partitioning"), not both; a single column may be a string."""
-    if alias is not None:
-        if columns is not None:
-            raise ConfigError(f"give {names}, not both")
-        columns = alias
-    if columns is None:
-        return ()
-    return (columns,) if isinstance(columns, str) else tuple(columns)
-
-
-def mode_of_flags(append: bool, overwrite: bool) -> str:
-    """The write mode of Dask's `append`/`overwrite` flags (neither: refuse existing data)."""
-    if append and overwrite:
-        raise ConfigError("give append or overwrite, not both")
-    if overwrite:
-        return "overwrite"
-    return "append" if append else "error"
-
-
-def resolve_mode(mode: str | None, existing_data_behavior: str | None) -> str:
-    """dataferry's write mode from `mode` or pyarrow's `existing_data_behavior` (not both)."""
-    if existing_data_behavior is not None:
-        if mode is not None:
-            raise ConfigError("give mode or existing_data_behavior, not both")
-        try:
-            return EXISTING_DATA_BEHAVIOR[existing_data_behavior]
-        except KeyError:
-            raise ConfigError(
-                f"unknown existing_data_behavior {existing_data_behavior!r}; use one of "
-                f"{', '.join(EXISTING_DATA_BEHAVIOR)}"
-            ) from None
+def check_mode(mode: str | None) -> str:
+    """dataferry's write mode (None: ``error``, refuse existing data)."""
     if mode is None:
         return "error"
     if mode not in MODES:
@@ -412,7 +378,7 @@ def translate(entry_point: str, arguments: dict[str, Any]) -> WriteRequest:
     return WriteRequest(
         options=build_options(values.pop("format", "parquet"), format_options, loose, **sizes),
         partition_by=(parts,) if isinstance(parts, str) else tuple(parts),
-        mode=resolve_mode(values.pop("mode", None), None),
+        mode=check_mode(values.pop("mode", None)),
         committer_options=dict(values.pop("committer_options", None) or {}),
         mode_words=tuple(sorted(words.items())),
         **values,
