@@ -1,0 +1,75 @@
+"""Creating the destination directories alone: only leaves, none the tasks saw existing, a
+file standing where a directory goes deleted first."""
+
+from __future__ import annotations
+
+import pytest
+
+from dataferry.commit.manifest.files import DirEntry, EntryStatus
+from dataferry.commit.manifest.stages.create_dirs import create_directories, leaf_directories
+from dataferry.errors import NotADirectory
+from dataferry.store import open_store
+
+from .helpers import assert_timed
+
+
+def _dirs(*entries: tuple[str, EntryStatus]) -> dict[str, DirEntry]:
+    return {d: DirEntry(d, s, d.count("/") + 1) for d, s in entries}
+
+
+DIRS = _dirs(
+    ("a", EntryStatus.NOT_FOUND),
+    ("a/b", EntryStatus.NOT_FOUND),
+    ("c", EntryStatus.DIR),  # seen existing at task commit
+    ("d", EntryStatus.FILE),  # a file stands where this directory goes
+)
+
+
+def test_leaves_are_the_directories_nothing_lies_below():
+    assert [d.dest for d in leaf_directories(DIRS)] == ["c", "d", "a/b"]
+
+
+def test_leaves_are_created_and_files_in_the_way_deleted(store, ctx):
+    store.mkdirs("c")
+    store.write_bytes("d", b"in the way")
+    result = create_directories(ctx, DIRS)
+    assert result.created == {"a", "a/b", "d"}  # a came with a/b
+    assert (result.found, result.files_deleted) == (1, 1)
+    assert all(store.stat(p).is_dir for p in ("a/b", "c", "d"))
+    assert ctx.stats.counter("op_prepare_dir_ancestors") == 1
+    assert ctx.stats.counter("op_create_one_directory") == 2  # not c: no I/O for it
+    assert_timed(ctx, "job_stage_create_target_dirs", "create_directories")
+
+
+def test_forced_creation_repeats_directories_the_tasks_saw(store, ctx):
+    result = create_directories(ctx, DIRS, force=True)  # c was taken away since
+    assert result.created == {"a", "a/b", "c", "d"} and result.found == 0
+    assert store.stat("c").is_dir
+    assert ctx.stats.counter("op_create_one_directory") == 3
+    assert_timed(ctx, "job_stage_create_target_dirs", "create_directories")
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "memory",
+        pytest.param(
+            "local",
+            marks=pytest.mark.xfail(
+                strict=True,
+                raises=NotADirectory,
+                reason="create_dirs._make_way takes only NotFound for 'not there'; a stat "
+                "below a file on the local and simulated stores raises NotADirectory",
+            ),
+        ),
+    ],
+)
+def test_a_file_that_appeared_since_task_commit_makes_way(tmp_path, make_ctx, where):
+    url = f"memory://stages/{tmp_path.name}" if where == "memory" else str(tmp_path / "local")
+    store = open_store(url)
+    ctx = make_ctx(store)
+    store.write_bytes("x", b"appeared after the task looked")
+    result = create_directories(ctx, _dirs(("x/y", EntryStatus.NOT_FOUND)))
+    assert result.created == {"x", "x/y"} and store.stat("x/y").is_dir
+    assert ctx.stats.counter("op_delete_file_under_destination") == 1
+    assert_timed(ctx, "job_stage_create_target_dirs", "create_directories")
