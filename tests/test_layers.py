@@ -387,3 +387,32 @@ def test_the_name_check_finds_each_retired_name(tmp_path):
     }
     b.write_text("def f(committer):\n    FRAME_MAGIC = 1\n    return committer.name\n")
     assert not any(retired_names([Module("dataferry.b", b, False)]).values())
+
+
+# --- one house plan: the architecture page states the table's order ----------------------------
+
+ARCHITECTURE_PAGE = SRC.parent / "docs" / "architecture.md"
+
+
+def page_layer_order(text: str) -> list[str]:
+    """The layers in the order the page's diagram chains them (`a --> b --> c` lines)."""
+    order: list[str] = []
+    for line in text.splitlines():
+        if "-->" not in line:
+            continue
+        for name in (part.strip() for part in line.split("-->")):
+            if not order or order[-1] != name:
+                order.append(name)
+    return order
+
+
+def test_the_architecture_page_states_the_layer_tables_order():
+    order = page_layer_order(ARCHITECTURE_PAGE.read_text(encoding="utf-8"))
+    assert order == [name for name, _ in LAYERS], (
+        "docs/architecture.md orders the layers differently from LAYERS"
+    )
+
+
+def test_the_page_order_check_reads_a_chain_across_lines():
+    text = "```mermaid\n    a --> b --> c\n    c --> d\n```\n"
+    assert page_layer_order(text) == ["a", "b", "c", "d"]

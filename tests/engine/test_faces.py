@@ -75,8 +75,6 @@ def test_the_direct_committer_declares_its_marker_service(tmp_path):
 
     kwargs = {"markers": "service", "service_url": "http://127.0.0.1:7340", "service_token": "t"}
     committer = dataferry.make_committer("direct", str(tmp_path), **kwargs)
-    if not hasattr(committer.config, "services_tasks_reach"):
-        pytest.xfail("the commit side does not declare services_tasks_reach() yet")
     assert services_tasks_reach(committer) == [("http://127.0.0.1:7340", "marker service")]
     plain = dataferry.make_committer("direct", str(tmp_path))
     assert services_tasks_reach(plain) == []

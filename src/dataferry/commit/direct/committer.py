@@ -89,6 +89,13 @@ class DirectConfig:
                 fingerprint_option="service_fingerprint",
             )
 
+    def services_tasks_reach(self) -> list[tuple[str, str]]:
+        """The network services this committer's tasks must reach, as (address, what) pairs:
+        the engines check them from the workers' hosts before the job starts."""
+        if self.markers == "service" and self.service_url:
+            return [(self.service_url, "marker service")]
+        return []
+
 
 def commit_record_path(job_uuid: str) -> str:
     return f"{COMMITS_DIR}/{job_uuid}.json"

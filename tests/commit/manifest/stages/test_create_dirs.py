@@ -7,7 +7,6 @@ import pytest
 
 from dataferry.commit.manifest.files import DirEntry, EntryStatus
 from dataferry.commit.manifest.stages.create_dirs import create_directories, leaf_directories
-from dataferry.errors import NotADirectory
 from dataferry.store import open_store
 
 from .helpers import assert_timed
@@ -53,15 +52,7 @@ def test_forced_creation_repeats_directories_the_tasks_saw(store, ctx):
     "where",
     [
         "memory",
-        pytest.param(
-            "local",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=NotADirectory,
-                reason="create_dirs._make_way takes only NotFound for 'not there'; a stat "
-                "below a file on the local and simulated stores raises NotADirectory",
-            ),
-        ),
+        "local",
     ],
 )
 def test_a_file_that_appeared_since_task_commit_makes_way(tmp_path, make_ctx, where):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ....errors import JobCommitError, NotFound, StoreError
+from ....errors import JobCommitError, NotADirectory, NotFound, StoreError
 from ....stages import stage
 from ....store import paths
 from ...protocol import StageContext
@@ -89,7 +89,7 @@ def _make_way(ctx: StageContext, path: str) -> None:
     while probe:
         try:
             st = ctx.store.stat(probe)
-        except NotFound:
+        except (NotFound, NotADirectory):  # not there, or below the file in the way
             probe = paths.parent(probe)
             continue
         if not st.is_dir:
