@@ -34,6 +34,8 @@ from dataferry.store.uris import (
     to_hadoop_uri,
 )
 
+from .helpers import run_job, visible
+
 AWKWARD = "out put%20é#x"  # a space, a literal %20, a non-ASCII letter, a hash
 SEEDS = ["out put", "%", "%20", "%2520", "a#b", "q?x=1", "é", "part=a b", "日本", "x=%3D"]
 
@@ -237,25 +239,8 @@ FILES = {0: ["part=a b/x.bin", "part=a b/é%20#?.bin"], 1: ["part=c=d/y.bin", "t
 NO_GLOBS = {i: [p.replace("?", "_") for p in files] for i, files in FILES.items()}
 
 
-def _run_job(committer, files: dict[int, list[str]]) -> dict[str, bytes]:
-    """Commit one job writing `files` (task index -> paths); returns what it wrote."""
-    job = committer.new_job()
-    committer.setup_job(job)
-    messages, written = [], {}
-    for i, names in files.items():
-        task = job.task(i)
-        committer.setup_task(task)
-        for p in names:
-            written[p] = f"{i}:{p}".encode()
-            committer.write_file(task, p, written[p])
-        messages.append(committer.commit_task(task))
-    committer.commit_job(job, messages)
-    return written
-
-
 def _check_committed(store: Store, expected: dict[str, bytes]) -> None:
-    visible = {s.path for s in store.walk("") if not s.path.startswith("_")}
-    assert visible == set(expected)
+    assert set(visible(store)) == set(expected)
     assert all(store.read_bytes(p) == data for p, data in expected.items())
     marker = read_success(store)
     assert {store.relative_path(u) for u in marker.data.filenames} == set(expected)
@@ -274,15 +259,15 @@ FSSPEC_GLOBS = pytest.mark.xfail(
 @pytest.mark.parametrize("kind", ["local", pytest.param("memory", marks=FSSPEC_GLOBS), "sim"])
 def test_manifest_job_into_an_awkward_destination(kind, root):
     store = fresh(kind, root)
-    _check_committed(store, _run_job(make_committer("manifest", store), FILES))
+    _check_committed(store, run_job(make_committer("manifest", store), FILES))
 
 
 def test_manifest_job_on_memory_without_glob_characters(root):
     store = fresh("memory", root)
-    _check_committed(store, _run_job(make_committer("manifest", store), NO_GLOBS))
+    _check_committed(store, run_job(make_committer("manifest", store), NO_GLOBS))
 
 
 def test_magic_job_into_an_awkward_destination(s3_url):
     store = open_store(f"{s3_url}/{AWKWARD}")
-    _check_committed(store, _run_job(make_committer("magic", store), FILES))
+    _check_committed(store, run_job(make_committer("magic", store), FILES))
     assert store.list_uploads("") == []

@@ -11,6 +11,8 @@ from dataferry.commit.hive.staging import ext_dir
 from dataferry.errors import CommitError, TaskCommitError
 from dataferry.store import open_store
 
+from ..helpers import visible
+
 
 @pytest.fixture
 def outside(tmp_path):
@@ -24,15 +26,6 @@ def outside(tmp_path):
 
 def outside_files(d) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
-
-
-def visible(dest) -> list[str]:
-    """What a reader of the destination sees (hidden `_`/`.` entries left out)."""
-    return sorted(
-        str(p.relative_to(dest))
-        for p in dest.rglob("*")
-        if not any(part.startswith(("_", ".")) for part in p.relative_to(dest).parts)
-    )
 
 
 def task_with_link(committer, dest, target, link_name="part=x"):

@@ -23,20 +23,8 @@ from dataferry.store import FaultRule, Op, fault_layer, open_store
 from dataferry.verify import invariants as inv
 from dataferry.verify.reference import reference_tasks
 
-
-def visible(store):
-    return sorted(s.path for s in store.walk("") if not s.path.startswith("_"))
-
-
-def tasks_with(c, job, files, attempt=0):
-    msgs = []
-    for i, names in files.items():
-        t = job.task(i, attempt)
-        c.setup_task(t)
-        for n in names:
-            c.write_file(t, n, f"{i}:{n}".encode())
-        msgs.append(c.commit_task(t))
-    return msgs
+from ...helpers import run_tasks as tasks_with
+from ...helpers import visible
 
 
 def test_nothing_visible_until_job_commit_and_nothing_copied(s3_url):

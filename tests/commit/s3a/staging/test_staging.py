@@ -15,6 +15,9 @@ from dataferry.commit.s3a.staging.records import UploadsRecord
 from dataferry.errors import CommitError, DestinationError, InjectedCrash, TaskCommitError
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 
+from ...helpers import run_tasks as commit_tasks
+from ...helpers import visible
+
 MiB = 1024 * 1024
 
 
@@ -32,23 +35,8 @@ def store_of(url, **kw):
     return open_store(url, **kw)
 
 
-def visible(store):
-    return sorted(s.path for s in store.walk("") if not s.path.startswith("_"))
-
-
 def staging(tmp_path):
     return str(tmp_path / "staging")
-
-
-def commit_tasks(c, job, files, attempt=0):
-    msgs = []
-    for i, names in files.items():
-        t = job.task(i, attempt)
-        c.setup_task(t)
-        for n in names:
-            c.write_file(t, n, f"{i}:{n}".encode())
-        msgs.append(c.commit_task(t))
-    return msgs
 
 
 @pytest.mark.parametrize("name", ["directory", "partitioned"])
