@@ -36,10 +36,17 @@ def announce(port_file: str, text: str) -> None:
     files.rename(name + ".tmp", name)
 
 
-def wait_for_signal() -> None:
-    """Block until SIGTERM or Ctrl-C (how a service process runs)."""
+def stop_on_sigterm() -> threading.Event:
+    """An event SIGTERM sets, installed before the service is announced: a SIGTERM sent as
+    soon as its address is known stops it cleanly rather than killing it."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    return stop
+
+
+def wait_for_signal(stop: threading.Event | None = None) -> None:
+    """Block until SIGTERM (through `stop`, if installed already) or Ctrl-C."""
+    stop = stop or stop_on_sigterm()
     try:
         while not stop.wait(0.5):
             pass
@@ -129,12 +136,13 @@ def serve_until_stopped(
 ) -> None:
     """Announce a started service (its address or URL, to `port_file` and through `say`,
     with its certificate's fingerprint under TLS), serve until SIGTERM or Ctrl-C, stop it."""
+    stop = stop_on_sigterm()
     if port_file:
         announce(port_file, where)
     say(f"{what} listening on {where}")
     if service.fingerprint:
         say(f"TLS certificate fingerprint (sha256): {service.fingerprint}")
-    wait_for_signal()
+    wait_for_signal(stop)
     service.stop()
 
 
