@@ -68,6 +68,7 @@ from .write import (
     open_destination,
     prepare_write,
     raise_in_callers_words,
+    write_fed,
     write_result,
 )
 
@@ -452,19 +453,7 @@ def write_with_driver(
         WriteSpec(request.partition_by, request.options, frame),
         window or 2 * engine.workers,
     )
-
-    def events(event: str, task: int, attempt: int) -> None:
-        feed.on_event(event, task, attempt)
-        if on_event is not None:
-            on_event(event, task, attempt)
-
-    try:
-        run = engine.run_job(
-            committer, feed.start(), on_event=events, before_job_commit=before_job_commit
-        )
-    finally:
-        feed.stop()
-    return write_result(store, committer, run, feed.stats())
+    return write_fed(store, committer, engine, feed, on_event, before_job_commit)
 
 
 __all__ = [

@@ -189,19 +189,7 @@ def write_dataset(
         publish_open=runner.shares_store,
         limits=limits,
     )
-
-    def events(event: str, task: int, attempt: int) -> None:
-        feeder.on_event(event, task, attempt)
-        if on_event is not None:
-            on_event(event, task, attempt)
-
-    try:
-        run = runner.run_job(
-            output_committer, feeder.start(), on_event=events, before_job_commit=before_job_commit
-        )
-    finally:
-        feeder.stop()
-    return write_result(store, output_committer, run, feeder.stats())
+    return write_fed(store, output_committer, runner, feeder, on_event, before_job_commit)
 
 
 def _engine(engine: LocalEngine | LocalEngineConfig | None) -> LocalEngine:
@@ -291,6 +279,32 @@ def open_destination(
     if storage_options:
         extra["storage_options"] = storage_options
     return open_store(dest, **extra)
+
+
+def write_fed(
+    store: Store,
+    committer: Committer,
+    engine: Any,
+    feeder: Any,
+    on_event: EventHook | None = None,
+    before_job_commit: Callable[[Any], None] | None = None,
+) -> WriteResult:
+    """Run a job whose tasks `feeder` produces while it runs (a StreamFeeder, a Dask
+    PartitionFeed: `start`, `on_event`, `stop`, `stats`) on `engine`, and say what it wrote.
+    The feeder hears every event before `on_event` does, and is stopped however the job ends."""
+
+    def events(event: str, task: int, attempt: int) -> None:
+        feeder.on_event(event, task, attempt)
+        if on_event is not None:
+            on_event(event, task, attempt)
+
+    try:
+        run = engine.run_job(
+            committer, feeder.start(), on_event=events, before_job_commit=before_job_commit
+        )
+    finally:
+        feeder.stop()
+    return write_result(store, committer, run, feeder.stats())
 
 
 def write_result(
