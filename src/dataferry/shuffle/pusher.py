@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError, ShuffleError, ShuffleServiceUnavailable, StoreError
+from ..errors import ShuffleError, ShuffleServiceUnavailable, StoreError
 from ..stages import TASK_LEVEL, StageRun, stage
 from ..stats import IOStatistics
 from ..store import Store
@@ -34,7 +34,7 @@ from .client import PushBlock, ServiceRefused, ShuffleClient, block_size
 from .config import PushConfig
 from .files import map_output
 from .merge import PushCode
-from .tenancy import AppCredentials
+from .tenancy import AppCredentials, check_credentials
 
 log = logging.getLogger("dataferry.shuffle")
 
@@ -54,11 +54,7 @@ class PushTarget:
     fingerprint: str = ""  # the services' TLS certificate ("" on loopback without TLS)
 
     def __post_init__(self) -> None:
-        if self.credentials is not None and not isinstance(self.credentials, AppCredentials):
-            raise ConfigError(
-                "credentials must be the application's AppCredentials (from register_app), "
-                "not the service-wide token"
-            )
+        check_credentials(self.credentials)
 
     def merger_of(self, reduce_id: int) -> int:
         """Contiguous reduce ranges per merger, the same for every map (Spark's rule)."""

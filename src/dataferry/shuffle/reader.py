@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from pyroaring import BitMap
 
-from ..errors import ConfigError, CorruptShuffleData, ShuffleError, ShuffleServiceUnavailable
+from ..errors import CorruptShuffleData, ShuffleError, ShuffleServiceUnavailable
 from ..stats import IOStatistics
 from .blocks import Block, unframe
 from .client import ServiceRefused, ShuffleClient
@@ -27,7 +27,7 @@ from .config import ReadConfig
 from .driver import MergedPartition
 from .files import decode_offsets
 from .mapoutput import MapStatus
-from .tenancy import AppCredentials
+from .tenancy import AppCredentials, check_credentials
 
 T = TypeVar("T")
 
@@ -48,11 +48,7 @@ class ReduceInput:
     fingerprint: str = ""  # the services' TLS certificate ("" on loopback without TLS)
 
     def __post_init__(self) -> None:
-        if self.credentials is not None and not isinstance(self.credentials, AppCredentials):
-            raise ConfigError(
-                "credentials must be the application's AppCredentials (from register_app), "
-                "not the service-wide token"
-            )
+        check_credentials(self.credentials)
 
 
 @dataclass

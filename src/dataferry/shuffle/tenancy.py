@@ -37,6 +37,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ConfigError
 from ..store import Store, paths
 from .files import check_app
 
@@ -64,6 +65,16 @@ class AppCredentials:
     @property
     def addresses(self) -> tuple[str, ...]:
         return tuple(a for a, _ in self.secrets)
+
+
+def check_credentials(credentials: Any) -> None:
+    """Refuse credentials that are not an application's AppCredentials (None is allowed: no
+    credentials, for services without tenancy)."""
+    if credentials is not None and not isinstance(credentials, AppCredentials):
+        raise ConfigError(
+            "credentials must be the application's AppCredentials (from register_app), "
+            "not the service-wide token"
+        )
 
 
 def _digest(secret: str) -> str:
