@@ -43,6 +43,18 @@ def run_job(committer, files: Files, data: Callable[[int, str], bytes] = task_by
     return {name: data(i, name) for i, names in files.items() for name in names}
 
 
+def expected(
+    committer, job, files: Files, attempt: int = 0, data: Callable[[int, str], bytes] = task_bytes
+) -> dict[str, bytes]:
+    """What the tasks' files are once committed, by the path a reader sees them at (some
+    committers give a file a name of their own: `output_path`)."""
+    return {
+        committer.output_path(job.task(i, attempt), name): data(i, name)
+        for i, names in files.items()
+        for name in names
+    }
+
+
 def visible(where: Store | str | os.PathLike[str], show: Sequence[str] = ()) -> list[str]:
     """What a plain reader sees in a destination, sorted: a store's files, or every entry of
     a local directory (files, directories and links, none followed). `show` names hidden

@@ -23,6 +23,11 @@ class CommitterSpec:
     summary: str
     defaults: dict[str, Any] = field(default_factory=dict)
     rename_based: bool = False  # commits by renaming: refused where rename is a copy
+    # the kinds of store it keeps every promise of the commit contract on ("local", "memory",
+    # and the store models "hdfs", "s3"); tests/commit/test_contract.py runs it on each
+    safe_on: tuple[str, ...] = ()
+    # contract promises it does not keep (the unsafe baseline's), left out of its contract run
+    breaks: tuple[str, ...] = ()
 
     def committer_class(self) -> type:
         return getattr(importlib.import_module(self.module), self.class_name)
@@ -43,6 +48,7 @@ KNOWN: dict[str, CommitterSpec] = {
             "FileOutputCommitter v1: task commit renames a directory; job commit merges serially",
             {"algorithm": 1},
             rename_based=True,
+            safe_on=("local", "memory", "hdfs"),
         ),
         CommitterSpec(
             "v2",
@@ -52,6 +58,10 @@ KNOWN: dict[str, CommitterSpec] = {
             "FileOutputCommitter v2 (UNSAFE baseline): task commit merges into the destination",
             {"algorithm": 2},
             rename_based=True,
+            safe_on=("local", "memory", "hdfs"),
+            # task commit merges into the destination: what a refused or dead job's tasks
+            # committed stays visible
+            breaks=("mode_error", "rollback_without_intent", "leftovers_removed", "links_refused"),
         ),
         CommitterSpec(
             "manifest",
@@ -60,6 +70,7 @@ KNOWN: dict[str, CommitterSpec] = {
             "ManifestConfig",
             "manifest committer: task commit saves a manifest; job commit renames files in parallel",
             rename_based=True,
+            safe_on=("local", "memory", "hdfs"),
         ),
         CommitterSpec(
             "magic",
@@ -67,6 +78,7 @@ KNOWN: dict[str, CommitterSpec] = {
             "MagicCommitter",
             "MagicConfig",
             "magic committer: uploads left pending until job commit completes them (S3)",
+            safe_on=("s3",),
         ),
         CommitterSpec(
             "directory",
@@ -75,6 +87,7 @@ KNOWN: dict[str, CommitterSpec] = {
             "StagingConfig",
             "S3A staging committer: tasks stage on local disk, upload at task commit; "
             "conflict mode over the whole destination",
+            safe_on=("s3",),
         ),
         CommitterSpec(
             "partitioned",
@@ -82,6 +95,7 @@ KNOWN: dict[str, CommitterSpec] = {
             "PartitionedStagingCommitter",
             "StagingConfig",
             "S3A staging committer whose conflict mode covers only the partitions written",
+            safe_on=("s3",),
         ),
         CommitterSpec(
             "hive",
@@ -90,6 +104,7 @@ KNOWN: dict[str, CommitterSpec] = {
             "HiveConfig",
             "Hive-style insert: commit into .hive-staging, then a journaled parallel load",
             rename_based=True,
+            safe_on=("local", "memory", "hdfs"),
         ),
         CommitterSpec(
             "direct",
@@ -97,6 +112,9 @@ KNOWN: dict[str, CommitterSpec] = {
             "DirectCommitter",
             "DirectConfig",
             "direct committer: files written in place, reconciled and rolled back by markers",
+            safe_on=("local", "memory", "hdfs", "s3"),
+            # an aborted attempt's files stay in place (marked) until the job commit or abort
+            breaks=("abort_task_removes_output",),
         ),
     )
 }
