@@ -37,7 +37,8 @@ class ConnectionLimits:
 
 
 class ClientCounter:
-    """Open connections per client address, with the cap."""
+    """Open connections per client (an address; for the shuffle service's tenancy, an
+    application), with the cap."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
+from ..net.limits import ClientCounter
 from ..store import Store, paths
 from .files import check_app
 
@@ -90,7 +91,7 @@ class Registry:
         self.max_apps, self.max_connections = max_apps, max_connections
         self._lock = threading.Lock()
         self._digests: dict[str, str] = {}
-        self._connections: dict[str, int] = {}
+        self._connections = ClientCounter(max_connections)
         for status in store.list_or_empty(APPS_DIR):
             try:
                 record = json.loads(store.read_bytes(status.path))
@@ -136,17 +137,7 @@ class Registry:
 
     def connect(self, app: str) -> bool:
         """Count a connection of `app`; False past its cap (nothing counted)."""
-        with self._lock:
-            n = self._connections.get(app, 0)
-            if n >= self.max_connections:
-                return False
-            self._connections[app] = n + 1
-            return True
+        return self._connections.admit(app)
 
     def disconnect(self, app: str) -> None:
-        with self._lock:
-            n = self._connections.get(app, 0) - 1
-            if n > 0:
-                self._connections[app] = n
-            else:
-                self._connections.pop(app, None)
+        self._connections.release(app)
