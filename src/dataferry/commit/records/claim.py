@@ -18,7 +18,7 @@ from ...errors import NotFound, StoreError, ValidationError
 from ...liveness import this_process
 from ...store import FileStatus, Store
 from ..registry import KNOWN
-from .recordio import read_record
+from .recordio import parse_object, read_record
 
 CLAIM_DIR = "_dataferry"
 CLAIM_FILE = f"{CLAIM_DIR}/claim.json"
@@ -71,12 +71,7 @@ class Claim:
     def parse(cls, raw: bytes, source: str) -> Claim:
         """A claim from its bytes, every field type-checked; ValidationError naming `source`
         and the field at fault otherwise."""
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ValidationError(f"not a claim record (JSON: {e})", source) from None
-        if not isinstance(data, dict):
-            raise ValidationError("not a claim record (not a JSON object)", source)
+        data = parse_object(raw, source, "a claim record")
         values: dict[str, Any] = {}
         for f in fields(cls):
             if f.name not in data:

@@ -25,7 +25,7 @@ from typing import Any
 
 from ...errors import CommitError, NotFound, StoreError, ValidationError
 from ...store import Store, paths
-from .recordio import read_record
+from .recordio import parse_object, read_record
 
 INTENT_FILE = "_commit_intent.json"
 INTENT_VERSION = 1
@@ -67,12 +67,7 @@ class Intent:
     def from_bytes(cls, raw: bytes, source: str) -> Intent:
         """The record from its bytes, each field type-checked; DamagedRecord naming `source`
         and the field at fault otherwise."""
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise DamagedRecord(f"not a commit intent record (JSON: {e})", source) from None
-        if not isinstance(data, dict):
-            raise DamagedRecord("not a commit intent record (not a JSON object)", source)
+        data = parse_object(raw, source, "a commit intent record", DamagedRecord)
         if data.get("version") != INTENT_VERSION:
             raise DamagedRecord(
                 f"version {data.get('version')!r:.40} is not {INTENT_VERSION}", source

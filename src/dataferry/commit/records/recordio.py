@@ -58,6 +58,22 @@ def parse_json(raw: bytes, source: str) -> Any:
         raise ValidationError("not valid JSON: nested too deeply", source) from None
 
 
+def parse_object(
+    raw: bytes, source: str, what: str, error: type[ValidationError] = ValidationError
+) -> dict[str, Any]:
+    """A record that must be one JSON object (`what`: "a claim record"); `error` naming
+    `source` when it is not JSON or not an object."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise error(f"not {what} (JSON: {e})", source) from None
+    except RecursionError:
+        raise error(f"not {what} (JSON nested too deeply)", source) from None
+    if not isinstance(data, dict):
+        raise error(f"not {what} (not a JSON object)", source)
+    return data
+
+
 def load_json_record(store: Store, path: str, max_bytes: int) -> tuple[Any, str]:
     """Read (capped) and parse a JSON record; returns the value and the file's URL."""
     source = store.full_url(path)
@@ -73,6 +89,31 @@ def need_object(data: Any, source: str, where: str = "") -> dict[str, Any]:
     return data
 
 
+_REQUIRED: Any = object()  # a field with no default: missing (or null) is an error
+
+
+def _field(
+    data: dict[str, Any],
+    key: str,
+    source: str,
+    kinds: type | tuple[type, ...],
+    expected: str,
+    default: Any,
+    where: str,
+) -> tuple[Any, str]:
+    """The field's value (or `default` when missing or null) and its name for errors; a value
+    not of `kinds` (a JSON true never counts as a number) is a ValidationError naming it."""
+    value = data.get(key)
+    name = f"{where}.{key}" if where else key
+    if value is None:
+        if default is _REQUIRED:
+            raise ValidationError("missing", source, name)
+        return default, name
+    if not isinstance(value, kinds) or (isinstance(value, bool) and kinds is not bool):
+        raise ValidationError(f"expected {expected}, got {type(value).__name__}", source, name)
+    return value, name
+
+
 def get_str(
     data: dict[str, Any],
     key: str,
@@ -83,14 +124,8 @@ def get_str(
     where: str = "",
 ) -> str:
     """A string field; missing (or null) gives `default`, or an error when there is none."""
-    value = data.get(key)
-    name = f"{where}.{key}" if where else key
-    if value is None:
-        if default is None:
-            raise ValidationError("missing", source, name)
-        return default
-    if not isinstance(value, str):
-        raise ValidationError(f"expected a string, got {type(value).__name__}", source, name)
+    fallback = _REQUIRED if default is None else default
+    value, name = _field(data, key, source, str, "a string", fallback, where)
     if nonempty and not value:
         raise ValidationError("empty", source, name)
     return value
@@ -106,14 +141,8 @@ def get_int(
     where: str = "",
 ) -> int:
     """An integer field (not a bool, not a float); missing or null gives `default`."""
-    value = data.get(key)
-    name = f"{where}.{key}" if where else key
-    if value is None:
-        if default is None:
-            raise ValidationError("missing", source, name)
-        return default
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValidationError(f"expected an integer, got {type(value).__name__}", source, name)
+    fallback = _REQUIRED if default is None else default
+    value, name = _field(data, key, source, int, "an integer", fallback, where)
     if minimum is not None and value < minimum:
         raise ValidationError(f"{value} is below {minimum}", source, name)
     return value
@@ -139,42 +168,20 @@ def get_number(data: dict[str, Any], key: str, source: str, *, default: float) -
 def get_bool(
     data: dict[str, Any], key: str, source: str, *, default: bool, where: str = ""
 ) -> bool:
-    value = data.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ValidationError(
-            f"expected true or false, got {type(value).__name__}",
-            source,
-            f"{where}.{key}" if where else key,
-        )
-    return value
+    return _field(data, key, source, bool, "true or false", default, where)[0]
 
 
 def get_list(
     data: dict[str, Any], key: str, source: str, *, required: bool = False, where: str = ""
 ) -> list[Any]:
     """A list field; missing or null is an empty list unless `required`."""
-    value = data.get(key)
-    name = f"{where}.{key}" if where else key
-    if value is None:
-        if required:
-            raise ValidationError("missing", source, name)
-        return []
-    if not isinstance(value, list):
-        raise ValidationError(f"expected a list, got {type(value).__name__}", source, name)
-    return value
+    fallback = _REQUIRED if required else []
+    return _field(data, key, source, list, "a list", fallback, where)[0]
 
 
 def get_dict(data: dict[str, Any], key: str, source: str, *, where: str = "") -> dict[str, Any]:
     """An object field; missing or null is an empty dict."""
-    value = data.get(key)
-    name = f"{where}.{key}" if where else key
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValidationError(f"expected an object, got {type(value).__name__}", source, name)
-    return value
+    return _field(data, key, source, dict, "an object", {}, where)[0]
 
 
 def get_str_map(data: dict[str, Any], key: str, source: str, *, where: str = "") -> dict[str, str]:
