@@ -234,6 +234,16 @@ def _group(
     return group
 
 
+def _not_installed(name: str, baseline: str, absent: str, only: tuple[str, ...]) -> Group:
+    """The group of an engine that is not installed: its two writers (`name` and `baseline`,
+    those of them `only` asks for) skipped, for `absent`."""
+    group = Group(name, baseline, [])
+    for writer in (name, baseline):
+        if not only or writer in only:
+            group.skipped.append({"writer": writer, "reason": f"{absent} is not installed"})
+    return group
+
+
 # --- Dask and Ray ------------------------------------------------------------------------------
 
 
@@ -284,11 +294,7 @@ def dask_group(
     partitions to worker processes). The table is split in `partitions` and persisted first."""
     absent = missing(("dask.dataframe", "distributed"))
     if absent:
-        group = Group("dask", "dataferry.dask", [])
-        for name in ("dask", "dataferry.dask"):
-            if not only or name in only:
-                group.skipped.append({"writer": name, "reason": f"{absent} is not installed"})
-        yield group
+        yield _not_installed("dask", "dataferry.dask", absent, only)
         return
     import dask
     import dask.dataframe as dd
@@ -338,11 +344,7 @@ def ray_group(
     the table in `blocks` blocks, materialized first."""
     absent = missing(("ray", "ray.data"))
     if absent:
-        group = Group("ray", "dataferry.ray", [])
-        for name in ("ray", "dataferry.ray"):
-            if not only or name in only:
-                group.skipped.append({"writer": name, "reason": f"{absent} is not installed"})
-        yield group
+        yield _not_installed("ray", "dataferry.ray", absent, only)
         return
     import ray
 
