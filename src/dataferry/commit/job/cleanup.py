@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...errors import CommitError, NotFound, StoreError
@@ -58,11 +59,7 @@ def _newest_mtime(store: Store, path: str) -> float:
     return max(times) if times else 0.0
 
 
-def _overlaps(a: str, b: str) -> bool:
-    return bool(a and b) and (a == b or a.startswith(b + "/") or b.startswith(a + "/"))
-
-
-def recover_destination(
+def cleanup_destination(
     store: Store,
     *,
     older_than_s: float = 3600.0,
@@ -85,8 +82,7 @@ def recover_destination(
         verdict = judge.verdict(state)
         if not verdict.dead:
             why = f"held by live {state.describe()}: {verdict.why}"
-            report.left[CLAIM_PATH] = why
-            report.skipped_recent.append(CLAIM_PATH)
+            _leave(report, CLAIM_PATH, why)
             _leave_all(store, report, why)
             return report
     drivers = Drivers(store, judge)
@@ -162,8 +158,7 @@ def _anything_left(store: Store) -> bool:
 def _leave_all(store: Store, report: RecoveryReport, why: str) -> None:
     for cls in committer_classes():
         for left in _leftovers_of(cls, store, report):
-            report.left.setdefault(left.path, why)
-            report.skipped_recent.append(left.path)
+            _leave(report, left.path, why)
 
 
 def _leftovers_of(cls: type, store: Store, report: RecoveryReport) -> list[Leftover]:
@@ -191,34 +186,47 @@ def _why_left(
 
 def _survey(store: Store, report: RecoveryReport, older_than_s: float, drivers: Drivers) -> None:
     """A dry run: what the real run would do with each leftover (recover or leave)."""
-    now = time.time()
-    for cls in committer_classes():
-        for left in _leftovers_of(cls, store, report):
-            why = _why_left(store, left, drivers, now, older_than_s)
-            if why:
-                report.left[left.path] = why
-                report.skipped_recent.append(left.path)
+    _each_leftover(store, report, older_than_s, drivers, act=None)
 
 
 def _recover_leftovers(
     store: Store, report: RecoveryReport, older_than_s: float, rollback: bool, drivers: Drivers
 ) -> None:
+    def recover(cls: type, left: Leftover) -> None:
+        try:
+            what = cls.recover_leftover(store, left, rollback=rollback)
+        except (CommitError, StoreError) as e:
+            report.failed[left.path] = str(e)
+            return
+        _record(report, left.path, what)
+        report.removed.append(left.path)
+
+    _each_leftover(store, report, older_than_s, drivers, act=recover)
+    drivers.remove_dead()
+
+
+def _each_leftover(
+    store: Store,
+    report: RecoveryReport,
+    older_than_s: float,
+    drivers: Drivers,
+    act: Callable[[type, Leftover], None] | None,
+) -> None:
+    """Every committer's leftovers once: each one cleanup must leave is reported with why;
+    `act` is done with each of the others (None: a dry run)."""
     now = time.time()
     for cls in committer_classes():
         for left in _leftovers_of(cls, store, report):
             why = _why_left(store, left, drivers, now, older_than_s)
             if why:
-                report.left[left.path] = why
-                report.skipped_recent.append(left.path)
-                continue
-            try:
-                what = cls.recover_leftover(store, left, rollback=rollback)
-            except (CommitError, StoreError) as e:
-                report.failed[left.path] = str(e)
-                continue
-            _record(report, left.path, what)
-            report.removed.append(left.path)
-    drivers.remove_dead()
+                _leave(report, left.path, why)
+            elif act is not None:
+                act(cls, left)
+
+
+def _leave(report: RecoveryReport, path: str, why: str) -> None:
+    report.left.setdefault(path, why)
+    report.skipped_recent.append(path)
 
 
 def _remove_claim_debris(store: Store, held: HeldClaim) -> None:
@@ -260,16 +268,6 @@ def _record(report: RecoveryReport, path: str, what: str) -> None:
         report.rolled_forward.append(path)
     elif what == "rolled back":
         report.rolled_back.append(path)
-
-
-def cleanup_destination(
-    store: Store,
-    *,
-    older_than_s: float = 3600.0,
-    rollback: bool = False,
-    dry_run: bool = False,
-) -> RecoveryReport:
-    return recover_destination(store, older_than_s=older_than_s, rollback=rollback, dry_run=dry_run)
 
 
 @dataclass
