@@ -23,6 +23,7 @@ from .dataset.formats import check_writer
 from .dataset.options import WriteOptions, translate
 from .dataset.task import TaskWriter
 from .dataset.write import WriteResult, prepare_write
+from .dataset.write import write_result as _write_result  # on_write_complete has Ray's name
 from .engine.attempt import AttemptFailure, TaskOutput
 from .engine.local import JobRun
 from .engine.ray import (
@@ -240,17 +241,8 @@ class CommitDatasink(_Base):
             store_stats=store_stats,
             committer_stats=committer.stats,
         )
-        task_results = [r for r in results.values() if r]
-        self.result = WriteResult(
-            dest=self.job.store.full_url(),
-            committer=committer.name,
-            job_id=str(self.job.job_id),
-            rows=sum(r["rows"] for r in task_results),
-            files=commit.files,
-            bytes=commit.bytes,
-            partitions=len({p for r in task_results for p in r["partitions"]}),
-            run=run,
-            stats={"skipped_attempts": summary.skipped_attempts},
+        self.result = _write_result(
+            self.job.store, committer, run, {"skipped_attempts": summary.skipped_attempts}
         )
 
     def on_write_failed(self, error: Exception) -> None:
