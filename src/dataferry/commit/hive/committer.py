@@ -311,12 +311,12 @@ def run_load(
 @stage("hive_stage_move_aside", "move_aside")
 def move_aside(ctx: StageContext, journal: Journal, pools: LoadPools) -> int:
     aside = [s for s in journal.steps if s.phase == "aside"]
-    return run_steps(ctx.store, aside, pools, fence=ctx.fence)
+    return run_steps(ctx.store, aside, pools, fence=ctx.fence, stats=ctx.stats)
 
 
 @stage("hive_stage_move_in", "move_in")
 def move_in(ctx: StageContext, steps: list, pools: LoadPools) -> int:
-    return run_steps(ctx.store, steps, pools, fence=ctx.fence)
+    return run_steps(ctx.store, steps, pools, fence=ctx.fence, stats=ctx.stats)
 
 
 @stage("hive_stage_register", "register")
