@@ -42,7 +42,6 @@ from urllib.parse import parse_qs, urlparse
 
 from ..errors import ConfigError
 from ..net import BackgroundServer, ConnectionLimits, TLSChoice, resolve_tls
-from ..net.addresses import advertised_host, join_host_port
 from ..net.connection import peer_host
 from ..stats import IOStatistics
 from ..store import Store, paths
@@ -300,18 +299,13 @@ class MarkerService:
             self._dispatcher = loop.create_task(self._dispatch_forever())
 
         self._server.start(host, port, on_loop=begin, tls=resolve_tls(host, tls))
-        log.info(
-            "marker service listening on %s (%s)",
-            self.url,
-            f"TLS, certificate sha256 {self.fingerprint}" if self.fingerprint else "plain, no TLS",
-        )
+        log.info("marker service listening on %s (%s)", self.url, self._server.tls_note)
         return self
 
     @property
     def url(self) -> str:
-        host, port = self._server.address  # for a bind to 0.0.0.0: this host's address
         scheme = "https" if self.fingerprint else "http"
-        return f"{scheme}://{join_host_port(advertised_host(host), port)}"
+        return f"{scheme}://{self._server.advertised_address}"  # for 0.0.0.0: this host's
 
     @property
     def fingerprint(self) -> str:

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Awaitable, Callable
 
 from ..stats import IOStatistics
-from .addresses import join_host_port
+from .addresses import advertised_host, join_host_port
 from .connection import RawConnection, StreamConnection
 from .limits import ClientCounter, ConnectionLimits
 from .tls import TLSIdentity, server_context
@@ -68,6 +68,18 @@ class BackgroundServer:
     @property
     def fingerprint(self) -> str:
         return self.tls.fingerprint if self.tls is not None else ""
+
+    @property
+    def advertised_address(self) -> str:
+        """host:port to connect to (for a server bound to 0.0.0.0: this host's address)."""
+        host, port = self.address
+        return join_host_port(advertised_host(host), port)
+
+    @property
+    def tls_note(self) -> str:
+        """How it serves, for a log line: TLS and the certificate's fingerprint, or plain."""
+        fingerprint = self.fingerprint
+        return f"TLS, certificate sha256 {fingerprint}" if fingerprint else "plain, no TLS"
 
     @property
     def open_connections(self) -> int:

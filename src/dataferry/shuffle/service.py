@@ -25,7 +25,6 @@ from typing import Any
 
 from ..errors import ConfigError, CorruptShuffleData, NotFound, StoreError
 from ..net import BackgroundServer, RawConnection, StreamConnection, TLSChoice, resolve_tls
-from ..net.addresses import advertised_host, join_host_port
 from ..stats import IOStatistics
 from ..store import Store
 from .blocks import header_matches
@@ -105,14 +104,13 @@ class ShuffleService:
         """Bind and serve; `tls` is an identity, None (plain), or "auto": TLS with a fresh
         self-signed identity beyond loopback, plain on loopback."""
         self._server.start(host, port, tls=resolve_tls(host, tls))
-        log.info("shuffle service listening on %s (%s)", self.address, _tls_note(self.fingerprint))
+        log.info("shuffle service listening on %s (%s)", self.address, self._server.tls_note)
         return self
 
     @property
     def address(self) -> str:
         """host:port to connect to (for a service bound to 0.0.0.0: this host's address)."""
-        host, port = self._server.address
-        return join_host_port(advertised_host(host), port)
+        return self._server.advertised_address
 
     @property
     def fingerprint(self) -> str:
@@ -469,7 +467,3 @@ class ShuffleService:
             finally:
                 f.close()
         self.stats.incr("served_bytes", n)
-
-
-def _tls_note(fingerprint: str) -> str:
-    return f"TLS, certificate sha256 {fingerprint}" if fingerprint else "plain, no TLS"
