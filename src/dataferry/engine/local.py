@@ -309,9 +309,7 @@ class _Driver:
             if exc is not None:
                 self.attempt_failed(ctx, exc)
                 return
-            report = fut.result()
-            self.worker_store_stats.merge(report.store_stats)
-            self.committer_stats.merge(report.committer_stats)
+            report = self.counted(fut)
             if i in self.done:
                 self.deny(ctx)
             elif not report.needs_commit:
@@ -338,13 +336,19 @@ class _Driver:
                 self.coordinator.attempt_failed(i, n)
                 self.attempt_failed(ctx, exc)
                 return
-            report = fut.result()
-            self.worker_store_stats.merge(report.store_stats)
-            self.committer_stats.merge(report.committer_stats)
+            report = self.counted(fut)
             self.coordinator.task_committed(i, n)
             self.finish(i, n, report.message, self.results.get(i))
         elif kind == "abort" and exc is None:
             self.committer_stats.merge(fut.result())
+
+    def counted(self, fut: Future) -> Any:
+        """A finished attempt's report (of its run or its commit), its worker's store and
+        committer statistics added to the job's."""
+        report = fut.result()
+        self.worker_store_stats.merge(report.store_stats)
+        self.committer_stats.merge(report.committer_stats)
+        return report
 
     def deny(self, ctx: TaskAttemptContext) -> None:
         self.denied_total += 1
