@@ -290,8 +290,7 @@ class FileOutputCommitter(Committer):
             job = job_from_ids(committer, intent.job_id, intent.job_uuid, leftover.attempt)
             outcome = recover_job(committer, job)
         store.delete(leftover.path, recursive=True)
-        store.delete_if_empty(PENDING_DIR)
-        return outcome
+        return outcome  # `_temporary` itself goes in `tidy`, once cleanup is through
 
 
 # --- v1's job commit stages ---------------------------------------------------------------------

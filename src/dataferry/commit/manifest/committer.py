@@ -249,8 +249,7 @@ class ManifestCommitter(Committer):
     def recover_leftover(cls, store: Store, leftover: Leftover, rollback: bool = False) -> str:
         outcome = super().recover_leftover(store, leftover, rollback)
         store.delete_if_empty(paths.parent(leftover.path))  # the job's directory
-        store.delete_if_empty(PENDING_DIR)
-        return outcome
+        return outcome  # `_temporary` itself goes in `tidy`, once cleanup is through
 
     def _success_data(self, job: JobContext) -> SuccessData:
         return SuccessData.for_job(
