@@ -37,6 +37,7 @@ from .base import Committer
 from .job.links import refuse_links
 from .job.move import move
 from .job.recovery import recover_job
+from .job.stages import check_destination
 from .lookup import committer_by_name, job_from_ids
 from .protocol import (
     Applied,
@@ -104,7 +105,7 @@ class FileOutputCommitter(Committer):
 
     def setup_job(self, job: JobContext) -> None:
         with self.stats.duration("job_stage_setup"):
-            self.check_destination()
+            check_destination(self.store)
             try:
                 self.store.mkdirs(self.job_attempt_path(job))
             except AccessDenied as e:

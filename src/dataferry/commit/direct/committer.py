@@ -32,6 +32,7 @@ from ...net.tls import normalize_fingerprint
 from ...stages import stage
 from ...store import IOPool, Store, open_store, paths
 from ..base import Committer
+from ..job.stages import check_destination
 from ..protocol import (
     Applied,
     CommitPlan,
@@ -162,7 +163,7 @@ class DirectCommitter(Committer):
     # --- job and task ----------------------------------------------------------------------
 
     def setup_job(self, job: JobContext) -> None:
-        self.check_destination()
+        check_destination(self.store)
         if self.store.exists(commit_record_path(job.job_uuid)):
             raise CommitError(f"job {job.job_uuid} already has a commit record: job id reused?")
 

@@ -25,6 +25,7 @@ from ...store.substore import SubStore
 from ..base import Committer
 from ..factory import build_committer, build_config
 from ..job.recovery import recover_job
+from ..job.stages import check_destination
 from ..lookup import committer_by_name, job_from_ids
 from ..protocol import (
     Applied,
@@ -86,7 +87,7 @@ class HiveCommitter(Committer):
     # --- job and task ----------------------------------------------------------------------
 
     def setup_job(self, job: JobContext) -> None:
-        self.check_destination()
+        check_destination(self.store)
         with self.stats.duration("job_stage_setup"):
             self.store.mkdirs(ext_dir(job))
             inner, inner_job = self._inner(job)

@@ -24,7 +24,7 @@ from ..records.hold import HeldClaim, mark_crashed
 from ..records.intent import Intent
 from .finish import finish_commit
 from .recovery import _let_go, acquire_for_job, job_claim
-from .stages import check_write_mode, save_intent_stage
+from .stages import check_messages, check_write_mode, save_intent_stage
 
 log = logging.getLogger("dataferry.commit")
 
@@ -43,7 +43,7 @@ def commit_job(
     committer: CommitterHooks, job: JobContext, messages: Sequence[TaskCommitMessage]
 ) -> JobCommitResult:
     """The job commit of every committer (see the module docstring)."""
-    committer.check_messages(job, messages)
+    check_messages(job, messages)
     ctx = committer.stage_context(job)
     start = time.perf_counter()
     held: HeldClaim | None = None

@@ -4,10 +4,12 @@ destination (the entries a write mode counts)."""
 
 from __future__ import annotations
 
-from ...errors import DestinationError, NotFound, StoreError
+from collections.abc import Sequence
+
+from ...errors import DestinationError, JobCommitError, NotFound, StoreError
 from ...stages import stage
-from ...store import paths
-from ..protocol import CommitPlan, CommitterHooks, JobContext, StageContext
+from ...store import Store, paths
+from ..protocol import CommitPlan, CommitterHooks, JobContext, StageContext, TaskCommitMessage
 from ..records.intent import Intent, mark_phase, phase_done, save_intent
 from ..records.success import SUCCESS_FILE
 from .links import refuse_linked_entries
@@ -91,3 +93,32 @@ def visible_entries(committer: CommitterHooks) -> list[str]:
             f"destination {committer.store.full_url()} cannot be listed: {e}"
         ) from None
     return sorted(e.path for e in entries if not paths.is_hidden(e.path) or e.path == SUCCESS_FILE)
+
+
+def check_messages(job: JobContext, messages: Sequence[TaskCommitMessage]) -> None:
+    """Refuse foreign messages and a task committed twice. No messages at all is a job
+    whose tasks wrote nothing (Spark's zero-partition job): it commits, publishing
+    nothing but `_SUCCESS`, as Hadoop's committers do."""
+    seen: dict[str, str] = {}
+    for m in messages:
+        if m.job_id != str(job.job_id):
+            raise JobCommitError(
+                f"job {job.job_id}: commit message of task attempt {m.attempt_id} "
+                f"belongs to job {m.job_id}"
+            )
+        if m.task_id in seen:
+            raise JobCommitError(
+                f"job {job.job_id}: task {m.task_id} was committed twice, by "
+                f"{seen[m.task_id]} and {m.attempt_id}"
+            )
+        seen[m.task_id] = m.attempt_id
+
+
+def check_destination(store: Store) -> None:
+    """The destination must not be a file (raises DestinationError naming it)."""
+    try:
+        st = store.stat("")
+    except NotFound:
+        return
+    if not st.is_dir:
+        raise DestinationError(f"destination {store.full_url()} is a file, not a directory")

@@ -22,6 +22,7 @@ from ...errors import NotFound, TaskCommitError, ValidationError
 from ...stats import IOStatistics
 from ...store import Store, open_store, paths
 from ..base import Committer
+from ..job.stages import check_destination
 from ..protocol import (
     Applied,
     CommitPlan,
@@ -61,7 +62,7 @@ class ManifestCommitter(Committer):
     # --- job setup -------------------------------------------------------------------------
 
     def setup_job(self, job: JobContext) -> None:
-        self.check_destination()
+        check_destination(self.store)
         setup_job(self.stage_context(job, 1))
 
     # --- task side -------------------------------------------------------------------------

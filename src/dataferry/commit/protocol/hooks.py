@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
-from ...errors import ConfigError, DestinationError, JobCommitError, NotFound
+from ...errors import ConfigError
 from ...ids import JobId, new_job_id
 from ...stats import IOStatistics
 from ...store import IOPool, Store, paths
@@ -204,34 +204,3 @@ class CommitterHooks(ABC):
         """Remove this committer's shared parent directories once no job uses them (a job
         that died between deleting its own directory and its parent's leaves them empty)."""
         return None
-
-    # --- shared checks ---------------------------------------------------------------------
-
-    def check_messages(self, job: JobContext, messages: Sequence[TaskCommitMessage]) -> None:
-        """Refuse foreign messages and a task committed twice. No messages at all is a job
-        whose tasks wrote nothing (Spark's zero-partition job): it commits, publishing
-        nothing but `_SUCCESS`, as Hadoop's committers do."""
-        seen: dict[str, str] = {}
-        for m in messages:
-            if m.job_id != str(job.job_id):
-                raise JobCommitError(
-                    f"job {job.job_id}: commit message of task attempt {m.attempt_id} "
-                    f"belongs to job {m.job_id}"
-                )
-            if m.task_id in seen:
-                raise JobCommitError(
-                    f"job {job.job_id}: task {m.task_id} was committed twice, by "
-                    f"{seen[m.task_id]} and {m.attempt_id}"
-                )
-            seen[m.task_id] = m.attempt_id
-
-    def check_destination(self) -> None:
-        """The destination must not be a file (raises DestinationError naming it)."""
-        try:
-            st = self.store.stat("")
-        except NotFound:
-            return
-        if not st.is_dir:
-            raise DestinationError(
-                f"destination {self.store.full_url()} is a file, not a directory"
-            )

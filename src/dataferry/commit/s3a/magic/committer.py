@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 
 from ....errors import CommitError, InjectedCrash, NotFound, TaskCommitError, ValidationError
 from ....store import IOPool, Store, paths
+from ...job.stages import check_destination
 from ...protocol import JobContext, StageContext, TaskAttemptContext, TaskCommitMessage
 from ...records.intent import load_intent
 from ..uploads import UploadCommitter, abort_at_keys, dumps, read_pendingset
@@ -70,7 +71,7 @@ class MagicCommitter(UploadCommitter):
 
     def setup_job(self, job: JobContext) -> None:
         self.require_multipart()
-        self.check_destination()
+        check_destination(self.store)
         with self.stats.duration("job_stage_setup"):
             if self.store.exists(job_attempt_dir(job)):
                 raise CommitError(

@@ -23,6 +23,7 @@ from typing import BinaryIO
 
 from ....errors import CommitError, ConfigError, JobCommitError, TaskCommitError
 from ....store import IOPool, Store, open_store, paths
+from ...job.stages import check_destination
 from ...protocol import JobContext, StageContext, TaskAttemptContext, TaskCommitMessage
 from ...records.intent import load_intent
 from ..magic.files import PENDINGSET_MAX_BYTES, PendingCommit, PendingSet
@@ -82,7 +83,7 @@ class DirectoryStagingCommitter(UploadCommitter):
 
     def setup_job(self, job: JobContext) -> None:
         self.require_multipart()
-        self.check_destination()
+        check_destination(self.store)
         with self.stats.duration("job_stage_setup"):
             if self.store.exists(self.job_dir(job)):
                 raise CommitError(
