@@ -127,11 +127,17 @@ def load_intent(store: Store, job_dir: str) -> Intent | None:
 
 
 def _holds_more_than_markers(store: Store, job_dir: str) -> bool:
-    """Whether a job directory whose record is gone holds anything but phase markers (what a
-    commit finished by another process, racing a late marker, leaves): only then might the
-    lost record have been needed to finish what is there."""
+    """Whether a job directory whose record is gone holds anything but phase markers and empty
+    directories (what a commit finished by another process, racing a late marker, leaves, and
+    what a cleanup cut short between the record and its markers leaves: the markers go last,
+    so they outlive the record): only a file might have needed the lost record to finish."""
     prefix = f"{INTENT_FILE}."
-    return any(not st.name.startswith(prefix) for st in store.list_or_empty(job_dir))
+    for st in store.list_or_empty(job_dir):
+        if st.name.startswith(prefix):
+            continue
+        if not st.is_dir or store.walk(st.path):
+            return True
+    return False
 
 
 def phases_marked(store: Store, job_dir: str) -> list[str]:
