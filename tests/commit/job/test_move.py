@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dataferry.commit.job.move import DestinationTaken, ambiguous_verdict, move
-from dataferry.errors import JobCommitError
+from dataferry.errors import JobCommitError, NotFound
 from dataferry.stats import IOStatistics
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 from dataferry.store.pacing import Pacer
@@ -114,6 +114,33 @@ def test_directory_rename_cut_short_is_merged(store):
     outcome = move(store, "tmp/d", "out/d", merge_dirs=True)
     assert outcome.how == "finished" and not store.exists("tmp/d")
     assert store.read_bytes("out/d/x") == b"x" and store.read_bytes("out/d/y") == b"y"
+
+
+def test_a_source_replaced_while_it_moved_fails_and_is_never_merged(store):
+    """A directory rename that is a copy per file, cut off when a zombie attempt replaced the
+    source mid-copy (its file vanished): merging the zombie's files beside the ones already
+    copied would mix two attempts' output."""
+    store.write_bytes("tmp/d/x", b"x1")
+    store.write_bytes("tmp/d/y", b"y1")
+    inner = fault_layer(store).inner
+
+    def zombie_replaces_the_source(i, op, path):
+        inner.write_bytes("out/d/x", b"x1")  # copied before the zombie came
+        inner.delete("tmp/d", recursive=True)
+        inner.write_bytes("tmp/d/x", b"x0")
+        inner.write_bytes("tmp/d/y", b"y0")
+        raise NotFound("tmp/d/y vanished mid-copy")
+
+    rule = FaultRule(
+        action="callback",
+        kinds=frozenset({Op.RENAME}),
+        times=1,
+        callback=zombie_replaces_the_source,
+    )
+    fault_layer(store).add_rule(rule)
+    with pytest.raises(JobCommitError, match="changed while it moved"):
+        move(store, "tmp/d", "out/d", merge_dirs=True)
+    assert [f.path for f in store.walk("out/d")] == ["out/d/x"]  # nothing of the zombie's
 
 
 def test_moved_before_is_found_done(store):

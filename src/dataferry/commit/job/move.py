@@ -11,7 +11,9 @@ answer is not a plain success does it look at what is there:
 - Throttled: backs off and tries again, `attempts` tries in all; every try first takes its
   slot from the committer's `Pacer` (the role of `fs.azure.io.rate.limit`).
 - NotFound: the source gone and the destination holding it means it moved before (a resumed
-  commit); the source there means the destination's parent is missing: made, and renamed.
+  commit); the source there and no destination means the destination's parent is missing:
+  made, and renamed; the source there and part of it at the destination means something
+  changed the source while it moved: it fails, never merging the two.
 - AlreadyExists: the source gone and the destination holding it again means moved before; the
   destination holding the source's bytes (etag first, the bytes when etags cannot tell) is a
   copy-then-delete rename cut short after its copy, finished by deleting the source; two
@@ -115,6 +117,14 @@ def move(
                 if dst is not None and m.holds_source(dst):
                     return MoveOutcome("found")  # moved by the run that died
                 raise m.vanished(dst) from None
+            if dst is not None:
+                # part of the source moved, then part of it vanished: something else changed
+                # it meanwhile (a zombie attempt replacing a committed task directory on a
+                # store whose directory rename is a copy per file); merging would mix the two
+                raise JobCommitError(
+                    f"{m.prefix}cannot move {m.src_url} to {m.dst_url}: the source changed "
+                    "while it moved (part of it is at the destination, part vanished)"
+                ) from None
             if made_parent:
                 raise JobCommitError(
                     f"{m.prefix}cannot move {m.src_url} to {m.dst_url}: the store says not "
