@@ -147,7 +147,7 @@ def check_no_leftovers(store: Store, allow: tuple[str, ...] = (SUCCESS,)) -> lis
     if store.exists(MARKERS_ROOT) and store.walk(MARKERS_ROOT):
         extra.append(MARKERS_ROOT)
     if extra:
-        problems.append(f"{NO_LEFTOVERS}: {', '.join(extra)} left behind")
+        problems.append(f"{NO_LEFTOVERS}: {', '.join(_with_contents(store, extra))} left behind")
     if store.capabilities.multipart_upload:
         uploads = store.list_uploads("")
         if uploads:
@@ -288,3 +288,16 @@ def visible_dirs(store: Store, path: str = "") -> list[str]:
 def empty_visible_dirs(store: Store) -> list[str]:
     files = visible_files(store)
     return [d for d in visible_dirs(store) if not any(paths.is_under(f, d) for f in files)]
+
+
+def _with_contents(store: Store, leftovers: list[str]) -> list[str]:
+    """Each leftover with up to three of the files it holds, so a report says what was left."""
+    described = []
+    for path in leftovers:
+        try:
+            held = [f.path for f in store.walk(path)]
+        except FileNotFoundError:
+            held = []
+        more = f", +{len(held) - 3}" if len(held) > 3 else ""
+        described.append(f"{path} (holding {', '.join(held[:3])}{more})" if held else path)
+    return described

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 
 from ...errors import StoreError
 from ...store import Store
@@ -21,8 +22,28 @@ from .lease import Judge
 log = logging.getLogger("dataferry.commit")
 
 DRIVERS_DIR = f"{CLAIM_DIR}/drivers"
-_beats: dict[tuple[str, str], tuple[threading.Event, str]] = {}  # -> (stop, generation)
 _lock = threading.Lock()
+BEAT_JOIN_S = 10.0  # a renewal in flight is one small write
+
+
+@dataclass
+class _Beat:
+    """A driver record's heartbeat in this process."""
+
+    stop: threading.Event
+    generation: str
+    thread: threading.Thread | None = None
+
+    def end(self) -> None:
+        """Stop renewing, and wait for a renewal in flight: one the process's exit cut off
+        would leave its hidden temporary file, and one that lands after the record's removal
+        would bring the record back."""
+        self.stop.set()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(BEAT_JOIN_S)
+
+
+_beats: dict[tuple[str, str], _Beat] = {}
 
 
 def driver_path(job_uuid: str) -> str:
@@ -36,8 +57,7 @@ def record_driver(store: Store, record: Claim) -> None:
     path = driver_path(job_uuid)
     store.write_bytes(path, record.to_bytes())
     stop = threading.Event()
-    with _lock:
-        _beats[(store.url, job_uuid)] = (stop, record.generation)
+    heartbeat = _Beat(stop, record.generation)
 
     def beat() -> None:
         while not stop.wait(lease_s / 6):
@@ -48,7 +68,10 @@ def record_driver(store: Store, record: Claim) -> None:
             except StoreError as e:
                 log.debug("driver heartbeat %s: %s", store.full_url(path), e)
 
-    threading.Thread(target=beat, name="dataferry-driver", daemon=True).start()
+    heartbeat.thread = threading.Thread(target=beat, name="dataferry-driver", daemon=True)
+    with _lock:
+        _beats[(store.url, job_uuid)] = heartbeat
+    heartbeat.thread.start()
 
 
 def end_driver(store: Store, job_uuid: str) -> None:
@@ -56,7 +79,7 @@ def end_driver(store: Store, job_uuid: str) -> None:
     with _lock:
         beat = _beats.pop((store.url, job_uuid), None)
     if beat is not None:
-        beat[0].set()
+        beat.end()
     try:
         store.delete(driver_path(job_uuid))
         store.delete_if_empty(DRIVERS_DIR)
@@ -70,8 +93,8 @@ def driver_crashed(store: Store, job_uuid: str) -> None:
     with _lock:
         beat = _beats.pop((store.url, job_uuid), None)
     if beat is not None:
-        beat[0].set()
-        crashed.add(beat[1])
+        beat.end()
+        crashed.add(beat.generation)
 
 
 def driver_records(store: Store) -> dict[str, ClaimState]:

@@ -1,0 +1,36 @@
+"""A driver record's heartbeat ends before the record is removed: a renewal in flight when the
+job ends must neither bring the record back nor leave its hidden temporary file."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from dataferry.commit.records.claim import CLAIM_DIR, Claim
+from dataferry.commit.records.drivers import driver_path, end_driver, record_driver
+from dataferry.store import FaultRule, Op, fault_layer, open_store
+
+
+def test_end_driver_waits_for_a_renewal_in_flight(tmp_path):
+    store = open_store(str(tmp_path / "dest"), faults=[])
+    record = Claim(job_id="job_1", job_uuid="u-1", committer="manifest", mode="append", lease_s=0.3)
+    record_driver(store, record)
+    renewing = threading.Event()
+
+    def slow_renewal(i, op, path):
+        renewing.set()
+        time.sleep(0.4)  # the job ends meanwhile
+
+    fault_layer(store).add_rule(
+        FaultRule(
+            action="callback",
+            kinds=frozenset({Op.WRITE}),
+            path_glob=f"{CLAIM_DIR}/drivers/*",
+            callback=slow_renewal,
+        )
+    )
+    assert renewing.wait(5.0), "the heartbeat never renewed the record"
+    end_driver(store, record.job_uuid)
+    time.sleep(0.5)  # a heartbeat still running would have written by now
+    assert not store.exists(driver_path(record.job_uuid))
+    assert not store.exists(CLAIM_DIR), [f.path for f in store.walk(CLAIM_DIR)]
