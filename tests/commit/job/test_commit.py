@@ -32,7 +32,13 @@ from dataferry.commit.records.intent import (
     save_intent,
 )
 from dataferry.commit.records.success import read_success
-from dataferry.errors import DestinationClaimed, DestinationError, InjectedCrash, JobCommitError
+from dataferry.errors import (
+    ClaimLost,
+    DestinationClaimed,
+    DestinationError,
+    InjectedCrash,
+    JobCommitError,
+)
 from dataferry.stats import IOStatistics
 from dataferry.store import FaultRule, IOPool, Op, fault_layer, open_store
 
@@ -221,6 +227,28 @@ def test_replace_existing_runs_once(tmp_path):
     store.write_bytes("p=1/new", b"new")  # new files moved in; then the commit died
     assert replace_existing(ctx, "job", intent) == 0 and store.exists("p=1/new")
     assert ctx.stage_seconds["replace_existing"] >= 0
+
+
+def test_replace_existing_stops_at_the_first_delete_after_the_claim_is_lost(tmp_path):
+    """A holder stopped past its lease between its check and its deletes: its taker may have
+    committed since, so not one more entry of the destination may go."""
+    store = open_store(str(tmp_path / "d"))
+    for p in ("p=1", "p=2", "p=3"):
+        store.write_bytes(f"{p}/old", b"old")
+    intent = Intent("job_x_0001", "uuid", "manifest", "overwrite", replace=["p=1", "p=2", "p=3"])
+    save_intent(store, "job", intent)
+    checks: list[str] = []
+
+    def fence(step: str, strict: bool = True) -> None:
+        checks.append(step)
+        if len(checks) > 1:  # the claim was taken over after the stage's first check
+            raise ClaimLost("job job_x_0001 no longer holds the claim")
+
+    ctx = StageContext(store=store, stats=IOStatistics(), pool=IOPool(2), fence=fence)
+    with pytest.raises(ClaimLost):
+        replace_existing(ctx, "job", intent)
+    assert all(store.exists(f"{p}/old") for p in ("p=1", "p=2", "p=3"))
+    assert not store.exists(f"job/{INTENT_FILE}.{REPLACED_PHASE}")
 
 
 def test_save_success_replaces_in_one_step(tmp_path):

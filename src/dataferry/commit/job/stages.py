@@ -56,7 +56,14 @@ def replace_existing(ctx: StageContext, job_dir: str, intent: Intent) -> int:
     if not intent.replace or phase_done(ctx.store, job_dir, REPLACED_PHASE):
         return 0
     ctx.fence("replacing existing data")
-    ctx.pool.for_each(lambda p: ctx.store.delete(p, recursive=True), intent.replace, adaptive=True)
+
+    def replace(path: str) -> None:
+        # checked before each delete, as each publish batch is: a holder stopped past its
+        # lease while replacing must not go on to delete what its taker has since committed
+        ctx.fence("replacing existing data", strict=False)
+        ctx.store.delete(path, recursive=True)
+
+    ctx.pool.for_each(replace, intent.replace, adaptive=True)
     mark_phase(ctx.store, job_dir, REPLACED_PHASE)
     ctx.stats.incr("committer_entries_replaced", len(intent.replace))
     return len(intent.replace)
