@@ -376,8 +376,9 @@ def test_loading_2000_manifests_keeps_memory_bounded(tmp_path):
         assert loaded.manifests == 2000 and loaded.files == 20_000
         assert sum(1 for _ in loaded.entries()) == 20_000
     ctx.pool.close()
-    # holding every parsed manifest would take several times their JSON size
-    assert peak < manifest_bytes / 3, (peak, manifest_bytes)
+    # holding every parsed manifest would take several times their JSON size; the bound leaves
+    # room for the entries' spill buffers, whose share depends on the paths' lengths
+    assert peak < manifest_bytes / 2, (peak, manifest_bytes)
 
 
 class _SlowListing(WrappingStore):
