@@ -72,9 +72,10 @@ class CommitDatasink(_Base):
         The commit protocol (``v1``, ``v2``, ``manifest``, ``magic``, ``directory``,
         ``partitioned``, ``hive``, ``direct``), or ``auto`` to choose from the store.
     mode
-        ``error`` (default: refuse a non-empty destination), ``append`` or ``overwrite``;
-        with ``committer="hive"``, ``overwrite`` replaces the partitions written and
-        ``overwrite-table`` the table.
+        ``error`` (default: refuse a non-empty destination), ``append``, ``overwrite``
+        (everything visible) or ``overwrite-partitions`` (each partition the job writes
+        into, the others kept); with ``committer="hive"``, ``overwrite`` replaces the
+        partitions written and ``overwrite-table`` the table.
     filesystem
         An fsspec ``AbstractFileSystem`` or a ``pyarrow.fs.FileSystem`` to write through. It
         is pickled into every write task.

@@ -235,6 +235,68 @@ def test_mode_overwrite_replaces_what_was_there(case):
     assert contents(case.store) == expected(c, job, FILES)
 
 
+# what a partition overwrite (pyarrow's delete_matching) keeps and replaces: the tasks write p=0
+# and p=1; p=0's old file goes, p=2 (and a nested one) and p=1's sibling p=10 stay
+PARTITIONED_OLD = {
+    "p=0/old-0": b"old",
+    "p=0/deeper/old-1": b"old",
+    "p=2/old-2": b"kept",
+    "p=2/q=1/old-3": b"kept",
+    "p=10/old-4": b"kept",
+}
+KEPT = {k: v for k, v in PARTITIONED_OLD.items() if v == b"kept"}
+
+
+def with_partitioned_data(case: Case) -> None:
+    for path, data in PARTITIONED_OLD.items():
+        case.store.write_bytes(path, data)
+
+
+@promise("mode_overwrite")
+def test_a_partition_overwrite_replaces_the_partitions_written_and_keeps_the_others(case):
+    with_partitioned_data(case)
+    c, job = case.job("overwrite-partitions")
+    c.commit_job(job, run_tasks(c, job, FILES))
+    assert contents(case.store) == {**KEPT, **expected(c, job, FILES)}
+    assert case.store.exists(SUCCESS_FILE)
+
+
+@promise("mode_overwrite")
+def test_a_partition_overwrite_of_an_unpartitioned_write_replaces_everything(case):
+    with_partitioned_data(case)
+    c, job = case.job("overwrite-partitions")
+    files = {0: ["part-0"], 1: ["part-1"]}
+    c.commit_job(job, run_tasks(c, job, files))
+    assert contents(case.store) == expected(c, job, files)
+
+
+@promise("roll_forward")
+def test_a_partition_overwrite_dead_after_its_intent_is_rolled_forward_keeping_the_others(case):
+    with_partitioned_data(case)
+    c, job = case.job("overwrite-partitions")
+    msgs = run_tasks(c, job, FILES)
+    crash_at_intent(case.store, c.job_dir(job), "after")
+    with pytest.raises(InjectedCrash):
+        c.commit_job(job, msgs)
+    fault_layer(case.store).armed = False
+    report = cleanup_destination(case.store, older_than_s=0)
+    assert report.rolled_forward and not report.failed
+    assert contents(case.store) == {**KEPT, **expected(c, job, FILES)}
+
+
+@promise("rollback_without_intent")
+def test_a_partition_overwrite_dead_before_its_intent_leaves_every_old_partition(case):
+    with_partitioned_data(case)
+    c, job = case.job("overwrite-partitions")
+    msgs = run_tasks(c, job, FILES)
+    crash_at_intent(case.store, c.job_dir(job), "before")
+    with pytest.raises(InjectedCrash):
+        c.commit_job(job, msgs)
+    fault_layer(case.store).armed = False
+    cleanup_destination(case.store, older_than_s=0)
+    assert contents(case.store) == PARTITIONED_OLD
+
+
 # --- dead jobs ---------------------------------------------------------------------------------
 
 

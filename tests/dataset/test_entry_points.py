@@ -170,7 +170,7 @@ def test_aliases_given_twice_are_refused_in_the_callers_names():
             "write_dataset",
             defaults("write_dataset", dest="o", existing_data_behavior="delete_matching"),
         ).mode
-        == "overwrite"
+        == "overwrite-partitions"
     )
 
 

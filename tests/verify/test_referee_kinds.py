@@ -17,12 +17,12 @@ from dataferry.verify import invariants as inv
 from dataferry.verify import verify_crash
 from dataferry.verify.concurrent import run_concurrent
 from dataferry.verify.driver_kills import kill_points, run_driver_kills
+from dataferry.verify.earlier import write_earlier
 from dataferry.verify.harness import (
     ScenarioStores,
     check_outcome,
     deterministic_options,
     run_reference,
-    write_earlier,
 )
 from dataferry.verify.reference import file_bytes, file_path, job_tag
 from dataferry.verify.zombies import run_zombies
@@ -95,14 +95,35 @@ def test_earlier_data_must_be_gone_when_replaced_and_intact_when_kept(tmp_path):
     store.write_bytes("b", b"2")
     earlier = inv.snapshot(store)
     visible = inv.visible_files(store)
-    assert inv.check_earlier(store, earlier, visible, replaced=False) == []
-    (left,) = inv.check_earlier(store, earlier, visible, replaced=True)
-    assert left == f"{inv.WRITE_MODE}: mode 'overwrite' left 2 of the earlier 2 files, e.g. a"
+    assert inv.check_earlier(store, earlier, visible, replaced=()) == []
+    (left,) = inv.check_earlier(store, earlier, visible, replaced={"a", "b"})
+    assert left == (
+        f"{inv.WRITE_MODE}: the write mode left 2 of the 2 earlier files it replaces, e.g. a"
+    )
     store.delete("a")
     store.delete("b")
-    assert inv.check_earlier(store, earlier, [], replaced=True) == []
-    (lost,) = inv.check_earlier(store, earlier, [], replaced=False)
+    assert inv.check_earlier(store, earlier, [], replaced={"a", "b"}) == []
+    (lost,) = inv.check_earlier(store, earlier, [], replaced=())
     assert lost.startswith(f"{inv.EARLIER_KEPT}: earlier data lost 2 of 2"), lost
+
+
+def test_a_partition_overwrite_replaces_the_partitions_the_job_writes_and_keeps_the_others(
+    tmp_path,
+):
+    store = open_store(str(tmp_path))
+    for path in ("part=p0/x.dat", "part=p1/y.dat", "part=p2/z.dat"):
+        store.write_bytes(path, b"old")
+    earlier = inv.snapshot(store)
+    written = inv.replaced_by("overwrite-partitions", earlier)
+    assert written == {"part=p0/x.dat", "part=p1/y.dat"}
+    assert inv.replaced_by("overwrite", earlier) == set(earlier)
+    assert inv.replaced_by("append", earlier) == set()
+    store.delete("part=p0", recursive=True)
+    store.delete("part=p1", recursive=True)
+    assert inv.check_earlier(store, earlier, inv.visible_files(store), written) == []
+    store.delete("part=p2", recursive=True)  # the untouched partition must stay
+    (lost,) = inv.check_earlier(store, earlier, [], written)
+    assert lost.startswith(f"{inv.EARLIER_KEPT}: earlier data lost 1 of 1"), lost
 
 
 def test_unique_names_carry_the_job_and_the_old_names_still_parse(stores):
@@ -221,7 +242,8 @@ def test_verify_crash_json_has_the_new_kinds():
     assert data["driver_kills"] >= 3
     assert data["zombie_schedules"] >= 10
     assert data["concurrent_runs"] == 12
-    assert data["existing_data_crash_points"] == 3 * (1 + 2)
+    # each write mode, a partition overwrite included: the crash-free run and 2 crash points
+    assert data["existing_data_crash_points"] == 4 * (1 + 2)
     assert set(data["kinds"]) == {
         "crash",
         "ambiguous",

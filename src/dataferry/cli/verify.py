@@ -53,7 +53,8 @@ def verify_crash_cmd(
     existing_data: bool = typer.Option(
         False,
         "--existing-data",
-        help="Also every crash point over a committed data set, in each write mode (3x).",
+        help="Also every crash point over a committed data set, in each write mode, a "
+        "partition overwrite included (4x).",
     ),
     zombie_points: int = typer.Option(
         0,

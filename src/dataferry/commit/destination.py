@@ -2,7 +2,9 @@
 
 - `error` (default): refuse a destination that already holds data or a committed job;
 - `append`: keep existing data, add this job's files;
-- `overwrite`: replace existing data with this job's output.
+- `overwrite`: replace existing data with this job's output;
+- `overwrite-partitions` (pyarrow's `delete_matching`, Spark's dynamic partition overwrite):
+  replace the contents of each directory the job writes files into, keep every other.
 
 This check only fails early and creates the destination: nothing is deleted here. The mode is
 decided when the job commits, while it holds the destination's claim (`job/commit.py`), so a
@@ -20,7 +22,7 @@ from ..store import Store, paths
 from .protocol import MODES
 from .records.success import SUCCESS_FILE
 
-Mode = Literal["error", "append", "overwrite"]
+Mode = Literal["error", "append", "overwrite", "overwrite-partitions"]
 
 
 def prepare_destination(store: Store, mode: str = "error") -> None:

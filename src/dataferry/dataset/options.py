@@ -24,9 +24,9 @@ DEFAULT_MAX_OPEN_FILES = 1024  # pyarrow's default
 EXISTING_DATA_BEHAVIOR = {
     "error": "error",
     "overwrite_or_ignore": "append",
-    "delete_matching": "overwrite",
+    "delete_matching": "overwrite-partitions",
 }
-MODES = ("error", "append", "overwrite", "overwrite-table")
+MODES = ("error", "append", "overwrite", "overwrite-partitions", "overwrite-table")
 
 
 def _parquet_option_names() -> frozenset[str]:

@@ -106,12 +106,13 @@ def write_dataset(
         The commit protocol (``v1``, ``v2``, ``manifest``, ``magic``, ``directory``,
         ``partitioned``, ``hive``, ``direct``), or ``auto`` to choose from the store.
     mode
-        ``error`` (default: refuse a non-empty destination), ``append`` or ``overwrite``;
-        with ``committer="hive"``, ``overwrite`` replaces the partitions written and
-        ``overwrite-table`` the table.
+        ``error`` (default: refuse a non-empty destination), ``append``, ``overwrite``
+        (everything visible) or ``overwrite-partitions`` (each partition the job writes
+        into, the others kept); with ``committer="hive"``, ``overwrite`` replaces the
+        partitions written and ``overwrite-table`` the table.
     existing_data_behavior
         pyarrow's name for the mode: ``error``, ``overwrite_or_ignore`` (append) or
-        ``delete_matching`` (overwrite).
+        ``delete_matching`` (overwrite-partitions, as pyarrow: the partitions written).
     filesystem
         An fsspec ``AbstractFileSystem`` or a ``pyarrow.fs.FileSystem`` to write through.
     storage_options

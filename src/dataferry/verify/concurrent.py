@@ -29,6 +29,7 @@ from typing import Any
 from ..store import fault_layer as find_fault_layer
 from ..store.faults import call_at
 from . import invariants as inv
+from .earlier import earlier_data
 from .harness import (
     EXISTING,
     FRESH,
@@ -36,7 +37,6 @@ from .harness import (
     Scenario,
     ScenarioStores,
     discard,
-    earlier_data,
     leftovers_allowed,
     quiet_store,
     seeded_uuid,
@@ -170,7 +170,8 @@ def check_race(
             problems.append(f"{inv.WRITE_MODE}: job {s.name} in mode 'append' failed: {s.error}")
             nothing_of(s, inv.NOTHING_OF_FAILED)
     expected = [s.uuid for s in sides if files[s.name]]
-    problems += inv.check_earlier(store, earlier, visible, replaced=won and mode == "overwrite")
+    replaced = inv.replaced_by(mode, earlier) if won else set()
+    problems += inv.check_earlier(store, earlier, visible, replaced)
     bad = inv.check_jobs(store, expected, ignore=earlier)
     problems += bad
     if won and not has_success:

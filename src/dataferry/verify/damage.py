@@ -42,6 +42,7 @@ from ..commit.records.claim import MIN_CLAIM_TIMEOUT_S
 from ..errors import DataferryError
 from . import invariants as inv
 from .child import ChildSpec, carry, run_child
+from .earlier import write_earlier
 from .harness import (
     EXISTING,
     Scenario,
@@ -53,7 +54,6 @@ from .harness import (
     quiet_store,
     run_reference,
     seeded_uuid,
-    write_earlier,
 )
 from .race_checks import final_cleanup
 from .races import points_of

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import DataferryError
 from .child import ChildSpec, carry, run_child
+from .earlier import earlier_data
 from .harness import (
     VARIANTS,
     Scenario,
@@ -38,7 +39,6 @@ from .harness import (
     check_outcome,
     check_rerun,
     discard,
-    earlier_data,
     leftovers_allowed,
     quiet_store,
     seeded_uuid,

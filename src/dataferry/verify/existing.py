@@ -1,5 +1,6 @@
-"""The crash points again, for a job in each write mode into a destination that already holds
-a committed data set: the earlier data must stay exactly as it was, or the job be all there as
+"""The crash points again, for a job in each write mode (a partition overwrite too) into a
+destination that already holds a committed data set, spread over one partition more than the
+job writes: the earlier data must stay exactly as it was, or the job be all there as
 its mode says, and a rerun must do what the mode says."""
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from ..errors import InjectedCrash
 from ..store import FaultRule, crash_at, open_store
 from ..store import fault_layer as find_fault_layer
 from . import invariants as inv
+from .earlier import write_earlier
 from .harness import (
     EXISTING,
-    MODES,
+    EXISTING_MODES,
     Scenario,
     ScenarioStores,
     allowed_leftovers,
@@ -25,8 +27,8 @@ from .harness import (
     recovery_committer,
     run_reference,
     seeded_uuid,
-    write_earlier,
 )
+from .reference import WIDE_PARTITIONS
 from .scenario import Select, crash_points, run_scenarios
 
 
@@ -45,7 +47,7 @@ def run_existing_scenario(
     must be exactly as it was, or the job all there as its mode says. Then a rerun in the same
     mode must do what the mode says (`error`: be refused)."""
     scenario = Scenario(index=None, when="", kind="existing_crash", mode=mode, destination=EXISTING)
-    earlier = write_earlier(committer, url, options, uuids[0])
+    earlier = write_earlier(committer, url, options, uuids[0], partitions=WIDE_PARTITIONS)
     store = open_store(url, faults=rules, latency_scale=0.0)
     fault = find_fault_layer(store)
     assert fault is not None
@@ -112,7 +114,7 @@ def existing_crash_points(
     rng = random.Random(f"{seed}:existing")
     jobs = []
     out: list[Scenario] = []
-    for mode in MODES:
+    for mode in EXISTING_MODES:
         uuids = (seeded_uuid(rng), seeded_uuid(rng))
         url = stores.url(f"x-{mode}-base")
         scenario, trace = run_existing_scenario(committer, url, mode, [], options, uuids)

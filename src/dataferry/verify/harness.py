@@ -28,9 +28,11 @@ from ..ids import new_job_id
 from ..store import Store, open_store
 from ..store import fault_layer as find_fault_layer
 from . import invariants as inv
-from .reference import SPECULATIVE_TASK, TASKS, unique_tasks, unique_work
+from .reference import PARTITIONS, SPECULATIVE_TASK, TASKS, unique_tasks, unique_work
 
 MODES = ("error", "append", "overwrite")
+# the existing-data scenarios run a partition overwrite (pyarrow's delete_matching) too
+EXISTING_MODES = (*MODES, "overwrite-partitions")
 FRESH, EXISTING = "fresh", "existing"
 # the runs of a scenario family: a fresh destination (mode error), one holding data (each mode)
 VARIANTS = ((FRESH, "error"), *((EXISTING, m) for m in MODES))
@@ -208,9 +210,9 @@ def job_committer(name: str, store: Store, mode: str, options: dict[str, Any]) -
     return make_committer(name, store, mode=mode, allow_unsafe_rename=True, **options)
 
 
-def recovery_committer(name: str, store: Store, mode: str, options: dict[str, Any]) -> Committer:
-    """A committer to abort or recover a job of `mode` with (changes nothing by itself)."""
-    return make_committer(name, store, mode=mode, allow_unsafe_rename=True, **options)
+# a committer to abort or recover a job of `mode` with: built as the job's (it changes nothing
+# by itself)
+recovery_committer = job_committer
 
 
 def refused(exc: BaseException | None) -> bool:
@@ -276,9 +278,11 @@ def run_reference(
     options: dict[str, Any],
     job_uuid: str | None = None,
     before_job_commit: Callable[[Any], None] | None = None,
+    partitions: int = PARTITIONS,
 ) -> JobOutcome:
-    """The reference job (job-tagged names) in `mode`, on the inline engine. An InjectedCrash
-    (the driver died) propagates, with the outcome so far in `exc.outcome`."""
+    """The reference job (job-tagged names) in `mode`, on the inline engine, over `partitions`
+    partition directories. An InjectedCrash (the driver died) propagates, with the outcome so
+    far in `exc.outcome`."""
     job_id = new_job_id(job_uuid=job_uuid) if job_uuid else new_job_id()
     out = JobOutcome(status="", job_uuid=job_id.uuid, job_id=job_id)
     fault = find_fault_layer(store)
@@ -292,7 +296,7 @@ def run_reference(
     try:
         under_test = job_committer(committer, store, mode, options)
         out.run = engine().run_job(
-            under_test, unique_tasks(), job_id=job_id, before_job_commit=at_commit
+            under_test, unique_tasks(partitions), job_id=job_id, before_job_commit=at_commit
         )
         out.status = "committed"
     except InjectedCrash as e:
@@ -355,33 +359,6 @@ def prepare_job(
     return PreparedJob(under_test, job, messages)
 
 
-def earlier_data(
-    committer: str, url: str, options: dict[str, Any], destination: str, job_uuid: str
-) -> inv.Snapshot:
-    """What a variant's destination holds before its job: nothing where it is fresh, else a
-    data set committed by the job `job_uuid` (`write_earlier`)."""
-    if destination != EXISTING:
-        return {}
-    return write_earlier(committer, url, options, job_uuid)
-
-
-def write_earlier(
-    committer: str, url: str, options: dict[str, Any], job_uuid: str | None = None
-) -> inv.Snapshot:
-    """Commit a data set into an empty destination with another job through the same
-    committer (mode `append`, the same as any mode on an empty destination, and the one a
-    committer that shows task output early, v2, does not refuse itself in); returns what a
-    reader sees of it."""
-    store = quiet_store(url)
-    out = run_reference(committer, store, "append", options, job_uuid)
-    if not out.committed:
-        raise DataferryError(
-            f"{committer} cannot write the earlier data set into an empty destination "
-            f"({store.full_url()}): {out.status} {out.error}"
-        )
-    return inv.snapshot(store)
-
-
 # --- checks of a destination after a job ---------------------------------------------------------
 
 
@@ -414,7 +391,7 @@ def check_outcome(
                 f"{inv.WRITE_MODE}: a job in mode 'error' ({reported}) put its files into a "
                 f"destination that held {len(earlier)} files"
             )
-        problems += inv.check_earlier(store, earlier, visible, replaced=mode == "overwrite")
+        problems += inv.check_earlier(store, earlier, visible, inv.replaced_by(mode, earlier))
         bad = inv.check_jobs(store, [job_uuid], ignore=earlier)
         if bad and reported != "committed":
             problems.append(
@@ -440,8 +417,9 @@ def check_outcome(
                 f"{inv.WRITE_MODE}: mode {mode!r} refused a destination holding "
                 f"{len(earlier)} files"
             )
-        replaced = reported == "committed" and mode == "overwrite"  # earlier data went
-        kept = [] if replaced else inv.check_kept(store, earlier)
+        gone = inv.replaced_by(mode, earlier) if reported == "committed" else set()
+        replaced = bool(earlier) and gone == set(earlier)  # all the earlier data went
+        kept = inv.check_kept(store, {p: b for p, b in earlier.items() if p not in gone})
         problems += kept
         problems += inv.check_jobs(store, [], ignore=earlier)
         if not earlier:

@@ -46,7 +46,7 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping
 
 from ..store import Store, paths
-from .reference import FILES_PER_TASK, TASKS, parse_file
+from .reference import FILES_PER_TASK, JOB_PARTITIONS, TASKS, parse_file
 
 NO_FALSE_SUCCESS = "no_false_success"
 EXCLUSIVE = "exclusive_output"
@@ -254,21 +254,33 @@ def check_kept(store: Store, earlier: Mapping[str, bytes], what: str = "") -> li
     return [f"{EARLIER_KEPT}: {what + ': ' if what else ''}earlier data {detail}"]
 
 
+def replaced_by(mode: str, earlier: Collection[str]) -> set[str]:
+    """The files of the earlier data set a committed job in `mode` replaces: all of them for
+    `overwrite`, those in the partitions the reference job writes for `overwrite-partitions`
+    (pyarrow's delete_matching), none otherwise."""
+    if mode == "overwrite":
+        return set(earlier)
+    if mode == "overwrite-partitions":
+        return {p for p in earlier if any(paths.is_under(p, d) for d in JOB_PARTITIONS)}
+    return set()
+
+
 def check_earlier(
-    store: Store, earlier: Mapping[str, bytes], visible: Collection[str], replaced: bool
+    store: Store, earlier: Mapping[str, bytes], visible: Collection[str], replaced: Collection[str]
 ) -> list[str]:
-    """The earlier data set after a job: all of it gone when the job replaced it (a committed
-    `overwrite`), else every file still there with the same bytes."""
-    if not replaced:
-        return check_kept(store, earlier)
+    """The earlier data set after a job that took effect: the `replaced` files gone (a
+    committed `overwrite`, or the written partitions of a partition overwrite), every other
+    one still there with the same bytes."""
+    gone = set(replaced)
+    problems = check_kept(store, {p: b for p, b in earlier.items() if p not in gone})
     seen = set(visible)
-    left = sorted(p for p in earlier if p in seen)
-    if not left:
-        return []
-    return [
-        f"{WRITE_MODE}: mode 'overwrite' left {len(left)} of the earlier "
-        f"{len(earlier)} files, e.g. {left[0]}"
-    ]
+    left = sorted(p for p in gone if p in seen)
+    if left:
+        problems.append(
+            f"{WRITE_MODE}: the write mode left {len(left)} of the {len(gone)} earlier files "
+            f"it replaces, e.g. {left[0]}"
+        )
+    return problems
 
 
 def visible_dirs(store: Store, path: str = "") -> list[str]:

@@ -87,8 +87,8 @@ def check_sides(
             f"{', '.join(s.name for s in present)} in a destination that held "
             f"{len(earlier)} files"
         )
-    replaced = mode == "overwrite" and bool(present)
-    problems += inv.check_earlier(store, earlier, visible, replaced=replaced)
+    replaced = inv.replaced_by(mode, earlier) if present else set()
+    problems += inv.check_earlier(store, earlier, visible, replaced)
     if present and not has_success:
         problems.append(
             f"{inv.NO_FALSE_SUCCESS}: {', '.join(s.name for s in present)}'s output is "

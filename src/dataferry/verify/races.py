@@ -53,13 +53,13 @@ from typing import Any
 
 from . import invariants as inv
 from .child import JOIN_S, ChildDriver, ChildSpec, carry, run_child
+from .earlier import earlier_data
 from .harness import (
     EXISTING,
     VARIANTS,
     Scenario,
     ScenarioStores,
     discard,
-    earlier_data,
     error_chain,
     leftovers_allowed,
     quiet_store,

@@ -1,7 +1,8 @@
 """The crash harness's reference job: small, deterministic, and self-describing.
 
 4 tasks write 3 files each over 2 partition directories; task 1 also gets one speculative
-duplicate attempt. A file's name carries its task, file number and attempt, and its bytes carry
+duplicate attempt. The earlier data set of the existing-data scenarios spreads the same files
+over one partition more (`WIDE_PARTITIONS`), so a partition overwrite has a partition to keep. A file's name carries its task, file number and attempt, and its bytes carry
 the job too, so output mixed from two attempts or two jobs is detectable by looking at it.
 
 `unique_tasks()` is the same job with the job's tag in every file name (`-j<8 hex>`), as Spark
@@ -20,6 +21,8 @@ from ..engine.attempt import TaskOutput
 TASKS = 4
 FILES_PER_TASK = 3
 PARTITIONS = 2
+WIDE_PARTITIONS = PARTITIONS + 1
+JOB_PARTITIONS = tuple(f"part=p{i}" for i in range(PARTITIONS))  # where the job writes
 SPECULATIVE_TASK = 1
 
 # unique names carry the job's tag; committers that write in place add a job/task/attempt tag
@@ -34,9 +37,11 @@ def job_tag(job_uuid: str) -> str:
     return job_uuid.replace("-", "")[:8]
 
 
-def file_path(task: int, file: int, attempt: int, tag: str = "") -> str:
+def file_path(
+    task: int, file: int, attempt: int, tag: str = "", partitions: int = PARTITIONS
+) -> str:
     suffix = f"-j{tag}" if tag else ""
-    return f"part=p{file % PARTITIONS}/t{task}-f{file}-a{attempt}{suffix}.dat"
+    return f"part=p{file % partitions}/t{task}-f{file}-a{attempt}{suffix}.dat"
 
 
 def file_bytes(task: int, file: int, attempt: int, job_uuid: str) -> bytes:
@@ -52,11 +57,14 @@ def reference_work(task: int, out: TaskOutput) -> None:
         )
 
 
-def unique_work(task: int, out: TaskOutput, files: range | None = None) -> None:
-    """The reference task with the job's tag in its file names (`files`: only these)."""
+def unique_work(
+    task: int, out: TaskOutput, files: range | None = None, partitions: int = PARTITIONS
+) -> None:
+    """The reference task with the job's tag in its file names (`files`: only these), over
+    `partitions` partition directories."""
     for f in files if files is not None else range(FILES_PER_TASK):
         out.write(
-            file_path(task, f, out.attempt_number, job_tag(out.job_uuid)),
+            file_path(task, f, out.attempt_number, job_tag(out.job_uuid), partitions),
             file_bytes(task, f, out.attempt_number, out.job_uuid),
         )
 
@@ -65,8 +73,8 @@ def reference_tasks() -> list[functools.partial]:
     return [functools.partial(reference_work, t) for t in range(TASKS)]
 
 
-def unique_tasks() -> list[functools.partial]:
-    return [functools.partial(unique_work, t) for t in range(TASKS)]
+def unique_tasks(partitions: int = PARTITIONS) -> list[functools.partial]:
+    return [functools.partial(unique_work, t, partitions=partitions) for t in range(TASKS)]
 
 
 def attempt_of(path: str) -> tuple[int, int] | None:
@@ -91,7 +99,9 @@ def parse_file(path: str, data: bytes) -> ParsedFile | None:
         return None
     part, task, file, attempt = (int(g) for g in m.groups()[:4])
     tag = m.group(5)
-    if part != file % PARTITIONS or task >= TASKS or file >= FILES_PER_TASK:
+    if part not in (file % PARTITIONS, file % WIDE_PARTITIONS):
+        return None
+    if task >= TASKS or file >= FILES_PER_TASK:
         return None
     job = None
     first = data.split(b"\n", 1)[0].decode(errors="replace")

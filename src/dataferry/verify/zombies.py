@@ -36,6 +36,7 @@ from ..store import fault_layer as find_fault_layer
 from ..store import open_store
 from ..store.faults import call_at
 from . import invariants as inv
+from .earlier import earlier_data
 from .harness import (
     VARIANTS,
     PreparedJob,
@@ -45,7 +46,6 @@ from .harness import (
     allowed_leftovers,
     check_outcome,
     discard,
-    earlier_data,
     prepare_job,
     quiet_store,
     seeded_uuid,

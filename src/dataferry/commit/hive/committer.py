@@ -133,10 +133,12 @@ class HiveCommitter(Committer):
         `overwrite-table` in its load; `error` loads only into an empty table."""
         if mode == "error":
             return "error", {"mode": "append"}
+        if mode == "overwrite-partitions":  # pyarrow's delete_matching: Hive's own overwrite
+            return "append", {"mode": "overwrite"}
         if mode not in MODES:
             raise ConfigError(
                 f"unknown hive mode {mode!r}; committer 'hive' takes mode "
-                f"{', '.join(repr(m) for m in ('error', *MODES))}"
+                f"{', '.join(repr(m) for m in ('error', 'overwrite-partitions', *MODES))}"
             )
         return "append", {"mode": mode}
 

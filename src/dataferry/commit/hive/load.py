@@ -93,17 +93,16 @@ def plan_load(
             journal.steps.append(Step("aside", st.path, target, directory=st.is_dir))
 
     existing = _exists_map(store, [p for p in partitions if p], pools.partitions)
-    if mode == "overwrite-table":
+    # an overwrite that writes into the table's root (an unpartitioned insert) replaces the
+    # whole table, as Hive's INSERT OVERWRITE of an unpartitioned table and pyarrow's
+    # delete_matching of an unpartitioned write do
+    if mode == "overwrite-table" or (mode == "overwrite" and "" in partitions):
         for e in _visible_entries(store, ""):
             move_aside(e)
         existing = dict.fromkeys(existing)
     elif mode == "overwrite":
         for p in partitions:
-            if p == "":
-                for e in _visible_entries(store, ""):
-                    if not e.is_dir:
-                        move_aside(e)
-            elif existing.get(p) is not None:
+            if existing.get(p) is not None:
                 move_aside(existing[p])  # type: ignore[arg-type]
                 existing[p] = None
     taken = _names_taken(store, [p for p in partitions if p == "" or existing.get(p)], pools)

@@ -53,7 +53,7 @@ def commit_job(
             if job.claim:
                 held = claim_destination(ctx, committer, job)
             plan = committer.plan_commit(ctx, job, messages)
-            replace = check_write_mode(ctx, committer, job, plan)
+            replace = check_write_mode(ctx, committer, job, plan, messages)
             intent = Intent(
                 job_id=str(job.job_id),
                 job_uuid=job.job_uuid,

@@ -13,22 +13,32 @@ from ..protocol import CommitPlan, CommitterHooks, JobContext, StageContext, Tas
 from ..records.intent import Intent, mark_phase, phase_done, save_intent
 from ..records.success import SUCCESS_FILE
 from .links import refuse_linked_entries
+from .partitions import in_partitions, partitions_of
 
 REPLACED_PHASE = "replaced"
 
 
 @stage("job_stage_check_write_mode", "check_write_mode")
 def check_write_mode(
-    ctx: StageContext, committer: CommitterHooks, job: JobContext, plan: CommitPlan
+    ctx: StageContext,
+    committer: CommitterHooks,
+    job: JobContext,
+    plan: CommitPlan,
+    messages: Sequence[TaskCommitMessage] = (),
 ) -> list[str]:
     """Decide the write mode against the destination as it is now (we hold its claim):
-    `error` refuses existing data, `overwrite` returns the entries it replaces. A symbolic
+    `error` refuses existing data, `overwrite` returns the entries it replaces, and
+    `overwrite-partitions` those in the directories the committed tasks wrote into. A symbolic
     link among the destination's entries is refused here, before the commit is decided: the
     store would refuse to publish through it only after `overwrite` deleted the earlier data."""
     refuse_linked_entries(ctx.store)
     if job.mode == "append":
         return []
     existing = committer.existing_data(job, plan)
+    if job.mode == "overwrite-partitions":
+        written = partitions_of(f for m in messages for f in m.files)
+        ctx.stats.incr("committer_partitions_replaced", len(written))
+        return in_partitions(ctx.store, existing, written)
     if job.mode == "error":
         if existing:
             raise DestinationError(

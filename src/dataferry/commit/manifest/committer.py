@@ -24,6 +24,7 @@ from ...store import Store, open_store, paths
 from ..base import Committer
 from ..job.stages import check_destination
 from ..protocol import (
+    REPLACING_MODES,
     Applied,
     CommitPlan,
     JobContext,
@@ -135,8 +136,9 @@ class ManifestCommitter(Committer):
         committed = {m.task_id: m.attempt_id for m in messages}
         entries = f"{ctx.layout.job_attempt_dir}/{ENTRIES_NAME}"
         loaded = load_manifests(ctx, committed, ctx.store, entries)
-        # overwrite replaces everything visible: nothing already there can be in the way
-        replace = [] if job.mode == "overwrite" else check_existing_files(ctx, loaded)
+        # overwrite replaces everything visible, a partition overwrite each partition written:
+        # nothing already there can be in the way
+        replace = [] if job.mode in REPLACING_MODES else check_existing_files(ctx, loaded)
         return CommitPlan(
             payload={
                 "entries": entries,

@@ -2,7 +2,7 @@
 interface. It runs nothing: the job machinery (`job/`) and the committer base (`base.py`)
 sit above it, the records (`records/`) below."""
 
-from .contexts import MODES, JobContext, TaskAttemptContext
+from .contexts import MODES, REPLACING_MODES, JobContext, TaskAttemptContext
 from .hooks import CommitterHooks
 from .messages import JobCommitResult, Leftover, TaskCommitMessage
 from .plans import Applied, CommitPlan
@@ -10,6 +10,7 @@ from .stage import StageContext
 
 __all__ = [
     "MODES",
+    "REPLACING_MODES",
     "Applied",
     "CommitPlan",
     "CommitterHooks",

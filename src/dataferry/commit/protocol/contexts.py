@@ -9,7 +9,9 @@ from typing import Any
 from ...ids import JobId, TaskAttemptId, TaskId
 from ...store import Store
 
-MODES = ("error", "append", "overwrite")
+MODES = ("error", "append", "overwrite", "overwrite-partitions")
+# modes whose commit deletes earlier data: everything visible, or the partitions written
+REPLACING_MODES = ("overwrite", "overwrite-partitions")
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from ...stages import stage
 from ...store import Store, paths
 from ...store.etags import multipart_etag
 from ..base import Committer
+from ..job.partitions import partitions_of
 from ..job.recovery import recover_job
 from ..lookup import committer_by_name
 from ..protocol import Applied, CommitPlan, JobContext, Leftover, StageContext, TaskCommitMessage
@@ -106,14 +107,6 @@ def refuse_duplicates(uploads: Iterable[Any], task_of: Any = None) -> None:
 
 
 # --- conflict modes ------------------------------------------------------------------------
-
-
-def partitions_of(files: Iterable[str], include_root: bool = True) -> list[str]:
-    """The directories a job writes files into (`""`: the destination's root)."""
-    parts = {paths.parent(f) for f in files}
-    if not include_root:
-        parts.discard("")
-    return sorted(parts)
 
 
 def data_in(store: Store, scopes: Sequence[str] | None) -> list[str]:

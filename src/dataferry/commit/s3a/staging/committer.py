@@ -23,6 +23,7 @@ from typing import BinaryIO
 
 from ....errors import CommitError, ConfigError, JobCommitError, TaskCommitError
 from ....store import IOPool, Store, open_store, paths
+from ...job.partitions import partitions_of
 from ...job.stages import check_destination
 from ...protocol import JobContext, StageContext, TaskAttemptContext, TaskCommitMessage
 from ...records.intent import load_intent
@@ -32,7 +33,6 @@ from ..uploads import (
     abort_at_keys,
     abort_quietly,
     check_conflicts,
-    partitions_of,
     read_pendingset,
 )
 from . import layout
