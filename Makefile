@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP_BASE): pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/pip install --quiet -c constraints.txt -e .
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[shuffle]'  # the demo's shuffle tour
 	touch $@
 
 $(STAMP_TEST): pyproject.toml constraints.txt | $(BIN)/python

@@ -42,7 +42,7 @@ def test_hints():
         ("dask", "import dataferry.dask as d; d.to_parquet(None, 'out')", "dataferry[dask]"),
         ("distributed", "import dataferry.dask as d; d.shuffle(None, 'k')", "dataferry[dask]"),
         ("ray", "import dataferry.ray as r; r.CommitDatasink('out')", "dataferry[ray]"),
-        ("moto", "from dataferry.testing import LocalS3Server as S; S().start()", "[report]"),
+        ("moto", "from dataferry.testing import LocalS3Server as S; S().start()", "[testserver]"),
     ],
 )
 def test_integrations_name_their_extra_when_it_is_missing(blocked, code, extra):
@@ -53,3 +53,48 @@ def test_integrations_name_their_extra_when_it_is_missing(blocked, code, extra):
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("dataferry.extras.MissingDependency") and extra in last, last
+
+
+# what the core install leaves out: each comes with the extra that needs it
+NOT_CORE = ("pandas", "pyroaring", "cryptography", "moto")
+
+
+def test_the_core_install_is_what_a_local_write_and_the_command_line_need():
+    import re
+    from importlib.metadata import requires
+
+    core = {
+        re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0].lower()
+        for r in requires("dataferry") or []
+        if "extra ==" not in r
+    }
+    assert core == {"pyarrow", "numpy", "fsspec", "typer", "rich"}
+
+
+def test_a_write_and_the_demo_run_without_the_extras_and_import_none_of_them(tmp_path):
+    env = {**os.environ, "PYTHONPATH": BLOCKER, "DATAFERRY_TEST_BLOCK": ",".join(NOT_CORE)}
+    code = (
+        "import sys, pyarrow as pa, dataferry, dataferry.cli\n"
+        "t = pa.table({'k': ['a', 'b'] * 50, 'v': list(range(100))})\n"
+        "dataferry.write_dataset(t, sys.argv[1], partition_by=['k'])\n"
+        f"loaded = [m for m in {NOT_CORE!r} if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "_SUCCESS").exists()
+    demo = subprocess.run(
+        [sys.executable, "-m", "dataferry.cli", "demo", "--rows", "20000", "--tasks", "4"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert demo.returncode == 0, demo.stderr
+    assert "shuffle tour skipped" in demo.stdout and "dataferry[shuffle]" in demo.stdout

@@ -24,6 +24,7 @@ from .dataset.write import WriteResult, write_dataset
 from .engine import AttemptFailure, LocalEngine, LocalEngineConfig
 from .engine.local import EventHook
 from .errors import DataferryError, DestinationError
+from .extras import MissingDependency
 from .store import Store, open_store
 
 
@@ -89,7 +90,10 @@ def run_demo(
         report, table = _main_job(store, rows, tasks, committer, workers, on_event, force)
         if tour:
             report.commit_tour = commit_tour(table, tasks, os.path.join(workdir, "tour"))
-            report.shuffle_tour = shuffle_tour(os.path.join(workdir, "tour", "shuffle"))
+            try:
+                report.shuffle_tour = shuffle_tour(os.path.join(workdir, "tour", "shuffle"))
+            except MissingDependency as e:  # a core install: the shuffle is an extra
+                report.notes.append(f"shuffle tour skipped: {e}")
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -1,7 +1,8 @@
 """Optional dependencies: import one, or fail with the `pip install` line that brings it.
 
-dataferry's core needs pyarrow alone; S3, Dask, Ray, the report's plots and the S3 test server
-come with extras. `require("distributed", "dask")` imports the module or raises
+dataferry's core needs pyarrow, fsspec and the command line's typer and rich; S3, Dask, Ray, the
+push shuffle (pyroaring, pandas), the services' TLS (cryptography), the report's plots and the
+S3 test server come with extras. `require("distributed", "dask")` imports the module or raises
 `MissingDependency`, whose message names the extra (`pip install 'dataferry[dask]'`). The
 command line turns any `ModuleNotFoundError` into the same message through `missing_dependency`.
 """
@@ -26,7 +27,10 @@ EXTRA_OF_MODULE = {
     "distributed": "dask",
     "ray": "ray",
     "matplotlib": "report",
-    "moto": "report",
+    "moto": "testserver",
+    "pyroaring": "shuffle",
+    "pandas": "shuffle",
+    "cryptography": "tls",
     "polars": "bench",
     "deltalake": "bench",
     "duckdb": "bench",

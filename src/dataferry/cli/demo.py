@@ -152,6 +152,8 @@ def _render(report: DemoReport) -> None:
                 str(r["merged_partitions"]),
             )
         console.print(t)
+    for note in report.notes:
+        console.print(note, markup=False)
     if report.workdir:
         console.print(f"temporary output kept in {report.workdir}", markup=False)
     else:

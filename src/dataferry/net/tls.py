@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConfigError, DataferryError
+from ..extras import require
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ def _identity(cert_pem: bytes, key_pem: bytes) -> TLSIdentity:
 
 def self_signed_identity(hosts: Sequence[str] = ()) -> TLSIdentity:
     """A fresh self-signed pair (P-256) naming `hosts` (names or IP addresses) in its SAN."""
+    require("cryptography", "TLS for the services")  # names the extra when it is missing
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec

@@ -14,9 +14,8 @@ import ssl
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pyroaring import BitMap
-
 from ..errors import DataferryError, ShuffleError, ShuffleServiceUnavailable
+from ..extras import require
 from ..net import connect
 from ..net.addresses import parse_service_address
 from ..net.tls import normalize_fingerprint
@@ -25,6 +24,8 @@ from .blocks import Pieces
 from .merge import MergeStatus, PushCode
 from .protocol import FRAME_MAGIC, PREFIX, Msg, prefix
 from .tenancy import AppCredentials
+
+BitMap = require("pyroaring", "the push shuffle").BitMap
 
 PushBlock = bytes | memoryview | Pieces  # a framed block, whole or as (header, payload)
 

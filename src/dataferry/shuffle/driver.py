@@ -23,9 +23,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from pyroaring import BitMap
-
 from ..errors import ShuffleError
+from ..extras import require
 from ..net.addresses import parse_service_address
 from ..net.tls import normalize_fingerprint
 from ..stages import StageRun, stage
@@ -35,6 +34,8 @@ from .config import DriverConfig, PushConfig
 from .mapoutput import MapStatus
 from .pusher import PushTarget
 from .tenancy import AppCredentials
+
+BitMap = require("pyroaring", "the push shuffle").BitMap
 
 _POLL_S = 0.02  # how often the mergers are asked for push completions while the driver waits
 

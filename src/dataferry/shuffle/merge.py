@@ -31,13 +31,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from pyroaring import BitMap
-
 from ..errors import ConfigError, StoreError
+from ..extras import require
 from ..stats import IOStatistics
 from ..store import Store
 from .config import ShuffleServiceConfig
 from .files import check_app, encode_offsets, merged_files, shuffle_dir
+
+BitMap = require("pyroaring", "the push shuffle").BitMap
 
 
 class PushCode(IntEnum):

@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from pyroaring import BitMap
-
 from ..errors import CorruptShuffleData, ShuffleError, ShuffleServiceUnavailable
+from ..extras import require
 from ..stats import IOStatistics
 from .blocks import Block, unframe
 from .client import ServiceRefused, ShuffleClient
@@ -28,6 +27,8 @@ from .driver import MergedPartition
 from .files import decode_offsets
 from .mapoutput import MapStatus
 from .tenancy import AppCredentials, check_credentials
+
+BitMap = require("pyroaring", "the push shuffle").BitMap
 
 T = TypeVar("T")
 
