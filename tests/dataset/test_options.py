@@ -142,6 +142,33 @@ def test_bad_options_are_named_before_anything_is_written(tmp_path, kwargs, name
     )
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"partiton_by": ["k"]}, "unknown option 'partiton_by'; did you mean 'partition_by'?"),
+        ({"compresion": "zstd"}, "unknown option 'compresion'; did you mean 'compression'?"),
+        ({"max_rows_per_fil": 10}, "did you mean 'max_rows_per_file'?"),
+        ({"row_group_size": "1000"}, "row_group_size must be an integer >= 1, got '1000'"),
+    ],
+)
+def test_a_misspelled_or_mistyped_option_says_what_was_meant(tmp_path, kwargs, message):
+    with pytest.raises(ConfigError) as e:
+        dataferry.write_dataset(table(), str(tmp_path / "o"), **kwargs)
+    assert message in str(e.value)
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.parquet"))
+
+
+def test_a_protocol_whose_file_system_is_not_installed_names_the_extra(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("gcsfs") is not None:
+        pytest.skip("gcsfs is installed")
+    from dataferry.extras import MissingDependency
+
+    with pytest.raises(MissingDependency, match=r"pip install 'dataferry\[gcs\]'"):
+        dataferry.write_dataset(table(10), "gs://bucket/out")
+
+
 def test_signature_is_real_and_documented():
     sig = inspect.signature(dataferry.write_dataset)
     for name in (

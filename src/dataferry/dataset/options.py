@@ -8,6 +8,7 @@ value is checked here, once, on the driver, with an error that names the option 
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -160,6 +161,7 @@ def build_options(
         merged[name] = value
     if "row_group_size" in merged:
         rows = merged.pop("row_group_size")
+        _check_int("row_group_size", rows, minimum=1)  # its own name in the error
         if sizes.get("max_rows_per_group") not in (None, rows):
             raise ConfigError("give row_group_size or max_rows_per_group, not both")
         sizes["max_rows_per_group"] = rows
@@ -328,6 +330,27 @@ ENTRY_POINTS: dict[str, dict[str, Any]] = {
 _FIELDS = {f.name for f in fields(WriteRequest)} - {"options", "mode_words"} | {"format"}
 
 
+def check_loose_names(row: dict[str, Any], fmt: Any, loose: dict[str, Any]) -> None:
+    """A loose keyword that is no writer option of the format but close to a name the entry
+    point or the writer knows is a typo: the error says which name was meant ("unknown option
+    'partiton_by'; did you mean 'partition_by'?"). Others are left to the writer's own check,
+    which lists its options."""
+    if fmt not in FORMAT_OPTION_NAMES:
+        return
+    writer = FORMAT_OPTION_NAMES[fmt]() | {"row_group_size"}
+    names = sorted(
+        {n for n, target in row.items() if target is not RUN and not isinstance(target, Loose)}
+        | set(writer)
+        | set(SIZE_OPTIONS)
+    )
+    for key in loose:
+        if key in writer:
+            continue
+        close = difflib.get_close_matches(str(key), names, n=1)
+        if close:
+            raise ConfigError(f"unknown option {key!r}; did you mean {close[0]!r}?")
+
+
 def translate(entry_point: str, arguments: dict[str, Any]) -> WriteRequest:
     """The write an entry point's arguments ask for (its `locals()` on entry), by its row in
     `ENTRY_POINTS`; each error names the entry point's own arguments."""
@@ -374,6 +397,7 @@ def translate(entry_point: str, arguments: dict[str, Any]) -> WriteRequest:
             put(target, name, value)
     values = {k: v for k, (_, v) in given.items()}
     assert set(values) <= _FIELDS, set(values) - _FIELDS
+    check_loose_names(row, values.get("format", "parquet"), loose)
     parts = values.pop("partition_by", ())
     return WriteRequest(
         options=build_options(values.pop("format", "parquet"), format_options, loose, **sizes),

@@ -39,6 +39,7 @@ from ..errors import (
     NotFound,
     StoreError,
 )
+from ..extras import missing_dependency
 from . import nofollow, paths
 from .base import Store, read_capped, record_too_large
 from .local import LOCAL_CAPABILITIES, LocalStore
@@ -115,7 +116,13 @@ class FsspecStore(Store):
     ) -> None:
         self._fs_arg = fs  # None: made from the URL (and made again from it when unpickled)
         if fs is None:
-            fs, root = fsspec.core.url_to_fs(url, **storage_options)
+            try:
+                fs, root = fsspec.core.url_to_fs(url, **storage_options)
+            except ImportError as e:  # fsspec's "Install gcsfs to access GCS": name our extra
+                missing = missing_dependency(e)
+                if missing is None:
+                    raise
+                raise missing from e
         else:
             if storage_options:
                 raise ConfigError(
