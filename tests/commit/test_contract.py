@@ -202,8 +202,8 @@ def test_an_empty_job_commits_success_and_nothing_else(case):
 # --- write modes -------------------------------------------------------------------------------
 
 
-def with_old_data(case: Case) -> None:
-    for path, data in OLD.items():
+def with_old_data(case: Case, old: dict[str, bytes] = OLD) -> None:
+    for path, data in old.items():
         case.store.write_bytes(path, data)
 
 
@@ -247,14 +247,9 @@ PARTITIONED_OLD = {
 KEPT = {k: v for k, v in PARTITIONED_OLD.items() if v == b"kept"}
 
 
-def with_partitioned_data(case: Case) -> None:
-    for path, data in PARTITIONED_OLD.items():
-        case.store.write_bytes(path, data)
-
-
 @promise("mode_overwrite")
 def test_a_partition_overwrite_replaces_the_partitions_written_and_keeps_the_others(case):
-    with_partitioned_data(case)
+    with_old_data(case, PARTITIONED_OLD)
     c, job = case.job("overwrite-partitions")
     c.commit_job(job, run_tasks(c, job, FILES))
     assert contents(case.store) == {**KEPT, **expected(c, job, FILES)}
@@ -263,7 +258,7 @@ def test_a_partition_overwrite_replaces_the_partitions_written_and_keeps_the_oth
 
 @promise("mode_overwrite")
 def test_a_partition_overwrite_of_an_unpartitioned_write_replaces_everything(case):
-    with_partitioned_data(case)
+    with_old_data(case, PARTITIONED_OLD)
     c, job = case.job("overwrite-partitions")
     files = {0: ["part-0"], 1: ["part-1"]}
     c.commit_job(job, run_tasks(c, job, files))
@@ -272,43 +267,37 @@ def test_a_partition_overwrite_of_an_unpartitioned_write_replaces_everything(cas
 
 @promise("roll_forward")
 def test_a_partition_overwrite_dead_after_its_intent_is_rolled_forward_keeping_the_others(case):
-    with_partitioned_data(case)
-    c, job = case.job("overwrite-partitions")
-    msgs = run_tasks(c, job, FILES)
-    crash_at_intent(case.store, c.job_dir(job), "after")
-    with pytest.raises(InjectedCrash):
-        c.commit_job(job, msgs)
-    fault_layer(case.store).armed = False
-    report = cleanup_destination(case.store, older_than_s=0)
+    with_old_data(case, PARTITIONED_OLD)
+    c, job, report = die_at_intent_then_clean_up(case, "overwrite-partitions", "after")
     assert report.rolled_forward and not report.failed
     assert contents(case.store) == {**KEPT, **expected(c, job, FILES)}
 
 
 @promise("rollback_without_intent")
 def test_a_partition_overwrite_dead_before_its_intent_leaves_every_old_partition(case):
-    with_partitioned_data(case)
-    c, job = case.job("overwrite-partitions")
-    msgs = run_tasks(c, job, FILES)
-    crash_at_intent(case.store, c.job_dir(job), "before")
-    with pytest.raises(InjectedCrash):
-        c.commit_job(job, msgs)
-    fault_layer(case.store).armed = False
-    cleanup_destination(case.store, older_than_s=0)
+    with_old_data(case, PARTITIONED_OLD)
+    die_at_intent_then_clean_up(case, "overwrite-partitions", "before")
     assert contents(case.store) == PARTITIONED_OLD
 
 
 # --- dead jobs ---------------------------------------------------------------------------------
 
 
-@promise("roll_forward")
-def test_a_commit_dead_after_its_intent_is_rolled_forward(case):
-    c, job = case.job()
+def die_at_intent_then_clean_up(case: Case, mode: str, when: str):
+    """A job in `mode` whose driver dies `when` ("before", "after") its intent record is
+    saved, then `dataferry cleanup`; returns the committer, the job and cleanup's report."""
+    c, job = case.job(mode)
     msgs = run_tasks(c, job, FILES)
-    crash_at_intent(case.store, c.job_dir(job), "after")
+    crash_at_intent(case.store, c.job_dir(job), when)
     with pytest.raises(InjectedCrash):
         c.commit_job(job, msgs)
     fault_layer(case.store).armed = False
-    report = cleanup_destination(case.store, older_than_s=0)
+    return c, job, cleanup_destination(case.store, older_than_s=0)
+
+
+@promise("roll_forward")
+def test_a_commit_dead_after_its_intent_is_rolled_forward(case):
+    c, job, report = die_at_intent_then_clean_up(case, "append", "after")
     assert report.rolled_forward and not report.failed
     assert contents(case.store) == expected(c, job, FILES)
     assert case.store.exists(SUCCESS_FILE)
@@ -317,13 +306,7 @@ def test_a_commit_dead_after_its_intent_is_rolled_forward(case):
 
 @promise("rollback_without_intent")
 def test_a_commit_dead_before_its_intent_is_rolled_back(case):
-    c, job = case.job()
-    msgs = run_tasks(c, job, FILES)
-    crash_at_intent(case.store, c.job_dir(job), "before")
-    with pytest.raises(InjectedCrash):
-        c.commit_job(job, msgs)
-    fault_layer(case.store).armed = False
-    report = cleanup_destination(case.store, older_than_s=0)
+    c, job, report = die_at_intent_then_clean_up(case, "append", "before")
     assert report.removed and not report.failed and not report.rolled_forward
     assert_nothing_left(case, c, job)
 
