@@ -118,12 +118,17 @@ def _action(report: RecoveryReport, path: str, older_than: str) -> str:
     if path in report.skipped_recent:
         return f"skipped: changed within {older_than}"
     if path in report.rolled_forward:
-        return "commit finished, job directory removed"
+        return "rolled forward: its decided commit finished, what the job left removed"
     if path in report.rolled_back:
-        return "job rolled back, nothing of it visible"
+        return "rolled back: nothing of the job stays visible"
     if path in report.removed:
         return "removed"
-    return "would be recovered"
+    planned = report.planned.get(path)
+    if planned == "rolled forward":
+        return "would be rolled forward: its commit was decided (intent record), it is finished"
+    if planned == "rolled back":
+        return "would be rolled back: nothing of the job stays visible"
+    return "would be removed"
 
 
 @uploads_app.command("list")

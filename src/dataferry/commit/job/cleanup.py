@@ -18,7 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...errors import CommitError, NotFound, StoreError
+from ...ids import new_job_id
 from ...store import Store
+from ..lookup import committer_by_name
 from ..protocol import Leftover
 from ..records.claim import CLAIM_FILE, FENCE_PREFIX, MIN_CLAIM_TIMEOUT_S, Claim, ClaimState
 from ..records.drivers import Drivers
@@ -31,6 +33,7 @@ from ..records.hold import (
     remove_empty_claim_dir,
     take_over,
 )
+from ..records.intent import intent_path
 from ..registry import committer_classes
 from .recovery import _recoverer, recover_claim
 
@@ -48,6 +51,9 @@ class RecoveryReport:
     failed: dict[str, str] = field(default_factory=dict)  # path -> why it was left in place
     uploads_aborted: list[str] = field(default_factory=list)  # keys of orphaned uploads
     left: dict[str, str] = field(default_factory=dict)  # path -> why it was left alone
+    # a dry run's word for each entry the real run would recover: "rolled forward" (its commit
+    # was decided: the intent record is there) or "rolled back"
+    planned: dict[str, str] = field(default_factory=dict)
 
 
 def _newest_mtime(store: Store, path: str) -> float:
@@ -87,7 +93,10 @@ def cleanup_destination(
             return report
     drivers = Drivers(store, judge)
     if dry_run:
-        _survey(store, report, older_than_s, drivers)
+        if state is not None and state.claim is not None and state.claim.job_dir:
+            decided = store.exists(intent_path(state.claim.job_dir))
+            report.planned[CLAIM_PATH] = _direction(decided, rollback)
+        _survey(store, report, older_than_s, drivers, rollback)
         return report
     if state is None and not drivers and not _anything_left(store):
         remove_empty_claim_dir(store)  # a release that died between its deletes
@@ -145,8 +154,11 @@ def _hold_for_cleanup(
     if state.claim is None:
         report.removed.append(CLAIM_PATH)
         log.warning("destination %s: removed %s", store.full_url(), state.describe())
-    elif outcome:
+    elif outcome:  # the claim's row says which way its holder's commit went, as the job's does
+        if where not in report.found:
+            report.found.append(where)
         _record(report, where, outcome[0])
+        _record(report, CLAIM_PATH, outcome[0])
         report.removed.append(CLAIM_PATH)
     return held
 
@@ -184,9 +196,25 @@ def _why_left(
     return ""
 
 
-def _survey(store: Store, report: RecoveryReport, older_than_s: float, drivers: Drivers) -> None:
-    """A dry run: what the real run would do with each leftover (recover or leave)."""
-    _each_leftover(store, report, older_than_s, drivers, act=None)
+def _direction(decided: bool, rollback: bool) -> str:
+    """What recovery does with a job: finish a decided commit (unless told to undo Hive's
+    decided loads), else undo it."""
+    return "rolled forward" if decided and not rollback else "rolled back"
+
+
+def _survey(
+    store: Store, report: RecoveryReport, older_than_s: float, drivers: Drivers, rollback: bool
+) -> None:
+    """A dry run: what the real run would do with each leftover (roll it forward or back, or
+    leave it, and why), deciding as the real run does: by the job's intent record."""
+
+    def plan(cls: type, left: Leftover) -> None:
+        committer = committer_by_name(left.committer, store)
+        job = committer.new_job(new_job_id(job_uuid=left.job_uuid), attempt=left.attempt)
+        decided = bool(left.job_uuid) and store.exists(intent_path(committer.job_dir(job)))
+        report.planned[left.path] = _direction(decided, rollback)
+
+    _each_leftover(store, report, older_than_s, drivers, act=plan)
 
 
 def _recover_leftovers(
@@ -213,7 +241,7 @@ def _each_leftover(
     act: Callable[[type, Leftover], None] | None,
 ) -> None:
     """Every committer's leftovers once: each one cleanup must leave is reported with why;
-    `act` is done with each of the others (None: a dry run)."""
+    `act` is done with each of the others (recover it, or, in a dry run, say how it would)."""
     now = time.time()
     for cls in committer_classes():
         for left in _leftovers_of(cls, store, report):
