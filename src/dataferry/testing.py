@@ -2,7 +2,7 @@
 
 `LocalS3Server` runs moto's server mode in its own process (not in-process mocking), on a free
 port, with throwaway credentials; the tests and `dataferry bench` use it, and so can users'
-own tests. It needs moto: `pip install 'dataferry[report]'`.
+own tests. It needs moto: `pip install 'dataferry[testserver]'`.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ CASES = [
     # verify, bench, plan, demo
     Case(("verify", "crash", "--committer", "nope"), 1, "unknown committer 'nope'"),
     Case(("bench", "commit", "--committers", "nope"), 1, "'nope'"),
-    Case(("bench", "commit", "--s3-local"), 1, "dataferry[report]", block="moto"),
+    Case(("bench", "commit", "--s3-local"), 1, "dataferry[testserver]", block="moto"),
     Case(("bench", "shuffle", "--size", "lots"), 1, "'lots'"),
     Case(("bench", "hive", "--modes", "nope"), 1, "'nope'"),
     Case(("bench", "markers", "--store", "data"), 1, "sim:PROFILE"),
