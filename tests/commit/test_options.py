@@ -112,3 +112,17 @@ def test_make_committer_own_options_are_checked_too():
         make_committer("manifest", "memory://opts", claim_timeout_s="30")
     with pytest.raises(ConfigError, match="'allow_unsafe_rename' must be a bool, got 'yes'"):
         make_committer("manifest", "memory://opts", allow_unsafe_rename="yes")
+
+
+@pytest.mark.parametrize("profile", ["s3", "gcs"])
+def test_a_renaming_committer_refused_on_a_copying_store_is_told_what_auto_picks(tmp_path, profile):
+    from dataferry.commit.factory import choose_committer
+    from dataferry.store import open_store
+
+    store = open_store(f"sim:{profile}:{tmp_path}", latency_scale=0.0)
+    picked = choose_committer(store)
+    assert picked != "manifest"
+    with pytest.raises(ConfigError) as e:
+        make_committer("manifest", store)
+    assert f"use {picked!r} (what 'auto' picks for this store)" in str(e.value)
+    assert profile != "gcs" or "'magic'" not in str(e.value)  # GCS has no multipart upload

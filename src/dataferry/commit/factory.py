@@ -196,8 +196,8 @@ def make_committer(
     ):
         raise ConfigError(
             f"committer {name!r} commits by renaming, and {store.describe()} has no atomic rename "
-            "(a rename there is a copy and a delete); use 'magic' or 'auto', or pass "
-            "allow_unsafe_rename=True to measure it anyway"
+            f"(a rename there is a copy and a delete); use {choose_committer(store)!r} (what "
+            "'auto' picks for this store), or pass allow_unsafe_rename=True to measure it anyway"
         )
     write_mode, implied = _spec(name).committer_class().prepare_mode(mode)
     committer = build_committer(name, store, build_config(name, {**implied, **options}))
