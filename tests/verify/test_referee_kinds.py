@@ -23,6 +23,7 @@ from dataferry.verify.harness import (
     check_outcome,
     deterministic_options,
     run_reference,
+    seeded_uuid,
 )
 from dataferry.verify.reference import file_bytes, file_path, job_tag
 from dataferry.verify.zombies import run_zombies
@@ -316,3 +317,21 @@ def test_kill_after_an_operation_that_failed_still_kills(tmp_path):
         [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == -9 and "survived" not in proc.stdout
+
+
+@pytest.mark.parametrize("committer", ["manifest", "hive"])
+@pytest.mark.parametrize("mode", ["append", "overwrite", "overwrite-partitions"])
+def test_an_existing_data_run_judges_each_mode_by_what_the_committer_means_by_it(
+    stores, committer, mode
+):
+    # the earlier data set has a partition the job does not write: Hive's `overwrite`
+    # (INSERT OVERWRITE) keeps it, as a partition overwrite does; others' `overwrite` does not
+    from dataferry.verify.existing import run_existing_scenario
+
+    rng = random.Random(7)
+    uuids = (seeded_uuid(rng), seeded_uuid(rng))
+    url = stores.url(f"x-{committer}-{mode}")
+    scenario, _ = run_existing_scenario(
+        committer, url, mode, [], deterministic_options(committer), uuids
+    )
+    assert scenario.problems == [], scenario.problems

@@ -50,6 +50,8 @@ COMMITTER_NAME = "dataferry.commit.hive.HiveCommitter"
 
 class HiveCommitter(Committer):
     name = "hive"
+    # INSERT OVERWRITE replaces the partitions written; overwrite-table the whole table
+    mode_meanings = {"overwrite": "overwrite-partitions", "overwrite-table": "overwrite"}
 
     def __init__(self, store: Store, config: HiveConfig) -> None:
         super().__init__(store, config)

@@ -38,6 +38,9 @@ class CommitterHooks(ABC):
     can_undo_decided = False  # cleanup --rollback can undo a commit that has an intent record
     starts_uploads = False  # its tasks leave multipart uploads pending (cleanup aborts orphans)
     write_mode = "append"  # set by make_committer(mode=...)
+    # a user's mode name -> what it replaces, in the common modes' words, where a committer's
+    # own vocabulary differs (Hive's `overwrite` replaces the partitions written)
+    mode_meanings: dict[str, str] = {}
     claim_timeout_s = DEFAULT_CLAIM_TIMEOUT_S
 
     def __init__(self, store: Store, config: Any) -> None:
