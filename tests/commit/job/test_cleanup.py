@@ -58,3 +58,15 @@ def test_the_command_line_words_a_dry_run_as_the_real_run_will_act(tmp_path):
     real = CliRunner().invoke(app, ["cleanup", dest, "--older-than", "0s"])
     assert real.exit_code == 0, real.output
     assert "rolled forward" in real.output and store.exists("_SUCCESS")
+
+
+def test_a_dry_run_with_rollback_says_what_recovery_does_for_a_committer_that_cannot_undo(
+    tmp_path,
+):
+    # --rollback undoes only what can be undone (Hive's decided loads); a decided manifest
+    # commit is still finished, and the dry run must say so
+    store = dead_commit(tmp_path, "after")
+    dry = cleanup_destination(store, older_than_s=0, dry_run=True, rollback=True)
+    assert set(dry.planned.values()) == {"rolled forward"}, dry.planned
+    real = cleanup_destination(store, older_than_s=0, rollback=True)
+    assert set(dry.planned) <= set(real.rolled_forward), (dry.planned, real)

@@ -33,9 +33,8 @@ from ..records.hold import (
     remove_empty_claim_dir,
     take_over,
 )
-from ..records.intent import intent_path
 from ..registry import committer_classes
-from .recovery import _recoverer, recover_claim
+from .recovery import _recoverer, claim_job, recover_claim, recovery_way
 
 log = logging.getLogger("dataferry.commit")
 CLAIM_PATH = CLAIM_FILE
@@ -93,9 +92,10 @@ def cleanup_destination(
             return report
     drivers = Drivers(store, judge)
     if dry_run:
-        if state is not None and state.claim is not None and state.claim.job_dir:
-            decided = store.exists(intent_path(state.claim.job_dir))
-            report.planned[CLAIM_PATH] = _direction(decided, rollback)
+        if state is not None and state.claim is not None:
+            _plan(
+                report, CLAIM_PATH, lambda: recovery_way(*claim_job(store, state.claim), rollback)
+            )
         _survey(store, report, older_than_s, drivers, rollback)
         return report
     if state is None and not drivers and not _anything_left(store):
@@ -196,23 +196,24 @@ def _why_left(
     return ""
 
 
-def _direction(decided: bool, rollback: bool) -> str:
-    """What recovery does with a job: finish a decided commit (unless told to undo Hive's
-    decided loads), else undo it."""
-    return "rolled forward" if decided and not rollback else "rolled back"
+def _plan(report: RecoveryReport, path: str, way: Callable[[], str]) -> None:
+    """A dry run's word for `path`: the way recovery would go, or why it would fail."""
+    try:
+        report.planned[path] = way()
+    except (CommitError, StoreError) as e:
+        report.failed[path] = str(e)
 
 
 def _survey(
     store: Store, report: RecoveryReport, older_than_s: float, drivers: Drivers, rollback: bool
 ) -> None:
     """A dry run: what the real run would do with each leftover (roll it forward or back, or
-    leave it, and why), deciding as the real run does: by the job's intent record."""
+    leave it, and why), decided by recovery's own rule (`recovery_way`)."""
 
     def plan(cls: type, left: Leftover) -> None:
         committer = committer_by_name(left.committer, store)
         job = committer.new_job(new_job_id(job_uuid=left.job_uuid), attempt=left.attempt)
-        decided = bool(left.job_uuid) and store.exists(intent_path(committer.job_dir(job)))
-        report.planned[left.path] = _direction(decided, rollback)
+        _plan(report, left.path, lambda: recovery_way(committer, job, rollback))
 
     _each_leftover(store, report, older_than_s, drivers, act=plan)
 

@@ -60,15 +60,27 @@ def acquire_for_job(committer: CommitterHooks, job: JobContext, wait_s: float) -
     )
 
 
+def _decided(committer: CommitterHooks, job: JobContext, rollback: bool) -> Intent | None:
+    """The job's intent record if recovery finishes it (None: recovery undoes the job)."""
+    intent = load_intent(committer.store, committer.job_dir(job))
+    if intent is not None and intent.job_uuid != job.job_uuid:
+        intent = None  # another job's (v1 jobs share one attempt directory): not ours to touch
+    return None if intent is None or (rollback and committer.can_undo_decided) else intent
+
+
+def recovery_way(committer: CommitterHooks, job: JobContext, rollback: bool = False) -> str:
+    """What `recover_job` would do, changing nothing: 'rolled forward' or 'rolled back' (what
+    `dataferry cleanup --dry-run` says). Raises DamagedRecord as recovery would."""
+    return "rolled back" if _decided(committer, job, rollback) is None else "rolled forward"
+
+
 def recover_job(committer: CommitterHooks, job: JobContext, rollback: bool = False) -> str:
     """Finish a job's interrupted commit from its intent record ('rolled forward'), or undo the
     job when it has none ('rolled back'). Raises, leaving everything in place, when a decided
     commit cannot be finished."""
-    intent = load_intent(committer.store, committer.job_dir(job))
-    if intent is not None and intent.job_uuid != job.job_uuid:
-        intent = None  # another job's (v1 jobs share one attempt directory): not ours to touch
+    intent = _decided(committer, job, rollback)
     where = committer.store.full_url(committer.job_dir(job))
-    if intent is not None and not (rollback and committer.can_undo_decided):
+    if intent is not None:
         log.warning("job %s: rolling forward its decided commit from %s", job.job_id, where)
         _under_claim(committer, job, lambda: _finish_recovered(committer, job, intent))
         log.warning("job %s: rolled forward", job.job_id)
@@ -137,11 +149,16 @@ def _let_go(held: HeldClaim, abandon: bool) -> None:
         )
 
 
+def claim_job(store: Store, dead: Claim) -> tuple[CommitterHooks, JobContext]:
+    """The committer and job of a claim's holder, rebuilt from the claim."""
+    committer = committer_by_name(dead.committer, store)
+    return committer, job_from_ids(committer, dead.job_id, dead.job_uuid, dead.attempt)
+
+
 def recover_claim(store: Store, dead: Claim, rollback: bool = False) -> str:
     """Finish (or roll back) the commit of a claim holder that died; the claim stays for the
     caller to remove. Raises, leaving everything in place, when it cannot be finished."""
-    committer = committer_by_name(dead.committer, store)
-    job = job_from_ids(committer, dead.job_id, dead.job_uuid, dead.attempt)
+    committer, job = claim_job(store, dead)
     outcome = recover_job(committer, job, rollback=rollback)
     log.warning(
         "destination %s: %s the commit of dead %s", store.full_url(), outcome, dead.describe()
