@@ -9,6 +9,7 @@ value is checked here, once, on the driver, with an error that names the option 
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -30,6 +31,7 @@ EXISTING_DATA_BEHAVIOR = {
 MODES = ("error", "append", "overwrite", "overwrite-partitions", "overwrite-table")
 
 
+@functools.cache  # asked on every write (and by the typo check): pyarrow's signature is fixed
 def _parquet_option_names() -> frozenset[str]:
     """The keyword arguments pyarrow's ParquetWriter takes (this pyarrow's, not a copy)."""
     import pyarrow.parquet as pq
@@ -39,6 +41,7 @@ def _parquet_option_names() -> frozenset[str]:
     return frozenset(names | {"data_page_size"})
 
 
+@functools.cache
 def _csv_option_names() -> frozenset[str]:
     import pyarrow.csv as pacsv
 
