@@ -202,7 +202,7 @@ class CommitDatasink(_Base):
         _store, committer = prepare_write(self.request, _driver_schema(schema, self.partition_cols))
         job = committer.new_job()
         committer.setup_job(job)
-        record_job_driver(committer, job)
+        job = record_job_driver(committer, job)
         self._committer, self.job = committer, job
         self._coordinator = CoordinatorHandle(actor, str(job.job_id))
 

@@ -170,15 +170,15 @@ def test_cleanup_finishes_a_dead_commit_and_exits_1_when_it_cannot(tmp_path):
         with pytest.raises(InjectedCrash):
             c.commit_job(job, [msg])
         fault_layer(store).armed = False
-        return store, c.task_work_path(t)
+        return store, c.attempt_path(t, files[-1])  # where the last file was written
 
     store, _ = dead_commit(tmp_path / "ok", ["p=1/a", "p=1/b"])
     result = runner.invoke(app, ["cleanup", str(tmp_path / "ok"), "--older-than", "0", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["rolled_forward"]
     assert sorted(s.path for s in store.walk("")) == ["_SUCCESS", "p=1/a", "p=1/b"]
-    store, attempt = dead_commit(tmp_path / "lost", ["p=1/a", "p=1/b"])
-    store.delete(f"{attempt}/p=1/b")  # a file the commit still has to move has vanished
+    store, last = dead_commit(tmp_path / "lost", ["p=1/a", "p=1/b"])
+    store.delete(last)  # a file the commit still has to move has vanished
     result = runner.invoke(app, ["cleanup", str(tmp_path / "lost"), "--older-than", "0"])
     assert result.exit_code == 1 and "LEFT IN PLACE" in result.output
     assert store.exists("_temporary") and not store.exists("_SUCCESS")

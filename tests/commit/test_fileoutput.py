@@ -203,6 +203,7 @@ def test_v1_merge_resolves_an_ambiguous_rename_that_took_effect(tmp_path):
     job = c.new_job()
     c.setup_job(job)
     msgs = run_tasks(c, job)
+    store.mkdirs("p=0")  # (the first rename into it is then the one that takes effect)
     rule = _published_rename_ambiguous_after(store)
     c.commit_job(job, msgs)
     assert rule.fired == 1

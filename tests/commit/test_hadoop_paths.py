@@ -259,15 +259,15 @@ FSSPEC_GLOBS = pytest.mark.xfail(
 @pytest.mark.parametrize("kind", ["local", pytest.param("memory", marks=FSSPEC_GLOBS), "sim"])
 def test_manifest_job_into_an_awkward_destination(kind, root):
     store = fresh(kind, root)
-    _check_committed(store, run_job(make_committer("manifest", store), FILES))
+    _check_committed(store, run_job(make_committer("manifest", store, success_data=True), FILES))
 
 
 def test_manifest_job_on_memory_without_glob_characters(root):
     store = fresh("memory", root)
-    _check_committed(store, run_job(make_committer("manifest", store), NO_GLOBS))
+    _check_committed(store, run_job(make_committer("manifest", store, success_data=True), NO_GLOBS))
 
 
 def test_magic_job_into_an_awkward_destination(s3_url):
     store = open_store(f"{s3_url}/{AWKWARD}")
-    _check_committed(store, run_job(make_committer("magic", store), FILES))
+    _check_committed(store, run_job(make_committer("magic", store, success_data=True), FILES))
     assert store.list_uploads("") == []

@@ -444,3 +444,29 @@ def test_write_dataset_feeds_partitions_lazily(client, tmp_path):
     assert pq.ParquetFile(f).metadata.row_group(0).column(0).compression == "ZSTD"
     assert_exactly(out, pdf)
     assert nothing_held(client)
+
+
+def slow_unless_first(pdf, partition_info=None):
+    """Partition 0 fails at once; the others are still writing when the graph fails."""
+    if partition_info["number"] == 0:
+        raise RuntimeError("injected failure, first partition")
+    time.sleep(0.3)
+    return pdf
+
+
+def test_a_failed_graph_leaves_nothing_of_the_tasks_still_running(tmp_path):
+    """Dask runs a failed graph's other tasks to their end: what they write after the abort is
+    removed (by them, or by the abort's sweep after the driver record), so no reader's glob
+    counts it and nothing is left for cleanup."""
+    _, ddf = frame(parts=4)
+    out = tmp_path / "out"
+    bad = ddf.map_partitions(slow_unless_first, meta=ddf._meta)
+    with pytest.raises(RuntimeError, match="first partition"):
+        fdask.to_parquet(
+            bad,
+            out,
+            partition_on=["day"],
+            compute_kwargs={"scheduler": "threads", "num_workers": 4},
+        )
+    time.sleep(0.8)  # the other tasks end
+    assert [p for p in out.rglob("*") if p.is_file()] == []

@@ -11,6 +11,7 @@ authorised to commit or once it has committed.
 from __future__ import annotations
 
 import inspect
+import shutil
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +22,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from dataferry import write_dataset  # noqa: E402
 from dataferry.engine import AttemptFailure  # noqa: E402
 from dataferry.engine.ray import coordinator_actor  # noqa: E402
 from dataferry.errors import ConfigError  # noqa: E402
@@ -226,3 +228,19 @@ def test_bad_options_fail_on_the_driver_and_the_fault_hook_is_not_public(tmp_pat
         CommitDatasink(tmp_path / "out", min_rows_per_write=0)
     with pytest.raises(ConfigError, match="compression"):
         CommitDatasink(tmp_path / "out", compression="nope")
+
+
+def test_rays_reader_sees_the_earlier_rows_during_a_job_and_all_rows_after_it(local_ray, tmp_path):
+    """Ray's reader beside the others of tests/dataset/test_readers.py (here, where Ray runs)."""
+    from tests.dataset.test_readers import EARLIER, NEW, earlier
+
+    dest, frozen = tmp_path / "out", tmp_path / "frozen"
+    earlier(dest)
+
+    def on_event(event: str, task: int, attempt: int) -> None:
+        if event == "job_commit_started":  # what a driver killed here leaves
+            shutil.copytree(dest, frozen)
+
+    write_dataset(NEW, dest, partition_by=["day"], mode="append", on_event=on_event)
+    assert ray.data.read_parquet(str(frozen)).count() == EARLIER.num_rows
+    assert ray.data.read_parquet(str(dest)).count() == EARLIER.num_rows + NEW.num_rows

@@ -168,7 +168,7 @@ EXPECTED = {relpath: content(i, relpath) for i, files in TASKS.items() for relpa
 def reference(tmp_path_factory) -> Path:
     """dataferry's own commit of the data, start to end."""
     dest = tmp_path_factory.mktemp("reference") / DEST_NAME
-    committer = make_committer("manifest", open_store(str(dest)))
+    committer = make_committer("manifest", open_store(str(dest)), success_data=True)
     job = committer.new_job()
     committer.setup_job(job)
     committer.commit_job(job, write_tasks(committer, job))
@@ -209,7 +209,7 @@ def hadoop_commit(hadoop, reference, tmp_path_factory) -> HadoopCommit:
     base = tmp_path_factory.mktemp("hadoop-commits")
     dest = base / DEST_NAME
     store = open_store(str(dest))
-    committer = make_committer("manifest", store)
+    committer = make_committer("manifest", store, success_data=True)
     job = committer.new_job()
     committer.setup_job(job)
     messages = write_tasks(committer, job)
@@ -277,7 +277,7 @@ def test_uris_are_encoded_as_hadoop_encodes_them(hadoop_commit):
 def dataferry_commit(hadoop, tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("dataferry-commits")
     dest = base / DEST_NAME
-    committer = make_committer("manifest", open_store(str(dest)))
+    committer = make_committer("manifest", open_store(str(dest)), success_data=True)
     job = committer.new_job()
     spec = base / "tasks.tsv"
     spec.write_text(

@@ -48,6 +48,20 @@ class Committer(CommitterHooks):
             end_driver(self.store, job.job_uuid)  # given up: what is left is cleanup's
             raise
         end_driver(self.store, job.job_uuid)
+        self.sweep_late_attempts(job)
+
+    def sweep_late_attempts(self, job: JobContext) -> None:
+        """Remove what attempts still running wrote into the job's directory after the abort
+        removed it (Dask runs a failed graph's other tasks to their end). An attempt that
+        commits after the driver record is gone removes its own output (`job_ended`); one
+        that committed before is removed here, after the record."""
+        job_dir = self.job_dir(job)
+        if job.job_uuid not in job_dir:
+            return  # a directory jobs share (v1's `_temporary/0`): cleanup's, not the abort's
+        if self.store.exists(job_dir):
+            self.store.delete(job_dir, recursive=True)
+            self.stats.incr("committer_late_attempts_swept")
+        type(self).tidy(self.store)
 
     def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
         """What of the destination a write mode sees as data (and `overwrite` replaces)."""

@@ -48,6 +48,7 @@ from .protocol import (
     TaskAttemptContext,
     TaskCommitMessage,
 )
+from .protocol.inflight import published_name
 from .records.intent import INTENT_FILE, DamagedRecord, Intent, load_intent
 from .records.success import SUCCESS_FILE
 
@@ -85,6 +86,8 @@ class FileOutputConfig:
 
 class FileOutputCommitter(Committer):
     """v1 or v2, chosen by `config.algorithm`."""
+
+    inflight_names = True
 
     def __init__(self, store, config: FileOutputConfig) -> None:
         super().__init__(store, config)
@@ -150,7 +153,7 @@ class FileOutputCommitter(Committer):
             task_id=str(task.task_id),
             attempt_id=str(task.attempt_id),
             committer=self.name,
-            files=tuple(paths.relative_to(f.path, work) for f in files),
+            files=tuple(published_name(paths.relative_to(f.path, work)) for f in files),
             bytes=sum(f.size for f in files),
         )
 
@@ -162,6 +165,7 @@ class FileOutputCommitter(Committer):
         """v2's task commit: move the attempt's files into the destination one by one, merging
         into directories (never renaming one: another task may write beside it)."""
         if not src.is_dir:
+            dst = published_name(dst)
             if self.store.exists(dst):
                 self.store.delete(dst, recursive=True)
             self.store.rename(src.path, dst)
@@ -368,13 +372,18 @@ def plan_merge(ctx: StageContext, taken: list[str], replacing_all: bool = False)
             return None
 
     def merge(src: FileStatus, dst: str) -> None:
-        target = exists(dst) if dst else FileStatus("", 0, True)
         if not src.is_dir:
-            moves.append(Move(src.path, dst, replace=target is not None))
+            dst = published_name(dst)  # the attempt wrote it under its in-flight name
+            moves.append(Move(src.path, dst, replace=exists(dst) is not None))
             return
+        target = exists(dst) if dst else FileStatus("", 0, True)
         if target is None or not target.is_dir:
             moves.append(Move(src.path, dst, directory=True, replace=target is not None))
             will_exist.add(dst)
+            for f in store.walk(src.path):  # then its files take their own names, in place
+                moved = paths.join(dst, paths.relative_to(f.path, src.path))
+                if published_name(moved) != moved:
+                    moves.append(Move(moved, published_name(moved)))
             return
         children = store.list(src.path)
         refuse_links(store, children, "committed task directory", error=JobCommitError)

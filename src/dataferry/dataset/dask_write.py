@@ -45,6 +45,7 @@ from ..commit.factory import make_committer
 from ..commit.job.commit import record_job_driver
 from ..commit.lookup import committer_for
 from ..commit.protocol import JobContext, TaskAttemptContext, TaskCommitMessage
+from ..commit.records.drivers import end_driver
 from ..engine.attempt import AttemptReport, TaskOutput, commit_attempt, run_attempt
 from ..engine.dask import DaskEngine
 from ..engine.feed import TaskFeed
@@ -403,6 +404,8 @@ def write_graph(
         **request.committer_options,
     )
     job = committer.new_job()
+    if compute:  # this process drives the job: its record tells cleanup and late tasks
+        job = record_job_driver(committer, job)
     spec = WriteSpec(request.partition_by, request.options, frame)
     name, words = f"dataferry-{job.job_uuid[:8]}", request.mode_words
     setup = dask.delayed(functools.partial(setup_job_task, committer, job, words), pure=False)
@@ -425,6 +428,7 @@ def write_graph(
     except BaseException:
         abort_quietly(committer, job)
         raise
+    end_driver(store, job.job_uuid)  # (the commit task removed it; this stops its renewal)
     return result
 
 

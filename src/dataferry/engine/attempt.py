@@ -16,9 +16,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, Literal
 
 from ..commit.base import Committer
+from ..commit.job.commit import job_ended
 from ..commit.lookup import committer_for
 from ..commit.protocol import TaskAttemptContext, TaskCommitMessage
-from ..errors import EngineError, InjectedCrash
+from ..errors import EngineError, InjectedCrash, TaskCommitError
 from ..store import FaultRule, FaultStore, Op
 
 FailurePoint = Literal["after_write", "during_commit"]
@@ -155,6 +156,13 @@ def commit_attempt(
         message = committer.commit_task(ctx, written)
     except InjectedCrash as e:
         raise AttemptDied(f"{ctx.attempt_id}: crashed during task commit: {e}") from None
+    if job_ended(ctx.job):  # the job was aborted (or committed) while this attempt ran
+        _quiet_abort(committer, ctx)
+        committer.sweep_late_attempts(ctx.job)
+        raise TaskCommitError(
+            f"{ctx.attempt_id}: job {ctx.job.job_id} ended while the attempt ran; its output "
+            "is removed"
+        )
     return CommitReport(
         message=message,
         store_stats=store.stats.diff(before),

@@ -152,7 +152,8 @@ class LocalEngine:
         that fails with a ConfigError (bad input or options, the same in every attempt)
         aborts the job at once and raises that error, with no retry; a feed whose
         producer fails aborts the job and raises the producer's error; a failing job
-        commit aborts the job and raises JobCommitError. An InjectedCrash in the driver (job
+        commit aborts the job and raises JobCommitError; any other error of the driver (an
+        event hook's, an interrupt) aborts the job and propagates. An InjectedCrash in the driver (job
         setup or commit) propagates untouched: the driver died.
         """
         if not isinstance(tasks, TaskFeed) and not tasks:
@@ -160,25 +161,29 @@ class LocalEngine:
         job = committer.new_job(job_id)
         start = time.perf_counter()
         committer.setup_job(job)
-        record_job_driver(committer, job)
+        job = record_job_driver(committer, job)
         driver = _Driver(self.config, committer, job, tasks, on_event or (lambda *a: None))
         executor = self._executor()
         try:
             with _main_without_phantom_file():
                 driver.run(executor)
-        except (TaskFailed, ConfigError):
-            committer.abort_job(job)
-            raise
         except FeedFailed as e:
             driver.drain()
             committer.abort_job(job)
             raise e.error from None
+        except (Exception, KeyboardInterrupt):  # TaskFailed, ConfigError, a hook, Ctrl-C...
+            committer.abort_job(job)  # (an InjectedCrash is the driver dying: no abort)
+            raise
         finally:
             self._close_executor(executor)
         write_s = time.perf_counter() - start
-        if before_job_commit is not None:
-            before_job_commit(job)
-        driver.emit("job_commit_started", -1, -1)
+        try:
+            if before_job_commit is not None:
+                before_job_commit(job)
+            driver.emit("job_commit_started", -1, -1)
+        except (Exception, KeyboardInterrupt):
+            committer.abort_job(job)
+            raise
         messages = [driver.messages[i] for i in sorted(driver.messages)]
         result, job_commit_s = commit_or_abort(committer, job, messages)
         driver.emit("job_committed", -1, -1)

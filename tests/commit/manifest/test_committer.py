@@ -33,7 +33,7 @@ def test_layout_is_hadoops(store):
 
 
 def test_end_to_end_with_json_success(store):
-    c, job = new_job(store)
+    c, job = new_job(store, success_data=True)
     msgs = run_tasks(c, job, {0: ["p=1/a", "p=2/b"], 1: ["p=1/c", "top"]})
     assert visible(store) == []  # nothing visible after task commit only
     result = c.commit_job(job, msgs)
@@ -154,14 +154,14 @@ def test_rename_failing_mid_stage_is_finished_by_abort_once_the_store_recovers(t
     """Past its intent record a commit is decided: abort finishes it rather than leaving half
     of it visible, and while the store still fails it leaves everything in place."""
     store = open_store(str(tmp_path / "out"), faults=[])
-    c, job = new_job(store, io_threads=1)
+    c, job = new_job(store, io_threads=1, success_data=True)
     msgs = run_tasks(c, job, {i: [f"p/f{i}"] for i in range(6)})
     rule = FaultRule(
         action="fail",
         kinds=frozenset({Op.RENAME}),
         path_glob="_temporary/*/tasks/*",
         times=-1,
-        predicate=lambda i, op, p: p.endswith("f3"),
+        predicate=lambda i, op, p: p.endswith("f3.inflight"),  # (its name in flight)
     )
     fault_layer(store).add_rule(rule)
     with pytest.raises(JobCommitError, match="rename_files"):
@@ -225,7 +225,7 @@ def test_validate_output_catches_a_changed_file_before_success(tmp_path):
     c, job = new_job(store, validate_output=True, io_threads=1)
     msgs = run_tasks(c, job, {0: ["a"]})
     # another writer appends to the task's file after its manifest recorded size and etag
-    path = c.task_work_path(job.task(0)) + "/a"
+    path = c.attempt_path(job.task(0), "a")
     store.write_bytes(path, b"changed behind the committer's back")
     with pytest.raises(JobCommitError, match="bytes, expected"):
         c.commit_job(job, msgs)

@@ -62,6 +62,9 @@ class DirectConfig:
     threads: `hoodie.finalize.write.parallelism` and `hoodie.markers.delete.parallelism`: deletes
         of stray files and listing of markers in parallel.
     mark_successful_jobs: write `_SUCCESS`.
+    success_data: write Hadoop's SuccessData JSON into `_SUCCESS`, as Hadoop's manifest and S3A
+        committers do (False: the classic zero-byte `_SUCCESS`, which every directory reader
+        accepts; polars refuses a directory holding a non-empty one).
     """
 
     markers: str = "direct"
@@ -70,6 +73,7 @@ class DirectConfig:
     service_fingerprint: str = ""
     threads: int = 32
     mark_successful_jobs: bool = True
+    success_data: bool = False
 
     def __post_init__(self) -> None:
         from ...errors import ConfigError

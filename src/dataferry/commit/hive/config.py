@@ -21,7 +21,10 @@ class HiveConfig:
         renames) in parallel.
     catalog: location of the partition catalog (a SQLite file path); "" for none.
     table: the table's name in the catalog; "" uses the last component of its location.
-    mark_successful_jobs: write a JSON `_SUCCESS` in the table after the load.
+    mark_successful_jobs: write `_SUCCESS` in the table after the load.
+    success_data: write Hadoop's SuccessData JSON into `_SUCCESS`, as Hadoop's manifest and S3A
+        committers do (False: the classic zero-byte `_SUCCESS`, which every directory reader
+        accepts; polars refuses a directory holding a non-empty one).
     """
 
     mode: str = "append"
@@ -32,6 +35,7 @@ class HiveConfig:
     catalog: str = ""
     table: str = ""
     mark_successful_jobs: bool = True
+    success_data: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ...errors import ClaimLost, CommitError, InjectedCrash, JobCommitError
 from ...stages import stage
 from ..protocol import CommitterHooks, JobCommitResult, JobContext, StageContext, TaskCommitMessage
-from ..records.drivers import driver_crashed, end_driver, record_driver
+from ..records.drivers import driver_crashed, driver_path, end_driver, record_driver
 from ..records.hold import HeldClaim, mark_crashed
 from ..records.intent import Intent
 from .finish import finish_commit
@@ -124,8 +125,16 @@ def _finish_again(
     return result
 
 
-def record_job_driver(committer: CommitterHooks, job: JobContext) -> None:
+def record_job_driver(committer: CommitterHooks, job: JobContext) -> JobContext:
     """Record the job's driver (this process) in the destination from job setup on, so that
     `dataferry cleanup` leaves a live job alone and recovers a dead one at once; removed when
-    the job commits or is aborted (`drivers.py`)."""
+    the job commits or is aborted (`drivers.py`). Returns the job as its tasks must see it
+    (they check the record when they commit: `job_ended`)."""
     record_driver(committer.store, job_claim(committer, job))
+    return replace(job, driver_recorded=True)
+
+
+def job_ended(job: JobContext) -> bool:
+    """True once a job with a driver record has committed or been aborted: its record is gone.
+    One request; False for a job that never recorded its driver."""
+    return job.driver_recorded and not job.store.exists(driver_path(job.job_uuid))

@@ -53,6 +53,7 @@ ENTRIES_NAME = "_commit_entries.jsonl"
 
 class ManifestCommitter(Committer):
     name = "manifest"
+    inflight_names = True
 
     def __init__(self, store: Store, config: ManifestConfig) -> None:
         super().__init__(store, config)
@@ -211,7 +212,7 @@ class ManifestCommitter(Committer):
         self._fill(success, ctx, state="committed")
         success.diagnostics["mode"] = intent.mode
         self._maybe_save_summary(job, success, overwrite=True)
-        return success.to_bytes() if self.config.mark_successful_jobs else None
+        return self.success_record(success) if self.config.mark_successful_jobs else None
 
     def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
         return str(cleanup(ctx))

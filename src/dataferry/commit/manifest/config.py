@@ -22,6 +22,9 @@ class ManifestConfig:
     cleanup_skipped: `mapreduce.fileoutputcommitter.cleanup.skipped` (False).
     cleanup_failures_ignored: `mapreduce.fileoutputcommitter.cleanup-failures.ignored` (False).
     mark_successful_jobs: `mapreduce.fileoutputcommitter.marksuccessfuljobs` (True).
+    success_data: write Hadoop's SuccessData JSON into `_SUCCESS`, as Hadoop's manifest and S3A
+        committers do (False: the classic zero-byte `_SUCCESS`, which every directory reader
+        accepts; polars refuses a directory holding a non-empty one).
     task_scan_threads: threads a task commit lists its attempt directory with, one level of
         directories at a time (Hadoop walks it on one thread). Used only when listing waits
         on the store rather than on the CPU.
@@ -44,6 +47,7 @@ class ManifestConfig:
     cleanup_skipped: bool = False
     cleanup_failures_ignored: bool = False
     mark_successful_jobs: bool = True
+    success_data: bool = False
     task_scan_threads: int = 8
     summary_report_dir: str = ""
     diagnostics_manifest_dir: str = ""

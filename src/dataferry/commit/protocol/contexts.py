@@ -25,6 +25,9 @@ class JobContext:
     attempt: int = 0
     mode: str = "append"  # what the commit does with data already there (see MODES)
     claim: bool = True  # hold the destination's claim while committing (not for staging)
+    # the job's driver record exists from setup until the job ends (`records/drivers.py`): an
+    # attempt that commits once it is gone belongs to a job that ended, and removes its output
+    driver_recorded: bool = False
 
     @property
     def job_uuid(self) -> str:

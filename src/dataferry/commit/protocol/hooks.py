@@ -24,6 +24,7 @@ from ..records.claim import DEFAULT_CLAIM_TIMEOUT_S
 from ..records.intent import Intent
 from ..records.success import SuccessData
 from .contexts import MODES, JobContext, TaskAttemptContext
+from .inflight import inflight_name
 from .messages import Leftover, TaskCommitMessage
 from .plans import Applied, CommitPlan
 from .stage import StageContext
@@ -81,16 +82,26 @@ class CommitterHooks(ABC):
         it exists (direct: a marker each) do it for all of them at once; others ignore it."""
         return None
 
+    # committers that publish an attempt's files by renaming them name them in flight
+    # (`protocol/inflight.py`), so no reader's data glob counts them before the job commit
+    inflight_names = False
+
+    def attempt_path(self, task: TaskAttemptContext, relpath: str) -> str:
+        """Where the attempt writes a file that is `relpath` in the destination."""
+        name = paths.normalize(relpath)
+        return paths.join(
+            self.task_work_path(task), inflight_name(name) if self.inflight_names else name
+        )
+
     def write_file(self, task: TaskAttemptContext, relpath: str, data: bytes) -> str:
         """Write one output file of the attempt; `relpath` is relative to the destination."""
-        target = paths.join(self.task_work_path(task), paths.normalize(relpath))
+        target = self.attempt_path(task, relpath)
         self.store.write_bytes(target, data)
         return target
 
     def open_file(self, task: TaskAttemptContext, relpath: str) -> BinaryIO:
         """A stream for one output file; the file is published when the stream closes."""
-        target = paths.join(self.task_work_path(task), paths.normalize(relpath))
-        return self.store.open_write(target)
+        return self.store.open_write(self.attempt_path(task, relpath))
 
     @abstractmethod
     def needs_task_commit(self, task: TaskAttemptContext) -> bool: ...
@@ -165,7 +176,8 @@ class CommitterHooks(ABC):
     def success_bytes(
         self, ctx: StageContext, job: JobContext, intent: Intent, applied: Applied
     ) -> bytes | None:
-        """The `_SUCCESS` to write (None: none): a JSON record in Hadoop's SuccessData shape."""
+        """The `_SUCCESS` to write (None: none): zero bytes, or with the `success_data` option
+        a JSON record in Hadoop's SuccessData shape."""
         if not getattr(self.config, "mark_successful_jobs", True):
             return None
         data = SuccessData.for_job(
@@ -177,7 +189,13 @@ class CommitterHooks(ABC):
             filenames=[self.store.full_url(f) for f in applied.filenames[:100]],
             iostatistics=ctx.stats.snapshot(),
         )
-        return data.to_bytes()
+        return self.success_record(data)
+
+    def success_record(self, data: SuccessData) -> bytes:
+        """`_SUCCESS`'s bytes: Hadoop's JSON only when asked for (`success_data`), since a
+        non-empty `_SUCCESS` makes polars refuse the whole directory; else the classic
+        zero-byte marker that Hadoop, Spark and every PyData reader accept."""
+        return data.to_bytes() if getattr(self.config, "success_data", False) else b""
 
     def success_committer_name(self) -> str:
         return f"dataferry.commit.{self.name}"

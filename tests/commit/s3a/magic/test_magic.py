@@ -29,7 +29,7 @@ from ...helpers import visible
 
 def test_nothing_visible_until_job_commit_and_nothing_copied(s3_url):
     store = open_store(s3_url)
-    c = make_committer("magic", store)
+    c = make_committer("magic", store, success_data=True)
     job = c.new_job()
     c.setup_job(job)
     msgs = tasks_with(c, job, {0: ["p=1/a", "p=2/b"], 1: ["p=1/c"]})

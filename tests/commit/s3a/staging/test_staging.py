@@ -42,7 +42,7 @@ def staging(tmp_path):
 @pytest.mark.parametrize("name", ["directory", "partitioned"])
 def test_nothing_visible_until_job_commit_and_nothing_copied(dest, tmp_path, name):
     store = store_of(dest)
-    c = make_committer(name, store, staging_dir=staging(tmp_path))
+    c = make_committer(name, store, staging_dir=staging(tmp_path), success_data=True)
     job = c.new_job()
     c.setup_job(job)
     t = job.task(0)

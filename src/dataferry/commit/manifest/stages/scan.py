@@ -18,6 +18,7 @@ from ....stages import TASK_LEVEL, stage
 from ....store import FileStatus, paths
 from ...job.links import refuse_links
 from ...protocol import StageContext
+from ...protocol.inflight import published_name
 from ..files import DirEntry, EntryStatus, FileEntry
 
 
@@ -47,7 +48,8 @@ def scan_task_attempt(
                 if st.is_dir:
                     subdirs.append((st.path, dest, parent.dest_exists))
                 else:
-                    files.append(FileEntry(st.path, dest, st.size, st.etag))
+                    # published under its own name, not the one it was written under
+                    files.append(FileEntry(st.path, published_name(dest), st.size, st.etag))
         statuses = ctx.pool.map(lambda sub: _probe(ctx, sub[1], sub[2]), subdirs, adaptive=True)
         level = []
         for (src, dest, _), status in zip(subdirs, statuses, strict=True):

@@ -15,12 +15,16 @@ class MagicConfig:
         already in the partitions this job writes: `fail`, `append`, or `replace` them.
     part_size: bytes per uploaded part (S3 needs at least 5 MiB for all parts but the last).
     mark_successful_jobs: `mapreduce.fileoutputcommitter.marksuccessfuljobs` (True).
+    success_data: write Hadoop's SuccessData JSON into `_SUCCESS`, as Hadoop's manifest and S3A
+        committers do (False: the classic zero-byte `_SUCCESS`, which every directory reader
+        accepts; polars refuses a directory holding a non-empty one).
     """
 
     threads: int = 32
     conflict_mode: str = "append"
     part_size: int = 8 * 1024 * 1024
     mark_successful_jobs: bool = True
+    success_data: bool = False
 
     def __post_init__(self) -> None:
         check_upload_config(self, ("threads",))

@@ -25,6 +25,9 @@ class StagingConfig:
         commits save their pendingsets (default: the job's own directory in the destination;
         S3 is consistent now).
     mark_successful_jobs: `mapreduce.fileoutputcommitter.marksuccessfuljobs` (True).
+    success_data: write Hadoop's SuccessData JSON into `_SUCCESS`, as Hadoop's manifest and S3A
+        committers do (False: the classic zero-byte `_SUCCESS`, which every directory reader
+        accepts; polars refuses a directory holding a non-empty one).
     """
 
     threads: int = 32
@@ -34,6 +37,7 @@ class StagingConfig:
     staging_dir: str | None = None
     pendingset_dir: str | None = None
     mark_successful_jobs: bool = True
+    success_data: bool = False
 
     def __post_init__(self) -> None:
         check_upload_config(self, ("threads", "upload_threads"))
