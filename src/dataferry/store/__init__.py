@@ -171,6 +171,19 @@ def _filesystem_kind(obj: Any) -> str | None:
 
 
 def _filesystem_store(filesystem: Any, url: str) -> Store:
+    from . import s3_objects
+
+    # S3 objects, s3fs's or pyarrow's, reach the one S3 store, with its multipart uploads
+    if s3_objects.is_s3fs(filesystem):
+        from .s3 import S3Store
+
+        options = s3_objects.s3fs_storage_options(filesystem)
+        return S3Store(s3_objects.s3_url(url), storage_options=options)
+    if s3_objects.is_arrow_s3(filesystem):
+        from .s3 import S3Store
+
+        options = s3_objects.arrow_s3_storage_options(filesystem)
+        return S3Store(s3_objects.s3_url(url), storage_options=options)
     kind = _filesystem_kind(filesystem)
     if kind == "pyarrow":
         from .arrowfs import arrow_store
