@@ -117,18 +117,29 @@ def _action(report: RecoveryReport, path: str, older_than: str) -> str:
         return f"left: {report.left[path]}"
     if path in report.skipped_recent:
         return f"skipped: changed within {older_than}"
+    files = _files(report, path)
     if path in report.rolled_forward:
-        return "rolled forward: its decided commit finished, what the job left removed"
+        return f"rolled forward{files('published')}: its decided commit finished"
     if path in report.rolled_back:
-        return "rolled back: nothing of the job stays visible"
+        return f"rolled back{files('removed')}: nothing of the job stays visible"
     if path in report.removed:
         return "removed"
     planned = report.planned.get(path)
     if planned == "rolled forward":
-        return "would be rolled forward: its commit was decided (intent record), it is finished"
+        return f"would be rolled forward{files('published')}: its commit was decided"
     if planned == "rolled back":
-        return "would be rolled back: nothing of the job stays visible"
+        return f"would be rolled back{files('removed')}: nothing of the job stays visible"
     return "would be removed"
+
+
+def _files(report: RecoveryReport, path: str):
+    """' (n files published)' for an entry that held the job's data files, else ''."""
+
+    def words(verb: str) -> str:
+        n = report.files.get(path)
+        return f" ({n} file{'s' if n != 1 else ''} {verb})" if n else ""
+
+    return words
 
 
 @uploads_app.command("list")

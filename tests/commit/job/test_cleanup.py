@@ -70,3 +70,16 @@ def test_a_dry_run_with_rollback_says_what_recovery_does_for_a_committer_that_ca
     assert set(dry.planned.values()) == {"rolled forward"}, dry.planned
     real = cleanup_destination(store, older_than_s=0, rollback=True)
     assert set(dry.planned) <= set(real.rolled_forward), (dry.planned, real)
+
+
+@pytest.mark.parametrize(("when", "verb"), [("after", "published"), ("before", "removed")])
+def test_the_report_counts_each_jobs_files_and_the_dry_run_counts_the_same(tmp_path, when, verb):
+    """Per job: rolled forward (n files published) or rolled back (n removed), the same number
+    in the dry run as in the real run."""
+    dead_commit(tmp_path, when)
+    dest = str(tmp_path / "dest")
+    dry = CliRunner().invoke(app, ["cleanup", dest, "--older-than", "0s", "--dry-run"])
+    real = CliRunner().invoke(app, ["cleanup", dest, "--older-than", "0s"])
+    assert dry.exit_code == 0 and real.exit_code == 0, (dry.output, real.output)
+    words = f"({sum(len(f) for f in FILES.values())} files {verb})"
+    assert words in dry.output and words in real.output, (dry.output, real.output)

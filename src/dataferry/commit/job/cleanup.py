@@ -22,6 +22,7 @@ from ...ids import new_job_id
 from ...store import Store
 from ..lookup import committer_by_name
 from ..protocol import Leftover
+from ..protocol.inflight import published_name
 from ..records.claim import CLAIM_FILE, FENCE_PREFIX, MIN_CLAIM_TIMEOUT_S, Claim, ClaimState
 from ..records.drivers import Drivers
 from ..records.hold import (
@@ -53,6 +54,9 @@ class RecoveryReport:
     # a dry run's word for each entry the real run would recover: "rolled forward" (its commit
     # was decided: the intent record is there) or "rolled back"
     planned: dict[str, str] = field(default_factory=dict)
+    # the job's data files each recovered entry held (named in flight, `protocol/inflight.py`):
+    # published when it is rolled forward, removed when it is rolled back
+    files: dict[str, int] = field(default_factory=dict)
 
 
 def _newest_mtime(store: Store, path: str) -> float:
@@ -137,6 +141,8 @@ def _hold_for_cleanup(
         _leave_all(store, report, why)
         return None
     where = state.claim.job_dir if state.claim is not None and state.claim.job_dir else CLAIM_PATH
+    if where != CLAIM_PATH:
+        report.files[where] = _job_files(store, where)
     outcome: list[str] = []
 
     def recover(dead: Claim, _held: HeldClaim) -> None:
@@ -250,7 +256,13 @@ def _each_leftover(
             if why:
                 _leave(report, left.path, why)
             elif act is not None:
+                report.files[left.path] = _job_files(store, left.path)
                 act(cls, left)
+
+
+def _job_files(store: Store, path: str) -> int:
+    """How many of the job's data files a leftover holds (its records are not counted)."""
+    return sum(1 for st in store.walk(path) if published_name(st.path) != st.path)
 
 
 def _leave(report: RecoveryReport, path: str, why: str) -> None:
