@@ -31,6 +31,13 @@ def bench_commit(
         help="Also kill each job commit after this fraction of its files moved (0-1) and time "
         "its recovery by `dataferry cleanup`.",
     ),
+    clients: bool = typer.Option(
+        False,
+        "--clients",
+        help="With --s3-local: instead of the committers, compare the S3 client libraries "
+        "(boto3, s3fs, obstore) replaying a job commit's requests (--files objects, "
+        "--io-threads at once, --repeats runs each).",
+    ),
     json_out: bool = JSON_OPT,
     quiet: bool = QUIET_OPT,
 ) -> None:
@@ -38,11 +45,16 @@ def bench_commit(
     from ..bench.commit import CommitBenchSpec, run_commit_bench
     from ..testing import LocalS3Server
 
+    if clients and not s3_local:
+        raise typer.BadParameter("--clients needs --s3-local", param_hint="--clients")
     with ExitStack() as stack:
         if s3_local:
             server = stack.enter_context(LocalS3Server())
             stack.enter_context(server.exported())
             store = f"s3://{server.create_bucket()}/bench"
+        if clients:
+            _bench_clients(store, files, io_threads, repeats, file_size, json_out, quiet)
+            return
         spec = CommitBenchSpec(
             committers=names(committers),
             files=files,
@@ -144,6 +156,63 @@ def _render_commit(data: dict[str, Any], title: str, files: int, kill_at: float 
                 rec["outcome"] if rec["killed"] else "not killed (fewer moves)",
             )
         console.print(k)
+
+
+def _bench_clients(
+    store: str, files: int, threads: int, repeats: int, file_size: int, json_out: bool, quiet: bool
+) -> None:
+    """Run the S3 client comparison on the local server's bucket and show it."""
+    from ..bench.s3_clients import ClientBenchSpec, S3Target, run_client_bench
+
+    spec = ClientBenchSpec(files=files, threads=threads, repeats=repeats, file_size=file_size)
+    target = S3Target.from_env(store.split("://", 1)[1].split("/", 1)[0])
+    with progress("bench commit --clients", None, json_out or quiet) as steps:
+        data = run_client_bench(spec, target, progress=steps.step).to_json()
+    if json_out:
+        print_json(data)
+        return
+    _render_clients(data)
+
+
+def _render_clients(data: dict[str, Any]) -> None:
+    spec = data["spec"]
+    t = table(
+        f"S3 clients at job commit: {spec['files']} objects, {spec['threads']} at once, "
+        f"median of {spec['repeats']} on {data['endpoint']}",
+        (
+            "scenario",
+            "client",
+            "version",
+            "requests",
+            "requests/s",
+            "vs boto3",
+            "CPU us/req",
+            "note",
+        ),
+        left=("scenario", "client", "version", "note"),
+    )
+    for r in data["results"]:
+        ok, ratio = r["status"] == "ok", r["ratio_to_boto3"]
+        t.add_row(
+            r["scenario"],
+            r["client"],
+            r["version"] or "-",
+            str(r["runs"][0]["requests"]) if ok else "-",
+            f"{r['median_rps']:.0f}" if ok else "-",
+            f"{ratio:.2f}x" if ratio is not None else "-",
+            f"{r['cpu_us_per_request']:.0f}" if ok else "-",
+            "" if ok else f"{r['status']}: {r['reason']}",
+        )
+    console.print(t)
+    for name, what in data["scenarios"].items():
+        console.print(f"{name}: {what}", style="dim", markup=False)
+    before, after = data["machine"]["load_1min"]
+    console.print(
+        f"load average (1 min) before / after: {before:.1f} / {after:.1f} on "
+        f"{data['machine']['cpus']} CPUs",
+        style="dim",
+        markup=False,
+    )
 
 
 @bench_app.command("hive")
