@@ -188,3 +188,26 @@ def test_signature_is_real_and_documented():
         assert name in sig.parameters, name
         assert name in (dataferry.write_dataset.__doc__ or ""), name
     assert "Parameters\n" in dataferry.write_dataset.__doc__
+
+
+@pytest.mark.parametrize("name", ["partition_by", "partitioning", "partition_on", "partition_cols"])
+def test_every_entry_point_takes_every_librarys_name_for_the_partition_columns(name, tmp_path):
+    """dataferry's, pyarrow's, Dask's and Ray's names, at each entry point: its own by name,
+    the others as aliases; two at once is refused by their names."""
+    import dask.dataframe as dd
+
+    import dataferry.dask as fdask
+    from dataferry.ray import CommitDatasink
+
+    table = pa.table({"x": [1, 2], "d": ["a", "b"]})
+    out = tmp_path / "w"
+    dataferry.write_dataset(table, out, **{name: ["d"]})
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "d=a", "d=b"]
+    ddf = dd.from_pandas(table.to_pandas(), npartitions=1)
+    out = tmp_path / "dask"
+    fdask.to_parquet(ddf, out, compute_kwargs={"scheduler": "sync"}, **{name: ["d"]})
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "d=a", "d=b"]
+    assert CommitDatasink(tmp_path / "ray", **{name: ["d"]}).partition_cols == ("d",)
+    other = "partition_cols" if name != "partition_cols" else "partition_on"
+    with pytest.raises(ConfigError, match=f"give .*{name}.* or .*{other}|{other}.* or .*{name}"):
+        dataferry.write_dataset(table, tmp_path / "both", **{name: ["d"], other: ["d"]})

@@ -262,6 +262,10 @@ class _Kept:
 
 RUN = _Kept()
 
+# the names users bring for the partition columns: dataferry's, pyarrow's, Dask's and Ray's;
+# every entry point takes each of them (its own by name, the others as keywords)
+PARTITION_NAMES = ("partition_by", "partitioning", "partition_on", "partition_cols")
+
 # the arguments every entry point spells as dataferry does
 _SAME = {
     **{n: n for n in ("dest", "partition_by", "format", "committer", "mode", "filesystem")},
@@ -381,6 +385,10 @@ def translate(entry_point: str, arguments: dict[str, Any]) -> WriteRequest:
             format_options[target.name] = value
         elif isinstance(target, Loose):
             for key, v in value.items():
+                if key in PARTITION_NAMES:  # another library's name for it: an alias
+                    if v is not None:
+                        put("partition_by", key, v)
+                    continue
                 (sizes if key in target.sizes else loose)[key] = v
         elif isinstance(target, Flag):
             if value:
