@@ -82,16 +82,18 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
     return proc.returncode, err
 
 
-def cleanup(dest: Path) -> str:
-    """`dataferry cleanup DEST --older-than 0`, as a user runs it after a dead job."""
+def cleanup(dest: Path, *age: str) -> str:
+    """`dataferry cleanup DEST --older-than 0`, as a user runs it after a dead job (`age`:
+    the age options given; none: the user trusts cleanup to know a dead driver)."""
+    age = age or ("--older-than", "0")
     done = subprocess.run(
-        [*dataferry_cli(), "cleanup", str(dest), "--older-than", "0"],
+        [*dataferry_cli(), "cleanup", str(dest), *age],
         capture_output=True,
         text=True,
         timeout=CHILD_TIMEOUT_S,
     )
     assert done.returncode == 0, (
-        f"`dataferry cleanup {dest} --older-than 0` failed ({done.returncode}):\n"
+        f"`dataferry cleanup {dest} {' '.join(age)}` failed ({done.returncode}):\n"
         f"{done.stdout}\n{done.stderr}\ndestination:\n{listing(dest)}"
     )
     return done.stdout
@@ -403,3 +405,37 @@ def test_harness_a_job_not_killed_commits_and_reads_back(tmp_path):
     assert state == "complete", what
     shutil.rmtree(dest)
     assert destination_state(dest, [])[0] == "nothing"
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize(
+    ("kill", "committed"),
+    [
+        pytest.param(
+            {"kill": {"op": "write", "n": 20, "when": "before", "visible": False}},
+            False,
+            id="killed-while-tasks-write",
+        ),
+        pytest.param({"kill_before_job_commit": True}, False, id="killed-before-job-commit"),
+        pytest.param(
+            {"kill": {"op": "rename", "n": 5, "when": "after", "visible": True}},
+            True,
+            id="killed-mid-job-commit",
+        ),
+    ],
+)
+def test_cleanup_acts_at_once_on_a_freshly_killed_driver(tmp_path, kill, committed):
+    """No --older-than: the job's driver record says its process is gone, so cleanup rolls
+    it back (or forward, past its intent record) at once and removes all it left."""
+    dest = tmp_path / "table"
+    old = make_table("old", 400, PARTS, offset=50_000)
+    dataferry.write_dataset(old, str(dest), partition_by=["p"], committer="manifest", tasks=2)
+    child = run_child(job_spec(dest, tmp_path, "new", mode="append", **kill))
+    assert child.returncode == -9, f"not killed at {kill}:\n{child.stderr}"
+    out = cleanup(dest, "--json")
+    assert not (dest / "_temporary").exists() and not (dest / "_dataferry").exists(), out + listing(
+        dest
+    )
+    new = rows_of(make_table("new", ROWS, PARTS))
+    expected = sorted(rows_of(old) + new) if committed else rows_of(old)
+    assert sorted(read_rows(dest)) == expected, out
