@@ -53,7 +53,7 @@ from .files import (
     read_marker_files,
     read_marker_type,
 )
-from .http import HttpError, read_body, read_head, respond
+from .http import HttpConnection, HttpError
 
 log = logging.getLogger("dataferry.markers")
 
@@ -326,29 +326,29 @@ class MarkerService:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         limits = self.config.limits
+        http = HttpConnection(reader, writer, limits.max_unauthenticated_bytes)
         wait = limits.read_timeout_s  # a new connection must send its first request promptly
         while True:
             try:
-                head = await read_head(reader, wait)
+                head = await http.read_head(wait)
                 if head is None:
                     return
                 if self.config.token and not head.has_token(self.config.token):
                     self.stats.incr("requests_unauthorized")
                     raise HttpError(401, "missing or wrong token")
                 n = head.content_length(self.config.max_request_bytes)
-                body = await read_body(reader, n, limits.read_timeout_s) if n else b""
+                body = await http.read_body(n, limits.read_timeout_s)
                 if body is None:
                     return
             except HttpError as e:
                 self.stats.incr("requests_refused")
-                await respond(writer, e.status, {"error": str(e)}, close=True)
+                await http.respond(e.status, {"error": str(e)}, close=True)
                 return
             peer = peer_host(writer.get_extra_info("peername"))
             self.stats.incr(f"requests_from.{peer}")  # per client host
             status, answer = await self._route(head.method, head.target, body)
-            await respond(writer, status, answer, close=not head.keep_alive)
-            if not head.keep_alive:
-                return
+            if not await http.respond(status, answer):
+                return  # the client asked to close (or spoke HTTP/1.0)
             wait = limits.idle_timeout_s
 
     async def _route(self, method: str, target: str, body: bytes) -> tuple[int, dict[str, Any]]:

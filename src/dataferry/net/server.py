@@ -24,6 +24,7 @@ from ..stats import IOStatistics
 from .addresses import advertised_host, join_host_port
 from .connection import RawConnection, StreamConnection
 from .limits import ClientCounter, ConnectionLimits
+from .retry import Backoff
 from .tls import TLSIdentity, server_context
 
 log = logging.getLogger("dataferry.net")
@@ -35,6 +36,9 @@ RawHandler = Callable[[RawConnection | StreamConnection], Awaitable[None]]
 _EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _TRANSIENT = {errno.ECONNABORTED, errno.EPROTO, errno.EINTR, errno.EAGAIN, errno.EPERM}
 _ENDED = (ConnectionError, asyncio.CancelledError, TimeoutError, ssl.SSLError, EOFError)
+# out of descriptors: accept again after 0.02 s, doubling up to 1 s, for as long as it lasts (no
+# jitter: the one listener has nobody to collide with)
+_ACCEPT_BACKOFF = Backoff(0.02, cap_s=1.0, attempts=None, jitter=False)
 
 
 class BackgroundServer:
@@ -134,20 +138,21 @@ class BackgroundServer:
 
     async def _accept_forever(self, listener: socket.socket) -> None:
         assert self.loop is not None
-        delay = 0.0
+        paused = 0  # accepts failed in a row for want of descriptors
         while True:
             try:
                 sock, peer = await self.loop.sock_accept(listener)
             except OSError as e:
                 if e.errno in _EXHAUSTED:
-                    delay = min(max(delay * 2, 0.02), 1.0)
+                    delay = _ACCEPT_BACKOFF.wait(paused)
+                    paused += 1
                     self._out_of_descriptors(e, delay)
                     await asyncio.sleep(delay)
                     continue
                 if e.errno in _TRANSIENT:
                     continue
                 return  # the listener was closed: stopping
-            delay, self._exhausted = 0.0, False
+            paused, self._exhausted = 0, False
             client = str(peer[0]) if isinstance(peer, tuple) else "local"
             if not self._clients.admit(client):
                 self.stats.incr("connections_over_cap")

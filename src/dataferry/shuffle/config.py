@@ -71,7 +71,8 @@ class PushConfig:
     max_bytes_in_flight: `spark.reducer.maxSizeInFlight` (48m), which Spark's pusher reuses.
     push_threads: `spark.shuffle.push.numPushThreads`: pushes to different mergers in parallel.
     retries / retry_wait_s: `spark.shuffle.io.maxRetries` (3) and `spark.shuffle.io.retryWait`
-        (5s; 0.05 s here, doubling) for retriable answers (BUSY, IO_ERROR).
+        (5s; here 0.05 s, the ceiling of the first wait, doubling up to 5 s, each wait a random
+        fraction of its ceiling: `net.retry.Backoff`) for retriable answers (BUSY, IO_ERROR).
     background: a map task hands its output to its process's pusher and returns, so pushes
         overlap the next map's work (Spark's `ShuffleBlockPusher` runs beside the executor);
         the pusher tells the mergers when a map's pushes are complete, and the driver
@@ -137,8 +138,10 @@ class ReadConfig:
     """The reduce side.
 
     fetch_retries / fetch_retry_wait_s: `spark.shuffle.io.maxRetries` (3) and
-        `spark.shuffle.io.retryWait`; the wait doubles. A node's service that is being restarted
-        is waited for this long before the read fails.
+        `spark.shuffle.io.retryWait`; the wait's ceiling doubles (up to 5 s, each wait a random
+        fraction of it: `net.retry.Backoff`). A node's service that is being restarted is waited
+        for up to the sum of the ceilings (6.3 s by default, about half that on average) before
+        the read fails.
     max_merged_read_bytes: a merged partition up to this size is read in one request (its
         index, meta and every chunk; each chunk is still checked on its own and falls back on
         its own); a larger one is read chunk by chunk, as Spark always does, so the bytes

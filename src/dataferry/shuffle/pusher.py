@@ -5,10 +5,10 @@ Stages: plan (contiguous blocks of one merger grouped into requests of at most
 fetched from the map output), randomize (request order, and block order inside a request, so
 concurrent mappers do not collide on the same partitions), send (one thread per merger up to
 `push_threads`, so bytes in flight stay under `push_threads x max_block_batch_size`), and react
-(retry BUSY and IO_ERROR with backoff; stop pushing to a merger that cannot be reached, or
-that answers QUOTA or refuses the connection for the application's quota (429); stop
-everything on TOO_LATE or STALE). Pushing is best effort: whatever is not merged is read from
-the map output by the reducer.
+(retry BUSY and IO_ERROR with the services' backoff, `net.retry`: doubling, capped, jittered;
+stop pushing to a merger that cannot be reached, or that answers QUOTA or refuses the
+connection for the application's quota (429); stop everything on TOO_LATE or STALE).
+Pushing is best effort: whatever is not merged is read from the map output by the reducer.
 
 Each stage is a function of the stage base (`plan`, `randomize`, `send`, and `react` on each
 answer), timed under `push_stage_<name>` in the push's statistics and logged at DEBUG (they run
@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..errors import ShuffleError, ShuffleServiceUnavailable, StoreError
+from ..net.retry import Backoff
 from ..stages import TASK_LEVEL, StageRun, stage
 from ..stats import IOStatistics
 from ..store import Store
@@ -307,10 +308,11 @@ def _send_request(run: StageRun, push: _Push, client: ShuffleClient, req: PushRe
     target, report, cfg = push.target, push.report, push.target.config
     batch = _batch(push, req)
     random.Random(push.seed(req.start)).shuffle(batch)
-    wait = cfg.retry_wait_s
-    for attempt_no in range(cfg.retries + 1):
+    waits = Backoff(cfg.retry_wait_s, attempts=cfg.retries + 1).waits()
+    while True:
         codes = client.push(target.app, target.shuffle_id, target.merge_id, batch)
-        reaction = react(run, batch, codes, attempt_no < cfg.retries)
+        wait = next(waits, None)  # None: this was the last try
+        reaction = react(run, batch, codes, wait is not None)
         with push.lock:
             report.requests += 1
             for code in reaction.codes:
@@ -325,6 +327,5 @@ def _send_request(run: StageRun, push: _Push, client: ShuffleClient, req: PushRe
         if not reaction.retry or push.stop.is_set():
             return True
         batch = reaction.retry
+        assert wait is not None  # react asks for retries only while a try is left
         time.sleep(wait)
-        wait *= 2
-    return True

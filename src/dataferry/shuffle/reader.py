@@ -12,13 +12,13 @@ arrives exactly once.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..errors import CorruptShuffleData, ShuffleError, ShuffleServiceUnavailable
 from ..extras import require
+from ..net.retry import Backoff, retrying
 from ..stats import IOStatistics
 from .blocks import Block, unframe
 from .client import ServiceRefused, ShuffleClient
@@ -219,16 +219,12 @@ def _read_original(inp: ReduceInput, clients: _Clients, status: MapStatus) -> li
 
 def _retrying(config: ReadConfig, fn: Callable[[], T]) -> T:
     """Retry a read while the service cannot be reached (it may be restarting) or has as many
-    connections of the application open as it takes (429)."""
-    wait = config.fetch_retry_wait_s
-    for attempt in range(config.fetch_retries + 1):
-        try:
-            return fn()
-        except (ShuffleServiceUnavailable, ServiceRefused) as e:
-            if attempt == config.fetch_retries or (
-                isinstance(e, ServiceRefused) and e.status != 429
-            ):
-                raise
-            time.sleep(wait)
-            wait *= 2
-    raise AssertionError("unreachable")
+    connections of the application open as it takes (429), with the services' backoff."""
+    backoff = Backoff(config.fetch_retry_wait_s, attempts=config.fetch_retries + 1)
+    return retrying(fn, backoff, _worth_retrying)
+
+
+def _worth_retrying(e: BaseException) -> bool:
+    if isinstance(e, ServiceRefused):
+        return e.status == 429
+    return isinstance(e, ShuffleServiceUnavailable)
