@@ -97,3 +97,21 @@ def test_a_delete_matching_job_that_dies_before_its_decision_leaves_every_old_pa
             MONDAY, store, partition_by=["day"], existing_data_behavior="delete_matching"
         )
     assert rows(dest) == before
+
+
+@pytest.mark.parametrize("committer", ["auto", "manifest", "v1"])
+def test_overwrite_or_ignore_replaces_a_file_of_the_same_name_as_pyarrow_does(tmp_path, committer):
+    """A second write with the same basename_template: pyarrow overwrites the files of the same
+    names and keeps the rest (manifest, which refuses a name already there in a plain append,
+    is told to delete its targets)."""
+    dest, ref = tmp_path / "dest", tmp_path / "ref"
+    same = {
+        "basename_template": "data-{i}.parquet",
+        "existing_data_behavior": "overwrite_or_ignore",
+    }
+    for table in (WEEK, MONDAY):
+        dataferry.write_dataset(table, dest, partition_by=["day"], committer=committer, **same)
+        pads.write_dataset(
+            table, ref, format="parquet", partitioning=["day"], partitioning_flavor="hive", **same
+        )
+    assert rows(dest) == rows(ref) and ("mon", 0) not in rows(dest)

@@ -41,7 +41,6 @@ from typing import Any
 
 from ..commit.base import Committer
 from ..commit.destination import prepare_destination
-from ..commit.factory import make_committer
 from ..commit.job.commit import record_job_driver
 from ..commit.lookup import committer_for
 from ..commit.protocol import JobContext, TaskAttemptContext, TaskCommitMessage
@@ -69,6 +68,7 @@ from .write import (
     open_destination,
     prepare_write,
     raise_in_callers_words,
+    write_committer,
     write_fed,
     write_result,
 )
@@ -396,13 +396,7 @@ def write_graph(
     dest, filesystem = dask_filesystem(request.dest, request.filesystem)
     # nothing below touches the store: the destination is checked by the setup task
     store = open_destination(dest, filesystem, request.storage_options)
-    committer = make_committer(
-        request.committer,
-        store,
-        mode=request.mode,
-        allow_unsafe_rename=request.allow_unsafe_rename,
-        **request.committer_options,
-    )
+    committer = write_committer(request, store)
     job = committer.new_job()
     if compute:  # this process drives the job: its record tells cleanup and late tasks
         job = record_job_driver(committer, job)

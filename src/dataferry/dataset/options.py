@@ -192,6 +192,9 @@ class WriteRequest:
 
     mode_words: how the entry point asks for each write mode (Dask: ``overwrite=True``), so
         that an error can tell its caller what to write in the caller's own words.
+    replace_same_names: pyarrow's ``overwrite_or_ignore``: a file the job writes under the
+        name of one already there replaces it (the committers that would refuse the name,
+        `manifest`, are told to delete the target first).
     """
 
     dest: Any
@@ -204,6 +207,7 @@ class WriteRequest:
     filesystem: Any = None
     storage_options: dict[str, Any] | None = None
     mode_words: tuple[tuple[str, str], ...] = ()
+    replace_same_names: bool = False
 
 
 def in_callers_words(mode_words: tuple[tuple[str, str], ...], message: str) -> str:
@@ -416,5 +420,6 @@ def translate(entry_point: str, arguments: dict[str, Any]) -> WriteRequest:
         mode=check_mode(values.pop("mode", None)),
         committer_options=dict(values.pop("committer_options", None) or {}),
         mode_words=tuple(sorted(words.items())),
+        replace_same_names=arguments.get("existing_data_behavior") == "overwrite_or_ignore",
         **values,
     )

@@ -10,6 +10,7 @@ once the job has committed, and not a file of it before.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Sequence
@@ -20,7 +21,7 @@ import pyarrow as pa
 
 from ..commit.base import Committer
 from ..commit.destination import prepare_destination
-from ..commit.factory import make_committer
+from ..commit.factory import choose_committer, config_type, make_committer
 from ..engine.local import EventHook, JobRun, LocalEngine, LocalEngineConfig
 from ..errors import ConfigError, DestinationError
 from ..net.addresses import check_reachable
@@ -224,14 +225,25 @@ def prepare_write(request: WriteRequest, schema: pa.Schema) -> tuple[Store, Comm
 def request_committer(request: WriteRequest) -> tuple[Store, Committer]:
     """The destination's store and the committer the write asks for (nothing is touched)."""
     store = open_destination(request.dest, request.filesystem, request.storage_options)
-    output_committer = make_committer(
+    return store, write_committer(request, store)
+
+
+def write_committer(request: WriteRequest, store: Store) -> Committer:
+    """The committer a write asks for, on its destination's store. With pyarrow's
+    `overwrite_or_ignore`, a committer that refuses a file name already there (manifest) is
+    told to delete the target first, as pyarrow overwrites it."""
+    options = dict(request.committer_options)
+    if request.replace_same_names:
+        name = choose_committer(store) if request.committer == "auto" else request.committer
+        if "delete_target_files" in {f.name for f in dataclasses.fields(config_type(name))}:
+            options.setdefault("delete_target_files", True)
+    return make_committer(
         request.committer,
         store,
         mode=request.mode,
         allow_unsafe_rename=request.allow_unsafe_rename,
-        **request.committer_options,
+        **options,
     )
-    return store, output_committer
 
 
 def raise_in_callers_words(
