@@ -170,3 +170,32 @@ def test_hadoops_json_success_is_there_when_asked_for(tmp_path):
     )
     record = json.loads((dest / "_SUCCESS").read_bytes())
     assert record["name"].endswith("SuccessData/1") and record["success"] is True
+
+
+def test_hives_staged_files_are_not_counted_before_its_load(tmp_path):
+    """hive's inner commit stages the files in the table's hidden staging directory; they keep
+    their in-flight names until the load moves them in, so a driver that dies between the two
+    leaves nothing a reader counts."""
+    from dataferry.store import FaultRule, Op, fault_layer, open_store
+
+    dest, frozen = tmp_path / "out", tmp_path / "frozen"
+    earlier(dest)
+    store = open_store(str(dest), faults=[])
+
+    def freeze(index: int, op: Op, path: str) -> None:
+        if not frozen.exists():
+            shutil.copytree(dest, frozen)
+
+    fault_layer(store).add_rule(
+        FaultRule(
+            action="callback",
+            when="before",
+            kinds=frozenset({Op.RENAME}),
+            path_glob=".hive-staging*/-ext-10000/day=*",  # the load's first move into the table
+            callback=freeze,
+        )
+    )
+    dataferry.write_dataset(NEW, store, partition_by=["day"], committer="hive", mode="append")
+    assert frozen.exists()
+    check(counts(frozen), EARLIER.num_rows, running=True)
+    check(counts(dest), EARLIER.num_rows + NEW.num_rows, running=False)

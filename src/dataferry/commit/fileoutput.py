@@ -194,7 +194,12 @@ class FileOutputCommitter(Committer):
         if self.config.algorithm == 2:  # task commits already merged everything
             return CommitPlan({"moves": [], "merged": files, **summary}, len(files))
         taken = take_committed_tasks(ctx, self.job_attempt_path(job), messages)
-        moves = plan_merge(ctx, taken, replacing_all=job.mode == "overwrite")
+        moves = plan_merge(
+            ctx,
+            taken,
+            replacing_all=job.mode == "overwrite",
+            publish_names=self.publishes_own_names,
+        )
         return CommitPlan({"moves": [m.to_json() for m in moves], **summary}, len(files))
 
     def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
@@ -353,13 +358,16 @@ def take_committed_tasks(
 
 
 @stage("job_stage_plan_merge", "plan_merge")
-def plan_merge(ctx: StageContext, taken: list[str], replacing_all: bool = False) -> list[Move]:
+def plan_merge(
+    ctx: StageContext, taken: list[str], replacing_all: bool = False, publish_names: bool = True
+) -> list[Move]:
     """Hadoop's mergePaths, planned instead of done: a directory moves whole where the target
     does not exist (nor will, by an earlier move), else its children merge one by one.
     replacing_all: the write mode replaces everything visible first (plan as if empty)."""
     store = ctx.store
     will_exist: set[str] = set()
     moves: list[Move] = []
+    name_of = published_name if publish_names else (lambda path: path)
 
     def exists(path: str) -> FileStatus | None:
         if path in will_exist:
@@ -373,16 +381,16 @@ def plan_merge(ctx: StageContext, taken: list[str], replacing_all: bool = False)
 
     def merge(src: FileStatus, dst: str) -> None:
         if not src.is_dir:
-            dst = published_name(dst)  # the attempt wrote it under its in-flight name
+            dst = name_of(dst)  # the attempt wrote it under its in-flight name
             moves.append(Move(src.path, dst, replace=exists(dst) is not None))
             return
         target = exists(dst) if dst else FileStatus("", 0, True)
         if target is None or not target.is_dir:
             moves.append(Move(src.path, dst, directory=True, replace=target is not None))
             will_exist.add(dst)
-            for f in store.walk(src.path):  # then its files take their own names, in place
+            for f in store.walk(src.path) if publish_names else ():
                 moved = paths.join(dst, paths.relative_to(f.path, src.path))
-                if published_name(moved) != moved:
+                if published_name(moved) != moved:  # its files take their own names, in place
                     moves.append(Move(moved, published_name(moved)))
             return
         children = store.list(src.path)

@@ -42,7 +42,7 @@ from ..registry import KNOWN
 from .catalog import Catalog, open_catalog
 from .config import MODES, HiveConfig
 from .journal import Journal, journal_of
-from .load import LoadPools, LoadStats, plan_load, register, run_steps
+from .load import LoadPools, LoadStats, in_place, plan_load, register, run_steps
 from .staging import ext_dir, is_staging_dir, staging_dir
 
 COMMITTER_NAME = "dataferry.commit.hive.HiveCommitter"
@@ -66,6 +66,7 @@ class HiveCommitter(Committer):
         inner_config = build_config(cfg.inner, options)
         sub = SubStore(self.store, ext_dir(job))
         inner = build_committer(cfg.inner, sub, inner_config)
+        inner.publishes_own_names = False  # the load gives the staged files their own names
         inner_job = replace(
             job, store=sub, committer=cfg.inner, config=inner_config, mode="append", claim=False
         )
@@ -306,7 +307,8 @@ def run_load(
         move_in(ctx, moved_in, pools)
         mark_phase(ctx.store, job_dir, "moved")
     result.dir_renames = sum(1 for s in moved_in if s.directory)
-    result.file_moves = len(moved_in) - result.dir_renames
+    result.renamed_in_place = sum(1 for s in moved_in if in_place(s))
+    result.file_moves = len(moved_in) - result.dir_renames - result.renamed_in_place
     if catalog and not phase_done(ctx.store, job_dir, "registered"):
         register_stage(ctx, open_catalog(catalog), journal, pools)
         mark_phase(ctx.store, job_dir, "registered")

@@ -21,6 +21,7 @@ from ...store import FileStatus, IOPool, Store, paths
 from ...store.walk import parallel_walk
 from ..job.links import refuse_links
 from ..job.move import move
+from ..protocol.inflight import published_name
 from .catalog import Catalog, PartitionRecord
 from .journal import Journal, Step
 from .staging import REPLACED_DIR, is_staging_dir
@@ -41,6 +42,7 @@ class LoadStats:
     partitions: int = 0
     dir_renames: int = 0
     file_moves: int = 0
+    renamed_in_place: int = 0  # files of a partition moved whole, given their own names
     aside: int = 0
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
@@ -110,13 +112,18 @@ def plan_load(
     for p in partitions:
         if p and existing.get(p) is None and dir_rename_ok and p not in nested:
             journal.steps.append(Step("in", paths.join(ext, p), p, directory=True))
+            for st in sorted(staged[p], key=lambda s: s.path):  # then the files' own names
+                if published_name(st.name) != st.name:
+                    own = paths.join(p, published_name(st.name))
+                    journal.steps.append(Step("in", paths.join(p, st.name), own))
             continue
         names = taken.get(p, set())
         for st in sorted(staged[p], key=lambda s: s.path):
-            name, n = st.name, 0
+            own = published_name(st.name)  # staged under its in-flight name
+            name, n = own, 0
             while name in names:
                 n += 1
-                name = copy_name(st.name, n)
+                name = copy_name(own, n)
             names.add(name)
             journal.steps.append(Step("in", st.path, paths.join(p, name)))
     return journal
@@ -142,6 +149,11 @@ def _names_taken(store: Store, partitions: list[str], pools: LoadPools) -> dict[
     return dict(pools.partitions.map(names, partitions, adaptive=True))
 
 
+def in_place(step: Step) -> bool:
+    """A step that gives a file of a partition moved whole its own name (in the table)."""
+    return not step.directory and paths.parent(step.src) == paths.parent(step.dst)
+
+
 def run_steps(
     store: Store,
     steps: list[Step],
@@ -163,14 +175,24 @@ def run_steps(
         if fence is not None:
             fence("moving a partition or file", strict=False)
         src, dst = (step.dst, step.src) if backwards else (step.src, step.dst)
+        if backwards and in_place(step) and not store.exists(src):
+            return  # its partition never moved in: the file is still staged, as it was
         if move(store, src, dst, stats=stats, context="load step").moved:
             with lock:
                 moved += 1
 
-    parents = sorted({paths.parent(s.src if backwards else s.dst) for s in steps} - {""})
+    # (a partition moved whole is not made first: its files' renames to their own names
+    # follow its move, and are undone before it)
+    whole = {end for s in steps if s.directory for end in (s.src, s.dst)}
+    parents = sorted({paths.parent(s.src if backwards else s.dst) for s in steps} - whole - {""})
     pools.partitions.for_each(store.mkdirs, parents, adaptive=True)
-    pools.partitions.for_each(one, [s for s in steps if s.directory], adaptive=True)
-    pools.files.for_each(one, [s for s in steps if not s.directory], adaptive=True)
+    directories = [s for s in steps if s.directory]
+    files = [s for s in steps if not s.directory]
+    if not backwards:
+        pools.partitions.for_each(one, directories, adaptive=True)
+    pools.files.for_each(one, files, adaptive=True)
+    if backwards:
+        pools.partitions.for_each(one, directories, adaptive=True)
     return moved
 
 

@@ -86,7 +86,7 @@ class ManifestCommitter(Committer):
             self._refuse_second_commit(ctx, task)
             attempt_dir = self.task_work_path(task)
             try:
-                files, dirs = scan_task_attempt(ctx, attempt_dir)
+                files, dirs = scan_task_attempt(ctx, attempt_dir, self.publishes_own_names)
             finally:
                 ctx.pool.close()
             manifest = TaskManifest(

@@ -85,6 +85,9 @@ class CommitterHooks(ABC):
     # committers that publish an attempt's files by renaming them name them in flight
     # (`protocol/inflight.py`), so no reader's data glob counts them before the job commit
     inflight_names = False
+    # False when a committer above this one publishes the files (hive's load): this one's
+    # job commit then leaves them their in-flight names, for that one to take off
+    publishes_own_names = True
 
     def attempt_path(self, task: TaskAttemptContext, relpath: str) -> str:
         """Where the attempt writes a file that is `relpath` in the destination."""

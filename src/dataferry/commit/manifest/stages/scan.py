@@ -33,8 +33,11 @@ class _Pending:
 
 @stage("task_stage_scan_directory", "scan_directory", level=TASK_LEVEL)
 def scan_task_attempt(
-    ctx: StageContext, attempt_dir: str
+    ctx: StageContext, attempt_dir: str, publish_names: bool = True
 ) -> tuple[list[FileEntry], list[DirEntry]]:
+    """The attempt's files and directories as the job commit will move them; each file goes
+    to its own name (`publish_names`) or keeps its in-flight one for a committer above."""
+    name_of = published_name if publish_names else (lambda dest: dest)
     files: list[FileEntry] = []
     dirs: list[DirEntry] = []
     level = [_Pending(attempt_dir, "", True)]
@@ -49,7 +52,7 @@ def scan_task_attempt(
                     subdirs.append((st.path, dest, parent.dest_exists))
                 else:
                     # published under its own name, not the one it was written under
-                    files.append(FileEntry(st.path, published_name(dest), st.size, st.etag))
+                    files.append(FileEntry(st.path, name_of(dest), st.size, st.etag))
         statuses = ctx.pool.map(lambda sub: _probe(ctx, sub[1], sub[2]), subdirs, adaptive=True)
         level = []
         for (src, dest, _), status in zip(subdirs, statuses, strict=True):
