@@ -55,6 +55,8 @@ class Committer(CommitterHooks):
         removed it (Dask runs a failed graph's other tasks to their end). An attempt that
         commits after the driver record is gone removes its own output (`job_ended`); one
         that committed before is removed here, after the record."""
+        if not self.sweeps_late_attempts:
+            return  # its late attempts' files are found by their records (cleanup's work)
         job_dir = self.job_dir(job)
         if job.job_uuid not in job_dir:
             return  # a directory jobs share (v1's `_temporary/0`): cleanup's, not the abort's

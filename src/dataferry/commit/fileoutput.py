@@ -88,6 +88,7 @@ class FileOutputCommitter(Committer):
     """v1 or v2, chosen by `config.algorithm`."""
 
     inflight_names = True
+    sweeps_late_attempts = True
 
     def __init__(self, store, config: FileOutputConfig) -> None:
         super().__init__(store, config)

@@ -147,3 +147,23 @@ def test_announced_files_are_marked_in_one_request(tmp_path, service):
     assert markers.create_many([("p=0", written[0].rsplit("/", 1)[1])]) == [False]
     committer.commit_job(job, [committer.commit_task(task, written)])
     assert sorted(list_committed(store)) == sorted(written)
+
+
+def test_an_attempt_that_commits_after_the_abort_keeps_the_markers_cleanup_needs(tmp_path):
+    """The abort's sweep of late attempts is not for direct: a zombie's files are in the
+    destination itself and only its markers let cleanup find and remove them."""
+    from dataferry.commit.job.cleanup import cleanup_destination
+
+    store = open_store(str(tmp_path / "d"))
+    c = make_committer("direct", store)
+    job = c.new_job()
+    c.setup_job(job)
+    c.abort_job(job)
+    late = job.task(0)
+    c.setup_task(late)
+    c.write_file(late, "p=1/late.parquet", b"late")
+    c.commit_task(late)
+    c.sweep_late_attempts(job)  # (what an abort does last, had the zombie come before it)
+    assert inv.visible_files(store)  # in place: readers see it until cleanup
+    cleanup_destination(store, older_than_s=0)
+    assert inv.visible_files(store) == []

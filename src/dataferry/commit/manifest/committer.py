@@ -54,6 +54,7 @@ ENTRIES_NAME = "_commit_entries.jsonl"
 class ManifestCommitter(Committer):
     name = "manifest"
     inflight_names = True
+    sweeps_late_attempts = True
 
     def __init__(self, store: Store, config: ManifestConfig) -> None:
         super().__init__(store, config)

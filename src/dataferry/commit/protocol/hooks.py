@@ -85,6 +85,11 @@ class CommitterHooks(ABC):
     # committers that publish an attempt's files by renaming them name them in flight
     # (`protocol/inflight.py`), so no reader's data glob counts them before the job commit
     inflight_names = False
+    # True where the job's directory holds only its attempts' private work (files named in
+    # flight, manifests), so an abort may delete what late attempts put there; not where it
+    # holds the records that find files written in place or uploads (direct's markers,
+    # magic's pending uploads): cleanup needs those
+    sweeps_late_attempts = False
     # False when a committer above this one publishes the files (hive's load): this one's
     # job commit then leaves them their in-flight names, for that one to take off
     publishes_own_names = True
