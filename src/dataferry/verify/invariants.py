@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 
+from ..commit.protocol.inflight import published_name
 from ..store import Store, paths
 from .reference import FILES_PER_TASK, JOB_PARTITIONS, TASKS, parse_file
 
@@ -95,6 +96,8 @@ def check_output(store: Store) -> list[str]:
         if parsed is None or parsed.job_uuid is None:
             problems.append(f"{EXCLUSIVE}: unexpected or corrupt file {path}")
             continue
+        if published_name(path) != path:  # a glob reader misses it, a listing reads it
+            problems.append(f"{EXCLUSIVE}: {path} is visible under its in-flight name")
         groups[parsed.task][(parsed.job_uuid, parsed.attempt)].add(parsed.file)
     for task in range(TASKS):
         attempts = groups.get(task, {})

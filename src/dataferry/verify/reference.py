@@ -16,6 +16,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from ..commit.protocol.inflight import published_name
 from ..engine.attempt import TaskOutput
 
 TASKS = 4
@@ -93,8 +94,9 @@ class ParsedFile:
 
 
 def parse_file(path: str, data: bytes) -> ParsedFile | None:
-    """Identify an output file; None if its path is not a reference output path."""
-    m = _NAME.match(path)
+    """Identify an output file; None if its path is not a reference output path. A file under
+    its in-flight name is still the job's (a reader that lists by directory reads it)."""
+    m = _NAME.match(published_name(path))
     if not m:
         return None
     part, task, file, attempt = (int(g) for g in m.groups()[:4])
