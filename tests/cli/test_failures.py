@@ -50,7 +50,7 @@ CASES = [
     Case(("catalog", "partitions", "catalog.sqlite", "nope"), 1, "its tables: sales"),
     # operations
     Case(("cleanup", "missing"), 1, "missing: no such destination"),
-    Case(("cleanup", "data", "--older-than", "soon"), 1, "'soon'"),
+    Case(("cleanup", "data", "--older-than", "soon"), 2, "'soon'"),  # bad usage
     Case(("uploads", "list", "data"), 1, "no multipart uploads"),
     Case(("uploads", "abort", "data"), 1, "no multipart uploads"),
     Case(("uploads", "list", "s3://bucket/prefix"), 1, "dataferry[s3]", block="boto3,botocore"),

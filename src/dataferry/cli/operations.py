@@ -23,6 +23,17 @@ if TYPE_CHECKING:
 DEFAULT_OLDER_THAN = "1h"
 
 
+def _duration(value: str) -> str:
+    """A duration option checked as it is read: a bad one is bad usage (exit 2)."""
+    from ..units import parse_duration
+
+    try:
+        parse_duration(value)
+    except ConfigError as e:
+        raise typer.BadParameter(str(e)) from None
+    return value
+
+
 def _existing_store(url: str) -> Store:
     """The store at `url`, which must be there. An object store's prefix with no objects may
     still hold pending multipart uploads, so only a store without them must show its root."""
@@ -74,7 +85,9 @@ def check_store(
 def cleanup(
     dest: str = typer.Argument(..., help="The destination (table) to clean."),
     older_than: str = typer.Option(
-        DEFAULT_OLDER_THAN, help="Only touch what has not changed for this long."
+        DEFAULT_OLDER_THAN,
+        help="Only touch what has not changed for this long.",
+        callback=_duration,
     ),
     rollback: bool = typer.Option(
         False, help="Undo decided Hive loads (from their journal) instead of finishing them."
@@ -168,6 +181,7 @@ def uploads_abort(
         DEFAULT_OLDER_THAN,
         help="Only uploads started at least this long ago (as `cleanup`: running jobs' "
         "uploads are younger).",
+        callback=_duration,
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be aborted."),
     json_out: bool = JSON_OPT,

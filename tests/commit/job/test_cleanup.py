@@ -83,3 +83,12 @@ def test_the_report_counts_each_jobs_files_and_the_dry_run_counts_the_same(tmp_p
     assert dry.exit_code == 0 and real.exit_code == 0, (dry.output, real.output)
     words = f"({sum(len(f) for f in FILES.values())} files {verb})"
     assert words in dry.output and words in real.output, (dry.output, real.output)
+
+
+@pytest.mark.parametrize("command", [["cleanup", "DEST"], ["uploads", "abort", "DEST"]])
+def test_a_bad_age_is_bad_usage(tmp_path, command):
+    """A value that is not a duration exits 2 (bad usage), naming the option and the value."""
+    argv = [str(tmp_path) if a == "DEST" else a for a in command]
+    result = CliRunner().invoke(app, [*argv, "--older-than", "banana"])
+    assert result.exit_code == 2, result.output
+    assert "--older-than" in result.output and "banana" in result.output
