@@ -454,6 +454,8 @@ def slow_unless_first(pdf, partition_info=None):
     return pdf
 
 
+# a failed task's file writer is ended with its stream, not later by the garbage collector
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 def test_a_failed_graph_leaves_nothing_of_the_tasks_still_running(tmp_path):
     """Dask runs a failed graph's other tasks to their end: what they write after the abort is
     removed (by them, or by the abort's sweep after the driver record), so no reader's glob

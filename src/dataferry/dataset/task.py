@@ -204,6 +204,10 @@ class TaskWriter:
         self._shutdown()
         failed = RuntimeError("the task failed")
         for f in list(self._open.values()):
+            try:  # the writer ends into the stream that is then discarded, so that it does
+                f.writer.close()  # not end later, from the garbage collector, into a closed one
+            except Exception:
+                pass
             try:
                 exit_ = getattr(f.sink.inner, "__exit__", None)
                 if exit_ is not None:  # a stream that publishes on close publishes nothing
