@@ -96,6 +96,19 @@ def earlier(dest: Path) -> None:
     dataferry.write_dataset(EARLIER, dest, partition_by=["day"])
 
 
+def append_new(dest: Path, committer: str, on_event) -> None:
+    """The job under test: NEW appended in three tasks, `on_event` told of each step."""
+    dataferry.write_dataset(
+        NEW,
+        dest,
+        partition_by=["day"],
+        committer=committer,
+        mode="append",
+        tasks=3,
+        on_event=on_event,
+    )
+
+
 @pytest.mark.parametrize("committer", COMMITTERS)
 def test_readers_see_the_earlier_rows_during_a_job_and_all_rows_after_it(committer, tmp_path):
     dest = tmp_path / "out"
@@ -108,15 +121,7 @@ def test_readers_see_the_earlier_rows_during_a_job_and_all_rows_after_it(committ
             during.update(counts(dest))
             shutil.copytree(dest, frozen)  # what a driver killed here leaves behind
 
-    dataferry.write_dataset(
-        NEW,
-        dest,
-        partition_by=["day"],
-        committer=committer,
-        mode="append",
-        tasks=3,
-        on_event=on_event,
-    )
+    append_new(dest, committer, on_event)
     check(during, EARLIER.num_rows, running=True)
     check(counts(frozen), EARLIER.num_rows, running=True)
     check(counts(dest), EARLIER.num_rows + NEW.num_rows, running=False)
@@ -133,15 +138,7 @@ def test_readers_see_the_earlier_rows_after_a_failed_job(committer, tmp_path):
             raise RuntimeError("the driver gives up")
 
     with pytest.raises(RuntimeError, match="gives up"):
-        dataferry.write_dataset(
-            NEW,
-            dest,
-            partition_by=["day"],
-            committer=committer,
-            mode="append",
-            tasks=3,
-            on_event=on_event,
-        )
+        append_new(dest, committer, on_event)
     check(counts(dest), EARLIER.num_rows, running=False)
 
 
