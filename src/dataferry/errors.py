@@ -103,6 +103,11 @@ class JobCommitError(CommitError):
     pass
 
 
+class TableCommitConflict(JobCommitError):
+    """A table transaction another writer's commit makes invalid (an overwrite racing an
+    append, by the format's rules): nothing of the job is committed."""
+
+
 class ClaimLost(JobCommitError):
     """The job no longer holds its destination's claim (another job took it over, judging this
     one dead): it must stop before it changes anything more that readers see."""

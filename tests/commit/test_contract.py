@@ -1,4 +1,5 @@
-"""One contract, every committer: each registered committer (`registry.KNOWN`), on every kind
+"""One contract, every committer of files: each registered committer (`registry.KNOWN`) of the
+"files" family (the table committers' contract is the table's: tests/commit/table), on every kind
 of store its row declares it safe on (`safe_on`), keeps the promises below. A new committer
 joins by its registry row; a promise a committer does not keep is declared there (`breaks`:
 v2, the unsafe baseline), never named here.
@@ -72,7 +73,7 @@ def cases(promise: str, kinds: tuple[str, ...] | None = None) -> list:
     return [
         pytest.param((name, kind), id=f"{name}-{kind}")
         for name, spec in KNOWN.items()
-        if promise not in spec.breaks
+        if promise not in spec.breaks and spec.family == "files"  # tables: tests/commit/table
         for kind in spec.safe_on
         if kinds is None or kind in kinds
     ]

@@ -28,6 +28,9 @@ class CommitterSpec:
     safe_on: tuple[str, ...] = ()
     # contract promises it does not keep (the unsafe baseline's), left out of its contract run
     breaks: tuple[str, ...] = ()
+    # "files": it commits a directory of files (tests/commit/test_contract.py); "table": one
+    # transaction of a table format's log (tests/commit/table, read through the format's reader)
+    family: str = "files"
 
     def committer_class(self) -> type:
         return getattr(importlib.import_module(self.module), self.class_name)
@@ -115,6 +118,15 @@ KNOWN: dict[str, CommitterSpec] = {
             safe_on=("local", "memory", "hdfs", "s3"),
             # an aborted attempt's files stay in place (marked) until the job commit or abort
             breaks=("abort_task_removes_output",),
+        ),
+        CommitterSpec(
+            "delta",
+            f"{_PKG}.table.delta",
+            "DeltaCommitter",
+            "DeltaConfig",
+            "Delta Lake table: files in place, reconciled by markers, one Delta transaction",
+            safe_on=("local", "s3"),
+            family="table",
         ),
     )
 }

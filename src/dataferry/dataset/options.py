@@ -78,6 +78,8 @@ class WriteOptions:
         rows go to a new one; also the size tasks are planned for.
     max_memory: bytes of input a streamed write holds at once (its retry buffer
         included); the producer waits when it is reached.
+    keep_partition_columns: data files hold their partition columns as well as the
+        `col=value` directories (set from the committer: Iceberg and Hudi tables need them).
     """
 
     format: str = "parquet"
@@ -89,6 +91,7 @@ class WriteOptions:
     basename_template: str | None = None
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     max_memory: int = DEFAULT_MAX_MEMORY
+    keep_partition_columns: bool = False
 
     def __post_init__(self) -> None:
         if self.format not in FORMAT_OPTION_NAMES:

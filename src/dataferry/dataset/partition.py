@@ -177,16 +177,19 @@ def gather_pieces(pieces: Sequence[tuple[str, pa.Table | Rows]]) -> list[tuple[s
 
 
 def partition_rows(
-    table: pa.Table, columns: Sequence[str], limits: NameLimits | None = None
+    table: pa.Table,
+    columns: Sequence[str],
+    limits: NameLimits | None = None,
+    keep: bool = False,
 ) -> list[tuple[str, Rows]]:
-    """(partition directory, its rows without the partition columns) for each partition, in
-    one sort of the whole table; the rows are gathered later (`Rows.gather`). A directory
-    the destination cannot hold (`limits`) is a ConfigError."""
+    """(partition directory, its rows without the partition columns unless `keep`) for each
+    partition, in one sort of the whole table; the rows are gathered later (`Rows.gather`).
+    A directory the destination cannot hold (`limits`) is a ConfigError."""
     _check_columns(table, columns)
     if table.num_rows == 0:
         return []
     order, starts, ends = _partition_order(table, columns)
-    data = table.drop_columns(list(columns))
+    data = table if keep else table.drop_columns(list(columns))
     return [
         (_directory(table, columns, int(order[s]), limits), Rows(data, order[s:e]))
         for s, e in zip(starts, ends, strict=True)
@@ -194,10 +197,13 @@ def partition_rows(
 
 
 def split_by_partition(
-    table: pa.Table, columns: Sequence[str], limits: NameLimits | None = None
+    table: pa.Table,
+    columns: Sequence[str],
+    limits: NameLimits | None = None,
+    keep: bool = False,
 ) -> Iterator[tuple[str, pa.Table]]:
-    """Yield (partition directory, rows without the partition columns) for each partition
-    (a directory the destination cannot hold, by `limits`, is a ConfigError)."""
+    """Yield (partition directory, rows without the partition columns unless `keep`) for
+    each partition (a directory the destination cannot hold, by `limits`, is a ConfigError)."""
     if not columns:
         yield "", table
         return
@@ -206,7 +212,7 @@ def split_by_partition(
         return
     order, starts, ends = _partition_order(table, columns)
     # one gather into partition order, then zero-copy slices (not one gather per partition)
-    data = table.drop_columns(list(columns)).take(pa.array(order))
+    data = (table if keep else table.drop_columns(list(columns))).take(pa.array(order))
     for s, e in zip(starts, ends, strict=True):
         yield _directory(table, columns, int(order[s]), limits), data.slice(int(s), int(e - s))
 

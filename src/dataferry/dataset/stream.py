@@ -152,7 +152,8 @@ def window_size(
     share = options.max_memory // (max(1, concurrent) + 1)
     table = pa.Table.from_batches([first])
     partitions = max(1, sum(1 for _ in split_by_partition(table, partition_by, limits)))
-    data = table.drop_columns(list(partition_by)) if partition_by else table
+    keep = options.keep_partition_columns
+    data = table.drop_columns(list(partition_by)) if partition_by and not keep else table
     ratio = encoded_size(data, options) / data.nbytes if data.nbytes else 1.0
     full_files = partitions * options.target_file_size / max(ratio, 1e-3)
     return int(max(MIN_WINDOW_BYTES, min(share, full_files)))

@@ -112,8 +112,9 @@ class TaskWriter:
         self.out = out
         self.partition_by = partition_by
         self.options = options
+        keep = options.keep_partition_columns
         self.file_schema = pa.schema(
-            [f for f in schema if f.name not in partition_by], metadata=schema.metadata
+            [f for f in schema if keep or f.name not in partition_by], metadata=schema.metadata
         )
         self.stats = TaskStats()
         # what the destination can hold as directory names: a partition value that passes
@@ -145,7 +146,13 @@ class TaskWriter:
             return
         table = self._inbox[0] if len(self._inbox) == 1 else pa.concat_tables(self._inbox)
         self._inbox, self._inbox_bytes = [], 0
-        self.write_round(list(split_by_partition(table, self.partition_by, self.limits)))
+        self.write_round(
+            list(
+                split_by_partition(
+                    table, self.partition_by, self.limits, self.options.keep_partition_columns
+                )
+            )
+        )
 
     def write_round(self, pieces: list[tuple[str, pa.Table]]) -> None:
         """Rows of several partitions: side by side on the task's threads (pyarrow encodes

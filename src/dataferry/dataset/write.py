@@ -28,7 +28,7 @@ from ..net.addresses import check_reachable
 from ..store import Store, open_store
 from .formats import check_writer
 from .inputs import as_source
-from .options import WriteRequest, in_callers_words, translate
+from .options import WriteOptions, WriteRequest, in_callers_words, translate
 from .partition import gather_pieces, name_limits
 from .sizing import plan_tasks
 from .stream import StreamFeeder
@@ -151,10 +151,11 @@ def write_dataset(
         The destination, the committer, rows, files, bytes, partitions and the job's run.
     """
     request = translate("write_dataset", locals())
-    options, parts = request.options, request.partition_by
-    check_writer(options)
+    parts = request.partition_by
+    check_writer(request.options)
     source = as_source(data)
     store, output_committer = prepare_write(request, source.schema)
+    options = committer_write_options(request.options, output_committer)
     runner = _engine(engine)
     workers = max(1, runner.workers)
     limits = name_limits(store)  # partition values must make names the destination holds
@@ -215,11 +216,20 @@ def prepare_write(request: WriteRequest, schema: pa.Schema) -> tuple[Store, Comm
     destination's claim)."""
     check_partition_columns(schema, request.partition_by)
     store, output_committer = request_committer(request)
+    output_committer.prepare_input(schema, request.partition_by)
     try:
         prepare_destination(store, output_committer.write_mode)
     except DestinationError as e:
         raise_in_callers_words(request.mode_words, e)
     return store, output_committer
+
+
+def committer_write_options(options: WriteOptions, committer: Committer) -> WriteOptions:
+    """The write's options as its committer needs its files (a table's partition columns
+    kept in the files)."""
+    if committer.keeps_partition_columns and not options.keep_partition_columns:
+        return dataclasses.replace(options, keep_partition_columns=True)
+    return options
 
 
 def request_committer(request: WriteRequest) -> tuple[Store, Committer]:

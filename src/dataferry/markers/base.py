@@ -17,6 +17,15 @@ from ..store import paths
 
 MARKER_EXTN = ".marker"
 MARKERS_ROOT = "_dataferry/markers"
+# every directory under which a committer keeps its jobs' marker directories: the direct
+# committer's, the Delta and Iceberg committers' (in the table's hidden `_dataferry`), and
+# Hudi's own `.hoodie/.temp/<instant>`; the marker service writes nowhere else
+MARKER_ROOTS = (
+    MARKERS_ROOT,
+    "_dataferry/delta-markers",
+    "_dataferry/iceberg-markers",
+    ".hoodie/.temp",
+)
 
 
 class IOType(StrEnum):

@@ -45,7 +45,7 @@ from ..net import BackgroundServer, ConnectionLimits, TLSChoice, resolve_tls
 from ..net.connection import peer_host
 from ..stats import IOStatistics
 from ..store import Store, paths
-from .base import MARKERS_ROOT, check_marker_name
+from .base import MARKER_ROOTS, check_marker_name
 from .files import (
     MARKERS_TYPE_FILE,
     SERVICE_TYPE,
@@ -424,6 +424,6 @@ def _valid_dir(directory: Any) -> str:
     if not isinstance(directory, str) or not _DIR.fullmatch(directory):
         raise ValueError("'dir' must be a path of printable characters")
     d = paths.normalize(directory)
-    if not paths.is_under(d, MARKERS_ROOT) or d == MARKERS_ROOT:
-        raise ValueError(f"'dir' must lie under {MARKERS_ROOT}/")
+    if not any(paths.is_under(d, root) and d != root for root in MARKER_ROOTS):
+        raise ValueError(f"'dir' must lie under one of {', '.join(MARKER_ROOTS)}")
     return d

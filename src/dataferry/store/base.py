@@ -220,6 +220,17 @@ class Store(ABC):
         path = paths.normalize(path)
         return self._op(Op.READ_RANGE, path, self._read_range, path, start, length)
 
+    def external_commit(self, path: str, fn: Callable[[], T]) -> T:
+        """Run, as one operation of this store, a change that a format's own library makes
+        at `path` outside it (a Delta log entry, an Iceberg catalog's pointer swap): counted
+        and timed, and open to fault rules like any other (a crash before it, an answer lost
+        after it took effect), so the referee breaks table commits where it breaks files."""
+        path = paths.normalize(path)
+        return self._op(Op.TABLE_COMMIT, path, self._external_commit, path, fn)
+
+    def _external_commit(self, path: str, fn: Callable[[], T]) -> T:
+        return fn()
+
     def _require_positional_write(self, what: str) -> None:
         if not self.capabilities.native_positional_write:
             raise ConfigError(

@@ -33,6 +33,9 @@ class Op(StrEnum):
     MULTIPART_COMPLETE = "multipart_complete"
     MULTIPART_ABORT = "multipart_abort"
     MULTIPART_LIST = "multipart_list"
+    # a change a table format's own library makes (a Delta log entry, an Iceberg catalog's
+    # pointer swap): one operation of the store for statistics and fault rules
+    TABLE_COMMIT = "table_commit"
 
     @property
     def mutates(self) -> bool:
@@ -53,6 +56,7 @@ _MUTATING = {
     Op.MULTIPART_PART,
     Op.MULTIPART_COMPLETE,
     Op.MULTIPART_ABORT,
+    Op.TABLE_COMMIT,
 }
 
 

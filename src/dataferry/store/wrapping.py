@@ -3,8 +3,13 @@ counting), forwarding every primitive to the inner store's public operation."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from .base import Store
 from .types import Capabilities, FileStatus, PendingUpload
+
+T = TypeVar("T")
 
 
 class WrappingStore(Store):
@@ -65,6 +70,9 @@ class WrappingStore(Store):
 
     def _read_range(self, path: str, start: int, length: int) -> bytes:
         return self.inner.read_range(path, start, length)
+
+    def _external_commit(self, path: str, fn: Callable[[], T]) -> T:
+        return self.inner.external_commit(path, fn)
 
     def _initiate_upload(self, path: str) -> str:
         return self.inner.initiate_upload(path)

@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from ...errors import CommitError, NotFound, StoreError
 from ...ids import parse_task_attempt_id
-from ...markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers, marker_dir
+from ...markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers
 from ...markers.base import MARKERS_ROOT, BadMarker, data_path
 from ...markers.rollback import markers_in
 from ...net.addresses import parse_service_url
@@ -144,6 +144,9 @@ class DirectCommitter(Committer):
     name = "direct"
     writes_in_place = True  # data is visible to plain readers during the job
     permanent_entries = ("_dataferry",)  # commit records stay with the table
+    # where each job's marker directory lives (`<root>/<job uuid>`): one root per committer,
+    # so that `dataferry cleanup` knows whose job a marker directory is
+    markers_root = MARKERS_ROOT
 
     def __init__(self, store: Store, config: DirectConfig) -> None:
         super().__init__(store, config)
@@ -154,7 +157,7 @@ class DirectCommitter(Committer):
         self._written: dict[str, set[str]] = {}
 
     def markers(self, job: JobContext) -> WriteMarkers:
-        directory = marker_dir(job.job_uuid)
+        directory = self.job_dir(job)
         if self.config.markers == "service":
             client = MarkerClient(
                 self.config.service_url,
@@ -253,7 +256,13 @@ class DirectCommitter(Committer):
     # --- job commit: reconcile against the markers (stages of job/commit.py) -----------------
 
     def job_dir(self, job: JobContext) -> str:
-        return marker_dir(job.job_uuid)
+        """The job's marker directory (its intent record lives there too)."""
+        return paths.join(self.markers_root, job.job_uuid)
+
+    def committed_files(self, job: JobContext) -> list[str]:
+        """The files a committed job published (its commit record's list; none if it has
+        none): what a rollback and the last look for late files keep."""
+        return _record_files(self.store, job.job_uuid)
 
     def plan_commit(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
@@ -313,12 +322,12 @@ class DirectCommitter(Committer):
         attempt the driver gave up on, still writing) is not committed and goes first; one
         whose marker went with the others is found by its job's tag in the partitions the job
         wrote; a later one re-creates a marker, which `dataferry cleanup` finds."""
-        delete_uncommitted(ctx.store, job.job_uuid, ctx.pool)
-        self.markers(job).delete_all()
         intent = load_intent(ctx.store, self.job_dir(job))
-        committed = intent.payload["files"] if intent else _record_files(ctx.store, job.job_uuid)
+        committed = intent.payload["files"] if intent else self.committed_files(job)
+        delete_uncommitted(ctx.store, self.job_dir(job), committed, ctx.pool)
+        self.markers(job).delete_all()
         delete_untracked(ctx.store, job.job_uuid, committed, ctx.pool)
-        ctx.store.delete_if_empty(MARKERS_ROOT)
+        type(self).tidy(ctx.store)
         return "deleted"
 
     def _refuse_to_delete_unreported(
@@ -341,25 +350,25 @@ class DirectCommitter(Committer):
     def rollback_job(self, job: JobContext) -> None:
         """Delete every file the job's markers name (read from the store: works with the
         service down), the directories it made that are now empty, then the markers."""
+        committed = self.committed_files(job)
         with IOPool(self.config.threads) as pool:
-            doomed = delete_uncommitted(self.store, job.job_uuid, pool)
-            self.store.delete(marker_dir(job.job_uuid), recursive=True)
-            committed = _record_files(self.store, job.job_uuid)
+            doomed = delete_uncommitted(self.store, self.job_dir(job), committed, pool)
+            self.store.delete(self.job_dir(job), recursive=True)
             delete_untracked(self.store, job.job_uuid, committed, pool, also=doomed)
-        self.store.delete_if_empty(MARKERS_ROOT)
+        type(self).tidy(self.store)
 
     def cleanup_job(self, job: JobContext) -> None:
         self.markers(job).delete_all()
 
     @classmethod
     def tidy(cls, store: Store) -> None:
-        store.delete_if_empty(MARKERS_ROOT)
+        store.delete_if_empty(cls.markers_root)
 
     @classmethod
     def leftovers(cls, store: Store) -> list[Leftover]:
         return [
             Leftover(e.path, cls.name, e.name)
-            for e in store.list_or_empty(MARKERS_ROOT)
+            for e in store.list_or_empty(cls.markers_root)
             if e.is_dir
         ]
 
@@ -394,12 +403,13 @@ def delete_untracked(
     return doomed
 
 
-def delete_uncommitted(store: Store, job_uuid: str, pool: IOPool) -> list[str]:
-    """Delete every file the job's markers name that its commit record does not list (all of
-    them when it has none), and the directories it made that are now empty."""
-    marked = {data_path(m) for m in markers_in(store, marker_dir(job_uuid))}
-    committed = set(_record_files(store, job_uuid))
-    doomed = sorted(marked - committed)
+def delete_uncommitted(
+    store: Store, directory: str, committed: Sequence[str], pool: IOPool
+) -> list[str]:
+    """Delete every file the markers in `directory` name that the job did not commit (all of
+    them when it committed none), and the directories it made that are now empty."""
+    marked = {data_path(m) for m in markers_in(store, directory)}
+    doomed = sorted(marked - set(committed))
     pool.for_each(store.delete, doomed, adaptive=True)
     remove_empty_parents(store, doomed)
     return doomed

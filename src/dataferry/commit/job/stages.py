@@ -32,8 +32,8 @@ def check_write_mode(
     link among the destination's entries is refused here, before the commit is decided: the
     store would refuse to publish through it only after `overwrite` deleted the earlier data."""
     refuse_linked_entries(ctx.store)
-    if job.mode == "append":
-        return []
+    if job.mode == "append" or (committer.replaces_in_transaction and job.mode != "error"):
+        return []  # a table's overwrite is part of its transaction: nothing is deleted here
     existing = committer.existing_data(job, plan)
     if job.mode == "overwrite-partitions":
         written = partitions_of(f for m in messages for f in m.files)

@@ -93,6 +93,17 @@ class CommitterHooks(ABC):
     # False when a committer above this one publishes the files (hive's load): this one's
     # job commit then leaves them their in-flight names, for that one to take off
     publishes_own_names = True
+    # True where `overwrite` is part of the commit's own transaction (a table format's log),
+    # so the job commit deletes nothing of what is there
+    replaces_in_transaction = False
+    # True where the data files must hold their partition columns too (Iceberg, Hudi), not
+    # only the `col=value` directories
+    keeps_partition_columns = False
+
+    def prepare_input(self, schema: Any, partition_by: Sequence[str]) -> None:
+        """Told the data's Arrow schema and partition columns on the driver before any task
+        runs, so a committer that can check them (a table's) refuses bad input early."""
+        return None
 
     def attempt_path(self, task: TaskAttemptContext, relpath: str) -> str:
         """Where the attempt writes a file that is `relpath` in the destination."""

@@ -1,0 +1,242 @@
+"""The base of the table committers: direct's in-place, marked writes, and a job commit that
+ends in one transaction of the table's own log instead of a commit record.
+
+    task:    write each file in place (table layout, attempt-unique name) after its marker;
+             task commit reads each file's footer (`footers.py`) into its commit message
+    driver:  plan: reconcile against the markers (direct's), the table's plan (format)
+             intent -> delete_stray_files -> commit_table (the format's transaction,
+             idempotent: a transaction already in the log under this job is not made again)
+             -> cleanup (markers, and any file an attempt wrote since)
+
+Readers of the table see nothing until the transaction: a data file no snapshot references is
+invisible to the format's readers, and it is deleted by the job (strays), by the abort (every
+marked file) or by `dataferry cleanup` and the next job (a dead job's marked files). The write
+modes are the table's: `overwrite` replaces in the same transaction (earlier snapshots keep
+their files), `error` refuses a table that exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+
+from ...errors import ConfigError, DestinationError, TableCommitConflict
+from ...stages import stage
+from ...store import Store
+from ..direct.committer import DirectCommitter, DirectConfig, delete_stray_files, unique_name
+from ..job.stages import check_destination
+from ..protocol import (
+    Applied,
+    CommitPlan,
+    JobContext,
+    StageContext,
+    TaskAttemptContext,
+    TaskCommitMessage,
+)
+from ..records.intent import Intent, intent_path
+from .footers import FileFacts, file_facts, schema_from_text, schema_to_text
+
+log = logging.getLogger("dataferry.commit")
+
+CLAIM_ROOT = "_dataferry"
+
+
+@dataclass(frozen=True)
+class TableConfig(DirectConfig):
+    """The options every table committer has (and the direct committer's markers options).
+
+    commit_retries: how often the table transaction is tried again after a conflict with
+        another writer's commit (Delta's `max_commit_retries`, Iceberg's
+        `commit.retry.num-retries`), with jittered exponential backoff between tries.
+    """
+
+    mark_successful_jobs: bool = False  # a table's log says what committed, not `_SUCCESS`
+    commit_retries: int = 10
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.commit_retries, int) or self.commit_retries < 0:
+            raise ConfigError(f"commit_retries must be an int >= 0, got {self.commit_retries!r}")
+
+
+class TableCommitter(DirectCommitter):
+    """A committer whose job commit is one transaction of a table format (subclass hooks:
+    `table_files`, `plan_table`, `commit_table`)."""
+
+    permanent_entries = ()  # nothing of the commit stays but the table's own log
+    replaces_in_transaction = True  # `overwrite` is the transaction's, not a delete of files
+    keeps_partition_columns = False  # data files hold their partition columns (Iceberg, Hudi)
+    data_root = ""  # where data files lie in the table ("data" for Iceberg)
+    format_name = ""  # "Delta Lake", ...
+
+    def __init__(self, store: Store, config: Any) -> None:
+        super().__init__(store, config)
+        self.input_schema: pa.Schema | None = None
+        self.partition_by: tuple[str, ...] = ()
+
+    # --- the driver, before any task runs ---------------------------------------------------
+
+    def prepare_input(self, schema: Any, partition_by: Sequence[str]) -> None:
+        """Told the data's schema and partition columns before any task runs (by
+        `write_dataset` and the engines' faces): the table is checked against them now, so a
+        write the table would refuse fails before any file is written."""
+        self.input_schema = schema
+        self.partition_by = tuple(partition_by)
+        self.check_input(schema, self.partition_by)
+
+    def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
+        """Refuse (ConfigError naming the column) data the table cannot take."""
+        return None
+
+    def setup_job(self, job: JobContext) -> None:
+        check_destination(self.store)
+        if job.mode == "error" and self.table_exists():
+            raise DestinationError(
+                f"{self.format_name} table {self.store.full_url()} already exists; write with "
+                "mode='append' or mode='overwrite'"
+            )
+        self.clean_dead_jobs()
+
+    def clean_dead_jobs(self) -> None:
+        """What the next job does for a dead one: roll back (or finish) the jobs of this table
+        whose drivers are known dead, deleting their marked files (as `dataferry cleanup`)."""
+        if not self.store.exists(self.markers_root):
+            return
+        from ..job.cleanup import cleanup_destination
+
+        report = cleanup_destination(self.store)
+        for path in (*report.rolled_back, *report.rolled_forward):
+            log.warning("table %s: recovered dead job %s", self.store.full_url(), path)
+
+    def output_path(self, task: TaskAttemptContext, relpath: str) -> str:
+        name = unique_name(relpath, task)
+        return f"{self.data_root}/{name}" if self.data_root else name
+
+    # --- task commit: the files' footers travel with the message ----------------------------
+
+    def commit_task(
+        self, task: TaskAttemptContext, written: Sequence[str] = ()
+    ) -> TaskCommitMessage:
+        message = super().commit_task(task, written)
+        with self.stats.duration("task_stage_read_footers"):
+            facts = [file_facts(self.store, f).to_json() for f in message.files]
+        return replace(message, extra={**message.extra, "files": facts})
+
+    # --- job commit --------------------------------------------------------------------------
+
+    def committed_files(self, job: JobContext) -> list[str]:
+        return []  # the table's log is the record: a job without an intent committed nothing
+
+    def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
+        """What `error` refuses: the table's live files (none if there is no table)."""
+        return self.table_files() if self.table_exists() else []
+
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        plan = super().plan_commit(ctx, job, messages)
+        reported = {f["path"]: f for m in messages for f in m.extra.get("files", ())}
+        facts = [
+            FileFacts.from_json(reported[f]) if f in reported else file_facts(ctx.store, f)
+            for f in plan.payload["files"]
+        ]
+        schema = self.input_schema or self.schema_of_files(ctx, facts)
+        plan.payload["facts"] = [f.to_json() for f in facts]
+        plan.payload["schema"] = schema_to_text(schema) if schema is not None else ""
+        plan.payload["partition_by"] = list(self.partition_by or self.partitions_of(facts))
+        plan.payload["table"] = plan_table_stage(ctx, self, job, facts)
+        plan.bytes = sum(f.size for f in facts)
+        return plan
+
+    def schema_of_files(self, ctx: StageContext, facts: Sequence[FileFacts]) -> pa.Schema | None:
+        """The table's schema when no input schema was given: the first file's, with the
+        partition columns (as strings) its path names."""
+        if not facts:
+            return None
+        from .footers import read_footer
+
+        schema = read_footer(ctx.store, facts[0].path)[1].schema.to_arrow_schema()
+        for column in self.partitions_of(facts):
+            if column not in schema.names:
+                schema = schema.append(pa.field(column, pa.string()))
+        return schema
+
+    def partitions_of(self, facts: Sequence[FileFacts]) -> tuple[str, ...]:
+        from .layout import partition_values
+
+        start = 1 if self.data_root else 0
+        return tuple(partition_values(facts[0].path, start)) if facts else ()
+
+    def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
+        plan = intent.payload
+        delete_stray_files(ctx, plan["stray"])
+        details = commit_table_stage(ctx, self, job, intent)
+        facts = [FileFacts.from_json(f) for f in plan["facts"]]
+        return Applied(
+            files=len(facts),
+            bytes=sum(f.size for f in facts),
+            filenames=[f.path for f in facts[:100]],
+            details={
+                "stray_files_deleted": len(plan["stray"]),
+                "markers_found": plan["marked"],
+                **details,
+            },
+        )
+
+    @staticmethod
+    def plan_schema(intent: Intent) -> pa.Schema | None:
+        text = intent.payload.get("schema", "")
+        return schema_from_text(text) if text else None
+
+    @classmethod
+    def tidy(cls, store: Store) -> None:
+        store.delete_if_empty(cls.markers_root)
+        store.delete_if_empty(CLAIM_ROOT)
+
+    # --- the format's hooks ------------------------------------------------------------------
+
+    def table_exists(self) -> bool:
+        raise NotImplementedError
+
+    def table_files(self) -> list[str]:
+        """The live data files of the table's current version (paths in the store)."""
+        raise NotImplementedError
+
+    def plan_table(
+        self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
+    ) -> dict[str, Any]:
+        """The format's part of the plan (JSON), decided before the intent record: checks
+        that may refuse the commit go here, as nothing is visible yet."""
+        return {}
+
+    def commit_table(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
+        """Commit the job's one transaction from the intent record; idempotent (a transaction
+        of this job already in the table is found, and not made again). Returns details for
+        the job's result (the table version it made)."""
+        raise NotImplementedError
+
+
+@stage("job_stage_plan_table", "plan_table")
+def plan_table_stage(
+    ctx: StageContext, committer: TableCommitter, job: JobContext, facts: Sequence[FileFacts]
+) -> dict[str, Any]:
+    return committer.plan_table(ctx, job, facts)
+
+
+@stage("job_stage_commit_table", "commit_table")
+def commit_table_stage(
+    ctx: StageContext, committer: TableCommitter, job: JobContext, intent: Intent
+) -> dict[str, Any]:
+    """The switch readers see: one transaction of the table's log."""
+    ctx.fence(f"committing the {committer.format_name} transaction")
+    try:
+        return committer.commit_table(ctx, job, intent)
+    except TableCommitConflict:
+        # the table did not change and will not take this transaction: the job is undecided
+        # again, so its abort rolls it back (deleting its files) rather than retry forever
+        ctx.store.delete(intent_path(committer.job_dir(job)))
+        raise

@@ -1,0 +1,356 @@
+"""The Delta Lake committer: a job's files in one Delta transaction, made by deltalake
+(delta-rs), exactly once.
+
+Data files lie as Delta writers lay them (`col=value/` directories, partition columns only in
+the log), named per job, task and attempt. The job's transaction carries an application
+transaction `txn(appId="dataferry-<job uuid>", version=1)`: before it commits, and after any
+error, the committer asks the table `transaction_version(appId)`, so a commit whose answer
+was lost is found in the log and never applied twice (delta-rs itself accepts the same txn
+twice: delta-io/delta-rs#2580).
+
+Modes: `append`; `overwrite` (remove actions for every live file, in the same transaction);
+`overwrite-partitions` (remove actions for the live files of the partitions the job wrote,
+Delta's partition overwrite); `error` (refuse a table that exists). A table that does not
+exist is created by the job's transaction, with the data's schema and partition columns.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from ...errors import ConfigError, DestinationError, TableCommitConflict
+from ...store import Store
+from ..job.partitions import partitions_of
+from ..protocol import JobContext, StageContext
+from ..records.intent import Intent
+from .base import TableCommitter, TableConfig
+from .footers import FileFacts
+from .layout import partition_values
+from .location import table_location
+from .transact import commit_exactly_once
+
+LOG_DIR = "_delta_log"
+
+
+@dataclass(frozen=True)
+class DeltaConfig(TableConfig):
+    """The Delta committer's options (with deltalake's names).
+
+    storage_options: deltalake's storage options, for a location the store does not carry
+        them for (merged over those of an `s3://` store).
+    name, description, configuration: the table's, when the job creates it
+        (`write_deltalake(name=, description=, configuration=)`).
+    schema_mode: None refuses data whose schema differs from the table's (deltalake's
+        default); "merge" adds the data's new columns to the table's schema.
+    """
+
+    storage_options: dict[str, str] = field(default_factory=dict, repr=False)
+    name: str = ""
+    description: str = ""
+    configuration: dict[str, str] = field(default_factory=dict)
+    schema_mode: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.schema_mode not in (None, "merge"):
+            raise ConfigError(f"schema_mode must be None or 'merge', got {self.schema_mode!r}")
+
+
+def app_id(job: JobContext) -> str:
+    """The job's application id in the table's `txn` actions."""
+    return f"dataferry-{job.job_uuid}"
+
+
+def _conflict(error: BaseException) -> bool:
+    from deltalake.exceptions import CommitFailedError
+
+    return isinstance(error, CommitFailedError)
+
+
+class DeltaCommitter(TableCommitter):
+    name = "delta"
+    format_name = "Delta Lake"
+    markers_root = "_dataferry/delta-markers"
+
+    def __init__(self, store: Store, config: DeltaConfig) -> None:
+        super().__init__(store, config)
+        self._location = None
+
+    # --- the table -------------------------------------------------------------------------
+
+    @property
+    def location(self):
+        if self._location is None:
+            loc = table_location(self.store, "a Delta table")
+            options = {**loc.storage_options, **self.config.storage_options}
+            self._location = (loc.uri, options)
+        return self._location
+
+    def table(self, version: int | None = None) -> Any:
+        """The table as it is now (None if there is none)."""
+        from deltalake import DeltaTable
+
+        uri, options = self.location
+        if not self.table_exists():
+            return None
+        return DeltaTable(uri, version=version, storage_options=options or None)
+
+    def table_exists(self) -> bool:
+        from deltalake import DeltaTable
+
+        if not self.store.exists(LOG_DIR):
+            return False
+        uri, options = self.location
+        return DeltaTable.is_deltatable(uri, storage_options=options or None)
+
+    def table_files(self) -> list[str]:
+        dt = self.table()
+        if dt is None:
+            return []
+        actions = pa.table(dt.get_add_actions(flatten=True))
+        return sorted(actions.column("path").to_pylist())
+
+    # --- before the job ----------------------------------------------------------------------
+
+    def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
+        from deltalake import Schema
+
+        try:
+            Schema.from_arrow(schema)
+        except Exception as e:
+            raise ConfigError(f"the data cannot be a Delta table's schema: {e}") from None
+        dt = self.table() if self.write_mode != "overwrite" else None
+        if dt is None:
+            return
+        table_parts = list(dt.metadata().partition_columns)
+        if list(partition_by) != table_parts:
+            raise ConfigError(
+                f"Delta table {self.store.full_url()} is partitioned by {table_parts}; the "
+                f"write gives partition_by={list(partition_by)}: give partition_by={table_parts}"
+            )
+        if self.config.schema_mode != "merge":
+            check_same_schema(self.store.full_url(), pa.schema(dt.schema().to_arrow()), schema)
+
+    # --- job commit ------------------------------------------------------------------------
+
+    def plan_table(
+        self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
+    ) -> dict[str, Any]:
+        exists = self.table_exists()
+        if job.mode == "error" and exists:
+            raise DestinationError(
+                f"Delta table {self.store.full_url()} already exists; write with "
+                "mode='append' or mode='overwrite'"
+            )
+        plan: dict[str, Any] = {"app_id": app_id(job), "created": not exists}
+        if job.mode == "overwrite-partitions":
+            plan["partitions"] = partitions_of([f.path for f in facts], include_root=False)
+        return plan
+
+    def commit_table(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
+        plan = intent.payload
+        appid = plan["table"]["app_id"]
+        facts = [FileFacts.from_json(f) for f in plan["facts"]]
+        schema = self.plan_schema(intent)
+        partition_by = list(plan["partition_by"])
+
+        def landed() -> dict[str, Any] | None:
+            dt = self.table()
+            if dt is None or dt.transaction_version(appid) is None:
+                return None
+            return {"table_version": _version_of(dt, appid)}
+
+        def commit() -> dict[str, Any]:
+            return self._commit(job, intent.mode, appid, facts, schema, partition_by, plan)
+
+        retries = self.config.commit_retries if intent.mode == "append" else 0
+        result, _ = commit_exactly_once(
+            ctx,
+            f"job {job.job_id}: Delta transaction of {self.store.full_url()}",
+            landed,
+            commit,
+            _conflict,
+            retries,
+            label=LOG_DIR,
+        )
+        return result
+
+    def _commit(
+        self,
+        job: JobContext,
+        mode: str,
+        appid: str,
+        facts: Sequence[FileFacts],
+        schema: pa.Schema | None,
+        partition_by: list[str],
+        plan: dict[str, Any],
+    ) -> dict[str, Any]:
+        from deltalake import Schema
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import (
+            CommitProperties,
+            Transaction,
+            create_table_with_add_actions,
+        )
+
+        uri, options = self.location
+        adds = [add_action(f, partition_by) for f in facts]
+        props = CommitProperties(
+            custom_metadata={
+                "dataferry.job_id": str(job.job_id),
+                "dataferry.job_uuid": job.job_uuid,
+            },
+            # delta-rs' own retries rebase blind appends; an overwrite must not be rebased
+            max_commit_retries=self.config.commit_retries if mode == "append" else 0,
+            app_transactions=[Transaction(appid, 1, int(time.time() * 1000))],
+        )
+        dt = self.table()
+        if dt is None and schema is None:
+            # no table and no file to take a schema from: a job that wrote nothing (and was
+            # given no schema) leaves the location as it was, as an empty write does
+            return {"table_version": None}
+        if dt is None:
+            create_table_with_add_actions(
+                uri,
+                Schema.from_arrow(schema),
+                adds,
+                mode="append",
+                partition_by=partition_by or None,
+                name=self.config.name or None,
+                description=self.config.description or None,
+                configuration=self.config.configuration or None,
+                storage_options=options or None,
+                commit_properties=props,
+            )
+        else:
+            table_schema = dt.schema() if schema is None else Schema.from_arrow(schema)
+            if self.config.schema_mode != "merge" and mode not in ("overwrite",):
+                table_schema = dt.schema()
+            try:
+                if mode == "overwrite":
+                    dt.create_write_transaction(
+                        adds,
+                        "overwrite",
+                        table_schema,
+                        partition_by or None,
+                        commit_properties=props,
+                    )
+                else:
+                    removes = (
+                        remove_actions(dt, plan["table"].get("partitions", []))
+                        if mode == "overwrite-partitions"
+                        else []
+                    )
+                    dt.create_write_transaction(
+                        [*adds, *removes],
+                        "append",
+                        table_schema,
+                        list(dt.metadata().partition_columns) or None,
+                        commit_properties=props,
+                    )
+            except CommitFailedError as e:
+                if mode != "append":
+                    raise TableCommitConflict(
+                        f"job {job.job_id}: the {mode} of Delta table {self.store.full_url()} "
+                        f"conflicts with a commit made since the job read the table: {e}; "
+                        "nothing was committed"
+                    ) from e
+                raise
+        done = self.table()
+        return {"table_version": _version_of(done, appid) if done is not None else None}
+
+
+def _version_of(dt: Any, appid: str) -> int:
+    """The table version whose commit carries the job's app id (the latest commit's if the
+    history does not say)."""
+    for entry in dt.history(limit=50):
+        if entry.get("dataferry.job_uuid") and appid.endswith(entry["dataferry.job_uuid"]):
+            return int(entry.get("version", dt.version()))
+    return dt.version()
+
+
+def add_action(facts: FileFacts, partition_by: Sequence[str]) -> Any:
+    """A Delta add action for a committed file: its path relative to the table (decoded;
+    delta-rs encodes it), size, partition values from its directories, and statistics."""
+    from deltalake.transaction import AddAction
+
+    values = partition_values(facts.path)
+    stats = {
+        "numRecords": facts.rows,
+        "minValues": {k: c.min for k, c in facts.columns.items() if c.min is not None},
+        "maxValues": {k: c.max for k, c in facts.columns.items() if c.max is not None},
+        "nullCount": {k: c.nulls for k, c in facts.columns.items() if c.nulls is not None},
+    }
+    return AddAction(
+        facts.path,
+        facts.size,
+        {k: values.get(k) for k in partition_by},
+        facts.modified_ms,
+        True,
+        json.dumps(stats, separators=(",", ":")),
+    )
+
+
+def remove_actions(dt: Any, partitions: Sequence[str]) -> list[Any]:
+    """Remove actions for the live files of the given partition directories."""
+    from deltalake.transaction import RemoveAction
+
+    wanted = [partition_values(p + "/x") for p in partitions]
+    columns = list(dt.metadata().partition_columns)
+    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    now = int(time.time() * 1000)
+    removes = []
+    for a in actions:
+        values = {c: _as_text(a.get(f"partition.{c}")) for c in columns}
+        if any(all(values.get(k) == v for k, v in w.items()) for w in wanted):
+            removes.append(RemoveAction(a["path"], True, now, a.get("size_bytes"), values))
+    return removes
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def check_same_schema(url: str, table: pa.Schema, data: pa.Schema) -> None:
+    """Refuse data whose columns differ from the table's by name or type, naming the first."""
+    table_fields = {f.name: f.type for f in table}
+    for f in data:
+        if f.name not in table_fields:
+            raise ConfigError(
+                f"column {f.name!r} is not in Delta table {url} (its columns: "
+                f"{', '.join(table_fields)}); pass committer_options={{'schema_mode': 'merge'}} "
+                "to add it"
+            )
+        if not _same_type(table_fields[f.name], f.type):
+            raise ConfigError(
+                f"column {f.name!r} is {f.type} in the data but {table_fields[f.name]} in "
+                f"Delta table {url}"
+            )
+    missing = [n for n in table_fields if n not in data.names]
+    if missing:
+        raise ConfigError(f"the data has no column {missing[0]!r} of Delta table {url}")
+
+
+def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
+    def norm(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+            return pa.string()
+        if pa.types.is_large_binary(t):
+            return pa.binary()
+        if pa.types.is_dictionary(t):
+            return norm(t.value_type)
+        if pa.types.is_timestamp(t):
+            return pa.timestamp("us", t.tz and "UTC")
+        return t
+
+    return norm(a) == norm(b)
