@@ -7,6 +7,7 @@ never a second set of credentials."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from ...errors import ConfigError
@@ -54,7 +55,12 @@ def s3_options(store: object) -> dict[str, str]:
     """The object_store (Rust) options for an S3Store's client: endpoint, region and keys."""
     kwargs = dict(store._spec.client_kwargs)
     options: dict[str, str] = {}
-    endpoint = kwargs.get("endpoint_url")
+    # the endpoint as boto3 finds it: the client's option, else the environment's
+    endpoint = (
+        kwargs.get("endpoint_url")
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+    )
     if endpoint:
         options["AWS_ENDPOINT_URL"] = str(endpoint)
         if str(endpoint).startswith("http://"):

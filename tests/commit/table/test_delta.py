@@ -1,0 +1,238 @@
+"""The Delta committer, as deltalake and polars read its tables: creation, each write mode,
+statistics in the log, an unknown commit outcome resolved both ways, failed and killed jobs
+leaving no orphan file, interop with tables deltalake wrote, and appenders at once."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import dataferry
+from dataferry.commit.job.cleanup import cleanup_destination
+from dataferry.errors import ConfigError, DestinationError, InjectedCrash
+from dataferry.store import FaultRule, Op, open_store
+
+deltalake = pytest.importorskip("deltalake")
+pl = pytest.importorskip("polars")
+
+
+def sales(n: int = 300, start: int = 0) -> pa.Table:
+    return pa.table(
+        {
+            "day": [f"2024-01-0{i % 3 + 1}" for i in range(start, start + n)],
+            "x": pa.array(range(start, start + n), pa.int64()),
+            "s": [f"v{i}" for i in range(start, start + n)],
+        }
+    )
+
+
+def rows(path: Path) -> pa.Table:
+    return deltalake.DeltaTable(str(path)).to_pyarrow_table().sort_by("x")
+
+
+def orphans(path: Path) -> list[str]:
+    """Parquet files in the table's storage that its current version does not reference."""
+    dt = deltalake.DeltaTable(str(path))
+    live = set(pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist())
+    return sorted(
+        str(p.relative_to(path))
+        for p in path.rglob("*.parquet")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
+        and str(p.relative_to(path)) not in live
+    )
+
+
+def write(path: Path, data: pa.Table, mode: str = "append", **kw):
+    return dataferry.write_dataset(
+        data, str(path), partition_by=["day"], committer="delta", mode=mode, **kw
+    )
+
+
+def test_a_job_creates_the_table_and_appends_as_deltalake_and_polars_read_it(tmp_path):
+    t = tmp_path / "t"
+    write(t, sales(), mode="error")
+    dt = deltalake.DeltaTable(str(t))
+    assert dt.version() == 0 and dt.metadata().partition_columns == ["day"]
+    write(t, sales(start=300))
+    assert rows(t).column("x").to_pylist() == list(range(600))
+    assert pl.read_delta(str(t)).height == 600
+    # every file of the job is in the log, partition columns only in the log
+    assert orphans(t) == []
+    assert not (t / "_dataferry").exists() and not (t / "_SUCCESS").exists()
+
+
+def test_the_log_carries_statistics_and_the_jobs_transaction(tmp_path):
+    t = tmp_path / "t"
+    result = write(t, sales(), mode="error")
+    log = [json.loads(line) for line in (t / "_delta_log" / f"{0:020d}.json").open()]
+    adds = [a["add"] for a in log if "add" in a]
+    assert len(adds) == result.files
+    stats = json.loads(adds[0]["stats"])
+    assert stats["numRecords"] > 0 and set(stats["minValues"]) == {"x", "s"}
+    assert adds[0]["partitionValues"]["day"].startswith("2024-01-0")
+    txn = [a["txn"] for a in log if "txn" in a]
+    assert len(txn) == 1 and txn[0]["appId"].startswith("dataferry-")
+    # statistics prune: a filter reads only the files whose bounds hold the value
+    dt = deltalake.DeltaTable(str(t))
+    assert dt.to_pyarrow_table(filters=[("x", "=", 7)]).num_rows == 1
+
+
+def test_overwrite_replaces_in_one_version_and_keeps_the_old_one_readable(tmp_path):
+    t = tmp_path / "t"
+    write(t, sales(), mode="error")
+    write(t, sales(30, start=1000), mode="overwrite")
+    assert rows(t).column("x").to_pylist() == list(range(1000, 1030))
+    old = deltalake.DeltaTable(str(t), version=0).to_pyarrow_table()
+    assert old.num_rows == 300  # the earlier version's files are still there
+
+
+def test_a_partition_overwrite_replaces_only_the_partitions_written(tmp_path):
+    t = tmp_path / "t"
+    write(t, sales(), mode="error")
+    new = sales(10, start=1000).filter(pc.equal(pc.field("day"), "2024-01-01"))
+    write(t, new, mode="overwrite-partitions")
+    got = rows(t)
+    days = got.column("day").to_pylist()
+    assert sorted(set(days)) == ["2024-01-01", "2024-01-02", "2024-01-03"]
+    assert [
+        x for x, d in zip(got["x"].to_pylist(), days, strict=True) if d == "2024-01-01"
+    ] == sorted(new.column("x").to_pylist())
+    assert days.count("2024-01-02") == 100
+
+
+def test_an_unpartitioned_table(tmp_path):
+    t = tmp_path / "t"
+    dataferry.write_dataset(sales(), str(t), committer="delta", mode="error")
+    assert rows(t).num_rows == 300
+    assert deltalake.DeltaTable(str(t)).metadata().partition_columns == []
+
+
+def test_bad_input_is_refused_before_any_file_is_written(tmp_path):
+    t = tmp_path / "t"
+    write(t, sales(), mode="error")
+    before = sorted(p for p in t.rglob("*") if p.is_file())
+    with pytest.raises(DestinationError, match=r"not empty|already exists"):
+        write(t, sales(), mode="error")
+    with pytest.raises(ConfigError, match="partitioned by \\['day'\\]"):
+        dataferry.write_dataset(sales(), str(t), committer="delta", mode="append")
+    other = sales().set_column(1, "x", pa.array([str(i) for i in range(300)]))
+    with pytest.raises(ConfigError, match="column 'x' is string in the data but int64"):
+        write(t, other)
+    with pytest.raises(ConfigError, match="column 'extra' is not in Delta table"):
+        write(t, sales().append_column("extra", pa.array([1] * 300)))
+    assert sorted(p for p in t.rglob("*") if p.is_file()) == before
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_commit_whose_answer_is_lost_lands_exactly_once(tmp_path, when):
+    """An ambiguous answer on the table transaction: `before`, it never reached the log;
+    `after`, it landed and the caller was told it failed. Either way the job commits once."""
+    t = tmp_path / "t"
+    write(t, sales(), mode="error")
+    rule = FaultRule(action="ambiguous", when=when, kinds=frozenset({Op.TABLE_COMMIT}))
+    store = open_store(str(t), faults=[rule])
+    dataferry.write_dataset(
+        sales(start=300), store, partition_by=["day"], committer="delta", mode="append"
+    )
+    assert rule.fired == 1
+    assert rows(t).column("x").to_pylist() == list(range(600))
+    assert deltalake.DeltaTable(str(t)).version() == 1
+    assert orphans(t) == []
+
+
+def test_a_failed_job_changes_no_version_and_leaves_no_file(tmp_path):
+    t = tmp_path / "t"
+    write(t, sales(), mode="error")
+
+    def fail(job):
+        raise RuntimeError("the driver gave up")
+
+    with pytest.raises(RuntimeError, match="gave up"):
+        write(t, sales(start=300), before_job_commit=fail)
+    assert deltalake.DeltaTable(str(t)).version() == 0
+    assert rows(t).num_rows == 300 and orphans(t) == []
+    assert not (t / "_dataferry").exists()
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_driver_dead_at_the_transaction_is_recovered_by_cleanup(tmp_path, when):
+    """Dead just before the transaction (rolled forward from its intent: committed once) or
+    just after it (found in the log: not committed again); no orphan either way."""
+    t = tmp_path / "t"
+    write(t, sales(), mode="error")
+    rule = FaultRule(action="crash", when=when, kinds=frozenset({Op.TABLE_COMMIT}))
+    store = open_store(str(t), faults=[rule])
+    with pytest.raises(InjectedCrash):
+        dataferry.write_dataset(
+            sales(start=300), store, partition_by=["day"], committer="delta", mode="append"
+        )
+    report = cleanup_destination(open_store(str(t)))
+    assert report.rolled_forward, report
+    assert rows(t).column("x").to_pylist() == list(range(600))
+    assert deltalake.DeltaTable(str(t)).version() == 1
+    assert orphans(t) == [] and not (t / "_dataferry").exists()
+
+
+def test_a_driver_dead_before_its_commit_is_rolled_back_by_the_next_job(tmp_path):
+    t = tmp_path / "t"
+    write(t, sales(), mode="error")
+    rule = FaultRule(action="crash", when="before", path_glob="*_commit_intent.json")
+    store = open_store(str(t), faults=[rule])
+    with pytest.raises(InjectedCrash):  # dead just before its commit was decided
+        dataferry.write_dataset(
+            sales(start=300), store, partition_by=["day"], committer="delta", mode="append"
+        )
+    assert orphans(t)  # the dead job's files are in place, referenced by no version
+    write(t, sales(3, start=5000))  # the next job rolls the dead one back first
+    assert orphans(t) == []
+    assert rows(t).num_rows == 303
+
+
+def test_a_table_deltalake_wrote_is_appended_to(tmp_path):
+    t = tmp_path / "t"
+    deltalake.write_deltalake(str(t), sales(), partition_by=["day"])
+    write(t, sales(start=300))
+    assert rows(t).column("x").to_pylist() == list(range(600))
+    assert pl.read_delta(str(t)).height == 600
+
+
+def _append_many(path: str, worker: int, commits: int) -> None:
+    for c in range(commits):
+        start = 10_000 * worker + 100 * c
+        dataferry.write_dataset(
+            sales(5, start=start), path, partition_by=["day"], committer="delta", mode="append"
+        )
+
+
+def test_appenders_at_once_all_land(tmp_path):
+    t = tmp_path / "t"
+    write(t, sales(3), mode="error")
+    ctx = multiprocessing.get_context("spawn")  # deltalake panics in a forked child
+    procs = [ctx.Process(target=_append_many, args=(str(t), w, 3)) for w in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    dt = deltalake.DeltaTable(str(t))
+    assert dt.version() == 9
+    assert dt.to_pyarrow_table().num_rows == 3 + 3 * 3 * 5
+    assert orphans(t) == []
+
+
+def test_a_table_on_the_s3_server(s3_url):
+    dataferry.write_dataset(sales(), s3_url, partition_by=["day"], committer="delta", mode="error")
+    dataferry.write_dataset(
+        sales(start=300), s3_url, partition_by=["day"], committer="delta", mode="append"
+    )
+    store = open_store(s3_url)
+    from dataferry.commit.table.location import table_location
+
+    loc = table_location(store)
+    dt = deltalake.DeltaTable(loc.uri, storage_options=loc.storage_options)
+    assert sorted(dt.to_pyarrow_table().column("x").to_pylist()) == list(range(600))
