@@ -103,7 +103,12 @@ class JobCommitError(CommitError):
     pass
 
 
-class TableCommitConflict(JobCommitError):
+class CommitUndone(JobCommitError):
+    """A decided commit that its committer took back, having changed nothing a reader sees
+    (its intent record is gone): the job is undecided again, and its abort rolls it back."""
+
+
+class TableCommitConflict(CommitUndone):
     """A table transaction another writer's commit makes invalid (an overwrite racing an
     append, by the format's rules): nothing of the job is committed."""
 

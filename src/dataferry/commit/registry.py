@@ -128,6 +128,24 @@ KNOWN: dict[str, CommitterSpec] = {
             safe_on=("local", "s3"),
             family="table",
         ),
+        CommitterSpec(
+            "iceberg",
+            f"{_PKG}.table.iceberg",
+            "IcebergCommitter",
+            "IcebergConfig",
+            "Apache Iceberg table: files in place, reconciled by markers, one catalog commit",
+            safe_on=("local", "s3"),
+            family="table",
+        ),
+        CommitterSpec(
+            "hudi",
+            f"{_PKG}.table.hudi",
+            "HudiCommitter",
+            "HudiConfig",
+            "Apache Hudi copy-on-write table: files in place after Hudi markers, one instant",
+            safe_on=("local", "s3"),
+            family="table",
+        ),
     )
 }
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ...errors import ClaimLost, CommitError, InjectedCrash, JobCommitError
+from ...errors import ClaimLost, CommitError, CommitUndone, InjectedCrash, JobCommitError
 from ...stages import stage
 from ..protocol import CommitterHooks, JobCommitResult, JobContext, StageContext, TaskCommitMessage
 from ..records.drivers import driver_crashed, driver_path, end_driver, record_driver
@@ -71,6 +71,8 @@ def commit_job(
             end_driver(ctx.store, job.job_uuid)
     except Exception as e:
         lost = isinstance(e, ClaimLost) or (held is not None and bool(held.lost))
+        if isinstance(e, CommitUndone):
+            decided = False  # taken back by the committer: not to be finished, but undone
         if decided and not lost:  # a decided commit is finished, not undone: once more
             retried = _finish_again(committer, job, intent, held)
             if retried is not None:

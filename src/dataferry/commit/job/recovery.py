@@ -15,7 +15,14 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from ...errors import CommitError, DestinationClaimed, InjectedCrash, JobCommitError, StoreError
+from ...errors import (
+    CommitError,
+    CommitUndone,
+    DestinationClaimed,
+    InjectedCrash,
+    JobCommitError,
+    StoreError,
+)
 from ...store import Store
 from ..lookup import committer_by_name, job_from_ids
 from ..protocol import CommitterHooks, JobContext
@@ -82,9 +89,13 @@ def recover_job(committer: CommitterHooks, job: JobContext, rollback: bool = Fal
     where = committer.store.full_url(committer.job_dir(job))
     if intent is not None:
         log.warning("job %s: rolling forward its decided commit from %s", job.job_id, where)
-        _under_claim(committer, job, lambda: _finish_recovered(committer, job, intent))
-        log.warning("job %s: rolled forward", job.job_id)
-        return "rolled forward"
+        try:
+            _under_claim(committer, job, lambda: _finish_recovered(committer, job, intent))
+        except CommitUndone as e:  # its committer took the decision back: undo the job
+            log.warning("job %s: its decided commit was taken back (%s)", job.job_id, e)
+        else:
+            log.warning("job %s: rolled forward", job.job_id)
+            return "rolled forward"
     committer.rollback_job(job)
     release_claim(committer.store, job.job_uuid)
     log.warning("job %s: rolled back (no decided commit in %s)", job.job_id, where)

@@ -1,0 +1,334 @@
+"""What a Hudi copy-on-write table of version 6 (timeline layout 1) is made of, as text and
+bytes: instant times, `hoodie.properties`, base file names, the Avro schema and the JSON
+commit metadata. No I/O here: the committer (`hudi.py`) writes all of it through its store.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import uuid
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from ...errors import ConfigError
+from .footers import FileFacts
+from .layout import partition_dir
+
+HOODIE = ".hoodie"
+TEMP = f"{HOODIE}/.temp"
+PROPERTIES = f"{HOODIE}/hoodie.properties"
+JOB_RECORD = "dataferry-job.json"  # in `.hoodie/.temp/<instant>/`: which job the instant is
+JOB_UUID_KEY = "dataferry.job-uuid"
+COMPLETED_ACTIONS = ("commit", "replacecommit")
+_INSTANT_RE = re.compile(r"^(\d{14}|\d{17})\.")
+_FORMAT = "%Y%m%d%H%M%S"
+
+
+# --- instants ---------------------------------------------------------------------------------
+
+
+def format_instant(when: dt.datetime) -> str:
+    """`yyyyMMddHHmmssSSS` in UTC."""
+    when = when.astimezone(dt.UTC)
+    return when.strftime(_FORMAT) + f"{when.microsecond // 1000:03d}"
+
+
+def parse_instant(text: str) -> dt.datetime:
+    """An instant time (17 or 14 digits) as a UTC datetime."""
+    base = dt.datetime.strptime(text[:14], _FORMAT).replace(tzinfo=dt.UTC)
+    return base + dt.timedelta(milliseconds=int(text[14:17] or 0))
+
+
+def instant_of_name(name: str) -> str | None:
+    """The instant a timeline file name starts with (None for other files)."""
+    m = _INSTANT_RE.match(name)
+    return m.group(1) if m else None
+
+
+def next_instant(existing: Iterable[str], now: dt.datetime | None = None) -> str:
+    """The current UTC time as an instant, made strictly later than every instant given."""
+    when = now or dt.datetime.now(dt.UTC)
+    latest = max((parse_instant(i) for i in existing), default=None)
+    if latest is not None and when <= latest:
+        when = latest + dt.timedelta(milliseconds=1)
+    return format_instant(when)
+
+
+def timeline_file(instant: str, suffix: str) -> str:
+    """`.hoodie/<instant>.<suffix>` (`commit`, `commit.requested`, `inflight`, ...)."""
+    return f"{HOODIE}/{instant}.{suffix}"
+
+
+def pending_suffixes(action: str) -> tuple[str, str]:
+    """The requested and inflight files' suffixes of an action (layout 1)."""
+    if action == "commit":
+        return "commit.requested", "inflight"
+    return f"{action}.requested", f"{action}.inflight"
+
+
+# --- file names -------------------------------------------------------------------------------
+
+
+def write_token(task_index: int, job_attempt: int, attempt_number: int) -> str:
+    """`<task>-<job attempt>-<task attempt>` (`FSUtils.makeWriteToken`'s shape)."""
+    return f"{task_index}-{job_attempt}-{attempt_number}"
+
+
+def file_id(job_uuid: str, token: str, relpath: str) -> str:
+    """A file group id unique to the job, attempt and file (a UUID plus `-0`, no `_`);
+    the same for the same file of the same attempt, so a marker and its file agree."""
+    return f"{uuid.uuid5(uuid.NAMESPACE_URL, f'{job_uuid}/{token}/{relpath}')}-0"
+
+
+def base_file_name(fid: str, token: str, instant: str, ext: str = "parquet") -> str:
+    """`<fileId>_<writeToken>_<instant>.parquet` (`FSUtils.makeBaseFileName`)."""
+    return f"{fid}_{token}_{instant}.{ext}"
+
+
+def parse_base_file_name(name: str) -> tuple[str, str, str] | None:
+    """(fileId, writeToken, instant) of a base file name; None if it is not one."""
+    stem = name.rsplit(".", 1)[0]
+    parts = stem.split("_")
+    if len(parts) != 3 or not _INSTANT_RE.match(parts[2] + "."):
+        return None
+    return parts[0], parts[1], parts[2]
+
+
+# --- hoodie.properties ------------------------------------------------------------------------
+
+
+def checksum(database: str, table: str) -> int:
+    """`HoodieTableConfig.generateChecksum`: CRC32 of `<database>.<table>`."""
+    return zlib.crc32(f"{database}.{table}".encode())
+
+
+def key_generator(record_key: Sequence[str], partition_fields: Sequence[str]) -> str:
+    if not partition_fields:
+        return "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+    if len(record_key) <= 1 and len(partition_fields) == 1:
+        return "org.apache.hudi.keygen.SimpleKeyGenerator"
+    return "org.apache.hudi.keygen.ComplexKeyGenerator"
+
+
+def _escape(value: str) -> str:
+    """A java.util.Properties value, escaped as Java writes it."""
+    out = value.replace("\\", "\\\\").replace("\n", "\\n")
+    for c in (":", "=", "#", "!"):
+        out = out.replace(c, "\\" + c)
+    return out
+
+
+def properties_bytes(
+    table_name: str,
+    database: str,
+    record_key: Sequence[str],
+    partition_fields: Sequence[str],
+    precombine: str,
+    create_schema: str,
+) -> bytes:
+    """The table's `hoodie.properties` (version 6, timeline layout 1, copy-on-write)."""
+    props: dict[str, str] = {
+        "hoodie.table.name": table_name,
+        "hoodie.table.type": "COPY_ON_WRITE",
+        "hoodie.table.version": "6",
+        "hoodie.timeline.layout.version": "1",
+        "hoodie.table.base.file.format": "PARQUET",
+        "hoodie.populate.meta.fields": "false",
+        "hoodie.table.partition.fields": ",".join(partition_fields),
+        "hoodie.datasource.write.hive_style_partitioning": "true",
+        "hoodie.datasource.write.partitionpath.urlencode": "false",
+        "hoodie.datasource.write.drop.partition.columns": "false",
+        "hoodie.table.keygenerator.class": key_generator(record_key, partition_fields),
+        "hoodie.table.timeline.timezone": "UTC",
+        "hoodie.archivelog.folder": "archived",
+    }
+    if database:
+        props["hoodie.database.name"] = database
+    if record_key:
+        props["hoodie.table.recordkey.fields"] = ",".join(record_key)
+    if precombine:
+        props["hoodie.table.precombine.field"] = precombine
+    if create_schema:
+        props["hoodie.table.create.schema"] = create_schema
+    props["hoodie.table.checksum"] = str(checksum(database, table_name))
+    lines = ["#Properties saved by dataferry", *(f"{k}={_escape(v)}" for k, v in props.items())]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def parse_properties(data: bytes) -> dict[str, str]:
+    """`hoodie.properties` as a dict (the subset of java.util.Properties Hudi writes)."""
+    props: dict[str, str] = {}
+    for raw in data.decode("utf-8", errors="replace").splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        m = re.search(r"(?<!\\)[=:]", line)
+        key, value = (line[: m.start()], line[m.end() :]) if m else (line, "")
+        props[key.strip()] = re.sub(r"\\(.)", lambda g: {"n": "\n"}.get(g[1], g[1]), value)
+    return props
+
+
+def fields_of(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Hudi's comma-separated field list (or a list) as a tuple."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(s.strip() for s in items if s and s.strip())
+
+
+# --- the Avro schema --------------------------------------------------------------------------
+
+
+def avro_schema(schema: pa.Schema, table_name: str) -> dict[str, Any]:
+    """The table's schema as Hudi records it (an Avro record, nullable fields as unions)."""
+    name = re.sub(r"\W", "_", table_name) or "table"
+    return {
+        "type": "record",
+        "name": f"{name}_record",
+        "namespace": f"hoodie.{name}",
+        "fields": [_avro_field(f, f"hoodie.{name}.{name}_record") for f in schema],
+    }
+
+
+def _avro_field(f: pa.Field, space: str) -> dict[str, Any]:
+    t = _avro_type(f.type, f"{space}.{f.name}", f.name)
+    if f.nullable:
+        return {"name": f.name, "type": ["null", t], "default": None}
+    return {"name": f.name, "type": t}
+
+
+def _avro_type(t: pa.DataType, space: str, name: str) -> Any:
+    simple = [
+        (pa.types.is_boolean, "boolean"),
+        (lambda x: pa.types.is_integer(x) and x.bit_width <= 32 and not _is_u32(x), "int"),
+        (pa.types.is_integer, "long"),
+        (pa.types.is_float16, "float"),
+        (pa.types.is_float32, "float"),
+        (pa.types.is_float64, "double"),
+        (lambda x: pa.types.is_string(x) or pa.types.is_large_string(x), "string"),
+        (lambda x: pa.types.is_string_view(x), "string"),
+        (lambda x: pa.types.is_binary(x) or pa.types.is_large_binary(x), "bytes"),
+    ]
+    for test, avro in simple:
+        if test(t):
+            return avro
+    if pa.types.is_dictionary(t):
+        return _avro_type(t.value_type, space, name)
+    if pa.types.is_date(t):
+        return {"type": "int", "logicalType": "date"}
+    if pa.types.is_timestamp(t):
+        logical = "timestamp-millis" if t.unit in ("s", "ms") else "timestamp-micros"
+        if t.tz is None:
+            logical = logical.replace("timestamp", "local-timestamp")
+        return {"type": "long", "logicalType": logical}
+    if pa.types.is_decimal(t):
+        return {"type": "bytes", "logicalType": "decimal", "precision": t.precision,
+                "scale": t.scale}  # fmt: skip
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = _avro_type(t.value_type, space, f"{name}_item")
+        return {"type": "array", "items": ["null", item] if t.value_field.nullable else item}
+    if pa.types.is_struct(t):
+        rec = re.sub(r"\W", "_", name)
+        return {
+            "type": "record",
+            "name": rec,
+            "namespace": space.rsplit(".", 1)[0],
+            "fields": [_avro_field(t.field(i), f"{space}.{rec}") for i in range(t.num_fields)],
+        }
+    raise ConfigError(f"column {name!r} of type {t} has no Avro type a Hudi table can record")
+
+
+def _is_u32(t: pa.DataType) -> bool:
+    return pa.types.is_uint32(t)
+
+
+# --- commit metadata --------------------------------------------------------------------------
+
+
+def write_stat(facts: FileFacts, instant: str) -> dict[str, Any]:
+    """The `HoodieWriteStat` of one new base file (an insert: no previous commit)."""
+    name = facts.path.rsplit("/", 1)[-1]
+    parsed = parse_base_file_name(name)
+    return {
+        "fileId": parsed[0] if parsed else name,
+        "path": facts.path,
+        "prevCommit": "null",
+        "numWrites": facts.rows,
+        "numDeletes": 0,
+        "numUpdateWrites": 0,
+        "numInserts": facts.rows,
+        "totalWriteBytes": facts.size,
+        "totalWriteErrors": 0,
+        "tempPath": None,
+        "partitionPath": partition_dir(facts.path),
+        "totalLogRecords": 0,
+        "totalLogFilesCompacted": 0,
+        "totalLogSizeCompacted": 0,
+        "totalUpdatedRecordsCompacted": 0,
+        "totalLogBlocks": 0,
+        "totalCorruptLogBlock": 0,
+        "totalRollbackBlocks": 0,
+        "fileSizeInBytes": facts.size,
+        "minEventTime": None,
+        "maxEventTime": None,
+        "runtimeStats": None,
+    }
+
+
+def commit_metadata(
+    facts: Sequence[FileFacts],
+    instant: str,
+    operation: str,
+    extra: Mapping[str, str],
+    replaced: Mapping[str, Sequence[str]] | None = None,
+) -> bytes:
+    """The completed instant's JSON `HoodieCommitMetadata` (or `HoodieReplaceCommitMetadata`
+    when `replaced` is given)."""
+    stats: dict[str, list[dict[str, Any]]] = {}
+    for f in facts:
+        stat = write_stat(f, instant)
+        stats.setdefault(stat["partitionPath"], []).append(stat)
+    body: dict[str, Any] = {
+        "partitionToWriteStats": stats,
+        "compacted": False,
+        "extraMetadata": dict(extra),
+        "operationType": operation,
+    }
+    if replaced is not None:
+        body["partitionToReplaceFileIds"] = {k: list(v) for k, v in replaced.items()}
+    return json.dumps(body, indent=2).encode("utf-8")
+
+
+def rollback_metadata(
+    rollback_instant: str, failed: str, deleted: Sequence[str], took_ms: int
+) -> bytes:
+    """A `HoodieRollbackMetadata` as JSON (Java writes Avro; hudi-rs ignores the file)."""
+    parts: dict[str, dict[str, Any]] = {}
+    for path in deleted:
+        p = partition_dir(path)
+        entry = parts.setdefault(
+            p,
+            {
+                "partitionPath": p,
+                "successDeleteFiles": [],
+                "failedDeleteFiles": [],
+                "rollbackLogFiles": {},
+                "writtenLogFiles": {},
+            },
+        )
+        entry["successDeleteFiles"].append(path)
+    body = {
+        "startRollbackTime": rollback_instant,
+        "timeTakenInMillis": took_ms,
+        "totalFilesDeleted": len(deleted),
+        "commitsRollback": [failed],
+        "partitionMetadata": parts,
+        "version": 1,
+        "instantsRollback": [{"commitTime": failed, "action": "commit"}],
+    }
+    return json.dumps(body, indent=2).encode("utf-8")

@@ -1,0 +1,499 @@
+"""The Apache Iceberg committer: a job's files in one Iceberg snapshot, committed through
+pyiceberg's catalog, exactly once.
+
+Data files lie under `data/col=value/`, named per job, task and attempt, holding their
+partition columns. At job commit each becomes a DataFile built from its footer (read through
+the store) with the table's field ids (by name mapping) and spec (identity values from the
+column bounds). The snapshot's summary carries `dataferry.job-uuid`: before the commit and
+after any error the table's snapshots are walked for it, so a lost answer is never applied
+twice. The catalog is the options' (`load_catalog` properties or a Catalog), else an embedded
+SQLite catalog in `_dataferry/iceberg-catalog.db` (local tables); where it and the table are
+is recorded without secrets in `_dataferry/iceberg-table.json` and in the intent, for
+committers with default options (`dataferry cleanup`, the next job). Modes: `append` (a fast
+append, retried on conflicts), `overwrite` and `overwrite-partitions` (one overwrite
+snapshot; a conflict raises TableCommitConflict), `error`. A missing table is created in the
+same catalog commit as the job's snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import pyarrow as pa
+
+from ...errors import ConfigError, DestinationError, TableCommitConflict
+from ...store import Store
+from ..protocol import JobContext, StageContext
+from ..records.intent import Intent
+from .base import CLAIM_ROOT, TableCommitter, TableConfig
+from .footers import FileFacts, read_footer
+from .location import TableLocation, table_location
+from .transact import commit_exactly_once
+
+log = logging.getLogger("dataferry.commit")
+
+CATALOG_DB = f"{CLAIM_ROOT}/iceberg-catalog.db"  # the embedded catalog's SQLite file
+TABLE_RECORD = f"{CLAIM_ROOT}/iceberg-table.json"  # where the catalog and the table are
+EMBEDDED_CATALOG = "dataferry"
+JOB_UUID_KEY = "dataferry.job-uuid"
+JOB_ID_KEY = "dataferry.job-id"
+NAME_MAPPING = "schema.name-mapping.default"
+DEFAULT_NAMESPACE = "default"
+
+_SECRET = re.compile(r"secret|password|token|credential|access-key|session|private", re.I)
+_CATALOG_TYPES = dict(SqlCatalog="sql", RestCatalog="rest", HiveCatalog="hive", GlueCatalog="glue")
+_CATALOG_TYPES.update(DynamoDbCatalog="dynamodb", InMemoryCatalog="in-memory")
+_S3_PROPS = dict(AWS_ENDPOINT_URL="s3.endpoint", AWS_REGION="s3.region")
+_S3_PROPS.update(AWS_ACCESS_KEY_ID="s3.access-key-id", AWS_SECRET_ACCESS_KEY="s3.secret-access-key")
+_S3_PROPS.update(AWS_SESSION_TOKEN="s3.session-token")
+
+
+@dataclass(frozen=True)
+class IcebergConfig(TableConfig):
+    """The Iceberg committer's options (with pyiceberg's names).
+
+    catalog: the properties `pyiceberg.catalog.load_catalog(name, **properties)` takes (its
+        name under an optional "name" key), or a pyiceberg Catalog; None: an embedded SQL
+        catalog on SQLite in the table's location (local tables only). A Catalog object is
+        used on the driver only and is not sent to workers.
+    identifier: the table's "namespace.table" ("" : the destination directory's name in
+        namespace "default").
+    properties: the table's properties, when the job creates it.
+    snapshot_properties: extra keys for the summary of the job's snapshot.
+    """
+
+    catalog: Any = field(default=None, compare=False, repr=False)
+    identifier: str = ""
+    properties: dict[str, str] = field(default_factory=dict)
+    snapshot_properties: dict[str, str] = field(default_factory=dict)
+    # the catalog's properties (from the dict or the Catalog object): what is compared
+    catalog_properties: dict[str, str] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        given = self.catalog
+        if given is not None and not isinstance(given, dict) and not hasattr(given, "load_table"):
+            raise ConfigError(
+                "catalog must be a dict of load_catalog properties or a pyiceberg Catalog, "
+                f"got {type(given).__name__}"
+            )
+        props = catalog_properties_of(self.catalog) if self.catalog is not None else None
+        object.__setattr__(self, "catalog_properties", props)
+        if self.identifier and len(split_identifier(self.identifier)) < 2:
+            raise ConfigError(f"identifier must be 'namespace.table', got {self.identifier!r}")
+        for name in ("properties", "snapshot_properties"):
+            value = getattr(self, name)
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+                raise ConfigError(f"{name} must map str to str, got {value!r}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A Catalog object stays on the driver (workers never need it, and it may hold a
+        connection pool); its properties travel."""
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        if state["catalog"] is not None and not isinstance(state["catalog"], dict):
+            state["catalog"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+
+
+def catalog_properties_of(catalog: Any) -> dict[str, str]:
+    """A catalog's `load_catalog` properties, with its name under "name"."""
+    if isinstance(catalog, dict):
+        return {str(k): v for k, v in catalog.items()}
+    props = {str(k): v for k, v in dict(getattr(catalog, "properties", {}) or {}).items()}
+    props.setdefault("name", getattr(catalog, "name", "") or "default")
+    kind = _CATALOG_TYPES.get(type(catalog).__name__)
+    if kind and "type" not in props and "py-catalog-impl" not in props:
+        props["type"] = kind
+    return props
+
+
+def without_secrets(props: dict[str, Any]) -> dict[str, Any]:
+    """What may be written down of a catalog's properties (no keys, tokens or passwords)."""
+    return {k: v for k, v in props.items() if not _SECRET.search(k)}
+
+
+def split_identifier(identifier: str) -> tuple[str, ...]:
+    return tuple(p for p in identifier.split(".") if p)
+
+
+def _conflict(error: BaseException) -> bool:
+    from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
+
+    return isinstance(error, CommitFailedException | TableAlreadyExistsError)
+
+
+def _norm_location(uri: str) -> str:
+    return re.sub(r"^file:(//)?", "", uri).rstrip("/")
+
+
+class IcebergCommitter(TableCommitter):
+    name = "iceberg"
+    format_name = "Apache Iceberg"
+    markers_root = "_dataferry/iceberg-markers"
+    data_root = "data"
+    keeps_partition_columns = True
+
+    def __init__(self, store: Store, config: IcebergConfig) -> None:
+        super().__init__(store, config)
+        self._location: TableLocation | None = None
+        self._catalogs: dict[str, Any] = {}
+
+    # --- where the table is ------------------------------------------------------------------
+
+    @property
+    def location(self) -> TableLocation:
+        if self._location is None:
+            self._location = table_location(self.store, "an Iceberg table")
+        return self._location
+
+    @property
+    def location_uri(self) -> str:
+        """The table's location as pyiceberg names it (`file://` + path for local disk)."""
+        loc = self.location
+        return f"file://{loc.uri}" if loc.local else loc.uri
+
+    def file_uri(self, relpath: str) -> str:
+        return f"{self.location_uri}/{relpath}"
+
+    def relative(self, uri: str) -> str:
+        """A data file's path in the store (the URI itself if it lies elsewhere)."""
+        root = _norm_location(self.location_uri) + "/"
+        plain = _norm_location(uri)
+        return plain[len(root) :] if plain.startswith(root) else uri
+
+    def default_identifier(self) -> str:
+        name = self.location.uri.rstrip("/").rsplit("/", 1)[-1] or "table"
+        return f"{DEFAULT_NAMESPACE}.{re.sub(r'[^A-Za-z0-9_-]', '_', name)}"
+
+    def where(self) -> dict[str, Any]:
+        """{"catalog": properties or None (embedded), "identifier": ...}: the options', else
+        what an earlier job recorded in the table's location, else the defaults."""
+        config: IcebergConfig = self.config
+        recorded = self.recorded_where() if config.catalog is None or not config.identifier else {}
+        catalog = (
+            config.catalog_properties if config.catalog is not None else recorded.get("catalog")
+        )
+        identifier = config.identifier or recorded.get("identifier") or self.default_identifier()
+        return {"catalog": catalog, "identifier": identifier}
+
+    def recorded_where(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.store.read_bytes(TABLE_RECORD))
+        except Exception:
+            return {}
+
+    def where_of(self, table_plan: dict[str, Any]) -> dict[str, Any]:
+        """Where the intent's table is: the options' catalog when given (with its secrets), else
+        the one the intent recorded (as a committer with default options rebuilds it)."""
+        if self.config.catalog is not None:
+            return {**table_plan["where"], "catalog": self.config.catalog_properties}
+        return dict(table_plan["where"])
+
+    def catalog(self, where: dict[str, Any]) -> Any:
+        """The catalog `where` names (the options' Catalog object itself, when given)."""
+        config: IcebergConfig = self.config
+        props = where.get("catalog")
+        live = config.catalog is not None and not isinstance(config.catalog, dict)
+        if live and props is not None and props == config.catalog_properties:
+            return config.catalog
+        key = json.dumps(props, sort_keys=True, default=str)
+        if key not in self._catalogs:
+            self._catalogs[key] = self._load_catalog(props)
+        return self._catalogs[key]
+
+    def _load_catalog(self, props: dict[str, Any] | None) -> Any:
+        from pyiceberg.catalog import load_catalog
+
+        if props is None:
+            loc = self.location
+            if not loc.local:
+                raise ConfigError(
+                    f"Iceberg table {self.store.full_url()}: the embedded SQLite catalog is for "
+                    "local tables; give committer_options={'catalog': {...}} (the properties "
+                    "of pyiceberg's load_catalog) for a table on object storage"
+                )
+            self.store.mkdirs(CLAIM_ROOT)
+            uri = f"sqlite:///{loc.uri}/{CATALOG_DB}"
+            return load_catalog(EMBEDDED_CATALOG, type="sql", uri=uri, warehouse=self.location_uri)
+        props = dict(props)
+        name = str(props.pop("name", "") or "default")
+        for key, value in self.io_properties().items():
+            props.setdefault(key, value)
+        return load_catalog(name, **props)
+
+    def io_properties(self) -> dict[str, str]:
+        """pyiceberg FileIO properties for an s3:// store (its endpoint, region and keys)."""
+        options = self.location.storage_options
+        return {_S3_PROPS[k]: v for k, v in options.items() if k in _S3_PROPS}
+
+    def table(self, where: dict[str, Any] | None = None) -> Any:
+        """The table as it is now (None if there is none)."""
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        where = where or self.where()
+        if where.get("catalog") is None and not self.store.exists(CATALOG_DB):
+            return None
+        try:
+            return self.catalog(where).load_table(where["identifier"])
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return None
+
+    def table_exists(self) -> bool:
+        return self.table() is not None
+
+    def table_files(self) -> list[str]:
+        tbl = self.table()
+        if tbl is None or tbl.current_snapshot() is None:
+            return []
+        return sorted(self.relative(t.file.file_path) for t in tbl.scan().plan_files())
+
+    def check_location(self, tbl: Any) -> None:
+        """Refuse a table of the catalog whose location is not the store's: its data files
+        would lie where the job's markers and cleanup do not reach."""
+        if _norm_location(tbl.metadata.location) != _norm_location(self.location_uri):
+            raise ConfigError(
+                f"Iceberg table {'.'.join(tbl.name())} lies at {tbl.metadata.location}, not at "
+                f"{self.store.full_url()}: write to its location, or give another identifier"
+            )
+
+    # --- before the job ----------------------------------------------------------------------
+
+    def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
+        tbl = self.table()
+        if tbl is None:
+            return
+        self.check_location(tbl)
+        url = self.store.full_url()
+        spec_columns = [tbl.schema().find_column_name(f.source_id) for f in tbl.spec().fields]
+        if list(partition_by) != spec_columns:
+            raise ConfigError(
+                f"Iceberg table {url} is partitioned by {spec_columns}; the write gives "
+                f"partition_by={list(partition_by)}: give partition_by={spec_columns}"
+            )
+        if schema is not None:
+            check_same_schema(url, tbl.schema().as_arrow(), schema)
+
+    # --- job commit ------------------------------------------------------------------------
+
+    def plan_table(
+        self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
+    ) -> dict[str, Any]:
+        where = self.where()
+        tbl = self.table(where)
+        if tbl is not None:
+            self.check_location(tbl)
+        if tbl is not None and job.mode == "error":
+            raise DestinationError(
+                f"Iceberg table {self.store.full_url()} already exists; write with "
+                "mode='append' or mode='overwrite'"
+            )
+        catalog = where["catalog"]
+        safe = {"catalog": catalog and without_secrets(catalog), "identifier": where["identifier"]}
+        self.record_where(ctx.store, safe)
+        read = _current_id(tbl) if tbl is not None else None
+        return {"where": safe, "created": tbl is None, "read_snapshot_id": read}
+
+    def record_where(self, store: Store, safe: dict[str, Any]) -> None:
+        """Write down where the catalog and table are, for committers with default options."""
+        if self.recorded_where() != safe:
+            store.write_bytes(TABLE_RECORD, json.dumps(safe, sort_keys=True).encode())
+
+    def commit_table(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
+        where = self.where_of(intent.payload["table"])
+
+        def landed() -> dict[str, Any] | None:
+            tbl = self.table(where)
+            snapshot = job_snapshot(tbl, job.job_uuid) if tbl is not None else None
+            return None if snapshot is None else {"snapshot_id": snapshot.snapshot_id}
+
+        def commit() -> dict[str, Any]:
+            return self._commit(ctx, job, intent, where)
+
+        retries = self.config.commit_retries if intent.mode == "append" else 0
+        what = f"job {job.job_id}: Iceberg commit of {self.store.full_url()}"
+        done = commit_exactly_once(ctx, what, landed, commit, _conflict, retries, label="metadata")
+        return done[0]
+
+    def snapshot_properties(self, job: JobContext) -> dict[str, str]:
+        job_keys = {JOB_UUID_KEY: job.job_uuid, JOB_ID_KEY: str(job.job_id)}
+        return {**self.config.snapshot_properties, **job_keys}
+
+    def _commit(
+        self, ctx: StageContext, job: JobContext, intent: Intent, where: dict[str, Any]
+    ) -> dict[str, Any]:
+        from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+        mode, schema = intent.mode, self.plan_schema(intent)
+        facts = [FileFacts.from_json(f) for f in intent.payload["facts"]]
+
+        tbl = self.table(where)
+        props = self.snapshot_properties(job)
+        if tbl is None:
+            if schema is None:
+                # no table and no file to take a schema from: an empty write leaves it as it was
+                return {"snapshot_id": None}
+            tx = self._create_transaction(where, schema, list(intent.payload["partition_by"]))
+            with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
+                for data_file in self.data_files(ctx, tx.table_metadata, facts):
+                    append.append_data_file(data_file)
+            done = tx.commit_transaction()
+            return {"snapshot_id": _current_id(done), "created": True}
+        self.check_location(tbl)
+        tx = tbl.transaction()
+        if tx.table_metadata.name_mapping() is None:
+            set_name_mapping(tx)
+        new = self.data_files(ctx, tx.table_metadata, facts)
+        try:
+            if mode == "append":
+                with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
+                    for data_file in new:
+                        append.append_data_file(data_file)
+            else:
+                old = [t.file for t in tbl.scan().plan_files()]
+                if mode == "overwrite-partitions":
+                    old = in_partitions(old, new, tx.table_metadata.default_spec_id)
+                with tx.update_snapshot(snapshot_properties=props).overwrite() as swap:
+                    for data_file in old:
+                        swap.delete_data_file(data_file)
+                    for data_file in new:
+                        swap.append_data_file(data_file)
+            done = tx.commit_transaction()
+        except (CommitFailedException, ValidationException) as e:
+            if mode != "append":
+                raise TableCommitConflict(
+                    f"job {job.job_id}: the {mode} of Iceberg table {self.store.full_url()} "
+                    f"conflicts with a commit made since the job read the table: {e}; "
+                    "nothing was committed"
+                ) from e
+            raise
+        return {"snapshot_id": _current_id(done)}
+
+    def _create_transaction(
+        self, where: dict[str, Any], schema: pa.Schema, partition_by: list[str]
+    ) -> Any:
+        """A transaction creating the table (schema from the data, identity partitions, the
+        name mapping that lets readers find columns in files without field ids)."""
+        catalog = self.catalog(where)
+        identifier = where["identifier"]
+        catalog.create_namespace_if_not_exists(split_identifier(identifier)[:-1])
+        tx = catalog.create_table_transaction(
+            identifier,
+            schema=iceberg_ready(schema),
+            location=self.location_uri,
+            properties=dict(self.config.properties),
+        )
+        if partition_by:
+            with tx.update_spec() as spec:
+                for column in partition_by:
+                    spec.add_identity(column)
+        set_name_mapping(tx)
+        return tx
+
+    def data_files(self, ctx: StageContext, metadata: Any, facts: Sequence[FileFacts]) -> list[Any]:
+        """DataFiles for the job's files, from their footers (read through the store), with
+        the table's field ids and partition spec."""
+        from pyiceberg.io import pyarrow as pio
+        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+        table_schema, spec = metadata.schema(), metadata.spec()
+        stats_columns = pio.compute_statistics_plan(table_schema, metadata.properties)
+        mapping = pio.parquet_path_to_id_mapping(table_schema)
+
+        def one(f: FileFacts) -> Any:
+            size, meta = read_footer(ctx.store, f.path)
+            stats = pio.data_file_statistics_from_parquet_metadata(meta, stats_columns, mapping)
+            return DataFile.from_args(
+                content=DataFileContent.DATA,
+                file_path=self.file_uri(f.path),
+                file_format=FileFormat.PARQUET,
+                partition=stats.partition(spec, table_schema),
+                file_size_in_bytes=size,
+                sort_order_id=None,
+                spec_id=metadata.default_spec_id,
+                equality_ids=None,
+                key_metadata=None,
+                **stats.to_serialized_dict(),
+            )
+
+        return ctx.pool.map(one, facts)
+
+
+def set_name_mapping(tx: Any) -> None:
+    """The name mapping by which readers find the table's columns in files without ids."""
+    tx.set_properties(**{NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
+
+
+def job_snapshot(tbl: Any, job_uuid: str) -> Any:
+    """The table's snapshot made by the job (None if it has none)."""
+    for snapshot in reversed(tbl.metadata.snapshots):
+        summary = snapshot.summary
+        if summary is not None and summary.get(JOB_UUID_KEY) == job_uuid:
+            return snapshot
+    return None
+
+
+def _current_id(tbl: Any) -> int | None:
+    snapshot = tbl.current_snapshot()
+    return snapshot.snapshot_id if snapshot is not None else None
+
+
+def _key(record: Any) -> tuple[Any, ...]:
+    return tuple(record[i] for i in range(len(record)))
+
+
+def in_partitions(old: list[Any], new: list[Any], spec_id: int) -> list[Any]:
+    """The live files in the partitions the new files are in (what a partition overwrite
+    replaces)."""
+    written = {_key(f.partition) for f in new}
+    same_spec = [f for f in old if getattr(f, "spec_id", spec_id) == spec_id]
+    return [f for f in same_spec if _key(f.partition) in written]
+
+
+def iceberg_ready(schema: pa.Schema) -> pa.Schema:
+    """The data's schema as Iceberg takes it: dictionary columns as their values."""
+    dicts = pa.types.is_dictionary
+    return pa.schema([f.with_type(f.type.value_type) if dicts(f.type) else f for f in schema])
+
+
+def check_same_schema(url: str, table: pa.Schema, data: pa.Schema) -> None:
+    """Refuse data whose columns differ from the table's by name or type, naming the first."""
+    table_fields = {f.name: f.type for f in table}
+    for f in data:
+        if f.name not in table_fields:
+            raise ConfigError(
+                f"column {f.name!r} is not in Iceberg table {url} (its columns: "
+                f"{', '.join(table_fields)})"
+            )
+        if _norm(table_fields[f.name]) != _norm(f.type):
+            raise ConfigError(
+                f"column {f.name!r} is {f.type} in the data but {table_fields[f.name]} in "
+                f"Iceberg table {url}"
+            )
+    missing = [n for n in table_fields if n not in data.names]
+    if missing:
+        raise ConfigError(f"the data has no column {missing[0]!r} of Iceberg table {url}")
+
+
+_SAME = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
+_SAME.update({t: pa.int32() for t in (pa.int8(), pa.int16(), pa.uint8(), pa.uint16())})
+_SAME[pa.uint32()] = pa.int64()
+
+
+def _norm(t: pa.DataType) -> pa.DataType:
+    """An Arrow type as Iceberg stores it (string and binary widths, small ints, units)."""
+    if pa.types.is_dictionary(t):
+        return _norm(t.value_type)
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", t.tz and "UTC")
+    if pa.types.is_large_list(t) or pa.types.is_list(t):
+        return pa.list_(_norm(t.value_type))
+    return _SAME.get(t, pa.string() if pa.types.is_string_view(t) else t)

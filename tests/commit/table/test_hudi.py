@@ -1,0 +1,217 @@
+"""The Hudi committer: copy-on-write instants on a timeline dataferry writes, read back by
+hudi-rs (the `hudi` package) row for row; failed and crashed jobs leave no rows, no files of
+their instant and no pending instant."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+import dataferry
+from dataferry.commit.job.cleanup import CLAIM_PATH as CLAIM
+from dataferry.commit.job.cleanup import cleanup_destination
+from dataferry.commit.table.hudi_timeline import (
+    next_instant,
+    parse_base_file_name,
+    parse_properties,
+)
+from dataferry.errors import ConfigError, InjectedCrash
+from dataferry.store import open_store
+from dataferry.store.faults import FaultRule, Op
+
+hudi = pytest.importorskip("hudi")
+
+OPTIONS = {"table_name": "t", "record_key": "x"}
+TOKEN = "t0ken"
+
+
+def rows(n: int, start: int = 0) -> pa.Table:
+    return pa.table(
+        {
+            "x": list(range(start, start + n)),
+            "day": [f"2024-01-0{1 + i % 3}" for i in range(start, start + n)],
+            "v": [i * 0.5 for i in range(start, start + n)],
+        }
+    )
+
+
+def read_hudi(path) -> pa.Table:
+    batches = hudi.HudiTableBuilder.from_base_uri(str(path)).build().read()
+    if not batches:
+        return pa.table({"x": pa.array([], pa.int64())})
+    return pa.Table.from_batches(batches).sort_by("x")
+
+
+def write(data: pa.Table, dest, partition_by=("day",), **kw):
+    options = {**OPTIONS, **kw.pop("committer_options", {})}
+    return dataferry.write_dataset(
+        data,
+        dest,
+        partition_by=list(partition_by),
+        committer="hudi",
+        committer_options=options,
+        mode=kw.pop("mode", "append"),
+        **kw,
+    )
+
+
+def data_files(path) -> set[str]:
+    return {
+        p.relative_to(path).as_posix()
+        for p in path.rglob("*.parquet")
+        if ".hoodie" not in p.relative_to(path).parts
+    }
+
+
+def timeline(path) -> list[str]:
+    return sorted(p.name for p in (path / ".hoodie").iterdir() if p.is_file())
+
+
+def assert_no_orphans(path) -> None:
+    """Every data file on disk is a base file of a completed instant, and no marker is left."""
+    completed = {n.split(".")[0] for n in timeline(path) if n.endswith(".commit")}
+    for f in data_files(path):
+        parsed = parse_base_file_name(f.rsplit("/", 1)[-1])
+        assert parsed is not None and parsed[2] in completed, f
+    assert not list((path / ".hoodie").glob(".temp/*"))
+
+
+def test_two_appends_read_back_by_hudi_rs_row_for_row(tmp_path):
+    path = tmp_path / "t"
+    write(rows(10), str(path))
+    write(rows(7, start=10), str(path))
+    got = read_hudi(path)
+    want = pa.concat_tables([rows(10), rows(7, start=10)]).sort_by("x")
+    assert got.select(["x", "day", "v"]).to_pylist() == want.to_pylist()
+    names = timeline(path)
+    assert sum(n.endswith(".commit") for n in names) == 2
+    assert sum(n.endswith(".inflight") for n in names) == 2
+    props = parse_properties((path / ".hoodie" / "hoodie.properties").read_bytes())
+    assert props["hoodie.table.name"] == "t"
+    assert props["hoodie.table.partition.fields"] == "day"
+    assert props["hoodie.table.recordkey.fields"] == "x"
+    assert props["hoodie.table.version"] == "6"
+    assert props["hoodie.timeline.layout.version"] == "1"
+    instants = [n.split(".")[0] for n in names if n.endswith(".commit")]
+    meta = json.loads((path / ".hoodie" / f"{instants[0]}.commit").read_bytes())
+    stats = [s for ss in meta["partitionToWriteStats"].values() for s in ss]
+    assert sum(s["numInserts"] for s in stats) == 10
+    assert all(s["path"].startswith(s["partitionPath"] + "/") for s in stats)
+    assert json.loads(meta["extraMetadata"]["schema"])["type"] == "record"
+    assert meta["operationType"] == "INSERT"
+    for f in data_files(path):
+        fid, _token, instant = parse_base_file_name(f.rsplit("/", 1)[-1])
+        assert "_" not in fid and fid.endswith("-0") and instant in instants
+    assert_no_orphans(path)
+
+
+def test_unpartitioned_table(tmp_path):
+    path = tmp_path / "flat"
+    write(rows(5), str(path), partition_by=())
+    write(rows(5, start=5), str(path), partition_by=())
+    assert read_hudi(path).column("x").to_pylist() == list(range(10))
+    props = parse_properties((path / ".hoodie" / "hoodie.properties").read_bytes())
+    assert props["hoodie.table.partition.fields"] == ""
+    assert "Nonpartitioned" in props["hoodie.table.keygenerator.class"]
+
+
+def test_a_failed_job_is_rolled_back(tmp_path):
+    path = tmp_path / "t"
+    write(rows(6), str(path))
+    before = data_files(path)
+
+    def fail(job):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        write(rows(6, start=100), str(path), before_job_commit=fail)
+    assert read_hudi(path).column("x").to_pylist() == list(range(6))
+    assert data_files(path) == before  # no file of the failed instant
+    names = timeline(path)
+    assert sum(n.endswith(".commit") for n in names) == 1
+    assert sum(n.endswith(".inflight") for n in names) == 1  # the completed instant's only
+    rollbacks = [n for n in names if n.endswith(".rollback")]
+    assert len(rollbacks) == 1
+    meta = json.loads((path / ".hoodie" / rollbacks[0]).read_bytes())
+    assert meta["totalFilesDeleted"] >= 1
+    assert_no_orphans(path)
+
+
+def test_overwrite_and_mismatched_partitions_are_refused(tmp_path):
+    path = tmp_path / "t"
+    write(rows(3), str(path))
+    with pytest.raises(ConfigError, match="overwrite"):
+        write(rows(3), str(path), mode="overwrite")
+    with pytest.raises(ConfigError, match=r"partitioned by \['day'\]"):
+        write(rows(3), str(path), partition_by=())
+    with pytest.raises(ConfigError, match="table_version"):
+        write(rows(3), str(path), committer_options={"table_version": 8})
+    assert read_hudi(path).num_rows == 3
+    assert_no_orphans(path)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_crash_in_the_commit_is_recovered_by_cleanup(tmp_path, when):
+    path = tmp_path / "t"
+    write(rows(4), str(path))
+    crash = FaultRule(action="crash", when=when, kinds=frozenset({Op.TABLE_COMMIT}))
+    with pytest.raises(InjectedCrash):
+        write(rows(5, start=50), open_store(str(path), faults=[crash]))
+    report = cleanup_destination(open_store(str(path)))
+    assert report.rolled_forward or report.rolled_back
+    got = read_hudi(path).column("x").to_pylist()
+    # the intent record was saved before the commit: cleanup rolls it forward, one copy
+    assert got == [*range(4), *range(50, 55)]
+    assert len(got) == len(set(got))
+    assert_no_orphans(path)
+    write(rows(2, start=90), str(path))  # the next job goes on from there
+    assert read_hudi(path).num_rows == 11
+
+
+def test_a_crash_before_the_intent_is_rolled_back_by_the_next_job(tmp_path):
+    path = tmp_path / "t"
+    write(rows(4), str(path))
+    crash = FaultRule(
+        action="crash", when="before", kinds=frozenset({Op.CREATE_IF_ABSENT}), path_glob=CLAIM
+    )
+    with pytest.raises(InjectedCrash):
+        write(rows(5, start=50), open_store(str(path), faults=[crash]))
+    assert read_hudi(path).num_rows == 4  # the dead instant's files are hidden
+    write(rows(2, start=90), str(path))  # its setup recovers the dead job first
+    assert read_hudi(path).column("x").to_pylist() == [*range(4), 90, 91]
+    assert any(n.endswith(".rollback") for n in timeline(path))
+    assert_no_orphans(path)
+
+
+def test_marker_service(tmp_path):
+    from dataferry.markers.process import MarkerServiceProcess
+
+    path = tmp_path / "t"
+    with MarkerServiceProcess(str(path), token=TOKEN, batch_interval_ms=20) as svc:
+        options = {"markers": "service", "service_url": svc.url, "service_token": TOKEN}
+        write(rows(8), str(path), committer_options=options)
+
+        def fail(job):
+            raise RuntimeError("boom")
+
+        with pytest.raises(RuntimeError):
+            write(rows(3, start=20), str(path), committer_options=options, before_job_commit=fail)
+    assert read_hudi(path).column("x").to_pylist() == list(range(8))
+    assert_no_orphans(path)
+
+
+def test_instants_are_strictly_increasing():
+    assert next_instant(["20991231235959999"]) == "21000101000000000"
+    assert next_instant(["20240101000000"]) > "20240101000000000"
+
+
+def test_mode_error_creates_the_table_then_refuses_it(tmp_path):
+    path = tmp_path / "e"
+    write(rows(3), str(path), mode="error")
+    assert read_hudi(path).num_rows == 3
+    with pytest.raises(Exception, match=r"already exists|not empty"):
+        write(rows(3, start=10), str(path), mode="error")
+    assert read_hudi(path).num_rows == 3
+    assert_no_orphans(path)
