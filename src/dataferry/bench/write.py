@@ -136,8 +136,9 @@ def _median_row(
     runs: list[float],
     output: Output,
     detail: Any,
+    run_details: list[Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    row = {
         "writer": writer,
         "group": group,
         "wall_s": round(statistics.median(runs), 4),
@@ -149,6 +150,9 @@ def _median_row(
         "rows": output.rows,
         "detail": detail,
     }
+    if run_details is not None:
+        row["run_details"] = run_details  # each timed run's detail, in the order of runs_s
+    return row
 
 
 def _ratios(results: list[dict[str, Any]], baselines: dict[str, str]) -> None:
@@ -175,7 +179,11 @@ def _measure(
     base: str,
     steps: _Steps,
     failed: list[dict[str, str]],
+    warmup: bool = False,
 ) -> list[dict[str, Any]]:
+    """Each writer of the group `repeats` times, the order rotated each round; with `warmup`,
+    once more before the timed runs (not timed: what a first call pays, caches and imports,
+    is left out). The first write of each writer is read back: all rows, or it failed."""
     alive: list[Writer] = []
     inputs: dict[str, Any] = {}
     for w in group.writers:
@@ -186,41 +194,60 @@ def _measure(
             alive.append(w)
         except Exception as e:
             failed.append(_failure(w.name, group.name, e))
-            steps.drop(repeats)
+            steps.drop(repeats + warmup)
     runs: dict[str, list[float]] = {w.name: [] for w in alive}
+    run_details: dict[str, list[Any]] = {w.name: [] for w in alive}
     outputs: dict[str, Output] = {}
     details: dict[str, Any] = {}
+
+    def run(w: Writer, label: str, dest: str, left: int) -> tuple[float, Any] | None:
+        steps(f"{group.name}: {w.name}, {label}")
+        os.sync()  # each run starts with no dirty pages left by the one before
+        try:
+            started = time.perf_counter()
+            detail = w.write(inputs[w.name], dest)
+            wall = time.perf_counter() - started
+            if w.name not in outputs:  # read back once: nobody is timed doing nothing
+                out = inspect_output(dest, w.rows)
+                if out.rows != expected_rows:
+                    raise ConfigError(f"read back {out.rows:,} rows of {expected_rows:,}")
+                outputs[w.name], details[w.name] = out, detail
+            return wall, detail
+        except Exception as e:
+            failed.append(_failure(w.name, group.name, e))
+            alive.remove(w)
+            steps.drop(left)
+            return None
+        finally:
+            shutil.rmtree(dest, ignore_errors=True)
+
     try:
+        if warmup:
+            for w in list(alive):
+                run(w, "warm-up", os.path.join(base, f"{group.name}-{_slug(w.name)}-warm"), repeats)
         for rep in range(repeats):
             turn = rep % max(1, len(alive))
             for w in alive[turn:] + alive[:turn]:  # rotated: no writer always runs first
                 if w not in alive:
                     continue
-                steps(f"{group.name}: {w.name}, run {rep + 1} of {repeats}")
                 dest = os.path.join(base, f"{group.name}-{_slug(w.name)}-{rep}")
-                os.sync()  # each run starts with no dirty pages left by the one before
-                try:
-                    started = time.perf_counter()
-                    detail = w.write(inputs[w.name], dest)
-                    wall = time.perf_counter() - started
-                    if w.name not in outputs:  # read back once: nobody is timed doing nothing
-                        out = inspect_output(dest, w.rows)
-                        if out.rows != expected_rows:
-                            raise ConfigError(f"read back {out.rows:,} rows of {expected_rows:,}")
-                        outputs[w.name], details[w.name] = out, detail
-                    runs[w.name].append(wall)
-                except Exception as e:
-                    failed.append(_failure(w.name, group.name, e))
-                    alive.remove(w)
-                    steps.drop(repeats - rep - 1)
-                finally:
-                    shutil.rmtree(dest, ignore_errors=True)
+                done = run(w, f"run {rep + 1} of {repeats}", dest, repeats - rep - 1)
+                if done is not None:
+                    runs[w.name].append(done[0])
+                    run_details[w.name].append(done[1])
     finally:
         for w in group.writers:
             if w.close and w.name in inputs:
                 w.close(inputs[w.name])
     return [
-        _median_row(w.name, group.name, runs[w.name], outputs[w.name], details[w.name])
+        _median_row(
+            w.name,
+            group.name,
+            runs[w.name],
+            outputs[w.name],
+            details[w.name],
+            run_details[w.name],
+        )
         for w in alive
     ]
 

@@ -247,23 +247,50 @@ def _not_installed(name: str, baseline: str, absent: str, only: tuple[str, ...])
 # --- Dask and Ray ------------------------------------------------------------------------------
 
 
-def dataferry_dask_writer(partition_by: tuple[str, ...], client: Any = None) -> tuple[Write, str]:
-    """`dataferry.dask.to_parquet` when it exists, else `dataferry.dask.write_dataset`; and
-    which one it is."""
+def dataferry_dask_writer(
+    partition_by: tuple[str, ...],
+    client: Any = None,
+    detail: Callable[[Any], Any] | None = None,
+    entry: str = "to_parquet",
+    **options: Any,
+) -> tuple[Write, str]:
+    """`dataferry.dask.to_parquet` when it exists (and `entry` asks for it), else
+    `dataferry.dask.write_dataset`; and which one it is. `options` (committer=,
+    committer_options=, ...) go to either call; `detail` makes the run's detail from the
+    WriteResult (default: the committer's name)."""
     import dataferry.dask as ferry
 
     cols = list(partition_by)
-    if hasattr(ferry, "to_parquet"):
+    shown = detail or _committer_detail
+    if entry == "to_parquet" and hasattr(ferry, "to_parquet"):
 
         def to_parquet(ddf: Any, dest: str) -> Any:
-            return _committer_detail(ferry.to_parquet(ddf, dest, partition_on=cols))
+            return shown(ferry.to_parquet(ddf, dest, partition_on=cols, **options))
 
         return to_parquet, "dataferry.dask.to_parquet"
 
     def write(ddf: Any, dest: str) -> Any:
-        return _committer_detail(ferry.write_dataset(ddf, dest, partition_by=cols, client=client))
+        return shown(ferry.write_dataset(ddf, dest, partition_by=cols, client=client, **options))
 
     return write, "dataferry.dask.write_dataset"
+
+
+def dataferry_ray_writer(
+    partition_by: tuple[str, ...], detail: Callable[[Any], Any] | None = None, **options: Any
+) -> Write:
+    """`ds.write_datasink(dataferry.ray.CommitDatasink(dest, ...))`; `options` (committer=,
+    committer_options=, ...) go to the sink, `detail` as for `dataferry_dask_writer`."""
+    cols = list(partition_by)
+    shown = detail or _committer_detail
+
+    def write(ds: Any, dest: str) -> Any:
+        from ..ray import CommitDatasink
+
+        sink = CommitDatasink(dest, partition_by=cols, **options)
+        ds.write_datasink(sink)
+        return shown(sink.result)
+
+    return write
 
 
 def _committer_detail(result: Any) -> str | None:
@@ -292,12 +319,37 @@ def dask_group(
     `workers` single-threaded workers in this process (processes=False: the data and both
     writers share the process, as in the table group, and no writer pays for pickling the
     partitions to worker processes). The table is split in `partitions` and persisted first."""
-    absent = missing(("dask.dataframe", "distributed"))
+    absent = missing(DASK_NEEDS)
     if absent:
         yield _not_installed("dask", "dataferry.dask", absent, only)
         return
+    with dask_cluster(workers) as client:
+        ferry_write, ferry_name = dataferry_dask_writer(partition_by, client)
+        group = _group(
+            "dask",
+            "dataferry.dask",
+            [
+                ((), Writer("dask", dask_to_parquet(partition_by), warm=DASK_MODULES)),
+                ((), Writer("dataferry.dask", ferry_write, warm=FERRY_MODULES)),
+            ],
+            only,
+        )
+        group.notes.append(f"{dask_note(workers, partitions)}; dataferry.dask is {ferry_name}")
+        if group.writers:
+            group.data = dask_frame(table, partitions)
+        yield group
+
+
+DASK_NEEDS = ("dask.dataframe", "distributed")
+RAY_NEEDS = ("ray", "ray.data")
+
+
+@contextmanager
+def dask_cluster(workers: int) -> Iterator[Any]:
+    """A LocalCluster of `workers` single-threaded workers in this process (processes=False:
+    the data and the writers share the process, and no writer pays for pickling the
+    partitions to worker processes), and its Client."""
     import dask
-    import dask.dataframe as dd
     import distributed
 
     with (
@@ -310,25 +362,24 @@ def dask_group(
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
-        ferry_write, ferry_name = dataferry_dask_writer(partition_by, client)
-        group = _group(
-            "dask",
-            "dataferry.dask",
-            [
-                ((), Writer("dask", dask_to_parquet(partition_by), warm=DASK_MODULES)),
-                ((), Writer("dataferry.dask", ferry_write, warm=FERRY_MODULES)),
-            ],
-            only,
-        )
-        group.notes.append(
-            f"dask: LocalCluster, {workers} workers x 1 thread, processes=False; the table in "
-            f"{partitions} partitions, persisted; dataferry.dask is {ferry_name}"
-        )
-        if group.writers:
-            ddf = dd.from_pandas(table.to_pandas(), npartitions=partitions).persist()
-            distributed.wait(ddf)
-            group.data = ddf
-        yield group
+        yield client
+
+
+def dask_frame(table: pa.Table, partitions: int) -> Any:
+    """The table as a Dask DataFrame of `partitions` partitions, persisted on the cluster."""
+    import dask.dataframe as dd
+    import distributed
+
+    ddf = dd.from_pandas(table.to_pandas(), npartitions=partitions).persist()
+    distributed.wait(ddf)
+    return ddf
+
+
+def dask_note(workers: int, partitions: int) -> str:
+    return (
+        f"dask: LocalCluster, {workers} workers x 1 thread, processes=False; the table in "
+        f"{partitions} partitions, persisted"
+    )
 
 
 @contextmanager
@@ -342,32 +393,44 @@ def ray_group(
     """Ray Data's `write_parquet(partition_cols=...)` against
     `write_datasink(dataferry.ray.CommitDatasink(...))` on a local `ray.init(num_cpus=cpus)`,
     the table in `blocks` blocks, materialized first."""
-    absent = missing(("ray", "ray.data"))
+    absent = missing(RAY_NEEDS)
     if absent:
         yield _not_installed("ray", "dataferry.ray", absent, only)
         return
-    import ray
-
     cols = list(partition_by)
 
     def ray_write(ds: Any, dest: str) -> None:
         ds.write_parquet(dest, partition_cols=cols)
 
-    def ferry_write(ds: Any, dest: str) -> Any:
-        from ..ray import CommitDatasink
-
-        sink = CommitDatasink(dest, partition_by=cols)
-        ds.write_datasink(sink)
-        return _committer_detail(sink.result)
-
     group = _group(
         "ray",
         "dataferry.ray",
-        [((), Writer("ray", ray_write)), ((), Writer("dataferry.ray", ferry_write))],
+        [
+            ((), Writer("ray", ray_write)),
+            ((), Writer("dataferry.ray", dataferry_ray_writer(partition_by))),
+        ],
         only,
     )
+    if not group.writers:
+        yield group
+        return
+    with ray_session(cpus):
+        group.data, note = ray_dataset(table, blocks, cpus)
+        group.notes.append(note)
+        try:
+            yield group
+        finally:
+            group.data = None
+
+
+@contextmanager
+def ray_session(cpus: int) -> Iterator[None]:
+    """A local `ray.init(num_cpus=cpus)` (unless Ray is running already), quiet: Ray Data's
+    INFO log and progress bars off for its length; shut down after if it was started here."""
+    import ray
+
     started = False
-    if group.writers and not ray.is_initialized():
+    if not ray.is_initialized():
         ray.init(
             num_cpus=cpus,
             include_dashboard=False,
@@ -378,23 +441,27 @@ def ray_group(
     quiet = [logging.getLogger(name) for name in ("ray", "ray.data")]
     levels = [q.level for q in quiet]
     try:
-        if group.writers:
-            import ray.data
+        import ray.data
 
-            for q in quiet:  # Ray Data logs every execution at INFO
-                q.setLevel(logging.WARNING)
-            ray.data.DataContext.get_current().enable_progress_bars = False
-            size = max(1, -(-table.num_rows // blocks))
-            parts = [table.slice(i * size, size) for i in range(blocks) if i * size < len(table)]
-            group.data = ray.data.from_arrow(parts).materialize()
-            group.notes.append(
-                f"ray: local ray.init(num_cpus={cpus}); the table in {len(parts)} blocks, "
-                "materialized"
-            )
-        yield group
+        for q in quiet:  # Ray Data logs every execution at INFO
+            q.setLevel(logging.WARNING)
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        yield
     finally:
-        group.data = None
         for q, level in zip(quiet, levels, strict=True):
             q.setLevel(level)
         if started:
             ray.shutdown()
+
+
+def ray_dataset(table: pa.Table, blocks: int, cpus: int) -> tuple[Any, str]:
+    """The table as a materialized Ray Dataset of `blocks` blocks, and a note saying so."""
+    import ray.data
+
+    size = max(1, -(-table.num_rows // blocks))
+    parts = [table.slice(i * size, size) for i in range(blocks) if i * size < len(table)]
+    ds = ray.data.from_arrow(parts).materialize()
+    return (
+        ds,
+        f"ray: local ray.init(num_cpus={cpus}); the table in {len(parts)} blocks, materialized",
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import (  # noqa: F401  (each module adds its commands to the app)
     bench_commit,
     bench_services,
+    bench_table,
     bench_write,
     demo,
     operations,

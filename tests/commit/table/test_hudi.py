@@ -1,10 +1,12 @@
 """The Hudi committer: copy-on-write instants on a timeline dataferry writes, read back by
 hudi-rs (the `hudi` package) row for row; failed and crashed jobs leave no rows, no files of
-their instant and no pending instant."""
+their instant and no pending instant; overwrites are replacecommits whose replaced file groups
+hudi-rs hides (and time travel still reads)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pyarrow as pa
 import pytest
@@ -12,12 +14,13 @@ import pytest
 import dataferry
 from dataferry.commit.job.cleanup import CLAIM_PATH as CLAIM
 from dataferry.commit.job.cleanup import cleanup_destination
+from dataferry.commit.table.hudi import HudiCommitter, HudiConfig
 from dataferry.commit.table.hudi_timeline import (
     next_instant,
     parse_base_file_name,
     parse_properties,
 )
-from dataferry.errors import ConfigError, InjectedCrash
+from dataferry.errors import ConfigError, InjectedCrash, TableCommitConflict
 from dataferry.store import open_store
 from dataferry.store.faults import FaultRule, Op
 
@@ -25,6 +28,7 @@ hudi = pytest.importorskip("hudi")
 
 OPTIONS = {"table_name": "t", "record_key": "x"}
 TOKEN = "t0ken"
+COMPLETED = (".commit", ".replacecommit")
 
 
 def rows(n: int, start: int = 0) -> pa.Table:
@@ -37,8 +41,9 @@ def rows(n: int, start: int = 0) -> pa.Table:
     )
 
 
-def read_hudi(path) -> pa.Table:
-    batches = hudi.HudiTableBuilder.from_base_uri(str(path)).build().read()
+def read_hudi(path, as_of: str = "") -> pa.Table:
+    options = hudi.HudiReadOptions().with_as_of_timestamp(as_of) if as_of else None
+    batches = hudi.HudiTableBuilder.from_base_uri(str(path)).build().read(options)
     if not batches:
         return pa.table({"x": pa.array([], pa.int64())})
     return pa.Table.from_batches(batches).sort_by("x")
@@ -71,7 +76,7 @@ def timeline(path) -> list[str]:
 
 def assert_no_orphans(path) -> None:
     """Every data file on disk is a base file of a completed instant, and no marker is left."""
-    completed = {n.split(".")[0] for n in timeline(path) if n.endswith(".commit")}
+    completed = {n.split(".")[0] for n in timeline(path) if n.endswith(COMPLETED)}
     for f in data_files(path):
         parsed = parse_base_file_name(f.rsplit("/", 1)[-1])
         assert parsed is not None and parsed[2] in completed, f
@@ -139,11 +144,9 @@ def test_a_failed_job_is_rolled_back(tmp_path):
     assert_no_orphans(path)
 
 
-def test_overwrite_and_mismatched_partitions_are_refused(tmp_path):
+def test_mismatched_partitions_and_versions_are_refused(tmp_path):
     path = tmp_path / "t"
     write(rows(3), str(path))
-    with pytest.raises(ConfigError, match="overwrite"):
-        write(rows(3), str(path), mode="overwrite")
     with pytest.raises(ConfigError, match=r"partitioned by \['day'\]"):
         write(rows(3), str(path), partition_by=())
     with pytest.raises(ConfigError, match="table_version"):
@@ -215,3 +218,149 @@ def test_mode_error_creates_the_table_then_refuses_it(tmp_path):
         write(rows(3, start=10), str(path), mode="error")
     assert read_hudi(path).num_rows == 3
     assert_no_orphans(path)
+
+
+# --- overwrites: replacecommits ---------------------------------------------------------------
+
+
+def committer(path) -> HudiCommitter:
+    return HudiCommitter(open_store(str(path)), HudiConfig())
+
+
+def instants(path, action: str) -> list[str]:
+    return [n.split(".")[0] for n in timeline(path) if n.endswith(f".{action}")]
+
+
+def replacecommit(path, instant: str) -> dict:
+    return json.loads((path / ".hoodie" / f"{instant}.replacecommit").read_bytes())
+
+
+def test_overwrite_partitions_replaces_the_partitions_written(tmp_path):
+    path = tmp_path / "t"
+    write(rows(9), str(path))  # days 01, 02, 03
+    first = instants(path, "commit")[0]
+    old = data_files(path)
+    new = pa.table({"x": [100, 101], "day": ["2024-01-02"] * 2, "v": [1.0, 2.0]})
+    write(new, str(path), mode="overwrite-partitions")
+    got = read_hudi(path).select(["x", "day", "v"])
+    kept = [r for r in rows(9).to_pylist() if r["day"] != "2024-01-02"]
+    assert got.to_pylist() == sorted([*kept, *new.to_pylist()], key=lambda r: r["x"])
+    (t,) = instants(path, "replacecommit")
+    names = timeline(path)
+    assert f"{t}.replacecommit.requested" in names and f"{t}.replacecommit.inflight" in names
+    meta = replacecommit(path, t)
+    assert meta["operationType"] == "INSERT_OVERWRITE"
+    old_ids = {f.split("/")[0]: parse_base_file_name(f.rsplit("/", 1)[-1])[0] for f in sorted(old)}
+    assert meta["partitionToReplaceFileIds"] == {"day=2024-01-02": [old_ids["day=2024-01-02"]]}
+    assert old <= data_files(path)  # the replaced slice stays until Hudi's cleaner runs
+    assert read_hudi(path, as_of=first).select(["x", "day", "v"]).to_pylist() == (
+        rows(9).to_pylist()
+    )
+    c = committer(path)
+    assert c.referenced_files() == data_files(path)
+    assert set(c.table_files()) == data_files(path) - {
+        f for f in old if f.startswith("day=2024-01-02/")
+    }
+    assert_no_orphans(path)
+
+
+def test_overwrite_replaces_the_whole_table_and_time_travel_sees_the_old_rows(tmp_path):
+    path = tmp_path / "t"
+    write(rows(6), str(path))
+    write(rows(3, start=6), str(path))
+    before = instants(path, "commit")[-1]
+    write(rows(2, start=50), str(path), mode="overwrite")
+    assert read_hudi(path).column("x").to_pylist() == [50, 51]
+    assert read_hudi(path, as_of=before).column("x").to_pylist() == list(range(9))
+    (t,) = instants(path, "replacecommit")
+    meta = replacecommit(path, t)
+    assert meta["operationType"] == "INSERT_OVERWRITE_TABLE"
+    replaced = meta["partitionToReplaceFileIds"]
+    assert sorted(replaced) == ["day=2024-01-01", "day=2024-01-02", "day=2024-01-03"]
+    assert sum(len(ids) for ids in replaced.values()) == 6  # both commits' file groups
+    c = committer(path)
+    assert c.read_rows().sort_by("x").column("x").to_pylist() == [50, 51]
+    assert len(c.table_files()) == 2 and c.referenced_files() == data_files(path)
+    write(rows(2, start=70), str(path))  # an append after the overwrite adds to it
+    assert read_hudi(path).column("x").to_pylist() == [50, 51, 70, 71]
+    assert_no_orphans(path)
+
+
+def test_a_failed_overwrite_is_rolled_back(tmp_path):
+    path = tmp_path / "t"
+    write(rows(6), str(path))
+    before = data_files(path)
+
+    def fail(job):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        write(rows(2, start=100), str(path), mode="overwrite", before_job_commit=fail)
+    assert read_hudi(path).column("x").to_pylist() == list(range(6))
+    assert data_files(path) == before
+    assert not [n for n in timeline(path) if "replacecommit" in n]
+    (rollback,) = [n for n in timeline(path) if n.endswith(".rollback")]
+    meta = json.loads((path / ".hoodie" / rollback).read_bytes())
+    assert meta["instantsRollback"][0]["action"] == "replacecommit"
+    assert_no_orphans(path)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_crashed_overwrite_is_rolled_forward_once(tmp_path, when):
+    path = tmp_path / "t"
+    write(rows(4), str(path))
+    crash = FaultRule(action="crash", when=when, kinds=frozenset({Op.TABLE_COMMIT}))
+    with pytest.raises(InjectedCrash):
+        write(rows(3, start=50), open_store(str(path), faults=[crash]), mode="overwrite")
+    cleanup_destination(open_store(str(path)))
+    assert read_hudi(path).column("x").to_pylist() == [50, 51, 52]
+    (t,) = instants(path, "replacecommit")
+    uuid = replacecommit(path, t)["extraMetadata"]["dataferry.job-uuid"]
+    assert committer(path).commits_of_job(uuid) == 1
+    assert_no_orphans(path)
+
+
+def test_an_overwrite_conflicts_with_a_commit_made_since_its_plan(tmp_path):
+    path = tmp_path / "t"
+    write(rows(3), str(path))
+    (first,) = instants(path, "commit")
+
+    def another_writer(index, op, p):  # a commit lands between the plan and the commit
+        meta = json.loads((path / ".hoodie" / f"{first}.commit").read_bytes())
+        stats = meta["partitionToWriteStats"]["day=2024-01-01"]
+        t = next_instant([first, *instants(path, "inflight")])
+        src = stats[0]["path"]
+        fid = "0a0a0a0a-0000-0000-0000-000000000000-0"
+        dst = f"day=2024-01-01/{fid}_0-0-0_{t}.parquet"
+        shutil.copy(path / src, path / dst)
+        meta["partitionToWriteStats"] = {
+            "day=2024-01-01": [{**stats[0], "fileId": fid, "path": dst}]
+        }
+        meta["extraMetadata"] = {}
+        (path / ".hoodie" / f"{t}.commit").write_text(json.dumps(meta))
+
+    hook = FaultRule(action="callback", kinds=frozenset({Op.TABLE_COMMIT}), callback=another_writer)
+    with pytest.raises(TableCommitConflict, match="changed since"):
+        write(rows(2, start=50), open_store(str(path), faults=[hook]), mode="overwrite")
+    assert read_hudi(path).column("x").to_pylist() == [0, 0, 1, 2]  # nothing replaced
+    assert not instants(path, "replacecommit")
+    assert_no_orphans(path)
+
+
+def test_the_referee_hooks(tmp_path):
+    path = tmp_path / "t"
+    c = committer(path)
+    assert c.read_rows() is None and c.referenced_files() == set()
+    write(rows(5), str(path))
+    (t,) = instants(path, "commit")
+    meta = json.loads((path / ".hoodie" / f"{t}.commit").read_bytes())
+    uuid = meta["extraMetadata"]["dataferry.job-uuid"]
+    assert c.read_rows().sort_by("x").select(["x", "day", "v"]).to_pylist() == rows(5).to_pylist()
+    assert c.referenced_files() == data_files(path)
+    assert c.commits_of_job(uuid) == 1 and c.commits_of_job("someone-else") == 0
+    # the same job's metadata under a second instant: applied twice
+    t2 = next_instant([t])
+    (path / ".hoodie" / f"{t2}.commit").write_text(
+        json.dumps({**meta, "partitionToWriteStats": {}})
+    )
+    assert c.commits_of_job(uuid) == 2

@@ -25,6 +25,12 @@ PROPERTIES = f"{HOODIE}/hoodie.properties"
 JOB_RECORD = "dataferry-job.json"  # in `.hoodie/.temp/<instant>/`: which job the instant is
 JOB_UUID_KEY = "dataferry.job-uuid"
 COMPLETED_ACTIONS = ("commit", "replacecommit")
+MODE_OPERATIONS = {
+    "append": ("commit", "INSERT"),
+    "error": ("commit", "INSERT"),
+    "overwrite-partitions": ("replacecommit", "INSERT_OVERWRITE"),
+    "overwrite": ("replacecommit", "INSERT_OVERWRITE_TABLE"),
+}
 _INSTANT_RE = re.compile(r"^(\d{14}|\d{17})\.")
 _FORMAT = "%Y%m%d%H%M%S"
 
@@ -69,6 +75,45 @@ def pending_suffixes(action: str) -> tuple[str, str]:
     if action == "commit":
         return "commit.requested", "inflight"
     return f"{action}.requested", f"{action}.inflight"
+
+
+def instant_files(instant: str) -> list[str]:
+    """Every timeline file an instant of ours may have (completed first, of both actions)."""
+    found = [timeline_file(instant, a) for a in COMPLETED_ACTIONS]
+    for action in COMPLETED_ACTIONS:
+        found += [timeline_file(instant, s) for s in reversed(pending_suffixes(action))]
+    return found
+
+
+def operation_of_mode(mode: str) -> tuple[str, str]:
+    """(action, operationType) of a write mode, as Hudi's Spark writer makes them."""
+    if mode not in MODE_OPERATIONS:
+        raise ConfigError(f"the Hudi committer does not support mode={mode!r}")
+    return MODE_OPERATIONS[mode]
+
+
+def live_file_groups(metas: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """partition -> {fileId: its latest base file} after the given completed instants'
+    metadata (oldest first): the file groups written, less those a replacecommit replaced."""
+    live: dict[str, dict[str, str]] = {}
+    for meta in metas:
+        for part, ids in (meta.get("partitionToReplaceFileIds") or {}).items():
+            for fid in ids:
+                live.get(part, {}).pop(fid, None)
+        for part, stats in (meta.get("partitionToWriteStats") or {}).items():
+            for s in stats:
+                live.setdefault(part, {})[s.get("fileId", "")] = s["path"]
+    return live
+
+
+def replaced_file_ids(
+    live: Mapping[str, Mapping[str, str]], partitions: Sequence[str] | None
+) -> dict[str, list[str]]:
+    """`partitionToReplaceFileIds` of an insert overwrite: every live file group of the
+    partitions written (each written partition named, as Java Hudi does), or of the whole
+    table (`partitions` None)."""
+    parts = sorted(live) if partitions is None else sorted(set(partitions))
+    return {p: sorted(live.get(p, {})) for p in parts}
 
 
 # --- file names -------------------------------------------------------------------------------
@@ -305,7 +350,7 @@ def commit_metadata(
 
 
 def rollback_metadata(
-    rollback_instant: str, failed: str, deleted: Sequence[str], took_ms: int
+    rollback_instant: str, failed: str, deleted: Sequence[str], took_ms: int, action: str
 ) -> bytes:
     """A `HoodieRollbackMetadata` as JSON (Java writes Avro; hudi-rs ignores the file)."""
     parts: dict[str, dict[str, Any]] = {}
@@ -329,6 +374,6 @@ def rollback_metadata(
         "commitsRollback": [failed],
         "partitionMetadata": parts,
         "version": 1,
-        "instantsRollback": [{"commitTime": failed, "action": "commit"}],
+        "instantsRollback": [{"commitTime": failed, "action": action}],
     }
     return json.dumps(body, indent=2).encode("utf-8")

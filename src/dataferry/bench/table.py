@@ -1,0 +1,419 @@
+"""`dataferry bench table`: dataferry's table committers beside the writers of each format.
+
+Write mode (the default): the bench's sales table (`sales_table`), partitioned by day, written
+as a Delta table by `deltalake.write_deltalake` and as an Iceberg table by pyiceberg's
+`Table.append` (each in this process, the Iceberg table in a SQL catalog on SQLite in a
+temporary directory), by Ray's `Dataset.write_iceberg` on local Ray, and by dataferry's table
+committers (delta, iceberg, hudi) on each engine: the embedded one (`write_dataset`), a
+2-worker Dask LocalCluster (`dataferry.dask`) and local Ray (`dataferry.ray.CommitDatasink`).
+Each writer runs once untimed (warm-up), then `repeats` times, the order rotated each round
+(`bench write`'s `_measure`); its first write is read back through the format's own reader
+(deltalake, pyiceberg, hudi-rs). Reported per writer: the median wall time, the spread, the
+ratio to the fastest single-process writer of its format (deltalake, pyiceberg; Hudi has no
+Python writer), and for dataferry the job commit (the table transaction and marker cleanup)
+as a share of the write. A committer not registered in this version, or a writer that fails,
+is listed with its reason and left out.
+
+Concurrency mode (`ConcurrencySpec`): `processes` processes (spawned: deltalake panics in a
+forked child) each make `commits` small append commits into one Delta table and into one
+Iceberg table through dataferry's committers, at once; the tables are then read with
+deltalake and pyiceberg: commits landed of those expected, rows found of those expected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import statistics
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ..dataset.synthetic import sales_table
+from ..errors import ConfigError
+from .machine import machine_info
+from .write import Progress, _check_names, _failure, _measure, _Steps
+from .writers import (
+    DASK_NEEDS,
+    FERRY_MODULES,
+    RAY_NEEDS,
+    Group,
+    Writer,
+    dask_cluster,
+    dask_frame,
+    dask_note,
+    dataferry_dask_writer,
+    dataferry_ray_writer,
+    delta_rows,
+    missing,
+    ray_dataset,
+    ray_session,
+)
+
+FORMATS = ("delta", "iceberg", "hudi")
+ENGINES = ("embedded", "dask", "ray")
+# the single-process writers of each format: a dataferry writer is compared with the fastest
+SINGLE_PROCESS = {"deltalake": "delta", "pyiceberg": "iceberg"}
+NAMESPACE = "bench"
+HUDI_OPTIONS = {"table_name": "sales", "record_key": "order_id"}
+
+
+@dataclass(frozen=True)
+class TableBenchSpec:
+    rows: int = 3_000_000
+    repeats: int = 3
+    engines: tuple[str, ...] = ENGINES
+    formats: tuple[str, ...] = FORMATS
+    blocks: int = 8  # Dask partitions, Ray blocks
+    workers: int = 2  # Dask workers, Ray CPUs
+    partition_by: tuple[str, ...] = ("day",)
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "repeats", "blocks", "workers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        _check_names(self.engines, ENGINES)
+        _check_names(self.formats, FORMATS)
+
+
+def registered(committer: str) -> str | None:
+    """Why dataferry cannot commit `committer` tables here (None: it can)."""
+    from ..commit.registry import spec
+
+    if spec(committer) is None:
+        return f"committer {committer!r} is not registered in this version"
+    needs = {"delta": ("deltalake",), "iceberg": ("pyiceberg", "sqlalchemy"), "hudi": ()}
+    absent = missing(needs[committer])
+    return f"{absent} is not installed" if absent else None
+
+
+# --- Iceberg: the catalog, and reading a table back ------------------------------------------
+
+
+def sql_catalog(directory: str) -> dict[str, str]:
+    """pyiceberg `load_catalog` properties of a SQL catalog on SQLite in `directory`."""
+    os.makedirs(directory, exist_ok=True)
+    return {
+        "type": "sql",
+        "uri": f"sqlite:///{os.path.join(directory, 'catalog.db')}",
+        "warehouse": f"file://{os.path.join(directory, 'warehouse')}",
+    }
+
+
+def load_catalog(properties: dict[str, str]) -> Any:
+    from pyiceberg.catalog import load_catalog as load
+
+    catalog = load("default", **properties)
+    catalog.create_namespace_if_not_exists(NAMESPACE)
+    return catalog
+
+
+def identifier_for(dest: str) -> str:
+    """The table identifier of a bench run's destination (unique per writer and run)."""
+    return f"{NAMESPACE}." + re.sub(r"[^A-Za-z0-9]+", "_", os.path.basename(dest))
+
+
+def create_iceberg_table(catalog: Any, dest: str, schema: pa.Schema, partition_by: list[str]):
+    """The Iceberg table at `dest`, identity-partitioned by `partition_by`, in one catalog
+    commit (what a user of pyiceberg does before `append`: pyiceberg and Ray's sink need a
+    table that exists)."""
+    create = catalog.create_table_transaction(identifier_for(dest), schema=schema, location=dest)
+    with create.update_spec() as spec:
+        for column in partition_by:
+            spec.add_identity(column)
+    create.commit_transaction()
+    return catalog.load_table(identifier_for(dest))
+
+
+def iceberg_rows(dest: str) -> int:
+    """Rows of the Iceberg table at `dest`, through pyiceberg's scan of its newest metadata
+    file (whichever catalog made it)."""
+    from pyiceberg.table import StaticTable
+
+    metadata = os.path.join(dest, "metadata")
+    newest = max(
+        (f for f in os.listdir(metadata) if f.endswith(".metadata.json")),
+        key=lambda f: (int(f.split("-", 1)[0]) if f.split("-", 1)[0].isdigit() else -1, f),
+    )
+    return StaticTable.from_metadata(os.path.join(metadata, newest)).scan().to_arrow().num_rows
+
+
+def hudi_rows(dest: str) -> int:
+    """Rows of the Hudi table at `dest`, through hudi-rs."""
+    from hudi import HudiTableBuilder
+
+    table = HudiTableBuilder.from_base_uri(dest).build()
+    return sum(batch.num_rows for batch in table.read())
+
+
+ROWS_OF = {"delta": delta_rows, "iceberg": iceberg_rows, "hudi": hudi_rows}
+
+
+# --- the writers -------------------------------------------------------------------------------
+
+
+def _commit_detail(result: Any) -> dict[str, Any]:
+    """What a dataferry run reports: its committer and its job commit's seconds."""
+    return {"committer": result.committer, "job_commit_s": result.job_commit_s}
+
+
+def committer_keywords(fmt: str, catalog: dict[str, str]) -> Callable[[str], dict[str, Any]]:
+    """dest -> the committer's keywords for an append to the table at `dest` (made by the job
+    when it does not exist)."""
+
+    def keywords(dest: str) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if fmt == "iceberg":
+            options = {"catalog": catalog, "identifier": identifier_for(dest)}
+        elif fmt == "hudi":
+            options = dict(HUDI_OPTIONS)
+        return {"committer": fmt, "mode": "append", "committer_options": options}
+
+    return keywords
+
+
+def _per_dest(make: Callable[..., Callable[[Any, str], Any]], keywords, **fixed) -> Callable:
+    """A write whose committer keywords depend on its destination (the Iceberg identifier)."""
+
+    def write(data: Any, dest: str) -> Any:
+        return make(**fixed, **keywords(dest))(data, dest)
+
+    return write
+
+
+@dataclass
+class _Plan:
+    """What one bench run shares: its formats, the Iceberg catalog, and where writers stand."""
+
+    spec: TableBenchSpec
+    catalog: dict[str, str]
+    formats: list[str]  # dataferry committers that can run
+    skipped: list[dict[str, str]]
+    notes: list[str]
+
+    @property
+    def cols(self) -> list[str]:
+        return list(self.spec.partition_by)
+
+    def ferry(self, engine: str, name: str, make: Callable[[str], Callable]) -> list[Writer]:
+        """The dataferry writer of each runnable format on `engine`, named `name fmt`;
+        `make(fmt)` is its write."""
+        return [
+            Writer(f"{name} {fmt}", make(fmt), rows=ROWS_OF[fmt], warm=FERRY_MODULES)
+            for fmt in self.formats
+        ]
+
+
+def _embedded_group(table: pa.Table, plan: _Plan) -> Group:
+    cols = plan.cols
+    writers: list[Writer] = []
+    if "delta" in plan.spec.formats:
+        if absent := missing(("deltalake",)):
+            plan.skipped.append({"writer": "deltalake", "reason": f"{absent} is not installed"})
+        else:
+
+            def delta_write(data: pa.Table, dest: str) -> None:
+                from deltalake import write_deltalake
+
+                write_deltalake(dest, data, partition_by=cols)
+
+            writers.append(Writer("deltalake", delta_write, rows=delta_rows, warm=("deltalake",)))
+    if "iceberg" in plan.spec.formats:
+        if absent := missing(("pyiceberg.catalog.sql",)):
+            plan.skipped.append({"writer": "pyiceberg", "reason": f"{absent} is not installed"})
+        else:
+
+            def iceberg_write(data: pa.Table, dest: str) -> None:
+                catalog = load_catalog(plan.catalog)
+                create_iceberg_table(catalog, dest, data.schema, cols).append(data)
+
+            writers.append(
+                Writer(
+                    "pyiceberg", iceberg_write, rows=iceberg_rows, warm=("pyiceberg.catalog.sql",)
+                )
+            )
+
+    def ferry(fmt: str) -> Callable:
+        keywords = committer_keywords(fmt, plan.catalog)
+
+        def write(data: pa.Table, dest: str) -> Any:
+            from ..dataset.write import write_dataset
+
+            return _commit_detail(write_dataset(data, dest, partition_by=cols, **keywords(dest)))
+
+        return write
+
+    writers += plan.ferry("embedded", "dataferry", ferry)
+    return Group("embedded", "", writers, data=table)
+
+
+@contextmanager
+def _dask_group(table: pa.Table, plan: _Plan) -> Iterator[Group]:
+    if absent := missing(DASK_NEEDS):
+        plan.skipped += [
+            {"writer": f"dataferry.dask {f}", "reason": f"{absent} is not installed"}
+            for f in plan.formats
+        ]
+        yield Group("dask", "", [])
+        return
+    with dask_cluster(plan.spec.workers) as client:
+        # write_dataset, not to_parquet: to_parquet's graph cannot carry a table committer
+        # in this version (it does not pickle)
+        name = "dataferry.dask.write_dataset"
+
+        def ferry(fmt: str) -> Callable:
+            return _per_dest(
+                lambda **kw: dataferry_dask_writer(
+                    plan.spec.partition_by, client, _commit_detail, "write_dataset", **kw
+                )[0],
+                committer_keywords(fmt, plan.catalog),
+            )
+
+        group = Group("dask", "", plan.ferry("dask", "dataferry.dask", ferry))
+        plan.notes.append(f"{dask_note(plan.spec.workers, plan.spec.blocks)}; through {name}")
+        if group.writers:
+            group.data = dask_frame(table, plan.spec.blocks)
+        yield group
+
+
+@contextmanager
+def _ray_group(table: pa.Table, plan: _Plan) -> Iterator[Group]:
+    peer = "iceberg" in plan.spec.formats and not missing(("pyiceberg.catalog.sql",))
+    if absent := missing(RAY_NEEDS):
+        names = ["ray write_iceberg"] * peer + [f"dataferry.ray {f}" for f in plan.formats]
+        plan.skipped += [{"writer": n, "reason": f"{absent} is not installed"} for n in names]
+        yield Group("ray", "", [])
+        return
+    cols = plan.cols
+    writers: list[Writer] = []
+    if peer:
+
+        def ray_iceberg(ds: Any, dest: str) -> None:
+            catalog = load_catalog(plan.catalog)
+            create_iceberg_table(catalog, dest, ds.schema().base_schema, cols)
+            ds.write_iceberg(
+                identifier_for(dest), catalog_kwargs={"name": "default", **plan.catalog}
+            )
+
+        writers.append(Writer("ray write_iceberg", ray_iceberg, rows=iceberg_rows))
+
+    def ferry(fmt: str) -> Callable:
+        return _per_dest(
+            lambda **kw: dataferry_ray_writer(plan.spec.partition_by, _commit_detail, **kw),
+            committer_keywords(fmt, plan.catalog),
+        )
+
+    writers += plan.ferry("ray", "dataferry.ray", ferry)
+    group = Group("ray", "", writers)
+    if not writers:
+        yield group
+        return
+    with ray_session(plan.spec.workers):
+        group.data, note = ray_dataset(table, plan.spec.blocks, plan.spec.workers)
+        plan.notes.append(note)
+        try:
+            yield group
+        finally:
+            group.data = None
+
+
+def _format_of(writer: str) -> str:
+    if writer in SINGLE_PROCESS:
+        return SINGLE_PROCESS[writer]
+    return "iceberg" if writer == "ray write_iceberg" else writer.rsplit(" ", 1)[-1]
+
+
+def _summarize(results: list[dict[str, Any]]) -> None:
+    """Per row: its format, spread, ratio to the fastest single-process writer of its format,
+    and for dataferry the job commit's share of the write."""
+    fastest: dict[str, tuple[float, str]] = {}
+    for r in results:
+        r["format"] = _format_of(r["writer"])
+        if r["writer"] in SINGLE_PROCESS:
+            best = fastest.get(r["format"])
+            if best is None or r["wall_s"] < best[0]:
+                fastest[r["format"]] = (r["wall_s"], r["writer"])
+    for r in results:
+        runs = r["runs_s"]
+        r["spread_s"] = round(max(runs) - min(runs), 4)
+        r["spread_pct"] = (
+            round(100 * (max(runs) - min(runs)) / r["wall_s"], 1) if r["wall_s"] else 0
+        )
+        best = fastest.get(r["format"])
+        r["baseline"] = best[1] if best else None
+        r["vs_fastest"] = round(r["wall_s"] / best[0], 3) if best else None
+        commits = [d["job_commit_s"] for d in r.get("run_details", ()) if isinstance(d, dict) and d]
+        if commits and len(commits) == len(runs):
+            r["job_commit_s"] = round(statistics.median(commits), 4)
+            r["job_commit_pct"] = round(
+                100 * statistics.median(c / w for c, w in zip(commits, runs, strict=True)), 2
+            )
+            r["detail"] = f"committer {r['run_details'][0]['committer']}"
+        else:
+            r["job_commit_s"] = r["job_commit_pct"] = None
+        r.pop("run_details", None)
+
+
+def run_table_bench(spec: TableBenchSpec, progress: Progress | None = None) -> dict[str, Any]:
+    table = sales_table(spec.rows)
+    base = tempfile.mkdtemp(prefix="dataferry-bench-table-")
+    skipped: list[dict[str, str]] = []
+    formats = []
+    for fmt in spec.formats:
+        why = registered(fmt)
+        if why:
+            skipped += [
+                {"writer": f"dataferry {fmt}", "group": e, "reason": why} for e in spec.engines
+            ]
+        else:
+            formats.append(fmt)
+    plan = _Plan(spec, sql_catalog(os.path.join(base, "catalog")), formats, [], [])
+    openers: dict[str, Callable[[], AbstractContextManager[Group]]] = {
+        "embedded": lambda: nullcontext(_embedded_group(table, plan)),
+        "dask": lambda: _dask_group(table, plan),
+        "ray": lambda: _ray_group(table, plan),
+    }
+    per_engine = len(formats) + 2  # at most: the peers, or dataferry's
+    steps = _Steps(progress, len(spec.engines) * per_engine * (spec.repeats + 1))
+    results: list[dict[str, Any]] = []
+    failed: list[dict[str, str]] = []
+    try:
+        for engine in spec.engines:
+            steps(f"{engine}: setting up")
+            try:
+                with openers[engine]() as group:
+                    steps.drop(max(0, per_engine - len(group.writers)) * (spec.repeats + 1))
+                    data_dir = os.path.join(base, "data")
+                    results += _measure(
+                        group, table.num_rows, spec.repeats, data_dir, steps, failed, warmup=True
+                    )
+            except Exception as e:  # the cluster would not start, or not stop
+                failed.append(_failure(f"{engine} (cluster)", engine, e))
+            skipped += [{**s, "group": engine} for s in plan.skipped]
+            plan.skipped.clear()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    _summarize(results)
+    notes = [
+        "iceberg: a SQL catalog on SQLite in a temporary directory; pyiceberg and Ray's "
+        "write_iceberg create the table (identity-partitioned) in the timed write, as "
+        "dataferry's committer does",
+        "hudi: no Python writer to compare with (hudi-rs reads Hudi tables, it does not "
+        "write them)",
+        *plan.notes,
+    ]
+    return {
+        "benchmark": "table",
+        "mode": "write",
+        "spec": {**asdict(spec), "bytes": table.nbytes},
+        "machine": machine_info(),
+        "results": results,
+        "skipped": skipped,
+        "failed": failed,
+        "notes": notes,
+    }

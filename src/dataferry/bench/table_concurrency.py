@@ -1,0 +1,212 @@
+"""`dataferry bench table --concurrency`: `processes` processes (spawned: deltalake panics in a
+forked child) each make `commits` small append commits into one Delta table and into one
+Iceberg table through dataferry's committers, at once; the tables are then read with
+deltalake and pyiceberg: commits landed of those expected, rows found of those expected."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ..dataset.synthetic import sales_table
+from ..errors import ConfigError
+from .machine import machine_info
+from .table import committer_keywords, identifier_for, load_catalog, registered, sql_catalog
+from .write import Progress, _check_names, _failure, _Steps
+
+
+@dataclass(frozen=True)
+class ConcurrencySpec:
+    processes: int = 10
+    commits: int = 20  # append commits per process
+    rows: int = 100  # rows per commit
+    formats: tuple[str, ...] = ("delta", "iceberg")
+    timeout_s: float = 1800.0  # for all the processes of one format
+
+    def __post_init__(self) -> None:
+        for name in ("processes", "commits", "rows"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        _check_names(self.formats, ("delta", "iceberg"))
+
+
+def commit_rows(k: int, rows: int) -> pa.Table:
+    """The `k`th small commit's rows: a sales table whose order ids are `k`'s own."""
+    t = sales_table(rows, seed=k)
+    ids = pa.array(range(k * rows, (k + 1) * rows), pa.int64())
+    return t.set_column(t.schema.get_field_index("order_id"), "order_id", ids)
+
+
+def _appender(
+    fmt: str, dest: str, keywords: dict[str, Any], first: int, spec: ConcurrencySpec, go, out
+) -> None:
+    """One process of the concurrency bench: `spec.commits` append jobs, in a row."""
+    report: dict[str, Any] = {"first": first, "ok": 0, "errors": []}
+    try:
+        from ..dataset.write import write_dataset
+
+        tables = [commit_rows(first + i, spec.rows) for i in range(spec.commits)]
+        go.wait(spec.timeout_s)  # every process is ready: they start at once
+        report["start"] = time.time()
+        commit_s = []
+        for t in tables:
+            try:
+                result = write_dataset(t, dest, partition_by=["day"], **keywords)
+                report["ok"] += 1
+                commit_s.append(result.job_commit_s)
+            except Exception as e:
+                report["errors"].append(f"{type(e).__name__}: {e}"[:300])
+        report["end"] = time.time()
+        report["job_commit_s"] = commit_s
+    except BaseException as e:
+        report["errors"].append(f"{type(e).__name__}: {e}"[:300])
+    out.put(json.dumps(report))
+
+
+class _Table:
+    """The table of one format in the concurrency bench: its commits and rows as its own
+    reader sees them."""
+
+    def __init__(self, fmt: str, dest: str, catalog: dict[str, str]) -> None:
+        self.fmt, self.dest, self.catalog = fmt, dest, catalog
+        self.keywords = committer_keywords(fmt, catalog)(dest)
+
+    def commits(self) -> int:
+        if self.fmt == "delta":
+            from deltalake import DeltaTable
+
+            return DeltaTable(self.dest).version() + 1
+        return len(load_catalog(self.catalog).load_table(identifier_for(self.dest)).snapshots())
+
+    def order_ids(self) -> pa.Array:
+        if self.fmt == "delta":
+            from deltalake import DeltaTable
+
+            column = DeltaTable(self.dest).to_pyarrow_table(columns=["order_id"])["order_id"]
+        else:
+            table = load_catalog(self.catalog).load_table(identifier_for(self.dest))
+            column = table.scan(selected_fields=("order_id",)).to_arrow()["order_id"]
+        return column.combine_chunks()
+
+
+def _concurrent_run(fmt: str, base: str, spec: ConcurrencySpec) -> dict[str, Any]:
+    import multiprocessing
+    import queue as queues
+
+    import pyarrow.compute as pc
+
+    catalog = sql_catalog(os.path.join(base, "catalog"))
+    if fmt == "iceberg":
+        load_catalog(catalog)  # its tables and namespace made before the processes race
+    table = _Table(fmt, os.path.join(base, fmt), catalog)
+    expected_commits = spec.processes * spec.commits
+    # the table is made first (one commit, its rows counted): what races is the appends
+    from ..dataset.write import write_dataset
+
+    write_dataset(
+        commit_rows(expected_commits, spec.rows), table.dest, partition_by=["day"], **table.keywords
+    )
+    before = table.commits()
+    ctx = multiprocessing.get_context("spawn")  # deltalake panics in a forked child
+    go, out = ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_appender,
+            args=(fmt, table.dest, table.keywords, p * spec.commits, spec, go, out),
+            daemon=True,
+        )
+        for p in range(spec.processes)
+    ]
+    for p in procs:
+        p.start()
+    go.set()
+    reports, errors = [], []
+    deadline = time.monotonic() + spec.timeout_s
+    try:
+        while len(reports) < len(procs):
+            try:
+                reports.append(json.loads(out.get(timeout=max(0.1, deadline - time.monotonic()))))
+            except queues.Empty:
+                errors.append(f"{len(procs) - len(reports)} processes did not report in time")
+                break
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+    ids = table.order_ids()
+    expected_rows = (expected_commits + 1) * spec.rows
+    starts = [r["start"] for r in reports if "start" in r]
+    ends = [r["end"] for r in reports if "end" in r]
+    wall = max(ends) - min(starts) if starts and ends else None
+    commit_s = [s for r in reports for s in r.get("job_commit_s", ())]
+    errors += [e for r in reports for e in r["errors"]]
+    landed = table.commits() - before
+    return {
+        "format": fmt,
+        "processes": spec.processes,
+        "commits_per_process": spec.commits,
+        "commits_expected": expected_commits,
+        "commits_reported": sum(r["ok"] for r in reports),
+        "commits_landed": landed,
+        "rows_expected": expected_rows,
+        "rows_found": len(ids),
+        "distinct_ids": len(pc.unique(ids)),
+        "wall_s": round(wall, 3) if wall is not None else None,
+        "commits_per_s": round(landed / wall, 2) if wall else None,
+        "job_commit_median_s": round(statistics.median(commit_s), 4) if commit_s else None,
+        "job_commit_max_s": round(max(commit_s), 4) if commit_s else None,
+        "errors": errors[:20],
+        "error_count": len(errors),
+        "ok": landed == expected_commits and len(ids) == expected_rows == len(pc.unique(ids)),
+    }
+
+
+def run_concurrency_bench(
+    spec: ConcurrencySpec, progress: Progress | None = None
+) -> dict[str, Any]:
+    steps = _Steps(progress, len(spec.formats))
+    results, skipped, failed = [], [], []
+    base = tempfile.mkdtemp(prefix="dataferry-bench-concurrency-")
+    try:
+        for fmt in spec.formats:
+            why = registered(fmt)
+            if why:
+                skipped.append(
+                    {"writer": f"dataferry {fmt}", "group": "concurrency", "reason": why}
+                )
+                steps.drop(1)
+                continue
+            steps(f"{fmt}: {spec.processes} processes x {spec.commits} appends")
+            try:
+                results.append(_concurrent_run(fmt, os.path.join(base, fmt), spec))
+            except Exception as e:
+                failed.append(_failure(f"dataferry {fmt}", "concurrency", e))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return {
+        "benchmark": "table",
+        "mode": "concurrency",
+        "spec": asdict(spec),
+        "machine": machine_info(),
+        "results": results,
+        "skipped": skipped,
+        "failed": failed,
+        "notes": [
+            f"each process: {spec.commits} append jobs of {spec.rows} rows (partitioned by "
+            "day) through write_dataset, one after another; the processes (spawned) start "
+            "together",
+            "the table is made first by one commit of its own, not counted as landed; its "
+            "rows are in rows expected",
+            "iceberg: a SQL catalog on SQLite shared by the processes",
+        ],
+    }

@@ -1,0 +1,107 @@
+"""Rolling a failed Hudi instant back as Hudi does (`hudi.py`'s committer calls these): the
+files its markers name (and late ones of the instant beside them) deleted, its pending
+timeline files deleted (a `commit` or a `replacecommit`), then a `<r>.rollback` written
+(JSON; Java writes Avro, hudi-rs ignores the file)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from ...errors import NotFound, StoreError
+from ...store import IOPool, Store, paths
+from ..direct.committer import remove_empty_parents
+from .hudi_timeline import (
+    COMPLETED_ACTIONS,
+    JOB_RECORD,
+    JOB_UUID_KEY,
+    TEMP,
+    instant_files,
+    parse_base_file_name,
+    pending_suffixes,
+    rollback_metadata,
+    timeline_file,
+)
+
+log = logging.getLogger("dataferry.commit")
+
+
+def job_uuid_of_instant(store: Store, instant: str) -> str | None:
+    """The uuid of the dataferry job an instant is (its record, else its timeline files)."""
+    for path in (f"{TEMP}/{instant}/{JOB_RECORD}", *instant_files(instant)):
+        try:
+            data = json.loads(store.read_bytes(path) or b"{}")
+        except (NotFound, ValueError):
+            continue
+        found = data.get("job_uuid") or data.get("extraMetadata", {}).get(JOB_UUID_KEY)
+        if found:
+            return str(found)
+    return None
+
+
+def roll_back_instant(
+    store: Store,
+    instant: str,
+    deleted: Sequence[str],
+    start: float,
+    fresh_instant: Callable[[], str],
+) -> None:
+    """Delete the pending instant's timeline files (of whichever action it is) and record
+    the rollback; nothing if neither the timeline nor the table held anything of it."""
+    action, found = "commit", []
+    for a in COMPLETED_ACTIONS:
+        mine = [timeline_file(instant, s) for s in reversed(pending_suffixes(a))]
+        mine = [p for p in mine if store.exists(p)]
+        if mine:
+            action, found = a, [*found, *mine]
+    if not found and not deleted:
+        return  # nothing of the instant on the timeline or in the table
+    for p in found:
+        store.delete(p)
+    r = fresh_instant()
+    took = int((time.time() - start) * 1000)
+    store.create_if_absent(
+        timeline_file(r, "rollback"), rollback_metadata(r, instant, deleted, took, action)
+    )
+    log.warning(
+        "Hudi table %s: rolled back %s %s (%d files deleted) as %s.rollback",
+        store.full_url(),
+        action,
+        instant,
+        len(deleted),
+        r,
+    )
+
+
+def delete_untracked_of_instant(
+    store: Store,
+    instant: str,
+    committed: Sequence[str],
+    pool: IOPool,
+    also: Sequence[str] = (),
+) -> list[str]:
+    """Base files of the instant that its commit does not list, in the directories of its
+    committed files and of `also`: written by a given-up attempt after the last look at the
+    markers. One listing per directory."""
+    keep = set(committed)
+    doomed = []
+    for d in sorted({paths.parent(f) for f in (*keep, *also)}):
+        for st in store.list_or_empty(d):
+            parsed = None if st.is_dir else parse_base_file_name(st.name)
+            if parsed and parsed[2] == instant and st.path not in keep:
+                doomed.append(st.path)
+    pool.for_each(_delete_quietly(store), doomed, adaptive=True)
+    remove_empty_parents(store, doomed)
+    return doomed
+
+
+def _delete_quietly(store: Store):
+    def delete(path: str) -> bool:
+        try:
+            return store.delete(path)
+        except StoreError:
+            return False
+
+    return delete

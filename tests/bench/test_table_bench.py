@@ -1,0 +1,107 @@
+"""`bench table`: the report's shape at a tiny size, a committer this version lacks skipped
+rather than failed, and concurrent appenders landing every commit. Correctness only: no
+assertion is on a time."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from dataferry.bench.table import TableBenchSpec, registered, run_table_bench
+from dataferry.bench.table_concurrency import ConcurrencySpec, run_concurrency_bench
+from dataferry.cli import app
+
+ROWS = 2_000
+
+
+def _iceberg() -> tuple[str, ...]:
+    return ("iceberg",) if registered("iceberg") is None else ()
+
+
+def test_write_mode_report_shape():
+    formats = ("delta", *_iceberg())
+    data = run_table_bench(
+        TableBenchSpec(rows=ROWS, repeats=1, engines=("embedded", "dask"), formats=formats)
+    )
+    assert data["benchmark"] == "table" and data["mode"] == "write"
+    by = {r["writer"]: r for r in data["results"]}
+    failed = {f["writer"]: f["reason"] for f in data["failed"]}
+    # dataferry's Delta committer is registered: it runs on both engines, and reads back whole
+    for name in ("dataferry delta", "dataferry.dask delta"):
+        assert name in by, failed
+    assert "deltalake" in by, failed
+    for r in by.values():
+        assert r["rows"] == ROWS and r["partitions"] == 8  # 8 days
+        assert len(r["runs_s"]) == 1 and r["wall_s"] > 0 and r["spread_s"] == 0
+        assert r["format"] in formats and r["group"] in ("embedded", "dask")
+        if r["writer"].startswith("dataferry"):
+            assert r["detail"] == f"committer {r['format']}"
+            assert r["job_commit_s"] > 0 and 0 < r["job_commit_pct"] < 100
+        else:
+            assert r["job_commit_s"] is None
+    assert by["deltalake"]["vs_fastest"] == 1.0 and by["dataferry delta"]["baseline"] == "deltalake"
+    if "pyiceberg" in by:
+        assert by["pyiceberg"]["vs_fastest"] == 1.0
+    # a writer is run, skipped or failed: never two of those
+    seen = [r["writer"] for r in data["results"]] + list(failed)
+    assert len(seen) == len(set(seen))
+    json.dumps(data)
+
+
+def test_a_committer_not_registered_is_skipped(monkeypatch):
+    import dataferry.commit.registry as registry
+
+    monkeypatch.delitem(registry.KNOWN, "hudi", raising=False)
+    data = run_table_bench(
+        TableBenchSpec(rows=ROWS, repeats=1, engines=("embedded",), formats=("hudi",))
+    )
+    assert data["results"] == [] and data["failed"] == []
+    (skip,) = data["skipped"]
+    assert skip["writer"] == "dataferry hudi" and "not registered" in skip["reason"]
+
+
+def test_concurrent_appenders_land_every_commit():
+    formats = ("delta", *_iceberg())
+    data = run_concurrency_bench(ConcurrencySpec(processes=2, commits=2, rows=50, formats=formats))
+    assert not data["failed"], data["failed"]
+    assert [r["format"] for r in data["results"]] == list(formats)
+    for r in data["results"]:
+        assert r["errors"] == [] and r["ok"], r
+        assert r["commits_landed"] == r["commits_reported"] == r["commits_expected"] == 4
+        assert r["rows_found"] == r["distinct_ids"] == r["rows_expected"] == 5 * 50
+
+
+def test_cli_tables_and_json():
+    runner = CliRunner()
+    res = runner.invoke(
+        app,
+        [
+            "bench",
+            "table",
+            "--rows",
+            str(ROWS),
+            "--repeats",
+            "1",
+            *("--engines", "embedded"),
+            *("--formats", "delta"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "x fastest" in res.output and "deltalake" in res.output
+    res = runner.invoke(
+        app,
+        [
+            "bench",
+            "table",
+            "--quick",
+            "--concurrency",
+            "--formats",
+            "delta",
+            "--json",
+            *("--processes", "2", "--commits", "1"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.output)["results"]
+    assert row["commits_landed"] == row["commits_expected"] == 2 and row["ok"]
