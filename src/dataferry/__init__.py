@@ -1,6 +1,7 @@
 """dataferry: safe, fast output commit for Python data engines.
 
-The names most users need are here: `open_store`, `make_committer` and `write_dataset`.
+The names most users need are here: `open_store`, `make_committer` and `write_dataset`, and
+`write_deltalake` (a Delta table written with deltalake's arguments).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ logging.getLogger("dataferry").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "make_committer", "open_store", "write_dataset"]
+__all__ = ["__version__", "make_committer", "open_store", "write_dataset", "write_deltalake"]
 
 
 def __getattr__(name: str) -> Any:
@@ -29,4 +30,8 @@ def __getattr__(name: str) -> Any:
         from .dataset.write import write_dataset
 
         return write_dataset
+    if name == "write_deltalake":
+        from .dataset.tables import write_deltalake
+
+        return write_deltalake
     raise AttributeError(f"module 'dataferry' has no attribute {name!r}")

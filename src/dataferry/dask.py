@@ -7,6 +7,8 @@
 - `write_dataset(ddf, dest, ...)`: the options of `dataferry.write_dataset`, with the embedded
   engine's driver (commit coordinator, retries, speculation) on a distributed Client;
   partitions are computed on the workers as tasks are launched.
+- `write_deltalake(ddf, table_or_uri, ...)`: a Delta table written with deltalake's
+  arguments (mode, partition_by, storage_options, ...), as `to_parquet`'s one graph.
 - `shuffle(ddf, on, ...)`: the push-based shuffle on a distributed Client, lazy: a Dask
   DataFrame whose graph runs the shuffle (map tasks, a barrier that finalizes the merge,
   reduce tasks) when computed; `remove_shuffles(client)` removes the files the last
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dataset.dask_write import FrameSpec, write_frame, write_graph, write_with_driver
 from .dataset.options import WriteOptions, translate
+from .dataset.tables import write_deltalake_frame
 from .dataset.write import WriteResult
 from .engine.attempt import TaskOutput
 from .engine.dask import DaskEngine
@@ -237,6 +240,48 @@ def write_dataset(
     )
 
 
+def write_deltalake(
+    ddf: dd.DataFrame,
+    table_or_uri: Any,
+    *,
+    partition_by: str | Sequence[str] | None = None,
+    mode: str = "error",
+    storage_options: dict[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    configuration: dict[str, str | None] | None = None,
+    schema_mode: str | None = None,
+    write_index: bool | None = None,
+    schema: Any = "infer",
+    compute_kwargs: dict[str, Any] | None = None,
+    committer_options: dict[str, Any] | None = None,
+    **options: Any,
+) -> WriteResult | None:
+    """Write a Dask DataFrame into a Delta table with `deltalake.write_deltalake`'s arguments
+    (see `dataferry.write_deltalake`), as one Dask graph on any scheduler (that of
+    `to_parquet`): each partition's files written where it is computed, one Delta
+    transaction when the last is written. ``write_index``, ``schema`` and
+    ``compute_kwargs`` as in `to_parquet`; ``**options``: the write's sizes and writer
+    options. Returns the WriteResult, or None when ``mode="ignore"`` found the table."""
+    _require("dask.dataframe")
+    return write_deltalake_frame(
+        ddf,
+        table_or_uri,
+        partition_by=partition_by,
+        mode=mode,
+        storage_options=storage_options,
+        name=name,
+        description=description,
+        configuration=configuration,
+        schema_mode=schema_mode,
+        write_index=write_index,
+        schema=schema,
+        compute_kwargs=compute_kwargs,
+        committer_options=committer_options,
+        **options,
+    )
+
+
 def write_partition(
     pdf: pd.DataFrame,
     partition_by: Sequence[str],
@@ -276,5 +321,6 @@ __all__ = [
     "shuffle",
     "to_parquet",
     "write_dataset",
+    "write_deltalake",
     "write_partition",
 ]

@@ -21,8 +21,9 @@ from .commit.job.commit import record_job_driver
 from .commit.protocol import JobContext
 from .dataset.formats import check_writer
 from .dataset.options import WriteOptions, translate
+from .dataset.tables import delta_table_exists, delta_write
 from .dataset.task import TaskWriter
-from .dataset.write import WriteResult, prepare_write
+from .dataset.write import WriteResult, committer_write_options, prepare_write
 from .dataset.write import write_result as _write_result  # on_write_complete has Ray's name
 from .engine.attempt import AttemptFailure, TaskOutput
 from .engine.local import JobRun
@@ -34,7 +35,7 @@ from .engine.ray import (
     finish_job,
     run_attempt_on_ray,
 )
-from .errors import ConfigError
+from .errors import ConfigError, DestinationError
 from .extras import MissingDependency
 from .stats import IOStatistics
 
@@ -70,7 +71,8 @@ class CommitDatasink(_Base):
         ``parquet`` (default), ``csv`` or ``json`` (newline-delimited).
     committer
         The commit protocol (``v1``, ``v2``, ``manifest``, ``magic``, ``directory``,
-        ``partitioned``, ``hive``, ``direct``), or ``auto`` to choose from the store.
+        ``partitioned``, ``hive``, ``direct``; a table: ``delta``, ``iceberg``, ``hudi``, see
+        docs/tables.md), or ``auto`` to choose from the store.
     mode
         ``error`` (default: refuse a non-empty destination), ``append``, ``overwrite``
         (everything visible) or ``overwrite-partitions`` (each partition the job writes
@@ -199,7 +201,10 @@ class CommitDatasink(_Base):
         self._started = time.perf_counter()
         self.result = None
         actor = coordinator_actor()  # first: its process starts while the destination is checked
-        _store, committer = prepare_write(self.request, _driver_schema(schema, self.partition_cols))
+        columns, known = _driver_schema(schema, self.partition_cols)
+        _store, committer = prepare_write(self.request, columns, schema_known=known)
+        # the files as the committer needs them (a table's partition columns kept in them)
+        self.options = committer_write_options(self.request.options, committer)
         job = committer.new_job()
         committer.setup_job(job)
         job = record_job_driver(committer, job)
@@ -271,6 +276,91 @@ class CommitDatasink(_Base):
         )
 
 
+class DeltaDatasink(CommitDatasink):
+    """A Ray Data datasink that writes a Delta table with deltalake's arguments (as
+    `dataferry.write_deltalake`), through the ``delta`` committer: each write task's files in
+    place, one Delta transaction when the last task is done, nothing of a failed write left.
+
+    ``mode``: ``"error"`` (default), ``"append"``, ``"overwrite"`` or ``"ignore"`` (write
+    nothing if the table exists). ``table_uri``: a path, an ``s3://`` URL or a
+    ``deltalake.DeltaTable``; ``storage_options``: deltalake's. ``partition_cols`` (Ray's
+    name) or ``partition_by``; ``min_rows_per_write`` and ``**writer_options`` as in
+    `CommitDatasink`. ``result`` is None after an ignored write.
+    """
+
+    def __init__(
+        self,
+        table_uri: Any,
+        *,
+        partition_cols: Sequence[str] | None = None,
+        mode: str = "error",
+        storage_options: dict[str, str] | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        configuration: dict[str, str | None] | None = None,
+        schema_mode: str | None = None,
+        min_rows_per_write: int | None = None,
+        committer_options: dict[str, Any] | None = None,
+        partition_by: Sequence[str] | None = None,
+        **writer_options: Any,
+    ) -> None:
+        if partition_cols is not None and partition_by is not None:
+            raise ConfigError("give partition_cols or partition_by, not both")
+        self.delta = delta_write(
+            table_uri,
+            partition_by=partition_cols if partition_by is None else partition_by,
+            mode=mode,
+            storage_options=storage_options,
+            name=name,
+            description=description,
+            configuration=configuration,
+            schema_mode=schema_mode,
+            committer_options=committer_options,
+        )
+        given = self.delta.arguments()
+        super().__init__(
+            self.delta.dest,
+            partition_cols=given.pop("partition_by"),
+            min_rows_per_write=min_rows_per_write,
+            **given,
+            **writer_options,
+        )
+        self.ignored = False
+
+    def get_name(self) -> str:
+        return "dataferry-delta"
+
+    def on_write_start(self, schema: pa.Schema | Any = None) -> None:
+        self.ignored = self.delta.ignore and delta_table_exists(self.delta)
+        if self.ignored:
+            return
+        try:
+            super().on_write_start(schema)
+        except DestinationError:
+            if not self._table_appeared():
+                raise
+
+    def write(self, blocks: Iterable[Block], ctx: Any) -> RayAttemptReport | None:
+        return None if self.ignored else super().write(blocks, ctx)
+
+    def on_write_complete(self, write_result: RayWriteResult[RayAttemptReport]) -> None:
+        if self.ignored:
+            self.result = None
+            return
+        try:
+            super().on_write_complete(write_result)
+        except DestinationError as e:
+            self.on_write_failed(e)  # the job's files go, whichever way it ends
+            if not self._table_appeared():
+                raise
+
+    def _table_appeared(self) -> bool:
+        """After a refusal: "ignore", and the table was made while this write ran."""
+        self.ignored = self.delta.ignore and delta_table_exists(self.delta)
+        self.result = None
+        return self.ignored
+
+
 ENCODE_THREADS = min(4, os.cpu_count() or 1)
 
 
@@ -323,18 +413,20 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         ) from e
 
 
-def _driver_schema(schema: Any, partition_by: tuple[str, ...]) -> pa.Schema:
+def _driver_schema(schema: Any, partition_by: tuple[str, ...]) -> tuple[pa.Schema, bool]:
     """The schema Ray hands `on_write_start` (Arrow's, a pandas block's names and types, or
-    None) as a pyarrow schema for the driver's checks of the partition columns."""
+    None) as a pyarrow schema for the driver's checks of the partition columns, and whether
+    it is the data's own (Arrow's: the committer is told it; otherwise only its names are
+    known, and a table takes its schema from the files)."""
     import pyarrow as pa
 
     if isinstance(schema, pa.Schema):
-        return schema
+        return schema, True
     names = list(getattr(schema, "names", None) or ())
     if not names:
         # nothing known yet: each task checks its blocks for the partition columns
         names = [*partition_by, "_"]
-    return pa.schema([(n, pa.null()) for n in names])
+    return pa.schema([(n, pa.null()) for n in names]), False
 
 
 def _inject_failures(
@@ -356,4 +448,4 @@ def _inject_failures(
     sink._failures = chosen
 
 
-__all__ = ["CommitDatasink"]
+__all__ = ["CommitDatasink", "DeltaDatasink"]

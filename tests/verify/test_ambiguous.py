@@ -82,6 +82,7 @@ def _trace() -> list[TracedOp]:
         (Op.MULTIPART_COMPLETE, "part=p0/t1-f0-a0.dat", ""),
         (Op.CREATE_IF_ABSENT, "_dataferry/claim.json", ""),
         (Op.DELETE, "_temporary", ""),
+        (Op.TABLE_COMMIT, "_delta_log", ""),  # a table committer's transaction
         (Op.LIST, "", ""),
     ]
     return [TracedOp(i, op, path, dest) for i, (op, path, dest) in enumerate(ops)]
@@ -90,7 +91,7 @@ def _trace() -> list[TracedOp]:
 def test_every_ambiguous_operation_is_answered_before_and_after():
     points = ambiguous_points(_trace())
     plain = [(p.index, p.when) for p in points if not p.decoy]
-    assert plain == [(i, w) for i in (0, 2, 3, 4, 5, 6, 7) for w in ("before", "after")]
+    assert plain == [(i, w) for i in (0, 2, 3, 4, 5, 6, 7, 8) for w in ("before", "after")]
     assert {Op(p.op) for p in points} == AMBIGUOUS_OPS
     # another writer's file: only where a data file is put in place, and only before
     decoys = [(p.index, p.when, p.decoy) for p in points if p.decoy]

@@ -143,6 +143,7 @@ def choose_committer(store: Store) -> str:
 def make_committer(
     name: str,
     dest: str | os.PathLike[str] | Store,
+    /,
     *,
     mode: str = "append",
     allow_unsafe_rename: bool = False,

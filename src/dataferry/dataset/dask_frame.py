@@ -112,10 +112,12 @@ def _sample_types(ddf: Any, columns: list[str]) -> dict[str, pa.DataType]:
 
 
 def schema_of(ddf: Any, frame: FrameSpec) -> Any:
-    """The columns a write will have (for checking the partition columns)."""
+    """The columns a write will have (for checking the partition columns, and a table's
+    schema), the index among them when it is written."""
     if frame.schema is not None:
         return frame.schema
-    return pa.Schema.from_pandas(ddf._meta, preserve_index=False)
+    meta = _name_index(ddf._meta) if frame.write_index else ddf._meta
+    return pa.Schema.from_pandas(meta, preserve_index=frame.write_index)
 
 
 def dask_filesystem(path: str | os.PathLike[str], filesystem: Any) -> tuple[Any, Any]:

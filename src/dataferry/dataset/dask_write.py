@@ -65,6 +65,7 @@ from .write import (
     WriteResult,
     check_partition_columns,
     check_services_reachable,
+    committer_write_options,
     open_destination,
     prepare_write,
     raise_in_callers_words,
@@ -130,6 +131,7 @@ class TaskDone:
     store_stats: dict[str, Any] = field(default_factory=dict)
     committer_stats: dict[str, Any] = field(default_factory=dict)
     store_token: tuple[int, int] = (0, 0)
+    started: JobStarted | None = None  # the setup task's result the write ran after
 
 
 def setup_job_task(committer: Committer, job: JobContext, mode_words: ModeWords = ()) -> JobStarted:
@@ -222,6 +224,7 @@ def write_partition_task(
         store_stats=store_stats.snapshot(),
         committer_stats=committer_stats.snapshot(),
         store_token=_store_token(job),
+        started=started,
     )
 
 
@@ -277,6 +280,14 @@ def commit_job_task(
     )
     stats = {"tasks": len(done), "engine": "dask-graph", "attempt_numbers_used": attempts}
     return write_result(job.store, committer, run, stats)
+
+
+def commit_after_writes(
+    committer: Committer, done: Sequence[TaskDone], mode_words: ModeWords = ()
+) -> WriteResult:
+    """`commit_job_task` with the setup task's result the write tasks ran after."""
+    started = next(d.started for d in done if d.started is not None)
+    return commit_job_task(committer, started, done, mode_words)
 
 
 def abort_quietly(committer: Committer, job: JobContext) -> None:
@@ -392,15 +403,19 @@ def write_graph(
     import dask
 
     frame = frame_spec(df, write_index, schema)
-    check_partition_columns(schema_of(df, frame), request.partition_by)
+    schema_in = schema_of(df, frame)
+    check_partition_columns(schema_in, request.partition_by)
     dest, filesystem = dask_filesystem(request.dest, request.filesystem)
-    # nothing below touches the store: the destination is checked by the setup task
+    # nothing below writes to the store: the destination is checked by the setup task (a
+    # table committer reads the table to check the frame's schema against it)
     store = open_destination(dest, filesystem, request.storage_options)
     committer = write_committer(request, store)
+    committer.prepare_input(schema_in, request.partition_by)
     job = committer.new_job()
     if compute:  # this process drives the job: its record tells cleanup and late tasks
         job = record_job_driver(committer, job)
-    spec = WriteSpec(request.partition_by, request.options, frame)
+    options = committer_write_options(request.options, committer)
+    spec = WriteSpec(request.partition_by, options, frame)
     name, words = f"dataferry-{job.job_uuid[:8]}", request.mode_words
     setup = dask.delayed(functools.partial(setup_job_task, committer, job, words), pure=False)
     started = setup(dask_key_name=f"{name}-setup")
@@ -412,9 +427,11 @@ def write_graph(
         align_dataframes=False,
         token=f"{name}-write",
     ).to_delayed(optimize_graph=True)
+    # the commit takes the job's start from the writes: Dask gives `map_partitions` a copy
+    # of the setup task under a key of its own, and a second run would find the writes' files
     commit = dask.delayed(
-        functools.partial(commit_job_task, committer, mode_words=words), pure=False
-    )(started, writes, dask_key_name=f"{name}-commit")
+        functools.partial(commit_after_writes, committer, mode_words=words), pure=False
+    )(writes, dask_key_name=f"{name}-commit")
     if not compute:
         return commit
     try:
@@ -448,7 +465,7 @@ def write_with_driver(
     feed = PartitionFeed(
         engine.client,
         ddf,
-        WriteSpec(request.partition_by, request.options, frame),
+        WriteSpec(request.partition_by, committer_write_options(request.options, committer), frame),
         window or 2 * engine.workers,
     )
     return write_fed(store, committer, engine, feed, on_event, before_job_commit)

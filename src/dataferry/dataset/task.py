@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -69,6 +69,8 @@ class _OpenFile:
     sink: _CountingSink
     writer: FileWriter
     rows: int = 0
+    # the committer's columns added before the data's (None: the rows as they are)
+    prepend: Callable[[pa.Table, int], pa.Table] | None = None
 
 
 @dataclass
@@ -242,7 +244,8 @@ class TaskWriter:
         while rows.num_rows:
             f = self._file_for(part)
             take = rows.num_rows if not limit else min(rows.num_rows, limit - f.rows)
-            f.writer.write(rows.slice(0, take))
+            piece = rows.slice(0, take)
+            f.writer.write(piece if f.prepend is None else f.prepend(piece, f.rows))
             f.rows += take
             with self._lock:
                 self.stats.row_groups += -(-take // self.options.max_rows_per_group)
@@ -259,13 +262,17 @@ class TaskWriter:
             self._close_file(next(iter(self._open)))
         name = self.options.file_name(self.out.task_index, self.out.job_uuid, part.files)
         part.files += 1
-        sink = _CountingSink(self.out.open(paths.join(part.directory, name)))
+        relpath = paths.join(part.directory, name)
+        # the committer's own columns (Hudi's meta columns), if its files hold any
+        extra = self.out.committer.file_columns(self.out.ctx, relpath, self.file_schema)
+        schema = self.file_schema if extra is None else extra.schema
+        sink = _CountingSink(self.out.open(relpath))
         try:
-            writer = open_writer(sink, self.file_schema, self.options)  # type: ignore[arg-type]
+            writer = open_writer(sink, schema, self.options)  # type: ignore[arg-type]
         except BaseException:
             sink.close()
             raise
-        f = _OpenFile(sink, writer)
+        f = _OpenFile(sink, writer, prepend=None if extra is None else extra.prepend)
         with self._lock:
             self._open[part.directory] = f
         return f

@@ -105,7 +105,8 @@ def write_dataset(
         ``parquet`` (default), ``csv`` or ``json`` (newline-delimited).
     committer
         The commit protocol (``v1``, ``v2``, ``manifest``, ``magic``, ``directory``,
-        ``partitioned``, ``hive``, ``direct``), or ``auto`` to choose from the store.
+        ``partitioned``, ``hive``, ``direct``; a table: ``delta``, ``iceberg``, ``hudi``, see
+        docs/tables.md), or ``auto`` to choose from the store.
     mode
         ``error`` (default: refuse a non-empty destination), ``append``, ``overwrite``
         (everything visible) or ``overwrite-partitions`` (each partition the job writes
@@ -209,14 +210,18 @@ def _engine(engine: LocalEngine | LocalEngineConfig | None) -> LocalEngine:
     return engine
 
 
-def prepare_write(request: WriteRequest, schema: pa.Schema) -> tuple[Store, Committer]:
+def prepare_write(
+    request: WriteRequest, schema: pa.Schema, *, schema_known: bool = True
+) -> tuple[Store, Committer]:
     """Everything a write does on the driver before any task runs: check the partition
-    columns, open the destination, build the committer for the write mode, and check the
-    destination early (the mode itself is decided when the job commits, holding the
-    destination's claim)."""
+    columns, open the destination, build the committer for the write mode, tell it the
+    data's schema (unless `schema_known` is False: `schema` then only names the columns known,
+    and each task's own data tells), and check the destination early (the mode itself is
+    decided when the job commits, holding the destination's claim)."""
     check_partition_columns(schema, request.partition_by)
     store, output_committer = request_committer(request)
-    output_committer.prepare_input(schema, request.partition_by)
+    if schema_known:
+        output_committer.prepare_input(schema, request.partition_by)
     try:
         prepare_destination(store, output_committer.write_mode)
     except DestinationError as e:

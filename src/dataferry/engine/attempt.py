@@ -50,6 +50,10 @@ class TaskOutput:
         self.bytes = 0
 
     @property
+    def committer(self) -> Committer:
+        return self._committer
+
+    @property
     def job_id(self) -> str:
         return str(self.ctx.job.job_id)
 

@@ -1,4 +1,5 @@
-"""Ambiguous answers: at every traced rename, copy, multipart completion, PUT and delete, the
+"""Ambiguous answers: at every traced rename, copy, multipart completion, PUT, delete and table
+commit (`Op.TABLE_COMMIT`, a table committer's one transaction), the
 store answers AmbiguousOutcome (a timeout), once `before` the operation took effect and once
 `after`; for a rename, copy or completion onto a data file, once more with another writer's
 file of the same name appearing there as the answer comes (`run_decoy_scenario`)."""
@@ -22,7 +23,17 @@ from .scenario import Select, recover_job, run_scenario
 
 # what a store can answer "timed out, outcome unknown" to, with an effect to be unsure about
 AMBIGUOUS_OPS = frozenset(
-    {Op.RENAME, Op.COPY, Op.MULTIPART_COMPLETE, Op.WRITE, Op.CREATE_IF_ABSENT, Op.DELETE}
+    {
+        Op.RENAME,
+        Op.COPY,
+        Op.MULTIPART_COMPLETE,
+        Op.WRITE,
+        Op.CREATE_IF_ABSENT,
+        Op.DELETE,
+        # a table committer's transaction: the log entry or metadata swap that reports
+        # failure although it landed (after), and the one lost on its way (before)
+        Op.TABLE_COMMIT,
+    }
 )
 # those that put a file at a destination another writer's file could occupy
 DECOY_OPS = frozenset({Op.RENAME, Op.COPY, Op.MULTIPART_COMPLETE})
@@ -118,14 +129,14 @@ def run_decoy_scenario(
     committed = scenario.outcome == "committed"
     problems = scenario.problems
     problems += inv.check_success(store, committed)
-    if store.exists(inv.SUCCESS):
+    if inv.has_success(store):
         problems += inv.check_output(store)
     if committed:
         return scenario, store
     recover_job(
         committer, store, under_test.new_job(job_id), options, []
     )  # may stay for an operator
-    if store.exists(inv.SUCCESS):
+    if inv.has_success(store):
         problems += [
             f"{p.split(':', 1)[0]}: after recovery: {p.split(':', 1)[1].strip()}"
             for p in inv.check_success(store, False) + inv.check_output(store)

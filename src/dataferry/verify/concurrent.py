@@ -118,7 +118,7 @@ def check_race(
     files = {s.name: inv.files_of_job(store, s.uuid, visible) for s in sides}
     won = [s for s in sides if s.status == "committed"]
     lost = [s for s in sides if s.status != "committed"]
-    has_success = store.exists(inv.SUCCESS)
+    has_success = inv.has_success(store)
 
     def nothing_of(s: Side, name: str) -> None:
         if files[s.name]:

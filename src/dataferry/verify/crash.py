@@ -126,11 +126,14 @@ def verify_crash(
     from .damage import run_damage
     from .driver_kills import run_driver_kills
     from .races import run_races
+    from .tables import active, reading
     from .zombies import run_zombies
 
     preload = tuple(preload)
     load_preload(preload)
     options = {**deterministic_options(committer), **(options or {})}
+    was_reading = active()
+    reading(committer, options)  # a table committer's destinations: read as its tables
     stores = ScenarioStores(store)
     counts = {"done": 0, "planned": 0}
 
@@ -219,4 +222,5 @@ def verify_crash(
             )
         return report
     finally:
+        reading(*was_reading) if was_reading else reading(None)
         stores.close()

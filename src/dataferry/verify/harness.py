@@ -379,7 +379,7 @@ def check_outcome(
     problems: list[str] = []
     visible = inv.visible_files(store)
     mine = inv.files_of_job(store, job_uuid, visible)
-    has_success = store.exists(inv.SUCCESS)
+    has_success = inv.has_success(store)
     if mine:
         if reported == "refused":
             problems.append(
@@ -444,7 +444,7 @@ def check_rerun(
     or as on a committed one (refused with a DestinationError, changing nothing)."""
     store = quiet_store(url)
     before = inv.snapshot(store)
-    holds = bool(before) or store.exists(inv.SUCCESS)
+    holds = bool(before) or inv.has_success(store)
     dirs_only = not holds and bool(inv.visible_dirs(store))
     out = run_reference(committer, store, "error", options)
     problems: list[str] = []

@@ -38,16 +38,27 @@ Live holders raced by a second job or a `cleanup`, damaged records and links add
   or waits and a `cleanup` leaves it alone, so its commit ends as it would have alone.
 - no_data_loss: a commit that was decided (its intent saved) loses no data to recovery: when
   a recovery cannot finish it, every file of the chosen attempts is still on the store.
+
+Table committers (`tables.py`) are checked through the format's reader: what it returns stands
+for the visible files, a committed table version for `_SUCCESS`; and they add:
+
+- no_orphan_files: after a job and after any recovery, every data file in the table's storage
+  (outside hidden directories) is referenced by a version of the table (the current one, or
+  an earlier one the format keeps for time travel).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING
 
 from ..commit.protocol.inflight import published_name
 from ..store import Store, paths
 from .reference import FILES_PER_TASK, JOB_PARTITIONS, TASKS, parse_file
+
+if TYPE_CHECKING:
+    from .tables import TableView
 
 NO_FALSE_SUCCESS = "no_false_success"
 EXCLUSIVE = "exclusive_output"
@@ -63,6 +74,7 @@ OUTSIDE = "outside_untouched"
 NAMED = "named_error"
 NO_LOSS = "no_data_loss"
 LIVE = "live_holder_kept"
+NO_ORPHANS = "no_orphan_files"
 CORE = (NO_FALSE_SUCCESS, EXCLUSIVE, COMPLETE, NOTHING_VISIBLE, NO_LEFTOVERS)
 ALL = (
     *CORE,
@@ -75,14 +87,47 @@ ALL = (
     OUTSIDE,
     NAMED,
     NO_LOSS,
+    NO_ORPHANS,
 )
 
 SUCCESS = "_SUCCESS"
 
 
+def table_view(store: Store) -> TableView | None:
+    """The table format's reader's view of the destination (None: it is read as files)."""
+    from .tables import view
+
+    return view(store)
+
+
 def visible_files(store: Store) -> list[str]:
-    """Data files a reader sees: everything not under a hidden (`_`/`.`) name."""
+    """Data files a reader sees: everything not under a hidden (`_`/`.`) name (of a table:
+    the reference files its reader's rows make up)."""
+    table = table_view(store)
+    if table is not None:
+        return sorted(table.files)
     return [s.path for s in store.walk("") if not paths.is_hidden(s.path)]
+
+
+def read(store: Store, path: str) -> bytes:
+    """A visible file's bytes (of a table: as its reader's rows make them up)."""
+    table = table_view(store)
+    if table is None:
+        return store.read_bytes(path)
+    if path not in table.files:
+        raise FileNotFoundError(path)
+    return table.files[path]
+
+
+def present(store: Store, path: str) -> bool:
+    table = table_view(store)
+    return store.exists(path) if table is None else path in table.files
+
+
+def has_success(store: Store) -> bool:
+    """`_SUCCESS` is there (of a table: a committed version exists)."""
+    table = table_view(store)
+    return store.exists(SUCCESS) if table is None else table.exists
 
 
 def check_output(store: Store) -> list[str]:
@@ -92,7 +137,7 @@ def check_output(store: Store) -> list[str]:
         lambda: defaultdict(set)
     )
     for path in visible_files(store):
-        parsed = parse_file(path, store.read_bytes(path))
+        parsed = parse_file(path, read(store, path))
         if parsed is None or parsed.job_uuid is None:
             problems.append(f"{EXCLUSIVE}: unexpected or corrupt file {path}")
             continue
@@ -109,10 +154,10 @@ def check_output(store: Store) -> list[str]:
 
 
 def check_success(store: Store, job_reported_committed: bool) -> list[str]:
-    has_success = store.exists(SUCCESS)
-    if job_reported_committed and not has_success:
+    success = has_success(store)
+    if job_reported_committed and not success:
         return [f"{NO_FALSE_SUCCESS}: job reported committed but wrote no {SUCCESS}"]
-    if has_success:
+    if success:
         bad = check_output(store)
         if bad:
             return [f"{NO_FALSE_SUCCESS}: {SUCCESS} present over bad output: {bad[0]}"]
@@ -125,7 +170,7 @@ def check_nothing_visible(
     """Before job commit nothing may be visible; for a committer that writes in place (direct),
     "visible" means what a reader of committed files sees (`list_committed`). With `job_uuid`,
     only that job's files count (the destination may hold an earlier job's data)."""
-    if in_place:
+    if in_place and table_view(store) is None:
         from ..commit.direct.committer import list_committed
 
         files = list_committed(store)
@@ -145,6 +190,15 @@ def check_no_leftovers(store: Store, allow: tuple[str, ...] = (SUCCESS,)) -> lis
     except FileNotFoundError:
         entries = []
     extra = [e.path for e in entries if paths.is_hidden(e.path) and e.path not in allow]
+    table = table_view(store)
+    if table is not None:
+        from .tables import orphans
+
+        left = orphans(store, table)
+        if left:
+            problems.append(
+                f"{NO_ORPHANS}: {len(left)} data files no table version references, e.g. {left[0]}"
+            )
     from ..markers.base import MARKERS_ROOT
 
     if store.exists(MARKERS_ROOT) and store.walk(MARKERS_ROOT):
@@ -167,13 +221,13 @@ Snapshot = dict[str, bytes]
 
 def snapshot(store: Store, files: Collection[str] | None = None) -> Snapshot:
     """Visible files and their bytes (or only `files`, e.g. what an in-place reader sees)."""
-    return {p: store.read_bytes(p) for p in (visible_files(store) if files is None else files)}
+    return {p: read(store, p) for p in (visible_files(store) if files is None else files)}
 
 
 def reader_view(store: Store, in_place: bool) -> Snapshot:
     """What a reader of committed data sees: every visible file, or for a committer that
     writes in place (direct) the files of committed jobs (`list_committed`)."""
-    if not in_place:
+    if not in_place or table_view(store) is not None:
         return snapshot(store)
     from ..commit.direct.committer import list_committed
 
@@ -201,7 +255,7 @@ def files_of_job(store: Store, job_uuid: str, among: Collection[str] | None = No
     tag = job_tag(job_uuid)
     out = []
     for path in visible_files(store) if among is None else among:
-        parsed = parse_file(path, store.read_bytes(path))
+        parsed = parse_file(path, read(store, path))
         if parsed is not None and (parsed.job_uuid == job_uuid or parsed.tag == tag):
             out.append(path)
     return out
@@ -218,7 +272,7 @@ def check_jobs(store: Store, expected: Collection[str], ignore: Collection[str] 
     for path in visible_files(store):
         if path in skip:
             continue
-        parsed = parse_file(path, store.read_bytes(path))
+        parsed = parse_file(path, read(store, path))
         if parsed is None or parsed.job_uuid is None:
             problems.append(f"{EXCLUSIVE}: unexpected or corrupt file {path}")
             continue
@@ -244,7 +298,7 @@ def check_jobs(store: Store, expected: Collection[str], ignore: Collection[str] 
 
 def check_kept(store: Store, earlier: Mapping[str, bytes], what: str = "") -> list[str]:
     """Every file of the earlier data set is still there with the same bytes."""
-    now = {p: store.read_bytes(p) for p in earlier if store.exists(p)}
+    now = {p: read(store, p) for p in earlier if present(store, p)}
     missing = sorted(set(earlier) - set(now))
     changed = sorted(p for p in now if now[p] != earlier[p])
     if not missing and not changed:
@@ -287,7 +341,10 @@ def check_earlier(
 
 
 def visible_dirs(store: Store, path: str = "") -> list[str]:
-    """Every directory a reader sees (no hidden name on its path), recursively."""
+    """Every directory a reader sees (no hidden name on its path), recursively (none for a
+    table: its reader sees rows)."""
+    if table_view(store) is not None:
+        return []
     try:
         entries = store.list(path)
     except (FileNotFoundError, NotADirectoryError):

@@ -50,7 +50,7 @@ def check_sides(
     visible = inv.visible_files(store)
     files = {s.name: inv.files_of_job(store, s.uuid, visible) for s in sides}
     present = [s for s in sides if files[s.name]]
-    has_success = store.exists(inv.SUCCESS)
+    has_success = inv.has_success(store)
     problems += inv.check_jobs(store, [s.uuid for s in present], ignore=earlier)
     for s in sides:
         if s.committed and not files[s.name]:

@@ -2,7 +2,9 @@
 
 4 tasks write 3 files each over 2 partition directories; task 1 also gets one speculative
 duplicate attempt. The earlier data set of the existing-data scenarios spreads the same files
-over one partition more (`WIDE_PARTITIONS`), so a partition overwrite has a partition to keep. A file's name carries its task, file number and attempt, and its bytes carry
+over one partition more (`WIDE_PARTITIONS`), so a partition overwrite has a partition to keep.
+For a table committer (`tables.py`) each file is a small Parquet file of the same content, one
+row per line. A file's name carries its task, file number and attempt, and its bytes carry
 the job too, so output mixed from two attempts or two jobs is detectable by looking at it.
 
 `unique_tasks()` is the same job with the job's tag in every file name (`-j<8 hex>`), as Spark
@@ -18,10 +20,14 @@ from dataclasses import dataclass
 
 from ..commit.protocol.inflight import published_name
 from ..engine.attempt import TaskOutput
+from .job_files import PARTITIONS as PARTITIONS
+from .job_files import file_bytes as file_bytes
+from .job_files import file_path as file_path
+from .job_files import job_tag as job_tag
+from .tables import write_table_file, writes_tables
 
 TASKS = 4
 FILES_PER_TASK = 3
-PARTITIONS = 2
 WIDE_PARTITIONS = PARTITIONS + 1
 JOB_PARTITIONS = tuple(f"part=p{i}" for i in range(PARTITIONS))  # where the job writes
 SPECULATIVE_TASK = 1
@@ -33,24 +39,11 @@ _NAME = re.compile(
 )
 
 
-def job_tag(job_uuid: str) -> str:
-    """The 8 hex digits of a job's UUID that unique file names carry."""
-    return job_uuid.replace("-", "")[:8]
-
-
-def file_path(
-    task: int, file: int, attempt: int, tag: str = "", partitions: int = PARTITIONS
-) -> str:
-    suffix = f"-j{tag}" if tag else ""
-    return f"part=p{file % partitions}/t{task}-f{file}-a{attempt}{suffix}.dat"
-
-
-def file_bytes(task: int, file: int, attempt: int, job_uuid: str) -> bytes:
-    line = f"task={task} file={file} attempt={attempt} job={job_uuid}\n"
-    return (line * (1 + file)).encode()
-
-
 def reference_work(task: int, out: TaskOutput) -> None:
+    if writes_tables(out.committer):
+        for f in range(FILES_PER_TASK):
+            write_table_file(out, task, f, "", PARTITIONS, out.committer)
+        return
     for f in range(FILES_PER_TASK):
         out.write(
             file_path(task, f, out.attempt_number),
@@ -63,6 +56,10 @@ def unique_work(
 ) -> None:
     """The reference task with the job's tag in its file names (`files`: only these), over
     `partitions` partition directories."""
+    if writes_tables(out.committer):
+        for f in files if files is not None else range(FILES_PER_TASK):
+            write_table_file(out, task, f, job_tag(out.job_uuid), partitions, out.committer)
+        return
     for f in files if files is not None else range(FILES_PER_TASK):
         out.write(
             file_path(task, f, out.attempt_number, job_tag(out.job_uuid), partitions),

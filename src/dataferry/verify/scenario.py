@@ -171,7 +171,11 @@ def run_scenarios(
     """Scenarios in order, inline or on `processes` worker processes (each preloaded)."""
     out: list[Scenario] = []
     if processes > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(processes, initializer=load_preload, initargs=(preload,)) as pool:
+        from .tables import active
+
+        with ProcessPoolExecutor(
+            processes, initializer=_worker_init, initargs=(preload, active())
+        ) as pool:
             for s in pool.map(fn, jobs, chunksize=4):
                 out.append(s)
                 tick(len(jobs))
@@ -180,6 +184,14 @@ def run_scenarios(
             out.append(fn(j))
             tick(len(jobs))
     return out
+
+
+def _worker_init(preload: tuple[str, ...], table: tuple[str, dict[str, Any]] | None) -> None:
+    """A worker process: the preloads, then read destinations as the parent does."""
+    from .tables import reading
+
+    load_preload(preload)
+    reading(*table) if table else reading(None)
 
 
 def run_threads(

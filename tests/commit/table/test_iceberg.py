@@ -368,3 +368,245 @@ def test_an_overwrite_racing_another_commit_fails_loudly(tmp_path, monkeypatch):
     assert races and rows(tbl.scan().to_arrow()) == rows(pa.concat_tables([data(100), *racers]))
     assert [s.summary.operation.value for s in tbl.snapshots()] == ["append"] * (1 + len(races))
     assert unreferenced_now(dest, tbl) == []
+
+
+# --- the referee's reader --------------------------------------------------------------------
+
+
+def test_the_reader_hooks_for_the_referee(tmp_path):
+    dest = tmp_path / "t"
+    committer = committer_by_name("iceberg", open_store(str(dest)))
+    assert committer.read_rows() is None and committer.referenced_files() == set()
+    assert committer.commits_of_job("nobody") == 0
+    write = dict(partition_by=["day"], committer="iceberg")
+    first = dataferry.write_dataset(data(90), str(dest), mode="append", **write)
+    second = dataferry.write_dataset(data(30, start=500), str(dest), mode="overwrite", **write)
+    committer = committer_by_name("iceberg", open_store(str(dest)))
+    assert rows(committer.read_rows()) == rows(data(30, start=500))
+    on_disk = {str(p.relative_to(dest)) for p in (dest / "data").rglob("*.parquet")}
+    # the overwritten files stay referenced by the first snapshot (time travel)
+    assert committer.referenced_files() == on_disk
+    assert all(p.startswith("data/day=") for p in on_disk)
+    live = set(committer.table_files())
+    assert live < on_disk
+    for result in (first, second):  # the overwrite is one snapshot
+        assert committer.commits_of_job(result.run.job.job_uuid) == 1
+    # an orphan on disk is outside what the table references
+    (dest / "data" / "day=2024-01-01" / "stray.parquet").write_bytes(b"x")
+    assert "data/day=2024-01-01/stray.parquet" not in committer.referenced_files()
+
+
+# --- the footers, once ----------------------------------------------------------------------
+
+
+def test_each_footer_is_read_once_at_job_commit_whatever_the_tries(tmp_path, monkeypatch):
+    from dataferry.commit.table import iceberg_files
+    from dataferry.store.pool import IOPool
+
+    dest = tmp_path / "t"
+    dataferry.write_dataset(data(60), str(dest), partition_by=["day"], committer="iceberg")
+    reads: list[str] = []
+    real_read = iceberg_files.read_footer
+    monkeypatch.setattr(
+        iceberg_files, "read_footer", lambda store, p: reads.append(p) or real_read(store, p)
+    )
+    pooled: list[int] = []
+    real_map = IOPool.map
+    monkeypatch.setattr(
+        IOPool,
+        "map",
+        lambda self, fn, items, **kw: real_map(self, fn, pooled.append(1) or items, **kw),
+    )
+    made = IcebergCommitter.data_files
+    calls: list[int] = []
+
+    def counted(self, ctx, metadata, facts):
+        calls.append(1)
+        return made(self, ctx, metadata, facts)
+
+    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.table import Transaction
+
+    real_commit, failed = Transaction.commit_transaction, []
+
+    def conflict(self):
+        if len(failed) < 2:  # another writer's commit came first, twice
+            failed.append(1)
+            raise CommitFailedException("injected conflict")
+        return real_commit(self)
+
+    monkeypatch.setattr(IcebergCommitter, "data_files", counted)
+    monkeypatch.setattr(Transaction, "commit_transaction", conflict)
+    dataferry.write_dataset(
+        data(60, start=100), str(dest), partition_by=["day"], committer="iceberg", mode="append"
+    )
+    assert len(failed) == 2 and len(calls) == 4  # the plan's check, then three tries
+    assert len(reads) == len(set(reads)) == 3  # one per file (three days), never again
+    assert pooled  # through the job's I/O pool
+    tbl = table_of(dest)
+    expected = rows(pa.concat_tables([data(60), data(60, start=100)]))
+    assert rows(tbl.scan().to_arrow()) == expected
+
+
+# --- object storage ------------------------------------------------------------------------
+
+
+def test_a_table_on_s3_with_a_sql_catalog(tmp_path, s3_server, s3_url):
+    from pyiceberg.catalog import load_catalog
+
+    from dataferry.testing import CREDENTIALS
+
+    # no catalog: the embedded SQLite one cannot live on S3, refused before any file
+    with pytest.raises(ConfigError, match="give committer_options=\\{'catalog'"):
+        dataferry.write_dataset(data(10), s3_url, committer="iceberg", mode="append")
+    assert list(open_store(s3_url).walk("")) == []
+
+    props = {
+        "type": "sql",
+        "uri": f"sqlite:///{tmp_path / 'c.db'}",
+        "warehouse": f"{s3_url}/wh",
+        "s3.endpoint": s3_server.endpoint,
+        "s3.access-key-id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "s3.secret-access-key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        "s3.region": "us-east-1",
+    }
+    options = {"catalog": {"name": "s3cat", **props}, "identifier": "ns.s3t"}
+    write = dict(partition_by=["day"], committer="iceberg", committer_options=options)
+    dataferry.write_dataset(data(80, days=2), s3_url, mode="append", **write)
+    dataferry.write_dataset(data(40, start=80, days=1), s3_url, mode="append", **write)
+    tbl = load_catalog("s3cat", **props).load_table("ns.s3t")
+    assert tbl.metadata.location == s3_url
+    expected = rows(pa.concat_tables([data(80, days=2), data(40, start=80, days=1)]))
+    assert rows(tbl.scan().to_arrow()) == expected
+    # nothing of the secrets is written down in the table's location
+    store = open_store(s3_url)
+    assert CREDENTIALS["AWS_SECRET_ACCESS_KEY"].encode() not in store.read_bytes(
+        "_dataferry/iceberg-table.json"
+    )
+    committer = committer_by_name("iceberg", store)  # as recovery: no secrets recorded
+    on_store = {s.path for s in store.walk("data") if s.path.endswith(".parquet")}
+    assert committer.referenced_files() == on_store and len(on_store) == 3
+    assert rows(committer.read_rows()) == expected
+    assert committer.commits_of_job("nobody") == 0
+
+
+# --- partition transforms ------------------------------------------------------------------
+
+
+def timed(n: int, start: int = 0, days: int = 3) -> pa.Table:
+    """`n` rows sorted by time, `n // days` a day, several hours each."""
+    import datetime as dt
+
+    per_day = n // days
+    base = dt.datetime(2024, 3, 1)
+    ts = [base + dt.timedelta(days=i // per_day, hours=(i % per_day) % 20) for i in range(n)]
+    ids = list(range(start, start + n))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array(ts, pa.timestamp("us")),
+            "value": pa.array([float(i) for i in ids]),
+        }
+    )
+
+
+def transformed_table(tmp_path, dest, transform) -> tuple[dict, object]:
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import DoubleType, LongType, NestedField, TimestampType
+
+    props = sql_catalog(tmp_path)
+    catalog = load_catalog(props["name"], **{k: v for k, v in props.items() if k != "name"})
+    catalog.create_namespace("db")
+    schema = Schema(
+        NestedField(1, "id", LongType()),
+        NestedField(2, "ts", TimestampType()),
+        NestedField(3, "value", DoubleType()),
+    )
+    source = 2 if str(transform) in ("day", "month", "hour") else 1
+    spec = PartitionSpec(PartitionField(source, 1000, transform, "p"))
+    # no bounds kept for ts: the partition still comes from the footer's own
+    metrics = {"write.metadata.metrics.column.ts": "counts"}
+    location = f"file://{dest}"
+    catalog.create_table(
+        "db.tx", schema, location=location, partition_spec=spec, properties=metrics
+    )
+    return {"catalog": props, "identifier": "db.tx"}, catalog
+
+
+def test_a_day_transform_gets_each_files_day(tmp_path):
+    import datetime as dt
+
+    from pyiceberg.expressions import GreaterThanOrEqual
+    from pyiceberg.transforms import DayTransform
+
+    dest = tmp_path / "t"
+    options, catalog = transformed_table(tmp_path, dest, DayTransform())
+    # files of 40 rows of sorted times: each lies in one day
+    dataferry.write_dataset(
+        timed(120),
+        str(dest),
+        committer="iceberg",
+        mode="append",
+        max_rows_per_file=40,
+        committer_options=options,
+    )
+    tbl = catalog.load_table("db.tx")
+    files = tbl.inspect.files().to_pylist()
+    assert all(2 not in dict(f["lower_bounds"] or []) for f in files)  # counts only, for ts
+    days = sorted(f["partition"]["p"] for f in files)
+    assert days == [dt.date(2024, 3, 1), dt.date(2024, 3, 2), dt.date(2024, 3, 3)]
+    got = tbl.scan().to_arrow().sort_by("id")
+    assert got.column("ts").to_pylist() == timed(120).column("ts").to_pylist()
+    # the partition prunes: a scan from the third day plans one file
+    after = GreaterThanOrEqual("ts", "2024-03-03T00:00:00")
+    assert len(list(tbl.scan(row_filter=after).plan_files())) == 1
+    assert tbl.scan(row_filter=after).to_arrow().num_rows == 40
+
+
+def test_a_file_spanning_days_is_refused_and_leaves_nothing(tmp_path):
+    from pyiceberg.transforms import DayTransform
+
+    dest = tmp_path / "t"
+    options, catalog = transformed_table(tmp_path, dest, DayTransform())
+    with pytest.raises((ConfigError, JobCommitError), match=r"more than one value.*day\(ts\)"):
+        dataferry.write_dataset(
+            timed(60), str(dest), committer="iceberg", mode="append", committer_options=options
+        )
+    assert catalog.load_table("db.tx").current_snapshot() is None
+    assert not list(dest.rglob("*.parquet"))  # the job's files are gone with its abort
+    assert not (dest / "_dataferry" / "iceberg-markers").exists()
+
+
+def test_a_bucket_transform_needs_one_value_per_file(tmp_path):
+    from pyiceberg.transforms import BucketTransform
+    from pyiceberg.types import LongType
+
+    dest = tmp_path / "t"
+    options, catalog = transformed_table(tmp_path, dest, BucketTransform(4))
+    with pytest.raises(ConfigError, match=r"bucket\[4\]\(id\).*partition_by=\['id'\]"):
+        dataferry.write_dataset(
+            timed(12), str(dest), committer="iceberg", mode="append", committer_options=options
+        )
+    assert not list(dest.rglob("*.parquet"))  # refused before any task ran
+    dataferry.write_dataset(
+        timed(12),
+        str(dest),
+        partition_by=["id"],
+        committer="iceberg",
+        mode="append",
+        committer_options=options,
+    )
+    tbl = catalog.load_table("db.tx")
+    bucket = BucketTransform(4).transform(LongType())
+    by_id = {}
+    for task in tbl.scan().plan_files():
+        ids = pa.parquet.read_table(task.file.file_path.removeprefix("file://"))["id"]
+        by_id[ids[0].as_py()] = task.file.partition[0]
+    assert by_id == {i: bucket(i) for i in range(12)}
+    assert rows_by_id(tbl) == list(range(12))
+
+
+def rows_by_id(tbl) -> list[int]:
+    return sorted(tbl.scan().to_arrow().column("id").to_pylist())

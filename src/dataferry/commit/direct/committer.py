@@ -156,6 +156,17 @@ class DirectCommitter(Committer):
         # when the caller passes no `written` list (a file no commit reports is deleted)
         self._written: dict[str, set[str]] = {}
 
+    def __getstate__(self) -> dict:
+        # a Dask cluster pickles the driver's committer into its setup and commit tasks: the
+        # lock guards only this process's threads, and the copy gets a fresh one
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def markers(self, job: JobContext) -> WriteMarkers:
         directory = self.job_dir(job)
         if self.config.markers == "service":

@@ -13,7 +13,8 @@ this module runs the machinery: `base.Committer` is the thin base that does.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ...errors import ConfigError
@@ -28,6 +29,16 @@ from .inflight import inflight_name
 from .messages import Leftover, TaskCommitMessage
 from .plans import Applied, CommitPlan
 from .stage import StageContext
+
+
+@dataclass(frozen=True)
+class FileColumns:
+    """Columns a committer's data files hold besides the data's (Hudi's meta columns):
+    `schema`, the Arrow schema to open the file with, and `prepend(rows, first_row)`, the
+    rows of the file from row `first_row` on with those columns added."""
+
+    schema: Any
+    prepend: Callable[[Any, int], Any]
 
 
 class CommitterHooks(ABC):
@@ -103,6 +114,13 @@ class CommitterHooks(ABC):
     def prepare_input(self, schema: Any, partition_by: Sequence[str]) -> None:
         """Told the data's Arrow schema and partition columns on the driver before any task
         runs, so a committer that can check them (a table's) refuses bad input early."""
+        return None
+
+    def file_columns(
+        self, task: TaskAttemptContext, relpath: str, schema: Any
+    ) -> FileColumns | None:
+        """Columns the data file `relpath` (of Arrow schema `schema`) must hold besides the
+        data's, asked once per file before it is opened; None (the default): none."""
         return None
 
     def attempt_path(self, task: TaskAttemptContext, relpath: str) -> str:

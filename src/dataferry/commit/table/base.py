@@ -206,6 +206,20 @@ class TableCommitter(DirectCommitter):
         """The live data files of the table's current version (paths in the store)."""
         raise NotImplementedError
 
+    # --- the format's reader (the referee's checks, `dataferry verify crash`) ----------------
+
+    def read_rows(self) -> pa.Table | None:
+        """The rows of the table's current version, read by the format's own reader
+        (partition columns included); None if there is no table (no committed version)."""
+        raise NotImplementedError
+
+    def referenced_files(self) -> set[str]:
+        """The data files some version of the table still references: the current one's, and
+        those an overwrite removed that earlier versions (time travel) keep until the format's
+        own vacuum or snapshot expiry; as paths in the store (relative to the table's root, as
+        `store.walk` names them). A data file outside it is an orphan."""
+        raise NotImplementedError
+
     def plan_table(
         self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
     ) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet
 
 from ...errors import ConfigError, DestinationError, TableCommitConflict
 from ...store import Store
@@ -77,6 +78,7 @@ class DeltaCommitter(TableCommitter):
     name = "delta"
     format_name = "Delta Lake"
     markers_root = "_dataferry/delta-markers"
+    permanent_entries = (LOG_DIR,)  # the table's own log
 
     def __init__(self, store: Store, config: DeltaConfig) -> None:
         super().__init__(store, config)
@@ -115,6 +117,47 @@ class DeltaCommitter(TableCommitter):
             return []
         actions = pa.table(dt.get_add_actions(flatten=True))
         return sorted(actions.column("path").to_pylist())
+
+    def read_rows(self) -> pa.Table | None:
+        """The current version's rows. Its files are read by pyarrow from the log's list
+        rather than through `DeltaTable.to_pyarrow_table`, whose file system handler can
+        abort the process at exit (delta-io/delta-rs#2184)."""
+        dt = self.table()
+        if dt is None:
+            return None
+        schema = pa.schema(dt.schema().to_arrow())
+        actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+        parts = list(dt.metadata().partition_columns)
+        pieces = []
+        for a in actions:
+            rows = self.store.read_bytes(a["path"])
+            t = pa.parquet.read_table(pa.BufferReader(rows))
+            for c in parts:
+                value = a.get(f"partition.{c}")
+                t = t.append_column(c, pa.array([value] * t.num_rows, schema.field(c).type))
+            pieces.append(t.select(schema.names).cast(schema))
+        return pa.concat_tables(pieces) if pieces else schema.empty_table()
+
+    def commits_of_job(self, job_uuid: str) -> int:
+        """How many versions of the table a job's transaction made (1, or 0; more is a
+        transaction applied twice). An optional hook the referee reads."""
+        dt = self.table()
+        if dt is None:
+            return 0
+        return sum(1 for e in dt.history() if e.get("dataferry.job_uuid") == job_uuid)
+
+    def referenced_files(self) -> set[str]:
+        dt = self.table()
+        if dt is None:
+            return set()
+        files: set[str] = set()
+        for version in range(dt.version(), -1, -1):
+            try:
+                dt.load_as_version(version)
+            except Exception:  # gone from the log (its checkpoint and log retention)
+                break
+            files.update(pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist())
+        return files
 
     # --- before the job ----------------------------------------------------------------------
 
@@ -229,9 +272,12 @@ class DeltaCommitter(TableCommitter):
                 commit_properties=props,
             )
         else:
-            table_schema = dt.schema() if schema is None else Schema.from_arrow(schema)
-            if self.config.schema_mode != "merge" and mode not in ("overwrite",):
-                table_schema = dt.schema()
+            if self.config.schema_mode == "merge" and schema is not None:
+                add_new_columns(dt, schema)  # a metadata commit first: the columns, nullable
+                dt = self.table()
+            table_schema = dt.schema()
+            if mode == "overwrite" and schema is not None:
+                table_schema = Schema.from_arrow(schema)
             try:
                 if mode == "overwrite":
                     dt.create_write_transaction(
@@ -319,6 +365,17 @@ def _as_text(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def add_new_columns(dt: Any, schema: pa.Schema) -> None:
+    """Add the data's columns the table lacks (schema_mode="merge"), as nullable columns."""
+    from deltalake import Schema
+
+    have = set(pa.schema(dt.schema().to_arrow()).names)
+    new = [f.with_nullable(True) for f in schema if f.name not in have]
+    if new:
+        fields = Schema.from_arrow(pa.schema(new)).fields
+        dt.alter.add_columns(fields if len(fields) > 1 else fields[0])
 
 
 def check_same_schema(url: str, table: pa.Schema, data: pa.Schema) -> None:

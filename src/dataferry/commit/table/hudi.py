@@ -34,14 +34,20 @@ from typing import Any
 import pyarrow as pa
 
 from ...errors import CommitError, ConfigError, DestinationError, NotFound, TableCommitConflict
-from ...ids import JobId, parse_task_attempt_id
+from ...ids import JobId
 from ...store import IOPool, Store, paths
 from ..direct.committer import delete_uncommitted
 from ..protocol import JobContext, Leftover, StageContext, TaskAttemptContext, TaskCommitMessage
 from ..records.intent import Intent, load_intent
 from .base import TableCommitter, TableConfig
 from .footers import FileFacts
-from .hudi_rollback import delete_untracked_of_instant, job_uuid_of_instant, roll_back_instant
+from .hudi_meta import KEY_FORMS, check_meta_input, data_schema, meta_file_columns, meta_options
+from .hudi_rollback import (
+    delete_untracked_of_instant,
+    job_uuid_of_instant,
+    roll_back_instant,
+    unreported_files,
+)
 from .hudi_timeline import (
     COMPLETED_ACTIONS,
     HOODIE,
@@ -83,7 +89,7 @@ class HudiConfig(TableConfig):
     precombine_field: `hoodie.table.precombine.field` (optional).
     table_version: `hoodie.table.version`; only 6 (timeline layout 1, JSON metadata).
     database_name: `hoodie.database.name`.
-    instant: the job's instant time, set by `new_job` (not an option to give).
+    instant, meta_fields: set by `new_job`: the instant, the meta columns' key form (`hudi_meta`).
     """
 
     table_name: str = ""
@@ -93,6 +99,7 @@ class HudiConfig(TableConfig):
     table_version: int = 6
     database_name: str = ""
     instant: str = ""
+    meta_fields: str = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -106,6 +113,8 @@ class HudiConfig(TableConfig):
             object.__setattr__(self, "partition_fields", fields_of(self.partition_fields))
         if self.instant and not (self.instant.isdigit() and len(self.instant) == 17):
             raise ConfigError(f"instant must be yyyyMMddHHmmssSSS, got {self.instant!r}")
+        if self.meta_fields not in KEY_FORMS:
+            raise ConfigError(f"meta_fields must be one of {KEY_FORMS}, got {self.meta_fields!r}")
 
 
 def instant_of(job: JobContext) -> str:
@@ -130,10 +139,11 @@ class HudiCommitter(TableCommitter):
 
     def new_job(self, job_id: JobId | None = None, attempt: int = 0) -> JobContext:
         """The job, with its instant in its config: the one the store names for this job
-        uuid (recovery), else a new one later than every instant on the timeline."""
+        uuid (recovery), else a new one later than every instant; the meta-column options."""
         job = super().new_job(job_id, attempt)
         instant = self.config.instant or self.find_instant(job.job_uuid) or self.fresh_instant()
-        return replace(job, config=replace(self.config, instant=instant))
+        meta = meta_options(self.properties(), self.config.record_key)
+        return replace(job, config=replace(self.config, instant=instant, **meta))
 
     def find_instant(self, job_uuid: str) -> str | None:
         for d in self.store.list_or_empty(TEMP):
@@ -271,6 +281,7 @@ class HudiCommitter(TableCommitter):
             if key not in schema.names:
                 raise ConfigError(f"record key field {key!r} is not a column of the data")
         self._check_partitions(partition_by)
+        check_meta_input(self.properties(), self.config.record_key, schema, self.store.full_url())
 
     def _check_partitions(self, partition_by: Sequence[str]) -> None:
         if not self.table_exists():
@@ -337,21 +348,20 @@ class HudiCommitter(TableCommitter):
         fid = file_id(task.job.job_uuid, token, rel)
         return paths.join(paths.parent(rel), base_file_name(fid, token, instant_of(task.job), ext))
 
+    def file_columns(self, task: TaskAttemptContext, relpath: str, schema: pa.Schema) -> Any:
+        """Hudi's meta columns first, in a table whose files hold them (`hudi_meta.py`)."""
+        if not getattr(task.job.config, "meta_fields", ""):
+            return None
+        return meta_file_columns(
+            task.job.config, task.task_index, self.output_path(task, relpath), schema
+        )
+
     def _refuse_to_delete_unreported(
         self, job: JobContext, stray: Sequence[str], messages: Sequence[TaskCommitMessage]
     ) -> None:
         """As direct's, with Hudi's names: a stray file whose write token is a committed
         attempt's was left out of that attempt's commit. Refuse before deleting anything."""
-        instant = instant_of(job)
-        committed = set()
-        for m in messages:
-            a = parse_task_attempt_id(m.attempt_id)
-            committed.add(write_token(a.task.index, job.attempt, a.number))
-        unreported = []
-        for f in stray:
-            parsed = parse_base_file_name(paths.name(f))
-            if parsed and parsed[2] == instant and parsed[1] in committed and self.store.exists(f):
-                unreported.append(f)
+        unreported = unreported_files(self.store, instant_of(job), job.attempt, stray, messages)
         if unreported:
             raise CommitError(
                 f"job {job.job_id}: {len(unreported)} files written by committed task attempts "
@@ -401,7 +411,7 @@ class HudiCommitter(TableCommitter):
         plan = intent.payload
         instant = plan["table"]["instant"]
         facts = [FileFacts.from_json(f) for f in plan["facts"]]
-        schema = self.plan_schema(intent)
+        schema = data_schema(self.plan_schema(intent))  # Hudi records it without meta columns
         action = plan["table"].get("action", "commit")
         replaced = plan["table"].get("replaced") if action == "replacecommit" else None
         path = timeline_file(instant, action)

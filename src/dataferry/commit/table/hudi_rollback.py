@@ -9,8 +9,10 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ...errors import NotFound, StoreError
+from ...ids import parse_task_attempt_id
 from ...store import IOPool, Store, paths
 from ..direct.committer import remove_empty_parents
 from .hudi_timeline import (
@@ -23,6 +25,7 @@ from .hudi_timeline import (
     pending_suffixes,
     rollback_metadata,
     timeline_file,
+    write_token,
 )
 
 log = logging.getLogger("dataferry.commit")
@@ -105,3 +108,20 @@ def _delete_quietly(store: Store):
             return False
 
     return delete
+
+
+def unreported_files(
+    store: Store, instant: str, job_attempt: int, stray: Sequence[str], messages: Sequence[Any]
+) -> list[str]:
+    """The stray files of the instant whose write token is a committed attempt's (left out
+    of that attempt's commit): what the job commit refuses to delete."""
+    committed = set()
+    for m in messages:
+        a = parse_task_attempt_id(m.attempt_id)
+        committed.add(write_token(a.task.index, job_attempt, a.number))
+    found = []
+    for f in stray:
+        parsed = parse_base_file_name(paths.name(f))
+        if parsed and parsed[2] == instant and parsed[1] in committed and store.exists(f):
+            found.append(f)
+    return found

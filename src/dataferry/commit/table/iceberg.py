@@ -3,16 +3,17 @@ pyiceberg's catalog, exactly once.
 
 Data files lie under `data/col=value/`, named per job, task and attempt, holding their
 partition columns. At job commit each becomes a DataFile built from its footer (read through
-the store) with the table's field ids (by name mapping) and spec (identity values from the
-column bounds). The snapshot's summary carries `dataferry.job-uuid`: before the commit and
-after any error the table's snapshots are walked for it, so a lost answer is never applied
-twice. The catalog is the options' (`load_catalog` properties or a Catalog), else an embedded
-SQLite catalog in `_dataferry/iceberg-catalog.db` (local tables); where it and the table are
-is recorded without secrets in `_dataferry/iceberg-table.json` and in the intent, for
-committers with default options (`dataferry cleanup`, the next job). Modes: `append` (a fast
-append, retried on conflicts), `overwrite` and `overwrite-partitions` (one overwrite
-snapshot; a conflict raises TableCommitConflict), `error`. A missing table is created in the
-same catalog commit as the job's snapshot.
+the store, once, in parallel: `iceberg_files.py`) with the table's field ids and its spec
+(identity, time, truncate and bucket values from the column bounds). The snapshot's summary
+carries `dataferry.job-uuid`: before the commit and after any error the table's snapshots are
+walked for it, so a lost answer is never applied twice. The catalog is the options'
+(`load_catalog` properties or a Catalog), else an embedded SQLite catalog in
+`_dataferry/iceberg-catalog.db` (local tables); where it and the table are is recorded without
+secrets in `_dataferry/iceberg-table.json` and in the intent, for committers with default
+options (`dataferry cleanup`, the next job). Modes: `append` (a fast append, retried on
+conflicts), `overwrite` and `overwrite-partitions` (one overwrite snapshot; a conflict raises
+TableCommitConflict), `error`. A missing table is created in the same catalog commit as the
+job's snapshot.
 """
 
 from __future__ import annotations
@@ -31,7 +32,16 @@ from ...store import Store
 from ..protocol import JobContext, StageContext
 from ..records.intent import Intent
 from .base import CLAIM_ROOT, TableCommitter, TableConfig
-from .footers import FileFacts, read_footer
+from .footers import FileFacts
+from .iceberg_files import (
+    Footers,
+    build_data_files,
+    check_partition_by,
+    check_same_schema,
+    iceberg_ready,
+    in_partitions,
+    read_footers,
+)
 from .location import TableLocation, table_location
 from .transact import commit_exactly_once
 
@@ -146,6 +156,7 @@ class IcebergCommitter(TableCommitter):
         super().__init__(store, config)
         self._location: TableLocation | None = None
         self._catalogs: dict[str, Any] = {}
+        self._footers: tuple[str, Footers] = ("", {})  # a job's uuid, its files' footers
 
     # --- where the table is ------------------------------------------------------------------
 
@@ -210,17 +221,24 @@ class IcebergCommitter(TableCommitter):
             self._catalogs[key] = self._load_catalog(props)
         return self._catalogs[key]
 
+    def check_catalog(self, where: dict[str, Any]) -> None:
+        """Refuse, before any file is written, a table on object storage with no catalog: the
+        embedded catalog is a SQLite file, which needs a local disk's locks and writes in
+        place (an object store has neither), so it cannot live with such a table."""
+        if where.get("catalog") is None and not self.location.local:
+            raise ConfigError(
+                f"Iceberg table {self.store.full_url()}: the embedded SQLite catalog is for "
+                "tables on local disk; for a table on object storage give "
+                "committer_options={'catalog': {...}} (the properties of pyiceberg's "
+                "load_catalog, e.g. a REST, Glue or SQL catalog) and an 'identifier'"
+            )
+
     def _load_catalog(self, props: dict[str, Any] | None) -> Any:
         from pyiceberg.catalog import load_catalog
 
         if props is None:
             loc = self.location
-            if not loc.local:
-                raise ConfigError(
-                    f"Iceberg table {self.store.full_url()}: the embedded SQLite catalog is for "
-                    "local tables; give committer_options={'catalog': {...}} (the properties "
-                    "of pyiceberg's load_catalog) for a table on object storage"
-                )
+            self.check_catalog({"catalog": None})
             self.store.mkdirs(CLAIM_ROOT)
             uri = f"sqlite:///{loc.uri}/{CATALOG_DB}"
             return load_catalog(EMBEDDED_CATALOG, type="sql", uri=uri, warehouse=self.location_uri)
@@ -256,6 +274,43 @@ class IcebergCommitter(TableCommitter):
             return []
         return sorted(self.relative(t.file.file_path) for t in tbl.scan().plan_files())
 
+    # --- the referee's reader ----------------------------------------------------------------
+
+    def read_rows(self) -> pa.Table | None:
+        """The current snapshot's rows by a pyiceberg scan (None if there is no table)."""
+        tbl = self.table()
+        return None if tbl is None else tbl.scan().to_arrow()
+
+    def referenced_files(self) -> set[str]:
+        """The data files some snapshot of the table references (its manifests' live
+        entries, each manifest read once), as paths in the store."""
+        from pyiceberg.manifest import ManifestContent
+
+        tbl = self.table()
+        if tbl is None:
+            return set()
+        found: set[str] = set()
+        seen: set[str] = set()
+        for snapshot in tbl.metadata.snapshots:
+            for manifest in snapshot.manifests(tbl.io):
+                if manifest.manifest_path in seen or manifest.content != ManifestContent.DATA:
+                    continue
+                seen.add(manifest.manifest_path)
+                for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True):
+                    found.add(self.relative(entry.data_file.file_path))
+        return found
+
+    def commits_of_job(self, job_uuid: str) -> int:
+        """How many snapshots carry the job's uuid in their summary: each commit of a job is
+        one snapshot (an overwrite too: its deletes and adds are one `overwrite` snapshot),
+        so more than one means the job was applied more than once."""
+        tbl = self.table()
+        if tbl is None:
+            return 0
+        return sum(
+            1 for s in tbl.metadata.snapshots if (s.summary or {}).get(JOB_UUID_KEY) == job_uuid
+        )
+
     def check_location(self, tbl: Any) -> None:
         """Refuse a table of the catalog whose location is not the store's: its data files
         would lie where the job's markers and cleanup do not reach."""
@@ -267,18 +322,18 @@ class IcebergCommitter(TableCommitter):
 
     # --- before the job ----------------------------------------------------------------------
 
+    def setup_job(self, job: JobContext) -> None:
+        self.check_catalog(self.where())
+        super().setup_job(job)
+
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
+        self.check_catalog(self.where())
         tbl = self.table()
         if tbl is None:
             return
         self.check_location(tbl)
         url = self.store.full_url()
-        spec_columns = [tbl.schema().find_column_name(f.source_id) for f in tbl.spec().fields]
-        if list(partition_by) != spec_columns:
-            raise ConfigError(
-                f"Iceberg table {url} is partitioned by {spec_columns}; the write gives "
-                f"partition_by={list(partition_by)}: give partition_by={spec_columns}"
-            )
+        check_partition_by(url, tbl.schema(), tbl.spec(), partition_by)
         if schema is not None:
             check_same_schema(url, tbl.schema().as_arrow(), schema)
 
@@ -288,6 +343,7 @@ class IcebergCommitter(TableCommitter):
         self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
     ) -> dict[str, Any]:
         where = self.where()
+        self.check_catalog(where)
         tbl = self.table(where)
         if tbl is not None:
             self.check_location(tbl)
@@ -296,6 +352,11 @@ class IcebergCommitter(TableCommitter):
                 f"Iceberg table {self.store.full_url()} already exists; write with "
                 "mode='append' or mode='overwrite'"
             )
+        # every footer once, in parallel; a file the table's spec cannot place is refused
+        # now, before the intent (its files are then removed by the job's abort)
+        read_footers(ctx, [f.path for f in facts], self.footers(job))
+        if tbl is not None:
+            self.data_files(ctx, tbl.metadata, facts)
         catalog = where["catalog"]
         safe = {"catalog": catalog and without_secrets(catalog), "identifier": where["identifier"]}
         self.record_where(ctx.store, safe)
@@ -309,6 +370,7 @@ class IcebergCommitter(TableCommitter):
 
     def commit_table(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
         where = self.where_of(intent.payload["table"])
+        self.footers(job)  # the plan's footers, or none (a recovered job's are read here)
 
         def landed() -> dict[str, Any] | None:
             tbl = self.table(where)
@@ -399,32 +461,17 @@ class IcebergCommitter(TableCommitter):
         return tx
 
     def data_files(self, ctx: StageContext, metadata: Any, facts: Sequence[FileFacts]) -> list[Any]:
-        """DataFiles for the job's files, from their footers (read through the store), with
-        the table's field ids and partition spec."""
-        from pyiceberg.io import pyarrow as pio
-        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+        """DataFiles for the job's files with the table's field ids and partition spec, from
+        their footers: read once per job commit (at its plan, in parallel), not per try."""
+        paths = [f.path for f in facts]
+        footers = read_footers(ctx, paths, self.footers())
+        return build_data_files(metadata, paths, footers, self.file_uri)
 
-        table_schema, spec = metadata.schema(), metadata.spec()
-        stats_columns = pio.compute_statistics_plan(table_schema, metadata.properties)
-        mapping = pio.parquet_path_to_id_mapping(table_schema)
-
-        def one(f: FileFacts) -> Any:
-            size, meta = read_footer(ctx.store, f.path)
-            stats = pio.data_file_statistics_from_parquet_metadata(meta, stats_columns, mapping)
-            return DataFile.from_args(
-                content=DataFileContent.DATA,
-                file_path=self.file_uri(f.path),
-                file_format=FileFormat.PARQUET,
-                partition=stats.partition(spec, table_schema),
-                file_size_in_bytes=size,
-                sort_order_id=None,
-                spec_id=metadata.default_spec_id,
-                equality_ids=None,
-                key_metadata=None,
-                **stats.to_serialized_dict(),
-            )
-
-        return ctx.pool.map(one, facts)
+    def footers(self, job: JobContext | None = None) -> Footers:
+        """The footers read for the job being committed (a new job starts afresh)."""
+        if job is not None and self._footers[0] != job.job_uuid:
+            self._footers = (job.job_uuid, {})
+        return self._footers[1]
 
 
 def set_name_mapping(tx: Any) -> None:
@@ -444,56 +491,3 @@ def job_snapshot(tbl: Any, job_uuid: str) -> Any:
 def _current_id(tbl: Any) -> int | None:
     snapshot = tbl.current_snapshot()
     return snapshot.snapshot_id if snapshot is not None else None
-
-
-def _key(record: Any) -> tuple[Any, ...]:
-    return tuple(record[i] for i in range(len(record)))
-
-
-def in_partitions(old: list[Any], new: list[Any], spec_id: int) -> list[Any]:
-    """The live files in the partitions the new files are in (what a partition overwrite
-    replaces)."""
-    written = {_key(f.partition) for f in new}
-    same_spec = [f for f in old if getattr(f, "spec_id", spec_id) == spec_id]
-    return [f for f in same_spec if _key(f.partition) in written]
-
-
-def iceberg_ready(schema: pa.Schema) -> pa.Schema:
-    """The data's schema as Iceberg takes it: dictionary columns as their values."""
-    dicts = pa.types.is_dictionary
-    return pa.schema([f.with_type(f.type.value_type) if dicts(f.type) else f for f in schema])
-
-
-def check_same_schema(url: str, table: pa.Schema, data: pa.Schema) -> None:
-    """Refuse data whose columns differ from the table's by name or type, naming the first."""
-    table_fields = {f.name: f.type for f in table}
-    for f in data:
-        if f.name not in table_fields:
-            raise ConfigError(
-                f"column {f.name!r} is not in Iceberg table {url} (its columns: "
-                f"{', '.join(table_fields)})"
-            )
-        if _norm(table_fields[f.name]) != _norm(f.type):
-            raise ConfigError(
-                f"column {f.name!r} is {f.type} in the data but {table_fields[f.name]} in "
-                f"Iceberg table {url}"
-            )
-    missing = [n for n in table_fields if n not in data.names]
-    if missing:
-        raise ConfigError(f"the data has no column {missing[0]!r} of Iceberg table {url}")
-
-
-_SAME = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
-_SAME.update({t: pa.int32() for t in (pa.int8(), pa.int16(), pa.uint8(), pa.uint16())})
-_SAME[pa.uint32()] = pa.int64()
-
-
-def _norm(t: pa.DataType) -> pa.DataType:
-    """An Arrow type as Iceberg stores it (string and binary widths, small ints, units)."""
-    if pa.types.is_dictionary(t):
-        return _norm(t.value_type)
-    if pa.types.is_timestamp(t):
-        return pa.timestamp("us", t.tz and "UTC")
-    if pa.types.is_large_list(t) or pa.types.is_list(t):
-        return pa.list_(_norm(t.value_type))
-    return _SAME.get(t, pa.string() if pa.types.is_string_view(t) else t)

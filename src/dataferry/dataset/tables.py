@@ -1,0 +1,279 @@
+"""Writes into tables in the words their own libraries use: `write_deltalake` as deltalake
+(delta-rs) names its arguments, translated onto `write_dataset(..., committer="delta")`.
+
+deltalake's vocabulary, and what it becomes:
+
+    table_or_uri    a path or URL, or a `deltalake.DeltaTable` (its `table_uri`, and its
+                    storage options unless others are given): the destination
+    mode            "error", "append", "overwrite" as dataferry's; "ignore": nothing is
+                    written when the table exists (decided again if it appears meanwhile)
+    storage_options object_store's options (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, ...): given
+                    to deltalake as they are, and, for an `s3://` table, to the store in
+                    s3fs's names (key, secret, token, endpoint_url, region)
+    name, description, configuration, schema_mode
+                    the Delta committer's options (`DeltaConfig`)
+
+The Dask and Ray forms (`dataferry.dask.write_deltalake`, `dataferry.ray.DeltaDatasink`)
+translate through `delta_write` too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..errors import ConfigError, DestinationError
+
+R = TypeVar("R")
+
+# deltalake's write modes -> dataferry's ("ignore" writes with "error", and an existing
+# table makes it a no-op)
+DELTA_MODES = {"error": "error", "append": "append", "overwrite": "overwrite", "ignore": "error"}
+
+# object_store's S3 options (upper case, as deltalake documents them; lower case is taken
+# too) -> s3fs's storage options, which the store takes
+_S3FS_NAMES = {
+    "AWS_ACCESS_KEY_ID": "key",
+    "AWS_SECRET_ACCESS_KEY": "secret",
+    "AWS_SESSION_TOKEN": "token",
+    "AWS_ENDPOINT_URL": "endpoint_url",
+    "AWS_ENDPOINT": "endpoint_url",
+}
+_S3FS_REGION = ("AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+@dataclass(frozen=True)
+class DeltaWrite:
+    """A write into a Delta table, in dataferry's terms.
+
+    dest: the table's location (a path or URL).
+    mode: dataferry's write mode.
+    ignore: deltalake's "ignore": do nothing when the table exists.
+    storage_options: the store's (s3fs's names), or None.
+    committer_options: the Delta committer's (`DeltaConfig`'s fields).
+    """
+
+    dest: str
+    mode: str
+    ignore: bool
+    partition_by: tuple[str, ...] = ()
+    storage_options: dict[str, Any] | None = None
+    committer_options: dict[str, Any] = field(default_factory=dict)
+
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments of `write_dataset` (and of the engines' forms of it)."""
+        return {
+            "partition_by": list(self.partition_by) or None,
+            "committer": "delta",
+            "mode": self.mode,
+            "storage_options": self.storage_options,
+            "committer_options": dict(self.committer_options),
+        }
+
+
+def delta_write(
+    table_or_uri: Any,
+    *,
+    partition_by: str | Sequence[str] | None = None,
+    mode: str = "error",
+    storage_options: Mapping[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    configuration: Mapping[str, str | None] | None = None,
+    schema_mode: str | None = None,
+    committer_options: Mapping[str, Any] | None = None,
+) -> DeltaWrite:
+    """deltalake's arguments as a `DeltaWrite` (ConfigError for one it does not take)."""
+    if mode not in DELTA_MODES:
+        raise ConfigError(f"unknown mode {mode!r}; use one of {', '.join(DELTA_MODES)}")
+    uri, table_options = table_uri(table_or_uri)
+    delta_options = dict(storage_options if storage_options is not None else table_options)
+    options: dict[str, Any] = dict(committer_options or {})
+    if delta_options:
+        options["storage_options"] = {str(k): str(v) for k, v in delta_options.items()}
+    if name is not None:
+        options["name"] = name
+    if description is not None:
+        options["description"] = description
+    if configuration is not None:
+        options["configuration"] = {str(k): v for k, v in configuration.items()}
+    if schema_mode is not None:
+        options["schema_mode"] = schema_mode
+    parts = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by or ())
+    return DeltaWrite(
+        dest=uri,
+        mode=DELTA_MODES[mode],
+        ignore=mode == "ignore",
+        partition_by=parts,
+        storage_options=store_options(uri, delta_options),
+        committer_options=options,
+    )
+
+
+def table_uri(table_or_uri: Any) -> tuple[str, dict[str, str]]:
+    """The location of a path, URL or `deltalake.DeltaTable`, and the table's own storage
+    options (none for a path)."""
+    if isinstance(table_or_uri, (str, os.PathLike)):
+        return os.fspath(table_or_uri), {}
+    uri = getattr(table_or_uri, "table_uri", None)
+    if not isinstance(uri, str):
+        raise ConfigError(
+            "table_or_uri must be a path, a URL or a deltalake.DeltaTable, got "
+            f"{type(table_or_uri).__name__}"
+        )
+    return uri, dict(getattr(table_or_uri, "_storage_options", None) or {})
+
+
+def store_options(uri: str, delta_options: Mapping[str, str]) -> dict[str, Any] | None:
+    """The store's storage options (s3fs's names) for deltalake's `storage_options`: for an
+    `s3://` table, its keys, endpoint and region; other locations take none (deltalake's
+    options go to deltalake only)."""
+    if not uri.startswith(("s3://", "s3a://")) or not delta_options:
+        return None
+    upper = {str(k).upper(): v for k, v in delta_options.items()}
+    out: dict[str, Any] = {}
+    for key, s3fs_name in _S3FS_NAMES.items():
+        if upper.get(key):
+            out.setdefault(s3fs_name, str(upper[key]))
+    region = next((upper[k] for k in _S3FS_REGION if upper.get(k)), None)
+    if region:
+        out["client_kwargs"] = {"region_name": str(region)}
+    return out or None
+
+
+def delta_table_exists(spec: DeltaWrite) -> bool:
+    """Whether the write's destination holds a Delta table (asked through the committer, so
+    the location is the one the write would commit to)."""
+    from ..commit.factory import make_committer
+    from .write import open_destination
+
+    store = open_destination(spec.dest, None, spec.storage_options)
+    committer = make_committer("delta", store, mode="append", **spec.committer_options)
+    return bool(committer.table_exists())
+
+
+def run_delta_write(spec: DeltaWrite, write: Callable[..., R]) -> R | None:
+    """`write(**spec.arguments())`, or None for mode "ignore" on a table that exists (also
+    when the table appeared while the write ran: its job then found it and wrote nothing)."""
+    if spec.ignore and delta_table_exists(spec):
+        return None
+    try:
+        return write(**spec.arguments())
+    except DestinationError:
+        if spec.ignore and delta_table_exists(spec):
+            return None
+        raise
+
+
+def write_deltalake(
+    table_or_uri: Any,
+    data: Any,
+    *,
+    partition_by: str | Sequence[str] | None = None,
+    mode: str = "error",
+    storage_options: Mapping[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    configuration: Mapping[str, str | None] | None = None,
+    schema_mode: str | None = None,
+    engine: Any = None,
+    **options: Any,
+) -> Any:
+    """Write `data` into a Delta table as `deltalake.write_deltalake` does, committed by
+    dataferry: tasks write the data files in place, the job commits one Delta transaction
+    (exactly once: an application transaction carries the job's id), and a failed write
+    leaves the table as it was, without a file of its own.
+
+    Parameters
+    ----------
+    table_or_uri
+        A path or URL (local or ``s3://``), or a ``deltalake.DeltaTable``.
+    data
+        What `dataferry.write_dataset` takes: a pyarrow Table, RecordBatchReader or
+        dataset, a pandas or polars DataFrame, an Arrow stream, ...
+    partition_by
+        The table's partition columns (when the job creates it; an existing table's must
+        be given as they are).
+    mode
+        ``"error"`` (default: refuse a table that exists), ``"append"``, ``"overwrite"``
+        (one transaction removing every live file, adding the job's), ``"ignore"`` (write
+        nothing if the table exists).
+    storage_options
+        deltalake's (object_store's) options, for an ``s3://`` table also given to
+        dataferry's store in s3fs's names.
+    name, description, configuration
+        The table's metadata when the job creates it.
+    schema_mode
+        None (refuse data whose schema differs from the table's) or ``"merge"``.
+    engine
+        The engine of `dataferry.write_dataset` (None: the embedded engine on threads).
+    **options
+        Other arguments of `dataferry.write_dataset` (``target_file_size``,
+        ``max_rows_per_file``, ``compression``, ``committer_options`` such as
+        ``commit_retries``, ...).
+
+    Returns
+    -------
+    WriteResult or None
+        What the job wrote; None when ``mode="ignore"`` found the table.
+    """
+    from .write import write_dataset
+
+    spec = delta_write(
+        table_or_uri,
+        partition_by=partition_by,
+        mode=mode,
+        storage_options=storage_options,
+        name=name,
+        description=description,
+        configuration=configuration,
+        schema_mode=schema_mode,
+        committer_options=options.pop("committer_options", None),
+    )
+    return run_delta_write(
+        spec, lambda **given: write_dataset(data, spec.dest, engine=engine, **given, **options)
+    )
+
+
+def write_deltalake_frame(
+    ddf: Any,
+    table_or_uri: Any,
+    *,
+    write_index: bool | None = None,
+    schema: Any = "infer",
+    compute_kwargs: dict[str, Any] | None = None,
+    **delta: Any,
+) -> Any:
+    """`write_deltalake` of a Dask DataFrame, as one Dask graph on any scheduler (that of
+    `dataferry.dask.to_parquet`). `delta`: the arguments of `delta_write`; other keywords
+    are the write's options (sizes, writer options)."""
+    from .dask_write import write_graph
+    from .options import translate
+
+    names = {"partition_by", "mode", "storage_options", "name", "description"}
+    names |= {"configuration", "schema_mode", "committer_options"}
+    spec = delta_write(table_or_uri, **{k: v for k, v in delta.items() if k in names})
+    loose = {k: v for k, v in delta.items() if k not in names}
+
+    def write(**given: Any) -> Any:
+        request = translate(
+            "dask.write_dataset", {"dest": spec.dest, **given, "writer_options": loose}
+        )
+        return write_graph(
+            ddf, request, write_index=write_index, schema=schema, compute_kwargs=compute_kwargs
+        )
+
+    return run_delta_write(spec, write)
+
+
+__all__ = [
+    "DELTA_MODES",
+    "DeltaWrite",
+    "delta_table_exists",
+    "delta_write",
+    "run_delta_write",
+    "write_deltalake",
+    "write_deltalake_frame",
+]

@@ -1,0 +1,204 @@
+"""The referee on table committers (registry rows with `family="table"`): the reference job
+writes small real Parquet files, and every check reads the destination through the table
+format's own reader, never by listing files.
+
+A table version is seen as the reference job's files would be: the rows the format's reader
+returns (`TableCommitter.read_rows`) are grouped by (partition, job, task, file, attempt) into
+one "virtual" reference file each, under the name and with the bytes the file committers'
+reference job writes (`reference.file_path`, `reference.file_bytes`). A file whose rows are
+not exactly its lines once each (a transaction applied twice, a file half there) gets bytes
+no attempt writes, so the file checks of `invariants.py` (exclusive and complete output, the
+earlier data kept, the write modes, nothing of a failed job) hold for tables unchanged. A
+committed table version stands for `_SUCCESS`. A table the reader cannot read (its log names
+a data file that is gone) is a corrupt file of its own.
+
+No orphan: every `.parquet` file in the table's storage outside hidden directories must be a
+data file some version of the table references (`TableCommitter.referenced_files`: the current
+version's, and what an overwrite removed that earlier versions keep for time travel); checked
+with the leftovers, after every job and recovery.
+
+Which committer reads the destination is process-wide (`reading`), set by `verify_crash` and
+in its worker processes; nothing here knows a format by name: a table committer joins by its
+registry row and its two hooks.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..store import Store, paths
+from .job_files import file_bytes, job_tag
+
+PARTITION_COLUMN = "part"
+_ACTIVE: tuple[str, dict[str, Any]] | None = None
+_CACHE: dict[tuple[str, tuple], TableView] = {}
+
+
+def is_table(committer: str) -> bool:
+    """Whether `committer` is of the table family (by its registry row)."""
+    from ..commit.registry import spec
+
+    s = spec(committer)
+    return s is not None and s.family == "table"
+
+
+def writes_tables(committer: Any) -> bool:
+    """Whether a committer instance commits into a table (it has the table readers' hooks)."""
+    return callable(getattr(committer, "read_rows", None)) and callable(
+        getattr(committer, "referenced_files", None)
+    )
+
+
+def reading(committer: str | None, options: dict[str, Any] | None = None) -> None:
+    """From now on, in this process, destinations are read as `committer`'s tables if it is
+    a table committer (else as directories of files, the default)."""
+    global _ACTIVE
+    _ACTIVE = (committer, dict(options or {})) if committer and is_table(committer) else None
+    _CACHE.clear()
+
+
+def active() -> tuple[str, dict[str, Any]] | None:
+    return _ACTIVE
+
+
+# --- the reference job's files -------------------------------------------------------------
+
+
+def table_file_name(task: int, file: int, attempt: int, tag: str, partitions: int) -> str:
+    suffix = f"-j{tag}" if tag else ""
+    return f"{PARTITION_COLUMN}=p{file % partitions}/t{task}-f{file}-a{attempt}{suffix}.parquet"
+
+
+def table_file_bytes(
+    task: int, file: int, attempt: int, job_uuid: str, partition: str, keep_partition: bool
+) -> bytes:
+    """A small Parquet file: one row per line of the reference file (1 + file of them)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 1 + file
+    columns: dict[str, Any] = {
+        "job": pa.array([job_uuid] * n, pa.string()),
+        "task": pa.array([task] * n, pa.int32()),
+        "file": pa.array([file] * n, pa.int32()),
+        "attempt": pa.array([attempt] * n, pa.int32()),
+        "line": pa.array(list(range(n)), pa.int32()),
+    }
+    if keep_partition:
+        columns[PARTITION_COLUMN] = pa.array([partition] * n, pa.string())
+    buf = io.BytesIO()
+    pq.write_table(pa.table(columns), buf)
+    return buf.getvalue()
+
+
+def write_table_file(
+    out: Any, task: int, file: int, tag: str, partitions: int, committer: Any
+) -> None:
+    """Write one reference file of a table job through the committer (`out.write`)."""
+    attempt = out.attempt_number
+    out.write(
+        table_file_name(task, file, attempt, tag, partitions),
+        table_file_bytes(
+            task,
+            file,
+            attempt,
+            out.job_uuid,
+            f"p{file % partitions}",
+            bool(getattr(committer, "keeps_partition_columns", False)),
+        ),
+    )
+
+
+# --- the reader's view of a destination ----------------------------------------------------
+
+
+@dataclass
+class TableView:
+    """What the format's reader sees: the reference files its rows make up, whether a
+    version exists, and the data files the version references."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    exists: bool = False
+    referenced: set[str] = field(default_factory=set)
+
+
+def view(store: Store) -> TableView | None:
+    """The table view of `store` (None where destinations are read as files)."""
+    if _ACTIVE is None:
+        return None
+    try:
+        listing = tuple(sorted((s.path, s.size) for s in store.walk("")))
+    except FileNotFoundError:
+        listing = ()
+    key = (store.full_url(), listing)
+    found = _CACHE.get(key)
+    if found is None:
+        if len(_CACHE) > 16:
+            _CACHE.clear()
+        found = _CACHE[key] = read_view(store, *_ACTIVE)
+    return found
+
+
+def read_view(store: Store, committer: str, options: dict[str, Any]) -> TableView:
+    from ..commit.factory import make_committer
+
+    reader = make_committer(committer, store, allow_unsafe_rename=True, **options)
+    out = TableView()
+    try:
+        out.referenced = {paths.normalize(p) for p in reader.referenced_files()}
+    except Exception as e:
+        out.files[f"<the table's files cannot be listed: {type(e).__name__}: {e}>"] = b""
+        out.exists = True
+        return out
+    try:
+        rows = reader.read_rows()
+    except Exception as e:
+        missing = sorted(p for p in out.referenced if not store.exists(p))
+        detail = (
+            f"{len(missing)} referenced data files missing, e.g. {missing[0]}" if missing else ""
+        )
+        out.files[f"<the table cannot be read: {type(e).__name__}: {detail or e}>"] = b""
+        out.exists = True
+        return out
+    if rows is None:
+        return out
+    out.exists = True
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for r in rows.select(["job", PARTITION_COLUMN, "task", "file", "attempt", "line"]).to_pylist():
+        key = (r[PARTITION_COLUMN], r["job"], r["task"], r["file"], r["attempt"])
+        groups[key].append(r["line"])
+    made = getattr(reader, "commits_of_job", None)  # optional hook: a job's versions
+    for job in sorted({k[1] for k in groups}) if callable(made) else ():
+        n = made(job)
+        if n > 1:
+            out.files[f"<job {job}'s transaction made {n} table versions>"] = b""
+    for (part, job, task, file, attempt), lines in groups.items():
+        path = f"{PARTITION_COLUMN}={part}/t{task}-f{file}-a{attempt}-j{job_tag(job)}.dat"
+        if sorted(lines) == list(range(file + 1)):
+            data = file_bytes(task, file, attempt, job)
+        else:  # not what any attempt wrote: duplicated or missing rows
+            data = f"task={task} file={file} attempt={attempt} job={job} lines={sorted(lines)}\n"
+            data = data.encode()
+        out.files[path] = data
+    return out
+
+
+def orphans(store: Store, table: TableView, skip: Collection[str] = ()) -> list[str]:
+    """Data files (`.parquet` outside hidden directories) no version of the table
+    references."""
+    try:
+        listed = [s.path for s in store.walk("")]
+    except FileNotFoundError:
+        return []
+    return sorted(
+        p
+        for p in listed
+        if p.endswith(".parquet")
+        and not paths.is_hidden(p)
+        and paths.normalize(p) not in table.referenced
+        and p not in skip
+    )
