@@ -156,7 +156,8 @@ def make_committer(
     ----------
     name
         ``v1``, ``v2``, ``manifest``, ``magic``, ``directory``, ``partitioned``, ``hive``,
-        ``direct``, or ``auto`` (chosen from the store's capabilities).
+        ``direct``, the table committers ``delta``, ``iceberg``, ``hudi`` (docs/tables.md),
+        or ``auto`` (chosen from the store's capabilities).
     dest
         A URL, a path or an open Store.
     mode

@@ -130,6 +130,7 @@ class HudiCommitter(TableCommitter):
     format_name = "Apache Hudi"
     keeps_partition_columns = True
     markers_root = TEMP
+    permanent_entries = (".hoodie",)  # the table's own timeline
 
     def __init__(self, store: Store, config: HudiConfig) -> None:
         super().__init__(store, config)

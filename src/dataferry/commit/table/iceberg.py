@@ -149,6 +149,8 @@ class IcebergCommitter(TableCommitter):
     name = "iceberg"
     format_name = "Apache Iceberg"
     markers_root = "_dataferry/iceberg-markers"
+    # the embedded catalog and the table's record of its catalog live in `_dataferry`
+    permanent_entries = ("_dataferry",)
     data_root = "data"
     keeps_partition_columns = True
 
