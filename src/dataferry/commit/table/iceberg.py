@@ -160,6 +160,11 @@ class IcebergCommitter(TableCommitter):
         self._catalogs: dict[str, Any] = {}
         self._footers: tuple[str, Footers] = ("", {})  # a job's uuid, its files' footers
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()  # a Dask graph carries the committer to its tasks:
+        state["_catalogs"] = {}  # open catalogs (connection pools) stay in their process
+        return state
+
     # --- where the table is ------------------------------------------------------------------
 
     @property
