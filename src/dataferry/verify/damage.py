@@ -59,6 +59,7 @@ from .race_checks import final_cleanup
 from .races import points_of
 from .reference import FILES_PER_TASK, TASKS, file_bytes
 from .scenario import run_threads
+from .tables import parse_table_file
 
 CHILD_TIMEOUT_S = 30.0
 CLAIM_DAMAGE = (
@@ -151,6 +152,12 @@ def job_files_anywhere(store: Any, job_uuid: str) -> bool:
         try:
             data = store.read_bytes(st.path)
         except Exception:
+            continue
+        table_file = parse_table_file(data)  # a table committer's reference files: Parquet
+        if table_file is not None:
+            task, file, attempt, job = table_file
+            if job == job_uuid:
+                found[task][attempt].add(file)
             continue
         m = pattern.match(data)
         if not m or m.group(4).decode() != job_uuid:

@@ -95,6 +95,29 @@ def table_file_bytes(
     return buf.getvalue()
 
 
+def parse_table_file(data: bytes) -> tuple[int, int, int, str] | None:
+    """(task, file, attempt, job) of a reference table file's bytes (`table_file_bytes`), if
+    they are one, whole: 1 + file rows, its lines in order; None for anything else."""
+    if not data.startswith(b"PAR1"):
+        return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        t = pq.read_table(pa.BufferReader(data), columns=["job", "task", "file", "attempt", "line"])
+    except Exception:
+        return None
+    rows = t.to_pylist()
+    if not rows:
+        return None
+    first = rows[0]
+    key = (first["task"], first["file"], first["attempt"], first["job"])
+    same = all((r["task"], r["file"], r["attempt"], r["job"]) == key for r in rows)
+    if not same or [r["line"] for r in rows] != list(range(1 + first["file"])):
+        return None
+    return key
+
+
 def write_table_file(
     out: Any, task: int, file: int, tag: str, partitions: int, committer: Any
 ) -> None:

@@ -46,6 +46,7 @@ from .harness import (
     allowed_leftovers,
     check_outcome,
     discard,
+    leftovers_allowed,
     prepare_job,
     quiet_store,
     seeded_uuid,
@@ -120,7 +121,10 @@ def _run(
         job = prepare_job(committer, store, v.mode, options, v.job_uuid, attempts={ZOMBIE_TASK: 1})
     except DataferryError as e:  # refused (or failed) before any task ran
         scenario.outcome = status_of(e)
-        scenario.problems += check_outcome(plain, v.job_uuid, v.mode, earlier, scenario.outcome)
+        allow = leftovers_allowed(committer, url, v.mode, options)
+        scenario.problems += check_outcome(
+            plain, v.job_uuid, v.mode, earlier, scenario.outcome, allow
+        )
         return scenario, None
     zombie = holder["z"] = Zombie(url, job.job)
     zombie.start()

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from ...errors import ConfigError, DestinationError, TableCommitConflict
 from ...stages import stage
-from ...store import Store
+from ...store import Store, paths
 from ..direct.committer import DirectCommitter, DirectConfig, delete_stray_files, unique_name
 from ..job.stages import check_destination
 from ..protocol import (
@@ -129,7 +129,10 @@ class TableCommitter(DirectCommitter):
     # --- job commit --------------------------------------------------------------------------
 
     def committed_files(self, job: JobContext) -> list[str]:
-        return []  # the table's log is the record: a job without an intent committed nothing
+        """The job's files some version of the table references (its transaction landed):
+        what a rollback of its leftovers (a zombie's markers after the commit) must keep."""
+        tag = f"-{job.job_uuid[:8]}-t"
+        return sorted(f for f in self.referenced_files() if tag in paths.name(f))
 
     def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
         """What `error` refuses: the table's live files (none if there is no table)."""
