@@ -236,3 +236,19 @@ def test_a_table_on_the_s3_server(s3_url):
     loc = table_location(store)
     dt = deltalake.DeltaTable(loc.uri, storage_options=loc.storage_options)
     assert sorted(dt.to_pyarrow_table().column("x").to_pylist()) == list(range(600))
+
+
+def test_a_zombies_markers_after_the_commit_roll_back_only_the_zombies_file(tmp_path):
+    """An attempt the driver gave up on marks and writes a file after its job committed:
+    cleanup rolls the job's new marker directory back, deleting the zombie's file and keeping
+    every file the table references (they carry the same job tag)."""
+    t = tmp_path / "t"
+    result = write(t, sales(), mode="error")
+    job = result.run.job
+    committer = dataferry.make_committer("delta", str(t))
+    name = f"part-zombie-{job.job_uuid[:8]}-t0-a7.parquet"
+    committer.markers(job).create("day=2024-01-01", name)
+    (t / "day=2024-01-01" / name).write_bytes(b"PAR1 late")
+    cleanup_destination(open_store(str(t)), older_than_s=0)
+    assert not (t / "day=2024-01-01" / name).exists()
+    assert rows(t).num_rows == 300 and orphans(t) == []
