@@ -364,3 +364,21 @@ def test_the_referee_hooks(tmp_path):
         json.dumps({**meta, "partitionToWriteStats": {}})
     )
     assert c.commits_of_job(uuid) == 2
+
+
+def test_a_late_attempt_of_a_completed_instant_writes_nothing(tmp_path):
+    """hudi-rs shows every file of a completed instant, listed by its commit or not: an
+    attempt that marks a file after its job committed (a zombie) is refused, and the table
+    reads as the job committed it."""
+    from dataferry.commit.lookup import committer_for
+    from dataferry.errors import CommitError
+
+    result = write(rows(40), tmp_path / "t")
+    job = result.run.job
+    late = job.task(0, 9)
+    with pytest.raises(CommitError, match="has completed: this attempt is late"):
+        committer_for(late).write_file(late, "day=2024-01-01/late.parquet", b"PAR1")
+    assert read_hudi(tmp_path / "t").num_rows == 40
+    cleanup_destination(open_store(str(tmp_path / "t")), older_than_s=0)  # its marker
+    assert read_hudi(tmp_path / "t").num_rows == 40
+    assert_no_orphans(tmp_path / "t")

@@ -45,6 +45,7 @@ from .hudi_meta import KEY_FORMS, check_meta_input, data_schema, meta_file_colum
 from .hudi_rollback import (
     delete_untracked_of_instant,
     job_uuid_of_instant,
+    refuse_late_write,
     roll_back_instant,
     unreported_files,
 )
@@ -87,8 +88,7 @@ class HudiConfig(TableConfig):
     record_key: `hoodie.table.recordkey.fields`, comma-separated or a list (optional).
     partition_fields: `hoodie.table.partition.fields` (None: the write's partition_by).
     precombine_field: `hoodie.table.precombine.field` (optional).
-    table_version: `hoodie.table.version`; only 6 (timeline layout 1, JSON metadata).
-    database_name: `hoodie.database.name`.
+    table_version: `hoodie.table.version`: 6 (timeline layout 1). database_name: its database.
     instant, meta_fields: set by `new_job`: the instant, the meta columns' key form (`hudi_meta`).
     """
 
@@ -349,6 +349,11 @@ class HudiCommitter(TableCommitter):
         fid = file_id(task.job.job_uuid, token, rel)
         return paths.join(paths.parent(rel), base_file_name(fid, token, instant_of(task.job), ext))
 
+    def mark(self, task: TaskAttemptContext, relpath: str) -> str:
+        final = super().mark(task, relpath)
+        refuse_late_write(self.store, instant_of(task.job), task.attempt_id)
+        return final
+
     def file_columns(self, task: TaskAttemptContext, relpath: str, schema: pa.Schema) -> Any:
         """Hudi's meta columns first, in a table whose files hold them (`hudi_meta.py`)."""
         if not getattr(task.job.config, "meta_fields", ""):
@@ -449,8 +454,7 @@ class HudiCommitter(TableCommitter):
         return result
 
     def committed_files(self, job: JobContext) -> list[str]:
-        """The files of the job's completed instant (none if it is not completed): what a
-        rollback and the last look for late files must keep."""
+        """The files of the job's completed instant (none if not completed): what to keep."""
         instant = instant_of(job)
         if self._landed(instant, job.job_uuid) is None:
             return []
@@ -458,9 +462,7 @@ class HudiCommitter(TableCommitter):
         return sorted(s["path"] for st in meta["partitionToWriteStats"].values() for s in st)
 
     def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
-        """Delete the markers, with a look before and after (as direct's): a file marked
-        since the plan is deleted first; one of this instant in the job's partitions that
-        the commit does not list (written after the markers went) is deleted after."""
+        """Delete the markers with a look before and after, as direct's (late files go)."""
         intent = load_intent(ctx.store, self.job_dir(job))
         committed = intent.payload["files"] if intent else self.committed_files(job)
         delete_uncommitted(ctx.store, self.job_dir(job), committed, ctx.pool)
@@ -473,9 +475,7 @@ class HudiCommitter(TableCommitter):
     # --- rollback ------------------------------------------------------------------------------
 
     def rollback_job(self, job: JobContext) -> None:
-        """Roll the job's instant back as Hudi does: delete the files its markers name (and
-        late ones of the instant beside them), its pending timeline files, then write a
-        `<r>.rollback`; the marker directory (with the job's record) goes last."""
+        """Roll the job's instant back as Hudi does (`hudi_rollback.py`); markers go last."""
         start = time.time()
         instant = instant_of(job)
         mine = job_uuid_of_instant(self.store, instant) in (job.job_uuid, None)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...errors import NotFound, StoreError
+from ...errors import CommitError, NotFound, StoreError
 from ...ids import parse_task_attempt_id
 from ...store import IOPool, Store, paths
 from ..direct.committer import remove_empty_parents
@@ -125,3 +125,15 @@ def unreported_files(
         if parsed and parsed[2] == instant and parsed[1] in committed and store.exists(f):
             found.append(f)
     return found
+
+
+def refuse_late_write(store: Store, instant: str, attempt: object) -> None:
+    """A file of a completed instant is visible to hudi-rs whether its commit lists it or
+    not, so an attempt that marks a file once its instant completed (a zombie the driver gave
+    up on) writes nothing: checked after its marker is made, so a write that passes the check
+    is marked before the job commit's last look at the markers."""
+    if any(store.exists(timeline_file(instant, a)) for a in COMPLETED_ACTIONS):
+        raise CommitError(
+            f"task {attempt}: instant {instant} has completed: this attempt is late (the job "
+            "committed without it) and writes nothing"
+        )
