@@ -96,7 +96,7 @@ def test_creates_a_partitioned_table_and_appends_twice(tmp_path):
     assert [f.name for f in tbl.spec().fields] == ["day"]
     assert str(tbl.spec().fields[0].transform) == "identity"
     assert rows(tbl.scan().to_arrow()) == rows(data(200))
-    assert (dest / "_dataferry" / "iceberg-catalog.db").exists()  # embedded, in the table
+    assert (dest / "_dataferry_iceberg" / "catalog.db").exists()  # embedded, in the table
 
     second = dataferry.write_dataset(
         data(150, start=200), str(dest), partition_by=["day"], committer="iceberg", mode="append"
@@ -150,7 +150,7 @@ def test_a_given_sql_catalog_and_identifier(tmp_path):
     assert rows(tbl.scan().to_arrow()) == rows(data(200))
     assert polars_rows(tbl) == rows(data(200))
     assert tbl.current_snapshot().summary.get("who") == "me"
-    assert not (dest / "_dataferry" / "iceberg-catalog.db").exists()
+    assert not (dest / "_dataferry_iceberg" / "catalog.db").exists()
     # a committer with default options (recovery's) finds the catalog and table from the store
     found = table_of(dest)
     assert found.name() == ("ns", "sales")
@@ -481,7 +481,7 @@ def test_a_table_on_s3_with_a_sql_catalog(tmp_path, s3_server, s3_url):
     # nothing of the secrets is written down in the table's location
     store = open_store(s3_url)
     assert CREDENTIALS["AWS_SECRET_ACCESS_KEY"].encode() not in store.read_bytes(
-        "_dataferry/iceberg-table.json"
+        "_dataferry_iceberg/table.json"
     )
     committer = committer_by_name("iceberg", store)  # as recovery: no secrets recorded
     on_store = {s.path for s in store.walk("data") if s.path.endswith(".parquet")}

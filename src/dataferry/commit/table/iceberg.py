@@ -8,8 +8,8 @@ the store, once, in parallel: `iceberg_files.py`) with the table's field ids and
 carries `dataferry.job-uuid`: before the commit and after any error the table's snapshots are
 walked for it, so a lost answer is never applied twice. The catalog is the options'
 (`load_catalog` properties or a Catalog), else an embedded SQLite catalog in
-`_dataferry/iceberg-catalog.db` (local tables); where it and the table are is recorded without
-secrets in `_dataferry/iceberg-table.json` and in the intent, for committers with default
+`_dataferry_iceberg/catalog.db` (local tables); where it and the table are is recorded without
+secrets in `_dataferry_iceberg/table.json` and in the intent, for committers with default
 options (`dataferry cleanup`, the next job). Modes: `append` (a fast append, retried on
 conflicts), `overwrite` and `overwrite-partitions` (one overwrite snapshot; a conflict raises
 TableCommitConflict), `error`. A missing table is created in the same catalog commit as the
@@ -31,7 +31,7 @@ from ...errors import ConfigError, DestinationError, TableCommitConflict
 from ...store import Store
 from ..protocol import JobContext, StageContext
 from ..records.intent import Intent
-from .base import CLAIM_ROOT, TableCommitter, TableConfig
+from .base import TableCommitter, TableConfig
 from .footers import FileFacts
 from .iceberg_files import (
     Footers,
@@ -47,8 +47,11 @@ from .transact import commit_exactly_once
 
 log = logging.getLogger("dataferry.commit")
 
-CATALOG_DB = f"{CLAIM_ROOT}/iceberg-catalog.db"  # the embedded catalog's SQLite file
-TABLE_RECORD = f"{CLAIM_ROOT}/iceberg-table.json"  # where the catalog and the table are
+# the table's own hidden entry (as Delta's `_delta_log`), apart from `_dataferry`, whose
+# records are a job's and come and go: the embedded catalog, and where the catalog is
+ICEBERG_ROOT = "_dataferry_iceberg"
+CATALOG_DB = f"{ICEBERG_ROOT}/catalog.db"  # the embedded catalog's SQLite file
+TABLE_RECORD = f"{ICEBERG_ROOT}/table.json"  # where the catalog and the table are
 EMBEDDED_CATALOG = "dataferry"
 JOB_UUID_KEY = "dataferry.job-uuid"
 JOB_ID_KEY = "dataferry.job-id"
@@ -149,8 +152,7 @@ class IcebergCommitter(TableCommitter):
     name = "iceberg"
     format_name = "Apache Iceberg"
     markers_root = "_dataferry/iceberg-markers"
-    # the embedded catalog and the table's record of its catalog live in `_dataferry`
-    permanent_entries = ("_dataferry",)
+    permanent_entries = (ICEBERG_ROOT,)  # the embedded catalog and the table's record
     data_root = "data"
     keeps_partition_columns = True
 
@@ -246,7 +248,7 @@ class IcebergCommitter(TableCommitter):
         if props is None:
             loc = self.location
             self.check_catalog({"catalog": None})
-            self.store.mkdirs(CLAIM_ROOT)
+            self.store.mkdirs(ICEBERG_ROOT)
             uri = f"sqlite:///{loc.uri}/{CATALOG_DB}"
             return load_catalog(EMBEDDED_CATALOG, type="sql", uri=uri, warehouse=self.location_uri)
         props = dict(props)
