@@ -252,3 +252,26 @@ def test_a_zombies_markers_after_the_commit_roll_back_only_the_zombies_file(tmp_
     cleanup_destination(open_store(str(t)), older_than_s=0)
     assert not (t / "day=2024-01-01" / name).exists()
     assert rows(t).num_rows == 300 and orphans(t) == []
+
+
+def test_a_decided_commit_whose_files_are_gone_is_undone_not_committed(tmp_path):
+    """A job stopped just before writing its intent was rolled back by the job that took the
+    destination over (its files deleted); it then wrote its intent. Recovery must not commit
+    paths that name nothing (deltalake takes them): it undoes the job."""
+    t = tmp_path / "t"
+    write(t, sales(), mode="error")
+    rule = FaultRule(action="crash", when="before", kinds=frozenset({Op.TABLE_COMMIT}))
+    with pytest.raises(InjectedCrash):
+        dataferry.write_dataset(
+            sales(start=300),
+            open_store(str(t), faults=[rule]),
+            partition_by=["day"],
+            committer="delta",
+            mode="append",
+        )
+    for f in orphans(t):  # what the taker's rollback deleted
+        (t / f).unlink()
+    report = cleanup_destination(open_store(str(t)))
+    assert report.rolled_back and not report.rolled_forward, report
+    assert deltalake.DeltaTable(str(t)).version() == 0 and rows(t).num_rows == 300
+    assert not (t / "_dataferry").exists()

@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import ConfigError, DestinationError, TableCommitConflict
+from ...errors import CommitUndone, ConfigError, DestinationError, TableCommitConflict
 from ...stages import stage
 from ...store import Store, paths
 from ..direct.committer import DirectCommitter, DirectConfig, delete_stray_files, unique_name
@@ -173,6 +173,29 @@ class TableCommitter(DirectCommitter):
 
         start = 1 if self.data_root else 0
         return tuple(partition_values(facts[0].path, start)) if facts else ()
+
+    def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
+        """A resumed commit (recovery, a retry) whose transaction is not in the table and
+        whose files are not all there any more is undone, not finished: a job that took the
+        destination over rolled this one back (deleting its files) just before its intent
+        was written, and a table's log, unlike a rename, would take paths that name nothing."""
+        if not ctx.resumed:
+            return  # the files were reconciled against the markers a moment ago
+        files = intent.payload["files"]
+        there = ctx.pool.map(ctx.store.exists, files)
+        gone = [f for f, found in zip(files, there, strict=True) if not found]
+        if not gone or self.commits_of_job(job.job_uuid) > 0:
+            return
+        ctx.store.delete(intent_path(self.job_dir(job)))
+        raise CommitUndone(
+            f"job {job.job_id}: {len(gone)} of its {len(files)} files are gone (e.g. "
+            f"{ctx.store.full_url(gone[0])}) and its transaction is not in the table: "
+            "it was rolled back by the job that took the destination over; undone"
+        )
+
+    def commits_of_job(self, job_uuid: str) -> int:
+        """How many versions of the table the job's transaction made (0: not committed)."""
+        raise NotImplementedError
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         plan = intent.payload
