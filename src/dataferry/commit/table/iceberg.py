@@ -47,9 +47,7 @@ from .transact import commit_exactly_once
 
 log = logging.getLogger("dataferry.commit")
 
-# the table's own hidden entry (as Delta's `_delta_log`), apart from `_dataferry`, whose
-# records are a job's and come and go: the embedded catalog, and where the catalog is
-ICEBERG_ROOT = "_dataferry_iceberg"
+ICEBERG_ROOT = "_dataferry_iceberg"  # the table's own entry (as `_delta_log`), not a job's
 CATALOG_DB = f"{ICEBERG_ROOT}/catalog.db"  # the embedded catalog's SQLite file
 TABLE_RECORD = f"{ICEBERG_ROOT}/table.json"  # where the catalog and the table are
 EMBEDDED_CATALOG = "dataferry"
