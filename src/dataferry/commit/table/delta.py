@@ -34,6 +34,7 @@ from .base import TableCommitter, TableConfig
 from .footers import FileFacts
 from .layout import partition_values
 from .location import table_location
+from .schemas import check_same_schema
 from .transact import commit_exactly_once
 
 LOG_DIR = "_delta_log"
@@ -178,7 +179,13 @@ class DeltaCommitter(TableCommitter):
                 f"write gives partition_by={list(partition_by)}: give partition_by={table_parts}"
             )
         if self.config.schema_mode != "merge":
-            check_same_schema(self.store.full_url(), pa.schema(dt.schema().to_arrow()), schema)
+            check_same_schema(
+                f"Delta table {self.store.full_url()}",
+                pa.schema(dt.schema().to_arrow()),
+                schema,
+                delta_type,
+                "; pass committer_options={'schema_mode': 'merge'} to add it",
+            )
 
     # --- job commit ------------------------------------------------------------------------
 
@@ -378,36 +385,14 @@ def add_new_columns(dt: Any, schema: pa.Schema) -> None:
         dt.alter.add_columns(fields if len(fields) > 1 else fields[0])
 
 
-def check_same_schema(url: str, table: pa.Schema, data: pa.Schema) -> None:
-    """Refuse data whose columns differ from the table's by name or type, naming the first."""
-    table_fields = {f.name: f.type for f in table}
-    for f in data:
-        if f.name not in table_fields:
-            raise ConfigError(
-                f"column {f.name!r} is not in Delta table {url} (its columns: "
-                f"{', '.join(table_fields)}); pass committer_options={{'schema_mode': 'merge'}} "
-                "to add it"
-            )
-        if not _same_type(table_fields[f.name], f.type):
-            raise ConfigError(
-                f"column {f.name!r} is {f.type} in the data but {table_fields[f.name]} in "
-                f"Delta table {url}"
-            )
-    missing = [n for n in table_fields if n not in data.names]
-    if missing:
-        raise ConfigError(f"the data has no column {missing[0]!r} of Delta table {url}")
-
-
-def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
-    def norm(t: pa.DataType) -> pa.DataType:
-        if pa.types.is_large_string(t) or pa.types.is_string_view(t):
-            return pa.string()
-        if pa.types.is_large_binary(t):
-            return pa.binary()
-        if pa.types.is_dictionary(t):
-            return norm(t.value_type)
-        if pa.types.is_timestamp(t):
-            return pa.timestamp("us", t.tz and "UTC")
-        return t
-
-    return norm(a) == norm(b)
+def delta_type(t: pa.DataType) -> pa.DataType:
+    """An Arrow type as a Delta table stores it (string and binary widths, microseconds)."""
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_dictionary(t):
+        return delta_type(t.value_type)
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", t.tz and "UTC")
+    return t

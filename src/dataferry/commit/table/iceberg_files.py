@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from ...errors import ConfigError
 from ..protocol import StageContext
 from .footers import read_footer
+from .schemas import check_same_schema as same_schema
 
 # path in the store -> (size, footer)
 Footers = dict[str, tuple[int, pq.FileMetaData]]
@@ -198,22 +199,8 @@ def iceberg_ready(schema: pa.Schema) -> pa.Schema:
 
 
 def check_same_schema(url: str, table: pa.Schema, data: pa.Schema) -> None:
-    """Refuse data whose columns differ from the table's by name or type, naming the first."""
-    table_fields = {f.name: f.type for f in table}
-    for f in data:
-        if f.name not in table_fields:
-            raise ConfigError(
-                f"column {f.name!r} is not in Iceberg table {url} (its columns: "
-                f"{', '.join(table_fields)})"
-            )
-        if _norm(table_fields[f.name]) != _norm(f.type):
-            raise ConfigError(
-                f"column {f.name!r} is {f.type} in the data but {table_fields[f.name]} in "
-                f"Iceberg table {url}"
-            )
-    missing = [n for n in table_fields if n not in data.names]
-    if missing:
-        raise ConfigError(f"the data has no column {missing[0]!r} of Iceberg table {url}")
+    """Refuse data whose columns differ from the Iceberg table's, naming the first."""
+    same_schema(f"Iceberg table {url}", table, data, _norm)
 
 
 _SAME = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
