@@ -5,6 +5,7 @@ assertions."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
@@ -47,10 +48,41 @@ def test_table_mode_every_installed_writer_writes_every_row():
     assert by["dataferry"]["vs_dataferry"] == 1.0
     assert data["ratio"] == round(by["dataferry"]["wall_s"] / by["pyarrow"]["wall_s"], 3)
     assert by["dataferry manifest"]["detail"] == "committer manifest"
-    # one labelled step a run, numbered, and the count is right at the end
-    assert [k for _label, k, _n in seen] == list(range(1, len(by) + 1))
-    assert seen[-1][2] == len(by) and "run 1 of 1" in seen[0][0]
+    # one labelled step a run (a warm-up, then the timed one), numbered, and the count is
+    # right at the end
+    assert [k for _label, k, _n in seen] == list(range(1, 2 * len(by) + 1))
+    assert seen[-1][2] == 2 * len(by)
+    assert "warm-up" in seen[0][0] and "run 1 of 1" in seen[len(by)][0]
     json.dumps(data)
+
+
+def test_every_writer_is_warmed_up_then_timed_in_rotated_order(tmp_path):
+    """The writer listed first must not pay the process's first-call costs alone (it made
+    the ratio to pyarrow flip between runs): each writer runs once untimed, then the timed
+    rounds rotate the order; medians and spread are reported."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    calls: list[str] = []
+
+    def writer(name):
+        def write(data, dest):
+            calls.append(name)
+            os.makedirs(dest, exist_ok=True)
+            pq.write_table(data, f"{dest}/part.parquet")
+
+        return Writer(name, write)
+
+    table = pa.table({"x": list(range(10))})
+    group = Group("table", "a", [writer("a"), writer("b"), writer("c")], data=table)
+    rows = _measure(group, 10, 3, str(tmp_path), _Steps(None, 12), [], warmup=True)
+    assert calls[:3] == ["a", "b", "c"]  # the warm-up round, untimed
+    assert calls[3:] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]  # rotated each round
+    for r in rows:
+        assert len(r["runs_s"]) == 3  # the warm-up is not among the timed runs
+        runs = r["runs_s"]
+        assert r["spread_s"] == pytest.approx(max(runs) - min(runs), abs=2e-4)
+        assert r["spread_pct"] == pytest.approx(100 * r["spread_s"] / r["wall_s"], rel=0.1)
 
 
 def test_a_missing_library_is_a_skipped_writer(monkeypatch):

@@ -329,7 +329,7 @@ def _format_of(writer: str) -> str:
 
 
 def _summarize(results: list[dict[str, Any]]) -> None:
-    """Per row: its format, spread, ratio to the fastest single-process writer of its format,
+    """Per row: its format, ratio to the fastest single-process writer of its format,
     and for dataferry the job commit's share of the write."""
     fastest: dict[str, tuple[float, str]] = {}
     for r in results:
@@ -340,10 +340,6 @@ def _summarize(results: list[dict[str, Any]]) -> None:
                 fastest[r["format"]] = (r["wall_s"], r["writer"])
     for r in results:
         runs = r["runs_s"]
-        r["spread_s"] = round(max(runs) - min(runs), 4)
-        r["spread_pct"] = (
-            round(100 * (max(runs) - min(runs)) / r["wall_s"], 1) if r["wall_s"] else 0
-        )
         best = fastest.get(r["format"])
         r["baseline"] = best[1] if best else None
         r["vs_fastest"] = round(r["wall_s"] / best[0], 3) if best else None

@@ -138,11 +138,15 @@ def _median_row(
     detail: Any,
     run_details: list[Any] | None = None,
 ) -> dict[str, Any]:
+    median = statistics.median(runs)
     row = {
         "writer": writer,
         "group": group,
-        "wall_s": round(statistics.median(runs), 4),
+        "wall_s": round(median, 4),
         "runs_s": [round(r, 4) for r in runs],
+        # (slowest - fastest) run, and that over the median: how far one run can be trusted
+        "spread_s": round(max(runs) - min(runs), 4),
+        "spread_pct": round(100 * (max(runs) - min(runs)) / median, 1) if median else 0.0,
         "files": output.files,
         "bytes": output.bytes,
         "file_bytes": output.size_stats(),
@@ -271,7 +275,8 @@ def run_write_bench(spec: WriteBenchSpec, progress: Progress | None = None) -> d
         "dask": len([n for n in DASK_WRITERS if not only or n in only]),
         "ray": len([n for n in RAY_WRITERS if not only or n in only]),
     }
-    total = sum(planned[g] * spec.repeats + (g != "table") for g, _ in plan)
+    # every writer is warmed up once (imports, caches, the first call's costs), then timed
+    total = sum(planned[g] * (spec.repeats + 1) + (g != "table") for g, _ in plan)
     skipped: list[dict[str, str]] = [
         {"writer": n, "group": g, "reason": f"needs --{g}"}
         for g, names, wanted in (("dask", DASK_WRITERS, spec.dask), ("ray", RAY_WRITERS, spec.ray))
@@ -293,11 +298,13 @@ def run_write_bench(spec: WriteBenchSpec, progress: Progress | None = None) -> d
                     baselines[group.name] = group.baseline
                     skipped += [{**s, "group": group.name} for s in group.skipped]
                     notes += group.notes
-                    steps.drop((planned[name] - len(group.writers)) * spec.repeats)
-                    results += _measure(group, table.num_rows, spec.repeats, base, steps, failed)
+                    steps.drop((planned[name] - len(group.writers)) * (spec.repeats + 1))
+                    results += _measure(
+                        group, table.num_rows, spec.repeats, base, steps, failed, warmup=True
+                    )
             except Exception as e:  # the cluster would not start, or not stop
                 failed.append(_failure(f"{name} (cluster)", name, e))
-                steps.drop(planned[name] * spec.repeats)
+                steps.drop(planned[name] * (spec.repeats + 1))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     _ratios(results, baselines)

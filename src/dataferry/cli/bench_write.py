@@ -94,23 +94,27 @@ def _render_write(data: dict[str, Any]) -> None:
             f"of {sp['batch_rows']:,} rows into {sp['partitions']} partitions, each writer "
             f"in its own process (median of {sp['repeats']})"
         )
-        cols = ["writer", "wall s", "runs s", "x dataferry", "peak RSS MiB", "start RSS MiB"]
+        cols = ["writer", "wall s", "runs s", "spread", "x dataferry", "peak RSS MiB"]
+        cols += ["start RSS MiB"]
         cols += ["files", "file KiB min / median / max"]
     else:
         title = (
             f"bench write: {sp['rows']:,} rows ({sp['bytes'] / MIB:,.0f} MiB in memory), "
-            f"partitioned by {', '.join(sp['partition_by'])} (median of {sp['repeats']})"
+            f"partitioned by {', '.join(sp['partition_by'])} (median of {sp['repeats']} "
+            "after a warm-up, order rotated)"
         )
-        cols = ["writer", "engine", "wall s", "runs s", "x dataferry", "files", "MiB"]
+        cols = ["writer", "engine", "wall s", "runs s", "spread", "x dataferry", "files", "MiB"]
     t = table(title, (*cols, "note"), left=("writer", "engine", "note"))
     for r in data["results"]:
         ratio = f"{r['vs_dataferry']:.2f}" if r["vs_dataferry"] else "-"
         runs = ", ".join(f"{x:.2f}" for x in r["runs_s"])
+        spread = f"±{r['spread_pct'] / 2:.1f}%"
         if streaming:
             fb = r["file_bytes"]
             cells = [
                 f"{r['wall_s']:.2f}",
                 runs,
+                spread,
                 ratio,
                 f"{r['rss_peak_bytes'] / MIB:,.0f}",
                 f"{r['rss_start_bytes'] / MIB:,.0f}",
@@ -122,6 +126,7 @@ def _render_write(data: dict[str, Any]) -> None:
                 r["group"],
                 f"{r['wall_s']:.3f}",
                 runs,
+                spread,
                 ratio,
                 f"{r['files']:,}",
                 f"{r['bytes'] / MIB:,.1f}",
@@ -132,7 +137,8 @@ def _render_write(data: dict[str, Any]) -> None:
         console.print(f"dataferry / pyarrow direct write: {data['ratio']:.2f}x")
     dim = [
         "x dataferry: a writer's median over that of the dataferry writer on the same "
-        "engine (dataferry, dataferry.dask, dataferry.ray)",
+        "engine (dataferry, dataferry.dask, dataferry.ray); spread: (slowest - fastest run) "
+        "/ 2, over the median",
         *data["notes"],
     ]
     if streaming:
