@@ -45,6 +45,37 @@ def test_parquet_options_reach_every_file(tmp_path):
         assert "PLAIN_DICTIONARY" not in col.encodings and "RLE_DICTIONARY" not in col.encodings
 
 
+def _dictionary_encoded(path: Path) -> dict[str, bool]:
+    meta = pq.ParquetFile(path).metadata
+    rg = meta.row_group(0)
+    return {
+        rg.column(i).path_in_schema: "RLE_DICTIONARY" in rg.column(i).encodings
+        for i in range(meta.num_columns)
+    }
+
+
+def test_dictionary_encoding_only_where_values_repeat(tmp_path):
+    """A column of distinct values (an id) is written plain: a dictionary of it costs a third
+    of the write's CPU and makes the file larger. Repeating columns keep their dictionary,
+    and a user's own choice of encodings wins."""
+    n = 20_000
+    data = pa.table(
+        {
+            "k": [f"p{i % 2}" for i in range(n)],
+            "id": list(range(n)),
+            "label": [f"label-{i % 7}" for i in range(n)],
+            "small": [i % 3 for i in range(n)],
+        }
+    )
+    dataferry.write_dataset(data, str(tmp_path / "chosen"), partition_by=["k"])
+    for f in files(tmp_path / "chosen"):
+        assert _dictionary_encoded(f) == {"id": False, "label": True, "small": True}
+    assert pq.read_table(tmp_path / "chosen").num_rows == n
+    dataferry.write_dataset(data, str(tmp_path / "asked"), partition_by=["k"], use_dictionary=True)
+    for f in files(tmp_path / "asked"):
+        assert all(_dictionary_encoded(f).values())
+
+
 def test_format_options_dict_is_the_same_as_keywords(tmp_path):
     dataferry.write_dataset(table(), str(tmp_path / "o"), format_options={"compression": "gzip"})
     (f,) = files(tmp_path / "o")

@@ -8,10 +8,13 @@ user asked for.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Sequence
 from typing import Any, BinaryIO, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from .options import WriteOptions
@@ -68,6 +71,47 @@ class _JsonLinesWriter:
 
     def close(self) -> None:
         return None
+
+
+# Parquet dictionary encoding pays when a column repeats its values; on a column of mostly
+# distinct values (ids, amounts) it hashes every value, builds a dictionary as large as the
+# data and writes both: a third of the write's CPU on typical data, for a larger file. A
+# column is dictionary-encoded when a sample of the rows holds at most this share of
+# distinct values (the sample is taken from the first rows a task writes).
+DICTIONARY_MAX_DISTINCT = 0.25
+DICTIONARY_SAMPLE_ROWS = 32_768
+DICTIONARY_MIN_SAMPLE = 4_096  # fewer rows tell too little (and cost too little to matter)
+
+
+def choose_dictionary(options: WriteOptions, sample: Sequence[pa.Table]) -> WriteOptions:
+    """`options` with Parquet's `use_dictionary` set to the columns worth it, judged on up to
+    DICTIONARY_SAMPLE_ROWS rows of `sample` (tables of the file schema). Unchanged when the
+    user chose the encodings (`use_dictionary`, `column_encoding`), for other formats, for
+    nested columns (their leaves have paths of their own) and for too small a sample."""
+    chosen = options.format_options
+    if options.format != "parquet" or "use_dictionary" in chosen or "column_encoding" in chosen:
+        return options
+    rows, tables = 0, []
+    for table in sample:
+        if rows >= DICTIONARY_SAMPLE_ROWS:
+            break
+        tables.append(table.slice(0, DICTIONARY_SAMPLE_ROWS - rows))
+        rows += tables[-1].num_rows
+    if rows < DICTIONARY_MIN_SAMPLE or not tables:
+        return options
+    data = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    if any(pa.types.is_nested(f.type) for f in data.schema):
+        return options
+    keep = [
+        f.name
+        for f in data.schema
+        if pa.types.is_dictionary(f.type)
+        or pc.count_distinct(data.column(f.name), mode="all").as_py()
+        <= DICTIONARY_MAX_DISTINCT * rows
+    ]
+    if len(keep) == len(data.schema):
+        return options  # every column repeats: pyarrow's default already encodes them all
+    return dataclasses.replace(options, format_options={**chosen, "use_dictionary": keep})
 
 
 WRITERS: dict[str, Any] = {

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ..engine.attempt import TaskOutput
 from ..store import paths
-from .formats import FileWriter, open_writer
+from .formats import FileWriter, choose_dictionary, open_writer
 from .options import WriteOptions
 from .partition import Rows, gather_pieces, name_limits, split_by_partition
 
@@ -128,6 +128,7 @@ class TaskWriter:
         self._inbox_bytes = 0
         self._lock = threading.Lock()  # the task's counts, when partitions write side by side
         self._pool = ThreadPoolExecutor(threads, "dataferry-encode") if threads > 1 else None
+        self._encoding_chosen = False
 
     # --- input ---------------------------------------------------------------------------------
 
@@ -159,6 +160,10 @@ class TaskWriter:
     def write_round(self, pieces: list[tuple[str, pa.Table]]) -> None:
         """Rows of several partitions: side by side on the task's threads (pyarrow encodes
         without the GIL) when every partition can keep its file open, else in order."""
+        if not self._encoding_chosen:
+            # the encodings suit the data: chosen once, from the task's first rows
+            self.options = choose_dictionary(self.options, [rows for _, rows in pieces])
+            self._encoding_chosen = True
         groups: dict[str, list[pa.Table]] = {}
         for directory, rows in pieces:
             groups.setdefault(directory, []).append(rows)
