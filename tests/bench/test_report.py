@@ -22,6 +22,11 @@ def test_quick_report_writes_page_and_plots(tmp_path):
     assert json.loads((out / "report.json").read_text())["plan"] == data["plan"]
     assert data["plan"]["checks"][0]["predicted_requests"] > 0
     assert f"**{data['write']['ratio']}x**" in page  # numbers come from the run
+    # where the write's time goes, next to polars: dataferry's parts from its own figures
+    assert "Where the write's time goes" in page
+    parts = {p["part"]: p["s"] for p in data["write"]["profile"]["parts"]}
+    assert parts["encode_s"] > 0
+    assert f"| tasks: encode, compress, write (thread-s) | {parts['encode_s']} | - |" in page
     # the magic committer ran on the S3 server, and the server was stopped and forgotten after
     (magic,) = [r for r in data["commit"] if r["store"] == S3_SERVER]
     assert magic["committer"] == "magic" and magic["requests"] > 0

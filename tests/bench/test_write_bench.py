@@ -11,6 +11,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+import dataferry
 import dataferry.dask
 from dataferry.bench.write import (
     TABLE_WRITERS,
@@ -172,3 +173,30 @@ def test_cli_json_and_refusals():
     assert row["writer"] == "pyarrow" and row["rows"] == 5000 and row["vs_dataferry"] is None
     res = runner.invoke(app, ["bench", "write", "--stream", "1MiB", "--dask"])
     assert res.exit_code == 1
+
+
+def test_the_profile_cuts_dataferrys_write_into_parts_next_to_the_peers():
+    from dataferry.bench.write_profile import PARTS, ProfileSpec, run_write_profile
+
+    data = run_write_profile(ProfileSpec(rows=ROWS, repeats=1, compression="zstd"))
+    assert not data["failed"]
+    parts = {p["part"]: p["s"] for p in data["parts"]}
+    assert list(parts) == [key for key, _ in PARTS]
+    # the write's own figures reach the profile: it encoded and split rows, planned, committed
+    assert parts["encode_s"] > 0 and parts["split_s"] > 0 and parts["plan_split_s"] > 0
+    assert parts["job_commit_s"] > 0 and parts["tasks_s"] > 0
+    writers = {w["writer"]: w for w in data["writers"]}
+    assert {"dataferry", "pyarrow"} <= set(writers)
+    assert writers["dataferry"]["vs_dataferry"] == 1.0
+    assert all(w["cpu_s"] > 0 and len(w["runs_s"]) == 1 for w in writers.values())
+    with pytest.raises(ConfigError, match="compression"):
+        ProfileSpec(compression="brotli-max")
+
+
+def test_the_task_result_says_where_its_time_went(tmp_path):
+    from dataferry.dataset.synthetic import sales_table
+
+    result = dataferry.write_dataset(sales_table(20_000), str(tmp_path / "o"), partition_by=["day"])
+    (task,) = result.run.results.values()
+    assert task["encode_s"] > 0 and task["split_s"] > 0
+    assert set(result.stats["plan_s"]) >= {"split_partitions", "measure", "total"}

@@ -45,6 +45,15 @@ def bench_write(
     ray: bool = typer.Option(
         False, "--ray", help="Also Ray Data's write_parquet vs dataferry's CommitDatasink."
     ),
+    profile: bool = typer.Option(
+        False,
+        "--profile",
+        help="Where dataferry's write time goes (plan, split, encode, commit), next to "
+        "polars, pyarrow and Delta Lake at one codec (--compression).",
+    ),
+    compression: str = typer.Option(
+        "snappy", help="The codec every writer uses with --profile (snappy, zstd, lz4, none)."
+    ),
     json_out: bool = JSON_OPT,
     quiet: bool = QUIET_OPT,
 ) -> None:
@@ -53,6 +62,18 @@ def bench_write(
     from ..bench.write import StreamBenchSpec, WriteBenchSpec, run_stream_bench, run_write_bench
     from ..units import parse_size
 
+    if profile:
+        from ..bench.write_profile import ProfileSpec, run_write_profile
+
+        if stream is not None or dask or ray:
+            raise ConfigError("--profile runs on the in-memory table in this process alone")
+        spec_p = ProfileSpec(rows=rows, compression=compression, repeats=repeats or 3)
+        with progress("bench write --profile", None, json_out or quiet) as steps:
+            found = run_write_profile(spec_p, progress=steps.starting)
+        print_json(found) if json_out else render_profile(found)
+        if found["failed"]:
+            raise typer.Exit(1)
+        return
     if stream is not None:
         if dask or ray:
             raise ConfigError("--dask and --ray run on the in-memory table, not --stream")
@@ -150,6 +171,50 @@ def _render_write(data: dict[str, Any]) -> None:
     for f in data["failed"]:
         line = f" {f['writer']} ({f['group']}): {f['reason']}"
         console.print(Text.assemble(("failed", "bold red"), line))
+
+
+def render_profile(data: dict[str, Any]) -> None:
+    """The profile's two tables: dataferry's parts, and every writer's wall and CPU."""
+    sp = data["spec"]
+    walls = {w["writer"]: w["wall_s"] for w in data["writers"]}
+    wall = walls.get("dataferry") or 0.0
+    t = table(
+        f"where dataferry's write goes: {sp['rows']:,} rows, partitioned by "
+        f"{', '.join(sp['partition_by'])}, {sp['compression']} (median of {sp['repeats']})",
+        ("part", "s", "of wall"),
+        left=("part",),
+    )
+    for p in data["parts"]:
+        if p["s"] is None:
+            continue
+        share = f"{100 * p['s'] / wall:.0f}%" if wall and "thread-s" not in p["label"] else "-"
+        t.add_row(p["label"], f"{p['s']:.3f}", share)
+    console.print(t)
+    w = table(
+        f"every writer at {sp['compression']}, in this process",
+        ("writer", "wall s", "runs s", "CPU s", "x dataferry", "x fastest"),
+        left=("writer",),
+    )
+    for r in data["writers"]:
+        w.add_row(
+            r["writer"],
+            f"{r['wall_s']:.3f}",
+            ", ".join(f"{x:.2f}" for x in r["runs_s"]),
+            f"{r['cpu_s']:.2f}",
+            f"{r['vs_dataferry']:.2f}" if r["vs_dataferry"] else "-",
+            f"{r['vs_fastest']:.2f}" if r["vs_fastest"] else "-",
+        )
+    console.print(w)
+    console.print(
+        "thread-s: summed over the tasks' threads (they run side by side); CPU s: the "
+        "process's user + system seconds during the write, all threads",
+        style="dim",
+        markup=False,
+    )
+    for s in data["skipped"]:
+        console.print(Text.assemble(("skipped", "yellow"), f" {s['writer']}: {s['reason']}"))
+    for f in data["failed"]:
+        console.print(Text.assemble(("failed", "bold red"), f" {f['writer']}: {f['reason']}"))
 
 
 @bench_app.command("report")

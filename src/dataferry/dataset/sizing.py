@@ -78,6 +78,7 @@ def plan_tasks(
         chunk = cut_size(run, table.num_rows * row_bytes, ratio, options, workers)
         planned = pack_tasks(run, cut_files(run, pieces, row_bytes, chunk), row_bytes, chunk)
     run.figures["tasks"] = len(planned)
+    run.figures["plan_s"] = {k: round(v, 4) for k, v in run.seconds().items()}
     log.info(
         "write plan: %d rows in %d partitions, %d tasks (%.3f s)",
         table.num_rows,

@@ -11,6 +11,7 @@ its limits, and never holds more than one row group of a partition in its buffer
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -90,6 +91,10 @@ class TaskStats:
     bytes: int = 0
     row_groups: int = 0
     partitions: set[str] = field(default_factory=set)
+    # thread-seconds in the format writer (encode, compress, write), and splitting rows by
+    # partition and gathering them
+    encode_s: float = 0.0
+    split_s: float = 0.0
 
     def as_result(self) -> dict[str, Any]:
         return {
@@ -97,6 +102,8 @@ class TaskStats:
             "files": self.files,
             "bytes": self.bytes,
             "partitions": sorted(self.partitions),
+            "encode_s": round(self.encode_s, 4),
+            "split_s": round(self.split_s, 4),
         }
 
 
@@ -149,13 +156,14 @@ class TaskWriter:
             return
         table = self._inbox[0] if len(self._inbox) == 1 else pa.concat_tables(self._inbox)
         self._inbox, self._inbox_bytes = [], 0
-        self.write_round(
-            list(
-                split_by_partition(
-                    table, self.partition_by, self.limits, self.options.keep_partition_columns
-                )
+        started = time.perf_counter()
+        pieces = list(
+            split_by_partition(
+                table, self.partition_by, self.limits, self.options.keep_partition_columns
             )
         )
+        self.stats.split_s += time.perf_counter() - started
+        self.write_round(pieces)
 
     def write_round(self, pieces: list[tuple[str, pa.Table]]) -> None:
         """Rows of several partitions: side by side on the task's threads (pyarrow encodes
@@ -250,9 +258,12 @@ class TaskWriter:
             f = self._file_for(part)
             take = rows.num_rows if not limit else min(rows.num_rows, limit - f.rows)
             piece = rows.slice(0, take)
+            started = time.perf_counter()
             f.writer.write(piece if f.prepend is None else f.prepend(piece, f.rows))
+            encode_s = time.perf_counter() - started
             f.rows += take
             with self._lock:
+                self.stats.encode_s += encode_s
                 self.stats.row_groups += -(-take // self.options.max_rows_per_group)
                 self._open.move_to_end(part.directory)
             rows = rows.slice(take)
@@ -285,9 +296,12 @@ class TaskWriter:
     def _close_file(self, directory: str) -> None:
         with self._lock:
             f = self._open.pop(directory)
+        started = time.perf_counter()
         f.writer.close()
         f.sink.close()
+        encode_s = time.perf_counter() - started
         with self._lock:
+            self.stats.encode_s += encode_s
             self.stats.files += 1
             self.stats.bytes += f.sink.bytes
 
@@ -322,8 +336,10 @@ def write_pieces(
 ) -> dict[str, Any]:
     """A task's whole work over rows already split by partition (a planned in-memory write):
     each (directory, rows) goes straight to its partition's file."""
+    started = time.perf_counter()
     pieces = gather_pieces(list(pieces))
     writer = TaskWriter(out, schema, partition_by, options, threads)
+    writer.stats.split_s = time.perf_counter() - started
     writer.announce(dict.fromkeys(d for d, _ in pieces))
     try:
         writer.write_round(pieces)

@@ -203,6 +203,37 @@ def render_page(name: str, data: dict[str, Any]) -> str:
             ["writer", "engine", "median s", "runs s", "x dataferry", "files", "MiB"], write_rows
         ),
         write_absent=write_absent,
+        write_profile=profile_section(wr.get("profile")),
+    )
+
+
+def profile_section(profile: dict[str, Any] | None) -> str:
+    """`bench write --profile`'s two tables (dataferry's parts; every writer at one codec)."""
+    if not profile:
+        return "(not measured in this report)"
+    sp = profile["spec"]
+    walls = {w["writer"]: w["wall_s"] for w in profile["writers"]}
+    wall = walls.get("dataferry") or 0.0
+    parts = [
+        [
+            p["label"],
+            p["s"],
+            f"{100 * p['s'] / wall:.0f}%" if wall and "thread-s" not in p["label"] else "-",
+        ]
+        for p in profile["parts"]
+        if p["s"] is not None
+    ]
+    writers = [
+        [w["writer"], w["wall_s"], ", ".join(map(str, w["runs_s"])), w["cpu_s"], w["vs_fastest"]]
+        for w in profile["writers"]
+    ]
+    return "\n\n".join(
+        [
+            f"{sp['rows']:,} rows at {sp['compression']}, median of {sp['repeats']} "
+            "(thread-s: summed over the tasks' threads; CPU s: the process's, all threads).",
+            _table(["part of dataferry's write", "s", "of wall"], parts),
+            _table(["writer", "median s", "runs s", "CPU s", "x fastest"], writers),
+        ]
     )
 
 

@@ -23,6 +23,7 @@ from ..markers import MarkersBenchSpec, run_markers_bench
 from ..plan import PlanSpec, calibrate, predict
 from ..shuffle import METHODS, ShuffleBenchSpec, run_shuffle_bench, run_shuffle_scale
 from ..write import WriteBenchSpec, run_write_bench
+from ..write_profile import ProfileSpec, run_write_profile
 from .page import write_page
 from .spec import S3_SERVER, SECTIONS, Progress, ReportSpec
 
@@ -137,9 +138,15 @@ def write_stage(spec: ReportSpec, say: Progress) -> dict[str, Any]:
     say("write: the cost of safety")
     if spec.quick:
         bench = WriteBenchSpec(rows=200_000, repeats=3)
+        profile = ProfileSpec(rows=50_000, repeats=1)
     else:
         bench = WriteBenchSpec(repeats=9, dask=True, ray=True)
-    return run_write_bench(bench, progress=lambda label, _k, _n: say(f"write: {label}"))
+        profile = ProfileSpec(repeats=5)
+    data = run_write_bench(bench, progress=lambda label, _k, _n: say(f"write: {label}"))
+    data["profile"] = run_write_profile(
+        profile, progress=lambda label, _k, _n: say(f"write profile: {label}")
+    )
+    return data
 
 
 def run_report(spec: ReportSpec, progress: Progress | None = None) -> dict[str, Any]:
