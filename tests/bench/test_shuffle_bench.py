@@ -7,7 +7,12 @@ from __future__ import annotations
 import pytest
 
 from dataferry.bench.processes import ProcessSampler, role_by_command
-from dataferry.bench.shuffle import ShuffleBenchSpec, run_shuffle_bench, run_shuffle_scale
+from dataferry.bench.shuffle import (
+    ShuffleBenchSpec,
+    floor_s,
+    run_shuffle_bench,
+    run_shuffle_scale,
+)
 from dataferry.bench.shuffle_profile import task_stages
 from dataferry.errors import ConfigError
 
@@ -127,3 +132,15 @@ def test_the_scale_curve_is_per_size_and_per_gib():
 def test_unknown_methods_are_refused():
     with pytest.raises(ConfigError, match="unknown methods"):
         ShuffleBenchSpec(methods=("push", "magic"))
+
+
+def test_the_floor_is_one_disk_write_and_three_memory_copies():
+    # 1 GB at 500 MB/s to disk, then read, encode and decode at 1000 MB/s on each of 2 cores
+    assert floor_s(10**9, 500.0, 1000.0, 2) == pytest.approx(2.0 + 1.5)
+    data = run_shuffle_bench(
+        ShuffleBenchSpec(size=2 << 20, engines=("local",), methods=("push",), **TINY)
+    )
+    floor = floor_s(2 << 20, data["disk_mb_s"], data["memory_mb_s"], 2)  # what it measured
+    assert data["floor_s"] == pytest.approx(floor, rel=0.1, abs=1e-3)
+    push = data["results"][0]["wall_s"]
+    assert data["summary"]["local_push_vs_floor"] == pytest.approx(push / floor, rel=0.1)

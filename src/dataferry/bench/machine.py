@@ -33,3 +33,18 @@ def disk_write_mb_s(directory: str, nbytes: int = 256 * 1024 * 1024) -> float:
     seconds = time.perf_counter() - started
     store.delete("disk-probe.bin")
     return (max(1, nbytes // len(block)) * len(block)) / seconds / 1e6
+
+
+def memory_copy_mb_s(nbytes: int = 64 * 1024 * 1024, repeats: int = 3) -> float:
+    """One core's memory bandwidth as a copy between two buffers already touched (the best of
+    `repeats`): what an encode or a decode that copies each byte once costs at best."""
+    import numpy as np
+
+    src = np.ones(nbytes // 8)
+    dst = np.zeros_like(src)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - started)
+    return nbytes / best / 1e6

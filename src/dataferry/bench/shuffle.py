@@ -12,12 +12,16 @@ reduces return row counts. `push-sync` is push with the map task pushing before 
 background. Reported per method: wall time, MB/s, reduce-side read requests and their average
 size (for our shuffles; Dask's own read local files), CPU seconds and peak memory per process
 role, on Dask where the time went stage by stage, and the machine's sequential disk write
-bandwidth, measured in the same run, as the limit.
+bandwidth, measured in the same run, as the limit. The floor (`floor_s`, and each push's
+`push_vs_floor`) is what this machine needs at least to shuffle the data: every byte written
+to disk once at that bandwidth, then read once, encoded once and decoded once, each a copy at
+the memory bandwidth measured in the same run, spread over the workers' cores.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import statistics
 import tempfile
@@ -31,7 +35,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError
 from ..shuffle import DriverConfig, PushConfig
-from .machine import disk_write_mb_s, machine_info
+from .machine import disk_write_mb_s, machine_info, memory_copy_mb_s
 from .processes import ProcessSampler
 
 ROW_BYTES = 8 * 7  # a key and six float64 values
@@ -241,6 +245,14 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
     return [_row(m, "dask", spec, r) for m, r in runs.items()]
 
 
+def floor_s(size: int, disk_mb_s: float, memory_mb_s: float, workers: int) -> float:
+    """The least time this machine needs to shuffle `size` bytes: each byte written once at
+    the disk's bandwidth, and read once, encoded once and decoded once, each a copy at the
+    memory bandwidth of one core, the copies spread over the workers' cores."""
+    cores = max(1, min(workers, os.cpu_count() or 1))
+    return size / (disk_mb_s * 1e6) + 3 * size / (memory_mb_s * 1e6 * cores)
+
+
 def run_shuffle_bench(
     spec: ShuffleBenchSpec, progress: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
@@ -248,6 +260,7 @@ def run_shuffle_bench(
     work = tempfile.mkdtemp(prefix="dataferry-bench-shuffle-")
     try:
         disk = disk_write_mb_s(work)
+        memory = memory_copy_mb_s()
         results: list[dict[str, Any]] = []
         if "dask" in spec.engines:
             results += run_dask(spec, tick)
@@ -260,8 +273,9 @@ def run_shuffle_bench(
         if r["rows"] != expected_rows:
             raise ConfigError(f"{r['engine']} {r['method']} returned {r['rows']} rows")
     limit_s = spec.size / (disk * 1e6)
+    floor = floor_s(spec.size, disk, memory, spec.workers)
     by = {(r["engine"], r["method"]): r for r in results}
-    summary: dict[str, Any] = {}
+    summary: dict[str, Any] = {"floor_s": round(floor, 2), "memory_mb_s": round(memory)}
     for engine in spec.engines:
         pull, push = by.get((engine, "pull")), by.get((engine, "push"))
         if pull and push and push["reduce_reads"]:
@@ -270,6 +284,7 @@ def run_shuffle_bench(
             )
         if push:
             summary[f"{engine}_push_vs_disk_limit"] = round(push["wall_s"] / limit_s, 2)
+            summary[f"{engine}_push_vs_floor"] = round(push["wall_s"] / floor, 2)
     for ours, theirs in (("push", "dask-p2p"), ("push", "dask-tasks"), ("push", "push-sync")):
         if ("dask", ours) in by and ("dask", theirs) in by:
             summary[f"dask_{ours}_vs_{theirs}".replace("-", "_")] = round(
@@ -289,6 +304,8 @@ def run_shuffle_bench(
         "machine": machine_info(),
         "disk_mb_s": round(disk, 1),
         "disk_limit_s": round(limit_s, 2),
+        "memory_mb_s": round(memory, 1),
+        "floor_s": round(floor, 3),
         "results": results,
         "summary": summary,
     }

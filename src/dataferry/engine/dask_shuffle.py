@@ -50,6 +50,7 @@ from ..shuffle import (
 from ..stats import IOStatistics
 from .dask_shuffle_report import REPORT_TOPIC, DaskShuffleReport, watch
 from .shuffle import MapTask, run_map_task, run_reduce_task
+from .shuffle.codec import shuffle_schema, to_pandas
 
 PLUGIN_NAME = "dataferry-shuffle"
 _LATE: dict[tuple[str, str], str] = {}  # (service, app) -> credential a map registered
@@ -338,7 +339,8 @@ def _barrier(plan: _Plan, merge_id: int, results: list[dict[str, Any]]) -> _Fina
         if r.get("credential"):
             creds = creds.with_secret(*r["credential"])
     statuses = tuple(driver.map_statuses())
-    return _Finalized(merge_id, statuses, merged, results[0]["schema"], creds)
+    schema = shuffle_schema([(r["schema"], r["status"].total_size > 0) for r in results])
+    return _Finalized(merge_id, statuses, merged, schema, creds)
 
 
 def _reduce(plan: _Plan, done: _Finalized, reduce_id: int, meta: Any) -> Any:
@@ -354,10 +356,8 @@ def _reduce(plan: _Plan, done: _Finalized, reduce_id: int, meta: Any) -> Any:
     )
     result = run_reduce_task(inp, done.schema)
     stats = IOStatistics(result.stats)
-    # the index comes back from the schema's pandas metadata; Arrow's own threads would only
-    # contend with the other workers' on the same host
     with stats.duration("reduce_to_pandas"):
-        pdf = result.value.to_pandas(use_threads=False)
+        pdf = to_pandas(result.value)
     _publish(
         plan,
         {

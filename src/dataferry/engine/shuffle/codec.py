@@ -1,8 +1,12 @@
 """Shuffle blocks as Arrow: how a map task splits its table by key and encodes each part.
 
 A map task hash-partitions its table by the key columns (pandas' hash, as Dask's shuffle does,
-so both put a key in the same output partition) and encodes each part as an Arrow IPC stream,
-one block per reduce partition; a reduce task decodes its blocks into one table.
+so both put a key in the same output partition), orders its rows by partition with one Arrow
+`take` (a compute kernel that runs without the GIL) and encodes each partition's zero-copy
+slice as one Arrow IPC message, one block per reduce partition. A block is a bare record batch
+message: every block of a shuffle has the schema the maps report, so the schema is not repeated
+in every block (a schema with dictionary columns needs its dictionaries: those blocks are whole
+IPC streams). A reduce task decodes its blocks, zero-copy, into one table.
 """
 
 from __future__ import annotations
@@ -23,48 +27,148 @@ def as_table(data: Any) -> pa.Table:
     return pa.Table.from_pandas(data, preserve_index=False)
 
 
+def _numeric(column: pa.ChunkedArray) -> bool:
+    """Whether pandas would hash the column as float64 straight from its values (a numeric or
+    boolean column without nulls): then the hash is computed from Arrow's buffers."""
+    t = column.type
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)) and (
+        column.null_count == 0
+    )
+
+
+def _combine(hashes: Sequence[np.ndarray]) -> np.ndarray:
+    """pandas' combination of per-column hashes into a row hash (`combine_hash_arrays`, the
+    rule of CPython's tuple hash), which `hash_pandas_object` applies to a DataFrame."""
+    mult = np.uint64(1000003)
+    out = np.full(len(hashes[0]), 0x345678, dtype=np.uint64)
+    for i, h in enumerate(hashes):
+        inverse = len(hashes) - i
+        out ^= h
+        out *= mult
+        mult += np.uint64(82520 + inverse + inverse)
+    out += np.uint64(97531)
+    return out
+
+
 def partition_ids(table: pa.Table, on: Sequence[str], n: int) -> np.ndarray:
     """Output partition of every row: pandas' hash of the key columns modulo n, numeric keys
-    hashed as float64, which is Dask's rule, so a key lands where `ddf.shuffle` puts it."""
+    hashed as float64, which is Dask's rule, so a key lands where `ddf.shuffle` puts it.
+    Numeric keys without nulls are hashed from their Arrow buffers (no DataFrame built)."""
     import pandas as pd
 
-    keys = table.select(list(on)).to_pandas()
-    numeric = {c: np.float64 for c, t in keys.dtypes.items() if pd.api.types.is_numeric_dtype(t)}
-    if numeric:
-        keys = keys.astype(numeric, errors="ignore")
-    hashed = pd.util.hash_pandas_object(keys, index=False).to_numpy()
+    columns = [table.column(c) for c in on]
+    if all(_numeric(c) for c in columns):
+        values = [c.to_numpy().astype(np.float64, copy=False) for c in columns]
+        hashed = _combine([pd.util.hash_array(v) for v in values])
+    else:
+        keys = table.select(list(on)).to_pandas()
+        numeric = {
+            c: np.float64 for c, t in keys.dtypes.items() if pd.api.types.is_numeric_dtype(t)
+        }
+        if numeric:
+            keys = keys.astype(numeric, errors="ignore")
+        hashed = pd.util.hash_pandas_object(keys, index=False).to_numpy()
     ids = hashed % np.uint64(n)
     # small integer types let numpy's stable sort run as a radix sort
     return ids.astype(np.int16 if n <= 32767 else np.int64)
 
 
-def split_table(table: pa.Table, on: Sequence[str], n: int) -> list[pa.Table]:
-    """The table's rows per output partition (one take and n zero-copy slices)."""
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    """The table as one record batch (zero-copy when each column is one chunk): a batch's
+    `take` runs several times faster than a chunked table's."""
+    batches = table.combine_chunks().to_batches()
+    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
+
+
+def split_batches(table: pa.Table, on: Sequence[str], n: int) -> list[pa.RecordBatch]:
+    """The table's rows per output partition: one `take` by the partition-sorted row order,
+    then n zero-copy slices (a partition's rows keep their input order)."""
+    if table.num_rows == 0:
+        return [_one_batch(table)] * n
     parts = partition_ids(table, on, n)
     order = np.argsort(parts, kind="stable")
     if table.num_rows < 2**31:
         order = order.astype(np.int32)  # Arrow's take runs several times faster on int32
-    ordered = table.take(pa.array(order))
+    ordered = _one_batch(table).take(pa.array(order))
     counts = np.bincount(parts, minlength=n)
     bounds = np.concatenate([[0], np.cumsum(counts)])
     return [ordered.slice(int(bounds[i]), int(counts[i])) for i in range(n)]
 
 
-def encode_block(table: pa.Table) -> memoryview:
-    """One reduce partition's rows as an Arrow IPC stream, in the buffer Arrow wrote it to
-    (written to the map output and pushed from there, never copied into Python bytes)."""
-    if table.num_rows == 0:
+def split_table(table: pa.Table, on: Sequence[str], n: int) -> list[pa.Table]:
+    """The table's rows per output partition, as tables (see `split_batches`)."""
+    return [pa.Table.from_batches([b], table.schema) for b in split_batches(table, on, n)]
+
+
+def _has_dictionary(schema: pa.Schema) -> bool:
+    def dictionary(t: pa.DataType) -> bool:
+        if pa.types.is_dictionary(t):
+            return True
+        return any(dictionary(t.field(i).type) for i in range(t.num_fields))
+
+    return any(dictionary(f.type) for f in schema)
+
+
+def encode_block(data: pa.RecordBatch | pa.Table) -> memoryview:
+    """One reduce partition's rows as one Arrow IPC message, in the buffer Arrow wrote it to
+    (written to the map output and pushed from there, never copied into Python bytes): a
+    record batch message, or a whole stream when the schema has dictionaries."""
+    return _encode(data, _has_dictionary(data.schema))
+
+
+def encode_blocks(batches: Sequence[pa.RecordBatch]) -> list[memoryview]:
+    """`encode_block` of each partition's batch (one schema: looked at once)."""
+    if not batches:
+        return []
+    stream = _has_dictionary(batches[0].schema)
+    return [_encode(b, stream) for b in batches]
+
+
+def _encode(data: pa.RecordBatch | pa.Table, stream: bool) -> memoryview:
+    if data.num_rows == 0:
         return memoryview(b"")
+    if not stream:
+        batch = data if isinstance(data, pa.RecordBatch) else _one_batch(data)
+        return memoryview(batch.serialize())
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as w:
-        w.write_table(table)
+    with pa.ipc.new_stream(sink, data.schema) as w:
+        w.write(data)
     return memoryview(sink.getvalue())
 
 
 def decode_blocks(blocks: Sequence[Block], schema: pa.Schema | None = None) -> pa.Table:
-    tables = [pa.ipc.open_stream(pa.py_buffer(b.payload)).read_all() for b in blocks]
-    if not tables:
+    """A reduce partition's blocks as one table, its columns chunked by block (nothing is
+    copied: the batches are views of the bytes read)."""
+    if not blocks:
         if schema is None:
             raise EngineError("no blocks and no schema: cannot build an empty table")
         return schema.empty_table()
-    return pa.concat_tables(tables)
+    if schema is None:
+        raise EngineError("decoding shuffle blocks needs the maps' schema")
+    if _has_dictionary(schema):
+        tables = [pa.ipc.open_stream(pa.py_buffer(b.payload)).read_all() for b in blocks]
+        return pa.concat_tables(tables)
+    batches = [pa.ipc.read_record_batch(pa.py_buffer(b.payload), schema) for b in blocks]
+    return pa.Table.from_batches(batches, schema)
+
+
+def shuffle_schema(maps: Sequence[tuple[pa.Schema, bool]]) -> pa.Schema:
+    """The schema every block of a shuffle is decoded with, from each map's (schema, whether it
+    wrote any block): the maps that wrote blocks must agree on it (their pandas metadata
+    aside), as their blocks carry no schema of their own; a map without rows is not asked."""
+    if not maps:
+        raise EngineError("a shuffle without maps has no schema")
+    written = [s for s, wrote in maps if wrote]
+    for s in written[1:]:
+        if not s.equals(written[0], check_metadata=False):
+            raise EngineError(f"shuffle maps disagree on their schema: {written[0]} against {s}")
+    return written[0] if written else maps[0][0]
+
+
+def to_pandas(table: pa.Table) -> Any:
+    """A reduce's table as pandas, the index back from the schema's pandas metadata: each
+    column converted into its own array (no consolidation into 2-D blocks, which would copy
+    once more) and the table's buffers released as their column is converted (the table is
+    not used after). Arrow's own threads would only contend with the other workers' on the
+    same host."""
+    return table.to_pandas(use_threads=False, split_blocks=True, self_destruct=True)

@@ -29,6 +29,7 @@ from ...shuffle import (
 from ...stats import IOStatistics
 from ...store import LocalStore
 from ..pool import run_with_retries, worker_context
+from .codec import shuffle_schema
 from .tasks import MapResult, MapTask, TableSource, run_map_task, run_reduce_task
 
 
@@ -169,7 +170,7 @@ class LocalShuffle:
         merged = driver.finalize()
         t_final = time.perf_counter()
         statuses = tuple(driver.map_statuses())
-        schema = maps[0].schema
+        schema = shuffle_schema([(m.schema, m.status.total_size > 0) for m in maps])
         inputs = [
             ReduceInput(
                 self.app,

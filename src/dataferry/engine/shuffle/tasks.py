@@ -29,7 +29,7 @@ from ...shuffle.blocks import Pieces
 from ...shuffle.mapoutput import block_sizes
 from ...stats import IOStatistics
 from ...store import open_store
-from .codec import as_table, decode_blocks, encode_block, split_table
+from .codec import as_table, decode_blocks, encode_blocks, split_batches
 
 TableSource = Callable[[], Any]  # returns a pyarrow Table or a pandas DataFrame
 
@@ -65,7 +65,7 @@ def run_map_task(task: MapTask, data: Any = None) -> MapResult:
     stats = IOStatistics()  # durations of the task's stages: map_split, map_write, map_push
     table = as_table(task.source() if data is None else data)
     with stats.duration("map_split"):  # hash, order and encode the blocks
-        payloads = [encode_block(t) for t in split_table(table, task.on, task.num_reduces)]
+        payloads = encode_blocks(split_batches(table, task.on, task.num_reduces))
     store = open_store(task.node_dir)
     framed: list[Pieces] = []
     with stats.duration("map_write"):

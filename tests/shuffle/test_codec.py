@@ -1,0 +1,100 @@
+"""The Arrow block codec: the hash that puts a key where Dask puts it, the split by one take,
+blocks without a schema of their own (and with one where dictionaries need it), and the checks
+that keep a block from being decoded with another map's schema."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from dataferry.engine.shuffle.codec import (
+    decode_blocks,
+    encode_blocks,
+    partition_ids,
+    shuffle_schema,
+    split_batches,
+    to_pandas,
+)
+from dataferry.errors import EngineError
+from dataferry.shuffle.blocks import Block
+
+N = 7  # output partitions
+
+
+def dask_rule(df: pd.DataFrame, on: list[str], n: int) -> np.ndarray:
+    """What Dask's shuffle computes: pandas' hash of the keys, numeric ones as float64."""
+    keys = df[on].astype({c: np.float64 for c in on if pd.api.types.is_numeric_dtype(df[c])})
+    return (pd.util.hash_pandas_object(keys, index=False).to_numpy() % N).astype(np.int16)
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        {"k": np.array([3, -1, 0, 2**40, 7, 3], dtype=np.int64)},
+        {"k": np.array([0.0, -0.0, np.nan, 1.5, -np.nan, 2.0])},  # canonicalized as pandas does
+        {"k": np.array([1, 2, 3, 4, 5, 250], dtype=np.uint8)},
+        {"k": np.array([True, False, True, True, False, False])},
+        {"k": np.arange(6, dtype=np.int32), "j": np.linspace(0, 1, 6)},  # two keys combined
+        {"k": ["a", "b", "a", None, "c", "d"]},  # not numeric: through pandas
+    ],
+)
+def test_keys_land_in_the_partitions_dasks_rule_gives(columns):
+    df = pd.DataFrame(columns)
+    on = list(columns)
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    assert (partition_ids(table, on, N) == dask_rule(df, on, N)).all()
+
+
+def test_int_keys_with_nulls_hash_as_pandas_sees_them():
+    table = pa.table({"k": pa.array([1, None, 3, 4], pa.int64())})
+    df = table.to_pandas()  # float64 with NaN
+    assert (partition_ids(table, ["k"], N) == dask_rule(df, ["k"], N)).all()
+
+
+def roundtrip(table: pa.Table, on: list[str]) -> tuple[list[pa.RecordBatch], pa.Table]:
+    parts = split_batches(table, on, N)
+    payloads = encode_blocks(parts)
+    blocks = [Block(0, r, p) for r, p in enumerate(payloads) if len(p)]
+    return parts, decode_blocks(blocks, table.schema)
+
+
+def test_split_keeps_every_row_once_in_its_partition_and_in_input_order():
+    rng = np.random.default_rng(1)
+    table = pa.Table.from_batches(  # two chunks: the split makes one batch of them
+        [pa.table({"k": rng.integers(0, 50, 300), "row": np.arange(300)}).to_batches()[0]] * 2
+    )
+    parts, back = roundtrip(table, ["k"])
+    ids = partition_ids(table, ["k"], N)
+    for r, part in enumerate(parts):
+        rows = part.column("row").to_numpy()
+        assert list(rows) == [i % 300 for i in np.flatnonzero(ids == r)]  # stable order
+    assert sorted(back.column("row").to_pylist()) == sorted(table.column("row").to_pylist())
+    assert back.schema == table.schema
+
+
+def test_blocks_carry_no_schema_but_decode_with_the_maps_one():
+    df = pd.DataFrame({"k": np.arange(40), "v": np.linspace(0, 1, 40)}, index=np.arange(40) * 3)
+    table = pa.Table.from_pandas(df, preserve_index=True)
+    parts = split_batches(table, ["k"], N)
+    payloads = encode_blocks(parts)
+    assert all(b"pandas" not in bytes(p) for p in payloads)  # no schema, no metadata
+    back = to_pandas(decode_blocks([Block(0, r, p) for r, p in enumerate(payloads)], table.schema))
+    assert back.sort_index().equals(df)  # the index labels come back from the metadata
+
+
+def test_dictionary_columns_travel_with_their_dictionaries():
+    table = pa.table({"k": [1, 2, 3, 4], "c": pa.array(["x", "y", "x", "z"]).dictionary_encode()})
+    _, back = roundtrip(table, ["k"])
+    assert sorted(back.column("c").to_pylist()) == ["x", "x", "y", "z"]
+
+
+def test_maps_that_disagree_on_the_schema_are_refused_and_an_empty_map_is_not_asked():
+    ints = pa.schema([("k", pa.int64())])
+    floats = pa.schema([("k", pa.float64())])
+    nulls = pa.schema([("k", pa.null())])  # e.g. an empty pandas partition's object column
+    assert shuffle_schema([(nulls, False), (ints, True), (ints, True)]) == ints
+    with pytest.raises(EngineError, match="disagree"):
+        shuffle_schema([(ints, True), (floats, True)])
+    assert shuffle_schema([(nulls, False)]) == nulls
