@@ -9,7 +9,7 @@ are also cut into their parts, from the figures the write itself keeps:
 - the plan on the driver (`plan_s`: split by partition, sample the encoding, cut, pack);
 - the tasks' thread-seconds splitting and gathering rows (`split_s`) and in the format writer
   (`encode_s`: encode, compress, write), summed over the tasks;
-- the tasks' wall time (the engine's `write_s`, task commits included) and the job commit;
+- the job's setup, the tasks' wall time (task commits included) and the job commit;
 - what is left of the wall time (the destination's claim, job setup, the engine's start).
 
 The peers keep no such figures: only their wall and CPU seconds are shown.
@@ -41,6 +41,7 @@ PARTS = (
     ("plan_other_s", "plan: cut and pack the tasks (driver)"),
     ("split_s", "tasks: split and gather rows (thread-s)"),
     ("encode_s", "tasks: encode, compress, write (thread-s)"),
+    ("setup_s", "job setup (driver)"),
     ("tasks_s", "tasks: wall, task commits included"),
     ("job_commit_s", "job commit"),
     ("other_s", "claim, job setup, engine start (wall left over)"),
@@ -93,7 +94,8 @@ def dataferry_parts(result: Any) -> dict[str, float]:
         ),
         "split_s": sum(r.get("split_s", 0.0) for r in tasks),
         "encode_s": sum(r.get("encode_s", 0.0) for r in tasks),
-        "tasks_s": result.run.write_s,
+        "setup_s": result.run.setup_s,
+        "tasks_s": result.run.write_s - result.run.setup_s,
         "job_commit_s": result.run.job_commit_s,
     }
     return parts
@@ -183,6 +185,7 @@ def run_write_profile(spec: ProfileSpec, progress: Progress | None = None) -> di
             walls = r["runs_s"]  # each run's wall, in the order of its details
             spent = [
                 sum(d[k] for k in ("plan_split_s", "plan_measure_s", "plan_other_s"))
+                + d["setup_s"]
                 + d["tasks_s"]
                 + d["job_commit_s"]
                 for d in details

@@ -95,6 +95,7 @@ class JobRun:
     store_stats: IOStatistics
     committer_stats: IOStatistics
     errors: dict[int, list[str]] = field(default_factory=dict)
+    setup_s: float = 0.0  # the job's setup on the driver (part of write_s, before any task)
 
 
 class _InlineExecutor(Executor):
@@ -162,6 +163,7 @@ class LocalEngine:
         start = time.perf_counter()
         committer.setup_job(job)
         job = record_job_driver(committer, job)
+        setup_s = time.perf_counter() - start
         driver = _Driver(self.config, committer, job, tasks, on_event or (lambda *a: None))
         executor = self._executor()
         try:
@@ -207,6 +209,7 @@ class LocalEngine:
             store_stats=store_stats,
             committer_stats=committer.stats,
             errors=dict(driver.errors),
+            setup_s=setup_s,
         )
 
 
