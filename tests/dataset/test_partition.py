@@ -89,7 +89,8 @@ def test_a_stream_whose_later_batch_has_one_fails_after_one_attempt_not_four(tmp
             engine=LocalEngine(workers=1, executor="threads"),  # max_attempts=4
             on_event=lambda e, t, a: events.append(e),
         )
-    assert events.count("attempt_started") == 1 and events.count("attempt_failed") == 1
+    # found by the task's one attempt, or by the stream's sample before the task starts
+    assert events.count("attempt_started") <= 1 and events.count("attempt_failed") <= 1
 
 
 def test_object_stores_bound_the_whole_key():

@@ -1,10 +1,16 @@
-"""A stream is written as it arrives, in bounded memory, and retried from what it kept."""
+"""A stream is written as it arrives, in bounded memory, in full-size files, and retried
+exactly from its spill."""
 
 from __future__ import annotations
+
+import tempfile
+import tracemalloc
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
 
 import dataferry
 from dataferry.engine import AttemptFailure, LocalEngineConfig
@@ -28,24 +34,37 @@ def ids_back(path) -> list[int]:
     return sorted(t.column("id").to_pylist())
 
 
+def in_arrow_memory(b: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch copied into Arrow's pool (numpy's arrays are wrapped, not counted there)."""
+    return pa.RecordBatch.from_arrays([pa.concat_arrays([c]) for c in b.columns], schema=b.schema)
+
+
 def test_memory_stays_bounded_on_a_stream_many_times_the_limit(tmp_path):
     limit = 4 * MiB
     n = 40  # about 52 MiB of input
     seen: list[int] = []
-    base = pa.total_allocated_bytes()
+    tracemalloc.start()  # Python's own allocations (a spill chunk read back is bytes)
+    base = pa.total_allocated_bytes() + tracemalloc.get_traced_memory()[0]
 
     def gen():
         for i in range(n):
-            seen.append(pa.total_allocated_bytes() - base)
-            yield batch(i)
+            held = pa.total_allocated_bytes() + tracemalloc.get_traced_memory()[0]
+            seen.append(held - base)
+            yield in_arrow_memory(batch(i))
 
-    r = dataferry.write_dataset(gen(), str(tmp_path / "o"), partition_by=["k"], max_memory=limit)
-    assert r.rows == n * 65_536
+    try:
+        r = dataferry.write_dataset(
+            gen(), str(tmp_path / "o"), partition_by=["k"], max_memory=limit
+        )
+    finally:
+        tracemalloc.stop()
+    assert r.rows == n * 65_536 and r.files == 4  # whole partitions, not windows of memory
     assert ids_back(tmp_path / "o") == list(range(n * 65_536))
     assert r.stats["peak_bytes_held"] <= limit + 2 * MiB  # one batch may pass the line
     assert r.stats["producer_waits"] > 0  # the producer was held back
-    # what Arrow allocated while the stream ran: the held windows and what is being written,
-    # never the stream (without back-pressure this grows to the whole input)
+    # what Arrow and Python held while the stream ran: the rows between the producer and the
+    # writer and what is being written, never the stream (without back-pressure, or with the
+    # rows kept in memory for a retry, this grows to the whole input)
     assert max(seen) < 4 * limit, [s // MiB for s in seen]
 
 
@@ -65,7 +84,77 @@ def test_rows_are_written_while_the_stream_is_still_arriving(tmp_path):
     assert written_before_end[0] > 0  # task files had bytes before the last batch came
 
 
-def test_a_failed_attempt_is_retried_from_the_rows_its_window_kept(tmp_path):
+def file_sizes(path) -> dict[str, list[int]]:
+    """Bytes of each data file, by partition directory."""
+    sizes: dict[str, list[int]] = {}
+    for f in sorted(path.rglob("*.parquet")):
+        sizes.setdefault(f.parent.name, []).append(f.stat().st_size)
+    return sizes
+
+
+def spills(tmp) -> list:
+    return [p for p in tmp.iterdir() if p.name.startswith("dataferry-spill-")]
+
+
+@pytest.fixture
+def spill_root(tmp_path, monkeypatch):
+    """The spill's temporary directory, to see that it is removed."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def test_a_streams_files_hold_all_of_a_partitions_rows_whatever_max_memory(tmp_path, spill_root):
+    # 16 MiB of input in 2 MiB of memory: one file per partition (below the target size), not
+    # one per partition per window of memory
+    r = dataferry.write_dataset(
+        (batch(i, 20_000) for i in range(40)),
+        str(tmp_path / "o"),
+        partition_by=["k"],
+        max_memory=2 * MiB,
+    )
+    assert r.files == 4 and r.stats["segments"] == 1
+    assert sorted(file_sizes(tmp_path / "o")) == ["k=a", "k=b", "k=c", "k=d"]
+    assert ids_back(tmp_path / "o") == list(range(40 * 20_000))
+    assert r.stats["peak_bytes_held"] <= 2 * MiB and r.stats["producer_waits"] > 0
+    assert r.stats["spill_bytes"] >= 40 * 20_000 * 17  # every row spilled once
+    assert spills(spill_root) == []  # the spill is gone once the job is committed
+
+
+def test_a_streams_files_reach_the_target_size_across_segments(tmp_path, spill_root):
+    target = 256 * 1024
+    r = dataferry.write_dataset(
+        (batch(i, 20_000) for i in range(40)),
+        str(tmp_path / "o"),
+        partition_by=["k"],
+        max_memory=4 * MiB,
+        target_file_size=target,
+    )
+    assert r.stats["segments"] > 4  # tasks of a few MiB each, one after another
+    for part, sizes in file_sizes(tmp_path / "o").items():
+        full = sizes[:-1] if sizes[-1] < target // 2 else sizes  # the stream's last rows
+        assert len(sizes) - len(full) <= 1, (part, sizes)
+        assert all(0.5 * target <= n <= 1.1 * target for n in full), (part, sizes)
+    assert ids_back(tmp_path / "o") == list(range(40 * 20_000))
+
+
+def test_max_rows_per_file_cuts_a_streams_files(tmp_path):
+    r = dataferry.write_dataset(
+        (batch(i, 10_000) for i in range(20)),
+        str(tmp_path / "o"),
+        partition_by=["k"],
+        max_rows_per_file=20_000,
+    )
+    rows = [pq.ParquetFile(f).metadata.num_rows for f in (tmp_path / "o").rglob("*.parquet")]
+    assert r.stats["segments"] > 1 and max(rows) <= 20_000
+    assert sum(n >= 10_000 for n in rows) >= len(rows) - 8  # all but a few tails at least half
+    assert ids_back(tmp_path / "o") == list(range(20 * 10_000))
+
+
+def test_failed_attempts_are_retried_from_the_spill_exactly(tmp_path, spill_root):
+    # task 0 dies after writing its files, task 1 half way through its task commit: each
+    # retry reads its segment again from the spill, and the rows come back exactly once
     engine = LocalEngineConfig(
         workers=2,
         executor="threads",
@@ -76,22 +165,54 @@ def test_a_failed_attempt_is_retried_from_the_rows_its_window_kept(tmp_path):
         str(tmp_path / "o"),
         partition_by=["k"],
         max_memory=2 * MiB,
+        target_file_size=128 * 1024,
         engine=engine,
     )
-    assert r.run.failed_attempts == 2 and r.stats["windows"] > 2
+    assert r.run.failed_attempts == 2 and r.stats["segments"] > 2
     assert ids_back(tmp_path / "o") == list(range(20 * 20_000))
+    assert r.stats["spill_read_bytes"] > 20 * 20_000 * 17  # two segments were read twice
+    assert spills(spill_root) == []
 
 
-def test_a_stream_on_worker_processes(tmp_path):
+def test_a_speculative_attempt_reads_the_same_rows(tmp_path):
+    engine = LocalEngineConfig(workers=2, executor="threads", speculate_tasks=(0,))
     r = dataferry.write_dataset(
-        (batch(i, 20_000) for i in range(8)),
+        (batch(i, 20_000) for i in range(10)),
         str(tmp_path / "o"),
         partition_by=["k"],
         max_memory=2 * MiB,
-        engine=LocalEngineConfig(workers=2, executor="processes"),
+        engine=engine,
     )
-    assert r.stats["windows"] > 1
-    assert ids_back(tmp_path / "o") == list(range(8 * 20_000))
+    assert r.run.speculative_attempts == 1
+    assert ids_back(tmp_path / "o") == list(range(10 * 20_000))
+
+
+def test_a_stream_on_worker_processes_follows_the_spill(tmp_path, spill_root):
+    # the attempts read the spill from another process, while it is written; one of them
+    # dies and its retry, in another process, reads its segment again
+    r = dataferry.write_dataset(
+        (batch(i, 20_000) for i in range(10)),
+        str(tmp_path / "o"),
+        partition_by=["k"],
+        max_memory=2 * MiB,
+        target_file_size=128 * 1024,
+        engine=LocalEngineConfig(workers=2, executor="processes", failures=(AttemptFailure(1),)),
+    )
+    assert r.stats["segments"] > 1 and r.run.failed_attempts == 1
+    assert ids_back(tmp_path / "o") == list(range(10 * 20_000))
+    assert spills(spill_root) == []
+
+
+def test_a_failing_input_fails_the_job_and_leaves_nothing(tmp_path, spill_root):
+    def gen():
+        for i in range(6):
+            yield batch(i, 20_000)
+        raise ValueError("the source broke")
+
+    with pytest.raises(ValueError, match="the source broke"):
+        dataferry.write_dataset(gen(), str(tmp_path / "o"), partition_by=["k"])
+    assert not list((tmp_path / "o").rglob("*.parquet"))
+    assert spills(spill_root) == []
 
 
 def test_an_empty_stream_commits_an_empty_job(tmp_path):

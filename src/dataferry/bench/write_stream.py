@@ -99,7 +99,19 @@ def _dataferry(shape: StreamShape, dest: str, options: dict[str, Any]) -> Any:
 
     extra = dataferry_keywords(max_memory=options.get("max_memory"))
     result = write_dataset(batches(shape), dest, partition_by=[PARTITION_COLUMN], **extra)
-    return f"committer {result.committer}"
+    return f"committer {result.committer}{stream_cost(result.stats)}"
+
+
+def stream_cost(stats: dict[str, Any]) -> str:
+    """What dataferry's stream design cost, for the note column: tasks (segments), the local
+    spill written and read back (bytes, seconds), and how long the producer was held back."""
+    if "spill_bytes" not in stats:
+        return ""
+    return (
+        f"; {stats['segments']} task(s); spill {stats['spill_bytes'] / (1 << 20):,.0f} MiB "
+        f"written {stats['spill_write_s']:.2f} s, read {stats['spill_read_s']:.2f} s; "
+        f"producer waited {stats['producer_wait_s']:.2f} s"
+    )
 
 
 def _pyarrow(shape: StreamShape, dest: str, options: dict[str, Any]) -> Any:

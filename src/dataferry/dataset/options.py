@@ -76,8 +76,8 @@ class WriteOptions:
         for `part-<task>-<job uuid>.c<NNN>.<ext>` (Spark's names, unique across jobs).
     target_file_size: bytes of a file (as written) after which it is closed and the next
         rows go to a new one; also the size tasks are planned for.
-    max_memory: bytes of input a streamed write holds at once (its retry buffer
-        included); the producer waits when it is reached.
+    max_memory: bytes of input a streamed write holds at once; the producer waits when
+        the writers are half of it behind (retries read the rows from the local spill).
     keep_partition_columns: data files hold their partition columns as well as the
         `col=value` directories (set from the committer: Iceberg and Hudi tables need them).
     """

@@ -1,166 +1,108 @@
-"""A streamed write: batches flow to write tasks as they arrive, in bounded memory.
+"""A streamed write: full-size files from a stream read once, in bounded memory.
 
-A producer thread reads the input once. It cuts the batches into windows; each window is one
-task, launched when its first batch arrives, that writes its rows as they come. A window keeps
-its batches until its task is committed, because a retried or speculative attempt must write
-the same rows again; so the rows held in memory are those of windows not yet committed, and
-the producer waits (back-pressure on the input) while they would pass `max_memory`.
+A producer thread reads the input once and spills it to local disk (`spill.py`) in segments;
+each segment is one write task, launched when the segment opens, whose attempt reads the
+segment's rows as they are spilled and writes them to one open file per partition, which
+rolls at `target_file_size` (or `max_rows_per_file`). A retried or speculative attempt reads
+the same segment from its start, so it writes exactly the same rows, and the committer keeps
+one attempt's files; nothing is visible before the job commits. So no row waits in memory
+for a retry: memory holds what is between the producer and the writer (the producer waits
+while the writer is `max_memory // 2` behind) and the writer's own buffers.
 
-Windows are as large as memory allows for the tasks that run at once, and never larger than
-what fills one file per partition to the target size.
+A segment spans as much of the stream as fills one file per partition to the target (learnt
+from a sample of the first rows: the partitions it has, how much the format shrinks them),
+capped at `MAX_SEGMENT_BYTES` of spill; so a stream's files are full-size whatever its
+length, and a retry redoes at most one segment. The spill of a segment is deleted when its
+task is committed, and the whole spill when the job ends.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from ..commit.job.commit import job_ended
 from ..engine.attempt import TaskOutput
 from ..engine.feed import TaskFeed
-from ..errors import EngineError
+from ..errors import ConfigError
+from ..store import LocalStore
 from .formats import encoded_size
 from .options import MiB, WriteOptions
 from .partition import NameLimits, split_by_partition
+from .spill import Segment, SpillStats, remove_dead_spills, spill_name
 from .task import write_rows
 
-MIN_WINDOW_BYTES = 1 * MiB
+MIN_SEGMENT_BYTES = 1 * MiB
+MAX_SEGMENT_BYTES = 8 << 30  # spill of one task (local disk), and what one retry redoes
+FILL = 0.9  # of a file's estimated worth per partition: a segment ends before files roll
+CHUNK_BYTES = 4 * MiB  # of one spill chunk (at most a quarter of the producer's lead)
+SAMPLE_BYTES = MIN_SEGMENT_BYTES  # of the first rows: their partitions, the format's ratio
+SAMPLE_ROWS = 32_768  # of those, encoded to learn the ratio
 
 
-class MemoryBudget:
-    """Bytes of input held at once; `acquire` waits until there is room (or `stop`)."""
+@dataclass(frozen=True)
+class SegmentSize:
+    """How much input one segment (task) takes, and what it was learnt from."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self.peak = 0
-        self.waits = 0
-        self.wait_s = 0.0
-        self._cond = threading.Condition()
-
-    def acquire(self, n: int, stop: threading.Event) -> None:
-        with self._cond:
-            if self.used and self.used + n > self.limit:
-                self.waits += 1
-                t = time.perf_counter()
-                # a batch larger than the whole budget still passes once nothing else is held
-                while self.used and self.used + n > self.limit and not stop.is_set():
-                    self._cond.wait(0.1)
-                self.wait_s += time.perf_counter() - t
-            self.used += n
-            self.peak = max(self.peak, self.used)
-
-    def release(self, n: int) -> None:
-        with self._cond:
-            self.used -= n
-            self._cond.notify_all()
+    nbytes: int
+    partitions: int
+    ratio: float  # bytes written per in-memory byte of input
 
 
-class Window:
-    """The batches of one task, readable while they arrive, kept until released."""
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.nbytes = 0
-        self.rows = 0
-        self._batches: list[pa.RecordBatch] = []
-        self._closed = False
-        self._failed: str | None = None
-        self._released = False
-        self._cond = threading.Condition()
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        with self._cond:
-            self._batches.append(batch)
-            self.nbytes += batch.nbytes
-            self.rows += batch.num_rows
-            self._cond.notify_all()
-
-    def close(self, failed: str | None = None) -> None:
-        with self._cond:
-            self._closed = True
-            self._failed = failed
-            self._cond.notify_all()
-
-    def release(self) -> int:
-        """Drop the rows (the task is committed); the bytes given back."""
-        with self._cond:
-            if self._released:
-                return 0
-            self._released = True
-            self._batches = []
-            return self.nbytes
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        i = 0
-        while True:
-            with self._cond:
-                while i >= len(self._batches) and not self._closed:
-                    self._cond.wait()
-                if self._failed is not None:
-                    raise EngineError(f"window {self.index}: {self._failed}")
-                if self._released:
-                    raise EngineError(f"window {self.index} was released while being read")
-                if i >= len(self._batches):
-                    return
-                batch = self._batches[i]
-            i += 1
-            yield batch
-
-    def __reduce__(self) -> Any:
-        """Sent to another process: the whole window, once it is complete."""
-        with self._cond:
-            while not self._closed:
-                self._cond.wait()
-            return (_closed_window, (self.index, list(self._batches), self._failed))
+def segment_size(
+    sample: list[pa.RecordBatch],
+    partition_by: tuple[str, ...],
+    options: WriteOptions,
+    limits: NameLimits | None = None,
+) -> SegmentSize:
+    """Bytes of input per segment: what fills one file per partition of the sample to
+    `FILL` of the target size (or of `max_rows_per_file`). (It splits the sample by
+    partition, so a partition value that cannot be a directory name on the destination, by
+    `limits`, fails the job here, on the driver.)"""
+    table = pa.Table.from_batches(sample)
+    partitions = max(1, sum(1 for _ in split_by_partition(table, partition_by, limits)))
+    keep = options.keep_partition_columns
+    head = table.slice(0, SAMPLE_ROWS)
+    data = head.drop_columns(list(partition_by)) if partition_by and not keep else head
+    ratio = max(encoded_size(data, options) / head.nbytes, 1e-3) if head.nbytes else 1.0
+    file_bytes = options.target_file_size / ratio
+    if options.max_rows_per_file and table.num_rows:
+        file_bytes = min(file_bytes, options.max_rows_per_file * table.nbytes / table.num_rows)
+    span = FILL * partitions * file_bytes
+    return SegmentSize(
+        int(min(MAX_SEGMENT_BYTES, max(MIN_SEGMENT_BYTES, span))), partitions, round(ratio, 3)
+    )
 
 
-def _closed_window(index: int, batches: list[pa.RecordBatch], failed: str | None) -> Window:
-    w = Window(index)
-    for b in batches:
-        w.add(b)
-    w.close(failed)
-    return w
-
-
-def window_task(
+def segment_task(
     schema: pa.Schema,
     partition_by: tuple[str, ...],
     options: WriteOptions,
-    window: Window,
+    segment: Segment,
+    threads: int,
     out: TaskOutput,
 ) -> dict[str, Any]:
-    """The work of one window's task: write its rows as they arrive."""
-    return write_rows(out, schema, partition_by, options, window)
-
-
-def window_size(
-    first: pa.RecordBatch,
-    partition_by: tuple[str, ...],
-    options: WriteOptions,
-    concurrent: int,
-    limits: NameLimits | None = None,
-) -> int:
-    """Bytes of input per window: the memory budget shared by the windows being written and
-    the one filling, capped at what makes one target-sized file per partition. (It splits
-    the first batch by partition, so a partition value that cannot be a directory name on
-    the destination, by `limits`, fails the job here, on the driver.)"""
-    share = options.max_memory // (max(1, concurrent) + 1)
-    table = pa.Table.from_batches([first])
-    partitions = max(1, sum(1 for _ in split_by_partition(table, partition_by, limits)))
-    keep = options.keep_partition_columns
-    data = table.drop_columns(list(partition_by)) if partition_by and not keep else table
-    ratio = encoded_size(data, options) / data.nbytes if data.nbytes else 1.0
-    full_files = partitions * options.target_file_size / max(ratio, 1e-3)
-    return int(max(MIN_WINDOW_BYTES, min(share, full_files)))
+    """The work of one segment's task attempt: write its rows as they are spilled (and stop
+    if the job ends meanwhile: an interrupted or failed job does not wait for its input)."""
+    rows = segment.read(lambda: job_ended(out.ctx.job))
+    return write_rows(out, schema, partition_by, options, rows, threads)
 
 
 class StreamFeeder:
-    """Reads the input on a thread and feeds one task per window to the engine."""
+    """Reads the input on a thread, spills it, and feeds one task per segment to the engine.
+
+    concurrent: the engine's workers (a segment's task encodes partitions on as many
+    threads). spill_dir: where the spill goes (default: the system's temporary directory,
+    as `tempfile` finds it: TMPDIR).
+    """
 
     def __init__(
         self,
@@ -169,22 +111,32 @@ class StreamFeeder:
         partition_by: tuple[str, ...],
         options: WriteOptions,
         concurrent: int,
-        publish_open: bool,
         limits: NameLimits | None = None,
+        spill_dir: str | None = None,
     ) -> None:
         self.schema = schema
         self.partition_by = partition_by
         self.options = options
-        self.concurrent = concurrent
+        self.concurrent = max(1, concurrent)
         self.limits = limits  # of partition directory names on the destination
-        self.publish_open = publish_open  # tasks share this process's memory: start early
         self.feed = TaskFeed()
-        self.budget = MemoryBudget(options.max_memory)
-        self.windows: list[Window] = []
-        self.window_bytes = 0
+        # the producer's lead over the writer: rows read, spilled and not yet written
+        self.lead_limit = max(1, options.max_memory // 2)
+        self.chunk_bytes = max(1, min(CHUNK_BYTES, self.lead_limit // 4))
+        self.sample_bytes = max(1, min(SAMPLE_BYTES, options.max_memory // 4))
+        root = spill_dir or tempfile.gettempdir()
+        remove_dead_spills(root)  # what killed drivers left behind
+        self.store = LocalStore(os.path.join(root, spill_name()))
+        self.spill = SpillStats()
+        self.segments: list[Segment] = []
+        self.size: SegmentSize | None = None
+        self.peak_lead = 0
+        self.waits = 0
+        self.wait_s = 0.0
+        self._live: dict[int, Segment] = {}  # segments not yet committed
+        self._cond = threading.Condition()
         self._batches = batches
         self._stop = threading.Event()
-        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="dataferry-stream", daemon=True)
 
     def start(self) -> TaskFeed:
@@ -192,30 +144,83 @@ class StreamFeeder:
         return self.feed
 
     def on_event(self, event: str, task: int, attempt: int) -> None:
-        """The engine's events: a committed task's rows are no longer needed."""
-        if event == "task_committed" and 0 <= task < len(self.windows):
-            self.budget.release(self.windows[task].release())
+        """The engine's events: a committed task's spilled rows are no longer needed."""
+        if event == "task_committed" and 0 <= task < len(self.segments):
+            with self._cond:
+                segment = self._live.pop(task, None)
+                self._cond.notify_all()
+            if segment is not None:
+                segment.remove()
 
     def stop(self) -> None:
-        """The job ended: stop reading, free every window."""
+        """The job ended: stop reading, delete the spill."""
         self._stop.set()
-        for w in self.windows:
-            w.close("the job ended")
-            self.budget.release(w.release())
+        with self._cond:
+            self._cond.notify_all()
         self._thread.join(timeout=5)
+        with self._cond:
+            self._live.clear()
+        # (an attempt still reading finds its segment gone, and fails)
+        self.store.delete("", recursive=True)
 
     def stats(self) -> dict[str, Any]:
+        size = self.size
         return {
-            "windows": len(self.windows),
-            "window_bytes": self.window_bytes,
+            "segments": len(self.segments),
+            "segment_bytes": size.nbytes if size else 0,
+            "sample_partitions": size.partitions if size else 0,
+            "encoded_ratio": size.ratio if size else 0.0,
             "max_memory": self.options.max_memory,
-            "peak_bytes_held": self.budget.peak,
-            "producer_waits": self.budget.waits,
-            "producer_wait_s": round(self.budget.wait_s, 3),
+            "peak_bytes_held": self.peak_lead,
+            "producer_waits": self.waits,
+            "producer_wait_s": round(self.wait_s, 3),
+            **self.spill.as_dict(),
         }
 
+    # --- the producer --------------------------------------------------------------------------
+
+    def _lead(self) -> tuple[int, int]:
+        """(bytes taken from the input and not yet read by a writer, of them published); of
+        segments read in this process (a worker process's reading is not seen here: its
+        segment waits on disk)."""
+        live = [s for s in self._live.values() if not s.remote]
+        return (
+            sum(s.nbytes - s.progress for s in live),
+            sum(max(0, s.published - s.progress) for s in live),
+        )
+
+    def _wait_for_room(self, n: int) -> None:
+        """Back-pressure: wait while the writers are `lead_limit` behind (a batch passes at
+        once when they have read all that is published, however large it is)."""
+        with self._cond:
+            lead, readable = self._lead()
+            if lead + n <= self.lead_limit or not readable:
+                return
+            self.waits += 1
+            t = time.perf_counter()
+            while not self._stop.is_set():
+                self._cond.wait(0.1)
+                lead, readable = self._lead()
+                if lead + n <= self.lead_limit or not readable:
+                    break
+            self.wait_s += time.perf_counter() - t
+
+    def _wait_for_segment_room(self) -> None:
+        """At most one segment open beside one per worker still being written or committed
+        (the spill on disk is bounded by them)."""
+        with self._cond:
+            if len(self._live) <= self.concurrent:
+                return
+            self.waits += 1
+            t = time.perf_counter()
+            while len(self._live) > self.concurrent and not self._stop.is_set():
+                self._cond.wait(0.1)
+            self.wait_s += time.perf_counter() - t
+
     def _run(self) -> None:
-        window: Window | None = None
+        segment: Segment | None = None
+        sample: list[pa.RecordBatch] = []
+        sampled = 0
         try:
             for batch in self._batches:
                 if self._stop.is_set():
@@ -224,36 +229,60 @@ class StreamFeeder:
                     batch = pa.record_batch(batch)
                 if batch.num_rows == 0:
                     continue
-                if not self.window_bytes:
-                    self.window_bytes = window_size(
-                        batch, self.partition_by, self.options, self.concurrent, self.limits
-                    )
-                self.budget.acquire(batch.nbytes, self._stop)
-                if window is None:
-                    window = self._open_window()
-                window.add(batch)
-                if window.nbytes >= self.window_bytes:
-                    self._close_window(window)
-                    window = None
-            if window is not None:
-                self._close_window(window)
+                self._wait_for_room(batch.nbytes)
+                if self._stop.is_set():
+                    break
+                if segment is None:
+                    segment = self._open_segment()
+                if self.size is None:
+                    sample.append(batch)
+                    sampled += batch.nbytes
+                    if sampled >= self.sample_bytes:
+                        self._measure(sample)
+                        sample = []
+                segment.add(batch)
+                with self._cond:
+                    self.peak_lead = max(self.peak_lead, self._lead()[0])
+                if self.size is not None and segment.nbytes >= self.size.nbytes:
+                    segment.close()
+                    segment = None
+            if self._stop.is_set():  # the job ended: its spill is being deleted
+                self.feed.close()
+                return
+            if self.size is None and sample:
+                self._measure(sample)
+            if segment is not None:
+                segment.close()
             self.feed.close()
         except BaseException as e:
-            if window is not None:
-                window.close(f"the input failed: {type(e).__name__}: {e}")
+            # the feed first: the driver then fails the job with `e` before it can retry an
+            # attempt that meets the segment's failure
             self.feed.close(e)
+            if segment is not None and not self._stop.is_set():
+                try:
+                    why = f"the input failed: {type(e).__name__}: {e}"
+                    segment.close(why, bad_input=isinstance(e, ConfigError))
+                except Exception:
+                    pass
 
-    def _open_window(self) -> Window:
-        window = Window(len(self.windows))
-        self.windows.append(window)
-        if self.publish_open:
-            self.feed.put(self._work(window))
-        return window
+    def _measure(self, sample: list[pa.RecordBatch]) -> None:
+        self.size = segment_size(sample, self.partition_by, self.options, self.limits)
 
-    def _close_window(self, window: Window) -> None:
-        window.close()
-        if not self.publish_open:
-            self.feed.put(self._work(window))
-
-    def _work(self, window: Window) -> Any:
-        return functools.partial(window_task, self.schema, self.partition_by, self.options, window)
+    def _open_segment(self) -> Segment:
+        self._wait_for_segment_room()
+        segment = Segment(self.store, len(self.segments), self.chunk_bytes, self._cond, self.spill)
+        segment.open()
+        with self._cond:
+            self.segments.append(segment)
+            self._live[segment.index] = segment
+        self.feed.put(
+            functools.partial(
+                segment_task,
+                self.schema,
+                self.partition_by,
+                self.options,
+                segment,
+                self.concurrent,
+            )
+        )
+        return segment

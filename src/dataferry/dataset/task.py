@@ -148,7 +148,7 @@ class TaskWriter:
             return
         self._inbox.append(table)
         self._inbox_bytes += table.nbytes
-        if self._inbox_bytes >= INBOX_BYTES:
+        if self._inbox_bytes >= min(INBOX_BYTES, self.options.max_memory // 8):
             self._split_inbox()
 
     def _split_inbox(self) -> None:

@@ -132,7 +132,8 @@ def write_dataset(
         Bytes after which a file is closed and a new one begun (default 128 MiB), and the
         size in-memory data is planned for.
     max_memory
-        Bytes of a streamed input held at once, retry buffers included (default 256 MiB).
+        Bytes of a streamed input held in memory at once (default 256 MiB); retries read
+        the rows again from the local spill.
     tasks
         Cut in-memory data into exactly this many tasks instead of planning by size.
     engine
@@ -182,17 +183,11 @@ def write_dataset(
         )
         return write_result(store, output_committer, run, plan.stats)
     if tasks is not None:
-        raise ConfigError("tasks= cuts data in memory; a stream is cut by max_memory")
+        raise ConfigError(
+            "tasks= cuts data in memory; a stream is cut into one task per spilled segment"
+        )
     assert source.batches is not None
-    feeder = StreamFeeder(
-        source.batches,
-        source.schema,
-        parts,
-        options,
-        workers,
-        publish_open=runner.shares_store,
-        limits=limits,
-    )
+    feeder = StreamFeeder(source.batches, source.schema, parts, options, workers, limits=limits)
     return write_fed(store, output_committer, runner, feeder, on_event, before_job_commit)
 
 
