@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError
 from ..stages import StageRun, stage
-from .formats import encoded_size
+from .formats import choose_dictionary, encoded_size
 from .options import MiB, WriteOptions
 from .partition import NameLimits, Rows, partition_rows
 
@@ -118,7 +118,9 @@ def measure(
         # only a write that may pass the target needs to know how the format shrinks it
         sample = data.slice(0, SAMPLE_ROWS)
         if sample.nbytes:
-            ratio = max(encoded_size(sample, options) / sample.nbytes, 1e-3)
+            # encoded as the tasks will encode it (the encodings they choose from such rows)
+            chosen = choose_dictionary(options, [sample])
+            ratio = max(encoded_size(sample, chosen) / sample.nbytes, 1e-3)
     run.figures.update(row_bytes=round(row_bytes, 1), encoded_ratio=round(ratio, 3))
     return row_bytes, ratio
 
