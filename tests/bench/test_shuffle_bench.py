@@ -108,7 +108,9 @@ def test_a_dask_push_is_profiled_stage_by_stage():
     assert stages["barrier"]["tasks"] == 1
     assert stages["barrier"]["from_s"] >= stages["map"]["to_s"] - 0.01  # after every map
     assert push["push"]["maps"] == 4  # every map was pushed by its worker's pusher
-    assert push["merge"]["blocks"] == 4 * 6 and push["merge"]["served_mib"] > 0
+    # every reducer shares its mergers' host: merged files are read from their directories
+    # (host-local reads), none is served through a service
+    assert push["merge"]["blocks"] == 4 * 6 and push["merge"]["served_mib"] == 0
     assert by["push"]["processes"]["service"]["processes"] == 2
     assert by["push"]["reduce_reads"] == 6
     p2p = {s["stage"] for s in by["dask-p2p"]["profile"]["stages"]}

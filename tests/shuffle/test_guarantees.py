@@ -52,18 +52,30 @@ def payload(m: int) -> bytes:
     return bytes((m * 37 + i) % 251 for i in range(PAYLOAD))
 
 
-# merged partitions read whole (one request, the default for small ones) and chunk by chunk
-READS = {"whole": ReadConfig(), "by-chunk": ReadConfig(max_merged_read_bytes=0)}
+# merged partitions read whole (one request, the default for small ones), chunk by chunk,
+# and from the merger's directory on this host (no request)
+READS = {
+    "whole": ReadConfig(),
+    "by-chunk": ReadConfig(max_merged_read_bytes=0),
+    "host-local": ReadConfig(),
+}
 
 
 @pytest.fixture(
     scope="module",
-    params=[(1, "whole"), (10**6, "whole"), (1, "by-chunk"), (10**6, "by-chunk")],
+    params=[
+        (1, "whole"),
+        (10**6, "whole"),
+        (1, "by-chunk"),
+        (10**6, "by-chunk"),
+        (1, "host-local"),
+    ],
     ids=[
         "chunk-per-block",
         "one-chunk",
         "chunk-per-block-read-by-chunk",
         "one-chunk-read-by-chunk",
+        "chunk-per-block-host-local",
     ],
 )
 def node(request, tmp_path_factory):
@@ -73,6 +85,7 @@ def node(request, tmp_path_factory):
         svc.creds = register_app(APP, [svc.address], TOKEN)
         svc.chunk_per_block = chunk == 1
         svc.read_config = READS[read]
+        svc.local_dirs = {svc.address: directory} if read == "host-local" else {}
         yield svc
 
 
@@ -95,7 +108,9 @@ def merged_shuffle(node) -> tuple[int, LocalStore, dict[int, list[int]], MergedP
 
 def reduce_input(node, shuffle: int, offsets, merged: MergedPartition | None) -> ReduceInput:
     maps = tuple(MapStatus(m, 0, node.address, block_sizes(offsets[m])) for m in range(MAPS))
-    return ReduceInput(APP, shuffle, 0, 0, maps, merged, node.creds, node.read_config)
+    return ReduceInput(
+        APP, shuffle, 0, 0, maps, merged, node.creds, node.read_config, local_dirs=node.local_dirs
+    )
 
 
 def rewrite(store: LocalStore, path: str, at: int, new: bytes) -> None:
@@ -163,6 +178,7 @@ def test_a_flipped_byte_in_a_merged_chunk_falls_back_to_originals(node, at):
     rewrite(store, data, pos, bytes([raw[pos] ^ 0x55]))
     blocks, report = read_reduce(reduce_input(node, shuffle, offsets, merged))
     assert_every_map_once_intact(blocks)  # the flipped byte never reaches the reducer
+    assert report.host_local_bytes == (merged.size if node.local_dirs else 0)
     assert report.fallback_chunks >= 1
     assert report.merged_blocks + report.fallback_maps == MAPS
 

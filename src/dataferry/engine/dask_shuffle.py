@@ -157,6 +157,7 @@ class ShuffleServices:
     token: str = field(repr=False)
     fingerprint: str
     addresses: dict[str, str]
+    directories: dict[str, str] = field(default_factory=dict)  # service address -> directory
 
 
 @dataclass
@@ -193,12 +194,23 @@ def ensure_services(client: Any) -> ShuffleServices:
             client.register_plugin(ShuffleServicePlugin(token, identity), name=PLUGIN_NAME)
             state.services = (token, identity.fingerprint if identity is not None else "")
         token, fingerprint = state.services
-    addresses = client.run(_service_address)
-    return ShuffleServices(token, fingerprint, addresses)
+    where = client.run(_service_where)
+    addresses = {w: a for w, (a, _) in where.items()}
+    directories = dict(where.values())
+    return ShuffleServices(token, fingerprint, addresses, directories)
 
 
-def _service_address(dask_worker: Any) -> str:
-    return _plugin(dask_worker).address
+def _service_where(dask_worker: Any) -> tuple[str, str]:
+    """(address, directory) of this worker's service."""
+    plugin = _plugin(dask_worker)
+    return plugin.address, plugin.directory
+
+
+def host_local_dirs(directories: Sequence[tuple[str, str]], own: str) -> dict[str, str]:
+    """The directories of the services on the host of the service at `own`: a reduce task
+    reads their merged files directly (`ReadConfig.host_local`)."""
+    host = host_of(own)
+    return {address: d for address, d in directories if host_of(address) == host}
 
 
 def _register_app(app: str, dask_worker: Any = None) -> tuple[str, str]:
@@ -240,6 +252,7 @@ class _Plan:
     services: tuple[str, ...]
     credentials: AppCredentials = field(repr=False)
     fingerprint: str
+    directories: tuple[tuple[str, str], ...]  # (service address, its directory)
     push: bool
     keep_index: bool
     driver_config: DriverConfig | None
@@ -353,6 +366,7 @@ def _reduce(plan: _Plan, done: _Finalized, reduce_id: int, meta: Any) -> Any:
         done.merged.get(reduce_id),
         credentials=done.credentials,
         fingerprint=plan.fingerprint,
+        local_dirs=host_local_dirs(plan.directories, _plugin().address),
     )
     result = run_reduce_task(inp, done.schema)
     stats = IOStatistics(result.stats)
@@ -417,6 +431,7 @@ def shuffle(
         tuple(sorted(services.addresses.values())),
         register_shuffle_app(client, app),
         services.fingerprint,
+        tuple(sorted(services.directories.items())),
         push,
         keep_index,
         driver_config,

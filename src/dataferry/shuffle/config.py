@@ -147,8 +147,13 @@ class ReadConfig:
         its own); a larger one is read chunk by chunk, as Spark always does, so the bytes
         in flight stay bounded. Spark has no such option (`spark.reducer.maxSizeInFlight`,
         48m, bounds its fetches).
+    host_local: `spark.shuffle.readHostLocalDisk` (true): a merged partition whose merger's
+        directory is on the reducer's host (`ReduceInput.local_dirs`) is read from that
+        directory through a store, not fetched through the service; any failure there falls
+        back to the service's fetch.
     """
 
     fetch_retries: int = 6
     fetch_retry_wait_s: float = 0.1
     max_merged_read_bytes: int = 48 * MiB
+    host_local: bool = True

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -20,6 +21,8 @@ class ShuffleServiceProcess(ServiceProcess):
 
     restart() brings a dead service back on the same directory and port, as a node manager
     restarts its shuffle service: map outputs survive on disk, unfinished merges are dropped.
+    The service stops by itself when the process that created this object dies (a worker
+    killed with SIGKILL never runs its teardown).
     """
 
     def __init__(
@@ -33,7 +36,7 @@ class ShuffleServiceProcess(ServiceProcess):
         **options: Any,
     ) -> None:
         super().__init__(
-            ["--dir", directory],
+            ["--dir", directory, "--parent-pid", str(os.getpid())],
             token,
             TOKEN_ENV,
             "shuffle service",

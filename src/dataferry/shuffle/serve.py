@@ -5,6 +5,10 @@ Only the service's own arguments are parsed here, and the command line is never 
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Sequence
 
 from ..net.process import (
@@ -19,6 +23,7 @@ from .process import TOKEN_ENV
 DIR_HELP = "The node's shuffle directory (path or store URL)."
 CHUNK_HELP = "spark.shuffle.push.server.minChunkSizeInMergedShuffleFile"
 DEFERRED_HELP = "Memory for blocks waiting on a busy partition (then: BUSY)."
+PARENT_HELP = "Stop when the process with this id is no longer the parent (0: never)."
 MIN_CHUNK_SIZE = 2 * 1024 * 1024
 MAX_DEFERRED_BYTES = 64 * 1024 * 1024
 
@@ -34,8 +39,10 @@ def serve(
     port_file: str = "",
     tls: TLSChoice = "auto",
     say: Callable[[str], None] = say_on_stderr,
+    parent_pid: int = 0,
 ) -> None:
-    """Run a node's shuffle service over `directory` until SIGTERM or Ctrl-C."""
+    """Run a node's shuffle service over `directory` until SIGTERM or Ctrl-C (or, with
+    `parent_pid`, until that process dies)."""
     from ..store import open_store
     from .config import ShuffleServiceConfig
     from .service import ShuffleService
@@ -43,10 +50,27 @@ def serve(
     config = ShuffleServiceConfig(
         min_chunk_size=min_chunk_size, max_deferred_bytes=max_deferred_bytes, token=token
     )
+    if parent_pid:
+        exit_with_parent(parent_pid)
     service = ShuffleService(open_store(directory), config).start(host, port, tls=tls)
     serve_until_stopped(
         service, f"shuffle service for {directory}", service.address, port_file, say
     )
+
+
+def exit_with_parent(parent_pid: int, poll_s: float = 0.2) -> threading.Thread:
+    """Stop this process cleanly (SIGTERM to itself) once `parent_pid` is no longer its
+    parent: a service started by a worker that is killed must not outlive it, holding its
+    port and directory (the parent's teardown never runs after a SIGKILL)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name="dataferry-shuffle-parent", daemon=True)
+    thread.start()
+    return thread
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -60,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--max-deferred-bytes", type=int, default=MAX_DEFERRED_BYTES, help=DEFERRED_HELP
     )
+    parser.add_argument("--parent-pid", type=int, default=0, help=PARENT_HELP)
     args, tls = parse_service_arguments(parser, argv)
     serve(
         args.dir,
@@ -70,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         max_deferred_bytes=args.max_deferred_bytes,
         port_file=args.port_file,
         tls=tls,
+        parent_pid=args.parent_pid,
     )
 
 
