@@ -117,7 +117,7 @@ def test_a_streams_files_hold_all_of_a_partitions_rows_whatever_max_memory(tmp_p
     assert r.files == 4 and r.stats["segments"] == 1
     assert sorted(file_sizes(tmp_path / "o")) == ["k=a", "k=b", "k=c", "k=d"]
     assert ids_back(tmp_path / "o") == list(range(40 * 20_000))
-    assert r.stats["peak_bytes_held"] <= 2 * MiB and r.stats["producer_waits"] > 0
+    assert r.stats["peak_bytes_held"] <= 2 * MiB
     assert r.stats["spill_bytes"] >= 40 * 20_000 * 17  # every row spilled once
     assert spills(spill_root) == []  # the spill is gone once the job is committed
 
