@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -69,6 +70,7 @@ def test_every_writer_is_warmed_up_then_timed_in_rotated_order(tmp_path):
     def writer(name):
         def write(data, dest):
             calls.append(name)
+            time.sleep(0.02 + 0.01 * (len(calls) % 3))  # runs of different lengths
             os.makedirs(dest, exist_ok=True)
             pq.write_table(data, f"{dest}/part.parquet")
 
