@@ -52,3 +52,11 @@ def test_kill_at_times_a_recovery_that_finishes_the_killed_commit():
     assert rec is not None and rec.killed and rec.outcome == "rolled forward"
     assert rec.ops.get("op_rename", 0) == 100 + 1  # the other half, and _SUCCESS
     assert report.results[0].recovery_to_rest is not None
+
+
+def test_hadoop_peer_is_skipped_with_its_reason_off_local_disk():
+    spec = CommitBenchSpec(
+        committers=("v1",), files=8, tasks=2, partitions=2, store="sim:hdfs", hadoop=True
+    )
+    data = run_commit_bench(spec).to_json()
+    assert "local" in data["hadoop"]["skipped"]

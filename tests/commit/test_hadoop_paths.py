@@ -32,6 +32,7 @@ from dataferry.store.uris import (
     hadoop_uri,
     store_url,
     to_hadoop_uri,
+    uri_reader,
 )
 
 from .helpers import run_job, visible
@@ -105,6 +106,34 @@ def test_hadoop_uri_round_trip_decodes_exactly_once(kind, root, name, path):
     assert uri_is_legal(uri), uri
     assert from_hadoop_uri(store, uri) == path
     assert store_url(uri) == store.full_url(path)
+
+
+def _answer(read, uri):
+    try:
+        return read(uri)
+    except (MalformedUri, ConfigError) as e:
+        return type(e)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@HYPOTHESIS
+@given(name=segment, path=relpath, raw=relpath)
+def test_uri_reader_answers_as_from_hadoop_uri(kind, root, name, path, raw):
+    """The manifest loader's shortcut: the same path, or the same error, for encoded URIs and
+    for raw tails after the store's own URI (`..`, `//`, `?`, `%` and all)."""
+    store = fresh(kind, root, name)
+    read = uri_reader(store)
+    prefix = to_hadoop_uri(store)
+    for uri in (
+        to_hadoop_uri(store, path),
+        f"{prefix}/{raw}",
+        f"{prefix}/{raw}/../x",
+        f"{prefix}//{raw}",
+        f"{prefix}/",
+        prefix,
+        f"{prefix}x/{raw}",
+    ):
+        assert _answer(read, uri) == _answer(lambda u: from_hadoop_uri(store, u), uri), uri
 
 
 def test_encoding_rules():

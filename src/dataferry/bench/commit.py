@@ -48,6 +48,7 @@ class CommitBenchSpec:
     task_parallelism: int = 8
     repeats: int = 1
     kill_at: float | None = None  # kill the job commit after this fraction of its files moved
+    hadoop: bool = False  # also Hadoop's own v1 on the same job (commit_hadoop.py)
 
     def __post_init__(self) -> None:
         if self.kill_at is not None and not 0.0 < self.kill_at < 1.0:
@@ -173,6 +174,7 @@ class CommitBenchReport:
     results: list[CommitBenchResult]
     floor_s: float | None  # local disk: measured bare renames
     machine: dict[str, Any]
+    hadoop: dict[str, Any] | None = None  # Hadoop's v1 (medians), or why it was skipped
 
     def speedup(self, committer: str, baseline: str = "v1") -> float | None:
         by = {r.committer: r for r in self.results}
@@ -186,6 +188,7 @@ class CommitBenchReport:
             "spec": self.spec.__dict__,
             "machine": self.machine,
             "floor_s": None if self.floor_s is None else round(self.floor_s, 4),
+            "hadoop": self.hadoop,
             "results": [r.to_json() for r in self.results],
             "speedup_vs_v1": {
                 r.committer: round(s, 2)
@@ -418,8 +421,15 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
     killed_runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
     floors: list[float] = []
+    peer, hadoop = _hadoop_peer(spec)
+    hadoop_runs: list[Any] = []
     try:
         for rep in range(spec.repeats):
+            if peer is not None:
+                say(f"hadoop v1: run {rep + 1} of {spec.repeats}")
+                hadoop_runs.append(
+                    peer.run(spec.files, spec.tasks, spec.partitions, spec.file_size)
+                )
             if local:
                 say(f"floor: {spec.files} bare renames (run {rep + 1})")
                 floors.append(measure_rename_floor(spec.files, spec.file_size))
@@ -436,6 +446,15 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
                     store.delete("", recursive=True)
     finally:
         shutil.rmtree(base_dir, ignore_errors=True)
+        if peer is not None:
+            peer.close()
+    if hadoop_runs:
+        hadoop = {
+            "task_commit_s": statistics.median(sum(r.task_commit_s) for r in hadoop_runs),
+            "job_commit_s": statistics.median(r.job_commit_s for r in hadoop_runs),
+            "runs": [r.to_json() for r in hadoop_runs],
+            "hadoop": hadoop_runs[0].version,
+        }
     results = []
     for name in spec.committers:
         rs = runs[name]
@@ -450,4 +469,18 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     if floor is not None:
         for r in results:
             r.limit_s = floor
-    return CommitBenchReport(spec, results, floor, machine_info())
+    return CommitBenchReport(spec, results, floor, machine_info(), hadoop)
+
+
+def _hadoop_peer(spec: CommitBenchSpec) -> tuple[Any, dict[str, Any] | None]:
+    """Hadoop's v1 driver, compiled, when asked for and possible; else why not."""
+    if not spec.hadoop:
+        return None, None
+    from . import commit_hadoop
+
+    if spec.store not in ("local", ""):
+        return None, {"skipped": "Hadoop's peer runs on local disk only (--store local)"}
+    why = commit_hadoop.missing()
+    if why is not None:
+        return None, {"skipped": why}
+    return commit_hadoop.HadoopPeer(), None

@@ -31,6 +31,15 @@ def bench_commit(
         help="Also kill each job commit after this fraction of its files moved (0-1) and time "
         "its recovery by `dataferry cleanup`.",
     ),
+    hadoop: bool = typer.Option(
+        False,
+        "--hadoop",
+        help="Also run Hadoop's own FileOutputCommitter v1 (pyspark's jars, Java 17) on the "
+        "same job, its task commits one at a time (--store local).",
+    ),
+    task_parallelism: int = typer.Option(
+        8, "--task-parallelism", help="Task commits at once (1: one at a time, as --hadoop's)."
+    ),
     clients: bool = typer.Option(
         False,
         "--clients",
@@ -65,6 +74,8 @@ def bench_commit(
             file_size=file_size,
             repeats=repeats,
             kill_at=kill_at,
+            hadoop=hadoop,
+            task_parallelism=task_parallelism,
         )
         with progress("bench commit", None, json_out or quiet) as steps:
             data = run_commit_bench(spec, progress=steps.step).to_json()
@@ -114,6 +125,7 @@ def _render_commit(data: dict[str, Any], title: str, files: int, kill_at: float 
             f"limit on local disk = {files} bare renames measured in this run: "
             f"{data['floor_s']:.3f} s"
         )
+    _render_hadoop(data)
     stage_names = sorted({k for r in data["results"] for k in r["stages"]})
     s = table("job commit stages (s)", ("committer", *stage_names))
     for r in data["results"]:
@@ -156,6 +168,31 @@ def _render_commit(data: dict[str, Any], title: str, files: int, kill_at: float 
                 rec["outcome"] if rec["killed"] else "not killed (fewer moves)",
             )
         console.print(k)
+
+
+def _render_hadoop(data: dict[str, Any]) -> None:
+    """Hadoop's v1 beside dataferry's v1, when `--hadoop` ran it (or why it did not)."""
+    peer = data.get("hadoop")
+    if peer is None:
+        return
+    if "skipped" in peer:
+        console.print(f"hadoop v1: skipped ({peer['skipped']})", markup=False)
+        return
+    mine = next((r for r in data["results"] if r["committer"] == "v1"), None)
+    t = table(
+        f"Hadoop {peer['hadoop']} FileOutputCommitter v1 on the same job (median)",
+        ("committer", "task commit s (sum)", "job commit s", "task commit vs Hadoop"),
+    )
+    t.add_row("hadoop v1", f"{peer['task_commit_s']:.3f}", f"{peer['job_commit_s']:.3f}", "1.0x")
+    if mine is not None:
+        ratio = mine["task_commit_s"] / peer["task_commit_s"] if peer["task_commit_s"] else 0
+        t.add_row(
+            "dataferry v1",
+            f"{mine['task_commit_s']:.3f}",
+            f"{mine['job_commit_s']:.3f}",
+            f"{ratio:.2f}x",
+        )
+    console.print(t)
 
 
 def _bench_clients(

@@ -19,6 +19,7 @@ fails. The crash-point harness shows both violations.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -129,6 +130,9 @@ class FileOutputCommitter(Committer):
     def commit_task(
         self, task: TaskAttemptContext, written: Sequence[str] = ()
     ) -> TaskCommitMessage:
+        """v1, as Hadoop's: one directory rename, nothing listed (the job commit lists every
+        committed task once, and refuses a link there before anything is published). v2
+        merges the attempt's files into the destination, so it lists them here."""
         with self.stats.duration("task_stage_commit"):
             work = self.task_work_path(task)
             try:
@@ -139,13 +143,15 @@ class FileOutputCommitter(Committer):
                     f"{self.store.full_url(work)}; it was never set up, or it was already "
                     "committed or aborted"
                 ) from None
-            files = self.store.walk(work) if st.is_dir else []
-            refuse_links(self.store, files, f"task attempt {task.attempt_id}")
+            refuse_links(self.store, [st], f"task attempt {task.attempt_id}")
+            files: list[FileStatus] = []
             if self.config.algorithm == 1:
                 committed = self.committed_task_path(task)
                 self.store.delete(committed, recursive=True)  # a dead earlier attempt's output
                 self.store.rename(work, committed)
             else:
+                files = self.store.walk(work) if st.is_dir else []
+                refuse_links(self.store, files, f"task attempt {task.attempt_id}")
                 self._merge_paths(st, "")
                 if self.config.task_cleanup_enabled:
                     self.store.delete(work, recursive=True)
@@ -189,19 +195,25 @@ class FileOutputCommitter(Committer):
     def plan_commit(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
     ) -> CommitPlan:
-        files = sorted(f for m in messages for f in m.files)
-        summary = {"files": len(files), "bytes": sum(m.bytes for m in messages)}
-        summary["filenames"] = files[:100]
         if self.config.algorithm == 2:  # task commits already merged everything
-            return CommitPlan({"moves": [], "merged": files, **summary}, len(files))
+            files = sorted(f for m in messages for f in m.files)
+            summary = {"files": len(files), "bytes": sum(m.bytes for m in messages)}
+            plan = {"moves": [], "merged": files, **summary, "filenames": files[:100]}
+            return CommitPlan(plan, len(files), written=files)
         taken = take_committed_tasks(ctx, self.job_attempt_path(job), messages)
+        tree = list_committed_tasks(ctx, self.job_attempt_path(job), taken)
+        files = sorted(published_name(path) for path in tree.published_paths())
         moves = plan_merge(
             ctx,
             taken,
+            tree,
             replacing_all=job.mode == "overwrite",
             publish_names=self.publishes_own_names,
         )
-        return CommitPlan({"moves": [m.to_json() for m in moves], **summary}, len(files))
+        summary = {"files": len(files), "bytes": tree.bytes, "filenames": files[:100]}
+        return CommitPlan(
+            {"moves": [m.to_json() for m in moves], **summary}, len(files), written=files
+        )
 
     def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
         """v2's tasks have moved their files in already: those are not someone else's data."""
@@ -358,9 +370,50 @@ def take_committed_tasks(
     return taken
 
 
+@dataclass(frozen=True)
+class CommittedTree:
+    """Every file of the committed task directories taken for this commit, from one walk,
+    sorted by path."""
+
+    files: list[FileStatus]
+    tasks_dir: str  # where the taken task directories are
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def under(self, directory: str) -> list[FileStatus]:
+        """The files below `directory` (a taken task directory or one inside it)."""
+        prefix = directory + "/"
+        start = bisect_left(self.files, prefix, key=lambda f: f.path)
+        end = bisect_left(self.files, prefix[:-1] + "0", key=lambda f: f.path)  # "/" + 1
+        return self.files[start:end]
+
+    def published_paths(self) -> list[str]:
+        """Each file's path in the destination (below its task directory)."""
+        cut = len(self.tasks_dir) + 1
+        return [f.path[cut:].partition("/")[2] for f in self.files]
+
+
+@stage("job_stage_list_committed_tasks", "list_committed_tasks")
+def list_committed_tasks(ctx: StageContext, base: str, taken: list[str]) -> CommittedTree:
+    """One walk of the taken task directories (the task commits listed nothing): the job's
+    files, and a symbolic link among them refused before anything is published."""
+    tasks_dir = f"{base}/{TAKEN_DIR}"
+    mine = {paths.name(t) for t in taken}
+    cut = len(tasks_dir) + 1
+    files = [f for f in ctx.store.walk(tasks_dir) if f.path[cut:].split("/", 1)[0] in mine]
+    refuse_links(ctx.store, files, "committed task directory", error=JobCommitError)
+    return CommittedTree(files, tasks_dir)
+
+
 @stage("job_stage_plan_merge", "plan_merge")
 def plan_merge(
-    ctx: StageContext, taken: list[str], replacing_all: bool = False, publish_names: bool = True
+    ctx: StageContext,
+    taken: list[str],
+    tree: CommittedTree,
+    replacing_all: bool = False,
+    publish_names: bool = True,
 ) -> list[Move]:
     """Hadoop's mergePaths, planned instead of done: a directory moves whole where the target
     does not exist (nor will, by an earlier move), else its children merge one by one.
@@ -389,7 +442,7 @@ def plan_merge(
         if target is None or not target.is_dir:
             moves.append(Move(src.path, dst, directory=True, replace=target is not None))
             will_exist.add(dst)
-            for f in store.walk(src.path) if publish_names else ():
+            for f in tree.under(src.path) if publish_names else ():
                 moved = paths.join(dst, paths.relative_to(f.path, src.path))
                 if published_name(moved) != moved:  # its files take their own names, in place
                     moves.append(Move(moved, published_name(moved)))

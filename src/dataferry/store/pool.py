@@ -4,10 +4,12 @@ At most `threads` calls run at once and at most `2 * threads` are queued, so a s
 million entries never holds a million futures. With `threads <= 1` calls run inline, in input
 order: the crash-point harness relies on that to give every store operation a stable index.
 
-`adaptive=True` lets the evidence decide: the first call runs inline and is timed; if most of
-its wall time was this thread's own CPU time (user and system), the store answers faster than
+`adaptive=True` lets the evidence decide: the first calls (for SAMPLE_S, one at least) run
+inline and are timed; if most of their wall time was this thread's own CPU time (user and system), the store answers faster than
 Python can ask, so threads would only contend (for the GIL, and for the kernel's rename lock on
 local disks) and the rest runs inline too. If it was mostly waiting, the rest goes to the pool.
+Time the thread spent runnable but waiting for a CPU (other processes on a busy machine; Linux's
+schedstat tells it) is not waiting for the store, and is left out of the wall time.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
-CPU_BOUND_SHARE = 0.5  # adaptive: a first call busier than this runs the rest inline
+CPU_BOUND_SHARE = 0.5  # adaptive: first calls busier than this run the rest inline
+SAMPLE_S = 0.02  # adaptive: the first calls run inline (and are timed) for this long
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -62,14 +65,17 @@ class IOPool:
     ) -> Iterator[tuple[int, R]]:
         source = enumerate(items)
         if self._executor is not None and adaptive:
-            first = next(source, None)
-            if first is None:
-                return
-            wall, cpu = time.perf_counter(), time.thread_time()
-            result = fn(first[1])
-            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+            wall = cpu = 0.0
+            while wall < SAMPLE_S:  # one call at least, more while they are quick
+                item = next(source, None)
+                if item is None:
+                    return
+                start, thread, queued = time.perf_counter(), time.thread_time(), run_queue_s()
+                result = fn(item[1])
+                cpu += time.thread_time() - thread
+                wall += time.perf_counter() - start - (run_queue_s() - queued)
+                yield item[0], result
             self.last_mode = "inline" if cpu >= CPU_BOUND_SHARE * wall else "pool"
-            yield first[0], result
         else:
             self.last_mode = "inline" if self._executor is None else "pool"
         if self.last_mode == "inline":
@@ -100,6 +106,16 @@ class IOPool:
                     yield i, fut.result()
         if failure is not None:
             raise failure
+
+
+def run_queue_s() -> float:
+    """Seconds this thread has spent runnable, waiting for a CPU (Linux's
+    /proc/thread-self/schedstat); 0.0 where that is not known."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def parallel_map(fn: Callable[[T], R], items: Iterable[T], threads: int) -> list[R]:

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from urllib.parse import unquote
 
 from ..errors import ConfigError
+from . import paths
 from .base import Store
 
 # ASCII characters java.net.URI leaves alone in a path: unreserved, punct, "/" and "@"
@@ -130,3 +132,31 @@ def from_hadoop_uri(store: Store, uri: str) -> str:
         if not (sep and scheme in _S3_ALIASES and store.full_url().startswith("s3://")):
             raise
         return store.relative_path(f"s3://{rest}")
+
+
+def _canonical(path: str) -> bool:
+    try:
+        return paths.normalize(path) == path
+    except ConfigError:
+        return False
+
+
+def uri_reader(store: Store) -> Callable[[str], str]:
+    """`from_hadoop_uri` for the many URIs of one record (a manifest's two per file): a URI
+    that is the store's own URI, a slash, and a canonical path with nothing to decode (no
+    `%`, `?` or `#`) is that path, without being split and decoded again; any other URI goes
+    the whole way. The same answers and errors as `from_hadoop_uri`."""
+    prefix = to_hadoop_uri(store)
+    if store_url(prefix) != store.full_url():  # the store's URI does not read back as itself
+        return lambda uri: from_hadoop_uri(store, uri)
+    prefix += "/"
+    start = len(prefix)
+
+    def read(uri: str) -> str:
+        if uri.startswith(prefix):
+            tail = uri[start:]
+            if "%" not in tail and "?" not in tail and "#" not in tail and _canonical(tail):
+                return tail
+        return from_hadoop_uri(store, uri)
+
+    return read

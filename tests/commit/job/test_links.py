@@ -8,7 +8,7 @@ import pytest
 
 from dataferry import make_committer
 from dataferry.commit.hive.staging import ext_dir
-from dataferry.errors import CommitError, TaskCommitError
+from dataferry.errors import CommitError, JobCommitError, TaskCommitError
 from dataferry.store import open_store
 
 from ..helpers import visible
@@ -108,5 +108,24 @@ def test_hive_load_refuses_a_link_in_the_staged_tree(tmp_path, outside):
     with pytest.raises(CommitError, match="links are not followed") as e:
         c.commit_job(job, [msg])
     assert c.store.full_url(f"{ext_dir(job)}/day=x") in str(e.value)
+    assert outside_files(outside) == before
+    assert visible(dest) == []
+
+
+def test_v1_job_commit_refuses_a_link_its_task_commit_did_not_list(tmp_path, outside):
+    """v1's task commit renames the attempt directory and lists nothing; the job commit's one
+    walk of the committed tasks refuses the link before anything is published (inside a
+    directory that would move whole, where no listing of the merge sees it)."""
+    dest = tmp_path / "dest"
+    c = make_committer("v1", str(dest))
+    before = outside_files(outside)
+    task = task_with_link(c, dest, outside, "part=a/x")
+    counters = c.store.stats.snapshot()
+    msg = c.commit_task(task)
+    ops = c.store.stats.diff(counters)["counters"]
+    assert not ops.get("op_list_files") and not ops.get("op_list_status")  # no walk per task
+    with pytest.raises(JobCommitError, match="links are not followed") as e:
+        c.commit_job(task.job, [msg])
+    assert "part=a/x" in str(e.value)
     assert outside_files(outside) == before
     assert visible(dest) == []

@@ -36,7 +36,8 @@ def check_write_mode(
         return []  # a table's overwrite is part of its transaction: nothing is deleted here
     existing = committer.existing_data(job, plan)
     if job.mode == "overwrite-partitions":
-        written = partitions_of(f for m in messages for f in m.files)
+        files = plan.written if plan.written is not None else [f for m in messages for f in m.files]
+        written = partitions_of(files)
         ctx.stats.incr("committer_partitions_replaced", len(written))
         return in_partitions(ctx.store, existing, written)
     if job.mode == "error":

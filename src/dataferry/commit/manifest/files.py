@@ -13,30 +13,26 @@ wrong with the file gives one ValidationError naming its URL and the field at fa
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from ...errors import ConfigError, ValidationError
 from ...store import Store
-from ...store.uris import MalformedUri, from_hadoop_uri, store_url, to_hadoop_uri
-from ..records.recordio import (
-    TASK_RECORD_MAX_BYTES,
-    get_dict,
-    get_int,
-    get_list,
-    get_str,
-    get_str_map,
-    need_object,
-    parse_json,
-    read_record,
-)
+from ...store.uris import MalformedUri, from_hadoop_uri, store_url, to_hadoop_uri, uri_reader
+from ..records.recordio import TASK_RECORD_MAX_BYTES, need_object, parse_json, read_record
 
 MANIFEST_TYPE = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest/1"
 MANIFEST_VERSION = 1
 MANIFEST_MAX_BYTES = TASK_RECORD_MAX_BYTES
 """The largest task manifest read (64 MiB): a manifest grows by about 300 bytes per file the
 task wrote, so this is some 200,000 files in one task. A larger file is refused, naming it."""
+
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+Count = Annotated[int, msgspec.Meta(ge=0)]  # a JSON true is no number here
 
 
 class EntryStatus(IntEnum):
@@ -56,13 +52,13 @@ class EntryStatus(IntEnum):
             return cls.UNKNOWN
 
 
-@dataclass(frozen=True)
-class FileEntry:
-    """One file to commit: store-relative source and destination, size, etag."""
+class FileEntry(msgspec.Struct, frozen=True, array_like=True):
+    """One file to commit: store-relative source and destination, size, etag. In the job's
+    entries file it is the row `[source, dest, size, etag]`, decoded and checked in one pass."""
 
-    source: str
-    dest: str
-    size: int
+    source: NonEmpty
+    dest: NonEmpty
+    size: Count
     etag: str | None = None
 
 
@@ -125,10 +121,16 @@ class TaskManifest:
 
     @classmethod
     def from_bytes(cls, raw: bytes, store: Store | None, source: str) -> TaskManifest:
-        """Parse and validate; every error names `source` and the field at fault."""
+        """Parse and validate; every error names `source` and the field at fault. A good
+        manifest is decoded and type-checked in one pass (msgspec); a bad one is read again
+        the slow way, which tells what is wrong with it first."""
         if not raw:
             raise ValidationError("not a valid manifest file: empty", source)
-        return cls.from_json(parse_json(raw, source), store, source)
+        try:
+            wire = _DECODER.decode(raw)
+        except msgspec.MsgspecError:
+            return cls.from_json(parse_json(raw, source), store, source)
+        return cls._of(wire, store, source)
 
     @classmethod
     def from_json(cls, data: Any, store: Store | None, source: str) -> TaskManifest:
@@ -140,66 +142,91 @@ class TaskManifest:
         if data.get("version") != MANIFEST_VERSION or isinstance(data.get("version"), bool):
             raise ValidationError(f"wrong version {data.get('version')!r}", source, "version")
         try:
-            extra = get_str_map(data, "extraData", source)
-        except ValidationError:
-            raise ValidationError("keys and values must be strings", source, "extraData") from None
-        for key in ("jobId", "taskID", "taskAttemptID"):
-            if not isinstance(data.get(key), str) or not data[key]:
-                raise ValidationError("missing or not a string", source, key)
-        attempt_number = get_int(data, "jobAttemptNumber", source, default=0)
-        attempt_dir = get_str(data, "taskAttemptDir", source, default="")
-        iostatistics = get_dict(data, "iostatistics", source)
+            wire = msgspec.convert(data, _WireManifest)
+        except msgspec.ValidationError as e:
+            message, _, where = str(e).partition(" - at `$")
+            raise ValidationError(message, source, where.rstrip("`").lstrip(".")) from None
+        return cls._of(wire, store, source)
+
+    @classmethod
+    def _of(cls, wire: _WireManifest, store: Store | None, source: str) -> TaskManifest:
+        """The checked wire form as a manifest: its URIs read (each inside the store) and no
+        destination written by two entries."""
+        read = _reader(store, source)
         files = []
         seen: set[str] = set()
-        for i, f in enumerate(get_list(data, "files", source)):
-            where = f"files[{i}]"
-            if not isinstance(f, dict):
-                raise ValidationError("not an object", source, where)
-            for key in ("s", "d"):
-                if not isinstance(f.get(key), str) or not f[key]:
-                    raise ValidationError(f"empty or missing {key!r}", source, where)
-            size = f.get("z")
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-                raise ValidationError(f"size {size!r} is not a non-negative integer", source, where)
-            etag = f.get("e")
-            if etag is not None and not isinstance(etag, str):
-                raise ValidationError(f"etag {etag!r} is not a string", source, where)
-            dest = unmarshal(store, f["d"], source, where)
+        for i, f in enumerate(wire.files or ()):
+            dest = read(f.dest, i)
             if dest in seen:
                 raise ValidationError(
-                    f"destination {f['d']} is written to by more than one entry", source, where
+                    f"destination {f.dest} is written to by more than one entry",
+                    source,
+                    f"files[{i}]",
                 )
             seen.add(dest)
-            files.append(
-                FileEntry(unmarshal(store, f["s"], source, where), dest, size, etag or None)
-            )
-        dirs = []
-        for i, d in enumerate(get_list(data, "directories", source)):
-            where = f"directories[{i}]"
-            if not isinstance(d, dict) or not isinstance(d.get("d"), str) or not d["d"]:
-                raise ValidationError("empty or missing 'd'", source, where)
-            t, lvl = d.get("t", 0), d.get("l", 0)
-            if (
-                not isinstance(t, int)
-                or isinstance(t, bool)
-                or t < 0
-                or not isinstance(lvl, int)
-                or isinstance(lvl, bool)
-                or lvl < 0
-            ):
-                raise ValidationError("type and level must be non-negative integers", source, where)
-            dirs.append(DirEntry(unmarshal(store, d["d"], source, where), EntryStatus.of(t), lvl))
+            files.append(FileEntry(read(f.source, i), dest, f.size, f.etag or None))
+        dirs = [
+            DirEntry(read(d.dest, i, "directories"), EntryStatus.of(d.status), d.level)
+            for i, d in enumerate(wire.directories or ())
+        ]
         return cls(
-            job_id=data["jobId"],
-            job_attempt_number=attempt_number,
-            task_id=data["taskID"],
-            task_attempt_id=data["taskAttemptID"],
-            task_attempt_dir=unmarshal(store, attempt_dir, source, "taskAttemptDir"),
+            job_id=wire.jobId,
+            job_attempt_number=wire.jobAttemptNumber or 0,
+            task_id=wire.taskID,
+            task_attempt_id=wire.taskAttemptID,
+            task_attempt_dir=unmarshal(store, wire.taskAttemptDir or "", source, "taskAttemptDir"),
             files=files,
             directories=dirs,
-            extra_data=extra,
-            iostatistics=iostatistics,
+            extra_data=dict(wire.extraData or {}),
+            iostatistics=dict(wire.iostatistics or {}),
         )
+
+
+class _WireFile(msgspec.Struct):
+    source: NonEmpty = msgspec.field(name="s")
+    dest: NonEmpty = msgspec.field(name="d")
+    size: Count = msgspec.field(name="z")
+    etag: str | None = msgspec.field(default=None, name="e")
+
+
+class _WireDir(msgspec.Struct):
+    dest: NonEmpty = msgspec.field(name="d")
+    status: Count = msgspec.field(default=0, name="t")
+    level: Count = msgspec.field(default=0, name="l")
+
+
+class _WireManifest(msgspec.Struct):
+    """A manifest's JSON as Hadoop writes it (unknown keys ignored; null is as if missing)."""
+
+    type: Literal[MANIFEST_TYPE]
+    version: Literal[1]
+    jobId: NonEmpty  # Hadoop's names
+    taskID: NonEmpty
+    taskAttemptID: NonEmpty
+    jobAttemptNumber: Count | None = None
+    taskAttemptDir: str | None = None
+    files: list[_WireFile] | None = None
+    directories: list[_WireDir] | None = None
+    extraData: dict[str, str] | None = None
+    iostatistics: dict[str, Any] | None = None
+
+
+_DECODER = msgspec.json.Decoder(_WireManifest)
+
+
+def _reader(store: Store | None, source: str) -> Callable[..., str]:
+    """`unmarshal` for the entries of one manifest (the store's URI prefix worked out once)."""
+    fast = None if store is None else uri_reader(store)
+
+    def read(uri: str, i: int, kind: str = "files") -> str:
+        if fast is not None:
+            try:
+                return fast(uri)
+            except (MalformedUri, ConfigError):
+                pass  # unmarshal names what is wrong with it
+        return unmarshal(store, uri, source, f"{kind}[{i}]")
+
+    return read
 
 
 def read_manifest(store: Store, path: str) -> TaskManifest:

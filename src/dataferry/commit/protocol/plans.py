@@ -10,11 +10,14 @@ from typing import Any
 @dataclass
 class CommitPlan:
     """What a committer's planning stages decided; nothing visible has changed yet.
-    `payload` goes into the intent record: apply works from it alone."""
+    `payload` goes into the intent record: apply works from it alone. `written`: the files
+    it publishes, where the committer found them itself (v1 lists its committed tasks at job
+    commit, not at task commit); None: the task commit messages name them."""
 
     payload: dict[str, Any]
     files: int = 0
     bytes: int = 0
+    written: list[str] | None = None
 
 
 @dataclass

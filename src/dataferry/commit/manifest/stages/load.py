@@ -10,11 +10,12 @@ writing the same file, naming both), not the whole job's file list.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from hashlib import blake2b
+
+import msgspec
 
 from ....errors import JobCommitError, NotFound, ValidationError
 from ....stages import stage
@@ -25,6 +26,7 @@ from ..files import DirEntry, EntryStatus, FileEntry, TaskManifest, read_manifes
 from ..layout import PENDING_DIR
 
 ENTRIES_FILE = "entries.jsonl"
+Batch = tuple[str, list[FileEntry]]  # a task attempt id and some of its entries
 
 
 @dataclass
@@ -40,36 +42,30 @@ class LoadedManifests:
     task_attempts: dict[str, int] = field(default_factory=dict)  # attempt -> its files
     entries_bytes: int | None = None  # the entries file's size as written (None: not known)
 
-    def batches(self, threads: int) -> Iterator[list[tuple[FileEntry, str]]]:
-        """(entry, task attempt id) pairs, streamed from the scratch file in batches sized so
-        that `threads` workers get several batches each: one pool task per batch instead of
-        per file keeps the per-file overhead down on fast stores.
+    def batches(self, threads: int) -> Iterator[Batch]:
+        """The entries, streamed from the scratch file as (task attempt id, its entries) in
+        batches sized so that `threads` workers get several each: one pool task per batch
+        instead of per file keeps the per-file overhead down on fast stores.
 
-        Each line is checked as it is read, and the file's size and entry count against what
-        the loading recorded: a damaged or cut-short entries file gives one ValidationError
-        naming it, never a commit of part of the job's files."""
+        Each line is decoded and checked in one pass as it is read, and the file's size and
+        entry count against what the loading recorded: a damaged or cut-short entries file
+        gives one ValidationError naming it, never a commit of part of the job's files."""
         if self.files == 0:
             return
         source = self.scratch.full_url(self.entries_path)
         self.check_size()
         size = max(1, min(256, self.files // (threads * 8)))
-        batch: list[tuple[FileEntry, str]] = []
         count = 0
         with self.scratch.open_read(self.entries_path) as f:
             for number, line in enumerate(f, 1):
                 attempt, entries = parse_entries_line(line, source, number)
-                for entry in entries:
-                    count += 1
-                    batch.append((entry, attempt))
-                    if len(batch) >= size:
-                        yield batch
-                        batch = []
+                count += len(entries)
+                for start in range(0, len(entries), size):
+                    yield attempt, entries[start : start + size]
         if count != self.files:
             raise ValidationError(
                 f"holds {count} file entries, the commit's plan {self.files}", source
             )
-        if batch:
-            yield batch
 
     def check_size(self) -> None:
         """The entries file is as long as when it was written (when that was recorded)."""
@@ -93,37 +89,31 @@ class LoadedManifests:
 
     def entries(self) -> Iterator[tuple[FileEntry, str]]:
         """Every (entry, task attempt id), one at a time."""
-        for batch in self.batches(1):
-            yield from batch
+        for attempt, entries in self.batches(1):
+            for entry in entries:
+                yield entry, attempt
+
+
+class EntriesLine(msgspec.Struct):
+    """One line of the entries file: `{"a": attempt id, "f": [[src, dest, size, etag], ...]}`."""
+
+    a: str
+    f: list[FileEntry]
+
+
+_LINE_DECODER = msgspec.json.Decoder(EntriesLine)
+_LINE_ENCODER = msgspec.json.Encoder()
 
 
 def parse_entries_line(line: bytes, source: str, number: int) -> tuple[str, list[FileEntry]]:
-    """One line of the entries file: `{"a": attempt id, "f": [[src, dest, size, etag], ...]}`."""
-    where = f"line {number}"
+    """One line of the entries file, decoded and checked (ValidationError naming the line)."""
     try:
-        record = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValidationError(f"not valid JSON: {e}", source, where) from None
-    if (
-        not isinstance(record, dict)
-        or not isinstance(record.get("a"), str)
-        or not isinstance(record.get("f"), list)
-    ):
-        raise ValidationError("not an entries record", source, where)
-    entries = []
-    for row in record["f"]:
-        if (
-            not isinstance(row, list)
-            or len(row) != 4
-            or not all(isinstance(p, str) and p for p in row[:2])
-            or not isinstance(row[2], int)
-            or isinstance(row[2], bool)
-            or row[2] < 0
-            or not (row[3] is None or isinstance(row[3], str))
-        ):
-            raise ValidationError(f"not a file entry: {row!r:.200}", source, where)
-        entries.append(FileEntry(row[0], row[1], row[2], row[3]))
-    return record["a"], entries
+        record = _LINE_DECODER.decode(line)
+    except msgspec.ValidationError as e:
+        raise ValidationError(f"not an entries record: {e}", source, f"line {number}") from None
+    except msgspec.DecodeError as e:
+        raise ValidationError(f"not valid JSON: {e}", source, f"line {number}") from None
+    return record.a, record.f
 
 
 @stage("job_stage_load_manifests", "load_manifests")
@@ -157,12 +147,10 @@ def load_manifests(
         if manifest.task_attempt_id != attempt_id and manifest.task_id == task_id:
             manifest = rescan_attempt(ctx, manifest, attempt_id)
         check_manifest(ctx, manifest, source, task_id, attempt_id)
-        line = json.dumps(
-            {"a": attempt_id, "f": [[f.source, f.dest, f.size, f.etag] for f in manifest.files]}
-        ).encode()
+        line = _LINE_ENCODER.encode(EntriesLine(attempt_id, manifest.files))
+        digests = [blake2b(f.dest.encode(), digest_size=12).digest() for f in manifest.files]
         with lock:
-            for f in manifest.files:
-                digest = hashlib.blake2b(f.dest.encode(), digest_size=12).digest()
+            for f, digest in zip(manifest.files, digests, strict=True):
                 other = owners.setdefault(digest, attempt_id)
                 if other != attempt_id:
                     raise JobCommitError(

@@ -15,7 +15,6 @@ it, and the job's directory is left in place).
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +28,7 @@ from ...protocol import StageContext
 from ...records.success import FILENAME_LIMIT
 from ..files import FileEntry
 from .create_dirs import CreatedDirectories
-from .load import LoadedManifests
+from .load import Batch, LoadedManifests
 
 
 @dataclass
@@ -74,26 +73,25 @@ class _DestinationListings:
 class _AttemptSweeper:
     """Deletes each committed attempt's directory as soon as all its files have moved, beside
     the renames still going (on one background thread; inline where the pool is, so the
-    crash-point harness sees one fixed order): the cleanup stage then has little left."""
+    crash-point harness sees one fixed order): the cleanup stage then has little left. An
+    attempt that wrote into many partitions leaves as many empty directories to remove: on a
+    local disk each rmdir waits on the journal (more threads only contend for it)."""
 
     def __init__(self, ctx: StageContext, counts: dict[str, int]) -> None:
         self.ctx, self.left, self._lock = ctx, dict(counts), threading.Lock()
         self._background = ThreadPoolExecutor(1) if ctx.pool.threads > 1 else None
         self._pending: list[Future[Any]] = []
 
-    def moved(self, attempts: Counter[str]) -> None:
-        finished = []
+    def moved(self, attempt: str, files: int) -> None:
         with self._lock:
-            for attempt, n in attempts.items():
-                self.left[attempt] = self.left.get(attempt, 0) - n
-                if self.left[attempt] == 0:
-                    finished.append(attempt)
-        for attempt in finished:
-            path = f"{self.ctx.layout.tasks_dir}/{attempt}"
-            if self._background is None:
-                self._delete(path)
-            else:
-                self._pending.append(self._background.submit(self._delete, path))
+            self.left[attempt] = left = self.left.get(attempt, 0) - files
+        if left != 0:
+            return
+        path = f"{self.ctx.layout.tasks_dir}/{attempt}"
+        if self._background is None:
+            self._delete(path)
+        else:
+            self._pending.append(self._background.submit(self._delete, path))
 
     def _delete(self, path: str) -> None:
         try:
@@ -122,22 +120,24 @@ def rename_files(
     listings = _DestinationListings(ctx) if resumed else None
     sweeper = _AttemptSweeper(ctx, loaded.task_attempts)
 
-    def commit_batch(batch: list[tuple[FileEntry, str]]) -> None:
+    def commit_batch(batch: Batch) -> None:
         ctx.fence("publishing a batch of files", strict=False)
+        attempt, entries = batch
         recovered = nbytes = 0
-        for entry, attempt in batch:
+        for entry in entries:
             if listings is not None and listings.moved_before(entry):
                 recovered += 1  # moved before the crash
             else:
                 recovered += commit_file(ctx, entry, attempt, pacer)
             nbytes += entry.size
         with lock:
-            result.files += len(batch)
+            result.files += len(entries)
             result.bytes += nbytes
             result.recovered += recovered
             room = FILENAME_LIMIT - len(result.filenames)
-            result.filenames.extend(ctx.store.full_url(e.dest) for e, _ in batch[:room])
-        sweeper.moved(Counter(attempt for _, attempt in batch))
+            if room > 0:
+                result.filenames.extend(ctx.store.full_url(e.dest) for e in entries[:room])
+        sweeper.moved(attempt, len(entries))
 
     try:
         ctx.pool.for_each(commit_batch, loaded.batches(ctx.pool.threads), adaptive=True)

@@ -7,15 +7,15 @@ from ....errors import JobCommitError, NotFound
 from ....stages import stage
 from ...protocol import StageContext
 from ..files import FileEntry
-from .load import LoadedManifests
+from .load import Batch, LoadedManifests
 
 
 @stage("job_stage_optional_validate_output", "validate_output")
 def validate_output(ctx: StageContext, loaded: LoadedManifests) -> int:
     check_etags = ctx.store.capabilities.etags_preserved_by_rename
 
-    def check_batch(batch: list[tuple[FileEntry, str]]) -> None:
-        for entry, _attempt in batch:
+    def check_batch(batch: Batch) -> None:
+        for entry in batch[1]:
             check(entry)
 
     def check(entry: FileEntry) -> None:

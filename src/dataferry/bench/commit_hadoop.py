@@ -1,0 +1,169 @@
+"""`bench commit --hadoop`: Hadoop's own FileOutputCommitter v1 on the same job shape.
+
+Where Java 17 (`java`, `javac`) and the `pyspark` package (whose jars hold Hadoop) are present,
+a small driver is compiled once against pyspark's jars and run in one JVM: it sets up the job,
+writes each task's files (the bench's layout, written with plain Java I/O, not timed), times
+each task commit, one task at a time, and then the job commit, on Hadoop's raw local file
+system (no checksum files). It prints one JSON line. Elsewhere the peer is skipped, with the
+reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAIN_CLASS = "DataferryHadoopCommitBench"
+JVM_TIMEOUT_S = 900
+
+JAVA_SOURCE = r"""
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.JobID;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.hadoop.mapreduce.TaskAttemptID;
+import org.apache.hadoop.mapreduce.TaskType;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
+import org.apache.hadoop.mapreduce.task.JobContextImpl;
+import org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl;
+
+public final class DataferryHadoopCommitBench {
+  public static void main(String[] a) throws Exception {
+    String dest = a[0];
+    int files = Integer.parseInt(a[1]), tasks = Integer.parseInt(a[2]);
+    int parts = Integer.parseInt(a[3]), size = Integer.parseInt(a[4]);
+    Configuration conf = new Configuration();
+    conf.set("fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem");
+    conf.setBoolean("fs.file.impl.disable.cache", true);
+    conf.setInt("mapreduce.fileoutputcommitter.algorithm.version", 1);
+    Path out = new Path("file://" + dest);
+    JobID jobId = new JobID("202401010000", 1);
+    JobContextImpl job = new JobContextImpl(conf, jobId);
+    FileOutputCommitter driver = new FileOutputCommitter(out, job);
+    driver.setupJob(job);
+    byte[] payload = new byte[size];
+    StringBuilder taskSeconds = new StringBuilder();
+    for (int t = 0; t < tasks; t++) {
+      TaskAttemptContext ctx = new TaskAttemptContextImpl(
+          conf, new TaskAttemptID(jobId.getJtIdentifier(), 1, TaskType.MAP, t, 0));
+      FileOutputCommitter c = new FileOutputCommitter(out, ctx);
+      c.setupTask(ctx);
+      int perTask = files / tasks + (t < files % tasks ? 1 : 0);
+      int start = t * (files / tasks) + Math.min(t, files % tasks);
+      String work = c.getWorkPath().toUri().getPath();
+      for (int j = 0; j < perTask; j++) {
+        java.nio.file.Path p = Paths.get(work, String.format("part=%04d", (start + j) % parts),
+            String.format("part-%05d-%05d.bin", t, j));
+        Files.createDirectories(p.getParent());
+        Files.write(p, payload);
+      }
+      long t0 = System.nanoTime();
+      if (c.needsTaskCommit(ctx)) {
+        c.commitTask(ctx);
+      }
+      taskSeconds.append(t == 0 ? "" : ", ").append((System.nanoTime() - t0) / 1e9);
+    }
+    long t0 = System.nanoTime();
+    driver.commitJob(job);
+    double jobSeconds = (System.nanoTime() - t0) / 1e9;
+    System.out.println("{\"task_commit_s\": [" + taskSeconds + "], \"job_commit_s\": "
+        + jobSeconds + ", \"hadoop\": \"" + org.apache.hadoop.util.VersionInfo.getVersion()
+        + "\"}");
+  }
+}
+"""
+
+
+@dataclass
+class HadoopRun:
+    """One run of Hadoop's v1 on the bench's job: each task commit's seconds, the job's."""
+
+    task_commit_s: list[float]
+    job_commit_s: float
+    version: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task_commit_s": round(sum(self.task_commit_s), 4),
+            "job_commit_s": round(self.job_commit_s, 4),
+            "hadoop": self.version,
+        }
+
+
+def pyspark_jars() -> Path | None:
+    """pyspark's jar directory, if pyspark is installed and bundles Hadoop's client."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
+    return jars if any(jars.glob("hadoop-client-api-*.jar")) else None
+
+
+def missing() -> str | None:
+    """Why the Hadoop peer cannot run here, or None."""
+    if not (shutil.which("java") and shutil.which("javac")):
+        return "needs java and javac (17 or later) on PATH"
+    out = subprocess.run(["javac", "-version"], capture_output=True, text=True, timeout=60)
+    m = re.search(r"javac (\d+)", out.stdout + out.stderr)
+    if not m or int(m.group(1)) < 17:
+        return "needs javac 17 or later"
+    if pyspark_jars() is None:
+        return "needs pyspark (its jars hold Hadoop): pip install 'dataferry[interop]'"
+    return None
+
+
+class HadoopPeer:
+    """The compiled driver (in a temporary directory, removed by `close`)."""
+
+    def __init__(self) -> None:
+        jars = pyspark_jars()
+        assert jars is not None
+        self.jars = jars
+        self.classes = Path(tempfile.mkdtemp(prefix="dataferry-bench-hadoop-"))
+        source = self.classes / f"{MAIN_CLASS}.java"
+        source.write_text(JAVA_SOURCE)
+        cp = ":".join(str(p) for p in sorted(jars.glob("hadoop-client-*.jar")))
+        out = subprocess.run(
+            ["javac", "-nowarn", "-d", str(self.classes), "-cp", cp, str(source)],
+            capture_output=True,
+            text=True,
+            timeout=JVM_TIMEOUT_S,
+        )
+        if out.returncode != 0:
+            self.close()
+            raise RuntimeError(f"javac failed: {out.stderr[-2000:]}")
+
+    def run(self, files: int, tasks: int, partitions: int, file_size: int) -> HadoopRun:
+        """The job in a fresh directory, removed afterwards."""
+        dest = tempfile.mkdtemp(prefix="dataferry-bench-hadoop-out-")
+        try:
+            cmd = [
+                "java",
+                "-cp",
+                f"{self.jars}/*:{self.classes}",
+                MAIN_CLASS,
+                f"{dest}/out",
+                str(files),
+                str(tasks),
+                str(partitions),
+                str(file_size),
+            ]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=JVM_TIMEOUT_S)
+            if out.returncode != 0:
+                raise RuntimeError(f"Hadoop's driver failed: {out.stderr[-2000:]}")
+            data = json.loads(out.stdout.strip().splitlines()[-1])
+            return HadoopRun(data["task_commit_s"], data["job_commit_s"], data["hadoop"])
+        finally:
+            shutil.rmtree(dest, ignore_errors=True)
+
+    def close(self) -> None:
+        shutil.rmtree(self.classes, ignore_errors=True)
