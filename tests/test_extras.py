@@ -68,8 +68,9 @@ def test_the_core_install_is_what_a_local_write_and_the_command_line_need():
         for r in requires("dataferry") or []
         if "extra ==" not in r
     }
-    # h11: the marker service's HTTP/1.1 (pure Python, no dependencies of its own)
-    assert core == {"pyarrow", "numpy", "fsspec", "typer", "rich", "h11"}
+    # h11: the marker service's HTTP/1.1 (pure Python, no dependencies of its own);
+    # msgspec: the manifest committer's decoder (the default committer of a local write)
+    assert core == {"pyarrow", "numpy", "fsspec", "typer", "rich", "h11", "msgspec"}
 
 
 def test_a_write_and_the_demo_run_without_the_extras_and_import_none_of_them(tmp_path):
