@@ -103,6 +103,26 @@ def test_a_partitioned_write_has_every_row_once(local_ray, tmp_path, batch_forma
     assert sink.result.run.attempts == 4
 
 
+def test_the_coordinator_outlives_a_write_for_the_next_one(local_ray, tmp_path):
+    """The driver keeps its coordinator: an actor no handle names is torn down, and a write
+    that came just after another was given the dying actor by name (ActorDiedError)."""
+    import gc
+    import time
+
+    t = table()
+    sink = CommitDatasink(tmp_path / "a", partition_cols=["day"])
+    dataset(t, 2).write_datasink(sink)
+    name = f"dataferry-commit-coordinator-{ray.get_runtime_context().get_job_id()}"
+    del sink
+    gc.collect()
+    time.sleep(1.0)  # time for Ray to destroy an actor nothing refers to
+    alive = ray.get_actor(name)  # raises ValueError if it was destroyed
+    assert ray.get(alive.finish_job.remote("no such job")).committed == {}
+    again = CommitDatasink(tmp_path / "b", partition_cols=["day"])
+    dataset(t, 2).write_datasink(again)
+    assert_exact(tmp_path / "b", t)
+
+
 def test_min_rows_per_write_gives_fewer_larger_writes(local_ray, tmp_path):
     t = table()
     plain = CommitDatasink(tmp_path / "plain", partition_cols=["day"])

@@ -145,6 +145,12 @@ class CoordinatorHandle:
         return ray.get(getattr(self.actor, method).remote(self.job, *args))
 
 
+# The driver keeps its coordinator's handle for as long as it runs: an actor that no handle
+# names is destroyed, and a write that came just after another could otherwise be given, by
+# name, the actor of the write before while it was being torn down (ActorDiedError).
+_coordinators: dict[str, Any] = {}
+
+
 def coordinator_actor() -> Any:
     """The driver's coordinator actor, started on first use (its process takes about a
     second to come up; later writes reuse it). It takes no CPU: it only answers small calls,
@@ -152,11 +158,14 @@ def coordinator_actor() -> Any:
     import ray
 
     name = f"dataferry-commit-coordinator-{ray.get_runtime_context().get_job_id()}"
-    return (
-        ray.remote(RayCoordinator)
-        .options(name=name, get_if_exists=True, num_cpus=0, max_concurrency=1)
-        .remote()
-    )
+    actor = _coordinators.get(name)
+    if actor is None:
+        actor = _coordinators[name] = (
+            ray.remote(RayCoordinator)
+            .options(name=name, get_if_exists=True, num_cpus=0, max_concurrency=1)
+            .remote()
+        )
+    return actor
 
 
 def finish_job(handle: CoordinatorHandle) -> JobSummary:
