@@ -22,14 +22,12 @@ from dataferry.shuffle import (
     MergedPartition,
     MergeManager,
     PushCode,
-    PushTarget,
     ReadConfig,
     ReduceInput,
     ShuffleClient,
     ShuffleServiceConfig,
     ShuffleServiceProcess,
     frame,
-    push_map_output,
     read_reduce,
     register_app,
     unframe,
@@ -39,6 +37,8 @@ from dataferry.shuffle.blocks import HEADER
 from dataferry.shuffle.files import map_output, merged_files
 from dataferry.shuffle.mapoutput import block_sizes
 from dataferry.store import LocalStore, WrappingStore
+
+from .pushed import push_and_finalize
 
 TOKEN = "guarantee-token"
 APP = "app-g"
@@ -95,14 +95,8 @@ _shuffles = iter(range(100, 10**6))
 def merged_shuffle(node) -> tuple[int, LocalStore, dict[int, list[int]], MergedPartition]:
     """A fresh shuffle of MAPS maps into one reduce partition, every block pushed and merged."""
     shuffle = next(_shuffles)
-    store = LocalStore(node.directory)
-    offsets = {m: write_map_output(store, APP, shuffle, m, 0, [payload(m)]) for m in range(MAPS)}
-    target = PushTarget(APP, shuffle, 0, 1, (node.address,), node.creds)
-    for m in range(MAPS):
-        assert push_map_output(store, target, m, 0, offsets[m]).blocks == 1
-    (status,) = ShuffleClient(node.address, credentials=node.creds).finalize(APP, shuffle, 0)
-    assert status.bitmap == BitMap(range(MAPS)) and status.size == MAPS * FRAMED
-    merged = MergedPartition(0, node.address, status.bitmap, status.size)
+    store, offsets, merged = push_and_finalize(node, APP, shuffle, MAPS, payload)
+    assert merged.size == MAPS * FRAMED
     return shuffle, store, offsets, merged
 
 

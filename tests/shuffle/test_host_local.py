@@ -5,24 +5,21 @@ there are missing or do not match what finalize reported."""
 from __future__ import annotations
 
 import pytest
-from pyroaring import BitMap
 
 from dataferry.shuffle import (
     MapStatus,
-    MergedPartition,
-    PushTarget,
     ReadConfig,
     ReduceInput,
     ShuffleClient,
     ShuffleServiceProcess,
-    push_map_output,
     read_reduce,
     register_app,
-    write_map_output,
 )
 from dataferry.shuffle.files import merged_files
 from dataferry.shuffle.mapoutput import block_sizes
 from dataferry.store import LocalStore
+
+from .pushed import push_and_finalize
 
 TOKEN = "host-local-token"
 APP = "app-h"
@@ -48,15 +45,7 @@ def shuffle_of(node):
     """A fresh shuffle of MAPS maps into one reduce, pushed and finalized: the reducer reads
     only what finalize reported (the driver's MergedPartition)."""
     shuffle = next(_shuffles)
-    store = LocalStore(node.directory)
-    offsets = {m: write_map_output(store, APP, shuffle, m, 0, [payload(m)]) for m in range(MAPS)}
-    target = PushTarget(APP, shuffle, 0, 1, (node.address,), node.creds)
-    for m in range(MAPS):
-        assert push_map_output(store, target, m, 0, offsets[m]).blocks == 1
-    client = ShuffleClient(node.address, credentials=node.creds)
-    (status,) = client.finalize(APP, shuffle, 0)
-    assert status.bitmap == BitMap(range(MAPS))
-    merged = MergedPartition(0, node.address, status.bitmap, status.size)
+    store, offsets, merged = push_and_finalize(node, APP, shuffle, MAPS, payload)
     maps = tuple(MapStatus(m, 0, node.address, block_sizes(offsets[m])) for m in range(MAPS))
     return shuffle, store, maps, merged
 
