@@ -123,6 +123,19 @@ def test_the_coordinator_outlives_a_write_for_the_next_one(local_ray, tmp_path):
     assert_exact(tmp_path / "b", t)
 
 
+def test_a_write_after_ray_is_shut_down_and_started_again_gets_a_new_coordinator(
+    local_ray, tmp_path
+):
+    """A new cluster in the same process numbers its jobs from 01000000 again: the driver
+    must not hand it the old cluster's coordinator (using that handle aborts the process)."""
+    t = table(1_000)
+    dataset(t, 2).write_datasink(CommitDatasink(tmp_path / "a", partition_cols=["day"]))
+    ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    dataset(t, 2).write_datasink(CommitDatasink(tmp_path / "b", partition_cols=["day"]))
+    assert_exact(tmp_path / "b", t)
+
+
 def test_min_rows_per_write_gives_fewer_larger_writes(local_ray, tmp_path):
     t = table()
     plain = CommitDatasink(tmp_path / "plain", partition_cols=["day"])

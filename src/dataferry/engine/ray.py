@@ -147,8 +147,11 @@ class CoordinatorHandle:
 
 # The driver keeps its coordinator's handle for as long as it runs: an actor that no handle
 # names is destroyed, and a write that came just after another could otherwise be given, by
-# name, the actor of the write before while it was being torn down (ActorDiedError).
-_coordinators: dict[str, Any] = {}
+# name, the actor of the write before while it was being torn down (ActorDiedError). The key
+# holds the Ray session as well as the job: after `ray.shutdown()` and `ray.init()` in one
+# process the new cluster numbers its jobs from 01000000 again, and the old cluster's handle
+# must not be used on it.
+_coordinators: dict[tuple[str, str], Any] = {}
 
 
 def coordinator_actor() -> Any:
@@ -157,10 +160,13 @@ def coordinator_actor() -> Any:
     one at a time."""
     import ray
 
-    name = f"dataferry-commit-coordinator-{ray.get_runtime_context().get_job_id()}"
-    actor = _coordinators.get(name)
+    context = ray.get_runtime_context()
+    name = f"dataferry-commit-coordinator-{context.get_job_id()}"
+    key = (context.get_session_name(), name)
+    actor = _coordinators.get(key)
     if actor is None:
-        actor = _coordinators[name] = (
+        _coordinators.clear()  # handles of an earlier session name actors that are gone
+        actor = _coordinators[key] = (
             ray.remote(RayCoordinator)
             .options(name=name, get_if_exists=True, num_cpus=0, max_concurrency=1)
             .remote()
