@@ -136,6 +136,27 @@ def test_uri_reader_answers_as_from_hadoop_uri(kind, root, name, path, raw):
         assert _answer(read, uri) == _answer(lambda u: from_hadoop_uri(store, u), uri), uri
 
 
+@HYPOTHESIS
+@given(
+    text=st.lists(
+        st.one_of(segment, st.binary(min_size=1, max_size=4).map(lambda b: b.hex("%", 1))),
+        max_size=4,
+    ).map(lambda parts: "%".join(parts).replace("%%", "%25"))
+)
+def test_a_uri_decodes_as_urllib_decodes_it(text):
+    """Escapes (runs of UTF-8 bytes, undecodable ones too) decode as `urllib.parse.unquote`
+    with surrogateescape does, and a malformed escape is refused."""
+    from urllib.parse import unquote
+
+    uri = f"s3://bucket/{text}"
+    try:
+        decoded = store_url(uri)
+    except MalformedUri:
+        assert re.search(r"%(?![0-9A-Fa-f]{2})", text) or "?" in text or "#" in text
+        return
+    assert decoded == "s3://bucket/" + unquote(text, errors="surrogateescape")
+
+
 def test_encoding_rules():
     assert hadoop_uri("file:///tmp/out put%20é#x?y=1/part=a b") == (
         "file:/tmp/out%20put%2520é%23x%3Fy=1/part=a%20b"

@@ -153,7 +153,7 @@ def test_an_attempts_files_are_named_in_flight_until_the_job_commit(tmp_path):
 
     dataferry.write_dataset(NEW, dest, partition_by=["day"], tasks=2, on_event=on_event)
     data = [p for p in seen if not p.endswith(".json")]
-    assert data and all(p.endswith(".parquet.inflight") for p in data), data
+    assert data and all(p.endswith(".inflight") for p in data), data
     published = sorted(str(p.relative_to(dest)) for p in dest.rglob("*.parquet"))
     assert len(published) == len(data) and not list(dest.rglob("*.inflight"))
 

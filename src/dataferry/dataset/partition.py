@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError
+from ..store import paths
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _RADIX_LIMIT = 1 << 16
@@ -32,7 +33,7 @@ _ESCAPE = set("\"#%'*/:=?\\\x7f{[]^")
 # keys of at most 1024 bytes in all, so there the partition directories may have what is
 # left of that after the destination's own key prefix and room for the committer's prefix
 # and the file name (KEY_RESERVE).
-NAME_LIMIT = 255
+NAME_LIMIT = paths.NAME_LIMIT
 KEY_LIMIT = 1024
 KEY_RESERVE = 256
 

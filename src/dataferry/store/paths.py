@@ -84,10 +84,20 @@ def is_temporary(path: str) -> bool:
     return path.rsplit("/", 1)[-1].startswith(TEMP_PREFIX)
 
 
+NAME_LIMIT = 255
+"""Bytes in one name: NAME_MAX of local file systems, HDFS's default component limit, ABFS's
+path segments."""
+
+
+def fits_one_name(name: str) -> bool:
+    """True where `name` (UTF-8) is short enough to be one name on any store (NAME_LIMIT)."""
+    return len(name.encode("utf-8", "surrogateescape")) <= NAME_LIMIT
+
+
 def temporary_name(name: str, token: str) -> str:
-    """The hidden name beside `name` that a write of it goes to first (at most 255 bytes; it
-    ends with `token`, never with `name`'s own extension)."""
+    """The hidden name beside `name` that a write of it goes to first (at most NAME_LIMIT
+    bytes; it ends with `token`, never with `name`'s own extension)."""
     full = f"{TEMP_PREFIX}{name}.{token}"
-    if len(full.encode("utf-8", "surrogateescape")) <= 255:
+    if fits_one_name(full):
         return full
     return f"{TEMP_PREFIX}{token}"

@@ -31,12 +31,10 @@ from ..errors import ConfigError
 from . import paths
 from .base import Store
 
-# ASCII characters java.net.URI leaves alone in a path: unreserved, punct, "/" and "@"
-_PATH_SAFE = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-!.~'()*,;:$&+=@/"
-)
-_AUTHORITY_SAFE = _PATH_SAFE - {"/"}
-_NEEDS_QUOTING = re.compile(r"[^A-Za-z0-9_\-!.~'()*,;:$&+=@/]")
+# a character other than the ASCII ones java.net.URI leaves alone in a path (unreserved, punct,
+# "/" and "@"), and in an authority (the same but "/")
+_PATH_QUOTING = re.compile(r"[^A-Za-z0-9_\-!.~'()*,;:$&+=@/]")
+_AUTHORITY_QUOTING = re.compile(r"[^A-Za-z0-9_\-!.~'()*,;:$&+=@]")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):(.*)$", re.DOTALL)
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _S3_ALIASES = ("s3a", "s3n")
@@ -54,23 +52,26 @@ def _kept_as_is(ch: str) -> bool:
     return unicodedata.category(ch) not in ("Zs", "Zl", "Zp", "Cs")
 
 
-def _quote(text: str, safe: frozenset[str]) -> str:
-    if not _NEEDS_QUOTING.search(text):  # the common case: nothing to encode
-        return text
-    out = []
-    for ch in text:
-        if ch in safe or _kept_as_is(ch):
-            out.append(ch)
-        else:
-            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogateescape"))
-    return "".join(out)
+def _quoted(ch: str) -> str:
+    """One character of a path as java.net.URI writes it: as it is, or its UTF-8 bytes."""
+    if _kept_as_is(ch):
+        return ch
+    return "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogateescape"))
+
+
+def _quote(text: str, quoting: re.Pattern[str]) -> str:
+    """`text` with each character `quoting` matches written as java.net.URI writes it (only
+    those characters are looked at: most paths have none, or a few `%` or spaces)."""
+    return quoting.sub(lambda m: _quoted(m.group()), text)
 
 
 def _unquote(text: str, uri: str) -> str:
+    if "%" not in text:
+        return text
     bad = _BAD_ESCAPE.search(text)
     if bad:
         raise MalformedUri(f"{uri!r} has a malformed escape at {text[bad.start() :][:3]!r}")
-    return unquote(text, errors="surrogateescape") if "%" in text else text
+    return unquote(text, errors="surrogateescape")
 
 
 def _split(url: str) -> tuple[str | None, str | None, str]:
@@ -90,14 +91,14 @@ def hadoop_uri(url: str) -> str:
     """A store URL (plain text, as `Store.full_url` gives it) as Hadoop's `Path.toUri()`
     prints it. A string without a scheme is treated as a path."""
     scheme, authority, path = _split(url)
-    encoded = _quote(path, _PATH_SAFE)
+    encoded = _quote(path, _PATH_QUOTING)
     if scheme is None:
         return encoded
     if scheme == "file" and not authority:
         return f"file:{encoded}"  # Hadoop's qualified local path: file:/tmp/...
     if authority is None:
         return f"{scheme}:{encoded}"
-    return f"{scheme}://{_quote(authority, _AUTHORITY_SAFE)}{encoded}"
+    return f"{scheme}://{_quote(authority, _AUTHORITY_QUOTING)}{encoded}"
 
 
 def store_url(uri: str) -> str:
@@ -143,8 +144,8 @@ def _canonical(path: str) -> bool:
 
 def uri_reader(store: Store) -> Callable[[str], str]:
     """`from_hadoop_uri` for the many URIs of one record (a manifest's two per file): a URI
-    that is the store's own URI, a slash, and a canonical path with nothing to decode (no
-    `%`, `?` or `#`) is that path, without being split and decoded again; any other URI goes
+    that is the store's own URI, a slash, and a path with no `?` or `#` that decodes to a
+    canonical path is that path, without splitting the whole URI again; any other URI goes
     the whole way. The same answers and errors as `from_hadoop_uri`."""
     prefix = to_hadoop_uri(store)
     if store_url(prefix) != store.full_url():  # the store's URI does not read back as itself
@@ -155,8 +156,11 @@ def uri_reader(store: Store) -> Callable[[str], str]:
     def read(uri: str) -> str:
         if uri.startswith(prefix):
             tail = uri[start:]
-            if "%" not in tail and "?" not in tail and "#" not in tail and _canonical(tail):
-                return tail
+            if "?" not in tail and "#" not in tail:
+                # an escape never spans the slash, so the tail decodes alone
+                tail = _unquote(tail, uri)
+                if _canonical(tail):
+                    return tail
         return from_hadoop_uri(store, uri)
 
     return read

@@ -35,7 +35,9 @@ def task_with_link(committer, dest, target, link_name="part=x"):
     task = job.task(0)
     committer.setup_task(task)
     committer.write_file(task, "part=a/real.parquet", b"real")
-    os.symlink(target, dest / committer.task_work_path(task) / link_name)
+    link = dest / committer.task_work_path(task) / link_name
+    link.parent.mkdir(parents=True, exist_ok=True)  # the real file may be named flat
+    os.symlink(target, link)
     return task
 
 

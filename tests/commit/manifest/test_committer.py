@@ -13,6 +13,7 @@ from dataferry import make_committer
 from dataferry.commit.manifest.files import DirEntry, EntryStatus, TaskManifest
 from dataferry.commit.manifest.layout import JobLayout
 from dataferry.commit.manifest.stages.create_dirs import leaf_directories
+from dataferry.commit.protocol.inflight import published_name
 from dataferry.commit.records.success import read_success
 from dataferry.errors import CommitError, JobCommitError, TaskCommitError, ValidationError
 from dataferry.store import FaultRule, Op, WrappingStore, fault_layer, open_store
@@ -161,7 +162,7 @@ def test_rename_failing_mid_stage_is_finished_by_abort_once_the_store_recovers(t
         kinds=frozenset({Op.RENAME}),
         path_glob="_temporary/*/tasks/*",
         times=-1,
-        predicate=lambda i, op, p: p.endswith("f3.inflight"),  # (its name in flight)
+        predicate=lambda i, op, p: published_name(p).endswith("/f3"),  # (named in flight)
     )
     fault_layer(store).add_rule(rule)
     with pytest.raises(JobCommitError, match="rename_files"):
@@ -434,3 +435,27 @@ def test_task_scan_lists_a_level_in_parallel_and_finds_the_same_entries(tmp_path
     assert status["day=2/region=a"] == EntryStatus.NOT_FOUND  # its parent is a file: no probe
     c.commit_job(job, [msg])
     assert len(visible(base)) == 13
+
+
+def test_an_attempt_into_many_partitions_is_one_directory_and_its_job_commit_removes_few(
+    tmp_path,
+):
+    """Each attempt names its files flat, so writing into 60 partitions makes one directory
+    to list at task commit and one to remove at job commit, not 60 of each."""
+    store = WrappingStore(open_store(str(tmp_path / "out")))
+    c, job = new_job(store)
+    names = {i: [f"day={p}/t{i}-{p}.parquet" for p in range(60)] for i in range(3)}
+    tasks = [job.task(i) for i in names]
+    for task in tasks:
+        c.setup_task(task)
+        for name in names[task.task_index]:
+            c.write_file(task, name, b"x" * task.task_index)
+        work = tmp_path / "out" / c.task_work_path(task)
+        assert [p for p in work.iterdir() if p.is_dir()] == []
+    before = store.stats.counter("op_list_status")
+    msgs = [c.commit_task(task) for task in tasks]
+    assert store.stats.counter("op_list_status") - before == len(tasks)  # one listing per attempt
+    c.commit_job(job, msgs)
+    expected = sorted(n for ns in names.values() for n in ns)
+    assert visible(store) == expected
+    assert not (tmp_path / "out" / "_temporary").exists()

@@ -308,7 +308,7 @@ def test_a_truncated_intent_after_the_decision_is_left_in_place_never_rolled_bac
     msgs = run_tasks(c, job, {0: [f"p=1/f{i}" for i in range(20)]})
     fault_layer(store).add_rule(
         FaultRule(
-            action="crash", when="after", kinds=frozenset({Op.RENAME}), path_glob="*f5.inflight"
+            action="crash", when="after", kinds=frozenset({Op.RENAME}), path_glob="*f5.*inflight"
         )
     )
     with pytest.raises(InjectedCrash):

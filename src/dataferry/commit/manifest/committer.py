@@ -54,6 +54,7 @@ ENTRIES_NAME = "_commit_entries.jsonl"
 class ManifestCommitter(Committer):
     name = "manifest"
     inflight_names = True
+    flat_attempts = True  # one directory per attempt, whatever the partitions (scan unflattens)
     sweeps_late_attempts = True
 
     def __init__(self, store: Store, config: ManifestConfig) -> None:

@@ -12,7 +12,6 @@ wrong with the file gives one ValidationError naming its URL and the field at fa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -116,8 +115,9 @@ class TaskManifest:
         }
 
     def to_bytes(self, store: Store) -> bytes:
-        # UTF-8 as it is, as Hadoop's Jackson writer does (paths are encoded URIs already)
-        return json.dumps(self.to_json(store), indent=1, ensure_ascii=False).encode()
+        # UTF-8 as it is, as Hadoop's Jackson writer does (paths are encoded URIs already),
+        # indented for a reader; msgspec's encoder is some 5x json's when indenting
+        return msgspec.json.format(_ENCODER.encode(self.to_json(store)), indent=1)
 
     @classmethod
     def from_bytes(cls, raw: bytes, store: Store | None, source: str) -> TaskManifest:
@@ -212,6 +212,7 @@ class _WireManifest(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(_WireManifest)
+_ENCODER = msgspec.json.Encoder()
 
 
 def _reader(store: Store | None, source: str) -> Callable[..., str]:

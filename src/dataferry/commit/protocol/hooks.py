@@ -25,7 +25,7 @@ from ..records.claim import DEFAULT_CLAIM_TIMEOUT_S
 from ..records.intent import Intent
 from ..records.success import SuccessData
 from .contexts import MODES, JobContext, TaskAttemptContext
-from .inflight import inflight_name
+from .inflight import flat_inflight_name, inflight_name
 from .messages import Leftover, TaskCommitMessage
 from .plans import Applied, CommitPlan
 from .stage import StageContext
@@ -96,6 +96,9 @@ class CommitterHooks(ABC):
     # committers that publish an attempt's files by renaming them name them in flight
     # (`protocol/inflight.py`), so no reader's data glob counts them before the job commit
     inflight_names = False
+    # True where the attempt's files are named in flight flat (`protocol/inflight.py`), all in
+    # the attempt's own directory: committers whose task commit scans that directory
+    flat_attempts = False
     # True where the job's directory holds only its attempts' private work (files named in
     # flight, manifests), so an abort may delete what late attempts put there; not where it
     # holds the records that find files written in place or uploads (direct's markers,
@@ -126,9 +129,10 @@ class CommitterHooks(ABC):
     def attempt_path(self, task: TaskAttemptContext, relpath: str) -> str:
         """Where the attempt writes a file that is `relpath` in the destination."""
         name = paths.normalize(relpath)
-        return paths.join(
-            self.task_work_path(task), inflight_name(name) if self.inflight_names else name
-        )
+        if self.inflight_names:
+            flat = flat_inflight_name(name) if self.flat_attempts else None
+            name = flat or inflight_name(name)
+        return paths.join(self.task_work_path(task), name)
 
     def write_file(self, task: TaskAttemptContext, relpath: str, data: bytes) -> str:
         """Write one output file of the attempt; `relpath` is relative to the destination."""

@@ -1,34 +1,30 @@
 """Task commit, part 1: walk the task attempt directory, one listing per directory.
 
-Each file becomes a FileEntry (size and etag straight from the listing, no extra request); each
-directory becomes a DirEntry with the state its destination had: probed with one stat only when
-its parent existed in the destination, otherwise known not to exist without asking.
+Each file becomes a FileEntry (size and etag straight from the listing, no extra request). A
+file named flat (`protocol/inflight.py`: the whole relative path in one name, as this
+committer's attempts write) goes back to its place in the tree; a file in a subdirectory (a
+Hadoop task's, or one too long to name flat) keeps the place it was written in. Every
+directory the files need becomes a DirEntry with the state its destination had: probed with
+one stat only when its parent existed in the destination, otherwise known not to exist
+without asking.
 
 The walk goes level by level, and the listings (then the probes) of one level run on the task's
 scan pool. Hadoop walks on one thread; on an object store with tens of milliseconds a request,
-a task that wrote into a hundred partitions would wait seconds for that.
+a task that wrote into a hundred partitions would wait seconds for that. An attempt that named
+its files flat is one listing, whatever the partitions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from itertools import groupby
 
 from ....errors import NotFound, TaskCommitError
 from ....stages import TASK_LEVEL, stage
 from ....store import FileStatus, paths
 from ...job.links import refuse_links
 from ...protocol import StageContext
-from ...protocol.inflight import published_name
+from ...protocol.inflight import published_name, unflatten
 from ..files import DirEntry, EntryStatus, FileEntry
-
-
-@dataclass(frozen=True)
-class _Pending:
-    """A directory under the attempt still to list, and what is known of its destination."""
-
-    src: str
-    dest: str
-    dest_exists: bool
 
 
 @stage("task_stage_scan_directory", "scan_directory", level=TASK_LEVEL)
@@ -37,32 +33,53 @@ def scan_task_attempt(
 ) -> tuple[list[FileEntry], list[DirEntry]]:
     """The attempt's files and directories as the job commit will move them; each file goes
     to its own name (`publish_names`) or keeps its in-flight one for a committer above."""
-    name_of = published_name if publish_names else (lambda dest: dest)
+    name_of = published_name if publish_names else unflatten
     files: list[FileEntry] = []
-    dirs: list[DirEntry] = []
-    level = [_Pending(attempt_dir, "", True)]
+    needed: set[str] = set()  # destination directories, "" being the destination itself
+    level = [(attempt_dir, "")]
     while level:
-        listings = ctx.pool.map(lambda p: _list(ctx, p.src), level, adaptive=True)
-        # (the subdirectory under the attempt, its destination, did the parent's exist?)
-        subdirs: list[tuple[str, str, bool]] = []
-        for parent, listing in zip(level, listings, strict=True):
+        listings = ctx.pool.map(lambda p: _list(ctx, p[0]), level, adaptive=True)
+        below = []
+        for (_, parent), listing in zip(level, listings, strict=True):
             for st in listing:
-                dest = paths.join(parent.dest, st.name)
+                dest = paths.join(parent, st.name)
                 if st.is_dir:
-                    subdirs.append((st.path, dest, parent.dest_exists))
+                    below.append((st.path, dest))
+                    needed.add(dest)
                 else:
                     # published under its own name, not the one it was written under
-                    files.append(FileEntry(st.path, name_of(dest), st.size, st.etag))
-        statuses = ctx.pool.map(lambda sub: _probe(ctx, sub[1], sub[2]), subdirs, adaptive=True)
-        level = []
-        for (src, dest, _), status in zip(subdirs, statuses, strict=True):
-            dirs.append(DirEntry(dest, status, paths.depth(dest)))
-            level.append(_Pending(src, dest, status == EntryStatus.DIR))
+                    entry = FileEntry(st.path, name_of(dest), st.size, st.etag)
+                    files.append(entry)
+                    needed.add(paths.parent(entry.dest))
+        level = below
+    dirs = _probe_directories(ctx, needed)
     ctx.stats.incr("committer_task_file_count", len(files))
     ctx.stats.incr("committer_task_directory_count", len(dirs))
     for f in files:
         ctx.stats.add_sample("committer_task_file_size", f.size)
-    return sorted(files, key=lambda f: f.dest), sorted(dirs, key=lambda d: (d.level, d.dest))
+    return sorted(files, key=lambda f: f.dest), dirs
+
+
+def _probe_directories(ctx: StageContext, needed: set[str]) -> list[DirEntry]:
+    """Every directory the files need, with its destination's state, in level order: one
+    level's probes at once, each asked only where its parent exists in the destination."""
+    every = set()
+    for d in needed:
+        while d and d not in every:
+            every.add(d)
+            d = paths.parent(d)
+    exists = {"": True}
+    dirs: list[DirEntry] = []
+    ordered = sorted(every, key=lambda d: (paths.depth(d), d))
+    for depth, group in groupby(ordered, key=paths.depth):
+        at = list(group)
+        statuses = ctx.pool.map(
+            lambda d: _probe(ctx, d, exists[paths.parent(d)]), at, adaptive=True
+        )
+        for d, status in zip(at, statuses, strict=True):
+            exists[d] = status == EntryStatus.DIR
+            dirs.append(DirEntry(d, status, depth))
+    return dirs
 
 
 def _list(ctx: StageContext, src: str) -> list[FileStatus]:
