@@ -5,6 +5,10 @@ $dest/_temporary/<jobUUID>/<NN>/tasks/<taskAttemptId>/  task attempt work direct
 $dest/_temporary/<jobUUID>/<NN>/manifests/<taskId>-manifest.json          committed manifest
 $dest/_temporary/<jobUUID>/<NN>/manifests/<taskAttemptId>-manifest.json.tmp   while saving
 $dest/_temporary/<jobUUID>/<NN>/_SUCCESS.tmp            then renamed to $dest/_SUCCESS
+
+Inside a task attempt's work directory this committer's own attempts name each file flat
+(`day=a%2Fpart-0.parquet.flat.inflight`, `protocol/inflight.py`) rather than in
+subdirectories; the task commit reads both forms, so a Hadoop task's tree commits as well.
 """
 
 from __future__ import annotations
