@@ -4,27 +4,49 @@ from __future__ import annotations
 
 import pytest
 
-from dataferry.bench.plan import PlanSpec, _counts, _run, calibrate, predict, soft_max
+from dataferry.bench.plan import (
+    PlanSpec,
+    _counts,
+    _plan_run,
+    _run,
+    calibrate,
+    count,
+    predict,
+    soft_max,
+)
 from dataferry.errors import ConfigError
 
 
 @pytest.mark.parametrize(
     "committer,size",
     [
-        ("v1", (3000, 30, 40)),
-        ("manifest", (3000, 30, 40)),
-        ("direct", (3000, 30, 40)),
+        ("v1", (1200, 12, 40)),
+        ("manifest", (1200, 12, 40)),
+        ("direct", (1200, 12, 40)),
         # more partitions than any small job has files: direct's job commit lists the marker
         # directories in use, which the fit must not mistake for one request a file
-        ("direct", (4000, 40, 1000)),
-        ("manifest", (4000, 40, 1000)),
+        ("direct", (1200, 12, 300)),
+        ("manifest", (1200, 12, 300)),
     ],
 )
 def test_request_counts_extrapolate(committer, size):
+    """The counting stage's fit (small jobs of the shape) gives the larger job's requests."""
     spec = PlanSpec(*size, store="hdfs", committers=(committer,))
-    model = calibrate(spec, committer)
-    predicted = predict(model, spec, *size)
+    model = count(_plan_run(committer), spec, committer)
+    fitted = model.job.requests(*size)
     measured = _counts(_run(spec.profile, committer, size, spec, 0.0).requests, 0.0)
+    assert fitted["reads"] + fitted["writes"] == pytest.approx(
+        measured["reads"] + measured["writes"], rel=0.02
+    )
+
+
+def test_a_calibrated_model_predicts_the_requests_and_a_time():
+    """Both stages (counts, then the pace with latency on) and the prediction, at one shape."""
+    size = (1200, 12, 20)
+    spec = PlanSpec(*size, store="hdfs", committers=("manifest",))
+    model = calibrate(spec, "manifest")
+    predicted = predict(model, spec, *size)
+    measured = _counts(_run(spec.profile, "manifest", size, spec, 0.0).requests, 0.0)
     assert predicted.job_requests == pytest.approx(measured["reads"] + measured["writes"], rel=0.02)
     assert predicted.job_commit_s > 0 and predicted.task_commits_wall_s >= 0
     assert model.job.concurrency > 0

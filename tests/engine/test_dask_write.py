@@ -119,6 +119,7 @@ class FailOnceFS(LocalFileSystem):
     def pipe_file(self, path, value, **kwargs):
         super().pipe_file(path, value, **kwargs)
         name = os.path.basename(str(path)).removeprefix(".dataferry-tmp-")  # (written aside)
+        name = name.rsplit("%2F", 1)[-1]  # a file named flat: `day=d0%2Fpart-...`
         if name.startswith(f"part-{self.victim:05d}-") and _first_time(self.flag):
             if self.action == "exit":
                 os._exit(1)
