@@ -1,4 +1,5 @@
-"""A real Dask LocalCluster for the tests of a module (two worker processes, nannied)."""
+"""A real Dask LocalCluster for the tests of a module (two worker processes, nannied), and a
+real local Ray for all the engine tests that use it (started once: it takes seconds)."""
 
 from __future__ import annotations
 
@@ -15,3 +16,11 @@ def client():
         distributed.Client(cluster) as c,
     ):
         yield c
+
+
+@pytest.fixture(scope="package")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    yield ray
+    ray.shutdown()

@@ -31,13 +31,6 @@ from dataferry.ray import CommitDatasink, _inject_failures  # noqa: E402
 RETRY = {"max_retries": 3, "retry_exceptions": True}
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    yield
-    ray.shutdown()
-
-
 def table(n=10_000):
     i = np.arange(n)
     return pa.table(

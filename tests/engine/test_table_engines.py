@@ -188,14 +188,6 @@ def test_dask_files_leave_the_partition_columns_out_by_default(tmp_path):
 # --- Ray --------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    yield ray
-    ray.shutdown()
-
-
 def ray_dataset(ray, pdf: pd.DataFrame, blocks: int = 3, batch_format: str = "pyarrow"):
     ds = ray.data.from_arrow(pa.Table.from_pandas(pdf, preserve_index=False)).repartition(blocks)
     return ds.map_batches(lambda b: b, batch_format=batch_format)
