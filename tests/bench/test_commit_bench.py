@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataferry.bench.commit import CommitBenchSpec, _file_layout, run_commit_bench
+from dataferry.bench.processes import PeakRss
 
 
 def test_layout_spreads_every_task_over_the_partitions():
@@ -41,6 +42,18 @@ def test_local_run_measures_the_rename_floor():
     report = run_commit_bench(spec)
     assert report.floor_s and report.floor_s > 0
     assert report.results[0].limit_s == report.floor_s
+    assert report.results[0].job_rss_growth_mib is not None  # Linux keeps the peak
+
+
+def test_peak_rss_sees_a_peak_that_is_gone_by_the_end():
+    with PeakRss() as memory:
+        grown = bytearray(48 * 2**20)
+        grown[::4096] = b"x" * len(grown[::4096])  # every page touched
+        del grown
+    assert memory.growth_mib is not None and memory.growth_mib >= 40
+    with PeakRss() as calm:
+        sum(range(1000))
+    assert calm.growth_mib is not None and calm.growth_mib < 8  # the peak was reset
 
 
 def test_kill_at_times_a_recovery_that_finishes_the_killed_commit():

@@ -32,6 +32,7 @@ from ..commit.registry import committer_classes
 from ..errors import ConfigError, InjectedCrash
 from ..store import FaultRule, FaultStore, LocalStore, Op, SimStore, Store, open_store, paths
 from .machine import machine_info
+from .processes import PeakRss
 
 Progress = Callable[[str], None]
 
@@ -80,6 +81,7 @@ class CommitBenchResult:
     runs: list[float] = field(default_factory=list)
     task_requests: dict[str, int] = field(default_factory=dict)
     local_disk_bytes: int = 0  # task output staged on the workers' local disk
+    job_rss_growth_mib: float | None = None  # peak memory over the size at its start (max of runs)
     recovery: RecoveryRun | None = None  # with --kill-at: finishing the killed commit
 
     @property
@@ -136,6 +138,7 @@ class CommitBenchResult:
             "task_bytes_uploaded": self.task_bytes_uploaded,
             "job_bytes_copied": self.job_bytes_copied,
             "local_disk_bytes": self.local_disk_bytes,
+            "job_rss_growth_mib": self.job_rss_growth_mib,
             "recovery": None if self.recovery is None else self.recovery.to_json(),
             "rest_s": None if self.rest_s is None else round(self.rest_s, 4),
             "recovery_to_rest": None
@@ -283,7 +286,8 @@ def _run_one(
     start = time.perf_counter()
     if kill_after is not None:
         return _killed_commit(committer, job, messages, store, target, start, kill_after, spec)
-    result = committer.commit_job(job, messages)
+    with PeakRss() as memory:  # the job commit's own memory
+        result = committer.commit_job(job, messages)
     job_commit_s = time.perf_counter() - start
     delta = store.stats.diff(before)["counters"]
     ops = {k: v for k, v in delta.items() if k.startswith("op_")}
@@ -300,6 +304,7 @@ def _run_one(
         files=result.files,
         task_requests=task_requests,
         local_disk_bytes=local_disk,
+        job_rss_growth_mib=memory.growth_mib,
     )
 
 
@@ -461,6 +466,9 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
         median = sorted(rs, key=lambda r: r.job_commit_s)[len(rs) // 2]
         median.runs = [r.job_commit_s for r in rs]
         median.task_commit_s = statistics.median(r.task_commit_s for r in rs)
+        # memory: the most any run grew (later runs reuse what the first one's commit freed)
+        growths = [r.job_rss_growth_mib for r in rs if r.job_rss_growth_mib is not None]
+        median.job_rss_growth_mib = max(growths) if growths else None
         if killed_runs[name]:
             ks = sorted(killed_runs[name], key=lambda r: r.recovery.recover_s)  # type: ignore[union-attr]
             median.recovery = ks[len(ks) // 2].recovery

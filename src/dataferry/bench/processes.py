@@ -119,3 +119,39 @@ def role_by_command(p: Any) -> str:
     if "resource_tracker" in command or "semaphore_tracker" in command:
         return "other"
     return "worker"
+
+
+class PeakRss:
+    """This process's peak resident memory over a block, as Linux keeps it: the high-water
+    mark is reset on entry (`/proc/self/clear_refs`) and read on exit (`VmHWM`), so nothing is
+    sampled and no peak is missed. `growth_mib`: the peak over the size on entry; None where
+    the system does not offer it."""
+
+    growth_mib: float | None = None
+
+    def __enter__(self) -> PeakRss:
+        self._start = None
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # reset the peak to the current size
+            self._start = _status_kib("VmRSS")
+        except OSError:
+            pass
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._start is None:
+            return
+        try:
+            peak = _status_kib("VmHWM")
+        except OSError:
+            return
+        self.growth_mib = round(max(0, peak - self._start) / 1024, 1)
+
+
+def _status_kib(field_name: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    raise OSError(f"no {field_name} in /proc/self/status")

@@ -103,6 +103,7 @@ def _render_commit(data: dict[str, Any], title: str, files: int, kill_at: float 
             "bytes copied",
             "task commit bytes up",
             "local disk",
+            "job commit +MiB",
         ),
     )
     for r in data["results"]:
@@ -118,6 +119,7 @@ def _render_commit(data: dict[str, Any], title: str, files: int, kill_at: float 
             f"{r['job_bytes_copied']:,}",
             f"{r['task_bytes_uploaded']:,}",
             f"{r['local_disk_bytes']:,}",
+            "-" if r.get("job_rss_growth_mib") is None else f"{r['job_rss_growth_mib']:.1f}",
         )
     console.print(t)
     if data["floor_s"] is not None:
