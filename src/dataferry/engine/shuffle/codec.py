@@ -25,10 +25,18 @@ from ...shuffle.blocks import Block
 # columns) come from the C library's allocator, not Arrow's default mimalloc pool: a task frees
 # and again allocates buffers of the same sizes, one task after another, and glibc keeps freed
 # memory for the next while mimalloc hands it back to the system within milliseconds, so each
-# task paid a page fault on every page of its buffers again (measured: the reduce's conversion
-# of 200 partitions to pandas 1.9-3.4 s on the default pool, 0.8-0.9 s so; the maps' split and
-# encode 0.72 -> 0.39 s).
+# task paid a page fault on every page of its buffers again (measured on a 2-core VM: a map's
+# split and encode 7 -> 4 ms at 1 GiB in 100 maps, 210-230 -> 125-150 ms at 8 GiB).
 POOL = pa.system_memory_pool()
+# glibc maps an allocation past 32 MiB (its largest mmap threshold) afresh every time, so a
+# buffer that large gains nothing there; measured slower at 8 GiB (80 MiB maps): those stay
+# in Arrow's default pool
+REUSED_UP_TO = 32 * 2**20
+
+
+def pool_for(nbytes: int) -> pa.MemoryPool:
+    """The pool for a buffer of about `nbytes` (see POOL)."""
+    return POOL if nbytes <= REUSED_UP_TO else pa.default_memory_pool()
 
 
 def as_table(data: Any) -> pa.Table:
@@ -99,7 +107,7 @@ def split_batches(table: pa.Table, on: Sequence[str], n: int) -> list[pa.RecordB
     order = np.argsort(parts, kind="stable")
     if table.num_rows < 2**31:
         order = order.astype(np.int32)  # Arrow's take runs several times faster on int32
-    ordered = pc.take(_one_batch(table), pa.array(order), memory_pool=POOL)
+    ordered = pc.take(_one_batch(table), pa.array(order), memory_pool=pool_for(table.nbytes))
     counts = np.bincount(parts, minlength=n)
     bounds = np.concatenate([[0], np.cumsum(counts)])
     return [ordered.slice(int(bounds[i]), int(counts[i])) for i in range(n)]
@@ -176,9 +184,13 @@ def shuffle_schema(maps: Sequence[tuple[pa.Schema, bool]]) -> pa.Schema:
 
 
 def to_pandas(table: pa.Table) -> Any:
-    """A reduce's table as pandas, the index back from the schema's pandas metadata: the
-    columns written straight into pandas' 2-D blocks (allocated by numpy, so memory freed by
-    the previous reduce is used again: a column per array from Arrow's pool took twice as
-    long), the table's buffers released as their column is converted (the table is not used
-    after). Arrow's own threads would only contend with the other workers' on the host."""
-    return table.to_pandas(use_threads=False, self_destruct=True, memory_pool=POOL)
+    """A reduce's table as pandas, the index back from the schema's pandas metadata: each
+    column converted into its own array from the system pool (a 2-D block per dtype would be
+    one allocation past glibc's reuse limit at a few million rows, faulted in afresh every
+    reduce: 8 GiB shuffles took 20% longer so), and the table's buffers released as their
+    column is converted (the table is not used after). Arrow's own threads would only contend
+    with the other workers' on the same host."""
+    column = table.nbytes // max(1, table.num_columns)
+    return table.to_pandas(
+        use_threads=False, split_blocks=True, self_destruct=True, memory_pool=pool_for(column)
+    )
