@@ -10,9 +10,11 @@ import pyarrow as pa
 import pytest
 
 from dataferry.engine.shuffle.codec import (
+    REUSED_UP_TO,
     decode_blocks,
     encode_blocks,
     partition_ids,
+    pool_for,
     shuffle_schema,
     split_batches,
     to_pandas,
@@ -117,3 +119,10 @@ def test_a_tasks_buffers_come_from_the_c_allocator_that_keeps_freed_memory():
     frame = to_pandas(decoded)
     assert system.bytes_allocated() - before_frame >= 4 * 8 * 50_000  # its four columns
     assert len(frame) == 50_000 and frame["k"].sort_values().tolist() == list(range(50_000))
+
+
+def test_buffers_past_glibcs_reuse_limit_stay_in_arrows_default_pool():
+    """glibc maps an allocation over 32 MiB afresh every time, so those gain nothing there."""
+    assert pool_for(REUSED_UP_TO).backend_name == "system"
+    big = pool_for(REUSED_UP_TO + 1)
+    assert big.backend_name == pa.default_memory_pool().backend_name
