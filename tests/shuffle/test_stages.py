@@ -16,7 +16,6 @@ from dataferry.shuffle import (
     PushTarget,
     ShuffleDriver,
     ShuffleService,
-    frame,
     push_map_output,
     register_app,
     write_map_output,
@@ -141,7 +140,7 @@ def test_plan_and_randomize_alone():
 
 def test_react_says_what_each_answer_means():
     run = StageRun()
-    batch = [(0, r, frame(0, r, b"z" * 10)) for r in range(5)]
+    batch = [(r, 30 * r, 30) for r in range(5)]
     codes = [
         PushCode.SUCCESS,
         PushCode.DUPLICATE,
@@ -150,7 +149,7 @@ def test_react_says_what_each_answer_means():
         PushCode.SUCCESS,
     ]
     r = react(run, batch, codes, True)
-    assert r.blocks == 3 and [b[1] for b in r.retry] == [2]
+    assert r.blocks == 3 and r.bytes == 90 and [b[0] for b in r.retry] == [2]
     assert r.stop == "TOO_LATE" and not r.quota
     last = react(run, batch[2:3], [PushCode.BUSY], False)  # no retries left: given up
     assert last.retry == [] and last.blocks == 0

@@ -43,6 +43,7 @@ from ..shuffle import (
     PushConfig,
     PushTarget,
     ReduceInput,
+    ShuffleClient,
     ShuffleDriver,
     ShuffleServiceProcess,
     register_app,
@@ -82,6 +83,7 @@ class ShuffleServicePlugin(_plugin_base()):  # type: ignore[misc]
         self.token = token  # the service-wide secret: registers applications, never in a task
         self.tls = tls
         self.service: ShuffleServiceProcess | None = None
+        self.peers: dict[str, str] = {}  # the other services on this host: address -> directory
 
     def app_secret(self, app: str) -> str:
         """The application's credential on this worker's service, registered there once (by
@@ -99,6 +101,16 @@ class ShuffleServicePlugin(_plugin_base()):  # type: ignore[misc]
         host = service_host(worker.address, scheduler)
         self.service = ShuffleServiceProcess(directory, self.token, host=host, tls=self.tls)
         self.service.start()
+
+    def introduce(self, directories: Sequence[tuple[str, str]]) -> int:
+        """Tell this worker's service where the map outputs of the other services on its host
+        are (from every service's (address, directory)), so maps push to it by reference."""
+        self.peers = host_local_dirs(directories, self.address)
+        return self._introduce()
+
+    def _introduce(self) -> int:
+        with ShuffleClient(self.address, self.token, fingerprint=self.fingerprint) as client:
+            return client.introduce(self.peers)
 
     def teardown(self, worker: Any) -> None:
         if self.service is not None:
@@ -132,6 +144,7 @@ def _plugin(worker: Any = None) -> ShuffleServicePlugin:
         )
     if plugin.service is not None and not plugin.service.alive:
         plugin.service.restart()  # the worker's service died: bring it back on its port
+        plugin._introduce()  # and tell it its peers again
     return plugin
 
 
@@ -197,7 +210,12 @@ def ensure_services(client: Any) -> ShuffleServices:
     where = client.run(_service_where)
     addresses = {w: a for w, (a, _) in where.items()}
     directories = dict(where.values())
+    client.run(_introduce_peers, sorted(directories.items()))
     return ShuffleServices(token, fingerprint, addresses, directories)
+
+
+def _introduce_peers(directories: list[tuple[str, str]], dask_worker: Any) -> int:
+    return _plugin(dask_worker).introduce(directories)
 
 
 def _service_where(dask_worker: Any) -> tuple[str, str]:

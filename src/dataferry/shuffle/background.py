@@ -40,6 +40,7 @@ class _Job:
     held: int  # bytes of `blocks` counted against max_held_bytes
     queued_at: float
     done: Future
+    location: str  # the service whose directory holds the map output
 
 
 class BackgroundPusher:
@@ -64,6 +65,7 @@ class BackgroundPusher:
         attempt: int,
         offsets: Sequence[int],
         blocks: Sequence[Pieces] | None = None,
+        location: str = "",
     ) -> Future:
         size = offsets[-1] if offsets else 0
         with self._lock:
@@ -86,6 +88,7 @@ class BackgroundPusher:
                 held,
                 time.perf_counter(),
                 done,
+                location,
             )
         )
         return done
@@ -105,6 +108,7 @@ class BackgroundPusher:
                     self.stats,
                     job.blocks,
                     announce=True,
+                    location=job.location,
                 )
             except Exception as e:  # never let one map's failure stop the pusher
                 log.warning("shuffle pusher: map %d: %r", job.map_index, e)

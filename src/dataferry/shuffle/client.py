@@ -190,6 +190,40 @@ class ShuffleClient:
         self.stats.incr("push_requests")
         return [PushCode(c) for c in answer["codes"]]
 
+    def push_ref(
+        self,
+        app: str,
+        shuffle: int,
+        merge_id: int,
+        map_index: int,
+        attempt: int,
+        source: str,
+        refs: Sequence[tuple[int, int, int]],
+    ) -> list[PushCode]:
+        """Push blocks by reference: [(reduce, offset, length)] of map output (map, attempt)
+        on the service at `source` (this one, or a peer on its host that it was introduced
+        to), which the service reads from the file itself; one code per block. A service
+        that does not know `source` refuses with 404 (the blocks are then pushed as bytes)."""
+        header = {
+            "app": app,
+            "shuffle": shuffle,
+            "merge_id": merge_id,
+            "map": map_index,
+            "attempt": attempt,
+            "from": source,
+            "blocks": [list(ref) for ref in refs],
+        }
+        answer, _ = self.request(Msg.PUSH_REF, header)
+        self.stats.incr("push_ref_requests")
+        return [PushCode(c) for c in answer["codes"]]
+
+    def introduce(self, peers: dict[str, str]) -> int:
+        """Tell the service the directories of the other services on its host (address ->
+        directory), so pushes by reference may name their map outputs (on a connection with
+        the service-wide token); how many it knows."""
+        answer, _ = self.request(Msg.PEERS, {"peers": peers})
+        return int(answer["peers"])
+
     def push_done(self, app: str, shuffle: int, merge_id: int, map_index: int) -> PushCode:
         """Tell the merger this map pushes no more to the merge (its push completion)."""
         header = {"app": app, "shuffle": shuffle, "merge_id": merge_id, "map": map_index}

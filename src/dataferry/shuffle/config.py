@@ -81,6 +81,11 @@ class PushConfig:
         the map task encoded them into while they add up to at most this; past it they are
         read back from their map output files (Spark's pusher always reads the files), so a
         worker's memory is bounded by this and `max_bytes_in_flight`, not by the data.
+    by_reference: a merger on the host of the service holding the map output is sent the
+        blocks' places in the map output, not their bytes: it reads them from the file (its
+        own directory's, or a peer service's on the host that it was introduced to), so they
+        never cross a socket. A merger that does not know that service is sent the bytes.
+        Spark has no such option (its pusher always sends bytes).
     """
 
     max_block_size_to_push: int = 1 * MiB
@@ -91,6 +96,7 @@ class PushConfig:
     retry_wait_s: float = 0.05
     background: bool = True
     max_held_bytes: int = 256 * MiB
+    by_reference: bool = True
 
     def __post_init__(self) -> None:
         if self.max_block_batch_size < 1 or self.max_bytes_in_flight < self.max_block_batch_size:

@@ -43,6 +43,10 @@ class Msg(IntEnum):
     MERGED_PARTITION = 11  # as MERGED_META -> {"index_len","meta_len"} + index + meta + data
     REGISTER = 12  # {"app"} -> {"secret"}: with the service-wide token; 409 if the app is live
     UNREGISTER = 13  # {"app"} -> {"removed"}: with the app's credential; its files go too
+    # {"app","shuffle","merge_id","map","attempt","from","blocks":[[reduce, offset, length]]}
+    # -> {"codes"}: merge blocks of a map output on this host, read from its file (no payload)
+    PUSH_REF = 14
+    PEERS = 15  # {"peers": {address: directory}} -> {"peers"}: with the service-wide token
     OK = 100
     ERROR = 101
 
@@ -118,13 +122,23 @@ def ids_of(header: dict[str, Any]) -> tuple[str, int, int]:
 
 def blocks_of(header: dict[str, Any]) -> list[tuple[int, int, int]]:
     """A push's [[map, reduce, length], ...], each entry checked."""
+    return _triples(header, ("map", "reduce", "length"))
+
+
+def refs_of(header: dict[str, Any]) -> list[tuple[int, int, int]]:
+    """A push by reference's [[reduce, offset, length], ...], each entry checked."""
+    return _triples(header, ("reduce", "offset", "length"))
+
+
+def _triples(header: dict[str, Any], names: tuple[str, str, str]) -> list[tuple[int, int, int]]:
     blocks = header["blocks"]
     if not isinstance(blocks, list):
         raise BadRequest(400, "'blocks' must be a list")
     out = []
     for entry in blocks:
         if not isinstance(entry, list) or len(entry) != 3:
-            raise BadRequest(400, "each block must be [map, reduce, length]")
-        row = dict(zip(("map", "reduce", "length"), entry, strict=True))
-        out.append((int_of(row, "map"), int_of(row, "reduce"), int_of(row, "length")))
+            raise BadRequest(400, f"each block must be [{', '.join(names)}]")
+        row = dict(zip(names, entry, strict=True))
+        a, b, c = (int_of(row, n) for n in names)
+        out.append((a, b, c))
     return out

@@ -26,12 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..errors import ShuffleError, ShuffleServiceUnavailable, StoreError
+from ..net.addresses import host_of
 from ..net.retry import Backoff
 from ..stages import TASK_LEVEL, StageRun, stage
 from ..stats import IOStatistics
 from ..store import Store
 from .blocks import Pieces
-from .client import PushBlock, ServiceRefused, ShuffleClient, block_size
+from .client import PushBlock, ServiceRefused, ShuffleClient
 from .config import PushConfig
 from .files import map_output
 from .merge import PushCode
@@ -63,6 +64,9 @@ class PushTarget:
         return min(reduce_id * n // self.num_reduces, n - 1)
 
 
+Ref = tuple[int, int, int]  # a block of the map output: (reduce id, offset, framed length)
+
+
 @dataclass(frozen=True)
 class PushRequest:
     merger: int
@@ -72,6 +76,14 @@ class PushRequest:
     @property
     def size(self) -> int:
         return sum(n for _, n in self.blocks)
+
+    def refs(self) -> list[Ref]:
+        """The request's blocks as (reduce id, offset, length) in the map output."""
+        out, pos = [], self.start
+        for reduce_id, length in self.blocks:
+            out.append((reduce_id, pos, length))
+            pos += length
+        return out
 
 
 def plan_requests(target: PushTarget, offsets: Sequence[int]) -> list[PushRequest]:
@@ -133,6 +145,7 @@ class _Push:
     blocks: Sequence[Pieces] | None
     announce: bool
     data_path: str
+    location: str  # the service whose directory holds the map output ("": not known)
     report: PushReport = field(default_factory=PushReport)
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -151,7 +164,7 @@ class Reaction:
     codes: list[PushCode]
     blocks: int = 0
     bytes: int = 0
-    retry: list[tuple[int, int, PushBlock]] = field(default_factory=list)
+    retry: list[Ref] = field(default_factory=list)
     quota: bool = False
     stop: str = ""
 
@@ -165,19 +178,22 @@ def push_map_output(
     stats: IOStatistics | None = None,
     blocks: Sequence[Pieces] | None = None,
     announce: bool = False,
+    location: str = "",
 ) -> PushReport:
     """Push one map attempt's output to the mergers; returns what happened (never raises for a
     merger's failure: pushing is best effort). With `blocks` (the framed blocks the map task
     still holds) nothing is read back from the map output file. With `announce`, every
     merger that can be reached is told at the end that this map pushes no more (its push
-    completion, which the driver collects before it finalizes)."""
+    completion, which the driver collects before it finalizes). With `location` (the service
+    whose directory holds the map output), a merger on that service's host is pushed to by
+    reference (`PushConfig.by_reference`)."""
     run = StageRun(
         stats if stats is not None else IOStatistics(),
         logger=log,
         label=f"shuffle {target.app}/{target.shuffle_id} map {map_index}.{attempt}",
     )
     data_path, _ = map_output(target.app, target.shuffle_id, map_index, attempt)
-    push = _Push(store, target, map_index, attempt, blocks, announce, data_path)
+    push = _Push(store, target, map_index, attempt, blocks, announce, data_path, location)
     requests = plan(run, target, offsets)
     by_merger = randomize(run, push, requests)
     report = send(run, push, by_merger)
@@ -225,10 +241,7 @@ def send(run: StageRun, push: _Push, by_merger: dict[int, list[PushRequest]]) ->
 
 @stage("push_stage_react", "react", level=TASK_LEVEL)
 def react(
-    run: StageRun,
-    batch: Sequence[tuple[int, int, PushBlock]],
-    codes: Sequence[PushCode],
-    may_retry: bool,
+    run: StageRun, batch: Sequence[Ref], codes: Sequence[PushCode], may_retry: bool
 ) -> Reaction:
     """Stage 4, on each answer: merged and duplicate blocks are done; QUOTA leaves the rest of
     this merger's blocks to the map output; BUSY and IO_ERROR are sent again (while
@@ -237,7 +250,7 @@ def react(
     for block, code in zip(batch, codes, strict=True):
         if code in (PushCode.SUCCESS, PushCode.DUPLICATE):
             reaction.blocks += 1
-            reaction.bytes += block_size(block[2])
+            reaction.bytes += block[2]
         elif code == PushCode.QUOTA:
             reaction.quota = True
         elif code.retriable and may_retry:
@@ -252,6 +265,7 @@ def _send_to_merger(run: StageRun, push: _Push, merger: int, reqs: list[PushRequ
     means, and (with `announce`) its push completion."""
     target, report = push.target, push.report
     address = target.mergers[merger]
+    by_reference = [target.config.by_reference and same_host(address, push.location)]
     with ShuffleClient(
         address, stats=run.stats, fingerprint=target.fingerprint, credentials=target.credentials
     ) as client:
@@ -259,7 +273,7 @@ def _send_to_merger(run: StageRun, push: _Push, merger: int, reqs: list[PushRequ
             for req in reqs:
                 if push.stop.is_set():
                     break
-                if not _send_request(run, push, client, req):
+                if not _send_request(run, push, client, req, by_reference):
                     with push.lock:
                         report.over_quota.append(address)
                     break  # the rest of this merger's blocks are read from the map output
@@ -289,28 +303,65 @@ def _send_to_merger(run: StageRun, push: _Push, merger: int, reqs: list[PushRequ
                 pass  # the merger is gone: the driver does not count on its answer
 
 
-def _batch(push: _Push, req: PushRequest) -> list[tuple[int, int, PushBlock]]:
-    """One request's blocks, from the map task's buffers or read back from its output."""
+def same_host(merger: str, location: str) -> bool:
+    """Whether a merger runs on the host of the service holding a map output (`location`)."""
+    return bool(location) and host_of(merger) == host_of(location)
+
+
+def _blocks(push: _Push, refs: Sequence[Ref]) -> list[tuple[int, int, PushBlock]]:
+    """The blocks' bytes, from the map task's buffers or read back from its output."""
     if push.blocks is not None:
-        return [(push.map_index, r, push.blocks[r]) for r, _ in req.blocks]
-    data = memoryview(push.store.read_range(push.data_path, req.start, req.size))
-    batch: list[tuple[int, int, PushBlock]] = []
-    pos = 0
-    for reduce_id, length in req.blocks:
-        batch.append((push.map_index, reduce_id, data[pos : pos + length]))
-        pos += length
-    return batch
+        return [(push.map_index, r, push.blocks[r]) for r, _, _ in refs]
+    start = min(offset for _, offset, _ in refs)
+    end = max(offset + length for _, offset, length in refs)
+    data = push.store.read_view(push.data_path, start, end - start)
+    return [
+        (push.map_index, r, data[offset - start : offset - start + length])
+        for r, offset, length in refs
+    ]
 
 
-def _send_request(run: StageRun, push: _Push, client: ShuffleClient, req: PushRequest) -> bool:
+def _push_once(
+    push: _Push, client: ShuffleClient, batch: list[Ref], by_reference: list[bool]
+) -> list[PushCode]:
+    """Send the blocks once: by reference while the merger takes that (it must know the
+    service holding the map output), else as bytes. A merger that refuses a push by
+    reference is sent bytes from then on (`by_reference[0]` turns False)."""
+    target = push.target
+    if by_reference[0]:
+        try:
+            return client.push_ref(
+                target.app,
+                target.shuffle_id,
+                target.merge_id,
+                push.map_index,
+                push.attempt,
+                push.location,
+                batch,
+            )
+        except ServiceRefused as e:
+            if e.status not in (400, 404, 413):
+                raise
+            log.debug("push by reference to %s refused (%s): pushing bytes", client.address, e)
+            by_reference[0] = False
+    return client.push(target.app, target.shuffle_id, target.merge_id, _blocks(push, batch))
+
+
+def _send_request(
+    run: StageRun,
+    push: _Push,
+    client: ShuffleClient,
+    req: PushRequest,
+    by_reference: list[bool],
+) -> bool:
     """Push one request's blocks (in a random order of their own), sending again what
     `react` says to with backoff; False when the merger answered QUOTA."""
-    target, report, cfg = push.target, push.report, push.target.config
-    batch = _batch(push, req)
+    report, cfg = push.report, push.target.config
+    batch = req.refs()
     random.Random(push.seed(req.start)).shuffle(batch)
     waits = Backoff(cfg.retry_wait_s, attempts=cfg.retries + 1).waits()
     while True:
-        codes = client.push(target.app, target.shuffle_id, target.merge_id, batch)
+        codes = _push_once(push, client, batch, by_reference)
         wait = next(waits, None)  # None: this was the last try
         reaction = react(run, batch, codes, wait is not None)
         with push.lock:

@@ -202,7 +202,7 @@ def _read_host_local(inp: ReduceInput, merged: MergedPartition) -> tuple | None:
         index = memoryview(store.read_bytes(index_path))
         meta = memoryview(store.read_bytes(meta_path))
         offsets, chunk_maps = _chunk_bitmaps(index, meta, merged)
-        data = memoryview(store.read_range(data_path, 0, merged.size) if merged.size else b"")
+        data = store.read_view(data_path, 0, merged.size) if merged.size else memoryview(b"")
     except (StoreError, ShuffleError, CorruptShuffleData, ValueError, OSError):
         return None
     if len(data) != merged.size:

@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import ConfigError, CorruptShuffleData, NotFound, StoreError
 from ..net import BackgroundServer, RawConnection, StreamConnection, TLSChoice, resolve_tls
 from ..stats import IOStatistics
-from ..store import Store
+from ..store import Store, open_store
 from .blocks import header_matches
 from .config import ShuffleServiceConfig
 from .files import decode_offsets, map_output
@@ -44,6 +44,7 @@ from .protocol import (
     int_of,
     parse_header,
     prefix,
+    refs_of,
     same_token,
 )
 from .tenancy import Registry
@@ -55,6 +56,7 @@ Connection = RawConnection | StreamConnection
 DATA_REQUESTS = frozenset(
     {
         Msg.PUSH,
+        Msg.PUSH_REF,
         Msg.FINALIZE,
         Msg.MERGED_META,
         Msg.MERGED_CHUNK,
@@ -92,6 +94,10 @@ class ShuffleService:
         self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="shuffle-io")
         self._indexes: OrderedDict[str, list[int]] = OrderedDict()  # small LRU of index files
         self._indexes_lock = threading.Lock()
+        # the services on this host whose map outputs a push by reference may name, as their
+        # stores (told by the holder of the service-wide token: `introduce`)
+        self._peers: dict[str, Store] = {}
+        self._peers_lock = threading.Lock()
         # raw sockets (when plain): a pushed payload is received straight into one buffer, with
         # no stream buffer copying it on the way
         self._server = BackgroundServer(
@@ -221,8 +227,8 @@ class ShuffleService:
 
     def _authorize(self, msg: Msg, header: dict[str, Any], session: _Session) -> None:
         """Refuse (403) a request the connection may not make."""
-        if msg == Msg.REGISTER and session.app:
-            raise BadRequest(403, "applications are registered with the service-wide token")
+        if msg in (Msg.REGISTER, Msg.PEERS) and session.app:
+            raise BadRequest(403, f"{msg.name} needs the service-wide token")
         if msg not in DATA_REQUESTS:
             return
         app = app_of(header)
@@ -279,6 +285,17 @@ class ShuffleService:
         elif msg == Msg.PUSH:
             codes = await self._push(header, payload)
             await self._answer(conn, {"codes": codes})
+        elif msg == Msg.PUSH_REF:
+            codes = await self._push_ref(header)
+            await self._answer(conn, {"codes": codes})
+        elif msg == Msg.PEERS:
+            peers = header["peers"]
+            if not isinstance(peers, dict) or not all(
+                isinstance(v, str) for kv in peers.items() for v in kv
+            ):
+                raise BadRequest(400, "'peers' must map service addresses to directories")
+            known = await loop.run_in_executor(self._io, self.introduce, peers)
+            await self._answer(conn, {"peers": known})
         elif msg == Msg.FINALIZE:
             app, shuffle, merge_id = ids_of(header)
             statuses = await loop.run_in_executor(
@@ -356,21 +373,88 @@ class ShuffleService:
         results = await asyncio.get_running_loop().run_in_executor(
             self._io, self._push_blocks, app, shuffle, merge_id, blocks, payload
         )
+        return await self._codes(results)
+
+    async def _push_ref(self, header: dict[str, Any]) -> list[int]:
+        results = await asyncio.get_running_loop().run_in_executor(
+            self._io, self._push_from_file, header
+        )
+        return await self._codes(results)
+
+    async def _codes(self, results: list[PushCode | Future]) -> list[int]:
+        """The codes of a push's blocks, once every block waiting behind a writer is done."""
         codes: list[int] = []
         for r in results:
             code = await asyncio.wrap_future(r) if isinstance(r, Future) else r
             codes.append(int(code))
         return codes
 
+    def introduce(self, peers: dict[str, str]) -> int:
+        """Learn the directories of the other services on this host (address -> directory),
+        whose map outputs a push by reference may then name; how many are known."""
+        stores = {a: open_store(d) for a, d in peers.items() if a != self.address}
+        with self._peers_lock:
+            self._peers.update(stores)
+            return len(self._peers)
+
+    def _source(self, name: Any) -> Store:
+        """The store holding the map outputs of service `name` ("" or this one: its own)."""
+        if not isinstance(name, str):
+            raise BadRequest(400, "'from' must be a service address")
+        if name in ("", self.address):
+            return self.store
+        with self._peers_lock:
+            store = self._peers.get(name)
+        if store is None:
+            raise BadRequest(404, f"service {name}'s map outputs are not known here")
+        return store
+
+    def _push_from_file(self, header: dict[str, Any]) -> list[PushCode | Future]:
+        """A push by reference: the blocks are read from the map output they name, on this
+        service's directory or a peer's on the same host, then merged as pushed bytes are
+        (their headers checked); nothing crossed a socket."""
+        app, shuffle, merge_id = ids_of(header)
+        map_index, attempt = int_of(header, "map"), int_of(header, "attempt")
+        refs = refs_of(header)
+        store = self._source(header.get("from", ""))
+        if not refs:
+            return []
+        start = min(offset for _, offset, _ in refs)
+        end = max(offset + length for _, offset, length in refs)
+        if end - start > self.config.max_frame_bytes:
+            raise BadRequest(413, f"a push by reference of {end - start} bytes is too large")
+        data_path, _ = map_output(app, shuffle, map_index, attempt)
+        try:
+            data = store.read_view(data_path, start, end - start)
+        except NotFound:
+            raise BadRequest(404, f"map output {data_path} not found") from None
+        if len(data) != end - start:
+            raise BadRequest(404, f"map output {data_path} ends before byte {end}")
+        self.stats.incr("push_ref_bytes", sum(length for _, _, length in refs))
+        blocks = [(map_index, r, length) for r, _, length in refs]
+        views = [data[offset - start : offset - start + length] for _, offset, length in refs]
+        return self._push_views(app, shuffle, merge_id, blocks, views)
+
     def _push_blocks(
         self, app: str, shuffle: int, merge_id: int, blocks: list[Any], payload: memoryview
     ) -> list[PushCode | Future]:
-        results: list[PushCode | Future] = []
+        views = []
         pos = 0
-        view = payload
-        for map_index, reduce_id, length in blocks:
-            block = view[pos : pos + int(length)]
+        for _, _, length in blocks:
+            views.append(payload[pos : pos + int(length)])
             pos += int(length)
+        return self._push_views(app, shuffle, merge_id, blocks, views)
+
+    def _push_views(
+        self,
+        app: str,
+        shuffle: int,
+        merge_id: int,
+        blocks: list[Any],
+        views: list[memoryview],
+    ) -> list[PushCode | Future]:
+        results: list[PushCode | Future] = []
+        for (map_index, reduce_id, _), block in zip(blocks, views, strict=True):
             if not header_matches(block, int(map_index), int(reduce_id)):
                 self.merges.stats.incr("push_corrupt")
                 results.append(PushCode.CORRUPT)

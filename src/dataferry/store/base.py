@@ -220,6 +220,14 @@ class Store(ABC):
         path = paths.normalize(path)
         return self._op(Op.READ_RANGE, path, self._read_range, path, start, length)
 
+    def read_view(self, path: str, start: int, length: int) -> memoryview:
+        """`read_range`'s bytes as a read-only view. A local store maps the file's pages rather
+        than copying them into fresh memory, which costs a page fault per page of a buffer
+        used once (a shuffle's reducer reads each merged file once); the view stays whole if
+        the file is deleted or replaced by a rename, which is how stores replace files."""
+        path = paths.normalize(path)
+        return self._op(Op.READ_RANGE, path, self._read_view, path, start, length)
+
     def external_commit(self, path: str, fn: Callable[[], T]) -> T:
         """Run, as one operation of this store, a change that a format's own library makes
         at `path` outside it (a Delta log entry, an Iceberg catalog's pointer swap): counted
@@ -245,6 +253,9 @@ class Store(ABC):
 
     def _read_range(self, path: str, start: int, length: int) -> bytes:
         return self._read(path)[start : start + length]
+
+    def _read_view(self, path: str, start: int, length: int) -> memoryview:
+        return memoryview(self._read_range(path, start, length))
 
     # --- multipart upload (stores with capabilities.multipart_upload) -------------------------
 

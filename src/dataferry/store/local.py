@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import mmap
 import os
 import shutil
 import stat as stat_mod
@@ -44,6 +45,9 @@ from .base import Store, read_capped, record_too_large
 from .nofollow import DIR_HANDLE, DIR_READ
 from .oserrors import from_os_error
 from .types import Capabilities, FileStatus, Op
+
+# a shared read-only mapping whose pages are mapped at once, not faulted in one by one
+_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
 LOCAL_CAPABILITIES = Capabilities(
     atomic_file_rename=True,
@@ -466,6 +470,23 @@ class LocalStore(Store):
             raise self._translate(e, path, "read") from None
         finally:
             os.close(fd)
+
+    def _read_view(self, path: str, start: int, length: int) -> memoryview:
+        """The range mapped read-only, its pages populated in one call (a file this store
+        truncated under a live view would fault its reader: the store replaces files by
+        rename and cuts back only a shuffle merge's files before they are first read)."""
+        fd = self._open_file(path, "read", os.O_RDONLY)
+        try:
+            end = min(os.fstat(fd).st_size, start + length)
+            if end <= start:
+                return memoryview(b"")
+            base = start - start % mmap.ALLOCATIONGRANULARITY
+            mapped = mmap.mmap(fd, end - base, flags=_MAP_FLAGS, prot=mmap.PROT_READ, offset=base)
+        except OSError as e:
+            raise self._translate(e, path, "read") from None
+        finally:
+            os.close(fd)
+        return memoryview(mapped)[start - base : end - base]
 
     def open_read(self, path: str) -> BinaryIO:
         """A real file handle: large files are read as a stream, not loaded whole."""

@@ -97,6 +97,8 @@ class LocalShuffle:
             node_dir = os.path.join(self.root, f"node-{i}")
             LocalStore(node_dir).mkdirs("")
             self.services.append(ShuffleServiceProcess(node_dir, self.token).start())
+        for svc in self.services:
+            self._introduce(svc)
         # the service-wide token stays here: the tasks get the application's credentials
         self.credentials = register_app(self.app, self.addresses, self.token)
         workers = self.config.workers or os.cpu_count() or 1
@@ -112,8 +114,15 @@ class LocalShuffle:
                     try:
                         svc.restart()
                         self.restarts += 1
+                        self._introduce(svc)
                     except Exception:  # keep supervising; the next round tries again
                         pass
+
+    def _introduce(self, svc: ShuffleServiceProcess) -> None:
+        """Tell a service where the other nodes' map outputs are (the nodes share this
+        host), so a map's blocks reach it by reference (`PushConfig.by_reference`)."""
+        with ShuffleClient(svc.address, self.token) as client:
+            client.introduce({s.address: s.directory for s in self.services})
 
     def stop(self) -> None:
         self._stop.set()

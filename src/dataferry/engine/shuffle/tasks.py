@@ -78,12 +78,19 @@ def run_map_task(task: MapTask, data: Any = None) -> MapResult:
         if task.target is not None and task.target.config.background:
             # handed to this process's pusher: the task returns, its pushes overlap the next map
             process_pusher().submit(
-                store, task.target, task.map_index, task.attempt, offsets, framed
+                store, task.target, task.map_index, task.attempt, offsets, framed, task.location
             )
             push = {"background": True}
         elif task.target is not None:
             report = push_map_output(
-                store, task.target, task.map_index, task.attempt, offsets, stats, framed
+                store,
+                task.target,
+                task.map_index,
+                task.attempt,
+                offsets,
+                stats,
+                framed,
+                location=task.location,
             )
             push = asdict(report)
     status = MapStatus(task.map_index, task.attempt, task.location, sizes, push.get("blocks", 0))
