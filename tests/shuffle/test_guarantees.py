@@ -256,3 +256,19 @@ def test_a_payload_corrupted_in_flight_is_caught_by_the_reader(node):
     blocks, report = read_reduce(reduce_input(node, shuffle, offsets, merged))
     assert_every_map_once_intact(blocks)
     assert report.fallback_chunks == 1 and report.fallback_maps >= 1
+
+
+def test_a_blocks_checksum_is_zlibs_crc32_computed_by_zlib_ng():
+    """The frame's checksum is zlib's CRC-32 (the format does not depend on the library), and
+    with the shuffle extra installed it is zlib-ng's, ten times faster than zlib's own."""
+    import zlib
+
+    from zlib_ng import zlib_ng
+
+    from dataferry.shuffle import blocks
+
+    payload = bytes(range(256)) * 41
+    header, body = blocks.frame_pieces(3, 7, memoryview(payload)[5:])
+    assert blocks.HEADER.unpack(header)[4] == zlib.crc32(payload[5:])
+    assert [b.payload.tobytes() for b in blocks.unframe(header + bytes(body))] == [payload[5:]]
+    assert blocks.crc32 is zlib_ng.crc32

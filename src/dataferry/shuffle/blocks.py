@@ -15,11 +15,15 @@ chunk falls back to the map outputs, so wrong bytes still never reach a reduce.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..errors import CorruptShuffleData
+
+try:  # zlib-ng's CRC-32 is zlib's, about ten times faster (the shuffle extra installs it)
+    from zlib_ng.zlib_ng import crc32
+except ImportError:  # pragma: no cover - the same checksum, only slower
+    from zlib import crc32
 
 HEADER = struct.Struct(">4sIIII")
 BLOCK_MAGIC = b"DFB1"  # starts every framed block (a frame starts with protocol.FRAME_MAGIC)
@@ -40,7 +44,7 @@ def frame_pieces(map_index: int, reduce_id: int, payload: bytes | memoryview) ->
     """A framed block as (header, payload), the payload not copied; (b"", b"") when empty."""
     if not len(payload):
         return b"", b""
-    crc = zlib.crc32(payload)
+    crc = crc32(payload)
     return HEADER.pack(BLOCK_MAGIC, map_index, reduce_id, len(payload), crc), payload
 
 
@@ -81,7 +85,7 @@ def unframe(data: bytes | memoryview, where: str = "") -> Iterator[Block]:
         payload = view[start : start + length]
         if len(payload) != length:
             raise CorruptShuffleData(f"{where}: block of map {map_index} truncated at byte {pos}")
-        if zlib.crc32(payload) != crc:
+        if crc32(payload) != crc:
             raise CorruptShuffleData(f"{where}: checksum mismatch in block of map {map_index}")
         yield Block(map_index, reduce_id, payload)
         pos = start + length

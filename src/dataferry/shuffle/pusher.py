@@ -58,6 +58,11 @@ class PushTarget:
     def __post_init__(self) -> None:
         check_credentials(self.credentials)
 
+    def by_reference_only(self, location: str) -> bool:
+        """Whether every merger is pushed to by reference from a map output held by the
+        service at `location` (then the pusher needs none of the blocks' bytes)."""
+        return self.config.by_reference and all(same_host(m, location) for m in self.mergers)
+
     def merger_of(self, reduce_id: int) -> int:
         """Contiguous reduce ranges per merger, the same for every map (Spark's rule)."""
         n = len(self.mergers)

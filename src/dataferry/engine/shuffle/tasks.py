@@ -67,11 +67,16 @@ def run_map_task(task: MapTask, data: Any = None) -> MapResult:
     with stats.duration("map_split"):  # hash, order and encode the blocks
         payloads = encode_blocks(split_batches(table, task.on, task.num_reduces))
     store = open_store(task.node_dir)
-    framed: list[Pieces] = []
+    # the encoded blocks are kept for the pusher only when some merger needs their bytes: one
+    # that reads them from the map output itself leaves them to be freed (and their memory
+    # reused by the next map) now
+    pushes_bytes = task.target is not None and not task.target.by_reference_only(task.location)
+    framed: list[Pieces] | None = [] if pushes_bytes else None
     with stats.duration("map_write"):
         offsets = write_map_output(
             store, task.app, task.shuffle_id, task.map_index, task.attempt, payloads, framed
         )
+    del payloads
     sizes = block_sizes(offsets)
     push: dict[str, Any] = {}
     with stats.duration("map_push"):

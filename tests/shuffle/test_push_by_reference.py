@@ -1,0 +1,258 @@
+"""Push by reference: a merger on the map output's host is told where the blocks are in the map
+output file (PUSH_REF) and reads them itself, from its own directory or a peer's it was
+introduced to (PEERS); a merger that does not know the holder is sent the bytes instead."""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections import Counter
+from contextlib import ExitStack
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from dataferry.engine.shuffle import LocalShuffle, LocalShuffleConfig
+from dataferry.shuffle import (
+    DriverConfig,
+    MapStatus,
+    PushCode,
+    PushConfig,
+    ReduceInput,
+    ServiceRefused,
+    ShuffleClient,
+    ShuffleDriver,
+    ShuffleService,
+    ShuffleServiceConfig,
+    push_map_output,
+    read_reduce,
+    register_app,
+    write_map_output,
+)
+from dataferry.shuffle.mapoutput import block_sizes
+from dataferry.store import LocalStore
+
+TOKEN = "ref-token"
+APP = "app-ref"
+OTHER = "app-other"
+MAPS, REDUCES = 3, 4
+
+
+def payload(m: int, r: int) -> bytes:
+    """A block's payload, different for every (map, reduce), of varied lengths."""
+    return random.Random(m * 1000 + r).randbytes(200 + 37 * r + 11 * m)
+
+
+def counters(svc: ShuffleService) -> dict[str, int]:
+    return svc.snapshot()["counters"]
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """Two in-process services on loopback (one host), each over its own directory, the app
+    registered on both."""
+    with ExitStack() as stack:
+        services = []
+        for name in ("a", "b"):
+            directory = str(tmp_path / name)
+            config = ShuffleServiceConfig(token=TOKEN)
+            svc = stack.enter_context(ShuffleService(LocalStore(directory), config))
+            svc.directory = directory
+            services.append(svc)
+        creds = register_app(APP, [s.address for s in services], TOKEN)
+        for svc in services:
+            svc.creds = creds
+        yield services
+
+
+def introduce(a: ShuffleService, b: ShuffleService) -> None:
+    """Each told the other's directory: one in process, one over the wire with the token."""
+    assert b.introduce({a.address: a.directory}) == 1
+    with ShuffleClient(a.address, TOKEN) as c:
+        assert c.introduce({b.address: b.directory}) == 1
+
+
+def write_maps(svc: ShuffleService, app: str, shuffle: int) -> dict[int, list[int]]:
+    """MAPS map outputs of REDUCES blocks each, in the service's directory; their offsets."""
+    store = LocalStore(svc.directory)
+    return {
+        m: write_map_output(store, app, shuffle, m, 0, [payload(m, r) for r in range(REDUCES)])
+        for m in range(MAPS)
+    }
+
+
+def shuffle_from_a(pair: list[ShuffleService], shuffle: int, push: PushConfig) -> dict[str, Any]:
+    """Maps written to A's directory, pushed to both services as mergers with location=A, then
+    finalized by the driver and every reduce read back (it must give the original blocks,
+    all from the merges)."""
+    a, b = pair
+    offsets = write_maps(a, APP, shuffle)
+    driver = ShuffleDriver(
+        APP,
+        shuffle,
+        MAPS,
+        REDUCES,
+        [a.address, b.address],
+        credentials=a.creds,
+        config=DriverConfig(min_shuffle_size_to_wait=0, finalize_timeout_s=5),
+        push=push,
+    )
+    target = driver.target
+    assert sorted(target.mergers) == sorted([a.address, b.address])
+    store = LocalStore(a.directory)
+    reports = []
+    for m in range(MAPS):
+        reports.append(push_map_output(store, target, m, 0, offsets[m], location=a.address))
+        driver.map_finished(MapStatus(m, 0, a.address, block_sizes(offsets[m])))
+    merged = driver.finalize()
+    to_merger: Counter[str] = Counter()  # framed bytes each merger should hold
+    reduces_of: Counter[str] = Counter()  # reduce partitions each merger merges
+    for r in range(REDUCES):
+        reduces_of[target.mergers[target.merger_of(r)]] += 1
+        for o in offsets.values():
+            to_merger[target.mergers[target.merger_of(r)]] += block_sizes(o)[r]
+    written = sum(o[-1] for o in offsets.values())
+    assert sum(rep.blocks for rep in reports) == MAPS * REDUCES  # every block merged
+    assert sum(rep.bytes for rep in reports) == written
+    assert sorted(merged) == list(range(REDUCES))
+    assert sum(p.size for p in merged.values()) == written
+    for r in range(REDUCES):
+        inp = ReduceInput(
+            APP, shuffle, driver.merge_id, r, tuple(driver.map_statuses()), merged[r], a.creds
+        )
+        blocks, report = read_reduce(inp)
+        assert [(b.map_index, bytes(b.payload)) for b in blocks] == [
+            (m, payload(m, r)) for m in range(MAPS)
+        ]
+        assert report.merged_blocks == MAPS and report.original_blocks == 0
+    return {"written": written, "to": to_merger, "reduces_of": reduces_of, "reports": reports}
+
+
+def test_a_peers_map_outputs_merge_by_reference(pair):
+    a, b = pair
+    introduce(a, b)
+    got = shuffle_from_a(pair, 0, PushConfig(background=False))
+    ca, cb = counters(a), counters(b)
+    assert got["to"][a.address] > 0 and got["to"][b.address] > 0  # both merged some
+    for svc, c in ((a, ca), (b, cb)):
+        # every merged byte was read from A's map output file: no PUSH carried a payload
+        assert c["push_ref_bytes"] == c["merged_bytes"] == got["to"][svc.address]
+        assert c.get("requests_push", 0) == 0 and c["requests_push_ref"] == MAPS
+    assert ca["push_ref_bytes"] + cb["push_ref_bytes"] == got["written"]
+
+
+def test_a_merger_that_does_not_know_the_holder_is_sent_bytes(pair):
+    a, b = pair  # not introduced: B cannot read A's directory
+    push = PushConfig(background=False, max_block_batch_size=1)  # a request per block
+    got = shuffle_from_a(pair, 1, push)
+    ca, cb = counters(a), counters(b)
+    # B refused the first reference of each push (404), then was sent bytes for all of its
+    # blocks, that one included, without being asked to read a reference again
+    assert got["reduces_of"][b.address] >= 2
+    assert cb.get("push_ref_bytes", 0) == 0
+    assert cb["requests_push_ref"] == MAPS
+    assert cb["requests_push"] == MAPS * got["reduces_of"][b.address]
+    assert cb["merged_bytes"] == got["to"][b.address] > 0
+    # A holds the map outputs: its own blocks still went by reference
+    assert ca["push_ref_bytes"] == ca["merged_bytes"] == got["to"][a.address] > 0
+    assert ca.get("requests_push", 0) == 0
+
+
+def test_by_reference_off_sends_bytes_only(pair):
+    a, b = pair
+    introduce(a, b)
+    got = shuffle_from_a(pair, 2, PushConfig(background=False, by_reference=False))
+    for svc in (a, b):
+        c = counters(svc)
+        assert c.get("push_ref_bytes", 0) == 0 and c.get("requests_push_ref", 0) == 0
+        assert c["requests_push"] == MAPS
+        assert c["merged_bytes"] == got["to"][svc.address] > 0
+
+
+def refused(call) -> int:
+    with pytest.raises(ServiceRefused) as e:
+        call()
+    return e.value.status
+
+
+def test_peers_and_references_are_checked(pair):
+    a, b = pair
+    shuffle = 5
+    offsets = write_maps(a, APP, shuffle)[0]  # map 0's offsets
+    write_maps(a, OTHER, shuffle)  # another application's map outputs, on the same service
+    register_app(OTHER, [a.address], TOKEN)
+
+    def ref(r: int, shift: int = 0) -> tuple[int, int, int]:
+        return (r, offsets[r] + shift, offsets[r + 1] - offsets[r])
+
+    with ShuffleClient(a.address, credentials=a.creds) as c:
+
+        def push_ref(refs, source="", map_index=0, app=APP, attempt=0):
+            return c.push_ref(app, shuffle, 0, map_index, attempt, source, refs)
+
+        # only the service-wide token introduces peers
+        assert refused(lambda: c.introduce({b.address: b.directory})) == 403
+        # a service it was not introduced to, or none at all
+        assert refused(lambda: push_ref([ref(0)], source=b.address)) == 404
+        assert refused(lambda: push_ref([ref(0)], source="127.0.0.1:1")) == 404
+        # another application's map output, on this application's connection
+        assert refused(lambda: push_ref([ref(0)], app=OTHER)) == 403
+        # no such map output, or not that far
+        assert refused(lambda: push_ref([ref(0)], map_index=MAPS)) == 404
+        assert refused(lambda: push_ref([ref(0)], attempt=1)) == 404
+        assert refused(lambda: push_ref([(REDUCES, offsets[-1], 100)])) == 404
+        # bytes that are not the block they are said to be: another reduce's, or shifted
+        wrong = [(1, *ref(0)[1:]), ref(2, shift=1)]
+        assert push_ref(wrong) == [PushCode.CORRUPT, PushCode.CORRUPT]
+        assert counters(a).get("merged_bytes", 0) == 0
+        assert counters(a)["push_corrupt"] == 2
+        # the same blocks at their right places merge (from "" or its own address: its store)
+        assert push_ref([ref(0)]) == [PushCode.SUCCESS]
+        assert push_ref([ref(2)], source=a.address) == [PushCode.SUCCESS]
+        (s0, s2) = c.finalize(APP, shuffle, 0)
+        assert (s0.reduce_id, s2.reduce_id) == (0, 2)
+        assert list(s0.bitmap) == [0] and list(s2.bitmap) == [0]
+        assert counters(a)["merged_bytes"] == ref(0)[2] + ref(2)[2]
+    # the service-wide token may introduce peers (a PEERS without a map of strings is refused)
+    with ShuffleClient(a.address, TOKEN) as c:
+        assert refused(lambda: c.introduce({b.address: 7})) == 400
+    with ShuffleClient(a.address, TOKEN) as c:
+        assert c.introduce({b.address: b.directory}) == 1
+
+
+# --- the embedded engine -------------------------------------------------------------------
+
+ROWS = 1000
+LOCAL_MAPS, LOCAL_REDUCES = 4, 4
+
+
+def table(i: int) -> pa.Table:
+    rng = np.random.default_rng(i)
+    return pa.table({"key": rng.integers(0, 200, ROWS), "row": np.arange(ROWS) + i * ROWS})
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cfg = LocalShuffleConfig(nodes=2, workers=2, driver=DriverConfig(min_shuffle_size_to_wait=0))
+    with LocalShuffle(cfg, root=str(tmp_path_factory.mktemp("ref-shuffle"))) as ls:
+        yield ls
+
+
+def test_local_shuffle_merges_every_block_by_reference(cluster):
+    sources = [functools.partial(table, i) for i in range(LOCAL_MAPS)]
+    run = cluster.run(sources, ["key"], LOCAL_REDUCES, push=True)
+    rows: Counter[int] = Counter()
+    homes: dict[int, int] = {}
+    for r, result in enumerate(run.results):
+        rows.update(result.column("row").to_pylist())
+        for k in set(result.column("key").to_pylist()):
+            assert homes.setdefault(k, r) == r  # every key in one partition
+    assert rows == Counter(range(LOCAL_MAPS * ROWS))  # every row exactly once
+    assert run.finalize["merged_partitions"] == LOCAL_REDUCES
+    merged = run.service_counter("merged_bytes")
+    assert merged > 0
+    # its services know each other: every block merged was read from a map output file
+    assert run.service_counter("push_ref_bytes") == merged
+    assert run.service_counter("requests_push") == 0
