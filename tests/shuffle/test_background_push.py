@@ -139,3 +139,27 @@ def test_blocks_are_framed_around_the_encoders_buffer():
     payload = memoryview(pa.py_buffer(b"z" * 1000))
     header, body = frame_pieces(4, 2, payload)
     assert body.obj is payload.obj and len(header) == 20
+
+
+@pytest.mark.parametrize(
+    "location, by_reference, held",
+    [
+        ("merger", True, False),  # the merger reads the blocks from the map output itself
+        ("merger", False, True),
+        ("203.0.113.5:7337", True, True),  # a merger on another host needs the bytes
+    ],
+)
+def test_a_map_holds_its_blocks_only_for_mergers_that_need_their_bytes(
+    merger, tmp_path, location, by_reference, held
+):
+    pusher = process_pusher()
+    config = PushConfig(by_reference=by_reference)
+    target = PushTarget(APP, 3, 0, 4, (merger.address,), merger.creds, config)
+    where = merger.address if location == "merger" else location
+    task = MapTask(APP, 3, 0, 0, str(tmp_path / "node"), where, 4, ("key",), None, target)
+    counters = ("push_maps_from_memory", "push_maps_from_file")
+    before = [pusher.stats.counter(c) for c in counters]
+    run_map_task(task, table(0))
+    after = [pusher.stats.counter(c) for c in counters]
+    assert [a - b for a, b in zip(after, before, strict=True)] == ([1, 0] if held else [0, 1])
+    assert pusher.wait_idle(30)
