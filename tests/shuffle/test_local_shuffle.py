@@ -73,6 +73,8 @@ def test_push_and_pull_give_the_same_partitions(cluster):
     assert push.finalize["merged_partitions"] == REDUCES
     assert all(rep["merged_blocks"] > 0 for rep in push.read_reports)
     assert push.counter("reduce_reads") < pull.counter("reduce_reads")
+    # the nodes share a host: the maps' blocks were merged by reference, found in their files
+    assert push.counter("reduce_ref_blocks") == pull.counter("reduce_reads")
 
 
 def test_speculative_maps_yield_no_duplicate_rows(cluster):

@@ -1,6 +1,8 @@
 """Push by reference: a merger on the map output's host is told where the blocks are in the map
-output file (PUSH_REF) and reads them itself, from its own directory or a peer's it was
-introduced to (PEERS); a merger that does not know the holder is sent the bytes instead."""
+output file (PUSH_REF) and finds them itself, in its own directory or a peer's it was
+introduced to (PEERS); a merger that does not know the holder is sent the bytes instead. It
+merges a stub naming where each block lies (`merge_by_reference`, the default), which the
+reader resolves and checks, or copies the bytes."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 from dataferry.engine.shuffle import LocalShuffle, LocalShuffleConfig
+from dataferry.errors import CorruptShuffleData
 from dataferry.shuffle import (
     DriverConfig,
     MapStatus,
@@ -31,7 +34,10 @@ from dataferry.shuffle import (
     register_app,
     write_map_output,
 )
+from dataferry.shuffle.blocks import HEADER, REF_BODY, REF_MAGIC, BlockRef, ref_stub, unframe
+from dataferry.shuffle.files import merged_files
 from dataferry.shuffle.mapoutput import block_sizes
+from dataferry.stats import IOStatistics
 from dataferry.store import LocalStore
 
 TOKEN = "ref-token"
@@ -49,17 +55,22 @@ def counters(svc: ShuffleService) -> dict[str, int]:
     return svc.snapshot()["counters"]
 
 
-@pytest.fixture
-def pair(tmp_path):
+def stub_size(holder: str) -> int:
+    return HEADER.size + REF_BODY.size + len(holder.encode())
+
+
+@pytest.fixture(params=[True, False], ids=["stubs", "copies"])
+def pair(request, tmp_path):
     """Two in-process services on loopback (one host), each over its own directory, the app
-    registered on both."""
+    registered on both; they merge blocks pushed by reference as stubs, or copy them."""
     with ExitStack() as stack:
         services = []
         for name in ("a", "b"):
             directory = str(tmp_path / name)
-            config = ShuffleServiceConfig(token=TOKEN)
+            config = ShuffleServiceConfig(token=TOKEN, merge_by_reference=request.param)
             svc = stack.enter_context(ShuffleService(LocalStore(directory), config))
             svc.directory = directory
+            svc.stubs = request.param
             services.append(svc)
         creds = register_app(APP, [s.address for s in services], TOKEN)
         for svc in services:
@@ -117,17 +128,43 @@ def shuffle_from_a(pair: list[ShuffleService], shuffle: int, push: PushConfig) -
     assert sum(rep.blocks for rep in reports) == MAPS * REDUCES  # every block merged
     assert sum(rep.bytes for rep in reports) == written
     assert sorted(merged) == list(range(REDUCES))
-    assert sum(p.size for p in merged.values()) == written
+    stubs = 0  # blocks merged as stubs, each resolved once by each read below
     for r in range(REDUCES):
-        inp = ReduceInput(
-            APP, shuffle, driver.merge_id, r, tuple(driver.map_statuses()), merged[r], a.creds
-        )
-        blocks, report = read_reduce(inp)
-        assert [(b.map_index, bytes(b.payload)) for b in blocks] == [
-            (m, payload(m, r)) for m in range(MAPS)
-        ]
-        assert report.merged_blocks == MAPS and report.original_blocks == 0
-    return {"written": written, "to": to_merger, "reduces_of": reduces_of, "reports": reports}
+        statuses = tuple(driver.map_statuses())
+        # fetched through the services, then found in A's directory on this host
+        for local_dirs in ({}, {a.address: a.directory}):
+            inp = ReduceInput(
+                APP,
+                shuffle,
+                driver.merge_id,
+                r,
+                statuses,
+                merged[r],
+                a.creds,
+                local_dirs=local_dirs,
+            )
+            stats = IOStatistics()
+            blocks, report = read_reduce(inp, stats)
+            assert [(b.map_index, bytes(b.payload)) for b in blocks] == [
+                (m, payload(m, r)) for m in range(MAPS)
+            ]
+            assert report.merged_blocks == MAPS and report.original_blocks == 0
+            if local_dirs:
+                stubs += stats.counter("reduce_ref_blocks")
+            else:
+                assert stats.counter("reduce_ref_blocks") == 0  # fetched from the holder
+    return {
+        "written": written,
+        "to": to_merger,
+        "reduces_of": reduces_of,
+        "reports": reports,
+        "merged_size": sum(p.size for p in merged.values()),
+        "stubs": stubs,
+    }
+
+
+def blocks_at(got: dict[str, Any], svc: ShuffleService) -> int:
+    return MAPS * got["reduces_of"][svc.address]
 
 
 def test_a_peers_map_outputs_merge_by_reference(pair):
@@ -137,10 +174,18 @@ def test_a_peers_map_outputs_merge_by_reference(pair):
     ca, cb = counters(a), counters(b)
     assert got["to"][a.address] > 0 and got["to"][b.address] > 0  # both merged some
     for svc, c in ((a, ca), (b, cb)):
-        # every merged byte was read from A's map output file: no PUSH carried a payload
-        assert c["push_ref_bytes"] == c["merged_bytes"] == got["to"][svc.address]
+        # every merged block was found in A's map output file: no PUSH carried a payload
+        assert c["push_ref_bytes"] == got["to"][svc.address]
         assert c.get("requests_push", 0) == 0 and c["requests_push_ref"] == MAPS
+        # as a stub naming A (the bytes stay written once), or copied
+        each = stub_size(a.address) if svc.stubs else None
+        assert c["merged_bytes"] == (blocks_at(got, svc) * each if each else got["to"][svc.address])
     assert ca["push_ref_bytes"] + cb["push_ref_bytes"] == got["written"]
+    if a.stubs:
+        assert got["merged_size"] == MAPS * REDUCES * stub_size(a.address) < got["written"]
+        assert got["stubs"] == MAPS * REDUCES
+    else:
+        assert got["merged_size"] == got["written"] and got["stubs"] == 0
 
 
 def test_a_merger_that_does_not_know_the_holder_is_sent_bytes(pair):
@@ -156,8 +201,11 @@ def test_a_merger_that_does_not_know_the_holder_is_sent_bytes(pair):
     assert cb["requests_push"] == MAPS * got["reduces_of"][b.address]
     assert cb["merged_bytes"] == got["to"][b.address] > 0
     # A holds the map outputs: its own blocks still went by reference
-    assert ca["push_ref_bytes"] == ca["merged_bytes"] == got["to"][a.address] > 0
+    assert ca["push_ref_bytes"] == got["to"][a.address] > 0
+    at_a = blocks_at(got, a) * stub_size(a.address) if a.stubs else got["to"][a.address]
+    assert ca["merged_bytes"] == at_a
     assert ca.get("requests_push", 0) == 0
+    assert got["stubs"] == (blocks_at(got, a) if a.stubs else 0)
 
 
 def test_by_reference_off_sends_bytes_only(pair):
@@ -214,7 +262,11 @@ def test_peers_and_references_are_checked(pair):
         (s0, s2) = c.finalize(APP, shuffle, 0)
         assert (s0.reduce_id, s2.reduce_id) == (0, 2)
         assert list(s0.bitmap) == [0] and list(s2.bitmap) == [0]
-        assert counters(a)["merged_bytes"] == ref(0)[2] + ref(2)[2]
+        merged = 2 * stub_size(a.address) if a.stubs else ref(0)[2] + ref(2)[2]
+        assert counters(a)["merged_bytes"] == merged
+        # a stub comes only from the service: pushed as bytes, it is refused
+        stub = ref_stub(BlockRef(1, 1, 0, offsets[1], ref(1)[2], a.address, 0))
+        assert c.push(APP, shuffle, 0, [(1, 1, stub)]) == [PushCode.CORRUPT]
     # the service-wide token may introduce peers (a PEERS without a map of strings is refused)
     with ShuffleClient(a.address, TOKEN) as c:
         assert refused(lambda: c.introduce({b.address: 7})) == 400
@@ -253,6 +305,95 @@ def test_local_shuffle_merges_every_block_by_reference(cluster):
     assert run.finalize["merged_partitions"] == LOCAL_REDUCES
     merged = run.service_counter("merged_bytes")
     assert merged > 0
-    # its services know each other: every block merged was read from a map output file
-    assert run.service_counter("push_ref_bytes") == merged
+    # its services know each other: every block merged was found in a map output file, merged
+    # as a stub, and found there again by its reducer (the nodes share this host)
+    blocks = run.service_counter("merged_blocks")
+    assert run.service_counter("push_ref_bytes") > merged
+    assert run.counter("reduce_ref_blocks") == blocks == LOCAL_MAPS * LOCAL_REDUCES
     assert run.service_counter("requests_push") == 0
+
+
+# --- stubs that lie ------------------------------------------------------------------------
+
+
+def test_a_stub_is_checked_against_the_block_it_names(tmp_path):
+    """What the reader finds for a stub must be the block the stub claims: ids, length and
+    checksum; without a way to resolve it, a stub is corrupt data, not a block."""
+    store = LocalStore(str(tmp_path))
+    offsets = write_map_output(store, APP, 0, 2, 0, [payload(2, r) for r in range(REDUCES)])
+    data_path = next(f.path for f in store.walk("") if f.path.endswith(".data"))
+    data = store.read_bytes(data_path)
+    holder = "127.0.0.1:7337"
+
+    def resolve(ref: BlockRef) -> memoryview:
+        assert ref.holder == holder and ref.attempt == 0
+        return store.read_view(data_path, ref.offset, ref.length)
+
+    def stub(reduce_id: int, at: int, crc: int | None = None) -> bytes:
+        start, end = offsets[at], offsets[at + 1]
+        crc = HEADER.unpack_from(data, start)[4] if crc is None else crc
+        return ref_stub(BlockRef(2, reduce_id, 0, start, end - start, holder, crc))
+
+    (good,) = unframe(stub(1, 1), "t", resolve)
+    assert (good.map_index, good.reduce_id, bytes(good.payload)) == (2, 1, payload(2, 1))
+    assert bytes(stub(1, 1)[:4]) == REF_MAGIC
+    with pytest.raises(CorruptShuffleData, match="not where its stub says"):
+        list(unframe(stub(1, 2), "t", resolve))  # names reduce 2's block as reduce 1's
+    with pytest.raises(CorruptShuffleData, match="does not match its stub"):
+        list(unframe(stub(1, 1, crc=7), "t", resolve))  # the checksum of something else
+    with pytest.raises(CorruptShuffleData, match="cannot be resolved"):
+        list(unframe(stub(1, 1), "t"))
+
+
+@pytest.mark.parametrize("lie", ["offset", "holder"])
+def test_a_merged_stub_that_lies_falls_back_to_the_map_outputs(pair, lie):
+    """A stub altered at rest (it names another reduce's block, or a service that holds none of
+    this shuffle's map outputs, which is never asked) fails the reader's checks: its chunk
+    falls back to the maps' original blocks, and the reduce still gets the right ones."""
+    a, b = pair
+    if not a.stubs:
+        pytest.skip("copies carry no stubs")
+    introduce(a, b)
+    shuffle = 9
+    offsets = write_maps(a, APP, shuffle)
+    driver = ShuffleDriver(
+        APP,
+        shuffle,
+        MAPS,
+        REDUCES,
+        [a.address],
+        credentials=a.creds,
+        config=DriverConfig(min_shuffle_size_to_wait=0, finalize_timeout_s=5),
+        push=PushConfig(background=False),
+    )
+    store = LocalStore(a.directory)
+    for m in range(MAPS):
+        push_map_output(store, driver.target, m, 0, offsets[m], location=a.address)
+        driver.map_finished(MapStatus(m, 0, a.address, block_sizes(offsets[m])))
+    merged = driver.finalize()
+    data, _, _ = merged_files(APP, shuffle, driver.merge_id, 0)
+    raw = bytearray(store.read_bytes(data))
+    # the first stub's offset now points at reduce 1's block of the same map
+    m0 = HEADER.unpack_from(raw, 0)[1]
+    if lie == "offset":  # the first stub points at reduce 1's block of the same map
+        REF_BODY.pack_into(raw, HEADER.size, 0, offsets[m0][1], offsets[m0][2] - offsets[m0][1])
+    else:  # B: a live service, but not one holding this shuffle's map outputs
+        assert len(b.address) == len(a.address)  # both on loopback, ephemeral ports
+        raw = bytearray(bytes(raw).replace(a.address.encode(), b.address.encode(), 1))
+    store.write_bytes(data, bytes(raw))
+    inp = ReduceInput(
+        APP,
+        shuffle,
+        driver.merge_id,
+        0,
+        tuple(driver.map_statuses()),
+        merged[0],
+        a.creds,
+        local_dirs={a.address: a.directory},
+    )
+    blocks, report = read_reduce(inp)
+    assert [(x.map_index, bytes(x.payload)) for x in blocks] == [
+        (m, payload(m, 0)) for m in range(MAPS)
+    ]
+    assert report.fallback_chunks == 1 and report.original_blocks == MAPS
+    assert counters(b).get("requests_fetch", 0) == 0  # never asked for what it does not hold

@@ -102,7 +102,17 @@ def _print_shuffle_run(data: dict) -> None:
     t = table(
         f"bench shuffle: {_size(spec['size'])} in {spec['maps']} maps x "
         f"{spec['reduces']} reduces (~{spec['avg_block_bytes'] // 1024} KiB blocks)",
-        ("engine", "method", "wall s", "MB/s", "reduce reads", "avg read KiB", "CPU s", "peak MiB"),
+        (
+            "engine",
+            "method",
+            "wall s",
+            "MB/s",
+            "reduce reads",
+            "avg read KiB",
+            "blocks by ref",
+            "CPU s",
+            "peak MiB",
+        ),
         left=("engine", "method"),
     )
     for r in data["results"]:
@@ -114,6 +124,7 @@ def _print_shuffle_run(data: dict) -> None:
             f"{r['mb_s']:.0f}",
             str(r["reduce_reads"] or "-"),
             f"{r['avg_read_bytes'] / 1024:.0f}" if r["avg_read_bytes"] else "-",
+            str(r.get("ref_blocks") or "-"),
             f"{sum(p['cpu_s'] for p in procs.values()):.1f}" if procs else "-",
             f"{max(p['peak_rss_mib'] for p in procs.values()):.0f}" if procs else "-",
         )

@@ -397,6 +397,7 @@ def _reduce(plan: _Plan, done: _Finalized, reduce_id: int, meta: Any) -> Any:
             "merge_id": done.merge_id,
             "reduce_reads": stats.counter("reduce_reads"),
             "reduce_read_bytes": stats.counter("reduce_read_bytes"),
+            "reduce_ref_blocks": stats.counter("reduce_ref_blocks"),
             "stats": stats.snapshot(),
         },
     )

@@ -17,7 +17,8 @@ REPORT_TOPIC = "dataferry-shuffle"  # the Dask event topic the shuffle's tasks p
 class DaskShuffleReport:
     """What a shuffle did. `push`, `maps` and `reduces` are set when `shuffle` plans the graph;
     the rest is filled at compute time, from events the barrier task (`finalize`) and the
-    reduce tasks (`reduce_reads`, `reduce_read_bytes`) publish as they finish. Computing the
+    reduce tasks (`reduce_reads`, `reduce_read_bytes`, and `reduce_ref_blocks`: merged blocks
+    found where their stubs said, on the reducer's host) publish as they finish. Computing the
     result again runs the shuffle again: the report then describes the latest computation
     (`merge_id` tells them apart)."""
 
@@ -27,6 +28,7 @@ class DaskShuffleReport:
     finalize: dict[str, Any] = field(default_factory=dict)
     reduce_reads: int = 0
     reduce_read_bytes: int = 0
+    reduce_ref_blocks: int = 0
     merge_id: int = -1  # of the computation described; -1 until one has finalized
     map_stats: dict[str, Any] = field(default_factory=dict)  # the map tasks', summed
     reduce_stats: dict[str, Any] = field(default_factory=dict)  # the reduce tasks', summed
@@ -38,6 +40,7 @@ class DaskShuffleReport:
             if event["kind"] != "finalize":
                 return  # a reduce of a computation whose barrier this report has not seen
             self.merge_id, self.reduce_reads, self.reduce_read_bytes = event["merge_id"], 0, 0
+            self.reduce_ref_blocks = 0
             self.reduce_stats = {}
         if event["kind"] == "finalize":
             self.push, self.finalize = event["push"], event["finalize"]
@@ -45,6 +48,7 @@ class DaskShuffleReport:
         else:
             self.reduce_reads += event["reduce_reads"]
             self.reduce_read_bytes += event["reduce_read_bytes"]
+            self.reduce_ref_blocks += event.get("reduce_ref_blocks", 0)
             total = IOStatistics(self.reduce_stats)
             total.merge(event.get("stats", {}))
             self.reduce_stats = total.snapshot()

@@ -37,6 +37,11 @@ class ShuffleServiceConfig:
         push that would begin one more is answered QUOTA.
     limits: timeouts, the cap of connections per client address, and what a connection may
         send before it has authenticated.
+    merge_by_reference: a block pushed by reference (its map output on this host) is merged
+        as a stub naming where it lies, so its bytes are written once, in the map output; the
+        reader resolves the stub (mapped from the file on the host, or fetched from the
+        service holding it). False: its bytes are copied into the merged file, which then
+        stands alone as Spark's does.
     """
 
     min_chunk_size: int = 2 * MiB
@@ -49,6 +54,7 @@ class ShuffleServiceConfig:
     app_max_merged_bytes: int = 64 * 1024 * MiB
     app_max_connections: int = 512
     app_max_pending_merges: int = 64
+    merge_by_reference: bool = True
 
     def __post_init__(self) -> None:
         if min(self.max_apps, self.app_max_connections, self.app_max_pending_merges) < 1:

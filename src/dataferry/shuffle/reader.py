@@ -27,12 +27,12 @@ from ..errors import CorruptShuffleData, ShuffleError, ShuffleServiceUnavailable
 from ..extras import require
 from ..net.retry import Backoff, retrying
 from ..stats import IOStatistics
-from ..store import open_store
-from .blocks import Block, unframe
+from ..store import Store, open_store
+from .blocks import Block, BlockRef, Resolver, unframe
 from .client import ServiceRefused, ShuffleClient
 from .config import ReadConfig
 from .driver import MergedPartition
-from .files import decode_offsets, merged_files
+from .files import decode_offsets, map_output, merged_files
 from .mapoutput import MapStatus
 from .tenancy import AppCredentials, check_credentials
 
@@ -161,6 +161,7 @@ def _read_merged(
     blocks: list[Block] = []
     fallback = BitMap()
     host_down = False
+    resolve = _Resolver(inp, clients)
     for chunk, maps in enumerate(chunk_maps):
         if host_down:
             fallback |= maps
@@ -171,7 +172,8 @@ def _read_merged(
                 part = data[offsets[chunk] : offsets[chunk + 1]]
             else:
                 part = client.merged_chunk(*ids, chunk)
-            got = _check_chunk(part, maps, inp.reduce_id, f"{merged.location} chunk {chunk}")
+            where = f"{merged.location} chunk {chunk}"
+            got = _check_chunk(part, maps, inp.reduce_id, where, resolve)
         except ShuffleServiceUnavailable:
             host_down = True  # the next chunks from this host would fail as well
             fallback |= maps
@@ -231,8 +233,62 @@ def _chunk_bitmaps(
     return offsets, bitmaps
 
 
-def _check_chunk(data: memoryview, maps: BitMap, reduce_id: int, where: str) -> list[Block]:
-    got = list(unframe(data, where))
+class _Resolver:
+    """Finds the block a merged stub names (see `blocks.py`): mapped from the holding service's
+    directory when that is on this host, else fetched from the service. Only services that
+    hold this shuffle's map outputs are asked; what is found is checked against the stub."""
+
+    def __init__(self, inp: ReduceInput, clients: _Clients) -> None:
+        self.inp, self.clients = inp, clients
+        self.known = {s.location for s in inp.maps} | set(inp.local_dirs)
+        self.stores: dict[str, Store] = {}
+
+    def __call__(self, ref: BlockRef) -> memoryview:
+        inp = self.inp
+        if ref.holder not in self.known:
+            raise CorruptShuffleData(f"a stub names {ref.holder!r}, which holds no map output here")
+        directory = inp.local_dirs.get(ref.holder) if inp.config.host_local else None
+        if directory:
+            view = self._mapped(directory, ref)
+            if view is not None:
+                return view
+
+        def fetch() -> memoryview:
+            _, data = self.clients(ref.holder).fetch(
+                inp.app,
+                inp.shuffle_id,
+                ref.map_index,
+                ref.attempt,
+                ref.reduce_id,
+                ref.reduce_id + 1,
+            )
+            return data
+
+        return _retrying(inp.config, fetch)
+
+    def _mapped(self, directory: str, ref: BlockRef) -> memoryview | None:
+        """The block from the holder's directory on this host (None: ask the service)."""
+        data_path, _ = map_output(self.inp.app, self.inp.shuffle_id, ref.map_index, ref.attempt)
+        try:
+            store = self.stores.get(directory) or self.stores.setdefault(
+                directory, open_store(directory)
+            )
+            view = store.read_view(data_path, ref.offset, ref.length)
+        except (StoreError, OSError, ValueError):
+            return None
+        if len(view) != ref.length:
+            return None
+        # not a read of its own: the block is mapped from a file already in memory, where a
+        # fetched one is a request (and counted as one by the client)
+        self.clients.stats.incr("reduce_ref_blocks")
+        self.clients.stats.incr("reduce_ref_bytes", ref.length)
+        return view
+
+
+def _check_chunk(
+    data: memoryview, maps: BitMap, reduce_id: int, where: str, resolve: Resolver
+) -> list[Block]:
+    got = list(unframe(data, where, resolve))
     seen = BitMap(b.map_index for b in got)
     if len(seen) != len(got) or seen != maps or any(b.reduce_id != reduce_id for b in got):
         raise CorruptShuffleData(f"{where}: blocks do not match the chunk's bitmap")

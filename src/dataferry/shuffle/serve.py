@@ -23,6 +23,9 @@ from .process import TOKEN_ENV
 DIR_HELP = "The node's shuffle directory (path or store URL)."
 CHUNK_HELP = "spark.shuffle.push.server.minChunkSizeInMergedShuffleFile"
 DEFERRED_HELP = "Memory for blocks waiting on a busy partition (then: BUSY)."
+BY_REFERENCE_HELP = (
+    "1: a block pushed by reference is merged as a stub (bytes written once); 0: copied."
+)
 PARENT_HELP = "Stop when the process with this id is no longer the parent (0: never)."
 MIN_CHUNK_SIZE = 2 * 1024 * 1024
 MAX_DEFERRED_BYTES = 64 * 1024 * 1024
@@ -36,6 +39,7 @@ def serve(
     token: str = "",
     min_chunk_size: int = MIN_CHUNK_SIZE,
     max_deferred_bytes: int = MAX_DEFERRED_BYTES,
+    merge_by_reference: bool = True,
     port_file: str = "",
     tls: TLSChoice = "auto",
     say: Callable[[str], None] = say_on_stderr,
@@ -48,7 +52,10 @@ def serve(
     from .service import ShuffleService
 
     config = ShuffleServiceConfig(
-        min_chunk_size=min_chunk_size, max_deferred_bytes=max_deferred_bytes, token=token
+        min_chunk_size=min_chunk_size,
+        max_deferred_bytes=max_deferred_bytes,
+        token=token,
+        merge_by_reference=merge_by_reference,
     )
     if parent_pid:
         exit_with_parent(parent_pid)
@@ -84,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--max-deferred-bytes", type=int, default=MAX_DEFERRED_BYTES, help=DEFERRED_HELP
     )
+    parser.add_argument(
+        "--merge-by-reference", type=int, choices=(0, 1), default=1, help=BY_REFERENCE_HELP
+    )
     parser.add_argument("--parent-pid", type=int, default=0, help=PARENT_HELP)
     args, tls = parse_service_arguments(parser, argv)
     serve(
@@ -93,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         token=args.token,
         min_chunk_size=args.min_chunk_size,
         max_deferred_bytes=args.max_deferred_bytes,
+        merge_by_reference=bool(args.merge_by_reference),
         port_file=args.port_file,
         tls=tls,
         parent_pid=args.parent_pid,

@@ -27,7 +27,7 @@ from ..errors import ConfigError, CorruptShuffleData, NotFound, StoreError
 from ..net import BackgroundServer, RawConnection, StreamConnection, TLSChoice, resolve_tls
 from ..stats import IOStatistics
 from ..store import Store, open_store
-from .blocks import header_matches
+from .blocks import BlockRef, block_crc, header_matches, ref_stub
 from .config import ShuffleServiceConfig
 from .files import decode_offsets, map_output
 from .mapoutput import block_range
@@ -410,13 +410,15 @@ class ShuffleService:
         return store
 
     def _push_from_file(self, header: dict[str, Any]) -> list[PushCode | Future]:
-        """A push by reference: the blocks are read from the map output they name, on this
-        service's directory or a peer's on the same host, then merged as pushed bytes are
-        (their headers checked); nothing crossed a socket."""
+        """A push by reference: the blocks are found in the map output they name, on this
+        service's directory or a peer's on the same host, their headers checked, and merged
+        as stubs naming where they lie (or, without `merge_by_reference`, as their bytes);
+        nothing crossed a socket."""
         app, shuffle, merge_id = ids_of(header)
         map_index, attempt = int_of(header, "map"), int_of(header, "attempt")
         refs = refs_of(header)
-        store = self._source(header.get("from", ""))
+        holder = header.get("from", "")
+        store = self._source(holder)
         if not refs:
             return []
         start = min(offset for _, offset, _ in refs)
@@ -424,7 +426,7 @@ class ShuffleService:
         if end - start > self.config.max_frame_bytes:
             raise BadRequest(413, f"a push by reference of {end - start} bytes is too large")
         data_path, _ = map_output(app, shuffle, map_index, attempt)
-        try:
+        try:  # mapped, not copied: only the headers are read unless the bytes are merged
             data = store.read_view(data_path, start, end - start)
         except NotFound:
             raise BadRequest(404, f"map output {data_path} not found") from None
@@ -433,7 +435,20 @@ class ShuffleService:
         self.stats.incr("push_ref_bytes", sum(length for _, _, length in refs))
         blocks = [(map_index, r, length) for r, _, length in refs]
         views = [data[offset - start : offset - start + length] for _, offset, length in refs]
-        return self._push_views(app, shuffle, merge_id, blocks, views)
+        if not self.config.merge_by_reference:
+            return self._push_views(app, shuffle, merge_id, blocks, views)
+        holder = holder or self.address
+        results: list[PushCode | Future] = []
+        for (reduce_id, offset, length), block in zip(refs, views, strict=True):
+            if not header_matches(block, map_index, reduce_id):
+                self.merges.stats.incr("push_corrupt")
+                results.append(PushCode.CORRUPT)
+                continue
+            ref = BlockRef(map_index, reduce_id, attempt, offset, length, holder, block_crc(block))
+            results.append(
+                self.merges.push(app, shuffle, merge_id, map_index, reduce_id, ref_stub(ref))
+            )
+        return results
 
     def _push_blocks(
         self, app: str, shuffle: int, merge_id: int, blocks: list[Any], payload: memoryview

@@ -97,6 +97,7 @@ def render_page(name: str, data: dict[str, Any]) -> str:
             r["mb_s"],
             r["reduce_reads"] or "-",
             round(r["avg_read_bytes"] / 1024) if r["avg_read_bytes"] else "-",
+            r.get("ref_blocks") or "-",
             round(sum(p["cpu_s"] for p in r.get("processes", {}).values()), 1),
         ]
         for r in sh["results"]
@@ -188,6 +189,7 @@ def render_page(name: str, data: dict[str, Any]) -> str:
                 "MB/s",
                 "reduce reads",
                 "avg read KiB",
+                "blocks by ref",
                 "CPU s",
             ],
             shuffle_rows,

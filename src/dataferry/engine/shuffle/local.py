@@ -180,6 +180,9 @@ class LocalShuffle:
         t_final = time.perf_counter()
         statuses = tuple(driver.map_statuses())
         schema = shuffle_schema([(m.schema, m.status.total_size > 0) for m in maps])
+        # every node shares this host: reducers read merged files (and the blocks merged by
+        # reference) from the nodes' directories
+        local_dirs = {s.address: s.directory for s in self.services}
         inputs = [
             ReduceInput(
                 self.app,
@@ -189,6 +192,7 @@ class LocalShuffle:
                 statuses,
                 merged.get(r),
                 self.credentials,
+                local_dirs=local_dirs,
             )
             for r in range(num_reduces)
         ]
