@@ -267,9 +267,12 @@ def test_peers_and_references_are_checked(pair):
         # a stub comes only from the service: pushed as bytes, it is refused
         stub = ref_stub(BlockRef(1, 1, 0, offsets[1], ref(1)[2], a.address, 0))
         assert c.push(APP, shuffle, 0, [(1, 1, stub)]) == [PushCode.CORRUPT]
-    # the service-wide token may introduce peers (a PEERS without a map of strings is refused)
+    # the service-wide token may introduce peers: local directories by absolute path only
     with ShuffleClient(a.address, TOKEN) as c:
         assert refused(lambda: c.introduce({b.address: 7})) == 400
+    for elsewhere in ("s3://bucket/shuffle", "relative/dir", "memory://x"):
+        with ShuffleClient(a.address, TOKEN) as c:
+            assert refused(lambda d=elsewhere: c.introduce({b.address: d})) == 400
     with ShuffleClient(a.address, TOKEN) as c:
         assert c.introduce({b.address: b.directory}) == 1
 
@@ -397,3 +400,30 @@ def test_a_merged_stub_that_lies_falls_back_to_the_map_outputs(pair, lie):
     ]
     assert report.fallback_chunks == 1 and report.original_blocks == MAPS
     assert counters(b).get("requests_fetch", 0) == 0  # never asked for what it does not hold
+
+
+def test_a_peers_map_outputs_are_read_only_for_the_tenant_that_registered_them(pair):
+    """Application ids are unique per service only: a tenant that registered an id on B (not
+    on A) keeps its map outputs on B to itself, even against whoever registers the same id on
+    A, B's peer: a reference to B's files needs the application's credential on B."""
+    a, b = pair
+    introduce(a, b)
+    victim = register_app(OTHER, [b.address], TOKEN)  # the victim's application, on B only
+    offsets = write_maps(b, OTHER, 3)[0]
+    thief = register_app(OTHER, [a.address], TOKEN)  # the same id, taken on A
+    refs = [(0, offsets[0], offsets[1] - offsets[0])]
+    with ShuffleClient(a.address, credentials=thief) as c:
+        assert refused(lambda: c.push_ref(OTHER, 3, 0, 0, 0, b.address, refs)) == 403
+    assert counters(a).get("push_ref_bytes", 0) == 0
+    # the victim itself (its credentials on both services) is served
+    both = victim.with_secret(a.address, thief.secret_for(a.address))
+    with ShuffleClient(a.address, credentials=both) as c:
+        assert c.push_ref(OTHER, 3, 0, 0, 0, b.address, refs) == [PushCode.SUCCESS]
+
+
+def test_a_reference_may_lie_past_two_gib_in_its_map_output():
+    from dataferry.shuffle.protocol import BadRequest, refs_of
+
+    assert refs_of({"blocks": [[1, 5 * 2**30, 100]]}) == [(1, 5 * 2**30, 100)]
+    with pytest.raises(BadRequest):
+        refs_of({"blocks": [[2**31, 0, 100]]})  # ids stay u31

@@ -203,7 +203,10 @@ class ShuffleClient:
         """Push blocks by reference: [(reduce, offset, length)] of map output (map, attempt)
         on the service at `source` (this one, or a peer on its host that it was introduced
         to), which the service reads from the file itself; one code per block. A service
-        that does not know `source` refuses with 404 (the blocks are then pushed as bytes)."""
+        that does not know `source` refuses with 404 (the blocks are then pushed as bytes).
+        The application's credential at `source` goes along: a peer's map outputs are read
+        only for the tenant that registered the application there."""
+        creds = self.credentials
         header = {
             "app": app,
             "shuffle": shuffle,
@@ -211,6 +214,7 @@ class ShuffleClient:
             "map": map_index,
             "attempt": attempt,
             "from": source,
+            "secret": creds.secret_for(source) if creds is not None and source else "",
             "blocks": [list(ref) for ref in refs],
         }
         answer, _ = self.request(Msg.PUSH_REF, header)

@@ -101,10 +101,13 @@ def same_token(given: Any, token: str) -> bool:
     )
 
 
-def int_of(header: dict[str, Any], key: str) -> int:
-    """A non-negative integer field (not a float, a bool or a string)."""
+_MAX_OFFSET = 2**63 - 1  # a place in a map output's data file, which may pass 2 GiB
+
+
+def int_of(header: dict[str, Any], key: str, limit: int = _MAX_ID) -> int:
+    """A non-negative integer field (not a float, a bool or a string) up to `limit`."""
     value = header[key]
-    if type(value) is not int or not 0 <= value <= _MAX_ID:
+    if type(value) is not int or not 0 <= value <= limit:
         raise BadRequest(400, f"{key!r} must be a non-negative integer")
     return value
 
@@ -139,6 +142,6 @@ def _triples(header: dict[str, Any], names: tuple[str, str, str]) -> list[tuple[
         if not isinstance(entry, list) or len(entry) != 3:
             raise BadRequest(400, f"each block must be [{', '.join(names)}]")
         row = dict(zip(names, entry, strict=True))
-        a, b, c = (int_of(row, n) for n in names)
+        a, b, c = (int_of(row, n, _MAX_OFFSET if n == "offset" else _MAX_ID) for n in names)
         out.append((a, b, c))
     return out

@@ -330,7 +330,7 @@ def _push_once(
     push: _Push, client: ShuffleClient, batch: list[Ref], by_reference: list[bool]
 ) -> list[PushCode]:
     """Send the blocks once: by reference while the merger takes that (it must know the
-    service holding the map output), else as bytes. A merger that refuses a push by
+    service holding the map output, and the application there), else as bytes. A merger that refuses a push by
     reference is sent bytes from then on (`by_reference[0]` turns False)."""
     target = push.target
     if by_reference[0]:
@@ -345,7 +345,7 @@ def _push_once(
                 batch,
             )
         except ServiceRefused as e:
-            if e.status not in (400, 404, 413):
+            if e.status not in (400, 403, 404, 413):
                 raise
             log.debug("push by reference to %s refused (%s): pushing bytes", client.address, e)
             by_reference[0] = False

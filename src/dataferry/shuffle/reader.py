@@ -38,6 +38,11 @@ from .tenancy import AppCredentials, check_credentials
 
 BitMap = require("pyroaring", "the push shuffle").BitMap
 
+# a block merged by reference is mapped from its file from this size up, and read below it: a
+# reduce keeps every block until it is decoded, and a mapping per small block would count
+# against the process's mappings (vm.max_map_count) by the thousand
+MAPPED_FROM = 1 << 20
+
 T = TypeVar("T")
 
 
@@ -244,6 +249,12 @@ class _Resolver:
         self.stores: dict[str, Store] = {}
 
     def __call__(self, ref: BlockRef) -> memoryview:
+        try:
+            return self._find(ref)
+        except ShuffleError as e:  # the holder failed, not the merger: this chunk falls back
+            raise CorruptShuffleData(f"map {ref.map_index}'s block at {ref.holder}: {e}") from None
+
+    def _find(self, ref: BlockRef) -> memoryview:
         inp = self.inp
         if ref.holder not in self.known:
             raise CorruptShuffleData(f"a stub names {ref.holder!r}, which holds no map output here")
@@ -273,7 +284,10 @@ class _Resolver:
             store = self.stores.get(directory) or self.stores.setdefault(
                 directory, open_store(directory)
             )
-            view = store.read_view(data_path, ref.offset, ref.length)
+            if ref.length < MAPPED_FROM:
+                view = memoryview(store.read_range(data_path, ref.offset, ref.length))
+            else:
+                view = store.read_view(data_path, ref.offset, ref.length)
         except (StoreError, OSError, ValueError):
             return None
         if len(view) != ref.length:

@@ -20,18 +20,18 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import ConfigError, CorruptShuffleData, NotFound, StoreError
 from ..net import BackgroundServer, RawConnection, StreamConnection, TLSChoice, resolve_tls
 from ..stats import IOStatistics
-from ..store import Store, open_store
-from .blocks import BlockRef, block_crc, header_matches, ref_stub
+from ..store import Store
 from .config import ShuffleServiceConfig
 from .files import decode_offsets, map_output
+from .intake import PushIntake
 from .mapoutput import block_range
-from .merge import MergeManager, PushCode
+from .merge import MergeManager
 from .protocol import (
     FRAME_MAGIC,
     MAX_HEADER_BYTES,
@@ -39,12 +39,10 @@ from .protocol import (
     BadRequest,
     Msg,
     app_of,
-    blocks_of,
     ids_of,
     int_of,
     parse_header,
     prefix,
-    refs_of,
     same_token,
 )
 from .tenancy import Registry
@@ -92,12 +90,11 @@ class ShuffleService:
         self.registry = Registry(store, self.config.max_apps, self.config.app_max_connections)
         self.stats = IOStatistics()
         self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="shuffle-io")
+        self.intake = PushIntake(
+            store, self.merges, self.config, self.stats, self._io, lambda: self.address
+        )
         self._indexes: OrderedDict[str, list[int]] = OrderedDict()  # small LRU of index files
         self._indexes_lock = threading.Lock()
-        # the services on this host whose map outputs a push by reference may name, as their
-        # stores (told by the holder of the service-wide token: `introduce`)
-        self._peers: dict[str, Store] = {}
-        self._peers_lock = threading.Lock()
         # raw sockets (when plain): a pushed payload is received straight into one buffer, with
         # no stream buffer copying it on the way
         self._server = BackgroundServer(
@@ -283,10 +280,10 @@ class ShuffleService:
         if msg == Msg.HELLO:
             await self._answer(conn, {})
         elif msg == Msg.PUSH:
-            codes = await self._push(header, payload)
+            codes = await self.intake.push(header, payload)
             await self._answer(conn, {"codes": codes})
         elif msg == Msg.PUSH_REF:
-            codes = await self._push_ref(header)
+            codes = await self.intake.push_ref(header)
             await self._answer(conn, {"codes": codes})
         elif msg == Msg.PEERS:
             peers = header["peers"]
@@ -365,119 +362,10 @@ class ShuffleService:
 
     # --- push ------------------------------------------------------------------------------
 
-    async def _push(self, header: dict[str, Any], payload: memoryview) -> list[int]:
-        app, shuffle, merge_id = ids_of(header)
-        blocks = blocks_of(header)
-        if sum(b[2] for b in blocks) != len(payload):
-            raise BadRequest(400, "push block lengths do not add up to the payload")
-        results = await asyncio.get_running_loop().run_in_executor(
-            self._io, self._push_blocks, app, shuffle, merge_id, blocks, payload
-        )
-        return await self._codes(results)
-
-    async def _push_ref(self, header: dict[str, Any]) -> list[int]:
-        results = await asyncio.get_running_loop().run_in_executor(
-            self._io, self._push_from_file, header
-        )
-        return await self._codes(results)
-
-    async def _codes(self, results: list[PushCode | Future]) -> list[int]:
-        """The codes of a push's blocks, once every block waiting behind a writer is done."""
-        codes: list[int] = []
-        for r in results:
-            code = await asyncio.wrap_future(r) if isinstance(r, Future) else r
-            codes.append(int(code))
-        return codes
-
     def introduce(self, peers: dict[str, str]) -> int:
-        """Learn the directories of the other services on this host (address -> directory),
-        whose map outputs a push by reference may then name; how many are known."""
-        stores = {a: open_store(d) for a, d in peers.items() if a != self.address}
-        with self._peers_lock:
-            self._peers.update(stores)
-            return len(self._peers)
-
-    def _source(self, name: Any) -> Store:
-        """The store holding the map outputs of service `name` ("" or this one: its own)."""
-        if not isinstance(name, str):
-            raise BadRequest(400, "'from' must be a service address")
-        if name in ("", self.address):
-            return self.store
-        with self._peers_lock:
-            store = self._peers.get(name)
-        if store is None:
-            raise BadRequest(404, f"service {name}'s map outputs are not known here")
-        return store
-
-    def _push_from_file(self, header: dict[str, Any]) -> list[PushCode | Future]:
-        """A push by reference: the blocks are found in the map output they name, on this
-        service's directory or a peer's on the same host, their headers checked, and merged
-        as stubs naming where they lie (or, without `merge_by_reference`, as their bytes);
-        nothing crossed a socket."""
-        app, shuffle, merge_id = ids_of(header)
-        map_index, attempt = int_of(header, "map"), int_of(header, "attempt")
-        refs = refs_of(header)
-        holder = header.get("from", "")
-        store = self._source(holder)
-        if not refs:
-            return []
-        start = min(offset for _, offset, _ in refs)
-        end = max(offset + length for _, offset, length in refs)
-        if end - start > self.config.max_frame_bytes:
-            raise BadRequest(413, f"a push by reference of {end - start} bytes is too large")
-        data_path, _ = map_output(app, shuffle, map_index, attempt)
-        try:  # mapped, not copied: only the headers are read unless the bytes are merged
-            data = store.read_view(data_path, start, end - start)
-        except NotFound:
-            raise BadRequest(404, f"map output {data_path} not found") from None
-        if len(data) != end - start:
-            raise BadRequest(404, f"map output {data_path} ends before byte {end}")
-        self.stats.incr("push_ref_bytes", sum(length for _, _, length in refs))
-        blocks = [(map_index, r, length) for r, _, length in refs]
-        views = [data[offset - start : offset - start + length] for _, offset, length in refs]
-        if not self.config.merge_by_reference:
-            return self._push_views(app, shuffle, merge_id, blocks, views)
-        holder = holder or self.address
-        results: list[PushCode | Future] = []
-        for (reduce_id, offset, length), block in zip(refs, views, strict=True):
-            if not header_matches(block, map_index, reduce_id):
-                self.merges.stats.incr("push_corrupt")
-                results.append(PushCode.CORRUPT)
-                continue
-            ref = BlockRef(map_index, reduce_id, attempt, offset, length, holder, block_crc(block))
-            results.append(
-                self.merges.push(app, shuffle, merge_id, map_index, reduce_id, ref_stub(ref))
-            )
-        return results
-
-    def _push_blocks(
-        self, app: str, shuffle: int, merge_id: int, blocks: list[Any], payload: memoryview
-    ) -> list[PushCode | Future]:
-        views = []
-        pos = 0
-        for _, _, length in blocks:
-            views.append(payload[pos : pos + int(length)])
-            pos += int(length)
-        return self._push_views(app, shuffle, merge_id, blocks, views)
-
-    def _push_views(
-        self,
-        app: str,
-        shuffle: int,
-        merge_id: int,
-        blocks: list[Any],
-        views: list[memoryview],
-    ) -> list[PushCode | Future]:
-        results: list[PushCode | Future] = []
-        for (map_index, reduce_id, _), block in zip(blocks, views, strict=True):
-            if not header_matches(block, int(map_index), int(reduce_id)):
-                self.merges.stats.incr("push_corrupt")
-                results.append(PushCode.CORRUPT)
-                continue
-            results.append(
-                self.merges.push(app, shuffle, merge_id, int(map_index), int(reduce_id), block)
-            )
-        return results
+        """Learn the directories of the other services on this host (address -> absolute
+        local path), whose map outputs a push by reference may then name; how many are known."""
+        return self.intake.peers.introduce(peers, self.address)
 
     # --- reads -------------------------------------------------------------------------------
 

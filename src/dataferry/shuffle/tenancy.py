@@ -82,6 +82,20 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def registered_with(store: Store, app: str, secret: Any) -> bool:
+    """Whether `secret` is `app`'s credential in the registry kept on `store` (another service's
+    directory on this host): a push by reference from that service's map outputs must come
+    from the tenant that registered the id there, not merely one with the same id here."""
+    if not isinstance(secret, str) or not secret:
+        return False
+    try:
+        record = json.loads(store.read_bytes(paths.join(APPS_DIR, check_app(app))))
+        expected = str(record["sha256"])
+    except Exception:
+        return False
+    return hmac.compare_digest(_digest(secret), expected)
+
+
 class Registry:
     """The service's side: registered applications (digests of their credentials, kept on
     the store) and the connections each has open."""

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import mmap
 import os
 import shutil
 import stat as stat_mod
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from ..errors import (
     AccessDenied,
@@ -46,8 +45,7 @@ from .nofollow import DIR_HANDLE, DIR_READ
 from .oserrors import from_os_error
 from .types import Capabilities, FileStatus, Op
 
-# a shared read-only mapping whose pages are mapped at once, not faulted in one by one
-_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+T = TypeVar("T")
 
 LOCAL_CAPABILITIES = Capabilities(
     atomic_file_rename=True,
@@ -454,48 +452,29 @@ class LocalStore(Store):
             raise self._translate(e, path, "write") from None
 
     def _truncate(self, path: str, size: int) -> None:
-        fd = self._open_file(path, "truncate", os.O_WRONLY)
-        try:
-            os.ftruncate(fd, size)
-        except OSError as e:
-            raise self._translate(e, path, "truncate") from None
-        finally:
-            os.close(fd)
+        self._on_file(path, "truncate", os.O_WRONLY, lambda fd: os.ftruncate(fd, size))
 
     def _read_range(self, path: str, start: int, length: int) -> bytes:
-        fd = self._open_file(path, "read", os.O_RDONLY)
-        try:
-            return os.pread(fd, length, start)
-        except OSError as e:
-            raise self._translate(e, path, "read") from None
-        finally:
-            os.close(fd)
+        return self._on_file(path, "read", os.O_RDONLY, lambda fd: os.pread(fd, length, start))
 
     def _read_view(self, path: str, start: int, length: int) -> memoryview:
-        """The range mapped read-only, its pages populated in one call (a file this store
-        truncated under a live view would fault its reader: the store replaces files by
-        rename and cuts back only a shuffle merge's files before they are first read)."""
-        fd = self._open_file(path, "read", os.O_RDONLY)
+        return self._on_file(path, "read", os.O_RDONLY, lambda fd: lf.map_range(fd, start, length))
+
+    def _on_file(self, path: str, what: str, flags: int, fn: Callable[[int], T]) -> T:
+        """`fn` of the file opened with `flags` (no link followed), closed after."""
+        fd = self._open_file(path, what, flags)
         try:
-            end = min(os.fstat(fd).st_size, start + length)
-            if end <= start:
-                return memoryview(b"")
-            base = start - start % mmap.ALLOCATIONGRANULARITY
-            mapped = mmap.mmap(fd, end - base, flags=_MAP_FLAGS, prot=mmap.PROT_READ, offset=base)
+            return fn(fd)
         except OSError as e:
-            raise self._translate(e, path, "read") from None
+            raise self._translate(e, path, what) from None
         finally:
             os.close(fd)
-        return memoryview(mapped)[start - base : end - base]
 
     def open_read(self, path: str) -> BinaryIO:
         """A real file handle: large files are read as a stream, not loaded whole."""
         path = paths.normalize(path)
-
-        def _open() -> BinaryIO:
-            return os.fdopen(self._open_file(path, "read", os.O_RDONLY), "rb")
-
-        return self._op(Op.READ, path, _open)
+        opened = lambda: os.fdopen(self._open_file(path, "read", os.O_RDONLY), "rb")  # noqa: E731
+        return self._op(Op.READ, path, opened)
 
     def open_write(self, path: str, overwrite: bool = True) -> BinaryIO:
         """A real file handle (large outputs, shuffle data, stream to disk) on a hidden name

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import io
+import mmap
 import os
 import stat as stat_mod
 from collections.abc import Callable
@@ -166,6 +167,23 @@ def copy_all(src_fd: int, dst_fd: int) -> None:
             offset += len(chunk)
     finally:
         os.close(dst_fd)
+
+
+# a shared read-only mapping whose pages are mapped at once, not faulted in one by one
+_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+
+
+def map_range(fd: int, start: int, length: int) -> memoryview:
+    """`length` bytes of an open file from `start` (fewer at its end), mapped read-only, its
+    pages populated in one call. A file truncated under a live view faults its reader: the
+    stores replace files by rename, and cut back only a shuffle merge's files, before any
+    reader has them."""
+    end = min(os.fstat(fd).st_size, start + length)
+    if end <= start:
+        return memoryview(b"")
+    base = start - start % mmap.ALLOCATIONGRANULARITY
+    mapped = mmap.mmap(fd, end - base, flags=_MAP_FLAGS, prot=mmap.PROT_READ, offset=base)
+    return memoryview(mapped)[start - base : end - base]
 
 
 def write_all(fd: int, data: bytes | memoryview, offset: int | None = None) -> None:
