@@ -94,30 +94,38 @@ def write_maps(svc: ShuffleService, app: str, shuffle: int) -> dict[int, list[in
     }
 
 
-def shuffle_from_a(pair: list[ShuffleService], shuffle: int, push: PushConfig) -> dict[str, Any]:
-    """Maps written to A's directory, pushed to both services as mergers with location=A, then
-    finalized by the driver and every reduce read back (it must give the original blocks,
-    all from the merges)."""
-    a, b = pair
+def push_maps_of_a(
+    a: ShuffleService, shuffle: int, mergers: list[str], push: PushConfig
+) -> tuple[ShuffleDriver, dict[int, list[int]], list[Any], dict[int, Any]]:
+    """MAPS map outputs written to A's directory, pushed with location=A and finalized:
+    (driver, offsets, push reports, merged partitions)."""
     offsets = write_maps(a, APP, shuffle)
     driver = ShuffleDriver(
         APP,
         shuffle,
         MAPS,
         REDUCES,
-        [a.address, b.address],
+        mergers,
         credentials=a.creds,
         config=DriverConfig(min_shuffle_size_to_wait=0, finalize_timeout_s=5),
         push=push,
     )
-    target = driver.target
-    assert sorted(target.mergers) == sorted([a.address, b.address])
     store = LocalStore(a.directory)
     reports = []
     for m in range(MAPS):
-        reports.append(push_map_output(store, target, m, 0, offsets[m], location=a.address))
+        reports.append(push_map_output(store, driver.target, m, 0, offsets[m], location=a.address))
         driver.map_finished(MapStatus(m, 0, a.address, block_sizes(offsets[m])))
-    merged = driver.finalize()
+    return driver, offsets, reports, driver.finalize()
+
+
+def shuffle_from_a(pair: list[ShuffleService], shuffle: int, push: PushConfig) -> dict[str, Any]:
+    """Maps written to A's directory, pushed to both services as mergers with location=A, then
+    finalized by the driver and every reduce read back (it must give the original blocks,
+    all from the merges)."""
+    a, b = pair
+    driver, offsets, reports, merged = push_maps_of_a(a, shuffle, [a.address, b.address], push)
+    target = driver.target
+    assert sorted(target.mergers) == sorted([a.address, b.address])
     to_merger: Counter[str] = Counter()  # framed bytes each merger should hold
     reduces_of: Counter[str] = Counter()  # reduce partitions each merger merges
     for r in range(REDUCES):
@@ -358,22 +366,9 @@ def test_a_merged_stub_that_lies_falls_back_to_the_map_outputs(pair, lie):
         pytest.skip("copies carry no stubs")
     introduce(a, b)
     shuffle = 9
-    offsets = write_maps(a, APP, shuffle)
-    driver = ShuffleDriver(
-        APP,
-        shuffle,
-        MAPS,
-        REDUCES,
-        [a.address],
-        credentials=a.creds,
-        config=DriverConfig(min_shuffle_size_to_wait=0, finalize_timeout_s=5),
-        push=PushConfig(background=False),
-    )
+    push = PushConfig(background=False)
+    driver, offsets, _, merged = push_maps_of_a(a, shuffle, [a.address], push)
     store = LocalStore(a.directory)
-    for m in range(MAPS):
-        push_map_output(store, driver.target, m, 0, offsets[m], location=a.address)
-        driver.map_finished(MapStatus(m, 0, a.address, block_sizes(offsets[m])))
-    merged = driver.finalize()
     data, _, _ = merged_files(APP, shuffle, driver.merge_id, 0)
     raw = bytearray(store.read_bytes(data))
     # the first stub's offset now points at reduce 1's block of the same map
