@@ -51,7 +51,7 @@ from ..shuffle import (
 from ..stats import IOStatistics
 from .dask_shuffle_report import REPORT_TOPIC, DaskShuffleReport, watch
 from .shuffle import MapTask, run_map_task, run_reduce_task
-from .shuffle.codec import shuffle_schema, to_pandas
+from .shuffle.codec import from_pandas, shuffle_schema, to_pandas
 
 PLUGIN_NAME = "dataferry-shuffle"
 _LATE: dict[tuple[str, str], str] = {}  # (service, app) -> credential a map registered
@@ -337,7 +337,7 @@ def _map(pdf: Any, plan: _Plan, map_index: int, merge_id: int) -> dict[str, Any]
     )
     # the index travels as a column (pandas' metadata names it), so every row keeps its label
     started = time.perf_counter()
-    table = pa.Table.from_pandas(pdf, preserve_index=plan.keep_index)
+    table = from_pandas(pdf, preserve_index=plan.keep_index)
     converted = time.perf_counter() - started
     result = run_map_task(task, table)
     stats = IOStatistics(result.stats)

@@ -11,6 +11,7 @@ IPC streams). A reduce task decodes its blocks, zero-copy, into one table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,7 +43,84 @@ def pool_for(nbytes: int) -> pa.MemoryPool:
 def as_table(data: Any) -> pa.Table:
     if isinstance(data, pa.Table):
         return data
-    return pa.Table.from_pandas(data, preserve_index=False)
+    return from_pandas(data, preserve_index=False)
+
+
+def from_pandas(df: Any, preserve_index: bool) -> pa.Table:
+    """A map's pandas frame as Arrow: `pa.Table.from_pandas(df, preserve_index=...)`, the same
+    table, schema and pandas metadata, but without a copy where it can: a frame whose columns
+    (and kept index) are plain numpy numbers or booleans under unique string names is converted
+    column by column from its numpy arrays, which Arrow wraps in place (measured on 190k rows
+    of 8 numeric columns, a 1 GiB shuffle's map: 3.3 ms -> 0.4 ms). The schema and metadata are
+    `from_pandas`' own for the frame's empty head (kept per column layout), so a reduce
+    restores columns and index alike. The table shares the frame's memory: a map task encodes
+    it and lets it go before anything else runs on that frame."""
+    import pandas as pd
+
+    names = df.columns
+    if isinstance(names, pd.MultiIndex) or not names.is_unique:
+        return pa.Table.from_pandas(df, preserve_index=preserve_index)
+    index = df.index
+    layout = (
+        tuple(names),
+        tuple(df.dtypes),
+        preserve_index,
+        (type(index), index.name, index.dtype) if preserve_index else None,
+    )
+    try:
+        schema = _zero_copy_schema(layout, df)
+    except TypeError:  # a name or dtype that cannot be a cache key: the general way
+        schema = None
+    if schema is None:
+        return pa.Table.from_pandas(df, preserve_index=preserve_index)
+    columns = [df[n].to_numpy() for n in names]
+    if preserve_index:
+        columns.append(index.to_numpy())
+    return pa.Table.from_arrays(
+        [_wrap(values, f.type) for values, f in zip(columns, schema, strict=True)],
+        schema=schema,
+    )
+
+
+def _wrap(values: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """A numpy column as Arrow, in place; a float column holding NaN gets them as nulls, as
+    `from_pandas` gives them (the scan for NaN is the cheap sum, the copy only when needed)."""
+    if values.dtype.kind == "f" and not math.isfinite(np.add.reduce(values)):
+        return pa.array(values, type=type_, from_pandas=True)
+    return pa.array(values, type=type_)
+
+
+def _plain(dtype: Any) -> bool:
+    """A numpy dtype Arrow takes as it is: integers, booleans, 32- and 64-bit floats."""
+    return isinstance(dtype, np.dtype) and (
+        dtype.kind in "iub" or (dtype.kind == "f" and dtype.itemsize in (4, 8))
+    )
+
+
+_SCHEMAS: dict[tuple[Any, ...], pa.Schema | None] = {}  # a frame layout's schema, or None
+
+
+def _zero_copy_schema(layout: tuple[Any, ...], df: Any) -> pa.Schema | None:
+    """The schema `from_pandas` gives frames of this layout (names, dtypes, whether the
+    index is kept and its kind, name and dtype) when their columns can be taken in place,
+    else None; worked out once per layout."""
+    if layout in _SCHEMAS:
+        return _SCHEMAS[layout]
+    import pandas as pd
+
+    names, dtypes, preserve_index, index = layout
+    plain_index = not preserve_index or (
+        not issubclass(index[0], pd.MultiIndex) and _plain(index[2]) and index[1] not in names
+    )
+    schema = None
+    if plain_index and all(type(n) is str for n in names) and all(_plain(t) for t in dtypes):
+        schema = pa.Schema.from_pandas(df.iloc[:0], preserve_index=preserve_index)
+        if len(schema) != len(names) + (1 if preserve_index else 0):
+            schema = None
+    if len(_SCHEMAS) >= 64:
+        _SCHEMAS.clear()
+    _SCHEMAS[layout] = schema
+    return schema
 
 
 def _numeric(column: pa.ChunkedArray) -> bool:
