@@ -136,6 +136,32 @@ def test_uri_reader_answers_as_from_hadoop_uri(kind, root, name, path, raw):
         assert _answer(read, uri) == _answer(lambda u: from_hadoop_uri(store, u), uri), uri
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@HYPOTHESIS
+@given(name=segment, paths=st.lists(relpath, max_size=4), raw=relpath)
+def test_uri_reader_reads_a_list_as_it_reads_each(kind, root, name, paths, raw):
+    """The bulk read (the tails joined, decoded and checked at once) gives each URI's answer,
+    or the error the first URI at fault gives, whatever the list mixes: escapes, NUL, `..`,
+    `//`, empty tails, other prefixes."""
+    store = fresh(kind, root, name)
+    read = uri_reader(store)
+    prefix = to_hadoop_uri(store)
+    good = [to_hadoop_uri(store, p) for p in paths]
+    odd = [
+        f"{prefix}/{raw}",
+        f"{prefix}/{raw}%00x",
+        f"{prefix}/a\x00b",
+        f"{prefix}/{raw}/../x",
+        f"{prefix}//{raw}",
+        f"{prefix}/",
+        f"{prefix}/a%2",
+        f"{prefix}x/{raw}",
+    ]
+    for extra in [[], *([u] for u in odd)]:
+        uris = good + extra
+        assert _answer(read.many, uris) == _answer(lambda us: [read(u) for u in us], uris), uris
+
+
 @HYPOTHESIS
 @given(
     text=st.lists(

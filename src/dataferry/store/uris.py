@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
 from urllib.parse import unquote
 
 from ..errors import ConfigError
@@ -162,25 +161,57 @@ def _canonical(path: str) -> bool:
         return False
 
 
-def uri_reader(store: Store) -> Callable[[str], str]:
+def uri_reader(store: Store) -> UriReader:
     """`from_hadoop_uri` for the many URIs of one record (a manifest's two per file): a URI
     that is the store's own URI, a slash, and a path with no `?` or `#` that decodes to a
     canonical path is that path, without splitting the whole URI again; any other URI goes
-    the whole way. The same answers and errors as `from_hadoop_uri`."""
-    prefix = to_hadoop_uri(store)
-    if store_url(prefix) != store.full_url():  # the store's URI does not read back as itself
-        return lambda uri: from_hadoop_uri(store, uri)
-    prefix += "/"
-    start = len(prefix)
+    the whole way. The same answers and errors as `from_hadoop_uri`; `many` reads a list."""
+    return UriReader(store)
 
-    def read(uri: str) -> str:
-        if uri.startswith(prefix):
-            tail = uri[start:]
+
+class UriReader:
+    """See `uri_reader`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        prefix = to_hadoop_uri(store)
+        # None: the store's URI does not read back as itself, every URI goes the whole way
+        self.prefix = prefix + "/" if store_url(prefix) == store.full_url() else None
+
+    def __call__(self, uri: str) -> str:
+        prefix = self.prefix
+        if prefix is not None and uri.startswith(prefix):
+            tail = uri[len(prefix) :]
             if "?" not in tail and "#" not in tail:
                 # an escape never spans the slash, so the tail decodes alone
                 tail = _unquote(tail, uri)
                 if _canonical(tail):
                     return tail
-        return from_hadoop_uri(store, uri)
+        return from_hadoop_uri(self.store, uri)
 
-    return read
+    def many(self, uris: list[str]) -> list[str]:
+        """Every URI read, as `[self(u) for u in uris]` answers (and fails: the first URI at
+        fault is named), but the common case in a few passes over the joined tails instead of
+        a dozen calls per URI: a job commit reads two URIs per file."""
+        prefix = self.prefix
+        if prefix is None or not uris or not all(u.startswith(prefix) for u in uris):
+            return [self(u) for u in uris]
+        start, last = len(prefix), len(uris) - 1
+        # NUL, which no path holds (normalize refuses it), separates the tails
+        joined = "\x00".join([u[start:] for u in uris])
+        if "?" in joined or "#" in joined:
+            return [self(u) for u in uris]
+        try:
+            decoded = _unquote(joined, prefix)
+        except MalformedUri:
+            return [self(u) for u in uris]
+        wrapped = "/" + decoded.replace("\x00", "/\x00/") + "/"
+        if (
+            decoded.count("\x00") != last  # a NUL in a tail, raw or escaped
+            or "//" in wrapped  # an empty tail or part
+            or "/./" in wrapped
+            or "/../" in wrapped
+            or "\\" in decoded
+        ):
+            return [self(u) for u in uris]
+        return decoded.split("\x00")

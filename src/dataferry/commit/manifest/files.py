@@ -153,21 +153,30 @@ class TaskManifest:
         """The checked wire form as a manifest: its URIs read (each inside the store) and no
         destination written by two entries."""
         read = _reader(store, source)
-        files = []
-        seen: set[str] = set()
-        for i, f in enumerate(wire.files or ()):
-            dest = read(f.dest, i)
-            if dest in seen:
-                raise ValidationError(
-                    f"destination {f.dest} is written to by more than one entry",
-                    source,
-                    f"files[{i}]",
-                )
-            seen.add(dest)
-            files.append(FileEntry(read(f.source, i), dest, f.size, f.etag or None))
+        wired = wire.files or ()
+        dests = read([f.dest for f in wired], "files")
+        if len(set(dests)) != len(dests):
+            seen: set[str] = set()
+            for i, dest in enumerate(dests):
+                if dest in seen:
+                    raise ValidationError(
+                        f"destination {wired[i].dest} is written to by more than one entry",
+                        source,
+                        f"files[{i}]",
+                    )
+                seen.add(dest)
+        sources = read([f.source for f in wired], "files")
+        files = [
+            FileEntry(s, d, f.size, f.etag or None)
+            for s, d, f in zip(sources, dests, wired, strict=True)
+        ]
         dirs = [
-            DirEntry(read(d.dest, i, "directories"), EntryStatus.of(d.status), d.level)
-            for i, d in enumerate(wire.directories or ())
+            DirEntry(dest, EntryStatus.of(d.status), d.level)
+            for dest, d in zip(
+                read([d.dest for d in wire.directories or ()], "directories"),
+                wire.directories or (),
+                strict=True,
+            )
         ]
         return cls(
             job_id=wire.jobId,
@@ -215,17 +224,19 @@ _DECODER = msgspec.json.Decoder(_WireManifest)
 _ENCODER = msgspec.json.Encoder()
 
 
-def _reader(store: Store | None, source: str) -> Callable[..., str]:
-    """`unmarshal` for the entries of one manifest (the store's URI prefix worked out once)."""
+def _reader(store: Store | None, source: str) -> Callable[[list[str], str], list[str]]:
+    """`unmarshal` for a list of a manifest's URIs (`files` or `directories`), the store's URI
+    prefix worked out once and the common case read in bulk; a URI at fault is named by its
+    index, as `unmarshal` names it."""
     fast = None if store is None else uri_reader(store)
 
-    def read(uri: str, i: int, kind: str = "files") -> str:
+    def read(uris: list[str], kind: str) -> list[str]:
         if fast is not None:
             try:
-                return fast(uri)
+                return fast.many(uris)
             except (MalformedUri, ConfigError):
-                pass  # unmarshal names what is wrong with it
-        return unmarshal(store, uri, source, f"{kind}[{i}]")
+                pass  # unmarshal names what is wrong and where
+        return [unmarshal(store, uri, source, f"{kind}[{i}]") for i, uri in enumerate(uris)]
 
     return read
 
