@@ -7,7 +7,8 @@ in no method's time. Not held (`hold=False`, for the scale curve): the input is 
 the map tasks themselves and the output is only counted, so a worker's memory is the
 shuffle's own, whatever the size. On the embedded engine each map's input is written to an
 Arrow file first and read by its map task (a read every method of that engine pays alike), and
-reduces return row counts. `push-sync` is push with the map task pushing before it returns
+reduces return row counts. The methods run in reverse order every other round and the disk is
+synced between runs, so that no method always pays for the one before it. `push-sync` is push with the map task pushing before it returns
 (`PushConfig(background=False)`), the way the push shuffle worked before its pusher ran in the
 background. Reported per method: wall time, MB/s, reduce-side read requests and their average
 size (for our shuffles; Dask's own read local files), CPU seconds and peak memory per process
@@ -142,8 +143,8 @@ def run_local(spec: ShuffleBenchSpec, work: str, tick: Callable[[str], None]) ->
     )
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
     with LocalShuffle(cfg, root=f"{work}/nodes") as cluster:
-        for _ in range(spec.repeats):
-            for method in methods:
+        for turn in range(spec.repeats):
+            for method in in_turn(methods, turn):
                 with ProcessSampler() as sampler:
                     run = cluster.run(
                         sources,
@@ -165,6 +166,7 @@ def run_local(spec: ShuffleBenchSpec, work: str, tick: Callable[[str], None]) ->
                         "processes": sampler.result(),
                     }
                 )
+                os.sync()  # what the kernel still had to write: not the next run's cost
                 tick(f"local {method}")
     return [_row(m, "local", spec, r) for m, r in runs.items()]
 
@@ -214,8 +216,8 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
         if spec.hold:
             ddf = ddf.persist()
             distributed.wait(ddf)
-        for _ in range(spec.repeats):
-            for method in spec.methods:
+        for turn in range(spec.repeats):
+            for method in in_turn(spec.methods, turn):
                 report = DaskShuffleReport(False, 0, 0)
                 profile = DaskShuffleProfile(client)
                 out = _dask_shuffled(ddf, method, spec, client, report)
@@ -244,8 +246,17 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
                 )
                 del out
                 remove_shuffles(client)  # the shuffle's files, before the next run
+                os.sync()  # and what the kernel still had to write of them: not the next's cost
                 tick(f"dask {method}")
     return [_row(m, "dask", spec, r) for m, r in runs.items()]
+
+
+def in_turn(methods: Sequence[str], turn: int) -> list[str]:
+    """The methods in the order of round `turn`: as given, and reversed every other round, so
+    a method follows a different one from round to round and none is always first (a pull
+    leaves 20,000 files for the kernel to drop, and its workers' heaps as it used them: the
+    method after it paid in every round)."""
+    return list(methods) if turn % 2 == 0 else list(reversed(methods))
 
 
 def floor_s(size: int, disk_mb_s: float, memory_mb_s: float, workers: int) -> float:
