@@ -30,7 +30,6 @@ from ...shuffle.mapoutput import block_sizes
 from ...stats import IOStatistics
 from ...store import open_store
 from .codec import as_table, decode_blocks, encode_blocks, split_batches
-from .heap import keep_freed_buffers
 
 TableSource = Callable[[], Any]  # returns a pyarrow Table or a pandas DataFrame
 
@@ -63,7 +62,6 @@ class MapResult:
 def run_map_task(task: MapTask, data: Any = None) -> MapResult:
     """Run one map attempt on `data` (a table or DataFrame), or on what its source returns."""
     started = time.perf_counter()
-    keep_freed_buffers()  # the last task's buffers for this one's (heap.py)
     stats = IOStatistics()  # durations of the task's stages: map_split, map_write, map_push
     table = as_table(task.source() if data is None else data)
     with stats.duration("map_split"):  # hash, order and encode the blocks
@@ -116,7 +114,6 @@ class ReduceResult:
 def run_reduce_task(
     inp: ReduceInput, schema: pa.Schema, reduce_fn: Callable[[pa.Table], Any] | None = None
 ) -> ReduceResult:
-    keep_freed_buffers()
     stats = IOStatistics()  # with the durations of reduce_read and reduce_decode
     with stats.duration("reduce_read"):
         blocks, report = read_reduce(inp, stats)
