@@ -8,9 +8,9 @@ the map tasks themselves and the output is only counted, so a worker's memory is
 shuffle's own, whatever the size. On the embedded engine each map's input is written to an
 Arrow file first and read by its map task (a read every method of that engine pays alike), and
 reduces return row counts. The methods run in reverse order every other round and the disk is
-synced between runs, so that no method always pays for the one before it. `push-sync` is push with the map task pushing before it returns
-(`PushConfig(background=False)`), the way the push shuffle worked before its pusher ran in the
-background. Reported per method: wall time, MB/s, reduce-side read requests and their average
+synced between runs, so that no method always pays for the one before it. `push-sync` is push
+with the map task pushing before it returns (`PushConfig(background=False)`), the way the push
+shuffle worked before its pusher ran in the background. Reported per method: wall time, MB/s, reduce-side read requests and their average
 size (for our shuffles; Dask's own read local files), CPU seconds and peak memory per process
 role, on Dask where the time went stage by stage, and the machine's sequential disk write
 bandwidth, measured in the same run, as the limit. The floor (`floor_s`, and each push's

@@ -205,13 +205,8 @@ class UriReader:
             decoded = _unquote(joined, prefix)
         except MalformedUri:
             return [self(u) for u in uris]
-        wrapped = "/" + decoded.replace("\x00", "/\x00/") + "/"
-        if (
-            decoded.count("\x00") != last  # a NUL in a tail, raw or escaped
-            or "//" in wrapped  # an empty tail or part
-            or "/./" in wrapped
-            or "/../" in wrapped
-            or "\\" in decoded
-        ):
+        # every tail canonical and none empty is the tails joined by slashes canonical (a NUL
+        # in a tail, raw or escaped, shows in the count)
+        if decoded.count("\x00") != last or not _canonical(decoded.replace("\x00", "/")):
             return [self(u) for u in uris]
         return decoded.split("\x00")

@@ -170,12 +170,11 @@ class TaskManifest:
             FileEntry(s, d, f.size, f.etag or None)
             for s, d, f in zip(sources, dests, wired, strict=True)
         ]
+        wired_dirs = wire.directories or ()
         dirs = [
             DirEntry(dest, EntryStatus.of(d.status), d.level)
             for dest, d in zip(
-                read([d.dest for d in wire.directories or ()], "directories"),
-                wire.directories or (),
-                strict=True,
+                read([d.dest for d in wired_dirs], "directories"), wired_dirs, strict=True
             )
         ]
         return cls(
