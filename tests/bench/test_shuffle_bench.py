@@ -28,12 +28,15 @@ def test_task_stages_group_a_shuffles_tasks_by_stage():
         task("dataferry-shuffle-map-dask-1a2b-0", 10.1, 11.0),
         task("dataferry-shuffle-map-dask-1a2b-1", 10.2, 11.5),
         task("dataferry-shuffle-barrier-dask-1a2b", 11.6, 11.7),
-        task(("dataferry-shuffle-reduce-dask-1a2b-0",), 11.8, 12.0),
+        task(("dataferry-shuffle_reduce_dask_1a2b-0123456789abcdef", 0), 11.8, 12.0),  # fused
+        task(("dataferry-0123456789abcdef0123456789abcdef", 1), 11.8, 11.81),  # not fused: its id
+        task(("shuffle_reduce_dask_1a2b-0123456789abcdef", 1), 11.81, 12.0),  # and the reduce
         task(("shuffle-transfer-0123456789abcdef0123456789abcdef", 3), 12.0, 12.5),
         {"key": "x", "startstops": [{"action": "transfer", "start": 9.0, "stop": 20.0}]},
     ]
     stages = {s["stage"]: s for s in task_stages(stream)}
-    assert list(stages) == ["begin", "map", "barrier", "reduce", "shuffle-transfer"]
+    assert list(stages) == ["begin", "map", "barrier", "reduce", "reduce id", "shuffle-transfer"]
+    assert stages["reduce"]["tasks"] == 2 and stages["reduce id"]["tasks"] == 1
     assert stages["map"]["tasks"] == 2 and stages["map"]["busy_s"] == pytest.approx(2.2)
     assert (stages["map"]["from_s"], stages["map"]["to_s"]) == (0.1, 1.5)
     assert stages["shuffle-transfer"]["to_s"] == 2.5  # transfers are not compute

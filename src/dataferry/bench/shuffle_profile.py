@@ -2,8 +2,10 @@
 services did, and CPU and peak memory per process.
 
 Stages come from Dask's task stream: a dataferry shuffle's tasks are named
-`dataferry-shuffle-<stage>-...` (begin, map, barrier, reduce); Dask's own shuffles are grouped
-by their key prefix (`shuffle-transfer`, `shuffle_p2p`, ...). For each stage: its tasks, the
+`dataferry-shuffle-<stage>-...` (begin, map, barrier) and `shuffle_reduce_...` (a reduce;
+`dataferry-shuffle_reduce_...` where Dask fused it with its partition's id, which runs as a
+task of its own, `reduce id`, where Dask does not fuse); Dask's own shuffles are grouped by
+their key prefix (`shuffle-transfer`, `shuffle_p2p`, ...). For each stage: its tasks, the
 seconds they computed (summed over workers) and when the stage ran (from the first task's
 start). Pushing runs beside the map tasks, on each worker's pusher: its seconds are the
 pushers', and the merge's are the services' CPU.
@@ -19,15 +21,19 @@ from ..stats import IOStatistics
 from .processes import ProcessSampler
 
 STAGE_PREFIX = "dataferry-shuffle-"
+REDUCE_MARK = "shuffle_reduce_"  # in a reduce task's name, fused with its partition's id or not
 
 
 def stage_of(key: Any) -> str:
     from dask.utils import key_split
 
     name = key[0] if isinstance(key, tuple) else str(key)
+    if REDUCE_MARK in name:
+        return "reduce"
     if name.startswith(STAGE_PREFIX):
         return name[len(STAGE_PREFIX) :].split("-", 1)[0]
-    return key_split(name)
+    split = key_split(name)
+    return "reduce id" if split == "dataferry" else split  # a reduce's partition id, unfused
 
 
 def task_stages(stream: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -162,8 +168,8 @@ def profile_rows(results: list[dict[str, Any]]) -> list[list[str]]:
         if not prof:
             continue
         for st in prof["stages"]:
-            if st["stage"] in ("generate_pandas", "delayed-container", "fromdelayed"):
-                continue  # the input's and the collection's own tasks, alike for every method
+            if st["stage"] == "generate_pandas":
+                continue  # the input's own tasks, alike for every method
             rows.append(
                 [
                     r["method"],
