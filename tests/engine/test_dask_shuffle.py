@@ -11,6 +11,7 @@ from collections import Counter
 import dask
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from distributed import get_task_stream
 
@@ -158,6 +159,19 @@ def test_workers_beyond_loopback_share_one_tls_identity():
     identity = services_identity(["10.1.2.3", "10.1.2.4"])
     assert identity is not None and len(identity.fingerprint) == 64
     assert identity.fingerprint != services_identity(["10.1.2.3"]).fingerprint  # per client
+
+
+def test_dask_workers_encode_into_arrows_default_pool(client):
+    """Dask's nanny fixes glibc's trim threshold for its workers, so glibc maps every large
+    buffer afresh there: a worker's shuffle buffers come from Arrow's default pool."""
+
+    def pools() -> tuple[str, str]:
+        from dataferry.engine.shuffle import codec
+
+        return codec.POOL.backend_name, pa.default_memory_pool().backend_name
+
+    for pool, default in client.run(pools).values():
+        assert pool == default != "system"
 
 
 # --- lazy, as a Dask collection --------------------------------------------------------------

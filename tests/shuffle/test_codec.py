@@ -15,6 +15,7 @@ from dataferry.engine.shuffle.codec import (
     decode_blocks,
     encode_blocks,
     from_pandas,
+    glibc_reuses_buffers,
     partition_ids,
     pool_for,
     shuffle_schema,
@@ -104,6 +105,15 @@ def test_maps_that_disagree_on_the_schema_are_refused_and_an_empty_map_is_not_as
     assert shuffle_schema([(nulls, False)]) == nulls
 
 
+def test_whether_glibc_reuses_freed_buffers_is_told_from_the_environment():
+    assert glibc_reuses_buffers({})
+    assert not glibc_reuses_buffers({"MALLOC_TRIM_THRESHOLD_": "65536"})  # Dask's workers
+    assert not glibc_reuses_buffers({"MALLOC_MMAP_THRESHOLD_": "131072"})
+    assert not glibc_reuses_buffers({"GLIBC_TUNABLES": "glibc.malloc.top_pad=0"})
+    assert glibc_reuses_buffers({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})  # not a threshold
+
+
+@pytest.mark.skipif(not glibc_reuses_buffers(), reason="glibc's thresholds fixed here")
 def test_a_tasks_buffers_come_from_the_c_allocator_that_keeps_freed_memory():
     """The ordered rows, the encoded blocks and the reduce's pandas columns are allocated by
     the system pool (glibc keeps memory a task freed for the next; Arrow's default pool gives
@@ -123,6 +133,7 @@ def test_a_tasks_buffers_come_from_the_c_allocator_that_keeps_freed_memory():
     assert len(frame) == 50_000 and frame["k"].sort_values().tolist() == list(range(50_000))
 
 
+@pytest.mark.skipif(not glibc_reuses_buffers(), reason="glibc's thresholds fixed here")
 def test_buffers_past_glibcs_reuse_limit_stay_in_arrows_default_pool():
     """glibc maps an allocation over 32 MiB afresh every time, so those gain nothing there."""
     assert pool_for(REUSED_UP_TO).backend_name == "system"

@@ -12,7 +12,8 @@ IPC streams). A reduce task decodes its blocks, zero-copy, into one table.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,12 +24,31 @@ from ...errors import EngineError
 from ...shuffle.blocks import Block
 
 # The buffers a shuffle task makes (the ordered rows, the encoded blocks, the reduce's pandas
-# columns) come from the C library's allocator, not Arrow's default mimalloc pool: a task frees
-# and again allocates buffers of the same sizes, one task after another, and glibc keeps freed
-# memory for the next while mimalloc hands it back to the system within milliseconds, so each
-# task paid a page fault on every page of its buffers again (measured on a 2-core VM: a map's
-# split and encode 7 -> 4 ms at 1 GiB in 100 maps, 210-230 -> 125-150 ms at 8 GiB).
-POOL = pa.system_memory_pool()
+# columns) come from the C library's allocator where it keeps freed memory for the next task:
+# a task frees and again allocates buffers of the same sizes, one task after another, and
+# glibc raises its mmap threshold as large buffers are freed, so it reuses them, while Arrow's
+# default mimalloc pool hands them back to the system within milliseconds and each task paid
+# a page fault on every page of its buffers again (measured on a 2-core VM: a map's split and
+# encode 7 -> 4 ms at 1 GiB in 100 maps, 210-230 -> 125-150 ms at 8 GiB). A process whose
+# environment fixes one of glibc's thresholds (Dask's nanny sets MALLOC_TRIM_THRESHOLD_ for
+# its workers) keeps the mmap threshold at 128 KiB and maps every larger buffer afresh: there
+# mimalloc is the faster (1 GiB on two Dask workers: a map's take 6.5 -> 3.7 ms, the maps'
+# split and encode 3.2 -> 2.7 s, the reduces' pandas conversion 1.3 -> 1.0 s, push 4.3 -> 4.0 s).
+_GLIBC_FIXED = ("trim_threshold", "mmap_threshold", "top_pad", "mmap_max")
+
+
+def glibc_reuses_buffers(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether glibc's mmap threshold follows the buffers a process frees: none of the
+    settings that fix it is in the environment (`MALLOC_TRIM_THRESHOLD_` and its kin, or
+    their `GLIBC_TUNABLES` names)."""
+    tunables = environ.get("GLIBC_TUNABLES", "")
+    return not any(
+        environ.get(f"MALLOC_{name.upper()}_") or f"glibc.malloc.{name}=" in tunables
+        for name in _GLIBC_FIXED
+    )
+
+
+POOL = pa.system_memory_pool() if glibc_reuses_buffers() else pa.default_memory_pool()
 # glibc maps an allocation past 32 MiB (its largest mmap threshold) afresh every time, so a
 # buffer that large gains nothing there; measured slower at 8 GiB (80 MiB maps): those stay
 # in Arrow's default pool
