@@ -162,6 +162,36 @@ def test_uri_reader_reads_a_list_as_it_reads_each(kind, root, name, paths, raw):
         assert _answer(read.many, uris) == _answer(lambda us: [read(u) for u in us], uris), uris
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@HYPOTHESIS
+@given(name=segment, under=relpath, paths=st.lists(relpath, max_size=4), raw=relpath)
+def test_uri_reader_reads_a_list_under_a_directory_as_it_reads_each(
+    kind, root, name, under, paths, raw
+):
+    """Read under a directory (a task's sources under its attempt directory), the list gives
+    the same answers or error: the URIs under it, and any that are not (beside it, above it,
+    escaping it, or the directory itself)."""
+    store = fresh(kind, root, name)
+    read = uri_reader(store)
+    at = to_hadoop_uri(store, under)
+    good = [to_hadoop_uri(store, f"{under}/{p}") for p in paths]
+    odd = [
+        f"{at}/{raw}",
+        f"{at}/{raw}%00x",
+        f"{at}/../{raw}",
+        f"{at}//{raw}",
+        f"{at}/",
+        at,
+        f"{at}x/{raw}",
+        to_hadoop_uri(store, raw),
+        f"{at}/a%2",
+    ]
+    for extra in [[], *([u] for u in odd)]:
+        uris = good + extra
+        want = _answer(lambda us: [read(u) for u in us], uris)
+        assert _answer(lambda us: read.many(us, under), uris) == want, uris
+
+
 @HYPOTHESIS
 @given(
     text=st.lists(

@@ -189,24 +189,43 @@ class UriReader:
                     return tail
         return from_hadoop_uri(self.store, uri)
 
-    def many(self, uris: list[str]) -> list[str]:
+    def many(self, uris: list[str], under: str = "") -> list[str]:
         """Every URI read, as `[self(u) for u in uris]` answers (and fails: the first URI at
         fault is named), but the common case in a few passes over the joined tails instead of
-        a dozen calls per URI: a job commit reads two URIs per file."""
+        a dozen calls per URI: a job commit reads two URIs per file. `under`, a canonical
+        directory of the store where most of them lie (a task's sources in its attempt
+        directory), shortens the tails that are read: only what follows it."""
         prefix = self.prefix
-        if prefix is None or not uris or not all(u.startswith(prefix) for u in uris):
+        if prefix is None or not uris:
             return [self(u) for u in uris]
+        if under:
+            tails = self._tails(uris, f"{prefix}{_quote(under, _PATH_QUOTING)}/")
+            if tails is not None:
+                return [f"{under}/{t}" for t in tails]
+        tails = self._tails(uris, prefix)
+        return [self(u) for u in uris] if tails is None else tails
+
+    @staticmethod
+    def _tails(uris: list[str], prefix: str) -> list[str] | None:
+        """What follows `prefix` in each URI, decoded, when every URI starts with it and every
+        tail is a canonical path of its own; else None (each URI then goes the whole way)."""
+        if not all(u.startswith(prefix) for u in uris):
+            return None
         start, last = len(prefix), len(uris) - 1
         # NUL, which no path holds (normalize refuses it), separates the tails
         joined = "\x00".join([u[start:] for u in uris])
         if "?" in joined or "#" in joined:
-            return [self(u) for u in uris]
+            return None
         try:
             decoded = _unquote(joined, prefix)
         except MalformedUri:
-            return [self(u) for u in uris]
-        # every tail canonical and none empty is the tails joined by slashes canonical (a NUL
-        # in a tail, raw or escaped, shows in the count)
-        if decoded.count("\x00") != last or not _canonical(decoded.replace("\x00", "/")):
-            return [self(u) for u in uris]
+            return None
+        # every tail canonical and none empty is the tails joined by slashes canonical and not
+        # empty (a NUL in a tail, raw or escaped, shows in the count)
+        if (
+            not decoded
+            or decoded.count("\x00") != last
+            or not _canonical(decoded.replace("\x00", "/"))
+        ):
+            return None
         return decoded.split("\x00")

@@ -165,7 +165,8 @@ class TaskManifest:
                         f"files[{i}]",
                     )
                 seen.add(dest)
-        sources = read([f.source for f in wired], "files")
+        attempt_dir = unmarshal(store, wire.taskAttemptDir or "", source, "taskAttemptDir")
+        sources = read([f.source for f in wired], "files", attempt_dir)
         files = [
             FileEntry(s, d, f.size, f.etag or None)
             for s, d, f in zip(sources, dests, wired, strict=True)
@@ -182,7 +183,7 @@ class TaskManifest:
             job_attempt_number=wire.jobAttemptNumber or 0,
             task_id=wire.taskID,
             task_attempt_id=wire.taskAttemptID,
-            task_attempt_dir=unmarshal(store, wire.taskAttemptDir or "", source, "taskAttemptDir"),
+            task_attempt_dir=attempt_dir,
             files=files,
             directories=dirs,
             extra_data=dict(wire.extraData or {}),
@@ -223,16 +224,17 @@ _DECODER = msgspec.json.Decoder(_WireManifest)
 _ENCODER = msgspec.json.Encoder()
 
 
-def _reader(store: Store | None, source: str) -> Callable[[list[str], str], list[str]]:
+def _reader(store: Store | None, source: str) -> Callable[..., list[str]]:
     """`unmarshal` for a list of a manifest's URIs (`files` or `directories`), the store's URI
-    prefix worked out once and the common case read in bulk; a URI at fault is named by its
-    index, as `unmarshal` names it."""
+    prefix worked out once and the common case read in bulk (`under` a directory where they
+    lie, its URI is read once: a task's sources, under its attempt directory); a URI at fault
+    is named by its index, as `unmarshal` names it."""
     fast = None if store is None else uri_reader(store)
 
-    def read(uris: list[str], kind: str) -> list[str]:
+    def read(uris: list[str], kind: str, under: str = "") -> list[str]:
         if fast is not None:
             try:
-                return fast.many(uris)
+                return fast.many(uris, under)
             except (MalformedUri, ConfigError):
                 pass  # unmarshal names what is wrong and where
         return [unmarshal(store, uri, source, f"{kind}[{i}]") for i, uri in enumerate(uris)]

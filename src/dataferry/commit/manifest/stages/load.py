@@ -150,13 +150,15 @@ def load_manifests(
         line = _LINE_ENCODER.encode(EntriesLine(attempt_id, manifest.files))
         digests = [blake2b(f.dest.encode(), digest_size=12).digest() for f in manifest.files]
         with lock:
-            for f, digest in zip(manifest.files, digests, strict=True):
-                other = owners.setdefault(digest, attempt_id)
-                if other != attempt_id:
-                    raise JobCommitError(
-                        f"destination {ctx.store.full_url(f.dest)} is written by two tasks: "
-                        f"{other} and {attempt_id}"
-                    )
+            if not owners.keys().isdisjoint(digests):  # a destination another task writes
+                for f, digest in zip(manifest.files, digests, strict=True):
+                    other = owners.get(digest, attempt_id)
+                    if other != attempt_id:
+                        raise JobCommitError(
+                            f"destination {ctx.store.full_url(f.dest)} is written by two "
+                            f"tasks: {other} and {attempt_id}"
+                        )
+            owners.update(dict.fromkeys(digests, attempt_id))
             for d in manifest.directories:
                 loaded.directories.setdefault(d.dest, d)
             loaded.manifests += 1
