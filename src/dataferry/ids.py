@@ -56,10 +56,12 @@ class TaskAttemptId:
 
 
 def new_job_id(number: int = 0, *, job_uuid: str | None = None) -> JobId:
-    """A fresh job id: the UTC time to the second plus 8 hex digits of a UUID."""
+    """A fresh job id: the UTC time to the second plus 12 hex digits of a UUID (48 random
+    bits: 5,000 jobs in one second share one with odds of 1 in 20 million; 8 digits made that
+    1 in 340)."""
     u = job_uuid or str(uuid.uuid4())
     stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
-    return JobId(tracker=f"{stamp}{u.replace('-', '')[:8]}", number=number, uuid=u)
+    return JobId(tracker=f"{stamp}{u.replace('-', '')[:12]}", number=number, uuid=u)
 
 
 def parse_job_id(text: str, job_uuid: str | None = None) -> JobId:

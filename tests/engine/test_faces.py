@@ -116,8 +116,8 @@ def test_the_shuffle_keeps_nothing_on_the_client():
     assert topic == dask_shuffle_report.REPORT_TOPIC
     route((0.0, {"app": "app-1", "kind": "finalize", "merge_id": 3, "push": True, "finalize": {}}))
     assert report.merge_id == 3 and report.push
-    dask_shuffle._planned(client)["app-1"] = "a plan"
-    assert dask_shuffle._planned(client) == {"app-1": "a plan"}
+    dask_shuffle._state(client).plans["app-1"] = "a plan"
+    assert dask_shuffle._state(client).plans == {"app-1": "a plan"}
     assert set(vars(client)) == {"subscribed"}  # nothing set on the client
     assert client in dask_shuffle._CLIENTS and client in dask_shuffle_report._SUBSCRIPTIONS
     gone = weakref.ref(client)

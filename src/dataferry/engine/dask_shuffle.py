@@ -20,6 +20,7 @@ service directory, push), `barrier` (collect the map statuses, finalize the merg
 
 from __future__ import annotations
 
+import operator
 import os
 import random
 import secrets
@@ -374,10 +375,6 @@ def _barrier(plan: _Plan, merge_id: int, results: list[dict[str, Any]]) -> _Fina
     return _Finalized(merge_id, statuses, merged, schema, creds)
 
 
-def _reduce_id(reduce_id: int) -> int:
-    return reduce_id
-
-
 def _reduce(reduce_id: int, plan: _Plan, done: _Finalized, meta: Any) -> Any:
     inp = ReduceInput(
         plan.app,
@@ -462,7 +459,7 @@ def shuffle(
         report is not None,
     )
     push_enabled = plan.driver().push_enabled  # chooses the mergers; no network
-    _planned(client)[app] = plan
+    _state(client).plans[app] = plan  # its files may remain on the services
     if report is not None:
         report.push, report.maps, report.reduces = push_enabled, plan.num_maps, plan.num_reduces
         watch(client, app, report)
@@ -474,29 +471,16 @@ def shuffle(
         for i, part in enumerate(parts)
     ]
     barrier = task(_barrier)(plan, begin, maps, dask_key_name=f"dataferry-shuffle-barrier-{app}")
-    # the reduces are the collection's own partitions: where Dask fuses (persist, to_delayed)
-    # a reduce id (a partition of `ids`) and its reduce are one task, named
-    # `dataferry-shuffle_reduce_...` (Dask names a fused task by the first word of each
-    # part's name); where it does not (compute), two. `from_delayed` added two aliases per
-    # partition for the scheduler to run (200 reduces of 8 ms persisted on two workers: 2.0 s
-    # with them, 1.3 s without). The ids are ints: Dask's string conversion has nothing to do.
+    # the reduces are the collection's own partitions, with no alias task between (from_delayed
+    # added two per reduce: 200 reduces of 8 ms persisted on two workers, 2.0 -> 1.3 s); where
+    # Dask fuses (persist, to_delayed) a partition id and its reduce are one task, named
+    # `dataferry-shuffle_reduce_...` (the first word of each part's name). Ids are ints: no
+    # string conversion to make.
     with dask.config.set({"dataframe.convert-string": False}):
-        ids = dd.from_map(_reduce_id, range(plan.num_reduces), meta=meta, label="dataferry")
-    return ids.map_partitions(
-        _reduce,
-        plan,
-        barrier,
-        meta,
-        meta=meta,
-        enforce_metadata=False,
-        align_dataframes=False,
-        token=f"shuffle_reduce_{app.replace('-', '_')}",
-    )
-
-
-def _planned(client: Any) -> dict[str, _Plan]:
-    """The shuffles planned through `client` whose files may remain on its services."""
-    return _state(client).plans
+        ids = dd.from_map(operator.index, range(plan.num_reduces), meta=meta, label="dataferry")
+    token = f"shuffle_reduce_{app.replace('-', '_')}"
+    options = {"meta": meta, "enforce_metadata": False, "align_dataframes": False, "token": token}
+    return ids.map_partitions(_reduce, plan, barrier, meta, **options)
 
 
 def remove_shuffles(client: Any = None) -> int:
@@ -510,7 +494,7 @@ def remove_shuffles(client: Any = None) -> int:
     again from its input, and a later call removes what that computation left."""
     from distributed import default_client
 
-    plans = list(_planned(client or default_client()).values())
+    plans = list(_state(client or default_client()).plans.values())
     for plan in plans:
         plan.driver().remove()
     return len(plans)

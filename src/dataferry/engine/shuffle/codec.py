@@ -285,7 +285,7 @@ def shuffle_schema(maps: Sequence[tuple[pa.Schema, bool]]) -> pa.Schema:
 
 def to_pandas(table: pa.Table) -> Any:
     """A reduce's table as pandas, the index back from the schema's pandas metadata: each
-    column converted into its own array from the system pool (a 2-D block per dtype would be
+    column converted into its own array from the shuffle's pool (a 2-D block per dtype would be
     one allocation past glibc's reuse limit at a few million rows, faulted in afresh every
     reduce: 8 GiB shuffles took 20% longer so), and the table's buffers released as their
     column is converted (the table is not used after). Arrow's own threads would only contend
