@@ -26,6 +26,7 @@ from dataferry.engine.dask_shuffle import (
 )
 from dataferry.net.addresses import host_of
 from dataferry.shuffle import DriverConfig, ShuffleClient
+from dataferry.shuffle.open_outputs import open_map_outputs
 
 dd = pytest.importorskip("dask.dataframe")
 
@@ -251,8 +252,12 @@ def test_files_stay_for_reruns_until_removed(client, ddf):
     assert left > 0  # map outputs and merges, for a reduce task Dask may run again
     assert_exact(list(dask.compute(*out.to_delayed())))
     assert shuffle_files(client) == left  # a computation removes the one before it first
+    # the reduces read their blocks from map outputs kept open for the merge
+    assert sum(client.run(lambda: open_map_outputs().open_count).values()) > 0
     assert dfd.remove_shuffles(client) >= 1
     assert shuffle_files(client) == 0
+    # and removing the files closes them: an open file would keep its space
+    assert sum(client.run(lambda: open_map_outputs().open_count).values()) == 0
     assert_exact(list(dask.compute(*out.to_delayed())))  # computing again starts over
     assert shuffle_files(client) == left
     dfd.remove_shuffles(client)

@@ -1,17 +1,13 @@
 """Push-based shuffle on a Dask cluster, as a lazy Dask DataFrame.
 
 One shuffle service per worker, started by a worker plugin as a subprocess next to the worker
-(its directory under the worker's local directory). Each service binds to its worker's host as
-Dask knows it (the host of `worker.address`) and advertises that address, so a map task on one
-host pushes to the merger it chose on another. Beyond loopback the services speak TLS with one
-identity for the client's shuffles: its fingerprint travels to the tasks.
-
-Each shuffle is its own application on the services, registered by the workers' plugins (which
-hold the service-wide token; tasks get only the application's credentials).
-
-`shuffle` only plans: it starts the services (once per client), registers the shuffle's
-application and chooses the mergers, then
-returns a Dask DataFrame whose graph runs the shuffle when computed. The graph's tasks:
+(its directory under the worker's local directory), bound to the worker's host as Dask knows
+it, so a map on one host pushes to the merger it chose on another; beyond loopback, over TLS
+with one identity for the client's shuffles. Each shuffle is its own application on the
+services, registered by the workers' plugins (which hold the service-wide token; tasks get only
+the application's credentials). `shuffle` only plans: it starts the services (once per client),
+registers the application and chooses the mergers, then returns a Dask DataFrame whose graph
+runs the shuffle when computed. The graph's tasks:
 `begin` (one per computation: removes what an earlier computation of the same graph left and
 picks a fresh merge id), `map` (one per input partition: write the map output to its worker's
 service directory, push), `barrier` (collect the map statuses, finalize the mergers) and
@@ -43,12 +39,14 @@ from ..shuffle import (
     MergedPartition,
     PushConfig,
     PushTarget,
+    ReadConfig,
     ReduceInput,
     ShuffleClient,
     ShuffleDriver,
     ShuffleServiceProcess,
     register_app,
 )
+from ..shuffle.open_outputs import release_open_map_outputs
 from ..stats import IOStatistics
 from .dask_shuffle_report import REPORT_TOPIC, DaskShuffleReport, watch
 from .shuffle import MapTask, run_map_task, run_reduce_task
@@ -386,6 +384,7 @@ def _reduce(reduce_id: int, plan: _Plan, done: _Finalized, meta: Any) -> Any:
         credentials=done.credentials,
         fingerprint=plan.fingerprint,
         local_dirs=host_local_dirs(plan.directories, _plugin().address),
+        config=ReadConfig(keep_open=True),  # released by remove_shuffles and the next merge
     )
     result = run_reduce_task(inp, done.schema)
     stats = IOStatistics(result.stats)
@@ -471,11 +470,10 @@ def shuffle(
         for i, part in enumerate(parts)
     ]
     barrier = task(_barrier)(plan, begin, maps, dask_key_name=f"dataferry-shuffle-barrier-{app}")
-    # the reduces are the collection's own partitions, with no alias task between (from_delayed
-    # added two per reduce: 200 reduces of 8 ms persisted on two workers, 2.0 -> 1.3 s); where
-    # Dask fuses (persist, to_delayed) a partition id and its reduce are one task, named
-    # `dataferry-shuffle_reduce_...` (the first word of each part's name). Ids are ints: no
-    # string conversion to make.
+    # the reduces are the collection's own partitions, no alias task between (from_delayed put
+    # two per reduce: 200 reduces of 8 ms persisted on two workers, 2.0 -> 1.3 s); where Dask
+    # fuses (persist, to_delayed) an id and its reduce are one task, `dataferry-shuffle_reduce_..`
+    # (the first word of each part's name). Ids are ints: no string conversion to make.
     with dask.config.set({"dataframe.convert-string": False}):
         ids = dd.from_map(operator.index, range(plan.num_reduces), meta=meta, label="dataferry")
     token = f"shuffle_reduce_{app.replace('-', '_')}"
@@ -494,7 +492,9 @@ def remove_shuffles(client: Any = None) -> int:
     again from its input, and a later call removes what that computation left."""
     from distributed import default_client
 
-    plans = list(_state(client or default_client()).plans.values())
+    client = client or default_client()
+    plans = list(_state(client).plans.values())
     for plan in plans:
         plan.driver().remove()
+    client.run(release_open_map_outputs)  # the reduces' open map outputs hold their space
     return len(plans)

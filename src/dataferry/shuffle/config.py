@@ -163,9 +163,15 @@ class ReadConfig:
         directory is on the reducer's host (`ReduceInput.local_dirs`) is read from that
         directory through a store, not fetched through the service; any failure there falls
         back to the service's fetch.
+    keep_open: a block merged by reference is read from its map output kept open across the
+        reduces of one merge in this process (`open_outputs.py`), not opened per block. For
+        engines that release the files when the shuffle's are removed (the Dask engine does,
+        in `remove_shuffles`; a reduce of another merge does too): an open map output keeps
+        its disk space after it is deleted.
     """
 
     fetch_retries: int = 6
     fetch_retry_wait_s: float = 0.1
     max_merged_read_bytes: int = 48 * MiB
     host_local: bool = True
+    keep_open: bool = False

@@ -34,6 +34,7 @@ from .config import ReadConfig
 from .driver import MergedPartition
 from .files import decode_offsets, map_output, merged_files
 from .mapoutput import MapStatus
+from .open_outputs import open_map_outputs
 from .tenancy import AppCredentials, check_credentials
 
 BitMap = require("pyroaring", "the push shuffle").BitMap
@@ -284,7 +285,13 @@ class _Resolver:
             store = self.stores.get(directory) or self.stores.setdefault(
                 directory, open_store(directory)
             )
-            if ref.length < MAPPED_FROM:
+            if ref.length < MAPPED_FROM and self.inp.config.keep_open:
+                merge = (self.inp.app, self.inp.shuffle_id, self.inp.merge_id)
+                block = open_map_outputs().read(
+                    merge, store, directory, data_path, ref.offset, ref.length
+                )
+                view = memoryview(block)
+            elif ref.length < MAPPED_FROM:
                 view = memoryview(store.read_range(data_path, ref.offset, ref.length))
             else:
                 view = store.read_view(data_path, ref.offset, ref.length)

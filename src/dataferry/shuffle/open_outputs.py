@@ -1,0 +1,128 @@
+"""Map outputs kept open across the reduces of one merge, in this process.
+
+Every reduce task on a host resolves its merged stubs by reading one block from each map
+output there; the next reduce reads the next block of the same files. Opening each file once
+per merge instead of once per block took a 1 GiB shuffle's reduce reads from 1.55 to 1.11 s
+(push 4.26 -> 3.81 s on two Dask workers). The files stay open only as long as their merge is
+the process's current one: a reduce of another merge (the next shuffle, or a recomputation,
+which removed these files first) closes them, as do `release` (called by `remove_shuffles` on
+every worker) and a bound on how many are open. A file that is being read when it is to be
+closed is closed by its last reader, never under it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from ..store import Store
+from ..store.ranges import RangeReader, range_reader
+
+LIMIT = 256  # open map outputs per process, at most (least recently read closed first)
+
+
+@dataclass
+class _Open:
+    reader: RangeReader
+    users: int = 0
+    retired: bool = False  # closed by its last user
+
+
+class OpenMapOutputs:
+    """The map outputs this process reads blocks from, for its current merge."""
+
+    def __init__(self, limit: int = LIMIT) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._merge: Hashable = None
+        self._open: OrderedDict[tuple[str, str], _Open] = OrderedDict()
+
+    def read(
+        self, merge: Hashable, store: Store, where: str, path: str, start: int, length: int
+    ) -> bytes:
+        """`length` bytes from `start` of map output `path` of `store` (whose directory is
+        `where`), for a reduce of `merge`; the store's errors as a read raises them."""
+        key = (where, path)
+        entry = self._take(merge, key)
+        if entry is None:
+            entry = self._add(merge, key, range_reader(store, path))
+        try:
+            return entry.reader.read(start, length)
+        finally:
+            with self._lock:
+                entry.users -= 1
+                closing = entry.retired and entry.users == 0
+            if closing:
+                entry.reader.close()
+
+    def release(self) -> int:
+        """Close every open map output (those being read, once read); how many there were."""
+        with self._lock:
+            count = len(self._open)
+            self._retire_all()
+            self._merge = None
+        return count
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    def _take(self, merge: Hashable, key: tuple[str, str]) -> _Open | None:
+        with self._lock:
+            if merge != self._merge:
+                self._retire_all()  # another merge's files: removed, or soon to be
+                self._merge = merge
+            entry = self._open.get(key)
+            if entry is not None:
+                self._open.move_to_end(key)
+                entry.users += 1
+            return entry
+
+    def _add(self, merge: Hashable, key: tuple[str, str], reader: RangeReader) -> _Open:
+        with self._lock:
+            entry = self._open.get(key) if merge == self._merge else None
+            if entry is not None:  # another thread opened it meanwhile
+                reader.close()
+                self._open.move_to_end(key)
+            else:
+                entry = _Open(reader)
+                if merge == self._merge:
+                    self._open[key] = entry
+                    while len(self._open) > self.limit:
+                        self._retire(self._open.popitem(last=False)[1])
+                else:  # a newer merge began meanwhile: read once, not kept
+                    entry.retired = True
+            entry.users += 1
+            return entry
+
+    def _retire(self, entry: _Open) -> None:
+        entry.retired = True
+        if entry.users == 0:
+            entry.reader.close()
+
+    def _retire_all(self) -> None:
+        for entry in self._open.values():
+            self._retire(entry)
+        self._open.clear()
+
+
+_outputs: tuple[int, OpenMapOutputs] | None = None
+_outputs_lock = threading.Lock()
+
+
+def open_map_outputs() -> OpenMapOutputs:
+    """This process's open map outputs (a forked child starts with none of its own)."""
+    global _outputs
+    with _outputs_lock:
+        if _outputs is None or _outputs[0] != os.getpid():
+            _outputs = (os.getpid(), OpenMapOutputs())
+        return _outputs[1]
+
+
+def release_open_map_outputs() -> int:
+    """Close this process's open map outputs (`remove_shuffles` runs it on every worker); how
+    many were open."""
+    return open_map_outputs().release()

@@ -1,0 +1,109 @@
+"""Map outputs kept open across the reduces of one merge: opened once, closed when another
+merge begins, past the bound or on release, and never under a reader still reading."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from dataferry.shuffle import open_outputs
+from dataferry.shuffle.open_outputs import OpenMapOutputs
+from dataferry.store import LocalStore, Op
+
+DATA = bytes(range(256)) * 40
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = LocalStore(str(tmp_path / "node"))
+    for i in range(4):
+        store.write_bytes(f"app/m{i}.data", DATA)
+    return store
+
+
+def opens(store) -> int:
+    return store.stats.counter(f"op_{Op.READ.value}")
+
+
+def test_a_merges_reduces_open_each_map_output_once(store):
+    outputs = OpenMapOutputs()
+    for reduce_id in range(5):  # five reduces, a block of each of four map outputs
+        for i in range(4):
+            got = outputs.read("merge-1", store, "node", f"app/m{i}.data", reduce_id * 10, 10)
+            assert got == DATA[reduce_id * 10 : reduce_id * 10 + 10]
+    assert opens(store) == 4 and outputs.open_count == 4
+
+
+def test_another_merge_closes_the_last_ones_files(store):
+    outputs = OpenMapOutputs()
+    outputs.read("merge-1", store, "node", "app/m0.data", 0, 4)
+    (first,) = outputs._open.values()
+    outputs.read("merge-2", store, "node", "app/m1.data", 0, 4)
+    assert first.reader.fd == -1 and outputs.open_count == 1
+    assert outputs.release() == 1 and outputs.open_count == 0
+
+
+def test_the_least_recently_read_close_past_the_bound(store):
+    outputs = OpenMapOutputs(limit=2)
+    for i in (0, 1, 0, 2):  # m1 is the least recently read when m2 opens
+        outputs.read("m", store, "node", f"app/m{i}.data", 0, 1)
+    assert sorted(path for _, path in outputs._open) == ["app/m0.data", "app/m2.data"]
+    assert opens(store) == 3
+
+
+class _Slow:
+    """A reader whose read waits until let go."""
+
+    def __init__(self) -> None:
+        self.go, self.reading, self.closed = threading.Event(), threading.Event(), False
+
+    def read(self, start: int, length: int) -> bytes:
+        self.reading.set()
+        assert self.go.wait(5)
+        assert not self.closed, "closed under its reader"
+        return b"x" * length
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_file_being_read_is_closed_by_its_last_reader(monkeypatch, store):
+    slow = _Slow()
+    monkeypatch.setattr(open_outputs, "range_reader", lambda _store, _path: slow)
+    outputs = OpenMapOutputs()
+    with ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(outputs.read, "m", store, "node", "app/m0.data", 0, 3)
+        assert slow.reading.wait(5)
+        assert outputs.release() == 1  # and another merge would do the same
+        assert not slow.closed
+        slow.go.set()
+        assert reading.result() == b"xxx"
+    assert slow.closed
+
+
+def test_two_readers_opening_one_file_keep_one_descriptor(monkeypatch, store):
+    made: list[object] = []
+    real = open_outputs.range_reader
+
+    def slow_open(s, path):
+        time.sleep(0.05)  # both threads get here before either has added its reader
+        reader = real(s, path)
+        made.append(reader)
+        return reader
+
+    monkeypatch.setattr(open_outputs, "range_reader", slow_open)
+    outputs = OpenMapOutputs()
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda _: outputs.read("m", store, "n", "app/m0.data", 5, 5), (1, 2)))
+    assert got == [DATA[5:10]] * 2 and len(made) == 2
+    assert outputs.open_count == 1 and sorted(r.fd == -1 for r in made) == [False, True]
+
+
+def test_each_process_has_its_own(monkeypatch):
+    mine = open_outputs.open_map_outputs()
+    assert open_outputs.open_map_outputs() is mine
+    monkeypatch.setattr(open_outputs.os, "getpid", lambda: -1)  # as a forked child sees it
+    assert open_outputs.open_map_outputs() is not mine
