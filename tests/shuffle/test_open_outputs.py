@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from dataferry.shuffle import open_outputs
+from dataferry.shuffle import open_outputs, per_process
+from dataferry.shuffle.background import process_pusher
 from dataferry.shuffle.open_outputs import OpenMapOutputs
 from dataferry.store import LocalStore, Op
 
@@ -103,7 +104,7 @@ def test_two_readers_opening_one_file_keep_one_descriptor(monkeypatch, store):
 
 
 def test_each_process_has_its_own(monkeypatch):
-    mine = open_outputs.open_map_outputs()
-    assert open_outputs.open_map_outputs() is mine
-    monkeypatch.setattr(open_outputs.os, "getpid", lambda: -1)  # as a forked child sees it
-    assert open_outputs.open_map_outputs() is not mine
+    mine, pusher = open_outputs.open_map_outputs(), process_pusher()
+    assert open_outputs.open_map_outputs() is mine and process_pusher() is pusher
+    monkeypatch.setattr(per_process.os, "getpid", lambda: -1)  # as a forked child sees it
+    assert open_outputs.open_map_outputs() is not mine and process_pusher() is not pusher

@@ -13,7 +13,6 @@ whatever a pusher never gets to is read from the map outputs by the reducers.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import time
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from ..stats import IOStatistics
 from ..store import Store
 from .blocks import Pieces
+from .per_process import PerProcess
 from .pusher import PushReport, PushTarget, push_map_output
 
 log = logging.getLogger("dataferry.shuffle")
@@ -136,14 +136,9 @@ class BackgroundPusher:
             return self._idle.wait_for(lambda: self._pending == 0, timeout)
 
 
-_pusher: tuple[int, BackgroundPusher] | None = None
-_pusher_lock = threading.Lock()
+_pusher = PerProcess(BackgroundPusher)
 
 
 def process_pusher() -> BackgroundPusher:
     """This process's pusher (one per process; a forked child gets its own)."""
-    global _pusher
-    with _pusher_lock:
-        if _pusher is None or _pusher[0] != os.getpid():
-            _pusher = (os.getpid(), BackgroundPusher())
-        return _pusher[1]
+    return _pusher.get()

@@ -12,7 +12,6 @@ closed is closed by its last reader, never under it.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 
 from ..store import Store
 from ..store.ranges import RangeReader, range_reader
+from .per_process import PerProcess
 
 LIMIT = 256  # open map outputs per process, at most (least recently read closed first)
 
@@ -109,17 +109,12 @@ class OpenMapOutputs:
         self._open.clear()
 
 
-_outputs: tuple[int, OpenMapOutputs] | None = None
-_outputs_lock = threading.Lock()
+_outputs = PerProcess(OpenMapOutputs)
 
 
 def open_map_outputs() -> OpenMapOutputs:
     """This process's open map outputs (a forked child starts with none of its own)."""
-    global _outputs
-    with _outputs_lock:
-        if _outputs is None or _outputs[0] != os.getpid():
-            _outputs = (os.getpid(), OpenMapOutputs())
-        return _outputs[1]
+    return _outputs.get()
 
 
 def release_open_map_outputs() -> int:

@@ -285,16 +285,15 @@ class _Resolver:
             store = self.stores.get(directory) or self.stores.setdefault(
                 directory, open_store(directory)
             )
-            if ref.length < MAPPED_FROM and self.inp.config.keep_open:
-                merge = (self.inp.app, self.inp.shuffle_id, self.inp.merge_id)
-                block = open_map_outputs().read(
-                    merge, store, directory, data_path, ref.offset, ref.length
-                )
-                view = memoryview(block)
-            elif ref.length < MAPPED_FROM:
-                view = memoryview(store.read_range(data_path, ref.offset, ref.length))
-            else:
+            if ref.length >= MAPPED_FROM:
                 view = store.read_view(data_path, ref.offset, ref.length)
+            elif self.inp.config.keep_open:  # from the file kept open for this merge
+                merge = (self.inp.app, self.inp.shuffle_id, self.inp.merge_id)
+                outputs = open_map_outputs()
+                block = outputs.read(merge, store, directory, data_path, ref.offset, ref.length)
+                view = memoryview(block)
+            else:
+                view = memoryview(store.read_range(data_path, ref.offset, ref.length))
         except (StoreError, OSError, ValueError):
             return None
         if len(view) != ref.length:
