@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from itertools import repeat
 from urllib.parse import unquote
 
 from ..errors import ConfigError
@@ -199,33 +200,36 @@ class UriReader:
         if prefix is None or not uris:
             return [self(u) for u in uris]
         if under:
-            tails = self._tails(uris, f"{prefix}{_quote(under, _PATH_QUOTING)}/")
+            tails = self._tails(uris, f"{prefix}{_quote(under, _PATH_QUOTING)}/", f"{under}/")
             if tails is not None:
-                return [f"{under}/{t}" for t in tails]
+                return tails
         tails = self._tails(uris, prefix)
         return [self(u) for u in uris] if tails is None else tails
 
     @staticmethod
-    def _tails(uris: list[str], prefix: str) -> list[str] | None:
-        """What follows `prefix` in each URI, decoded, when every URI starts with it and every
-        tail is a canonical path of its own; else None (each URI then goes the whole way)."""
-        if not all(u.startswith(prefix) for u in uris):
+    def _tails(uris: list[str], prefix: str, lead: str = "") -> list[str] | None:
+        """What follows `prefix` in each URI, decoded, after `lead`, when every URI starts with
+        it and every tail is a canonical path of its own; else None (each URI then goes the
+        whole way). The tails are read joined, in a few passes over one string."""
+        if not all(map(str.startswith, uris, repeat(prefix))):
             return None
         start, last = len(prefix), len(uris) - 1
         # NUL, which no path holds (normalize refuses it), separates the tails
-        joined = "\x00".join([u[start:] for u in uris])
-        if "?" in joined or "#" in joined:
+        tails = "\x00".join([u[start:] for u in uris])
+        if "?" in tails or "#" in tails:
             return None
         try:
-            decoded = _unquote(joined, prefix)
+            decoded = _unquote(tails, prefix)
         except MalformedUri:
             return None
         # every tail canonical and none empty is the tails joined by slashes canonical and not
-        # empty (a NUL in a tail, raw or escaped, shows in the count)
+        # empty (a NUL in a tail, escaped, shows in the count)
         if (
             not decoded
             or decoded.count("\x00") != last
             or not _canonical(decoded.replace("\x00", "/"))
         ):
             return None
+        if lead:
+            decoded = lead + decoded.replace("\x00", "\x00" + lead)
         return decoded.split("\x00")

@@ -51,7 +51,7 @@ class EntryStatus(IntEnum):
             return cls.UNKNOWN
 
 
-class FileEntry(msgspec.Struct, frozen=True, array_like=True):
+class FileEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One file to commit: store-relative source and destination, size, etag. In the job's
     entries file it is the row `[source, dest, size, etag]`, decoded and checked in one pass."""
 
@@ -191,14 +191,14 @@ class TaskManifest:
         )
 
 
-class _WireFile(msgspec.Struct):
+class _WireFile(msgspec.Struct, gc=False):
     source: NonEmpty = msgspec.field(name="s")
     dest: NonEmpty = msgspec.field(name="d")
     size: Count = msgspec.field(name="z")
     etag: str | None = msgspec.field(default=None, name="e")
 
 
-class _WireDir(msgspec.Struct):
+class _WireDir(msgspec.Struct, gc=False):
     dest: NonEmpty = msgspec.field(name="d")
     status: Count = msgspec.field(default=0, name="t")
     level: Count = msgspec.field(default=0, name="l")

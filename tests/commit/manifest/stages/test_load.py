@@ -133,3 +133,12 @@ def test_a_new_destination_has_no_existing_files(store, scratch, make_ctx):
     ctx = make_ctx()
     assert check_existing_files(ctx, loaded) == []
     assert_timed(ctx, "job_stage_check_existing_files", "check_existing_files")
+
+
+def test_names_that_only_contain_a_reserved_name_load(store, scratch, ctx):
+    """`_SUCCESS` and `_temporary` are refused as the destination's own entries only: a file
+    or directory that merely holds one of the names in its path is data."""
+    names = ["p/_SUCCESS", "_SUCCESS.crc", "_temporary_x", "p/_temporary/a", "x_temporary"]
+    manifest = write_attempt(store, 1, {name: b"d" for name in names})
+    loaded = load_manifests(ctx, committed(manifest), scratch)
+    assert sorted(e.dest for e, _ in loaded.entries()) == sorted(names)
