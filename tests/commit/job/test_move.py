@@ -188,3 +188,29 @@ def test_replace_deletes_what_is_in_the_way_only_while_the_source_exists(store):
     assert store.read_bytes("out/a") == DATA
     assert move(store, "tmp/a", "out/a", replace=True).how == "found"  # resumed: kept
     assert store.read_bytes("out/a") == DATA
+
+
+@pytest.mark.parametrize(
+    ("action", "when", "how", "renames"),
+    [("ambiguous", "after", "recovered", 1), ("ambiguous", "before", "renamed", 2)],
+)
+def test_an_answer_the_caller_got_is_judged_as_the_first_try(store, action, when, how, renames):
+    """A batch renames plainly and hands a failure's answer over: the move judges it without
+    sending that rename again, as it judges its own first try."""
+    facts = _facts(store)
+    fault_layer(store).add_rule(_renames(action, when))
+    with pytest.raises(Exception) as answer:
+        store.rename("tmp/a", "out/a")
+    stats = IOStatistics()
+    outcome = move(store, "tmp/a", "out/a", stats=stats, answered=answer.value, **facts)
+    assert outcome.how == how
+    assert store.read_bytes("out/a") == DATA and not store.exists("tmp/a")
+    assert stats.counter("commit_file_rename_ambiguous") == 1
+    assert _rename_count(store) == renames
+
+
+def test_an_answer_is_not_judged_with_replace_or_pacing(store):
+    with pytest.raises(ValueError, match="without replace or pacing"):
+        move(store, "tmp/a", "out/a", replace=True, answered=NotFound("x", "tmp/a"))
+    with pytest.raises(ValueError, match="without replace or pacing"):
+        move(store, "tmp/a", "out/a", pacer=Pacer(10), answered=NotFound("x", "tmp/a"))

@@ -59,6 +59,8 @@ class MoveOutcome:
 
 
 RENAMED = MoveOutcome("renamed")
+PLAIN_ANSWERS = (AmbiguousOutcome, Throttled, NotFound, AlreadyExists)
+"""A rename's failures that `move` resolves: a caller renaming plainly hands these over."""
 
 
 class DestinationTaken(JobCommitError):
@@ -79,6 +81,7 @@ def move(
     merge_dirs: bool = False,
     context: str = "",
     resolve: Callable[[], Verdict] | None = None,
+    answered: Exception | None = None,
 ) -> MoveOutcome:
     """Move `source` to `destination`, resolving what the store's answer leaves open.
 
@@ -89,20 +92,24 @@ def move(
     merge_dirs: a directory at the destination is finished by merging the source's children.
     context: prefixed to error messages ("load step", "task attempt ...").
     resolve: judges an unknown outcome instead of `ambiguous_verdict` (a committer's seam).
+    answered: the store's answer to the plain rename the caller has sent already (a batch
+        renames plainly, with nothing built per file, and hands here the first answer that is
+        not a success), judged as this call's own first try.
     Counters on `stats`: commit_file_rename_ambiguous, commit_file_rename_recovered_by_size,
     commit_file_rename_throttled; waits for the pacer's slot in store_io_rate_limited (ms)."""
+    if answered is not None and (replace or (pacer is not None and pacer.interval)):
+        raise ValueError("a plain rename's answer is judged without replace or pacing")
     if replace and store.exists(source):
         store.delete(destination, recursive=True)
-    if pacer is None or not pacer.interval:
+    first = answered
+    if first is None and (pacer is None or not pacer.interval):
         # the plain rename first, with nothing built for it: at 100,000 files a commit's
         # rename stage is this line, and every object made per file shows in its time
         try:
             store.rename(source, destination)
             return RENAMED
-        except (AmbiguousOutcome, Throttled, NotFound, AlreadyExists) as e:
-            first: Exception | None = e
-    else:
-        first = None
+        except PLAIN_ANSWERS as e:
+            first = e
     m = _Move(store, source, destination, size, etag, stats or IOStatistics(), context)
     tries = 0
     made_parent = False

@@ -23,7 +23,7 @@ from ....errors import JobCommitError, NotFound, StoreError
 from ....stages import stage
 from ....store import FileStatus, paths
 from ....store.pacing import Pacer
-from ...job.move import DestinationTaken, Verdict, ambiguous_verdict, move
+from ...job.move import PLAIN_ANSWERS, DestinationTaken, Verdict, ambiguous_verdict, move
 from ...protocol import StageContext
 from ...records.success import FILENAME_LIMIT
 from ..files import FileEntry
@@ -120,16 +120,25 @@ def rename_files(
     listings = _DestinationListings(ctx) if resumed else None
     sweeper = _AttemptSweeper(ctx, loaded.task_attempts)
 
+    plainly = listings is None and not pacer.interval
+    rename = ctx.store.rename
+
     def commit_batch(batch: Batch) -> None:
         ctx.fence("publishing a batch of files", strict=False)
         attempt, entries = batch
         recovered = nbytes = 0
         for entry in entries:
-            if listings is not None and listings.moved_before(entry):
+            nbytes += entry.size
+            if plainly:  # the common case, with nothing built per file; move() judges the rest
+                try:
+                    rename(entry.source, entry.dest)
+                    continue
+                except PLAIN_ANSWERS as answer:
+                    recovered += commit_file(ctx, entry, attempt, pacer, answer)
+            elif listings is not None and listings.moved_before(entry):
                 recovered += 1  # moved before the crash
             else:
                 recovered += commit_file(ctx, entry, attempt, pacer)
-            nbytes += entry.size
         with lock:
             result.files += len(entries)
             result.bytes += nbytes
@@ -149,10 +158,16 @@ def rename_files(
     return result
 
 
-def commit_file(ctx: StageContext, entry: FileEntry, attempt: str, pacer: Pacer) -> bool:
+def commit_file(
+    ctx: StageContext,
+    entry: FileEntry,
+    attempt: str,
+    pacer: Pacer,
+    answered: Exception | None = None,
+) -> bool:
     """Rename one file with the one resilient move; True if it was not a plain rename (an
     ambiguous try turned out to have done it, it had moved before, or a copy-rename cut short
-    was finished)."""
+    was finished). `answered`: the store's answer to a plain rename sent already."""
     try:
         outcome = move(
             ctx.store,
@@ -165,6 +180,7 @@ def commit_file(ctx: StageContext, entry: FileEntry, attempt: str, pacer: Pacer)
             stats=ctx.stats,
             context=f"task attempt {attempt}",
             resolve=lambda: resolve_ambiguous(ctx, entry),
+            answered=answered,
         )
     except DestinationTaken as e:
         raise JobCommitError(
