@@ -4,8 +4,8 @@ Manifests are loaded in parallel on the I/O pool, validated, checked for paths t
 (sources must lie in the task's own attempt directory, destinations in the destination and
 outside `_temporary`), and their file entries are streamed to an entries file in the job's own
 directory, where the intent record points and a resumed commit reads them: memory holds at
-most one manifest per I/O thread plus a compact digest per destination (to reject two tasks
-writing the same file, naming both), not the whole job's file list.
+most one manifest per I/O thread plus a hash per destination (to reject two tasks writing the
+same file, naming both: `owners.py`), not the whole job's file list.
 """
 
 from __future__ import annotations
