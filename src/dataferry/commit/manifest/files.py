@@ -45,10 +45,11 @@ class EntryStatus(IntEnum):
 
     @classmethod
     def of(cls, value: int) -> EntryStatus:
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNKNOWN
+        # a look-up, not the enum's own call: a manifest has a directory entry per partition
+        return _STATUSES.get(value, EntryStatus.UNKNOWN)
+
+
+_STATUSES = {int(s): s for s in EntryStatus}
 
 
 class FileEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -61,8 +62,9 @@ class FileEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
     etag: str | None = None
 
 
-@dataclass(frozen=True)
-class DirEntry:
+class DirEntry(msgspec.Struct, frozen=True, gc=False):
+    """A directory the task's files need, with the state the task saw it in."""
+
     dest: str
     status: EntryStatus
     level: int

@@ -252,7 +252,8 @@ def check_manifest(
                 source,
                 f"files[{i}]",
             )
-    for i, d in enumerate(m.directories):
+    dirs = m.directories if _any_forbidden([d.dest for d in m.directories]) else []
+    for i, d in enumerate(dirs):
         if _forbidden_dest(d.dest):
             raise ValidationError(
                 f"directory {d.dest!r} is not a data path of the destination",
