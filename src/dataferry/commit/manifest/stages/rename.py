@@ -133,8 +133,9 @@ def rename_files(
                 try:
                     rename(entry.source, entry.dest)
                     continue
-                except PLAIN_ANSWERS as answer:
-                    recovered += commit_file(ctx, entry, attempt, pacer, answer)
+                except PLAIN_ANSWERS as e:
+                    answer = e  # judged outside this block: its errors are not chained to it
+                recovered += commit_file(ctx, entry, attempt, pacer, answer)
             elif listings is not None and listings.moved_before(entry):
                 recovered += 1  # moved before the crash
             else:
