@@ -73,7 +73,7 @@ class _Slow:
 
 def test_a_file_being_read_is_closed_by_its_last_reader(monkeypatch, store):
     slow = _Slow()
-    monkeypatch.setattr(open_outputs, "range_reader", lambda _store, _path: slow)
+    monkeypatch.setattr(store, "range_reader", lambda _path: slow)
     outputs = OpenMapOutputs()
     with ThreadPoolExecutor(1) as pool:
         reading = pool.submit(outputs.read, "m", store, "node", "app/m0.data", 0, 3)
@@ -87,15 +87,15 @@ def test_a_file_being_read_is_closed_by_its_last_reader(monkeypatch, store):
 
 def test_two_readers_opening_one_file_keep_one_descriptor(monkeypatch, store):
     made: list[object] = []
-    real = open_outputs.range_reader
+    real = store.range_reader
 
-    def slow_open(s, path):
+    def slow_open(path):
         time.sleep(0.05)  # both threads get here before either has added its reader
-        reader = real(s, path)
+        reader = real(path)
         made.append(reader)
         return reader
 
-    monkeypatch.setattr(open_outputs, "range_reader", slow_open)
+    monkeypatch.setattr(store, "range_reader", slow_open)
     outputs = OpenMapOutputs()
     with ThreadPoolExecutor(2) as pool:
         got = list(pool.map(lambda _: outputs.read("m", store, "n", "app/m0.data", 5, 5), (1, 2)))

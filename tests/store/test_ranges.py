@@ -1,4 +1,4 @@
-"""`range_reader`: many ranges of one file, as `read_range` reads them; a local store's file
+"""`Store.range_reader`: many ranges of one file, as `read_range` reads them; a local store's file
 opened once (no link followed) and read by offset, any other store read range by range."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import pytest
 
 from dataferry.errors import LinkRefused, NotFound
 from dataferry.store import FaultRule, FaultStore, LocalStore, Op, open_store
-from dataferry.store.ranges import range_reader
 
 DATA = random.Random(3).randbytes(30_000)
 RANGES = [(0, 100), (5000, 3000), (29_000, 5000), (30_000, 10), (12_345, 1)]
@@ -23,7 +22,7 @@ def test_ranges_read_as_read_range_reads_them(tmp_path, kind):
     if kind == "faulty local":
         store = FaultStore(store, [])
     store.write_bytes("m/out.data", DATA)
-    reader = range_reader(store, "m/out.data")
+    reader = store.range_reader("m/out.data")
     try:
         for start, length in RANGES:
             assert reader.read(start, length) == store.read_range("m/out.data", start, length)
@@ -35,7 +34,7 @@ def test_a_local_file_is_opened_once_and_closed_by_close(tmp_path):
     store = LocalStore(str(tmp_path / "s"))
     store.write_bytes("m/out.data", DATA)
     opens = store.stats.counter(f"op_{Op.READ.value}")
-    reader = range_reader(store, "m/out.data")
+    reader = store.range_reader("m/out.data")
     for start, length in RANGES:
         reader.read(start, length)
     assert store.stats.counter(f"op_{Op.READ.value}") == opens + 1
@@ -53,16 +52,16 @@ def test_a_missing_file_or_a_link_is_refused_at_the_open(tmp_path):
     store.write_bytes("real.data", DATA)
     os.symlink(tmp_path / "s" / "real.data", tmp_path / "s" / "link.data")
     with pytest.raises(NotFound):
-        range_reader(store, "missing.data")
+        store.range_reader("missing.data")
     with pytest.raises(LinkRefused):
-        range_reader(store, "link.data")
+        store.range_reader("link.data")
 
 
 def test_a_wrapping_store_sees_every_read(tmp_path):
     rule = FaultRule(action="error", when="before", kinds=frozenset({Op.READ_RANGE}), times=1)
     store = FaultStore(LocalStore(str(tmp_path / "s")), [rule])
     store.write_bytes("m/out.data", DATA)
-    reader = range_reader(store, "m/out.data")
+    reader = store.range_reader("m/out.data")
     with pytest.raises(Exception, match="injected"):
         reader.read(0, 10)  # the fault fires on the read itself
     assert reader.read(0, 10) == DATA[:10]

@@ -18,7 +18,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from ..store import Store
-from ..store.ranges import RangeReader, range_reader
+from ..store.base import RangeReader
 from .per_process import PerProcess
 
 LIMIT = 256  # open map outputs per process, at most (least recently read closed first)
@@ -48,7 +48,7 @@ class OpenMapOutputs:
         key = (where, path)
         entry = self._take(merge, key)
         if entry is None:
-            entry = self._add(merge, key, range_reader(store, path))
+            entry = self._add(merge, key, store.range_reader(path))
         try:
             return entry.reader.read(start, length)
         finally:

@@ -228,6 +228,12 @@ class Store(ABC):
         path = paths.normalize(path)
         return self._op(Op.READ_RANGE, path, self._read_view, path, start, length)
 
+    def range_reader(self, path: str) -> RangeReader:
+        """A reader of many ranges of `path`, one after another (a shuffle reducer's blocks of
+        one map output): here one `read_range` per range, so a wrapping store (faults,
+        latency) sees every read; a local store keeps the file open between them."""
+        return RangeReader(self, path)
+
     def external_commit(self, path: str, fn: Callable[[], T]) -> T:
         """Run, as one operation of this store, a change that a format's own library makes
         at `path` outside it (a Delta log entry, an Iceberg catalog's pointer swap): counted
@@ -367,3 +373,18 @@ class Store(ABC):
         except AlreadyExists:
             return False
         return True
+
+
+class RangeReader:
+    """Ranges of one file of a store, read one after another (`Store.range_reader`); `close`
+    when done."""
+
+    def __init__(self, store: Store, path: str) -> None:
+        self.store, self.path = store, paths.normalize(path)
+
+    def read(self, start: int, length: int) -> bytes:
+        """`length` bytes from `start` (fewer at the end of the file), as `read_range`."""
+        return self.store.read_range(self.path, start, length)
+
+    def close(self) -> None:
+        """Release what the reader holds (nothing here)."""

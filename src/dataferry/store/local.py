@@ -8,10 +8,9 @@ read, moved or deleted. Listings and walks show a link as itself (`is_link`); `s
 answers for the link. The root itself may be a link (the user's choice): it is resolved once,
 when the store is made.
 
-Whole-file writes (`write_bytes`, `create_if_absent`, `copy`, `open_write` streams when closed)
-go to a hidden name beside the file (`paths.TEMP_PREFIX`) and are renamed into place, so a
-reader sees the whole file or none (`localfiles`); an exclusive create is
-renameat2(RENAME_NOREPLACE), or link-then-unlink, so it stays atomic and exclusive.
+Whole-file writes (`write_bytes`, `create_if_absent`, `copy`, closed `open_write` streams) go to
+a hidden name beside the file (`paths.TEMP_PREFIX`), renamed into place: a reader sees all or
+none (`localfiles`); an exclusive create is renameat2(RENAME_NOREPLACE) or link-then-unlink.
 
 Renames use renameat2(RENAME_NOREPLACE) where the kernel offers it, so "never overwrite, never
 merge into an existing directory" holds atomically; elsewhere a check precedes the rename.
@@ -43,6 +42,7 @@ from . import nofollow, paths
 from .base import Store, read_capped, record_too_large
 from .nofollow import DIR_HANDLE, DIR_READ
 from .oserrors import from_os_error
+from .ranges import OpenFileRanges
 from .types import Capabilities, FileStatus, Op
 
 T = TypeVar("T")
@@ -201,8 +201,6 @@ class LocalStore(Store):
         finally:
             os.close(pfd)
 
-    # --- primitives ----------------------------------------------------------------------------
-
     def _stat(self, path: str) -> FileStatus:
         """A link is answered as itself (is_link, its own size), never followed."""
         try:
@@ -311,9 +309,8 @@ class LocalStore(Store):
     def _delete_error(self, e: OSError, path: str) -> StoreError:
         if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
             return self._translate(e, path, "delete")
-        return StoreError(
-            f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
-        )
+        message = f"delete {self.full_url(path)}: directory not empty (recursive=False)"
+        return StoreError(message, path)
 
     def _rename(self, src: str, dst: str) -> None:
         what = f"rename {self.full_url(src)} to {self.full_url(dst)}"
@@ -475,6 +472,10 @@ class LocalStore(Store):
         path = paths.normalize(path)
         opened = lambda: os.fdopen(self._open_file(path, "read", os.O_RDONLY), "rb")  # noqa: E731
         return self._op(Op.READ, path, opened)
+
+    def range_reader(self, path: str) -> OpenFileRanges:
+        """The file opened once (no link followed) and read by offset (`ranges.py`)."""
+        return OpenFileRanges(self, path, self._open_file, self._translate)
 
     def open_write(self, path: str, overwrite: bool = True) -> BinaryIO:
         """A real file handle (large outputs, shuffle data, stream to disk) on a hidden name

@@ -1,61 +1,47 @@
-"""Many ranges of one file, read one after another.
+"""A local store's file kept open for many ranges (`LocalStore.range_reader`).
 
 A shuffle's reducer reads one small block from each of a hundred map outputs, and the next
 reducer the next block of the same files: opening the file for every block cost more than
 reading it (on a busy 2-core machine, a 1 GiB shuffle's reduces spent a third of their read
-time opening and closing). `range_reader` keeps a local store's file open between reads (opened
-once, no link followed, as every local open is); any other store reads each range as
-`read_range` does, so a wrapping store (faults, latency) still sees every read.
+time opening and closing). The local store opens the file once (no link followed, as every
+local open is) and this reads it by offset; any other store reads each range as `read_range`
+does (`base.RangeReader`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
-from . import paths
-from .base import Store
-from .local import LocalStore
+from .base import RangeReader, Store
 from .types import Op
 
 
-class RangeReader:
-    """Reads ranges of one file of a store; `close` when done (a no-op here)."""
+class OpenFileRanges(RangeReader):
+    """Ranges of a local file opened once by `open_file(path, "read", flags)` (NotFound or
+    LinkRefused there, as a read's), read by offset; a read's OSError is raised as
+    `translate(error, path, "read")` makes it. `close` closes the file."""
 
-    def __init__(self, store: Store, path: str) -> None:
-        self.store, self.path = store, paths.normalize(path)
-
-    def read(self, start: int, length: int) -> bytes:
-        """`length` bytes from `start` (fewer at the end of the file), as `read_range`."""
-        return self.store.read_range(self.path, start, length)
-
-    def close(self) -> None:
-        pass
-
-
-class _OpenFile(RangeReader):
-    """A local store's file, opened once: NotFound or LinkRefused at the open, as a read's."""
-
-    def __init__(self, store: LocalStore, path: str) -> None:
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        open_file: Callable[[str, str, int], int],
+        translate: Callable[[OSError, str, str], Exception],
+    ) -> None:
         super().__init__(store, path)
-        self.local = store
-        self.fd = store._op(Op.READ, self.path, store._open_file, self.path, "read", os.O_RDONLY)
+        self._translate = translate
+        self.fd = store._op(Op.READ, self.path, open_file, self.path, "read", os.O_RDONLY)
 
     def read(self, start: int, length: int) -> bytes:
         if self.fd < 0:
             raise ValueError(f"{self.store.full_url(self.path)}: read after close")
         try:
-            return self.local._op(Op.READ_RANGE, self.path, os.pread, self.fd, length, start)
+            return self.store._op(Op.READ_RANGE, self.path, os.pread, self.fd, length, start)
         except OSError as e:
-            raise self.local._translate(e, self.path, "read") from None
+            raise self._translate(e, self.path, "read") from None
 
     def close(self) -> None:
         fd, self.fd = self.fd, -1
         if fd >= 0:
             os.close(fd)
-
-
-def range_reader(store: Store, path: str) -> RangeReader:
-    """A reader of ranges of `path`: the file kept open on a local store, else per range."""
-    if isinstance(store, LocalStore):
-        return _OpenFile(store, path)
-    return RangeReader(store, path)
