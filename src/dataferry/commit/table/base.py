@@ -134,6 +134,9 @@ class TableCommitter(DirectCommitter):
         tag = f"-{job.job_uuid[:8]}-t"
         return sorted(f for f in self.referenced_files() if tag in paths.name(f))
 
+    def referenced_anywhere(self) -> set[str]:
+        return self.referenced_files()
+
     def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
         """What `error` refuses: the table's live files (none if there is no table)."""
         return self.table_files() if self.table_exists() else []
@@ -199,7 +202,7 @@ class TableCommitter(DirectCommitter):
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         plan = intent.payload
-        delete_stray_files(ctx, plan["stray"])
+        delete_stray_files(ctx, self, job, plan["stray"])
         details = commit_table_stage(ctx, self, job, intent)
         facts = [FileFacts.from_json(f) for f in plan["facts"]]
         return Applied(

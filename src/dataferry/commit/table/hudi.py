@@ -465,7 +465,7 @@ class HudiCommitter(TableCommitter):
         """Delete the markers with a look before and after, as direct's (late files go)."""
         intent = load_intent(ctx.store, self.job_dir(job))
         committed = intent.payload["files"] if intent else self.committed_files(job)
-        delete_uncommitted(ctx.store, self.job_dir(job), committed, ctx.pool)
+        delete_uncommitted(self, self.job_dir(job), committed, ctx.pool)
         self.markers(job).delete_all()
         delete_untracked_of_instant(ctx.store, instant_of(job), committed, ctx.pool)
         ctx.store.delete(self.job_dir(job), recursive=True)
@@ -481,7 +481,7 @@ class HudiCommitter(TableCommitter):
         mine = job_uuid_of_instant(self.store, instant) in (job.job_uuid, None)
         committed = self.committed_files(job)
         with IOPool(self.config.threads) as pool:
-            doomed = delete_uncommitted(self.store, self.job_dir(job), committed, pool)
+            doomed = delete_uncommitted(self, self.job_dir(job), committed, pool)
             doomed += delete_untracked_of_instant(self.store, instant, committed, pool, also=doomed)
         if mine and not committed:
             roll_back_instant(self.store, instant, doomed, start, self.fresh_instant)
