@@ -127,11 +127,13 @@ def test_the_next_job_keeps_the_files_a_made_up_job_marks(tmp_path, name):
 
 
 @pytest.mark.parametrize("name", ["direct", "delta", "iceberg"])
+@pytest.mark.parametrize("named", ["the_job", "its_tag"])
 def test_a_marker_directory_named_after_a_committed_job_deletes_nothing_it_committed(
-    tmp_path, name
+    tmp_path, name, named
 ):
     """The tag alone is not enough: a forger can name a directory after the committed job
-    whose files carry it; what a committed version references is kept."""
+    whose files carry it, or after another uuid with the same first 8 characters (the tag);
+    what a committed version references is kept."""
     dest = tmp_path / "t"
     seen: list[str] = []
     root = COMMITTERS[name][1]
@@ -146,7 +148,11 @@ def test_a_marker_directory_named_after_a_committed_job_deletes_nothing_it_commi
     write(name, open_store(str(dest), faults=[rule]), rows(6))
     committed = data_files(dest)
     assert seen, "the job's marker directory was never listed"
-    forge(dest, seen[0], sorted(committed))
+    directory = seen[0]
+    if named == "its_tag":
+        directory = directory[: -len("0000-0000-0000-000000000000")] + "0000-0000-0000-000000000000"
+        assert directory != seen[0]
+    forge(dest, directory, sorted(committed))
 
     cleanup_destination(open_store(str(dest)))
 
