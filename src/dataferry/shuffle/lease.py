@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
+from typing import Any
 
 from ..errors import ShuffleError
 from .client import ShuffleClient
@@ -42,12 +44,14 @@ class LeaseKeeper:
     def __repr__(self) -> str:
         return f"LeaseKeeper({sorted(self._apps)})"  # never a credential
 
-    def keep(self, credentials: AppCredentials) -> None:
-        """Renew this application's registrations from now on (at once, then periodically)."""
+    def keep(self, credentials: AppCredentials) -> AppCredentials:
+        """Renew this application's registrations from now on (at once, then periodically);
+        the credentials, for the caller to hand on."""
         with self._lock:
             self._apps[credentials.app] = credentials
         self.renew_once()
         self._wake.set()  # the thread waits the lease just learned, not the first guess
+        return credentials
 
     def drop(self, app: str) -> None:
         """Stop renewing an application (unregistered, or its shuffles are done)."""
@@ -108,3 +112,18 @@ class LeaseKeeper:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+_OWNED: weakref.WeakKeyDictionary[Any, LeaseKeeper] = weakref.WeakKeyDictionary()
+_OWNED_LOCK = threading.Lock()
+
+
+def keeper_of(owner: Any, fingerprint: str = "") -> LeaseKeeper:
+    """The running keeper of `owner` (a Dask client: the driver of its shuffles), made on
+    first use and stopped when the owner is collected."""
+    with _OWNED_LOCK:
+        keeper = _OWNED.get(owner)
+        if keeper is None:
+            keeper = _OWNED[owner] = LeaseKeeper(fingerprint).start()
+            weakref.finalize(owner, keeper.stop)
+        return keeper

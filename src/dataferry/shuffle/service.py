@@ -74,9 +74,6 @@ DATA_REQUESTS = frozenset(
         Msg.RENEW,
     }
 )
-# how often the service writes last-seen times and expires idle applications: a tenth of the
-# lease, at most a minute
-MAX_SWEEP_S = 60.0
 
 
 class _Session:
@@ -98,10 +95,14 @@ class ShuffleService:
         self.store = store
         self.config = config or ShuffleServiceConfig()
         self.merges = MergeManager(store, self.config)
-        self.registry = Registry(
-            store, self.config.max_apps, self.config.app_max_connections, self.config.app_lease_s
-        )
         self.stats = IOStatistics()
+        self.registry = Registry(
+            store,
+            self.config.max_apps,
+            self.config.app_max_connections,
+            self.config.app_lease_s,
+            self.stats,
+        )
         self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="shuffle-io")
         self.intake = PushIntake(
             store, self.merges, self.config, self.stats, self._io, lambda: self.address
@@ -122,7 +123,8 @@ class ShuffleService:
         self-signed identity beyond loopback, plain on loopback."""
 
         def begin(loop: asyncio.AbstractEventLoop) -> None:
-            self._sweeper = loop.create_task(self._sweep_forever())
+            sweep = self.registry.sweep_forever(self._io, self._remove_files)
+            self._sweeper = loop.create_task(sweep)
 
         self._server.start(host, port, on_loop=begin, tls=resolve_tls(host, tls))
         log.info("shuffle service listening on %s (%s)", self.address, self._server.tls_note)
@@ -353,7 +355,9 @@ class ShuffleService:
             await self._answer(conn, {"removed": removed})
         elif msg == Msg.REGISTER:
             app = app_of(header)
-            got = await loop.run_in_executor(self._io, self._register, app)
+            got = await loop.run_in_executor(
+                self._io, self.registry.register, app, self._remove_files
+            )
             if isinstance(got, int):
                 self.stats.incr("registrations_refused")
                 words = "is already registered" if got == 409 else "is one too many"
@@ -391,51 +395,6 @@ class ShuffleService:
         with self._indexes_lock:
             for key in [k for k in self._indexes if k.startswith(f"{app}/")]:
                 del self._indexes[key]
-
-    def _register(self, app: str) -> str | int:
-        """REGISTER: a credential, or 409/429; refused only after expired applications have
-        been removed (they hold neither their id nor a place under `max_apps`)."""
-        got = self.registry.register(app)
-        if isinstance(got, int) and self.expire():
-            got = self.registry.register(app)
-        return got
-
-    # --- leases --------------------------------------------------------------------------------
-
-    def expire(self) -> int:
-        """Remove the applications idle past their lease (files first, then registration);
-        how many. Runs on the sweep, and before a registration would be refused."""
-        gone = 0
-        for app in self.registry.expired():
-            try:
-                self._remove_files(app)
-                if self.registry.forget(app):
-                    gone += 1
-                    self.stats.incr("apps_expired")
-                    log.warning(
-                        "shuffle service: application %s idle past its lease (%.0f s): "
-                        "its files and registration removed",
-                        app,
-                        self.config.app_lease_s,
-                    )
-            except StoreError as e:  # tried again at the next sweep
-                log.warning("shuffle service: cannot remove expired application %s: %s", app, e)
-        return gone
-
-    def sweep(self) -> None:
-        """Write recent last-seen times (what a restart judges idleness from), then expire."""
-        self.registry.save_last_seen()
-        self.expire()
-
-    async def _sweep_forever(self) -> None:
-        every = min(self.config.app_lease_s / 10, MAX_SWEEP_S)
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                await loop.run_in_executor(self._io, self.sweep)
-            except Exception as e:  # a store failure: the next sweep tries again
-                log.warning("shuffle service: lease sweep failed: %r", e)
-            await asyncio.sleep(every)
 
     # --- push ------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ A connection past the cap is refused with 429 at its HELLO.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -46,16 +47,20 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from ..net.limits import ClientCounter
+from ..stats import IOStatistics
 from ..store import Store, paths
 from .files import check_app
 
 APPS_DIR = "@apps"  # "@" is not allowed in an application id: no app directory can clash
 log = logging.getLogger("dataferry.shuffle")
+MAX_SWEEP_S = 60.0  # the longest between two sweeps for expired applications
 
 
 @dataclass(frozen=True)
@@ -124,9 +129,15 @@ class Registry:
     each was last seen, kept on the store), their leases, and the connections each has open."""
 
     def __init__(
-        self, store: Store, max_apps: int, max_connections: int, lease_s: float = 3600.0
+        self,
+        store: Store,
+        max_apps: int,
+        max_connections: int,
+        lease_s: float = 3600.0,
+        stats: IOStatistics | None = None,
     ) -> None:
         self.store = store
+        self.stats = stats if stats is not None else IOStatistics()  # apps_expired
         self.max_apps, self.max_connections, self.lease_s = max_apps, max_connections, lease_s
         self._lock = threading.Lock()
         self._apps: dict[str, _App] = {}
@@ -162,9 +173,16 @@ class Registry:
             if entry is not None:
                 entry.seen = now
 
-    def register(self, app: str) -> str | int:
-        """A fresh credential for `app`, or the refusal's status (409 live, 429 too many live;
-        an expired application still registered is `expire`d first by the service)."""
+    def register(self, app: str, remove_files: Callable[[str], object] | None = None) -> str | int:
+        """A fresh credential for `app`, or the refusal's status (409 live, 429 too many live),
+        refused only after the expired applications are removed (with `remove_files`): they
+        hold neither their id nor a place under `max_apps`."""
+        got = self._register(app)
+        if isinstance(got, int) and remove_files is not None and self.expire(remove_files):
+            got = self._register(app)
+        return got
+
+    def _register(self, app: str) -> str | int:
         now = time.monotonic()
         with self._lock:
             if app in self._apps:
@@ -205,9 +223,41 @@ class Registry:
         with self._lock:
             return [app for app in self._apps if self._live(app, now) is None]
 
+    def expire(self, remove_files: Callable[[str], object]) -> list[str]:
+        """Remove the applications idle past their lease: their files (`remove_files`), then
+        their registration (a crash in between leaves the record: the next sweep finishes);
+        the ids removed. An application that cannot be removed now is tried again later."""
+        gone = []
+        for app in self.expired():
+            try:
+                remove_files(app)
+                if self.forget(app):
+                    gone.append(app)
+                    self.stats.incr("apps_expired")
+                    log.warning(
+                        "shuffle service: application %s idle past its lease (%.0f s): "
+                        "its files and registration removed",
+                        app,
+                        self.lease_s,
+                    )
+            except StoreError as e:
+                log.warning("shuffle service: cannot remove expired application %s: %s", app, e)
+        return gone
+
+    async def sweep_forever(self, io: Executor, remove_files: Callable[[str], object]) -> None:
+        """Every tenth of the lease (at most a minute), on `io`: write recent last-seen times
+        (what a restart judges idleness from), then expire."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                await loop.run_in_executor(io, self.save_last_seen)
+                await loop.run_in_executor(io, self.expire, remove_files)
+            except Exception as e:  # a store failure: the next sweep tries again
+                log.warning("shuffle service: lease sweep failed: %r", e)
+            await asyncio.sleep(min(self.lease_s / 10, MAX_SWEEP_S))
+
     def forget(self, app: str) -> bool:
-        """Remove an expired application's registration (its files are removed first, by the
-        service: a crash in between leaves the record, and the next sweep finishes)."""
+        """Remove an expired application's registration (after its files)."""
         with self._lock:
             if app not in self._apps or self._live(app, time.monotonic()) is not None:
                 return False
