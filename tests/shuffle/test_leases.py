@@ -3,11 +3,13 @@ test moves: what counts as live, what renews, and what a restarted service judge
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
 
-from dataferry.shuffle import tenancy
+from dataferry.shuffle import ShuffleClient, ShuffleServiceProcess, register_app, tenancy
+from dataferry.shuffle.lease import keeper_of
 from dataferry.shuffle.tenancy import APPS_DIR, Registry
 from dataferry.store import LocalStore
 
@@ -104,3 +106,29 @@ def test_a_record_without_a_last_seen_time_gets_a_full_lease(store, clock):
     assert registry.live("app-1")
     clock.advance(LEASE + 1)
     assert registry.expired() == ["app-1"]
+
+
+def test_the_lease_option_reaches_a_service_process(tmp_path):
+    """`--app-lease-s` (what `ShuffleServiceProcess` and `dataferry shuffle serve` pass) is
+    the lease the service answers RENEW with, and so what drivers renew by."""
+    with ShuffleServiceProcess(str(tmp_path / "node"), "t", app_lease_s=0.5) as svc:
+        creds = register_app("app-1", [svc.address], "t")
+        with ShuffleClient(svc.address, credentials=creds) as c:
+            assert c.renew("app-1") == 0.5
+
+
+class Owner:
+    """Something a keeper lives as long as (a Dask client)."""
+
+
+def test_a_keeper_lives_as_long_as_its_owner():
+    """One keeper per owner, stopped when the owner is collected: otherwise every Dask client
+    would leave a thread renewing its applications for the life of the process."""
+    owner = Owner()
+    keeper = keeper_of(owner)
+    assert keeper_of(owner) is keeper and keeper._thread is not None
+    thread = keeper._thread
+    del owner
+    gc.collect()
+    thread.join(5)
+    assert not thread.is_alive()
