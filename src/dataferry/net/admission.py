@@ -81,7 +81,6 @@ class Admission:
         self.cap = cap
         self._open: dict[str, list[Slot]] = {}
         self._lock = threading.Lock()
-        self.evicted = 0
 
     def admit(self, client: str, close: Callable[[], None]) -> Slot | None:
         """A slot for a new connection from `client`, closing an older one of the address
@@ -94,7 +93,6 @@ class Admission:
                 if victim is None:
                     return None
                 slots.remove(victim)
-                self.evicted += 1
             slot = Slot(client, next(_ORDER), close)
             slots.append(slot)
         if victim is not None:
