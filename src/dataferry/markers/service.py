@@ -46,7 +46,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from ..errors import ConfigError
-from ..net import BackgroundServer, ConnectionLimits, TLSChoice, resolve_tls
+from ..net import BackgroundServer, ConnectionLimits, TLSChoice, resolve_tls, this_connection
 from ..net.connection import peer_host
 from ..stats import IOStatistics
 from ..store import Store, paths
@@ -333,6 +333,7 @@ class MarkerService:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         limits = self.config.limits
         http = HttpConnection(reader, writer, limits.max_unauthenticated_bytes)
+        slot = this_connection()  # silent or idle, it may be closed to admit another (net)
         wait = limits.read_timeout_s  # a new connection must send its first request promptly
         while True:
             try:
@@ -342,6 +343,7 @@ class MarkerService:
                 if self.config.token and not head.has_token(self.config.token):
                     self.stats.incr("requests_unauthorized")
                     raise HttpError(401, "missing or wrong token")
+                slot.authenticated()  # serving a request from now on
                 n = head.content_length(self.config.max_request_bytes)
                 body = await http.read_body(n, limits.read_timeout_s)
                 if body is None:
@@ -355,6 +357,7 @@ class MarkerService:
             status, answer = await self._route(head.method, head.target, body)
             if not await http.respond(status, answer):
                 return  # the client asked to close (or spoke HTTP/1.0)
+            slot.idle()
             wait = limits.idle_timeout_s
 
     async def _route(self, method: str, target: str, body: bytes) -> tuple[int, dict[str, Any]]:
