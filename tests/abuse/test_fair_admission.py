@@ -87,7 +87,9 @@ def test_a_task_is_answered_within_a_second_under_slow_connections_from_its_addr
         start = time.monotonic()
         if kind == "markers":
             client = MarkerClient(proc.address, TOKEN, timeout=5)
-            assert client.create(marker_dir("fair"), "p=1/a.parquet.marker.CREATE") is True
+            assert (
+                client.create(marker_dir("fair"), "p=1/a-fair-t0-a0.parquet.marker.CREATE") is True
+            )
             assert client.health()["net"]["connections_evicted"] == SLOW - CAP + 1
         else:
             assert shuffle_ok(proc)["connections_evicted"] == SLOW - CAP + 1

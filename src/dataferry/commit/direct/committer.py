@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from ...errors import CommitError, NotFound, StoreError
+from ...errors import CommitError, NotFound
 from ...ids import parse_task_attempt_id
 from ...markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers
 from ...markers.base import MARKERS_ROOT, BadMarker, data_path
 from ...markers.listing import markers_in
-from ...markers.ownership import attempt_tag, attempt_tag_of, named_for_job, owned_by_marker_dir
+from ...markers.ownership import attempt_tag, attempt_tag_of, owned_by_marker_dir
 from ...net.addresses import parse_service_url
 from ...net.tls import normalize_fingerprint
 from ...stages import stage
@@ -45,6 +45,12 @@ from ..protocol import (
 )
 from ..records.intent import Intent, load_intent
 from ..records.success import SUCCESS_FILE
+from .deletion import (
+    delete_stray_files,
+    delete_uncommitted,
+    delete_untracked,
+    owned_files,
+)
 from .records import CommitRecord, read_commit_record
 
 log = logging.getLogger("dataferry.commit")
@@ -396,71 +402,6 @@ def _all_record_files(store: Store) -> set[str]:
     return files
 
 
-def owned_files(committer: DirectCommitter, directory: str, candidates: Sequence[str]) -> list[str]:
-    """Of the files the markers in `directory` name, those its job provably wrote (the name
-    carries the job's tag: `markers.ownership`) and no committed version references: the only
-    files a rollback or a job commit may delete. A marker naming anything else (forged, or
-    damaged) is reported and ignored; the committed versions are read only when there is a
-    candidate left to delete."""
-    mine = [f for f in candidates if owned_by_marker_dir(directory, f)]
-    refused = [f for f in candidates if not owned_by_marker_dir(directory, f)]
-    if mine:
-        referenced = committer.referenced_anywhere()
-        refused += [f for f in mine if f in referenced]
-        mine = [f for f in mine if f not in referenced]
-    if refused:
-        log.warning(
-            "%s: %d markers in %s name files its job did not write or that a committed version "
-            "references (e.g. %s): ignored, nothing of them deleted",
-            committer.store.full_url(),
-            len(refused),
-            directory,
-            refused[0],
-        )
-    return mine
-
-
-def delete_untracked(
-    committer: DirectCommitter,
-    job_uuid: str,
-    committed: Sequence[str],
-    pool: IOPool,
-    also: Sequence[str] = (),
-) -> list[str]:
-    """Files named for this job (its tag) that its commit does not list, in the directories of
-    its committed files and of `also`: written by a given-up attempt after the last look at
-    the markers. One listing per directory; a file a committed version references (another
-    job's whose uuid shares the tag's 8 characters) is kept."""
-    store = committer.store
-    keep = set(committed)
-    doomed = [
-        st.path
-        for d in sorted({paths.parent(f) for f in (*keep, *also)})
-        for st in store.list_or_empty(d)
-        if not st.is_dir and named_for_job(st.name, job_uuid) and st.path not in keep
-    ]
-    if doomed:
-        referenced = committer.referenced_anywhere()
-        doomed = [f for f in doomed if f not in referenced]
-    pool.for_each(store.delete, doomed, adaptive=True)
-    remove_empty_parents(store, doomed)
-    return doomed
-
-
-def delete_uncommitted(
-    committer: DirectCommitter, directory: str, committed: Sequence[str], pool: IOPool
-) -> list[str]:
-    """Delete every file the markers in `directory` name that the job did not commit (all of
-    them when it committed none) and that is provably its own (`owned_files`), and the
-    directories it made that are now empty."""
-    store = committer.store
-    marked = {data_path(m) for m in markers_in(store, directory)}
-    doomed = owned_files(committer, directory, sorted(marked - set(committed)))
-    pool.for_each(store.delete, doomed, adaptive=True)
-    remove_empty_parents(store, doomed)
-    return doomed
-
-
 @stage("job_stage_list_markers", "list_markers")
 def list_markers(ctx: StageContext, markers: WriteMarkers) -> set[str]:
     try:
@@ -472,37 +413,11 @@ def list_markers(ctx: StageContext, markers: WriteMarkers) -> set[str]:
         ) from None
 
 
-@stage("job_stage_delete_stray_files", "delete_stray_files")
-def delete_stray_files(
-    ctx: StageContext, committer: DirectCommitter, job: JobContext, stray: list[str]
-) -> None:
-    """Delete the files attempts wrote that the job does not commit; checked again here (the
-    plan's list may come from a resumed intent record) to be the job's own."""
-    ctx.fence("deleting stray files")
-    stray = owned_files(committer, committer.job_dir(job), stray)
-    ctx.pool.for_each(ctx.store.delete, stray, adaptive=True)
-    remove_empty_parents(ctx.store, stray)
-
-
 @stage("job_stage_save_records", "save_records")
 def save_commit_record(ctx: StageContext, job: JobContext, files: list[str]) -> None:
     """The switch readers of committed files see: one write of the complete file list."""
     record = CommitRecord(job.job_uuid, str(job.job_id), time.time(), list(files))
     ctx.store.write_bytes(commit_record_path(job.job_uuid), record.to_bytes())
-
-
-def remove_empty_parents(store: Store, files: Sequence[str]) -> None:
-    """Delete the visible directories of `files` that are empty now, deepest first."""
-    parents = {paths.parent(f) for f in files}
-    for d in sorted(parents, key=paths.depth, reverse=True):
-        while d and not paths.is_hidden(d):
-            try:
-                if store.list(d):
-                    break
-                store.delete(d, recursive=False)
-            except StoreError:
-                break
-            d = paths.parent(d)
 
 
 def list_committed(dest: str | Store) -> list[str]:

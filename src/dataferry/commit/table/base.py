@@ -27,7 +27,8 @@ import pyarrow as pa
 from ...errors import CommitUndone, ConfigError, DestinationError, TableCommitConflict
 from ...stages import stage
 from ...store import Store, paths
-from ..direct.committer import DirectCommitter, DirectConfig, delete_stray_files, unique_name
+from ..direct.committer import DirectCommitter, DirectConfig, unique_name
+from ..direct.deletion import delete_stray_files
 from ..job.stages import check_destination
 from ..protocol import (
     Applied,

@@ -36,7 +36,7 @@ import pyarrow as pa
 from ...errors import CommitError, ConfigError, DestinationError, NotFound, TableCommitConflict
 from ...ids import JobId
 from ...store import IOPool, Store, paths
-from ..direct.committer import delete_uncommitted
+from ..direct.deletion import delete_uncommitted
 from ..protocol import JobContext, Leftover, StageContext, TaskAttemptContext, TaskCommitMessage
 from ..records.intent import Intent, load_intent
 from .base import TableCommitter, TableConfig
