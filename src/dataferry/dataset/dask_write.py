@@ -63,6 +63,7 @@ from .options import WriteOptions, WriteRequest
 from .task import write_rows
 from .write import (
     WriteResult,
+    check_existing_data,
     check_partition_columns,
     check_services_reachable,
     committer_write_options,
@@ -411,6 +412,7 @@ def write_graph(
     store = open_destination(dest, filesystem, request.storage_options)
     committer = write_committer(request, store)
     committer.prepare_input(schema_in, request.partition_by)
+    check_existing_data(store, committer, request, schema_in)  # a plain data set's layout
     job = committer.new_job()
     if compute:  # this process drives the job: its record tells cleanup and late tasks
         job = record_job_driver(committer, job)
