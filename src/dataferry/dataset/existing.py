@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..commit.base import Committer
+from ..commit.protocol.inflight import INFLIGHT_SUFFIX
 from ..commit.table.base import TableCommitter
 from ..commit.table.footers import read_footer
 from ..errors import CommitError, ConfigError, StoreError
@@ -49,13 +50,17 @@ class ExistingData:
 def find_existing(store: Store, read_schema: bool = True) -> ExistingData | None:
     """The first data file of the destination (by name, depth first) and its layout; None
     when the destination holds no data file. Hidden names (``_SUCCESS``, ``_temporary``,
-    ``.``-files) are not data, as readers skip them."""
+    ``.``-files) are not data, as readers skip them, nor in-flight names (a live job's)."""
     stack: list[tuple[str, tuple[str, ...]]] = [("", ())]
     listings = 0
     while stack and listings < MAX_LISTINGS:
         directory, columns = stack.pop()
         listings += 1
-        entries = [e for e in store.list_or_empty(directory) if not paths.is_hidden(e.path)]
+        entries = [
+            e
+            for e in store.list_or_empty(directory)
+            if not paths.is_hidden(e.path) and not e.path.endswith(INFLIGHT_SUFFIX)
+        ]
         files = [e for e in entries if not e.is_dir]
         if files:
             sample = files[0].path

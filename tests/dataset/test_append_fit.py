@@ -1,0 +1,196 @@
+"""A plain-directory write that keeps the data set's files (append, overwrite-partitions) is
+refused on the driver, before any task writes, when its files would not fit the data set's:
+another partition layout, another type for a column, a new or missing column (unless
+schema_mode="merge"). Each refusal names the column; the data set stays as it was."""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pytest
+
+import dataferry
+from dataferry.errors import ConfigError
+
+FIRST = pa.table({"k": ["a", "b"], "v": [1, 2], "s": ["x", "y"]})
+
+
+def everything(path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def read_all(path) -> dict[str, int]:
+    glob = f"{path}/**/*.parquet"
+    sql = f"select count(*) from read_parquet('{glob}', hive_partitioning=true)"
+    return {
+        "pyarrow": pads.dataset(str(path), format="parquet", partitioning="hive").count_rows(),
+        "pandas": len(pd.read_parquet(str(path))),
+        "polars": pl.read_parquet(glob, hive_partitioning=True).height,
+        "duckdb": duckdb.sql(sql).fetchall()[0][0],
+    }
+
+
+@pytest.fixture
+def data_set(tmp_path):
+    out = tmp_path / "out"
+    dataferry.write_dataset(FIRST, str(out), partition_by=["k"])
+    return out
+
+
+REFUSED = {
+    "unpartitioned": (FIRST, None, "is partitioned by 'k' .* but the write is not partitioned"),
+    "other_partition": (
+        FIRST,
+        ["s"],
+        "is partitioned by 'k' .* but the write is partitioned by 's'",
+    ),
+    "other_type": (
+        FIRST.set_column(1, "v", pa.array(["1", "2"])),
+        ["k"],
+        "column 'v' is string in the data but int64 in the data set",
+    ),
+    "narrower_int": (
+        FIRST.set_column(1, "v", pa.array([1, 2], pa.int32())),
+        ["k"],
+        "column 'v' is int32 in the data but int64",
+    ),
+    "categorical": (
+        FIRST.set_column(2, "s", pa.array(["x", "y"]).dictionary_encode()),
+        ["k"],
+        "column 's' is dictionary<values=string, indices=int32, ordered=0> in the data but string",
+    ),
+    "new_column": (FIRST.append_column("w", pa.array([1, 2])), ["k"], "column 'w' is not in"),
+    "missing_column": (FIRST.drop_columns(["s"]), ["k"], "the data has no column 's'"),
+}
+
+
+WRITES = [
+    ("auto", "append"),
+    ("v1", "overwrite-partitions"),
+    ("v2", "append"),
+    ("manifest", "overwrite-partitions"),
+    ("direct", "append"),
+]
+
+
+@pytest.mark.parametrize(("committer", "mode"), WRITES)
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_write_that_does_not_fit_the_data_set_is_refused_before_any_task(
+    data_set, case, committer, mode
+):
+    """Each mismatch is one ConfigError naming the column, raised before any task runs: not
+    a file, not a job directory is added. Without the check, the job would commit files
+    polars and DuckDB (and for a type, pyarrow) then fail to read beside the others."""
+    data, parts, match = REFUSED[case]
+    before = everything(data_set)
+    started = []
+    with pytest.raises(ConfigError, match=match):
+        dataferry.write_dataset(
+            data,
+            str(data_set),
+            partition_by=parts,
+            committer=committer,
+            mode=mode,
+            on_event=lambda *e: started.append(e),
+        )
+    assert started == [] and everything(data_set) == before
+    assert read_all(data_set) == dict.fromkeys(("pyarrow", "pandas", "polars", "duckdb"), 2)
+
+
+@pytest.mark.parametrize("committer", ["auto", "v2", "direct"])
+def test_an_append_that_fits_is_read_by_every_reader(data_set, committer):
+    """Same layout and types (string widths are one type to every reader: pandas 3 and
+    polars write large strings) append, and every reader reads all rows."""
+    more = FIRST.set_column(2, "s", FIRST.column("s").cast(pa.large_string()))
+    dataferry.write_dataset(
+        more, str(data_set), partition_by=["k"], mode="append", committer=committer
+    )
+    assert read_all(data_set) == dict.fromkeys(("pyarrow", "pandas", "polars", "duckdb"), 4)
+
+
+def test_schema_mode_merge_adds_and_drops_columns_pyarrow_reads(data_set):
+    """schema_mode='merge' lets new and missing columns in (types must still match), and
+    pyarrow.dataset reads every file, the missing values as nulls."""
+    wider = FIRST.append_column("w", pa.array([7, 8]))
+    dataferry.write_dataset(
+        wider, str(data_set), partition_by=["k"], mode="append", schema_mode="merge"
+    )
+    narrower = FIRST.drop_columns(["s"])
+    dataferry.write_dataset(
+        narrower, str(data_set), partition_by=["k"], mode="append", schema_mode="merge"
+    )
+    # as the first file's columns
+    assert pads.dataset(str(data_set), partitioning="hive").count_rows() == 6
+    fragments = pads.dataset(str(data_set), partitioning="hive").get_fragments()
+    schema = pa.unify_schemas([f.physical_schema for f in fragments])
+    schema = schema.append(pa.field("k", pa.string()))
+    rows = pads.dataset(str(data_set), schema=schema, partitioning="hive").to_table()
+    assert (
+        rows.num_rows == 6 and sorted(rows.column("w").to_pylist(), key=str) == [7, 8] + [None] * 4
+    )
+    with pytest.raises(ConfigError, match="column 'v' is string"):
+        dataferry.write_dataset(
+            FIRST.set_column(1, "v", pa.array(["1", "2"])),
+            str(data_set),
+            partition_by=["k"],
+            mode="append",
+            schema_mode="merge",
+        )
+    with pytest.raises(ConfigError, match="unknown schema_mode 'nope'"):
+        dataferry.write_dataset(
+            FIRST, str(data_set), partition_by=["k"], mode="append", schema_mode="nope"
+        )
+
+
+def test_a_data_set_pandas_wrote_takes_a_fitting_append(tmp_path):
+    """A data set of pandas' to_parquet (its own names, its own layout) is read as it is:
+    the same frame appends; a frame partitioned otherwise is refused."""
+    out = tmp_path / "out"
+    FIRST.to_pandas().to_parquet(str(out), partition_cols=["k"])
+    dataferry.write_dataset(FIRST.to_pandas(), str(out), partition_by=["k"], mode="append")
+    assert read_all(out)["duckdb"] == 4
+    with pytest.raises(ConfigError, match="is partitioned by 'k'"):
+        dataferry.write_dataset(FIRST.to_pandas(), str(out), mode="append")
+
+
+def test_an_empty_partitioned_data_set_is_not_partitioned_for_an_append(tmp_path):
+    """An empty write's schema file lies at the root: a partitioned append to it would make
+    a layout polars and DuckDB refuse, so it is refused, with the way out named."""
+    out = tmp_path / "out"
+    dataferry.write_dataset(FIRST.slice(0, 0), str(out), partition_by=["k"])
+    with pytest.raises(ConfigError, match=r"is not partitioned .* or with mode='overwrite'"):
+        dataferry.write_dataset(FIRST, str(out), partition_by=["k"], mode="append")
+    dataferry.write_dataset(FIRST, str(out), partition_by=["k"], mode="overwrite")
+    assert read_all(out)["polars"] == 2
+
+
+def test_an_overwrite_is_not_checked(data_set):
+    """mode='overwrite' replaces the data set: any layout and types are taken."""
+    other = pa.table({"z": ["q"]})
+    dataferry.write_dataset(other, str(data_set), mode="overwrite")
+    assert pads.dataset(str(data_set)).to_table().to_pydict() == {"z": ["q"]}
+
+
+def test_dask_appends_are_checked_in_dasks_words(data_set):
+    """Both Dask writes run the same check on the driver; the way out is said as Dask says
+    it (overwrite=True)."""
+    dd = pytest.importorskip("dask.dataframe")
+    import dataferry.dask as dfdask
+
+    ddf = dd.from_pandas(FIRST.to_pandas(), npartitions=1)
+    before = everything(data_set)
+    with pytest.raises(ConfigError, match=r"is partitioned by 'k'.*overwrite=True"):
+        dfdask.to_parquet(ddf, str(data_set), append=True, compute_kwargs={"scheduler": "sync"})
+    assert everything(data_set) == before
+    typed = dd.from_pandas(FIRST.to_pandas().astype({"v": "int32"}), npartitions=1)
+    with pytest.raises(ConfigError, match="column 'v' is int32"):
+        dfdask.to_parquet(
+            typed,
+            str(data_set),
+            partition_on=["k"],
+            append=True,
+            compute_kwargs={"scheduler": "sync"},
+        )
