@@ -96,3 +96,20 @@ def test_an_empty_partition_overwrite_touches_nothing(tmp_path):
     empty = pa.schema([("k", pa.string()), ("v", pa.int64())]).empty_table()
     dataferry.write_dataset(empty, str(out), partition_by=["k"], mode="overwrite-partitions")
     assert columns_every_reader_finds(out)["pyarrow"] == (1, ["v", "k"])
+
+
+def test_an_empty_dask_frame_writes_the_schema_as_dask_does(tmp_path):
+    """dataferry.dask.to_parquet of a frame without rows writes one file of its schema (Dask
+    writes a file per partition, empty ones too); partitioned, nothing, as Dask."""
+    dd = pytest.importorskip("dask.dataframe")
+    import dataferry.dask as dfdask
+
+    frame = dd.from_pandas(EMPTY.to_pandas(), npartitions=1)
+    sync = {"scheduler": "sync"}
+    result = dfdask.to_parquet(frame, str(tmp_path / "flat"), compute_kwargs=sync)
+    assert result.files == 1
+    assert columns_every_reader_finds(tmp_path / "flat")["duckdb"] == (0, SCHEMA.names)
+    result = dfdask.to_parquet(
+        frame, str(tmp_path / "part"), partition_on=["k"], compute_kwargs=sync
+    )
+    assert result.files == 0

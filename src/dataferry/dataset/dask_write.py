@@ -59,8 +59,9 @@ from .dask_frame import (
     index_is_written,
     schema_of,
 )
+from .existing import writes_schema_file
 from .options import WriteOptions, WriteRequest
-from .task import write_rows
+from .task import write_rows, write_schema_file
 from .write import (
     WriteResult,
     check_existing_data,
@@ -86,19 +87,46 @@ def write_frame(
     options: WriteOptions,
     frame: FrameSpec,
     out: TaskOutput,
+    schema_file: bool = False,
 ) -> dict[str, Any]:
-    """One partition as one task's output (its rows, split by the partition columns)."""
+    """One partition as one task's output (its rows, split by the partition columns). With
+    `schema_file`, the first partition writes a file of the schema when it has no rows (as
+    Dask writes a file for each partition, empty ones too), so that a frame without rows
+    leaves readers its columns."""
     table = frame.to_table(pdf)
+    if schema_file and table.num_rows == 0 and out.task_index == 0:
+        return write_schema_file(out, table.schema, options)
     return write_rows(out, table.schema, partition_by, options, [table])
 
 
 @dataclass(frozen=True)
 class WriteSpec:
-    """What every write task of a job shares."""
+    """What every write task of a job shares. schema_file: an empty first partition writes
+    a file of the schema (an unpartitioned write that does not keep a data set there, see
+    `existing.writes_schema_file`; a partitioned one writes nothing, as Dask does)."""
 
     partition_by: tuple[str, ...]
     options: WriteOptions
     frame: FrameSpec
+    schema_file: bool = False
+
+    def work(self, pdf: Any) -> functools.partial:
+        """A partition as a task's work."""
+        return functools.partial(
+            write_frame,
+            pdf,
+            self.partition_by,
+            self.options,
+            self.frame,
+            schema_file=self.schema_file,
+        )
+
+
+def empty_schema_file(store: Any, committer: Committer, request: WriteRequest) -> bool:
+    """Whether an empty first partition writes a file of the schema (`WriteSpec`)."""
+    if request.partition_by:
+        return False
+    return writes_schema_file(store, committer, request.mode)
 
 
 # --- the graph's tasks ----------------------------------------------------------------------------
@@ -202,7 +230,7 @@ def write_partition_task(
         raise EngineError("write_partition_task needs Dask's partition_info")
     index = int(partition_info["number"])
     job = started.job
-    work = functools.partial(write_frame, pdf, spec.partition_by, spec.options, spec.frame)
+    work = spec.work(pdf)
     t = time.perf_counter()
     ctx, report = run_fresh_attempt(job, index, work)
     write_s = time.perf_counter() - t
@@ -304,7 +332,7 @@ def abort_quietly(committer: Committer, job: JobContext) -> None:
 
 def bind_partition(pdf: Any, spec: WriteSpec) -> functools.partial:
     """A partition as a task's work (computed on a worker; stays there)."""
-    return functools.partial(write_frame, pdf, spec.partition_by, spec.options, spec.frame)
+    return spec.work(pdf)
 
 
 class PartitionFeed:
@@ -417,7 +445,9 @@ def write_graph(
     if compute:  # this process drives the job: its record tells cleanup and late tasks
         job = record_job_driver(committer, job)
     options = committer_write_options(request.options, committer)
-    spec = WriteSpec(request.partition_by, options, frame)
+    spec = WriteSpec(
+        request.partition_by, options, frame, empty_schema_file(store, committer, request)
+    )
     name, words = f"dataferry-{job.job_uuid[:8]}", request.mode_words
     setup = dask.delayed(functools.partial(setup_job_task, committer, job, words), pure=False)
     started = setup(dask_key_name=f"{name}-setup")
@@ -467,7 +497,12 @@ def write_with_driver(
     feed = PartitionFeed(
         engine.client,
         ddf,
-        WriteSpec(request.partition_by, committer_write_options(request.options, committer), frame),
+        WriteSpec(
+            request.partition_by,
+            committer_write_options(request.options, committer),
+            frame,
+            empty_schema_file(store, committer, request),
+        ),
         window or 2 * engine.workers,
     )
     return write_fed(store, committer, engine, feed, on_event, before_job_commit)
