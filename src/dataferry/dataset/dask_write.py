@@ -54,14 +54,15 @@ from ..stats import IOStatistics
 from .dask_frame import (
     NONE_LABEL,
     FrameSpec,
+    WriteSpec,
     dask_filesystem,
+    empty_schema_file,
     frame_spec,
     index_is_written,
     schema_of,
+    write_frame,
 )
-from .existing import writes_schema_file
-from .options import WriteOptions, WriteRequest
-from .task import write_rows, write_schema_file
+from .options import WriteRequest
 from .write import (
     WriteResult,
     check_existing_data,
@@ -79,54 +80,6 @@ from .write import (
 # attempt numbers a write task tries before giving up (each skipped one is an earlier run)
 MAX_ATTEMPT_NUMBERS = 64
 ModeWords = tuple[tuple[str, str], ...]  # WriteRequest.mode_words
-
-
-def write_frame(
-    pdf: Any,
-    partition_by: tuple[str, ...],
-    options: WriteOptions,
-    frame: FrameSpec,
-    out: TaskOutput,
-    schema_file: bool = False,
-) -> dict[str, Any]:
-    """One partition as one task's output (its rows, split by the partition columns). With
-    `schema_file`, the first partition writes a file of the schema when it has no rows (as
-    Dask writes a file for each partition, empty ones too), so that a frame without rows
-    leaves readers its columns."""
-    table = frame.to_table(pdf)
-    if schema_file and table.num_rows == 0 and out.task_index == 0:
-        return write_schema_file(out, table.schema, options)
-    return write_rows(out, table.schema, partition_by, options, [table])
-
-
-@dataclass(frozen=True)
-class WriteSpec:
-    """What every write task of a job shares. schema_file: an empty first partition writes
-    a file of the schema (an unpartitioned write that does not keep a data set there, see
-    `existing.writes_schema_file`; a partitioned one writes nothing, as Dask does)."""
-
-    partition_by: tuple[str, ...]
-    options: WriteOptions
-    frame: FrameSpec
-    schema_file: bool = False
-
-    def work(self, pdf: Any) -> functools.partial:
-        """A partition as a task's work."""
-        return functools.partial(
-            write_frame,
-            pdf,
-            self.partition_by,
-            self.options,
-            self.frame,
-            schema_file=self.schema_file,
-        )
-
-
-def empty_schema_file(store: Any, committer: Committer, request: WriteRequest) -> bool:
-    """Whether an empty first partition writes a file of the schema (`WriteSpec`)."""
-    if request.partition_by:
-        return False
-    return writes_schema_file(store, committer, request.mode)
 
 
 # --- the graph's tasks ----------------------------------------------------------------------------
@@ -517,6 +470,7 @@ __all__ = [
     "frame_spec",
     "index_is_written",
     "setup_job_task",
+    "write_frame",
     "write_graph",
     "write_partition_task",
     "write_with_driver",
