@@ -5,6 +5,8 @@ schema_mode="merge"). Each refusal names the column; the data set stays as it wa
 
 from __future__ import annotations
 
+import dataclasses
+
 import duckdb
 import pandas as pd
 import polars as pl
@@ -13,6 +15,7 @@ import pyarrow.dataset as pads
 import pytest
 
 import dataferry
+from dataferry.commit.factory import config_type
 from dataferry.errors import ConfigError
 
 FIRST = pa.table({"k": ["a", "b"], "v": [1, 2], "s": ["x", "y"]})
@@ -194,3 +197,24 @@ def test_dask_appends_are_checked_in_dasks_words(data_set):
             append=True,
             compute_kwargs={"scheduler": "sync"},
         )
+
+
+def test_schema_mode_reaches_a_tables_own_committer(tmp_path):
+    """With a table's committer, schema_mode= is the committer's own (Delta's merge adds the
+    column in the table's log); a committer without one refuses it by name."""
+    deltalake = pytest.importorskip("deltalake")
+    out = tmp_path / "delta"
+    dataferry.write_dataset(FIRST, str(out), committer="delta")
+    wider = FIRST.append_column("w", pa.array([7, 8]))
+    dataferry.write_dataset(wider, str(out), committer="delta", mode="append", schema_mode="merge")
+    assert deltalake.DeltaTable(str(out)).to_pyarrow_table().column_names == ["k", "v", "s", "w"]
+    lacking = [
+        name
+        for name in ("hudi", "iceberg")
+        if "schema_mode" not in {f.name for f in dataclasses.fields(config_type(name))}
+    ]
+    for name in lacking:  # (each format's helper may give its committer one)
+        with pytest.raises(ConfigError, match=f"committer '{name}' takes no schema_mode"):
+            dataferry.write_dataset(
+                FIRST, str(tmp_path / name), committer=name, schema_mode="merge"
+            )
