@@ -34,9 +34,10 @@ def read_polars(path, hive: bool) -> pl.DataFrame:
     return pl.read_parquet(_glob(path), hive_partitioning=hive).sort("id")
 
 
-def read_duckdb(path, hive: bool) -> list[tuple]:
+def read_duckdb(path, hive: bool) -> list:
     sql = f"select * from read_parquet('{_glob(path)}', hive_partitioning={str(hive).lower()})"
-    return duckdb.sql(sql + " order by id").fetchall()
+    relation = duckdb.sql(sql + " order by id")
+    return [relation.columns, [str(t) for t in relation.types], relation.fetchall()]
 
 
 def same(reader: str, got, want) -> None:
@@ -108,3 +109,16 @@ def test_a_pandas_column_pyarrow_cannot_convert_is_named():
     to_parquet fails to: the error names the column."""
     with pytest.raises(ConfigError, match="column mp"):
         dataferry.write_dataset(type_zoo_pandas(), "memory://zoo-map")
+
+
+@pytest.mark.parametrize("kind", ["arrow", "pandas"])
+def test_the_empty_type_zoo_gives_every_reader_the_own_writers_types(tmp_path, kind):
+    """No rows of the zoo: the one schema file gives each reader the column types pandas'
+    or pyarrow's own write of the empty frame gives (no reader falls back to null or
+    string columns)."""
+    frame = zoo(kind)
+    empty = frame.iloc[:0] if kind == "pandas" else frame.slice(0, 0)
+    want_path = reference(tmp_path, empty, hive=False)
+    dataferry.write_dataset(empty, str(tmp_path / "out"))
+    for name, read in READERS.items():
+        same(name, read(tmp_path / "out", False), read(want_path, False))
