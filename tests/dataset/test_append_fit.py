@@ -218,3 +218,17 @@ def test_schema_mode_reaches_a_tables_own_committer(tmp_path):
             dataferry.write_dataset(
                 FIRST, str(tmp_path / name), committer=name, schema_mode="merge"
             )
+
+
+def test_files_of_other_kinds_are_not_the_data_sets_layout(data_set):
+    """A README or a checksum beside the data is not a data file: it neither makes a
+    partitioned data set look unpartitioned nor is its footer read."""
+    (data_set / "README.txt").write_text("clicks by day\n")
+    (data_set / "k=a" / "notes.md").write_text("a\n")
+    dataferry.write_dataset(FIRST, str(data_set), partition_by=["k"], mode="append")
+    assert (
+        pads.dataset(
+            str(data_set / "k=a"), format="parquet", exclude_invalid_files=True
+        ).count_rows()
+        == 2
+    )

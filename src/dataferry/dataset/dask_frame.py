@@ -189,4 +189,4 @@ def empty_schema_file(store: Any, committer: Committer, request: WriteRequest) -
     """Whether an empty first partition writes a file of the schema (`WriteSpec`)."""
     if request.partition_by:
         return False
-    return writes_schema_file(store, committer, request.mode)
+    return writes_schema_file(store, committer, request.mode, request.options.format)

@@ -47,10 +47,19 @@ class ExistingData:
     schema: pa.Schema | None = None
 
 
-def find_existing(store: Store, read_schema: bool = True) -> ExistingData | None:
-    """The first data file of the destination (by name, depth first) and its layout; None
-    when the destination holds no data file. Hidden names (``_SUCCESS``, ``_temporary``,
-    ``.``-files) are not data, as readers skip them, nor in-flight names (a live job's)."""
+def is_data_file(name: str, fmt: str) -> bool:
+    """A file of a data set in `fmt`: named ``*.<fmt>`` (pyarrow, pandas, Spark, Dask), or
+    without an extension (Hive's ``000000_0``). Others (a README, a ``.crc``) are not data."""
+    return name.endswith("." + fmt) or "." not in name
+
+
+def find_existing(
+    store: Store, read_schema: bool = True, fmt: str = "parquet"
+) -> ExistingData | None:
+    """The first data file (`is_data_file`) of the destination, by name, depth first, and its
+    layout; None when the destination holds no data file. Hidden names (``_SUCCESS``,
+    ``_temporary``, ``.``-files) are not data, as readers skip them, nor in-flight names (a
+    live job's)."""
     stack: list[tuple[str, tuple[str, ...]]] = [("", ())]
     listings = 0
     while stack and listings < MAX_LISTINGS:
@@ -61,7 +70,7 @@ def find_existing(store: Store, read_schema: bool = True) -> ExistingData | None
             for e in store.list_or_empty(directory)
             if not paths.is_hidden(e.path) and not e.path.endswith(INFLIGHT_SUFFIX)
         ]
-        files = [e for e in entries if not e.is_dir]
+        files = [e for e in entries if not e.is_dir and is_data_file(e.name, fmt)]
         if files:
             sample = files[0].path
             schema = _footer_schema(store, sample) if read_schema else None
@@ -96,12 +105,14 @@ def check_existing(
     partition_by: Sequence[str],
     *,
     fmt: str = "parquet",
+    schema_known: bool = True,
     schema_mode: str | None = None,
 ) -> ExistingData | None:
     """Refuse a write that keeps the data set's files (`mode` ``append`` or
     ``overwrite-partitions``) when its partition columns, or the types of its columns (a
-    Parquet write, `schema` the data's with its partition columns), differ from the data
-    set's; new or missing columns only with ``schema_mode="merge"``. Returns what it found
+    Parquet write, `schema` the data's with its partition columns, unless not
+    `schema_known`), differ from the data set's; new or missing columns only with
+    ``schema_mode="merge"``. Returns what it found
     (None: no data there, or a write that replaces it, or a table's committer, which
     checks against its own log)."""
     if isinstance(committer, TableCommitter):
@@ -112,7 +123,7 @@ def check_existing(
         )
     if write_meaning(committer, mode) not in KEEPING_MODES:
         return None
-    found = find_existing(store, read_schema=fmt == "parquet")
+    found = find_existing(store, read_schema=schema_known and fmt == "parquet", fmt=fmt)
     if found is None:
         return None
     url = store.full_url()
@@ -175,7 +186,7 @@ def _check_columns(
         )
 
 
-def writes_schema_file(store: Store, committer: Committer, mode: str) -> bool:
+def writes_schema_file(store: Store, committer: Committer, mode: str, fmt: str = "parquet") -> bool:
     """Whether a write without rows writes one file holding the data's schema and no rows
     (as ``pandas.DataFrame.to_parquet`` writes an empty frame), at the destination's root,
     so that every reader finds the columns. Not for a table (its log holds the schema), nor
@@ -188,5 +199,5 @@ def writes_schema_file(store: Store, committer: Committer, mode: str) -> bool:
     if meaning in ("error", "overwrite"):
         return True
     if meaning == "append":
-        return find_existing(store, read_schema=False) is None
+        return find_existing(store, read_schema=False, fmt=fmt) is None
     return False

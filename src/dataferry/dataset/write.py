@@ -187,7 +187,7 @@ def write_dataset(
     workers = max(1, runner.workers)
     limits = name_limits(store)  # partition values must make names the destination holds
     empty = source.table is not None and source.table.num_rows == 0
-    if empty and writes_schema_file(store, output_committer, request.mode):
+    if empty and writes_schema_file(store, output_committer, request.mode, request.options.format):
         work = functools.partial(write_schema_file, schema=source.schema, options=options)
         run = runner.run_job(
             output_committer, [work], on_event=on_event, before_job_commit=before_job_commit
@@ -226,7 +226,9 @@ def write_dataset(
         options,
         workers,
         limits=limits,
-        schema_file=writes_schema_file(store, output_committer, request.mode),
+        schema_file=writes_schema_file(
+            store, output_committer, request.mode, request.options.format
+        ),
     )
     return write_fed(store, output_committer, runner, feeder, on_event, before_job_commit)
 
@@ -276,7 +278,6 @@ def check_existing_data(
     """Refuse, on the driver, a write that keeps a plain data set's files but does not fit
     them (`existing.check_existing`: another partition layout, other column types; the
     types only when `schema_known`), in the caller's words."""
-    fmt = request.options.format if schema_known else "unknown"
     try:
         check_existing(
             store,
@@ -284,7 +285,8 @@ def check_existing_data(
             request.mode,
             schema,
             request.partition_by,
-            fmt=fmt,
+            fmt=request.options.format,
+            schema_known=schema_known,
             schema_mode=request.schema_mode,
         )
     except ConfigError as e:
