@@ -178,8 +178,9 @@ def test_an_overwrite_is_not_checked(data_set):
 
 
 def test_dask_appends_are_checked_in_dasks_words(data_set):
-    """Both Dask writes run the same check on the driver; the way out is said as Dask says
-    it (overwrite=True)."""
+    """Dask's to_parquet runs the same check on the driver (write_dataset's Dask form shares
+    `prepare_write` with dataferry.write_dataset); the way out is said as Dask says it
+    (overwrite=True), and schema_mode='merge' is taken among its keywords."""
     dd = pytest.importorskip("dask.dataframe")
     import dataferry.dask as dfdask
 
@@ -197,6 +198,16 @@ def test_dask_appends_are_checked_in_dasks_words(data_set):
             append=True,
             compute_kwargs={"scheduler": "sync"},
         )
+    wider = dd.from_pandas(FIRST.to_pandas().assign(w=[7, 8]), npartitions=1)
+    dfdask.to_parquet(
+        wider,
+        str(data_set),
+        partition_on=["k"],
+        append=True,
+        schema_mode="merge",
+        compute_kwargs={"scheduler": "sync"},
+    )
+    assert pads.dataset(str(data_set), partitioning="hive").count_rows() == 4
 
 
 def test_schema_mode_reaches_a_tables_own_committer(tmp_path):
