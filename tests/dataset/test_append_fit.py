@@ -243,3 +243,15 @@ def test_files_of_other_kinds_are_not_the_data_sets_layout(data_set):
         ).count_rows()
         == 2
     )
+
+
+def test_the_way_out_is_the_committers_whole_overwrite(tmp_path):
+    """Hive's `overwrite` replaces only the partitions written (and would keep the misfit
+    files): the error names its `overwrite-table`, which replaces the data set."""
+    out = tmp_path / "hive"
+    write = dict(committer="hive", partition_by=["k"], committer_options={"catalog": ""})
+    dataferry.write_dataset(FIRST, str(out), **write)
+    with pytest.raises(ConfigError, match=r"column 'v' is string .* mode='overwrite-table'"):
+        dataferry.write_dataset(
+            FIRST.set_column(1, "v", pa.array(["1", "2"])), str(out), mode="overwrite", **write
+        )

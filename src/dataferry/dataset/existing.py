@@ -128,17 +128,28 @@ def check_existing(
         return None
     url = store.full_url()
     parts = tuple(partition_by)
+    replace = replacing_mode(committer)
     if found.partition_by != parts:
         raise ConfigError(
             f"the data set at {url} is {_layout(found.partition_by)} (e.g. "
             f"{found.sample!r}) but the write is {_layout(parts)}: its files would leave a "
             "data set pyarrow, polars and DuckDB cannot read as one; write with "
-            f"partition_by={list(found.partition_by)}, or with mode='overwrite'"
+            f"partition_by={list(found.partition_by)}, or with mode={replace!r}"
         )
     if found.schema is not None:
         data = pa.schema([f for f in schema if f.name not in parts])
-        _check_columns(f"the data set at {url} ({found.sample!r})", found.schema, data, schema_mode)
+        what = f"the data set at {url} ({found.sample!r})"
+        _check_columns(what, found.schema, data, schema_mode, replace)
     return found
+
+
+def replacing_mode(committer: Committer) -> str:
+    """The user's name of the mode that replaces the whole data set (Hive's
+    ``overwrite-table``; ``overwrite`` elsewhere)."""
+    for mode, meaning in committer.mode_meanings.items():
+        if meaning == "overwrite":
+            return mode
+    return "overwrite"
 
 
 def _layout(columns: tuple[str, ...]) -> str:
@@ -158,7 +169,7 @@ def same_type(t: pa.DataType) -> pa.DataType:
 
 
 def _check_columns(
-    what: str, existing: pa.Schema, data: pa.Schema, schema_mode: str | None
+    what: str, existing: pa.Schema, data: pa.Schema, schema_mode: str | None, replace: str
 ) -> None:
     """The first column of `data` that differs from `existing` by type, or (without
     ``schema_mode="merge"``) that one of them lacks."""
@@ -176,7 +187,7 @@ def _check_columns(
         if same_type(there[f.name]) != same_type(f.type):
             raise ConfigError(
                 f"column {f.name!r} is {f.type} in the data but {there[f.name]} in {what}: "
-                f"cast it (schema=...) to {there[f.name]}, or write with mode='overwrite'"
+                f"cast it (schema=...) to {there[f.name]}, or write with mode={replace!r}"
             )
     missing = [n for n in there if n not in data.names]
     if missing and not merge:
