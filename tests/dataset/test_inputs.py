@@ -232,3 +232,12 @@ def test_schema_converts_pandas_and_casts_arrow_and_streams(tmp_path):
     with pytest.raises(ConfigError, match="column 'k' is string and does not cast to int64"):
         dataferry.write_dataset(pa.table(ROWS).to_reader(), str(tmp_path / "bad2"), schema=bad)
     assert not (tmp_path / "bad").exists() or not list((tmp_path / "bad").rglob("*.parquet"))
+
+
+def test_a_stepped_range_index_over_many_files_labels_every_row(tmp_path):
+    """Unpartitioned files keep the rows' order (task and file names sort as the rows), so
+    the RangeIndex kept as metadata labels each row rightly across several files."""
+    df = pd.DataFrame({"v": range(30)}, index=pd.RangeIndex(100, 160, 2))
+    result = dataferry.write_dataset(df, str(tmp_path / "out"), tasks=3)
+    assert result.files == 3
+    pd.testing.assert_frame_equal(pd.read_parquet(str(tmp_path / "out")), df)
