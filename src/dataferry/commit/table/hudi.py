@@ -35,13 +35,30 @@ import pyarrow as pa
 
 from ...errors import CommitError, ConfigError, DestinationError, NotFound, TableCommitConflict
 from ...ids import JobId
+from ...markers.base import IOType
 from ...store import IOPool, Store, paths
 from ..direct.committer import delete_uncommitted
-from ..protocol import JobContext, Leftover, StageContext, TaskAttemptContext, TaskCommitMessage
+from ..protocol import (
+    CommitPlan,
+    JobContext,
+    Leftover,
+    StageContext,
+    TaskAttemptContext,
+    TaskCommitMessage,
+)
 from ..records.intent import Intent, load_intent
 from .base import TableCommitter, TableConfig
 from .footers import FileFacts
-from .hudi_meta import KEY_FORMS, check_meta_input, data_schema, meta_file_columns, meta_options
+from .hudi_meta import (
+    KEY_FORMS,
+    check_meta_input,
+    data_schema,
+    key_form,
+    meta_file_columns,
+    meta_options,
+    populates_meta_fields,
+    record_key_fields,
+)
 from .hudi_rollback import (
     delete_untracked_of_instant,
     job_uuid_of_instant,
@@ -54,6 +71,7 @@ from .hudi_timeline import (
     HOODIE,
     JOB_RECORD,
     JOB_UUID_KEY,
+    OPERATIONS,
     PROPERTIES,
     TEMP,
     avro_schema,
@@ -73,6 +91,7 @@ from .hudi_timeline import (
     timeline_file,
     write_token,
 )
+from .hudi_upsert import KeySpec, UpsertJob, upsert_stage
 from .layout import partition_dir
 from .location import table_location
 from .transact import commit_exactly_once
@@ -87,7 +106,13 @@ class HudiConfig(TableConfig):
     table_name: `hoodie.table.name` ("" : the table directory's name).
     record_key: `hoodie.table.recordkey.fields`, comma-separated or a list (optional).
     partition_fields: `hoodie.table.partition.fields` (None: the write's partition_by).
-    precombine_field: `hoodie.table.precombine.field` (optional).
+    precombine_field: `hoodie.table.precombine.field` (optional): of two rows with one record
+        key (in the input, or input and stored), the larger value wins.
+    operation: `hoodie.datasource.write.operation` of `append`/`error` writes: "upsert" (the
+        default, as in Hudi: a row whose record key is in the table replaces it), "insert" or
+        "bulk_insert" (no key lookup: rows are added as they are, duplicates too).
+    keyless: write a table without a record key (Hudi's auto-generated keys): only "insert"
+        and "bulk_insert" (the default then); without it, a table with no record key is refused.
     table_version: `hoodie.table.version`: 6 (timeline layout 1). database_name: its database.
     instant, meta_fields: set by `new_job`: the instant, the meta columns' key form (`hudi_meta`).
     """
@@ -98,6 +123,8 @@ class HudiConfig(TableConfig):
     precombine_field: str = ""
     table_version: int = 6
     database_name: str = ""
+    operation: str = ""
+    keyless: bool = False
     instant: str = ""
     meta_fields: str = ""
 
@@ -115,6 +142,20 @@ class HudiConfig(TableConfig):
             raise ConfigError(f"instant must be yyyyMMddHHmmssSSS, got {self.instant!r}")
         if self.meta_fields not in KEY_FORMS:
             raise ConfigError(f"meta_fields must be one of {KEY_FORMS}, got {self.meta_fields!r}")
+        if self.operation not in ("", *OPERATIONS):
+            raise ConfigError(
+                f"operation must be one of {sorted(OPERATIONS)}, got {self.operation!r}"
+            )
+        if self.keyless and (self.operation == "upsert" or self.record_key):
+            raise ConfigError(
+                "keyless=True writes rows without record keys: give operation='insert' or "
+                "'bulk_insert' and no record_key (an upsert looks rows up by their key)"
+            )
+
+    @property
+    def write_operation(self) -> str:
+        """The operation: as given, else "upsert" (Hudi's default), "insert" if keyless."""
+        return self.operation or ("insert" if self.keyless else "upsert")
 
 
 def instant_of(job: JobContext) -> str:
@@ -220,6 +261,10 @@ class HudiCommitter(TableCommitter):
         """The base files of completed instants that no later replacecommit replaced."""
         return sorted(f for group in self.file_groups().values() for f in group.values())
 
+    def precombine_field(self, config: HudiConfig) -> str:
+        """The precombine field: the option's, else the table's ("" none)."""
+        return config.precombine_field or self.properties().get("hoodie.table.precombine.field", "")
+
     def table_partition_fields(self) -> tuple[str, ...]:
         return fields_of(self.properties().get("hoodie.table.partition.fields", ""))
 
@@ -278,9 +323,13 @@ class HudiCommitter(TableCommitter):
                 f"partition_by={list(partition_by)}: give the same columns"
             )
         avro_schema(schema, self.table_name())  # a type Hudi cannot record is refused now
-        for key in self.config.record_key:
+        self.check_keys(self.config)
+        for key in self.key_fields(self.config):
             if key not in schema.names:
                 raise ConfigError(f"record key field {key!r} is not a column of the data")
+        combine = self.precombine_field(self.config)
+        if combine and combine not in schema.names:
+            raise ConfigError(f"precombine field {combine!r} is not a column of the data")
         self._check_partitions(partition_by)
         check_meta_input(self.properties(), self.config.record_key, schema, self.store.full_url())
 
@@ -294,9 +343,31 @@ class HudiCommitter(TableCommitter):
                 f"gives partition_by={list(partition_by)}: give partition_by={list(table)}"
             )
 
+    def key_fields(self, config: HudiConfig) -> tuple[str, ...]:
+        """The record key fields: the option's, else the table's."""
+        return record_key_fields(self.properties(), config.record_key)
+
+    def check_keys(self, config: HudiConfig) -> None:
+        """Refuse (ConfigError) a write with no record key unless it says keyless, and a
+        keyless write into a table that has keys; before anything is written."""
+        keys = self.key_fields(config)
+        url = self.store.full_url()
+        if not keys and not config.keyless:
+            raise ConfigError(
+                f"Hudi table {url} has no record key: give record_key=<column> (Hudi's "
+                "hoodie.datasource.write.recordkey.field; an upsert replaces the row of the "
+                "same key), or keyless=True for a table without keys (insert only)"
+            )
+        if keys and config.keyless and not config.record_key:
+            raise ConfigError(
+                f"keyless=True, but Hudi table {url} has record key {list(keys)}: give "
+                "record_key instead, with operation='insert' to add rows without a lookup"
+            )
+
     def setup_job(self, job: JobContext) -> None:
         """The instant's record and its pending files (and the table, when it is new and
         its partition columns are known): markers may be made from here on."""
+        self.check_keys(job.config)
         super().setup_job(job)
         instant = instant_of(job)
         if any(self.store.exists(timeline_file(instant, a)) for a in COMPLETED_ACTIONS):
@@ -307,7 +378,7 @@ class HudiCommitter(TableCommitter):
         )
         if self._input_known or self.config.partition_fields is not None:
             self.create_table(self.config.partition_fields or self.partition_by, None)
-        action, operation = operation_of_mode(job.mode)
+        action, operation = operation_of_mode(job.mode, job.config.write_operation)
         requested, inflight = pending_suffixes(action)
         self.store.create_if_absent(timeline_file(instant, requested), b"")
         profile = {
@@ -388,7 +459,7 @@ class HudiCommitter(TableCommitter):
             raise DestinationError(
                 f"Hudi table {self.store.full_url()} already exists; write with mode='append'"
             )
-        action, operation = operation_of_mode(job.mode)
+        action, operation = operation_of_mode(job.mode, job.config.write_operation)
         self._check_partitions(list(self.partition_by or self.partitions_of(facts)))
         for f in facts:
             parsed = parse_base_file_name(paths.name(f.path))
@@ -402,6 +473,38 @@ class HudiCommitter(TableCommitter):
             plan["partitions"] = written if job.mode == "overwrite-partitions" else None
             plan["replaced"] = self.replaced(plan["partitions"])
         return plan
+
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        """As every table committer's, then an upsert's merge (`hudi_upsert.py`): the job's
+        files become its inserts and the new slices of the file groups it updates."""
+        plan = super().plan_commit(ctx, job, messages)
+        if plan.payload["table"]["operation"] == "UPSERT" and plan.payload["files"]:
+            props = self.properties()
+            keys = self.key_fields(job.config)
+            spec = KeySpec(
+                keys, key_form(props, keys) == "complex", self.precombine_field(job.config)
+            )
+
+            def mark(part: str, name: str, kind: IOType) -> object:
+                return self.markers(job).create(part, name, kind)
+
+            who = UpsertJob(job.job_uuid, job.attempt, instant_of(job), mark)
+            meta = populates_meta_fields(props)
+            upsert_stage(ctx, plan, who, self.file_groups(), spec, meta)
+        return plan
+
+    def moved_slices(self, slices: dict[str, dict[str, Any]]) -> list[str]:
+        """The new slices whose file group's latest base file is no longer the one they were
+        merged from (another commit wrote or replaced it since the plan)."""
+        live = self.file_groups()
+        moved = []
+        for path, s in slices.items():
+            fid = (parse_base_file_name(paths.name(path)) or ("",))[0]
+            if live.get(partition_dir(path), {}).get(fid) != s["prev_path"]:
+                moved.append(path)
+        return moved
 
     def replaced(self, partitions: Sequence[str] | None) -> dict[str, list[str]]:
         """The file ids an insert overwrite of `partitions` (None: the table) replaces now."""
@@ -420,6 +523,7 @@ class HudiCommitter(TableCommitter):
         schema = data_schema(self.plan_schema(intent))  # Hudi records it without meta columns
         action = plan["table"].get("action", "commit")
         replaced = plan["table"].get("replaced") if action == "replacecommit" else None
+        slices = plan["table"].get("slices") or {}
         path = timeline_file(instant, action)
         what = f"job {job.job_id}: Hudi {action} {instant} of {self.store.full_url()}"
 
@@ -427,6 +531,12 @@ class HudiCommitter(TableCommitter):
             return self._landed(instant, job.job_uuid)
 
         def commit() -> dict[str, Any]:
+            moved = self.moved_slices(slices)
+            if moved:
+                raise TableCommitConflict(
+                    f"{what}: the file group of {moved[0]} has a newer slice than the one the "
+                    "upsert merged (another commit landed since the plan); nothing was committed"
+                )
             if replaced is not None and self.replaced(plan["table"]["partitions"]) != replaced:
                 raise TableCommitConflict(
                     f"{what}: the table's file groups changed since the job planned its "
@@ -439,7 +549,7 @@ class HudiCommitter(TableCommitter):
             elif self.latest_schema():  # an overwrite with nothing: the table's schema stays
                 extra["schema"] = self.latest_schema()
             operation = plan["table"]["operation"]
-            data = commit_metadata(facts, instant, operation, extra, replaced)
+            data = commit_metadata(facts, instant, operation, extra, replaced, slices)
             if not ctx.store.create_if_absent(path, data):
                 found = landed()
                 if found is not None:
