@@ -76,6 +76,7 @@ from .hudi_timeline import (
     TEMP,
     avro_schema,
     base_file_name,
+    check_properties,
     commit_metadata,
     fields_of,
     file_id,
@@ -84,7 +85,6 @@ from .hudi_timeline import (
     next_instant,
     operation_of_mode,
     parse_base_file_name,
-    parse_properties,
     pending_suffixes,
     properties_bytes,
     replaced_file_ids,
@@ -218,10 +218,27 @@ class HudiCommitter(TableCommitter):
         return self.store.exists(PROPERTIES)
 
     def properties(self) -> dict[str, str]:
+        """The table's `hoodie.properties` ({} no table yet); a file that does not parse is
+        damage, refused with its name before anything is written (never a table without
+        partitions or keys)."""
         try:
-            return parse_properties(self.store.read_bytes(PROPERTIES))
+            data = self.store.read_bytes(PROPERTIES)
         except NotFound:
             return {}
+        try:
+            props = check_properties(data)
+        except ValueError as e:
+            raise DestinationError(
+                f"Hudi table {self.store.full_url()}: {self.store.full_url(PROPERTIES)} is "
+                f"damaged: {e}. Nothing was written. Restore the file (Java Hudi keeps "
+                "hoodie.properties.backup beside it while it changes it), or move the table away"
+            ) from None
+        if props["hoodie.table.type"] != "COPY_ON_WRITE":
+            raise ConfigError(
+                f"Hudi table {self.store.full_url()} is {props['hoodie.table.type']}: dataferry "
+                "writes copy-on-write tables only"
+            )
+        return props
 
     def completed_instants(self) -> list[tuple[str, str]]:
         """(instant, action) of every completed commit or replacecommit, oldest first."""

@@ -221,6 +221,47 @@ def parse_properties(data: bytes) -> dict[str, str]:
     return props
 
 
+# what hudi-rs needs to open a table (`hoodie.table.checksum`: Java Hudi's check of the file)
+REQUIRED_PROPERTIES = (
+    "hoodie.table.name",
+    "hoodie.table.type",
+    "hoodie.table.version",
+    "hoodie.timeline.layout.version",
+    "hoodie.table.checksum",
+)
+_PROPERTY_KEY = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def check_properties(data: bytes) -> dict[str, str]:
+    """`hoodie.properties` as a dict, or ValueError saying why it is damaged: not text, empty,
+    a line that is no `key=value`, a required key missing (a file cut short: Java Hudi and
+    dataferry both write the checksum), or a checksum that does not match the table's name."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("it is not text") from None
+    if not text.strip():
+        raise ValueError("it is empty")
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        m = re.search(r"(?<!\\)[=:]", line)
+        if m is None or not _PROPERTY_KEY.match(line[: m.start()].strip()):
+            raise ValueError(f"line {n} is not a key=value property: {raw[:60]!r}")
+    props = parse_properties(data)
+    missing = [k for k in REQUIRED_PROPERTIES if not props.get(k)]
+    if missing:
+        raise ValueError(f"it has no {missing[0]} (cut short?)")
+    want = checksum(props.get("hoodie.database.name", ""), props["hoodie.table.name"])
+    if props["hoodie.table.checksum"] != str(want):
+        raise ValueError(
+            f"hoodie.table.checksum is {props['hoodie.table.checksum']!r}, not {want} "
+            "(the CRC32 of its database and table names)"
+        )
+    return props
+
+
 def fields_of(value: str | Sequence[str] | None) -> tuple[str, ...]:
     """Hudi's comma-separated field list (or a list) as a tuple."""
     if value is None:

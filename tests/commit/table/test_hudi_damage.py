@@ -1,0 +1,66 @@
+"""Damage to a Hudi table's `hoodie.properties` (empty, garbage, cut short, a checksum that
+does not match) is named, with the table, before anything is written: never read as a table
+without partitions or keys."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import dataferry
+from dataferry.errors import DestinationError
+
+pytest.importorskip("hudi")
+
+
+def write(data, dest, partition_by):
+    return dataferry.write_dataset(
+        data,
+        dest,
+        partition_by=list(partition_by),
+        committer="hudi",
+        committer_options={"table_name": "t", "record_key": "x"},
+        mode="append",
+    )
+
+
+def frame(xs, day) -> pa.Table:
+    return pa.table({"x": pa.array(xs, pa.int64()), "day": [day] * len(xs)})
+
+
+def snapshot(path) -> dict[str, bytes]:
+    return {p.relative_to(path).as_posix(): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda good: b"", id="empty"),
+        pytest.param(lambda good: b"\x00\xff\x13PAR1 garbage \x88", id="garbage-bytes"),
+        pytest.param(lambda good: b"this is not\na properties file\n", id="garbage-text"),
+        pytest.param(lambda good: good[: len(good) // 2], id="truncated"),
+        pytest.param(lambda good: good.rsplit(b"\n", 2)[0] + b"\n", id="cut-at-a-line"),
+        pytest.param(
+            lambda good: good.replace(b"hoodie.table.name=t", b"hoodie.table.name=u"),
+            id="bad-checksum",
+        ),
+    ],
+)
+@pytest.mark.parametrize("partition_by", [(), ("day",)])
+def test_a_damaged_hoodie_properties_is_named_before_anything_is_written(
+    tmp_path, damage, partition_by
+):
+    """A `hoodie.properties` that does not parse is damage: one error naming the file and the
+    table, nothing written; broken, it is read as an unpartitioned, keyless table (the advice
+    to give partition_by=[] commits a file at the table's root)."""
+    path = tmp_path / "t"
+    write(frame([1, 2], "d1"), str(path), ["day"])
+    props = path / ".hoodie" / "hoodie.properties"
+    props.write_bytes(damage(props.read_bytes()))
+    before = snapshot(path)
+    with pytest.raises(DestinationError) as err:
+        write(frame([3], "d1"), str(path), partition_by)
+    message = str(err.value)
+    assert ".hoodie/hoodie.properties is damaged" in message and str(path) in message
+    assert "partition_by=[]" not in message
+    assert snapshot(path) == before
