@@ -46,6 +46,7 @@ from ..protocol import (
     TaskAttemptContext,
     TaskCommitMessage,
 )
+from ..protocol.hooks import FileColumns
 from ..records.intent import Intent, load_intent
 from .base import TableCommitter, TableConfig
 from .footers import FileFacts
@@ -91,6 +92,7 @@ from .hudi_timeline import (
     timeline_file,
     write_token,
 )
+from .hudi_types import file_schema, to_file
 from .hudi_upsert import KeySpec, UpsertJob, upsert_stage
 from .layout import partition_dir
 from .location import table_location
@@ -339,7 +341,8 @@ class HudiCommitter(TableCommitter):
                 f"partition_fields={list(wanted)} but the write gives "
                 f"partition_by={list(partition_by)}: give the same columns"
             )
-        avro_schema(schema, self.table_name())  # a type Hudi cannot record is refused now
+        # a type Hudi has none for is refused now, naming the column (`hudi_types.py`)
+        avro_schema(file_schema(schema), self.table_name())
         self.check_keys(self.config)
         for key in self.key_fields(self.config):
             if key not in schema.names:
@@ -415,6 +418,7 @@ class HudiCommitter(TableCommitter):
             return False
         name = self.table_name()
         schema = schema if schema is not None else self.input_schema
+        schema = file_schema(data_schema(schema)) if schema is not None else None
         create_schema = json.dumps(avro_schema(schema, name)) if schema is not None else ""
         data = properties_bytes(
             name,
@@ -443,12 +447,20 @@ class HudiCommitter(TableCommitter):
         return final
 
     def file_columns(self, task: TaskAttemptContext, relpath: str, schema: pa.Schema) -> Any:
-        """Hudi's meta columns first, in a table whose files hold them (`hudi_meta.py`)."""
+        """The rows in the types Hudi keeps (`hudi_types.py`), with Hudi's meta columns first
+        in a table whose files hold them (`hudi_meta.py`)."""
+        target = file_schema(schema)
         if not getattr(task.job.config, "meta_fields", ""):
-            return None
-        return meta_file_columns(
-            task.job.config, task.task_index, self.output_path(task, relpath), schema
-        )
+            if target == schema:
+                return None
+            return FileColumns(schema=target, prepend=lambda rows, first: to_file(rows, target))
+        path = self.output_path(task, relpath)
+        meta = meta_file_columns(task.job.config, task.task_index, path, target)
+
+        def prepend(rows: pa.Table, first: int) -> pa.Table:
+            return meta.prepend(to_file(rows, target), first)
+
+        return FileColumns(schema=meta.schema, prepend=prepend)
 
     def _refuse_to_delete_unreported(
         self, job: JobContext, stray: Sequence[str], messages: Sequence[TaskCommitMessage]
@@ -538,6 +550,7 @@ class HudiCommitter(TableCommitter):
         instant = plan["table"]["instant"]
         facts = [FileFacts.from_json(f) for f in plan["facts"]]
         schema = data_schema(self.plan_schema(intent))  # Hudi records it without meta columns
+        schema = file_schema(schema) if schema is not None else None  # as the files hold it
         action = plan["table"].get("action", "commit")
         replaced = plan["table"].get("replaced") if action == "replacecommit" else None
         slices = plan["table"].get("slices") or {}

@@ -321,6 +321,9 @@ def _avro_type(t: pa.DataType, space: str, name: str) -> Any:
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         item = _avro_type(t.value_type, space, f"{name}_item")
         return {"type": "array", "items": ["null", item] if t.value_field.nullable else item}
+    if pa.types.is_map(t):
+        item = _avro_type(t.item_type, space, f"{name}_value")
+        return {"type": "map", "values": ["null", item] if t.item_field.nullable else item}
     if pa.types.is_struct(t):
         rec = re.sub(r"\W", "_", name)
         return {
