@@ -27,13 +27,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
-from ...errors import CommitError, ConfigError, DestinationError, NotFound, TableCommitConflict
+from ...errors import CommitError, ConfigError, DestinationError, TableCommitConflict
 from ...ids import JobId
 from ...markers.base import IOType
 from ...store import IOPool, Store, paths
@@ -48,17 +48,16 @@ from ..protocol import (
 )
 from ..protocol.hooks import FileColumns
 from ..records.intent import Intent, load_intent
-from .base import TableCommitter, TableConfig
+from .base import TableCommitter
 from .footers import FileFacts
+from .hudi_config import HudiConfig, instant_of
 from .hudi_meta import (
-    KEY_FORMS,
     check_meta_input,
     data_schema,
     key_form,
     meta_file_columns,
     meta_options,
     populates_meta_fields,
-    record_key_fields,
 )
 from .hudi_rollback import (
     delete_untracked_of_instant,
@@ -67,108 +66,36 @@ from .hudi_rollback import (
     roll_back_instant,
     unreported_files,
 )
+from .hudi_state import HudiTableState
 from .hudi_timeline import (
     COMPLETED_ACTIONS,
     HOODIE,
     JOB_RECORD,
     JOB_UUID_KEY,
-    OPERATIONS,
     PROPERTIES,
     TEMP,
     avro_schema,
     base_file_name,
-    check_properties,
     commit_metadata,
-    fields_of,
     file_id,
     instant_of_name,
-    live_file_groups,
     next_instant,
     operation_of_mode,
     parse_base_file_name,
     pending_suffixes,
     properties_bytes,
-    replaced_file_ids,
     timeline_file,
     write_token,
 )
 from .hudi_types import file_schema, to_file
 from .hudi_upsert import KeySpec, UpsertJob, upsert_stage
 from .layout import partition_dir
-from .location import table_location
 from .transact import commit_exactly_once
 
 log = logging.getLogger("dataferry.commit")
 
 
-@dataclass(frozen=True)
-class HudiConfig(TableConfig):
-    """The Hudi committer's options (with Hudi's names).
-
-    table_name: `hoodie.table.name` ("" : the table directory's name).
-    record_key: `hoodie.table.recordkey.fields`, comma-separated or a list (optional).
-    partition_fields: `hoodie.table.partition.fields` (None: the write's partition_by).
-    precombine_field: `hoodie.table.precombine.field` (optional): of two rows with one record
-        key (in the input, or input and stored), the larger value wins.
-    operation: `hoodie.datasource.write.operation` of `append`/`error` writes: "upsert" (the
-        default, as in Hudi: a row whose record key is in the table replaces it), "insert" or
-        "bulk_insert" (no key lookup: rows are added as they are, duplicates too).
-    keyless: write a table without a record key (Hudi's auto-generated keys): only "insert"
-        and "bulk_insert" (the default then); without it, a table with no record key is refused.
-    table_version: `hoodie.table.version`: 6 (timeline layout 1). database_name: its database.
-    instant, meta_fields: set by `new_job`: the instant, the meta columns' key form (`hudi_meta`).
-    """
-
-    table_name: str = ""
-    record_key: str | Sequence[str] = ()
-    partition_fields: str | Sequence[str] | None = None
-    precombine_field: str = ""
-    table_version: int = 6
-    database_name: str = ""
-    operation: str = ""
-    keyless: bool = False
-    instant: str = ""
-    meta_fields: str = ""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.table_version != 6:
-            raise ConfigError(
-                f"table_version {self.table_version!r} is not supported: dataferry writes "
-                "Hudi tables of version 6 (timeline layout 1) only"
-            )
-        object.__setattr__(self, "record_key", fields_of(self.record_key))
-        if self.partition_fields is not None:
-            object.__setattr__(self, "partition_fields", fields_of(self.partition_fields))
-        if self.instant and not (self.instant.isdigit() and len(self.instant) == 17):
-            raise ConfigError(f"instant must be yyyyMMddHHmmssSSS, got {self.instant!r}")
-        if self.meta_fields not in KEY_FORMS:
-            raise ConfigError(f"meta_fields must be one of {KEY_FORMS}, got {self.meta_fields!r}")
-        if self.operation not in ("", *OPERATIONS):
-            raise ConfigError(
-                f"operation must be one of {sorted(OPERATIONS)}, got {self.operation!r}"
-            )
-        if self.keyless and (self.operation == "upsert" or self.record_key):
-            raise ConfigError(
-                "keyless=True writes rows without record keys: give operation='insert' or "
-                "'bulk_insert' and no record_key (an upsert looks rows up by their key)"
-            )
-
-    @property
-    def write_operation(self) -> str:
-        """The operation: as given, else "upsert" (Hudi's default), "insert" if keyless."""
-        return self.operation or ("insert" if self.keyless else "upsert")
-
-
-def instant_of(job: JobContext) -> str:
-    """The job's instant time (set by `HudiCommitter.new_job`)."""
-    instant = getattr(job.config, "instant", "")
-    if not instant:
-        raise CommitError(f"job {job.job_id}: no Hudi instant: build jobs with new_job()")
-    return instant
-
-
-class HudiCommitter(TableCommitter):
+class HudiCommitter(HudiTableState, TableCommitter):
     name = "hudi"
     format_name = "Apache Hudi"
     keeps_partition_columns = True
@@ -206,131 +133,6 @@ class HudiCommitter(TableCommitter):
     def job_dir(self, job: JobContext) -> str:
         return f"{TEMP}/{instant_of(job)}"
 
-    # --- the table ---------------------------------------------------------------------------
-
-    def table_name(self) -> str:
-        """The option, else the table's own (recovery has default options), else the
-        directory's name."""
-        if self.config.table_name:
-            return self.config.table_name
-        known = self.properties().get("hoodie.table.name")
-        return known or self.store.full_url().rstrip("/").rsplit("/", 1)[-1] or "table"
-
-    def table_exists(self) -> bool:
-        return self.store.exists(PROPERTIES)
-
-    def properties(self) -> dict[str, str]:
-        """The table's `hoodie.properties` ({} no table yet); a file that does not parse is
-        damage, refused with its name before anything is written (never a table without
-        partitions or keys)."""
-        try:
-            data = self.store.read_bytes(PROPERTIES)
-        except NotFound:
-            return {}
-        try:
-            props = check_properties(data)
-        except ValueError as e:
-            raise DestinationError(
-                f"Hudi table {self.store.full_url()}: {self.store.full_url(PROPERTIES)} is "
-                f"damaged: {e}. Nothing was written. Restore the file (Java Hudi keeps "
-                "hoodie.properties.backup beside it while it changes it), or move the table away"
-            ) from None
-        if props["hoodie.table.type"] != "COPY_ON_WRITE":
-            raise ConfigError(
-                f"Hudi table {self.store.full_url()} is {props['hoodie.table.type']}: dataferry "
-                "writes copy-on-write tables only"
-            )
-        return props
-
-    def completed_instants(self) -> list[tuple[str, str]]:
-        """(instant, action) of every completed commit or replacecommit, oldest first."""
-        found = []
-        for e in self.store.list_or_empty(HOODIE):
-            instant = instant_of_name(e.name)
-            action = e.name[len(instant) + 1 :] if instant else ""
-            if instant and action in ("commit", "replacecommit"):
-                found.append((instant, action))
-        return sorted(found)
-
-    def commit_of(self, instant: str, action: str = "commit") -> dict[str, Any] | None:
-        try:
-            return json.loads(self.store.read_bytes(timeline_file(instant, action)))
-        except NotFound:
-            return None
-
-    def completed_of(self, instant: str) -> dict[str, Any] | None:
-        """The completed instant's metadata, a `commit` or a `replacecommit` (None: not
-        completed)."""
-        for action in COMPLETED_ACTIONS:
-            meta = self.commit_of(instant, action)
-            if meta is not None:
-                return meta
-        return None
-
-    def completed_metadata(self) -> Iterator[dict[str, Any]]:
-        """Every completed instant's metadata, oldest first."""
-        for instant, action in self.completed_instants():
-            yield self.commit_of(instant, action) or {}
-
-    def file_groups(self) -> dict[str, dict[str, str]]:
-        """partition -> {fileId: base file} of the table's live file groups."""
-        return live_file_groups(self.completed_metadata())
-
-    def table_files(self) -> list[str]:
-        """The base files of completed instants that no later replacecommit replaced."""
-        return sorted(f for group in self.file_groups().values() for f in group.values())
-
-    def precombine_field(self, config: HudiConfig) -> str:
-        """The precombine field: the option's, else the table's ("" none)."""
-        return config.precombine_field or self.properties().get("hoodie.table.precombine.field", "")
-
-    def table_partition_fields(self) -> tuple[str, ...]:
-        return fields_of(self.properties().get("hoodie.table.partition.fields", ""))
-
-    def latest_schema(self) -> str:
-        """The Avro schema the latest completed instant that records one records ("")."""
-        found = [m.get("extraMetadata", {}).get("schema", "") for m in self.completed_metadata()]
-        return next((f for f in reversed(found) if f), "")
-
-    # --- the format's reader (the referee's checks, `dataferry verify crash`) ----------------
-
-    def hudi_table(self) -> Any:
-        from hudi import HudiTableBuilder
-
-        loc = table_location(self.store, "a Hudi table")
-        builder = HudiTableBuilder.from_base_uri(loc.uri)
-        if loc.storage_options:
-            builder = builder.with_storage_options(loc.storage_options)
-        return builder.build()
-
-    def read_rows(self, as_of: str = "") -> pa.Table | None:
-        """The rows of the current version (or of the one at instant `as_of`: time travel),
-        read by hudi-rs; None if no instant is completed."""
-        if not self.table_exists() or not self.completed_instants():
-            return None
-        from hudi import HudiReadOptions
-
-        table = self.hudi_table()
-        batches = table.read(HudiReadOptions().with_as_of_timestamp(as_of) if as_of else None)
-        return pa.Table.from_batches(batches) if batches else table.get_schema().empty_table()
-
-    def referenced_files(self) -> set[str]:
-        """The base files of every completed instant, replaced ones included (Hudi keeps
-        them for time travel until its cleaner runs)."""
-        return {
-            s["path"]
-            for meta in self.completed_metadata()
-            for stats in (meta.get("partitionToWriteStats") or {}).values()
-            for s in stats
-        }
-
-    def commits_of_job(self, job_uuid: str) -> int:
-        """How many completed instants carry the job's uuid (1 or 0; more: applied twice)."""
-        return sum(
-            (m.get("extraMetadata") or {}).get(JOB_UUID_KEY) == job_uuid
-            for m in self.completed_metadata()
-        )
-
     # --- before the job ------------------------------------------------------------------------
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
@@ -362,10 +164,6 @@ class HudiCommitter(TableCommitter):
                 f"Hudi table {self.store.full_url()} is partitioned by {list(table)}; the write "
                 f"gives partition_by={list(partition_by)}: give partition_by={list(table)}"
             )
-
-    def key_fields(self, config: HudiConfig) -> tuple[str, ...]:
-        """The record key fields: the option's, else the table's."""
-        return record_key_fields(self.properties(), config.record_key)
 
     def check_keys(self, config: HudiConfig) -> None:
         """Refuse (ConfigError) a write with no record key unless it says keyless, and a
@@ -523,21 +321,6 @@ class HudiCommitter(TableCommitter):
             meta = populates_meta_fields(props)
             upsert_stage(ctx, plan, who, self.file_groups(), spec, meta)
         return plan
-
-    def moved_slices(self, slices: dict[str, dict[str, Any]]) -> list[str]:
-        """The new slices whose file group's latest base file is no longer the one they were
-        merged from (another commit wrote or replaced it since the plan)."""
-        live = self.file_groups()
-        moved = []
-        for path, s in slices.items():
-            fid = (parse_base_file_name(paths.name(path)) or ("",))[0]
-            if live.get(partition_dir(path), {}).get(fid) != s["prev_path"]:
-                moved.append(path)
-        return moved
-
-    def replaced(self, partitions: Sequence[str] | None) -> dict[str, list[str]]:
-        """The file ids an insert overwrite of `partitions` (None: the table) replaces now."""
-        return replaced_file_ids(self.file_groups(), partitions)
 
     def _landed(self, instant: str, job_uuid: str) -> dict[str, Any] | None:
         meta = self.completed_of(instant)
