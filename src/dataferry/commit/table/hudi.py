@@ -8,12 +8,15 @@ Hudi lays it out (table version 6, timeline layout 1, JSON commit metadata).
     setup_job:  `hoodie.properties` (a new table), `<instant>.commit.requested`, `.inflight`
     tasks:      `col=value/<fileId>_<writeToken>_<instant>.parquet`, each after its marker in
                 `.hoodie/.temp/<instant>/` (Hudi's marker layout, direct or the service)
-    job commit: stray marked files deleted, then `<instant>.commit` created if absent (the
-                switch: hudi-rs shows a base file iff its instant is completed), markers removed
+    job commit: an upsert's merge (`hudi_upsert.py`: the file groups holding updated keys get
+                new slices under the instant), stray marked files deleted, then
+                `<instant>.commit` created if absent (the switch: hudi-rs shows a base file iff
+                its instant is completed), markers removed
     rollback:   the files the markers name deleted, the pending instant's files deleted, and a
                 `<r>.rollback` written (`hudi_rollback.py`)
 
-Modes: `append` and `error` (a `commit`, operation INSERT); `overwrite-partitions` and
+Modes: `append` and `error` (a `commit` of the config's operation: UPSERT, the default, or
+INSERT or BULK_INSERT); `overwrite-partitions` and
 `overwrite` (a `replacecommit`, INSERT_OVERWRITE / INSERT_OVERWRITE_TABLE, as Hudi's Spark
 writer makes them): `<t>.replacecommit.requested`, `.replacecommit.inflight`, `.replacecommit`,
 whose `partitionToReplaceFileIds` names every live file group of the partitions written (or

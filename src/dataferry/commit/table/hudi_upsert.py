@@ -44,6 +44,7 @@ log = logging.getLogger("dataferry.commit")
 
 RECORD_KEY = "_hoodie_record_key"
 FILE_NAME = "_hoodie_file_name"
+SEQNO = "_hoodie_commit_seqno"
 Mark = Callable[[str, str, IOType], object]  # (partition dir, file name, io type)
 
 
@@ -172,12 +173,20 @@ def _newer(incoming: pa.ChunkedArray, stored: pa.ChunkedArray) -> np.ndarray:
     return wins.to_numpy(zero_copy_only=False).astype(bool)
 
 
-def _rows_moved(rows: pa.Table, name: str) -> pa.Table:
-    """The rows with `_hoodie_file_name` set to their new base file (a meta-column table)."""
+def _restamp(rows: pa.Table, name: str, seqno_prefix: str = "") -> pa.Table:
+    """Meta columns (a meta-column table's) of rows now in base file `name`: the file name on
+    every row, as Hudi's merge handle rewrites it; given `seqno_prefix` (`<instant>_<n>_`),
+    `_hoodie_commit_seqno` numbered from 0 (rows this instant writes)."""
     if FILE_NAME not in rows.column_names:
         return rows
+    n = rows.num_rows
     i = rows.column_names.index(FILE_NAME)
-    return rows.set_column(i, FILE_NAME, pa.repeat(pa.scalar(name, pa.string()), rows.num_rows))
+    rows = rows.set_column(i, FILE_NAME, pa.repeat(pa.scalar(name, pa.string()), n))
+    if seqno_prefix and SEQNO in rows.column_names:
+        seq = pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string())
+        numbered = pc.binary_join_element_wise(seqno_prefix, seq, "")
+        rows = rows.set_column(rows.column_names.index(SEQNO), SEQNO, numbered)
+    return rows
 
 
 def _conform(old: pa.Table, schema: pa.Schema, path: str) -> pa.Table:
@@ -280,17 +289,14 @@ def upsert(
         result.superseded.append(path)
         if not kept.any():
             continue
-        token = merge_token(f, job.attempt)
+        parsed = parse_base_file_name(paths.name(path))
+        task = int(parsed[1].split("-")[0]) if parsed and parsed[1][:1].isdigit() else f
+        token = merge_token(task, job.attempt)
         fid = f"{uuid.uuid5(uuid.NAMESPACE_URL, f'{job.job_uuid}/upsert/{path}')}-0"
         name = base_file_name(fid, token, job.instant)
         new_path = paths.join(paths.parent(path), name)
-        _write(
-            store,
-            new_path,
-            _rows_moved(rows_of(f).filter(pa.array(kept)), name),
-            job.mark,
-            IOType.CREATE,
-        )
+        rows = _restamp(rows_of(f).filter(pa.array(kept)), name, f"{job.instant}_{task}_")
+        _write(store, new_path, rows, job.mark, IOType.CREATE)
         result.files.append(new_path)
 
     for g in sorted(set(drop_stored) | set(moved)):
@@ -298,19 +304,26 @@ def upsert(
         old = read_parquet(store, old_path)
         gone = np.zeros(old.num_rows, dtype=bool)
         gone[sorted(drop_stored.get(g, ()))] = True
-        name = base_file_name(fid, merge_token(len(files) + g, job.attempt), job.instant)
+        n = len(files) + g
+        name = base_file_name(fid, merge_token(n, job.attempt), job.instant)
         by_file: dict[int, list[int]] = {}
         for f, r in sorted(moved.get(g, [])):
             by_file.setdefault(f, []).append(r)
-        new_rows = [_rows_moved(rows_of(f).take(rs), name) for f, rs in by_file.items()]
-        schema = new_rows[0].schema if new_rows else old.schema
+        taken = [rows_of(f).take(rs) for f, rs in by_file.items()]
+        schema = taken[0].schema if taken else old.schema
+        new_rows = (
+            pa.concat_tables([_conform(t, schema, name) for t in taken])
+            if taken
+            else schema.empty_table()
+        )
         untouched = _conform(old.filter(pa.array(~gone)), schema, store.full_url(old_path))
-        merged = pa.concat_tables([untouched, *(_conform(t, schema, name) for t in new_rows)])
+        merged = pa.concat_tables(
+            [_restamp(untouched, name), _restamp(new_rows, name, f"{job.instant}_{n}_")]
+        )
         new_path = paths.join(part, name)
         _write(store, new_path, merged, job.mark, IOType.MERGE)
         result.files.append(new_path)
-        updates = sum(t.num_rows for t in new_rows)
-        result.slices[new_path] = SliceFacts(prev_path=old_path, updates=updates)
+        result.slices[new_path] = SliceFacts(prev_path=old_path, updates=new_rows.num_rows)
     return result
 
 
