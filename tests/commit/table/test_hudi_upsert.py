@@ -12,7 +12,6 @@ import pyarrow as pa
 import pytest
 
 import dataferry
-from dataferry.commit.job.cleanup import CLAIM_PATH as CLAIM
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.table.hudi import HudiCommitter, HudiConfig
 from dataferry.commit.table.hudi_timeline import instant_of_name, next_instant, parse_base_file_name
@@ -256,12 +255,15 @@ def test_an_upsert_killed_before_its_intent_is_rolled_back(tmp_path):
     previous version reads on; broken, the dead job's slices linger or show."""
     path = tmp_path / "t"
     write(frame([1, 3, 4], ["a", "b", "c"]), str(path))
-    crash = FaultRule(
-        action="crash", when="before", kinds=frozenset({Op.CREATE_IF_ABSENT}), path_glob=CLAIM
-    )
+    # killed as it saves its intent: the merge wrote its files
+    crash = FaultRule(action="crash", when="before", path_glob="*/_commit_intent.json")
     with pytest.raises(InjectedCrash):
         write(frame([3, 5], ["B", "E"]), open_store(str(path), faults=[crash]))
+    assert list(path.glob("*-m_*.parquet"))  # the merge's files, invisible
     assert xv(path) == [(1, "a"), (3, "b"), (4, "c")]
+    report = cleanup_destination(open_store(str(path)))
+    assert report.rolled_back, report
+    assert not list(path.glob("*-m_*.parquet"))
     write(frame([4], ["C"]), str(path))
     assert xv(path) == [(1, "a"), (3, "b"), (4, "C")]
     assert_no_orphans(path)
