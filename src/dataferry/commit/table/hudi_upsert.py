@@ -166,9 +166,15 @@ def _newer(incoming: pa.ChunkedArray, stored: pa.ChunkedArray) -> np.ndarray:
     least the stored one (a null is the smallest value), as DefaultHoodieRecordPayload."""
     if pa.types.is_null(stored.type) and pa.types.is_null(incoming.type):
         return np.ones(len(incoming), dtype=bool)
-    if stored.type != incoming.type and not pa.types.is_null(stored.type):
-        stored = pc.cast(stored, incoming.type) if not pa.types.is_null(incoming.type) else stored
-    ge = pc.fill_null(pc.greater_equal(incoming, stored), False)
+    try:
+        if stored.type != incoming.type and not pa.types.is_null(incoming.type):
+            stored = pc.cast(stored, incoming.type)
+        ge = pc.fill_null(pc.greater_equal(incoming, stored), False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise CommitError(
+            f"the precombine values of the upsert ({incoming.type}) do not compare with the "
+            f"table's ({stored.type}): {e}"
+        ) from None
     wins = pc.or_(pc.is_null(stored), ge)
     return wins.to_numpy(zero_copy_only=False).astype(bool)
 
@@ -353,7 +359,7 @@ def upsert_stage(
     plan.files = len(done.files)
     plan.bytes = sum(facts[f]["size"] for f in payload["files"])
     log.info(
-        "Hudi upsert %s: %d files, %d file groups updated, %d task files written again, "
+        "Hudi upsert %s: %d files, %d file groups updated, %d task files superseded, "
         "%d input rows kept by no version",
         job.instant,
         len(done.files),
