@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 import dataferry
-from dataferry.errors import DestinationError
+from dataferry.errors import ConfigError, DestinationError
 
 pytest.importorskip("hudi")
 
@@ -64,3 +64,55 @@ def test_a_damaged_hoodie_properties_is_named_before_anything_is_written(
     assert ".hoodie/hoodie.properties is damaged" in message and str(path) in message
     assert "partition_by=[]" not in message
     assert snapshot(path) == before
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(b"", id="empty"),
+        pytest.param(b"\x00\x01garbage", id="garbage"),
+        pytest.param(b'{"partitionToWriteStats": {"": [{"fileId"', id="truncated"),
+        pytest.param(b"[1, 2]", id="not-an-object"),
+    ],
+)
+def test_a_damaged_commit_is_named_and_not_built_upon(tmp_path, damage):
+    """A completed instant whose metadata does not parse: the next write fails naming the
+    file and the table, nothing written; broken, a raw JSON error, or a commit on top of a
+    version no reader can read."""
+    path = tmp_path / "t"
+    write(frame([1, 2], "d1"), str(path), ["day"])
+    (commit,) = (path / ".hoodie").glob("*.commit")
+    commit.write_bytes(damage)
+    before = snapshot(path)
+    with pytest.raises(DestinationError) as err:
+        write(frame([3], "d1"), str(path), ["day"])
+    message = str(err.value)
+    assert f".hoodie/{commit.name} is damaged" in message and str(path) in message
+    assert snapshot(path) == before
+
+
+def test_missing_properties_under_a_timeline_is_damage(tmp_path):
+    """`hoodie.properties` gone while the timeline has completed instants: refused, never a
+    new table made over the old one's files."""
+    path = tmp_path / "t"
+    write(frame([1, 2], "d1"), str(path), ["day"])
+    (path / ".hoodie" / "hoodie.properties").unlink()
+    before = snapshot(path)
+    with pytest.raises(DestinationError, match=r"hoodie\.properties is damaged: it is missing"):
+        write(frame([3], "d1"), str(path), ["day"])
+    assert snapshot(path) == before
+
+
+def test_other_table_versions_and_types_are_refused(tmp_path):
+    """A merge-on-read table or one of another version: refused, never written with
+    version 6 instants."""
+    path = tmp_path / "t"
+    write(frame([1, 2], "d1"), str(path), ["day"])
+    props = path / ".hoodie" / "hoodie.properties"
+    good = props.read_bytes()
+    props.write_bytes(good.replace(b"COPY_ON_WRITE", b"MERGE_ON_READ"))
+    with pytest.raises(ConfigError, match="MERGE_ON_READ: dataferry writes copy-on-write"):
+        write(frame([3], "d1"), str(path), ["day"])
+    props.write_bytes(good.replace(b"hoodie.table.version=6", b"hoodie.table.version=8"))
+    with pytest.raises(ConfigError, match="table version 8"):
+        write(frame([3], "d1"), str(path), ["day"])

@@ -140,6 +140,7 @@ class HudiCommitter(HudiTableState, TableCommitter):
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
         self._input_known = True
+        self.check_timeline()
         wanted = self.config.partition_fields
         if wanted is not None and tuple(wanted) != tuple(partition_by):
             raise ConfigError(
@@ -189,6 +190,7 @@ class HudiCommitter(HudiTableState, TableCommitter):
         """The instant's record and its pending files (and the table, when it is new and
         its partition columns are known): markers may be made from here on."""
         self.check_keys(job.config)
+        self.check_timeline()
         super().setup_job(job)
         instant = instant_of(job)
         if any(self.store.exists(timeline_file(instant, a)) for a in COMPLETED_ACTIONS):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 
@@ -56,21 +56,39 @@ class HudiTableState:
         try:
             data = self.store.read_bytes(PROPERTIES)
         except NotFound:
+            if self.completed_instants():
+                self._damaged(PROPERTIES, "it is missing, and the timeline has completed instants")
             return {}
         try:
             props = check_properties(data)
         except ValueError as e:
-            raise DestinationError(
-                f"Hudi table {self.store.full_url()}: {self.store.full_url(PROPERTIES)} is "
-                f"damaged: {e}. Nothing was written. Restore the file (Java Hudi keeps "
-                "hoodie.properties.backup beside it while it changes it), or move the table away"
-            ) from None
+            self._damaged(PROPERTIES, str(e))
+        url = self.store.full_url()
         if props["hoodie.table.type"] != "COPY_ON_WRITE":
             raise ConfigError(
-                f"Hudi table {self.store.full_url()} is {props['hoodie.table.type']}: dataferry "
-                "writes copy-on-write tables only"
+                f"Hudi table {url} is {props['hoodie.table.type']}: dataferry writes "
+                "copy-on-write tables only"
+            )
+        version = props["hoodie.table.version"], props["hoodie.timeline.layout.version"]
+        if version != ("6", "1"):
+            raise ConfigError(
+                f"Hudi table {url} is of table version {version[0]} (timeline layout "
+                f"{version[1]}): dataferry writes version 6 tables (layout 1) only"
             )
         return props
+
+    def _damaged(self, path: str, why: str) -> NoReturn:
+        """Refuse a table whose metadata file `path` cannot be read (DestinationError)."""
+        advice = (
+            "Restore the file (Java Hudi keeps hoodie.properties.backup beside it while it "
+            "changes it), or move the table away"
+            if path == PROPERTIES
+            else "Restore the file from a copy, or move the table away"
+        )
+        raise DestinationError(
+            f"Hudi table {self.store.full_url()}: {self.store.full_url(path)} is damaged: "
+            f"{why}. Nothing was written. {advice}"
+        )
 
     def completed_instants(self) -> list[tuple[str, str]]:
         """(instant, action) of every completed commit or replacecommit, oldest first."""
@@ -83,10 +101,29 @@ class HudiTableState:
         return sorted(found)
 
     def commit_of(self, instant: str, action: str = "commit") -> dict[str, Any] | None:
+        """A completed instant's metadata (None: no such file); metadata that is no JSON
+        object of write stats is damage, named."""
+        path = timeline_file(instant, action)
         try:
-            return json.loads(self.store.read_bytes(timeline_file(instant, action)))
+            data = self.store.read_bytes(path)
         except NotFound:
             return None
+        try:
+            meta = json.loads(data)
+        except ValueError as e:
+            self._damaged(path, f"it is not JSON commit metadata ({len(data)} bytes: {e})")
+        if not isinstance(meta, dict) or not isinstance(
+            meta.get("partitionToWriteStats", {}), dict
+        ):
+            self._damaged(path, "it is not JSON commit metadata (no partitionToWriteStats)")
+        return meta
+
+    def check_timeline(self) -> None:
+        """Read the table's properties and every completed instant's metadata: damage is
+        refused (named) before a job writes, never built upon."""
+        self.properties()
+        for _ in self.completed_metadata():
+            pass
 
     def completed_of(self, instant: str) -> dict[str, Any] | None:
         """The completed instant's metadata, a `commit` or a `replacecommit` (None: not
