@@ -7,6 +7,7 @@ a failed or killed upsert leaves the previous table as it was."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pyarrow as pa
 import pytest
@@ -291,3 +292,34 @@ def test_an_upsert_conflicts_with_a_newer_slice_of_its_file_group(tmp_path):
         write(frame([3], ["B"]), open_store(str(path), faults=[hook]))
     assert xv(path) == [(1, "a"), (3, "b"), (4, "c")]
     assert_no_orphans(path)
+
+
+def test_an_upsert_killed_anywhere_in_its_commit_reads_old_or_new(tmp_path):
+    """Killed before any store operation of its job commit (the merge, the intent, the
+    strays, the instant) or just after the instant: hudi-rs reads the table before or after
+    the upsert, one row per key, as the driver died and after `dataferry cleanup`, and no
+    file of a half-done merge is left; broken, a key doubles (a superseded task file in the
+    completed instant), an update is half applied, or a merge file stays."""
+    seed = tmp_path / "seed"
+    write(frame([1, 3, 4, 6], list("abcd"), day=["d1", "d1", "d2", "d2"]), str(seed), ["day"])
+    old = xv(seed)
+    new = [(1, "a"), (3, "B"), (4, "C"), (5, "E"), (6, "d")]
+    upsert = frame([3, 4, 5, 3], ["x", "C", "E", "B"], day=["d1", "d2", "d1", "d1"])
+    ops: list[tuple[int, Op, str]] = []
+    spy = FaultRule(action="callback", times=-1, callback=lambda *op: ops.append(op))
+    shutil.copytree(seed, tmp_path / "spied")
+    write(upsert, open_store(str(tmp_path / "spied"), faults=[spy]), ["day"])
+    first = next(i for i, _, p in ops if p.endswith(".marker.MERGE") or "-m_" in p)
+    last = next(i for i, op, _ in ops if op == Op.TABLE_COMMIT)
+    assert last - first > 10  # the window: the merge's reads and writes to the instant
+    points = [(i, "before") for i in range(first - 3, last + 1, 3)] + [(last, "after")]
+    for i, when in points:
+        path = tmp_path / f"k{i}{when}"
+        shutil.copytree(seed, path)
+        crash = FaultRule(action="crash", when=when, index=i)
+        with pytest.raises(InjectedCrash):
+            write(upsert, open_store(str(path), faults=[crash]), ["day"])
+        assert xv(path) in (old, new), i  # as the driver died: nothing half done shows
+        cleanup_destination(open_store(str(path)))
+        assert xv(path) in (old, new), i
+        assert_no_orphans(path)
