@@ -17,7 +17,8 @@ class HudiConfig(TableConfig):
     """The Hudi committer's options (with Hudi's names).
 
     table_name: `hoodie.table.name` ("" : the table directory's name).
-    record_key: `hoodie.table.recordkey.fields`, comma-separated or a list (optional).
+    record_key: `hoodie.table.recordkey.fields`, comma-separated or a list: needed unless the
+        table has one, or the write says `keyless`.
     partition_fields: `hoodie.table.partition.fields` (None: the write's partition_by).
     precombine_field: `hoodie.table.precombine.field` (optional): of two rows with one record
         key (in the input, or input and stored), the larger value wins.

@@ -32,6 +32,12 @@ import pyarrow as pa
 
 from ...errors import ConfigError
 
+
+def _is(kind: str) -> Callable[[pa.DataType], bool]:
+    """`pa.types.is_<kind>`, or never where this pyarrow predates the type."""
+    return getattr(pa.types, f"is_{kind}", lambda t: False)
+
+
 _INT32 = (pa.int8(), pa.int16(), pa.uint8(), pa.uint16())
 _INT64 = (pa.uint32(), pa.uint64())
 
@@ -42,7 +48,7 @@ _REFUSED: list[tuple[Callable[[pa.DataType], bool], str]] = [
     (pa.types.is_decimal256, "Hudi's decimals hold at most 38 digits: cast it to decimal128"),
     (pa.types.is_union, "Hudi has no union type: split it into columns"),
     (pa.types.is_null, "a column of nulls only has no Hudi type: cast it to the type it holds"),
-    (pa.types.is_run_end_encoded, "Hudi has no run-end encoding: decode the column"),
+    (_is("run_end_encoded"), "Hudi has no run-end encoding: decode the column"),
 ]
 
 
@@ -64,15 +70,15 @@ def file_type(t: pa.DataType, column: str) -> pa.DataType:
         return pa.float32()
     if pa.types.is_date64(t):
         return pa.date32()
-    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+    if pa.types.is_large_string(t) or _is("string_view")(t):
         return pa.string()
-    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+    if pa.types.is_large_binary(t) or _is("binary_view")(t):
         return pa.binary()
     if pa.types.is_fixed_size_binary(t):
         return pa.binary()
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return pa.list_(t.value_field.with_type(file_type(t.value_type, column)))
-    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+    if _is("list_view")(t) or _is("large_list_view")(t):
         return pa.list_(t.value_field.with_type(file_type(t.value_type, column)))
     if pa.types.is_struct(t):
         return pa.struct(
