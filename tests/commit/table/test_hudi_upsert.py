@@ -323,3 +323,23 @@ def test_an_upsert_killed_anywhere_in_its_commit_reads_old_or_new(tmp_path):
         cleanup_destination(open_store(str(path)))
         assert xv(path) in (old, new), i
         assert_no_orphans(path)
+
+
+def test_upsert_with_the_marker_service(tmp_path):
+    """The merge's files are marked through the marker service as the tasks' are; a failed
+    upsert's are rolled back from them; broken, the merge fails on the service or its files
+    stay."""
+    from dataferry.markers.process import MarkerServiceProcess
+
+    path = tmp_path / "t"
+    with MarkerServiceProcess(str(path), token="t0ken", batch_interval_ms=20) as svc:
+        service = {"markers": "service", "service_url": svc.url, "service_token": "t0ken"}
+        write(frame([1, 3, 4], ["a", "b", "c"]), str(path), **service)
+        fault = FaultRule(action="fail", path_glob=".hoodie/.temp/*/_commit_intent*")
+        with pytest.raises(Exception):  # noqa: B017 (the injected failure)
+            write(frame([3, 5], ["B", "E"]), open_store(str(path), faults=[fault]), **service)
+        assert xv(path) == [(1, "a"), (3, "b"), (4, "c")]
+        assert_no_orphans(path)
+        write(frame([3, 5], ["B", "E"]), str(path), **service)
+    assert xv(path) == [(1, "a"), (3, "B"), (4, "c"), (5, "E")]
+    assert_no_orphans(path)
