@@ -116,3 +116,18 @@ def test_other_table_versions_and_types_are_refused(tmp_path):
     props.write_bytes(good.replace(b"hoodie.table.version=6", b"hoodie.table.version=8"))
     with pytest.raises(ConfigError, match="table version 8"):
         write(frame([3], "d1"), str(path), ["day"])
+
+
+def test_what_hudi_rs_cannot_read_is_named_with_the_table(tmp_path):
+    """A base file that is not Parquet: the committer's read (the referee's) names the
+    table; broken, hudi-rs's raw error, or a Rust panic no `except Exception` catches."""
+    from dataferry.commit.table.hudi import HudiCommitter, HudiConfig
+    from dataferry.store import open_store
+
+    path = tmp_path / "t"
+    write(frame([1, 2], "d1"), str(path), ["day"])
+    (base,) = path.rglob("*.parquet")
+    base.write_bytes(b"not parquet at all")
+    reader = HudiCommitter(open_store(str(path)), HudiConfig())
+    with pytest.raises(DestinationError, match=f"hudi-rs cannot read Hudi table .*{path.name}"):
+        reader.read_rows()

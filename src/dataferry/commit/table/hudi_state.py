@@ -177,9 +177,21 @@ class HudiTableState:
             return None
         from hudi import HudiReadOptions
 
-        table = self.hudi_table()
-        batches = table.read(HudiReadOptions().with_as_of_timestamp(as_of) if as_of else None)
-        return pa.Table.from_batches(batches) if batches else table.get_schema().empty_table()
+        try:
+            table = self.hudi_table()
+            options = HudiReadOptions().with_as_of_timestamp(as_of) if as_of else None
+            batches = table.read(options)
+            return pa.Table.from_batches(batches) if batches else table.get_schema().empty_table()
+        except Exception as e:
+            raise DestinationError(
+                f"hudi-rs cannot read Hudi table {self.store.full_url()}: {e}"
+            ) from None
+        except BaseException as e:  # a Rust panic is a BaseException (pyo3's PanicException)
+            if type(e).__name__ != "PanicException":
+                raise
+            raise DestinationError(
+                f"hudi-rs cannot read Hudi table {self.store.full_url()} (it panicked: {e})"
+            ) from None
 
     def referenced_files(self) -> set[str]:
         """The base files of every completed instant, replaced ones included (Hudi keeps
