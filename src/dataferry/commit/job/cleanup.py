@@ -176,6 +176,8 @@ def _hold_for_cleanup(
         held = take_over(store, state, me, judge, recover)
     except (CommitError, StoreError) as e:
         report.failed[where] = str(e)
+        if where != CLAIM_PATH:
+            _leave(report, CLAIM_PATH, f"kept for the commit of {where}, which cannot be finished")
         _leave_all(store, report, f"the dead holder's commit could not be finished: {e}")
         return None
     if held is None:

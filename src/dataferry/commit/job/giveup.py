@@ -45,6 +45,9 @@ def give_up_entry(store: Store, entry: str, why: str) -> str:
         store.rename(entry, kept)
     except NotFound:
         return ""
+    parent = paths.parent(entry)
+    if parent:
+        store.delete_if_empty(parent)  # the job's own parent (`_temporary/<uuid>`), if bare
     log.warning(
         "cleanup: gave up the commit of %s (%s); kept aside at %s",
         store.full_url(entry),
