@@ -5,33 +5,15 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
 
 import pytest
 
 from dataferry.commit.records.hold import CLAIM_FILE, Claim, acquire_claim, read_claim
 from dataferry.errors import DestinationClaimed
-from dataferry.store import FileStatus, open_store
-from dataferry.store.wrapping import WrappingStore
+from dataferry.store import open_store
+from dataferry.store.skew import ClockSkewStore
 
 AHEAD_S = 300.0  # the referee's skew
-
-
-class StoreClockBehind(WrappingStore):
-    """The same files, seen through a store whose clock is `AHEAD_S` behind ours: every
-    modification time it reports is that much earlier (our wall clock runs ahead of it)."""
-
-    def _shift(self, st: FileStatus) -> FileStatus:
-        return st if st.mtime is None else replace(st, mtime=st.mtime - AHEAD_S)
-
-    def _stat(self, path: str) -> FileStatus:
-        return self._shift(self.inner.stat(path))
-
-    def _list(self, path: str) -> list[FileStatus]:
-        return [self._shift(st) for st in self.inner.list(path)]
-
-    def _walk(self, path: str) -> list[FileStatus]:
-        return [self._shift(st) for st in self.inner.walk(path)]
 
 
 def claim(name: str, **kw) -> Claim:
@@ -49,7 +31,7 @@ def test_a_taker_whose_clock_runs_ahead_never_takes_from_a_holder_that_renews(tm
         local, claim("holder"), wait_s=0, timeout_s=180, recover=None, heartbeat_s=0.2
     )
     try:
-        ahead = StoreClockBehind(local)
+        ahead = ClockSkewStore(local, -AHEAD_S)  # the store's clock behind: ours ahead
         for _ in range(3):  # judged afresh while the holder keeps renewing
             with pytest.raises(DestinationClaimed, match="job_holder_0001"):
                 acquire_claim(ahead, claim("taker"), wait_s=0.5, timeout_s=180, recover=None)
