@@ -87,3 +87,33 @@ def read_table(path, fmt: str = "parquet"):
 def read_rows(path, columns: Sequence[str], fmt: str = "parquet") -> list[tuple]:
     """The dataset's rows as sorted tuples of `columns`."""
     return sorted(tuple(r[c] for c in columns) for r in read_table(path, fmt).to_pylist())
+
+
+def make_outside(tmp_path: os.PathLike[str]):
+    """A directory outside any destination (`tmp_path/outside`), with two files in it: what a
+    planted symbolic link points at, and what must come through a commit untouched."""
+    from pathlib import Path
+
+    d = Path(tmp_path) / "outside"
+    (d / "sub").mkdir(parents=True)
+    (d / "a.parquet").write_bytes(b"outside a")
+    (d / "sub" / "b.parquet").write_bytes(b"outside b")
+    return d
+
+
+def outside_files(d) -> dict[str, bytes]:
+    """The files under directory `d`, by relative path."""
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def task_with_link(committer, dest, target, link_name: str = "part=x"):
+    """A set-up task whose work directory holds a real file and a link to `target`."""
+    job = committer.new_job()
+    committer.setup_job(job)
+    task = job.task(0)
+    committer.setup_task(task)
+    committer.write_file(task, "part=a/real.parquet", b"real")
+    link = os.path.join(os.fspath(dest), committer.task_work_path(task), link_name)
+    os.makedirs(os.path.dirname(link), exist_ok=True)  # the real file may be named flat
+    os.symlink(target, link)
+    return task

@@ -213,3 +213,25 @@ def test_v1_merge_resolves_an_ambiguous_rename_that_took_effect(tmp_path):
     assert rule.fired == 1
     assert visible(store) == ["_SUCCESS", "p=0/part-0.txt", "p=0/part-2.txt", "p=1/part-1.txt"]
     assert c.stats.counter("commit_file_rename_ambiguous") == 1
+
+
+def test_v1_job_commit_refuses_a_link_its_task_commit_did_not_list(tmp_path):
+    """v1's task commit renames the attempt directory and lists nothing; the job commit's one
+    walk of the committed tasks refuses the link before anything is published (inside a
+    directory that would move whole, where no listing of the merge sees it). Without that
+    walk, the link's target directory would be renamed into the destination: files the job
+    never wrote published, and taken away from where their owner keeps them."""
+    outside = helpers.make_outside(tmp_path)
+    dest = tmp_path / "dest"
+    c = make_committer("v1", str(dest))
+    before = helpers.outside_files(outside)
+    task = helpers.task_with_link(c, dest, outside, "part=a/x")
+    counters = c.store.stats.snapshot()
+    msg = c.commit_task(task)
+    ops = c.store.stats.diff(counters)["counters"]
+    assert not ops.get("op_list_files") and not ops.get("op_list_status")  # no walk per task
+    with pytest.raises(JobCommitError, match="links are not followed") as e:
+        c.commit_job(task.job, [msg])
+    assert "part=a/x" in str(e.value)
+    assert helpers.outside_files(outside) == before
+    assert helpers.visible(dest) == []

@@ -1,8 +1,8 @@
 """The referee's race schedules (`races.py`, `damage.py`), one small run of each kind on the
 local store with the reference job: a live claim holder (a child driver, stopped mid-commit)
-raced by a job with its clock skewed, by a job with a 0.2 s claim timeout, by one after the
-holder's lease expired, by `cleanup --older-than 0`; two takers of a dead claim; damaged
-records; links to a directory outside. Each must find nothing wrong with `manifest`, and
+raced by a job with its clock skewed, by a job whose clock runs ahead of the store's, by a job
+with a 0.2 s claim timeout, by one after the holder's lease expired, by `cleanup --older-than
+0`; two takers of a dead claim; damaged records; links to a directory outside. Each must find nothing wrong with `manifest`, and
 report what it ran. The full schedules run from `dataferry verify crash --races`."""
 
 from __future__ import annotations
@@ -106,6 +106,15 @@ def test_skewed_clock_holder_is_not_overtaken(stores):
     }
     assert not _problems(out)
     assert all(s.outcome.startswith("H committed") for s in ran)
+
+
+def test_a_taker_whose_clock_runs_ahead_does_not_overtake_a_live_holder(stores):
+    """Were staleness judged by the taker's wall clock, this taker (300 s ahead of the store)
+    would take the destination from the stopped, live holder: the referee reports it."""
+    out, ran = _races(stores, "taker_clock_ahead")
+    assert "taker's clock +300 s" in ran[0].schedule
+    assert not _problems(out)
+    assert ran[0].outcome == "H committed, T refused"
 
 
 def test_short_timeout_taker_does_not_overtake_a_live_holder(stores):

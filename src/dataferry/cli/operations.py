@@ -93,39 +93,84 @@ def cleanup(
         False, help="Undo decided Hive loads (from their journal) instead of finishing them."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be done."),
+    give_up: list[str] = typer.Option(
+        [],
+        "--give-up",
+        metavar="ENTRY",
+        help="Give up the commit of ENTRY, an entry this command reports LEFT IN PLACE: the "
+        "destination stays as that commit left it (its all-or-nothing is lost) and the job's "
+        "directory is kept aside in _dataferry/given-up/. Repeatable.",
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Finish or undo what dead jobs left: a job commit that saved its intent record is
     finished (as if it had never died), any other job is rolled back so nothing of it stays
-    visible. Exits 1, leaving everything in place, when a commit cannot be finished."""
+    visible. Exits 1, leaving everything in place, when a commit cannot be finished; the
+    report names the command that gives it up (`--give-up ENTRY`) and what that loses."""
     from ..commit.job.cleanup import cleanup_destination
     from ..units import parse_duration
 
     age = parse_duration(older_than)
     report = cleanup_destination(
-        _existing_store(dest), older_than_s=age, rollback=rollback, dry_run=dry_run
+        _existing_store(dest),
+        older_than_s=age,
+        rollback=rollback,
+        dry_run=dry_run,
+        give_up=give_up,
     )
+    # (a dry run predicts from the records: a commit it plans to finish may yet fail, and is
+    # given up then)
+    not_given = [
+        e for e in give_up if e not in report.given_up and not (dry_run and e in report.planned)
+    ]
     if json_out:
-        print_json(report.__dict__)
+        ways = {path: way_out(dest, path) for path in report.failed}
+        print_json({**report.__dict__, "way_out": ways, "not_given_up": not_given})
     elif not report.found and not report.uploads_aborted:
         console.print(f"{dest}: nothing left behind by dead jobs", markup=False)
     else:
         t = table(f"cleanup of {dest}" + (" (dry run)" if dry_run else ""), ("entry", "action"))
         t.columns[1].justify = "left"
         for path in report.found:
-            t.add_row(path, _action(report, path, older_than))
+            t.add_row(path, _action(report, path, older_than, dry_run))
         verb = "would be aborted" if dry_run else "aborted"
         for key in report.uploads_aborted:
             t.add_row(key, f"pending upload no job names: {verb}")
         console.print(t)
-    if report.failed:
+        for path in report.failed:
+            console.print(f"{path}: {way_out(dest, path)}", markup=False)
+    if not json_out:
+        for entry in not_given:
+            console.print(
+                f"{entry}: not given up: only an entry reported LEFT IN PLACE can be",
+                markup=False,
+            )
+    if report.failed or not_given:
         raise typer.Exit(1)
 
 
-def _action(report: RecoveryReport, path: str, older_than: str) -> str:
+def way_out(dest: str, path: str) -> str:
+    """The command that gives up the commit of a failed entry, and what it loses."""
+    return (
+        f"to give up this commit, run `dataferry cleanup {dest} --give-up {path}`: readers then "
+        "see the destination as the commit left it (what it published so far stays; what it "
+        "had not published is not added; data it had already replaced stays gone), and its "
+        "directory (its intent record and unpublished files) is kept in "
+        "_dataferry/given-up/ for you to take files from or delete"
+    )
+
+
+def _action(report: RecoveryReport, path: str, older_than: str, dry_run: bool) -> str:
     """What cleanup did (or would do) with one entry, in words."""
     if path in report.failed:
         return f"LEFT IN PLACE: {report.failed[path]}"
+    if path in report.given_up:
+        if dry_run:
+            return f"would be given up (its commit cannot be finished: {report.given_up[path]})"
+        return (
+            "GIVEN UP: the destination stays as its commit left it; its directory is kept at "
+            f"{report.given_up[path]}"
+        )
     if path in report.left:
         return f"left: {report.left[path]}"
     if path in report.skipped_recent:

@@ -47,7 +47,8 @@ def verify_crash_cmd(
     race_schedule: list[str] = typer.Option(
         [],
         "--race-schedule",
-        help="Only this race schedule (skewed_clock, short_timeout, lease_expired, cleanup_race, "
+        help="Only this race schedule (skewed_clock, taker_clock_ahead, short_timeout, "
+        "lease_expired, cleanup_race, "
         "two_takers, damaged_record, links); implies --races. Repeatable.",
     ),
     existing_data: bool = typer.Option(

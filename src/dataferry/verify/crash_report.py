@@ -19,6 +19,7 @@ KINDS = (
     "concurrent",
     "race_baseline",
     "skewed_clock",
+    "taker_clock_ahead",
     "short_timeout",
     "lease_expired",
     "cleanup_race",
@@ -86,7 +87,7 @@ class CrashReport:
 
     @property
     def race_schedules(self) -> int:
-        """Live holders raced (skewed clock, short timeout, cleanup, two takers), damaged
+        """Live holders raced (skewed clocks, short timeout, cleanup, two takers), damaged
         records and links."""
         return sum(len(self.of_kind(k)) for k in RACE_KINDS)
 

@@ -9,12 +9,20 @@ from typing import Any
 
 from ..errors import DataferryError
 from ..store import FaultRule, Store, open_store
+from ..store.skew import ClockSkewStore
 from .harness import PreparedJob, prepare_job, status_of
 
-PAUSED_SCHEDULES = ("skewed_clock", "short_timeout", "lease_expired", "cleanup_race")
+PAUSED_SCHEDULES = (
+    "skewed_clock",
+    "taker_clock_ahead",
+    "short_timeout",
+    "lease_expired",
+    "cleanup_race",
+)
 SCHEDULES = (*PAUSED_SCHEDULES, "two_takers")
 POINTS = ("planning", "decided", "applying", "after_success")
 SKEWS_S = (-300.0, 300.0)
+TAKER_AHEAD_S = 300.0  # `taker_clock_ahead`: the taker's clock runs this far ahead of the store's
 SHORT_TIMEOUT_S = 0.2
 RACE_AFTER_S = 0.5  # the racer starts this long after the holder stopped (> SHORT_TIMEOUT_S)
 PAUSE_S = 1.0  # then the holder stays stopped until the racer ends, or this long at most
@@ -60,9 +68,20 @@ class Side:
 
 
 def prepare_side(
-    committer: str, url: str, mode: str, options: dict[str, Any], side: Side, rules: list
+    committer: str,
+    url: str,
+    mode: str,
+    options: dict[str, Any],
+    side: Side,
+    rules: list,
+    clock_ahead_s: float = 0.0,
 ) -> Side:
-    store = side.store = open_store(url, faults=rules, latency_scale=0.0)
+    """A job on its own store (with `rules`; its clock `clock_ahead_s` ahead of the store's:
+    every modification time it reads that much earlier), prepared to commit."""
+    store = open_store(url, faults=rules, latency_scale=0.0)
+    if clock_ahead_s:
+        store = ClockSkewStore(store, -clock_ahead_s)
+    side.store = store
     try:
         side.job = prepare_job(committer, store, mode, options, side.uuid)
     except DataferryError as e:  # the mode applied up front refused it

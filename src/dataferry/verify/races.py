@@ -15,6 +15,10 @@ started, it sends SIGCONT and the holder goes on as if nothing happened. The sch
 - `skewed_clock`: the holder's wall clock (`time.time`) is shifted by -300 s or +300 s (the
   monotonic clock is not), the taker is a normal job of the same write mode (default options)
   that starts its commit while the holder is stopped;
+- `taker_clock_ahead`: the holder has default options and a right clock; the taker is a normal
+  job whose clock runs 300 s ahead of the store's (every modification time it reads is 300 s
+  earlier than its own clock expects), so a judge of staleness by its own wall clock would find
+  every claim older than the lease;
 - `short_timeout`: the holder has default options; the taker uses `claim_timeout_s=0.2`;
 - `lease_expired`: holder and taker both with `claim_timeout_s=0.2`, and the holder stopped
   for longer than the claim's lease (its minimum, where there is one, plus 1.5 s): the taker
@@ -73,6 +77,7 @@ from .race_parties import (
     SCHEDULES,
     SHORT_TIMEOUT_S,
     SKEWS_S,
+    TAKER_AHEAD_S,
     Side,
     lease_expiry_s,
     prepare_side,
@@ -161,13 +166,20 @@ class Races:
         return earlier_data(self.committer, url, self.options, v.destination, v.uuids[0])
 
     def _takers(
-        self, url: str, v: RaceVariant, options: tuple[dict, dict], rules: tuple[list, list]
+        self,
+        url: str,
+        v: RaceVariant,
+        options: tuple[dict, dict],
+        rules: tuple[list, list],
+        ahead_s: float = 0.0,
     ) -> tuple[Side, Side]:
         """Both takers prepared (tasks committed, job commit not started), in every schedule
-        and baseline alike, so the holder's operations keep their indexes."""
+        and baseline alike, so the holder's operations keep their indexes; the first one's
+        clock `ahead_s` ahead of the store's."""
+        c, mode = self.committer, v.mode
         return (
-            prepare_side(self.committer, url, v.mode, options[0], Side("T1", v.uuids[2]), rules[0]),
-            prepare_side(self.committer, url, v.mode, options[1], Side("T2", v.uuids[3]), rules[1]),
+            prepare_side(c, url, mode, options[0], Side("T1", v.uuids[2]), rules[0], ahead_s),
+            prepare_side(c, url, mode, options[1], Side("T2", v.uuids[3]), rules[1]),
         )
 
     def _spec(
@@ -223,7 +235,8 @@ class Races:
         taker_options = short if schedule in ("short_timeout", "lease_expired") else self.options
         holder_options = short if schedule == "lease_expired" else self.options
         race_after = lease_expiry_s() if schedule == "lease_expired" else RACE_AFTER_S
-        t1, t2 = self._takers(url, v, (taker_options, self.options), ([], []))
+        ahead = TAKER_AHEAD_S if schedule == "taker_clock_ahead" else 0.0
+        t1, t2 = self._takers(url, v, (taker_options, self.options), ([], []), ahead)
         sides = [Side("H", v.uuids[1]), t1]
         problems: list[str] = []
         racer_note: list[str] = []
@@ -266,7 +279,8 @@ class Races:
         done_before = v.success_op is not None and index > v.success_op
         ended = holder_report.get("ended") if isinstance(holder_report, dict) else None
         h.end = paused_at if done_before else float(ended or time.monotonic())
-        if schedule in ("skewed_clock", "cleanup_race") and stopped and h.status != v.status:
+        judged_live = ("skewed_clock", "taker_clock_ahead", "cleanup_race")
+        if schedule in judged_live and stopped and h.status != v.status:
             problems.append(
                 f"{inv.LIVE}: the holder, alive and stopped for about "
                 f"{RACE_AFTER_S + PAUSE_S:g} s, ended {h.status} (alone: {v.status}): "
@@ -281,6 +295,8 @@ class Races:
         plain = quiet_store(url)
         problems += check_sides(plain, v.mode, earlier, sides, self._allow(url, v.mode))
         skew = f", holder's clock {skew_s:+g} s" if skew_s else ""
+        if ahead:
+            skew = f", taker's clock {ahead:+g} s"
         racer_what = racer_note[0] if racer_note else f"taker {t1.status} {t1.error[:120]}"
         scenario = variant_scenario(
             v,
@@ -351,7 +367,7 @@ class Races:
                         runs.append(
                             lambda v=v, p=point, s=skew: self.paused("skewed_clock", v, p, s)
                         )
-                for schedule in ("short_timeout", "cleanup_race"):
+                for schedule in ("taker_clock_ahead", "short_timeout", "cleanup_race"):
                     if schedule in schedules:
                         runs.append(lambda v=v, p=point, s=schedule: self.paused(s, v, p))
                 if "lease_expired" in schedules and point in ("decided", "applying"):

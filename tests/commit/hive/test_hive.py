@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import partial
 
 import pyarrow as pa
@@ -11,14 +12,21 @@ import dataferry
 from dataferry import make_committer
 from dataferry.commit.hive.catalog import open_catalog
 from dataferry.commit.hive.load import copy_name
-from dataferry.commit.hive.staging import is_staging_dir, staging_dir
+from dataferry.commit.hive.staging import ext_dir, is_staging_dir, staging_dir
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.records.intent import INTENT_FILE
 from dataferry.engine import LocalEngine, LocalEngineConfig
-from dataferry.errors import ConfigError, DestinationError, InjectedCrash, JobCommitError
+from dataferry.errors import (
+    CommitError,
+    ConfigError,
+    DestinationError,
+    InjectedCrash,
+    JobCommitError,
+)
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 
-from ..helpers import read_rows
+from .. import helpers
+from ..helpers import make_outside, outside_files, read_rows
 from ..helpers import read_table as table_rows
 
 INLINE = LocalEngineConfig(workers=0)
@@ -337,3 +345,34 @@ def test_load_resolves_renames_answered_ambiguously_after_taking_effect(tmp_path
     assert store.read_bytes("day=d0/part-2.parquet") == b"two"
     assert store.read_bytes("day=d1/part-1.parquet") == b"new"
     assert store.read_bytes("day=d0/part-0.parquet") == b"earlier"
+
+
+def test_hive_load_refuses_a_link_in_the_staged_tree(tmp_path, monkeypatch):
+    """A link that turns up in the staged tree after the staging commit (which refuses the
+    links it sees) is refused by the load's plan, before any move. Were it followed, the load
+    would rename the linked directory's files into the table: files the job never wrote
+    published, and gone from the directory their owner keeps them in."""
+    import dataferry.commit.hive.committer as hive_committer
+
+    outside = make_outside(tmp_path)
+    dest = tmp_path / "t"
+    c = make_committer("hive", str(dest), mode="append")
+    job = c.new_job()
+    c.setup_job(job)
+    task = job.task(0)
+    c.setup_task(task)
+    c.write_file(task, "day=a/part-0.parquet", b"real")
+    msg = c.commit_task(task)
+    before = outside_files(outside)
+    real_plan = hive_committer.plan_load
+
+    def plant_then_plan(store, staging, ext, *args):
+        os.symlink(outside, dest / ext / "day=x")  # planted in the staged tree
+        return real_plan(store, staging, ext, *args)
+
+    monkeypatch.setattr(hive_committer, "plan_load", plant_then_plan)
+    with pytest.raises(CommitError, match="links are not followed") as e:
+        c.commit_job(job, [msg])
+    assert c.store.full_url(f"{ext_dir(job)}/day=x") in str(e.value)
+    assert outside_files(outside) == before
+    assert helpers.visible(dest) == []

@@ -7,38 +7,15 @@ import os
 import pytest
 
 from dataferry import make_committer
-from dataferry.commit.hive.staging import ext_dir
-from dataferry.errors import CommitError, JobCommitError, TaskCommitError
+from dataferry.errors import DestinationError, TaskCommitError
 from dataferry.store import open_store
 
-from ..helpers import visible
+from ..helpers import make_outside, outside_files, run_tasks, task_with_link, visible
 
 
 @pytest.fixture
 def outside(tmp_path):
-    """A directory outside the destination, with two files in it."""
-    d = tmp_path / "outside"
-    (d / "sub").mkdir(parents=True)
-    (d / "a.parquet").write_bytes(b"outside a")
-    (d / "sub" / "b.parquet").write_bytes(b"outside b")
-    return d
-
-
-def outside_files(d) -> dict[str, bytes]:
-    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
-
-
-def task_with_link(committer, dest, target, link_name="part=x"):
-    """A set-up task whose work directory holds a real file and a link to `target`."""
-    job = committer.new_job()
-    committer.setup_job(job)
-    task = job.task(0)
-    committer.setup_task(task)
-    committer.write_file(task, "part=a/real.parquet", b"real")
-    link = dest / committer.task_work_path(task) / link_name
-    link.parent.mkdir(parents=True, exist_ok=True)  # the real file may be named flat
-    os.symlink(target, link)
-    return task
+    return make_outside(tmp_path)
 
 
 def test_manifest_task_commit_refuses_a_link_to_an_outside_directory(tmp_path, outside):
@@ -96,38 +73,24 @@ def test_hive_task_commit_refuses_a_link(tmp_path, outside):
     assert visible(dest) == []
 
 
-def test_hive_load_refuses_a_link_in_the_staged_tree(tmp_path, outside):
-    dest = tmp_path / "t"
-    c = make_committer("hive", str(dest), mode="append")
+def test_an_overwrite_into_a_linked_partition_is_refused_before_it_replaces_anything(tmp_path):
+    """A symbolic link among the destination's entries is refused when the write mode is
+    checked, before the commit is decided. Without that check, an overwrite deletes the earlier
+    data set and only then finds it cannot publish through the link: the user is left with
+    neither the old data nor the new."""
+    outside = make_outside(tmp_path)
+    before = outside_files(outside)
+    dest = tmp_path / "d"
+    old = make_committer("manifest", str(dest))
+    old_job = old.new_job()
+    old.setup_job(old_job)
+    old.commit_job(old_job, run_tasks(old, old_job, {0: ["p=0/old"]}))
+    os.symlink(outside, dest / "p=9")
+    c = make_committer("manifest", str(dest), mode="overwrite")
     job = c.new_job()
     c.setup_job(job)
-    task = job.task(0)
-    c.setup_task(task)
-    c.write_file(task, "day=a/part-0.parquet", b"real")
-    msg = c.commit_task(task)
-    before = outside_files(outside)
-    os.symlink(outside, dest / ext_dir(job) / "day=x")  # planted in the staged tree
-    with pytest.raises(CommitError, match="links are not followed") as e:
-        c.commit_job(job, [msg])
-    assert c.store.full_url(f"{ext_dir(job)}/day=x") in str(e.value)
+    msgs = run_tasks(c, job, {0: ["p=9/new", "p=1/new"]})
+    with pytest.raises(DestinationError, match="symbolic link"):
+        c.commit_job(job, msgs)
+    assert visible(dest) == ["p=0", "p=0/old", "p=9"]  # the earlier set, whole
     assert outside_files(outside) == before
-    assert visible(dest) == []
-
-
-def test_v1_job_commit_refuses_a_link_its_task_commit_did_not_list(tmp_path, outside):
-    """v1's task commit renames the attempt directory and lists nothing; the job commit's one
-    walk of the committed tasks refuses the link before anything is published (inside a
-    directory that would move whole, where no listing of the merge sees it)."""
-    dest = tmp_path / "dest"
-    c = make_committer("v1", str(dest))
-    before = outside_files(outside)
-    task = task_with_link(c, dest, outside, "part=a/x")
-    counters = c.store.stats.snapshot()
-    msg = c.commit_task(task)
-    ops = c.store.stats.diff(counters)["counters"]
-    assert not ops.get("op_list_files") and not ops.get("op_list_status")  # no walk per task
-    with pytest.raises(JobCommitError, match="links are not followed") as e:
-        c.commit_job(task.job, [msg])
-    assert "part=a/x" in str(e.value)
-    assert outside_files(outside) == before
-    assert visible(dest) == []

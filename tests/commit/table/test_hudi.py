@@ -382,3 +382,54 @@ def test_a_late_attempt_of_a_completed_instant_writes_nothing(tmp_path):
     cleanup_destination(open_store(str(tmp_path / "t")), older_than_s=0)  # its marker
     assert read_hudi(tmp_path / "t").num_rows == 40
     assert_no_orphans(tmp_path / "t")
+
+
+def test_a_late_attempt_after_an_overwrites_replacecommit_writes_nothing(tmp_path):
+    """An overwrite completes as a `replacecommit`, not a `commit`. Were only `.commit` taken
+    as completed, a zombie attempt of the overwrite would add a base file of the completed
+    instant, which hudi-rs shows: the table would read 20 rows where the overwrite wrote 10."""
+    from dataferry.commit.lookup import committer_for
+    from dataferry.errors import CommitError
+
+    path = tmp_path / "t"
+    write(rows(10, start=100), str(path))
+    result = write(rows(10), str(path), mode="overwrite")
+    assert any(n.endswith(".replacecommit") for n in timeline(path))
+    late = result.run.job.task(0, 9)
+    with pytest.raises(CommitError, match="has completed: this attempt is late"):
+        committer_for(late).write_file(late, "day=2024-01-01/late.parquet", b"PAR1")
+    assert read_hudi(path).column("x").to_pylist() == list(range(10))
+
+
+def test_stray_files_are_deleted_before_the_instant_completes(tmp_path):
+    """A failed attempt's file (marked, in no task commit) is deleted before `<instant>.commit`
+    is created: hudi-rs shows every base file of a completed instant, listed by its commit or
+    not. Were strays deleted after, a driver killed between the two would leave the table
+    reading the failed attempt's rows too: 6 rows where 3 were written."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from dataferry import make_committer
+
+    def parquet_of(xs: list[int]) -> bytes:
+        buf = io.BytesIO()
+        pq.write_table(pa.table({"x": pa.array(xs, pa.int64()), "v": [x * 0.5 for x in xs]}), buf)
+        return buf.getvalue()
+
+    path = tmp_path / "t"
+    crash = FaultRule(action="crash", when="after", kinds=frozenset({Op.TABLE_COMMIT}))
+    c = make_committer("hudi", open_store(str(path), faults=[crash]), **OPTIONS)
+    job = c.new_job()
+    c.setup_job(job)
+    failed = job.task(0, 0)  # wrote its file, then failed (no task commit, no abort)
+    c.setup_task(failed)
+    c.write_file(failed, "day=1/part-0.parquet", parquet_of([1, 2, 3]))
+    retry = job.task(0, 1)
+    c.setup_task(retry)
+    c.write_file(retry, "day=1/part-0.parquet", parquet_of([1, 2, 3]))
+    with pytest.raises(InjectedCrash):  # killed right after the instant completed
+        c.commit_job(job, [c.commit_task(retry)])
+    assert any(n.endswith(".commit") for n in timeline(path))
+    assert read_hudi(path).column("x").to_pylist() == [1, 2, 3]
+    assert len(data_files(path)) == 1

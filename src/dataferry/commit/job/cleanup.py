@@ -5,8 +5,9 @@ commit first), then asks each committer, through its hooks by the registry, for 
 directories its jobs left (`leftovers`) and recovers each one (`recover_leftover`) whose job is
 known dead or is old enough not to be running: a decided commit (it saved its intent record) is
 rolled forward to the result an uninterrupted commit gives, any other is rolled back. A commit
-that cannot be finished (a file it must move has vanished) is left in place and reported, so
-nothing is deleted that cannot be put back. Multipart uploads no job names any more are
+that cannot be finished (a file it must move has vanished, its intent record cannot be read) is
+left in place and reported, so nothing is deleted that cannot be put back; the operator may then
+give it up by name (`give_up`, `giveup.py`). Multipart uploads no job names any more are
 aborted by age, as S3A purges them.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from ...errors import CommitError, NotFound, StoreError
@@ -35,6 +36,7 @@ from ..records.hold import (
     take_over,
 )
 from ..registry import committer_classes
+from .giveup import give_up_entry
 from .recovery import _recoverer, claim_job, recover_claim, recovery_way
 
 log = logging.getLogger("dataferry.commit")
@@ -57,6 +59,9 @@ class RecoveryReport:
     # the job's data files each recovered entry held (named in flight, `protocol/inflight.py`):
     # published when it is rolled forward, removed when it is rolled back
     files: dict[str, int] = field(default_factory=dict)
+    # entries whose commit could not be finished and that the operator gave up by name: path
+    # -> where the job's directory is kept (a dry run: path -> what recovery failed on)
+    given_up: dict[str, str] = field(default_factory=dict)
 
 
 def _newest_mtime(store: Store, path: str) -> float:
@@ -74,6 +79,7 @@ def cleanup_destination(
     older_than_s: float = 3600.0,
     rollback: bool = False,
     dry_run: bool = False,
+    give_up: Collection[str] = (),
 ) -> RecoveryReport:
     """Finish or undo every dead job's commit in the destination and remove what it left.
 
@@ -82,8 +88,11 @@ def cleanup_destination(
     store's clock), everything is reported and left. Otherwise cleanup takes the claim itself,
     so no commit starts while it works, recovers a dead holder's commit, then every leftover
     older than `older_than_s`. A damaged claim counts as dead once it is `older_than_s` old.
-    A commit that cannot be finished is reported in `failed` and left as is."""
+    A commit that cannot be finished is reported in `failed` and left as is, unless its entry
+    is named in `give_up`: then the destination stays as the commit left it and the job's
+    directory is moved aside (`giveup.py`), reported in `given_up`."""
     report = RecoveryReport()
+    give_up = frozenset(give_up)
     state = observe_claim(store)
     judge = Judge(store, MIN_CLAIM_TIMEOUT_S, damaged_lease_s=older_than_s)
     if state is not None:
@@ -91,27 +100,35 @@ def cleanup_destination(
         verdict = judge.verdict(state)
         if not verdict.dead:
             why = f"held by live {state.describe()}: {verdict.why}"
+            if state.claim is None:  # nobody renews it: only its age lets it go
+                why = (
+                    f"{state.describe()}: {verdict.why}; it is removed once it is "
+                    f"{older_than_s:.0f} s old (`--older-than 0` removes it now)"
+                )
             _leave(report, CLAIM_PATH, why)
             _leave_all(store, report, why)
             return report
     drivers = Drivers(store, judge)
     if dry_run:
         if state is not None and state.claim is not None:
-            _plan(
-                report, CLAIM_PATH, lambda: recovery_way(*claim_job(store, state.claim), rollback)
-            )
+            where = state.claim.job_dir or CLAIM_PATH
+            _plan(report, where, lambda: recovery_way(*claim_job(store, state.claim), rollback))
+            if where != CLAIM_PATH and where in report.planned:
+                report.planned[CLAIM_PATH] = report.planned[where]
         _survey(store, report, older_than_s, drivers, rollback)
+        for path in give_up & set(report.failed):
+            report.given_up[path] = report.failed.pop(path)
         return report
     if state is None and not drivers and not _anything_left(store):
         remove_empty_claim_dir(store)  # a release that died between its deletes
         report.uploads_aborted = abort_orphaned_uploads(store, older_than_s, time.time())
         return report
-    held = _hold_for_cleanup(store, state, judge, rollback, report)
+    held = _hold_for_cleanup(store, state, judge, rollback, report, give_up)
     if held is None:
         return report
     token = current_fence.set(held.check)
     try:
-        _recover_leftovers(store, report, older_than_s, rollback, drivers)
+        _recover_leftovers(store, report, older_than_s, rollback, drivers, give_up)
         for cls in committer_classes():
             cls.tidy(store)
         _remove_claim_debris(store, held)
@@ -129,6 +146,7 @@ def _hold_for_cleanup(
     judge: Judge,
     rollback: bool,
     report: RecoveryReport,
+    give_up: Collection[str] = (),
 ) -> HeldClaim | None:
     """Take the destination's claim for cleanup: from a dead holder (recovering its commit) or
     fresh. None (with the reason in the report) when a job got there first."""
@@ -146,12 +164,20 @@ def _hold_for_cleanup(
     outcome: list[str] = []
 
     def recover(dead: Claim, _held: HeldClaim) -> None:
-        outcome.append(recover_claim(store, dead, rollback=rollback))
+        try:
+            outcome.append(recover_claim(store, dead, rollback=rollback))
+        except (CommitError, StoreError) as e:
+            if where == CLAIM_PATH or where not in give_up:
+                raise
+            _give_up(store, report, where, str(e))  # holding the claim, fenced
+            outcome.append("given up")
 
     try:
         held = take_over(store, state, me, judge, recover)
     except (CommitError, StoreError) as e:
         report.failed[where] = str(e)
+        if where != CLAIM_PATH:
+            _leave(report, CLAIM_PATH, f"kept for the commit of {where}, which cannot be finished")
         _leave_all(store, report, f"the dead holder's commit could not be finished: {e}")
         return None
     if held is None:
@@ -225,13 +251,21 @@ def _survey(
 
 
 def _recover_leftovers(
-    store: Store, report: RecoveryReport, older_than_s: float, rollback: bool, drivers: Drivers
+    store: Store,
+    report: RecoveryReport,
+    older_than_s: float,
+    rollback: bool,
+    drivers: Drivers,
+    give_up: Collection[str] = (),
 ) -> None:
     def recover(cls: type, left: Leftover) -> None:
         try:
             what = cls.recover_leftover(store, left, rollback=rollback)
         except (CommitError, StoreError) as e:
-            report.failed[left.path] = str(e)
+            if left.path in give_up:
+                _give_up(store, report, left.path, str(e))
+            else:
+                report.failed[left.path] = str(e)
             return
         _record(report, left.path, what)
         report.removed.append(left.path)
@@ -258,6 +292,16 @@ def _each_leftover(
             elif act is not None:
                 report.files[left.path] = _job_files(store, left.path)
                 act(cls, left)
+
+
+def _give_up(store: Store, report: RecoveryReport, path: str, why: str) -> None:
+    """Give up the commit of `path` (named by the operator; its recovery failed on `why`),
+    under the claim cleanup holds: checked first, as every visible step is."""
+    fence = current_fence.get()
+    if fence is not None:
+        fence(f"giving up the commit of {path}")
+    report.given_up[path] = give_up_entry(store, path, why) or path
+    report.failed.pop(path, None)
 
 
 def _job_files(store: Store, path: str) -> int:

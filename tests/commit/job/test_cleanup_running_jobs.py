@@ -1,0 +1,79 @@
+"""`dataferry cleanup` never rolls back a job that is still running (`job/cleanup.py`): one whose
+driver record is alive, whatever `--older-than` says, and one without a driver record whose
+tasks wrote files within `--older-than`, however old its job directory itself is."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from dataferry import make_committer
+from dataferry.commit.job.cleanup import cleanup_destination
+from dataferry.commit.records.claim import Claim
+from dataferry.commit.records.drivers import driver_path
+from dataferry.store import open_store
+
+from ..helpers import run_tasks, visible
+
+HOUR = 3600.0
+
+
+def job_of(store):
+    c = make_committer("manifest", store)
+    job = c.new_job()
+    c.setup_job(job)
+    return c, job
+
+
+def age_tree(root: str, seconds: float, files: bool = True) -> None:
+    """Make every directory under `root` (and `root`), and its files unless `files` is
+    False, `seconds` old."""
+    t = time.time() - seconds
+    for d, dirs, names in os.walk(root):
+        for n in dirs + (names if files else []):
+            os.utime(os.path.join(d, n), (t, t), follow_symlinks=False)
+    os.utime(root, (t, t))
+
+
+def test_a_job_whose_tasks_write_now_is_left_however_old_its_job_directory(tmp_path):
+    """A leftover is aged by its newest file. Were it aged by its job directory's own time, a
+    job set up two hours ago (no driver record: an engine that does not keep one) whose tasks
+    are still writing would be rolled back by `cleanup --older-than 1h`: its tasks' output
+    deleted under them, and its commit then fails."""
+    store = open_store(str(tmp_path / "d"))
+    c, job = job_of(store)
+    msgs = run_tasks(c, job, {0: ["p=0/early"]})
+    age_tree(os.path.join(store.root, "_temporary"), 2 * HOUR)
+    late = job.task(1)
+    c.setup_task(late)
+    c.write_file(late, "p=1/now", b"written just now")  # a task still at work
+    age_tree(os.path.join(store.root, "_temporary"), 2 * HOUR, files=False)  # its file: new
+    job_dir = c.job_dir(job)
+    assert time.time() - store.stat(job_dir).mtime > HOUR  # the directory itself looks old
+
+    report = cleanup_destination(store, older_than_s=HOUR)
+    assert not report.rolled_back and not report.rolled_forward, report
+    assert job_dir in report.left, report
+
+    c.write_file(late, "p=1/later", b"more")  # the running job carries on and commits
+    c.commit_job(job, [*msgs, c.commit_task(late)])
+    assert visible(store) == ["p=0/early", "p=1/later", "p=1/now"]
+
+
+def test_a_job_whose_driver_record_is_alive_is_left_even_at_older_than_0(tmp_path):
+    """A live driver keeps its job's leftovers whatever the age. Were the record ignored,
+    `cleanup --older-than 0` (what the docs tell users to run after a crash) would roll back
+    a job another host is running: its tasks' files deleted, its commit failing."""
+    store = open_store(str(tmp_path / "d"))
+    c, job = job_of(store)
+    msgs = run_tasks(c, job, {0: ["p=0/a"]})
+    record = Claim(str(job.job_id), job.job_uuid, "manifest", "append", host="elsewhere")
+    store.write_bytes(driver_path(job.job_uuid), record.to_bytes())  # renewed just now
+
+    report = cleanup_destination(store, older_than_s=0)
+    assert c.job_dir(job) in report.left and "alive" in report.left[c.job_dir(job)], report
+    assert not report.rolled_back and store.exists(c.job_dir(job))
+    assert store.exists(driver_path(job.job_uuid))
+
+    c.commit_job(job, msgs)
+    assert visible(store) == ["p=0/a"]
