@@ -33,9 +33,10 @@ from .stage import StageContext
 
 @dataclass(frozen=True)
 class FileColumns:
-    """Columns a committer's data files hold besides the data's (Hudi's meta columns):
-    `schema`, the Arrow schema to open the file with, and `prepend(rows, first_row)`, the
-    rows of the file from row `first_row` on with those columns added."""
+    """Columns a committer's data files hold besides the data's (Hudi's meta columns), or the
+    data's as the format stores them (Delta's types): `schema`, the Arrow schema to open the
+    file with, and `prepend(rows, first_row)`, the rows of the file from row `first_row` on
+    as the file holds them (those columns added, the values converted)."""
 
     schema: Any
     prepend: Callable[[Any, int], Any]
@@ -123,7 +124,8 @@ class CommitterHooks(ABC):
         self, task: TaskAttemptContext, relpath: str, schema: Any
     ) -> FileColumns | None:
         """Columns the data file `relpath` (of Arrow schema `schema`) must hold besides the
-        data's, asked once per file before it is opened; None (the default): none."""
+        data's, or its columns converted to the format's types, asked once per file before it
+        is opened; None (the default): the rows as they are."""
         return None
 
     def attempt_path(self, task: TaskAttemptContext, relpath: str) -> str:

@@ -28,9 +28,11 @@ import pyarrow.parquet
 from ...errors import ConfigError, DestinationError, TableCommitConflict
 from ...store import Store
 from ..job.partitions import partitions_of
-from ..protocol import JobContext, StageContext
+from ..protocol import JobContext, StageContext, TaskAttemptContext
+from ..protocol.hooks import FileColumns
 from ..records.intent import Intent
 from .base import TableCommitter, TableConfig
+from .delta_types import check_types, file_schema, first_line, log_schema, log_type, to_files
 from .footers import FileFacts
 from .layout import partition_values
 from .location import table_location
@@ -163,12 +165,9 @@ class DeltaCommitter(TableCommitter):
     # --- before the job ----------------------------------------------------------------------
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
-        from deltalake import Schema
-
-        try:
-            Schema.from_arrow(schema)
-        except Exception as e:
-            raise ConfigError(f"the data cannot be a Delta table's schema: {e}") from None
+        check_types(schema)
+        table_schema = log_schema(schema)
+        check_log_schema(table_schema)
         dt = self.table() if self.write_mode != "overwrite" else None
         if dt is None:
             return
@@ -182,10 +181,21 @@ class DeltaCommitter(TableCommitter):
             check_same_schema(
                 f"Delta table {self.store.full_url()}",
                 pa.schema(dt.schema().to_arrow()),
-                schema,
-                delta_type,
+                table_schema,
+                log_type,
                 "; pass committer_options={'schema_mode': 'merge'} to add it",
             )
+
+    # --- tasks: the files hold the log's types ----------------------------------------------
+
+    def file_columns(self, task: TaskAttemptContext, relpath: str, schema: pa.Schema) -> Any:
+        """The data file's rows converted to the types the log records (`delta_types`):
+        microsecond UTC timestamps, signed integers, ..., as deltalake writes them."""
+        target = file_schema(schema)
+        if target.equals(schema):
+            return None
+        where = self.store.full_url(self.output_path(task, relpath))
+        return FileColumns(schema=target, prepend=lambda rows, _: to_files(rows, target, where))
 
     # --- job commit ------------------------------------------------------------------------
 
@@ -250,6 +260,7 @@ class DeltaCommitter(TableCommitter):
         )
 
         uri, options = self.location
+        schema = log_schema(schema) if schema is not None else None
         adds = [add_action(f, partition_by) for f in facts]
         props = CommitProperties(
             custom_metadata={
@@ -385,14 +396,15 @@ def add_new_columns(dt: Any, schema: pa.Schema) -> None:
         dt.alter.add_columns(fields if len(fields) > 1 else fields[0])
 
 
-def delta_type(t: pa.DataType) -> pa.DataType:
-    """An Arrow type as a Delta table stores it (string and binary widths, microseconds)."""
-    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return pa.string()
-    if pa.types.is_large_binary(t):
-        return pa.binary()
-    if pa.types.is_dictionary(t):
-        return delta_type(t.value_type)
-    if pa.types.is_timestamp(t):
-        return pa.timestamp("us", t.tz and "UTC")
-    return t
+def check_log_schema(schema: pa.Schema) -> None:
+    """Refuse a schema deltalake cannot make a Delta schema of, naming the column (deltalake's
+    own message, without the Rust backtrace it carries)."""
+    from deltalake import Schema
+
+    for f in schema:
+        try:
+            Schema.from_arrow(pa.schema([f]))
+        except Exception as e:
+            raise ConfigError(
+                f"column {f.name!r} ({f.type}) cannot be a Delta table's column: {first_line(e)}"
+            ) from None
