@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dataferry
-from dataferry.errors import ConfigError, TaskFailed
+from dataferry.errors import ConfigError, DataferryError, TaskFailed
 from dataferry.verify.type_zoo import PARTITION, type_zoo, type_zoo_pandas
 
 deltalake = pytest.importorskip("deltalake")
@@ -176,3 +176,30 @@ def test_the_zoo_appends_to_a_table_deltalake_made_of_it(tmp_path):
     assert got.column("ts_tz").type == pa.timestamp("us", "UTC")
     assert got.column("ts_ns")[8].as_py() == dt.datetime(2024, 3, 31, 7, 15, 7, 123464)
     assert pl.read_delta(str(t)).height == 16
+
+
+def partition_values_in_log(path: Path) -> list[dict]:
+    adds = [e["add"] for e in log_entries(path) if "add" in e]
+    return sorted((a["partitionValues"] for a in adds), key=repr)
+
+
+@pytest.mark.parametrize("column", ["ts_ns", "ts_tz", "flag", "d", "dec", "bin", "u8"])
+def test_partition_values_are_logged_as_deltalake_logs_them(tmp_path, column):
+    """Timestamps in UTC with microseconds, booleans in lower case, binary as the protocol
+    escapes it. Broken, a zoned partition is logged in its local time with an offset, a
+    boolean as Python's `True`, and bytes as Python's `b'...'` text."""
+    data = type_zoo(4).select(["id", column])
+    dataferry.write_dataset(data, str(tmp_path / "ours"), committer="delta", partition_by=[column])
+    deltalake.write_deltalake(str(tmp_path / "theirs"), data, partition_by=[column])
+    ours = partition_values_in_log(tmp_path / "ours")
+    assert ours == partition_values_in_log(tmp_path / "theirs")
+
+
+def test_an_unsigned_partition_value_past_the_signed_type_is_refused(tmp_path):
+    """The log would record `200` for a byte column, which no reader reads; deltalake refuses
+    it too. Refused before the commit is decided, naming the column; nothing is left."""
+    t = tmp_path / "t"
+    data = pa.table({"id": [0, 1], "p": pa.array([1, 200], pa.uint8())})
+    with pytest.raises(DataferryError, match="partition column 'p' has the value 200"):
+        dataferry.write_dataset(data, str(t), committer="delta", partition_by=["p"])
+    assert not (t / "_delta_log").exists() and not list(t.rglob("*.parquet"))

@@ -32,7 +32,15 @@ from ..protocol import JobContext, StageContext, TaskAttemptContext
 from ..protocol.hooks import FileColumns
 from ..records.intent import Intent
 from .base import TableCommitter, TableConfig
-from .delta_types import check_types, file_schema, first_line, log_schema, log_type, to_files
+from .delta_types import (
+    check_types,
+    file_schema,
+    first_line,
+    log_partition_value,
+    log_schema,
+    log_type,
+    to_files,
+)
 from .footers import FileFacts
 from .layout import partition_values
 from .location import table_location
@@ -208,6 +216,10 @@ class DeltaCommitter(TableCommitter):
                 f"Delta table {self.store.full_url()} already exists; write with "
                 "mode='append' or mode='overwrite'"
             )
+        if self.input_schema is not None:  # a value the log cannot record: refused now,
+            types = partition_types(log_schema(self.input_schema), self.partition_by)
+            for f in facts:  # before the commit is decided (the job's abort removes its files)
+                log_partition_values(f.path, self.partition_by, types)
         plan: dict[str, Any] = {"app_id": app_id(job), "created": not exists}
         if job.mode == "overwrite-partitions":
             plan["partitions"] = partitions_of([f.path for f in facts], include_root=False)
@@ -261,7 +273,8 @@ class DeltaCommitter(TableCommitter):
 
         uri, options = self.location
         schema = log_schema(schema) if schema is not None else None
-        adds = [add_action(f, partition_by) for f in facts]
+        types = partition_types(schema, partition_by) if schema is not None else {}
+        adds = [add_action(f, partition_by, types) for f in facts]
         props = CommitProperties(
             custom_metadata={
                 "dataferry.job_id": str(job.job_id),
@@ -339,12 +352,29 @@ def _version_of(dt: Any, appid: str) -> int:
     return dt.version()
 
 
-def add_action(facts: FileFacts, partition_by: Sequence[str]) -> Any:
+def partition_types(schema: pa.Schema, partition_by: Sequence[str]) -> dict[str, pa.DataType]:
+    """Each partition column's type in the log's schema (a string if the schema lacks it)."""
+    return {c: schema.field(c).type if c in schema.names else pa.string() for c in partition_by}
+
+
+def log_partition_values(
+    path: str, partition_by: Sequence[str], types: dict[str, pa.DataType]
+) -> dict[str, str | None]:
+    """A file's partition values as the log records them (`delta_types.log_partition_value`),
+    from its `col=value` directories."""
+    values = partition_values(path)
+    return {
+        k: log_partition_value(k, values.get(k), types.get(k, pa.string())) for k in partition_by
+    }
+
+
+def add_action(
+    facts: FileFacts, partition_by: Sequence[str], types: dict[str, pa.DataType] | None = None
+) -> Any:
     """A Delta add action for a committed file: its path relative to the table (decoded;
     delta-rs encodes it), size, partition values from its directories, and statistics."""
     from deltalake.transaction import AddAction
 
-    values = partition_values(facts.path)
     stats = {
         "numRecords": facts.rows,
         "minValues": {k: c.min for k, c in facts.columns.items() if c.min is not None},
@@ -354,7 +384,7 @@ def add_action(facts: FileFacts, partition_by: Sequence[str]) -> Any:
     return AddAction(
         facts.path,
         facts.size,
-        {k: values.get(k) for k in partition_by},
+        log_partition_values(facts.path, partition_by, types or {}),
         facts.modified_ms,
         True,
         json.dumps(stats, separators=(",", ":")),
@@ -362,16 +392,19 @@ def add_action(facts: FileFacts, partition_by: Sequence[str]) -> Any:
 
 
 def remove_actions(dt: Any, partitions: Sequence[str]) -> list[Any]:
-    """Remove actions for the live files of the given partition directories."""
+    """Remove actions for the live files of the given partition directories (values compared
+    as the log records them)."""
     from deltalake.transaction import RemoveAction
 
-    wanted = [partition_values(p + "/x") for p in partitions]
     columns = list(dt.metadata().partition_columns)
+    types = partition_types(pa.schema(dt.schema().to_arrow()), columns)
+    wanted = [log_partition_values(p + "/x", columns, types) for p in partitions]
     actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
     now = int(time.time() * 1000)
     removes = []
     for a in actions:
-        values = {c: _as_text(a.get(f"partition.{c}")) for c in columns}
+        raw = {c: _as_text(a.get(f"partition.{c}")) for c in columns}
+        values = {c: log_partition_value(c, v, types[c]) for c, v in raw.items()}
         if any(all(values.get(k) == v for k, v in w.items()) for w in wanted):
             removes.append(RemoveAction(a["path"], True, now, a.get("size_bytes"), values))
     return removes

@@ -28,6 +28,9 @@ rules: a file's Parquet schema always matches the log's, so every reader reads i
 
 from __future__ import annotations
 
+import ast
+import datetime as dt
+import re
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -231,12 +234,49 @@ def first_line(error: BaseException) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def log_partition_value(column: str, text: str | None, t: pa.DataType) -> str | None:
+    """A partition value as a Delta log records it (the protocol's partition value
+    serialization, as deltalake writes it), from the text of its `col=value` directory (the
+    value's Python form): booleans `true`/`false`, timestamps in UTC with microseconds
+    (`2024-03-30 23:15:07.123456`), binary as `\\u00XX` per byte. An integer past the column's
+    signed type is a ConfigError naming the column, as deltalake refuses it."""
+    if text is None:
+        return None
+    if pa.types.is_boolean(t):
+        return text.lower()
+    if pa.types.is_timestamp(t):
+        when = dt.datetime.fromisoformat(_FRACTION.sub(r"\1", text))
+        if when.tzinfo is not None:
+            when = when.astimezone(dt.UTC).replace(tzinfo=None)
+        return when.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if pa.types.is_binary(t) and text[:2] in ("b'", 'b"'):
+        return "".join(f"\\u{b:04X}" for b in ast.literal_eval(text))
+    if pa.types.is_integer(t):
+        info = _int_range(t)
+        if not info[0] <= int(text) <= info[1]:
+            raise ConfigError(
+                f"partition column {column!r} has the value {text}, which Delta's {t} cannot "
+                "hold: Delta has no unsigned integers, so deltalake refuses it too; cast the "
+                "column to a wider signed type (uint8 -> int16, ...) first"
+            )
+    return text
+
+
+def _int_range(t: pa.DataType) -> tuple[int, int]:
+    bits = t.bit_width
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
 __all__ = [
     "check_types",
     "convert_column",
     "file_schema",
     "file_type",
     "first_line",
+    "log_partition_value",
     "log_schema",
     "log_type",
     "to_files",
