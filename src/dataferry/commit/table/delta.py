@@ -32,6 +32,7 @@ from ..protocol import JobContext, StageContext, TaskAttemptContext
 from ..protocol.hooks import FileColumns
 from ..records.intent import Intent
 from .base import TableCommitter, TableConfig
+from .delta_log import LOG_DIR, check_log, latest_commit_file
 from .delta_types import (
     check_types,
     file_schema,
@@ -46,8 +47,6 @@ from .layout import partition_values
 from .location import table_location
 from .schemas import check_same_schema
 from .transact import commit_exactly_once
-
-LOG_DIR = "_delta_log"
 
 
 @dataclass(frozen=True)
@@ -94,6 +93,7 @@ class DeltaCommitter(TableCommitter):
     def __init__(self, store: Store, config: DeltaConfig) -> None:
         super().__init__(store, config)
         self._location = None
+        self.latest_version: int | None = None  # as the last check of the log found it
 
     # --- the table -------------------------------------------------------------------------
 
@@ -106,21 +106,38 @@ class DeltaCommitter(TableCommitter):
         return self._location
 
     def table(self, version: int | None = None) -> Any:
-        """The table as it is now (None if there is none)."""
+        """The table as it is now (None if there is none). Its log is checked whole first
+        (`delta_log`), and deltalake's own errors name the table and its latest commit."""
         from deltalake import DeltaTable
 
         uri, options = self.location
         if not self.table_exists():
             return None
-        return DeltaTable(uri, version=version, storage_options=options or None)
+        try:
+            return DeltaTable(uri, version=version, storage_options=options or None)
+        except Exception as e:
+            raise self.unreadable(e) from e
 
     def table_exists(self) -> bool:
         from deltalake import DeltaTable
 
         if not self.store.exists(LOG_DIR):
             return False
+        self.latest_version = check_log(self.store)
         uri, options = self.location
-        return DeltaTable.is_deltatable(uri, storage_options=options or None)
+        try:
+            return DeltaTable.is_deltatable(uri, storage_options=options or None)
+        except Exception as e:
+            raise self.unreadable(e) from e
+
+    def unreadable(self, error: BaseException) -> DestinationError:
+        """deltalake's error reading the table, naming the table and its latest commit."""
+        latest = self.store.full_url(latest_commit_file(self.latest_version))
+        return DestinationError(
+            f"Delta table {self.store.full_url()} cannot be read (its latest commit: {latest})"
+            f": {first_line(error)}; dataferry writes nothing on top of a version it cannot "
+            "read"
+        )
 
     def table_files(self) -> list[str]:
         dt = self.table()
@@ -173,6 +190,7 @@ class DeltaCommitter(TableCommitter):
     # --- before the job ----------------------------------------------------------------------
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
+        self.table_exists()  # a damaged log is refused whatever the mode
         check_types(schema)
         table_schema = log_schema(schema)
         check_log_schema(table_schema)
