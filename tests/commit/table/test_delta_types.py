@@ -203,3 +203,16 @@ def test_an_unsigned_partition_value_past_the_signed_type_is_refused(tmp_path):
     with pytest.raises(DataferryError, match="partition column 'p' has the value 200"):
         dataferry.write_dataset(data, str(t), committer="delta", partition_by=["p"])
     assert not (t / "_delta_log").exists() and not list(t.rglob("*.parquet"))
+
+
+def test_an_empty_partition_value_is_kept_apart_from_null(tmp_path):
+    """deltalake logs '' as '' (in a `part=` directory) and null as null: so does dataferry,
+    and polars reads '' back. Broken, '' lands in Hive's null directory and is logged null."""
+    data = pa.table({"id": [0, 1, 2], "part": ["", None, "x"]})
+    dataferry.write_dataset(data, str(tmp_path / "ours"), committer="delta", partition_by=["part"])
+    deltalake.write_deltalake(str(tmp_path / "theirs"), data, partition_by=["part"])
+    ours = partition_values_in_log(tmp_path / "ours")
+    assert ours == partition_values_in_log(tmp_path / "theirs")
+    assert {"part": ""} in ours and {"part": None} in ours
+    got = pl.read_delta(str(tmp_path / "ours")).sort("id")
+    assert got["part"].to_list() == ["", None, "x"]

@@ -114,6 +114,9 @@ class CommitterHooks(ABC):
     # True where the data files must hold their partition columns too (Iceberg, Hudi), not
     # only the `col=value` directories
     keeps_partition_columns = False
+    # True where an empty string partition value is kept apart from null, in a `col=`
+    # directory of its own (Delta, as deltalake), not in Hive's null directory
+    keeps_empty_partition_values = False
 
     def prepare_input(self, schema: Any, partition_by: Sequence[str]) -> None:
         """Told the data's Arrow schema and partition columns on the driver before any task

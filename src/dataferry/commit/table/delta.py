@@ -89,6 +89,7 @@ class DeltaCommitter(TableCommitter):
     format_name = "Delta Lake"
     markers_root = "_dataferry/delta-markers"
     permanent_entries = (LOG_DIR,)  # the table's own log
+    keeps_empty_partition_values = True  # '' is logged as '' (deltalake), not as null
 
     def __init__(self, store: Store, config: DeltaConfig) -> None:
         super().__init__(store, config)
