@@ -284,8 +284,9 @@ class DeltaDatasink(CommitDatasink):
     ``mode``: ``"error"`` (default), ``"append"``, ``"overwrite"`` or ``"ignore"`` (write
     nothing if the table exists). ``table_uri``: a path, an ``s3://`` URL or a
     ``deltalake.DeltaTable``; ``storage_options``: deltalake's. ``partition_cols`` (Ray's
-    name) or ``partition_by``; ``min_rows_per_write`` and ``**writer_options`` as in
-    `CommitDatasink`. ``result`` is None after an ignored write.
+    name) or ``partition_by``; ``predicate``, ``writer_properties``, ``commit_properties``
+    and ``post_commithook_properties`` as deltalake's; ``min_rows_per_write`` and
+    ``**writer_options`` as in `CommitDatasink`. ``result`` is None after an ignored write.
     """
 
     def __init__(
@@ -302,6 +303,10 @@ class DeltaDatasink(CommitDatasink):
         min_rows_per_write: int | None = None,
         committer_options: dict[str, Any] | None = None,
         partition_by: Sequence[str] | None = None,
+        predicate: str | None = None,
+        writer_properties: Any = None,
+        commit_properties: Any = None,
+        post_commithook_properties: Any = None,
         **writer_options: Any,
     ) -> None:
         if partition_cols is not None and partition_by is not None:
@@ -316,6 +321,10 @@ class DeltaDatasink(CommitDatasink):
             configuration=configuration,
             schema_mode=schema_mode,
             committer_options=committer_options,
+            predicate=predicate,
+            writer_properties=writer_properties,
+            commit_properties=commit_properties,
+            post_commithook_properties=post_commithook_properties,
         )
         given = self.delta.arguments()
         super().__init__(
@@ -323,7 +332,7 @@ class DeltaDatasink(CommitDatasink):
             partition_cols=given.pop("partition_by"),
             min_rows_per_write=min_rows_per_write,
             **given,
-            **writer_options,
+            **{**self.delta.writer_options, **writer_options},
         )
         self.ignored = False
 

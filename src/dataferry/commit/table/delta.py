@@ -16,8 +16,6 @@ exist is created by the job's transaction, with the data's schema and partition 
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,18 +30,33 @@ from ..protocol import JobContext, StageContext, TaskAttemptContext
 from ..protocol.hooks import FileColumns
 from ..records.intent import Intent
 from .base import TableCommitter, TableConfig
+from .delta_actions import (
+    add_action,
+    add_new_columns,
+    check_log_schema,
+    live_files_matching,
+    log_partition_values,
+    partition_types,
+    remove_actions,
+)
+from .delta_commit_info import (
+    Metrics,
+    check_custom_metadata,
+    commit_properties,
+    post_commit_properties,
+)
 from .delta_log import LOG_DIR, check_log, latest_commit_file
+from .delta_predicate import check_columns, matches, normalized, parse, partition_filters
 from .delta_types import (
     check_types,
     file_schema,
     first_line,
-    log_partition_value,
     log_schema,
     log_type,
     to_files,
 )
 from .footers import FileFacts
-from .layout import partition_values
+from .layout import partition_dir
 from .location import table_location
 from .schemas import check_same_schema
 from .transact import commit_exactly_once
@@ -57,8 +70,18 @@ class DeltaConfig(TableConfig):
         them for (merged over those of an `s3://` store).
     name, description, configuration: the table's, when the job creates it
         (`write_deltalake(name=, description=, configuration=)`).
-    schema_mode: None refuses data whose schema differs from the table's (deltalake's
-        default); "merge" adds the data's new columns to the table's schema.
+    schema_mode: None refuses data whose schema or partitioning differs from the table's
+        (deltalake's default, also for an overwrite); "merge" adds the data's new columns to
+        the table's schema; "overwrite" (with mode="overwrite" only) replaces the table's
+        schema and partitioning.
+    custom_metadata: kept in the commit's `commitInfo`, beside the job's own keys
+        (deltalake's `CommitProperties(custom_metadata=)`).
+    app_transactions: (app_id, version, last_updated ms or None) application transactions
+        committed beside the job's own (`CommitProperties(app_transactions=)`).
+    create_checkpoint, cleanup_expired_logs: deltalake's post-commit hooks
+        (`PostCommitHookProperties`); None: deltalake's defaults.
+    predicate: with mode="overwrite", replace only the partitions it selects
+        (`write_deltalake(predicate=)`, on partition columns: `delta_predicate.py`).
     """
 
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
@@ -66,11 +89,37 @@ class DeltaConfig(TableConfig):
     description: str = ""
     configuration: dict[str, str] = field(default_factory=dict)
     schema_mode: str | None = None
+    custom_metadata: dict[str, Any] = field(default_factory=dict)
+    app_transactions: tuple[tuple[str, int, int | None], ...] = ()
+    create_checkpoint: bool | None = None
+    cleanup_expired_logs: bool | None = None
+    predicate: str = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.schema_mode not in (None, "merge"):
-            raise ConfigError(f"schema_mode must be None or 'merge', got {self.schema_mode!r}")
+        if self.schema_mode not in (None, "merge", "overwrite"):
+            raise ConfigError(
+                f"schema_mode must be None, 'merge' or 'overwrite', got {self.schema_mode!r}"
+            )
+        check_custom_metadata(self.custom_metadata)
+        if self.predicate:
+            parse(self.predicate)
+        for entry in self.app_transactions:
+            if len(entry) != 3 or not isinstance(entry[0], str) or not isinstance(entry[1], int):
+                raise ConfigError(
+                    "app_transactions must be (app_id, version, last_updated) entries, got "
+                    f"{entry!r}"
+                )
+
+
+# a job's mode -> deltalake's save mode when its transaction creates the table (the log
+# then says ErrorIfExists/Append/Overwrite, as deltalake's own writes do)
+CREATE_MODES = {
+    "error": "error",
+    "append": "append",
+    "overwrite": "overwrite",
+    "overwrite-partitions": "overwrite",
+}
 
 
 def app_id(job: JobContext) -> str:
@@ -195,14 +244,36 @@ class DeltaCommitter(TableCommitter):
         check_types(schema)
         table_schema = log_schema(schema)
         check_log_schema(table_schema)
-        dt = self.table() if self.write_mode != "overwrite" else None
+        if self.config.schema_mode == "overwrite":
+            if self.write_mode != "overwrite":
+                raise ConfigError(
+                    "schema_mode='overwrite' replaces the table's schema, which only "
+                    "mode='overwrite' does (as in deltalake); write with mode='overwrite', or "
+                    "schema_mode='merge' to add columns"
+                )
+            return  # the job's transaction replaces the schema and partitioning
+        if self.config.predicate and self.write_mode != "overwrite":
+            raise ConfigError(
+                "predicate= replaces the rows it selects, which only mode='overwrite' does "
+                f"(as in deltalake), not mode={self.write_mode!r}"
+            )
+        dt = self.table()
+        if self.config.predicate:
+            parts = list(dt.metadata().partition_columns) if dt is not None else partition_by
+            check_columns(self.config.predicate, parse(self.config.predicate), parts)
         if dt is None:
             return
+        how = (
+            "write with schema_mode='overwrite' to replace them"
+            if self.write_mode == "overwrite"
+            else "an overwrite with schema_mode='overwrite' replaces them"
+        )
         table_parts = list(dt.metadata().partition_columns)
         if list(partition_by) != table_parts:
             raise ConfigError(
                 f"Delta table {self.store.full_url()} is partitioned by {table_parts}; the "
                 f"write gives partition_by={list(partition_by)}: give partition_by={table_parts}"
+                f" ({how})"
             )
         if self.config.schema_mode != "merge":
             check_same_schema(
@@ -210,7 +281,9 @@ class DeltaCommitter(TableCommitter):
                 pa.schema(dt.schema().to_arrow()),
                 table_schema,
                 log_type,
-                "; pass committer_options={'schema_mode': 'merge'} to add it",
+                "; write with schema_mode='overwrite' to replace the table's schema"
+                if self.write_mode == "overwrite"
+                else "; pass committer_options={'schema_mode': 'merge'} to add it",
             )
 
     # --- tasks: the files hold the log's types ----------------------------------------------
@@ -235,14 +308,33 @@ class DeltaCommitter(TableCommitter):
                 f"Delta table {self.store.full_url()} already exists; write with "
                 "mode='append' or mode='overwrite'"
             )
-        if self.input_schema is not None:  # a value the log cannot record: refused now,
-            types = partition_types(log_schema(self.input_schema), self.partition_by)
-            for f in facts:  # before the commit is decided (the job's abort removes its files)
-                log_partition_values(f.path, self.partition_by, types)
+        self.check_written(job, facts)
         plan: dict[str, Any] = {"app_id": app_id(job), "created": not exists}
         if job.mode == "overwrite-partitions":
             plan["partitions"] = partitions_of([f.path for f in facts], include_root=False)
         return plan
+
+    def check_written(self, job: JobContext, facts: Sequence[FileFacts]) -> None:
+        """Before the commit is decided (the job's abort then removes its files): every
+        file's partition values can be logged in the column's type, and match the predicate
+        of a replace where."""
+        parts = self.partition_by or self.partitions_of(facts)
+        schema = self.input_schema
+        types = (
+            partition_types(log_schema(schema), parts)
+            if schema is not None
+            else {c: pa.string() for c in parts}
+        )
+        predicate = self.config.predicate
+        terms = normalized(parse(predicate), types) if predicate else []
+        for f in facts:
+            values = log_partition_values(f.path, parts, types)
+            if terms and not matches(terms, values):
+                raise ConfigError(
+                    f"job {job.job_id} wrote rows of partition {values} that do not match "
+                    f"predicate {predicate!r} (deltalake refuses them too: written data must "
+                    "match the predicate); nothing was committed"
+                )
 
     def commit_table(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
         plan = intent.payload
@@ -257,8 +349,11 @@ class DeltaCommitter(TableCommitter):
                 return None
             return {"table_version": _version_of(dt, appid)}
 
+        tries = iter(range(1 << 30))
+
         def commit() -> dict[str, Any]:
-            return self._commit(job, intent.mode, appid, facts, schema, partition_by, plan)
+            attempt = next(tries)
+            return self._commit(job, intent.mode, appid, facts, schema, partition_by, plan, attempt)
 
         retries = self.config.commit_retries if intent.mode == "append" else 0
         result, _ = commit_exactly_once(
@@ -281,45 +376,59 @@ class DeltaCommitter(TableCommitter):
         schema: pa.Schema | None,
         partition_by: list[str],
         plan: dict[str, Any],
+        tries: int = 0,
     ) -> dict[str, Any]:
         from deltalake import Schema
         from deltalake.exceptions import CommitFailedError
-        from deltalake.transaction import (
-            CommitProperties,
-            Transaction,
-            create_table_with_add_actions,
-        )
+        from deltalake.transaction import create_table_with_add_actions
 
         uri, options = self.location
         schema = log_schema(schema) if schema is not None else None
         types = partition_types(schema, partition_by) if schema is not None else {}
         adds = [add_action(f, partition_by, types) for f in facts]
-        props = CommitProperties(
-            custom_metadata={
-                "dataferry.job_id": str(job.job_id),
-                "dataferry.job_uuid": job.job_uuid,
-            },
-            # delta-rs' own retries rebase blind appends; an overwrite must not be rebased
-            max_commit_retries=self.config.commit_retries if mode == "append" else 0,
-            app_transactions=[Transaction(appid, 1, int(time.time() * 1000))],
-        )
+        # delta-rs' own retries rebase blind appends; an overwrite must not be rebased
+        retries = self.config.commit_retries if mode == "append" else 0
+        hooks = post_commit_properties(self.config)
         dt = self.table()
         if dt is None and schema is None:
             # no table and no file to take a schema from: a job that wrote nothing (and was
             # given no schema) leaves the location as it was, as an empty write does
             return {"table_version": None}
+        removes: list[Any] = []
+        if dt is not None and mode == "overwrite-partitions":
+            removes = remove_actions(dt, plan["table"].get("partitions", []))
+        removed = len(removes)
+        filters = None
+        if dt is not None and mode == "overwrite" and self.config.predicate:
+            table_types = partition_types(
+                pa.schema(dt.schema().to_arrow()), list(dt.metadata().partition_columns)
+            )
+            terms = normalized(parse(self.config.predicate), table_types)
+            filters = partition_filters(terms)
+            removed = len(live_files_matching(dt, terms, table_types))
+        elif dt is not None and mode == "overwrite":
+            removed = len(self.table_files())
+        metrics = Metrics(
+            added_files=len(adds),
+            removed_files=removed,
+            partitions=len({partition_dir(f.path) for f in facts if partition_by}),
+            added_rows=sum(f.rows for f in facts),
+            retries=tries,
+        )
+        props = commit_properties(self.config, job, appid, metrics, retries)
         if dt is None:
             create_table_with_add_actions(
                 uri,
                 Schema.from_arrow(schema),
                 adds,
-                mode="append",
+                mode=CREATE_MODES.get(mode, "append"),
                 partition_by=partition_by or None,
                 name=self.config.name or None,
                 description=self.config.description or None,
                 configuration=self.config.configuration or None,
                 storage_options=options or None,
                 commit_properties=props,
+                post_commithook_properties=hooks,
             )
         else:
             if self.config.schema_mode == "merge" and schema is not None:
@@ -335,20 +444,18 @@ class DeltaCommitter(TableCommitter):
                         "overwrite",
                         table_schema,
                         partition_by or None,
+                        partition_filters=filters,
                         commit_properties=props,
+                        post_commithook_properties=hooks,
                     )
                 else:
-                    removes = (
-                        remove_actions(dt, plan["table"].get("partitions", []))
-                        if mode == "overwrite-partitions"
-                        else []
-                    )
                     dt.create_write_transaction(
                         [*adds, *removes],
                         "append",
                         table_schema,
                         list(dt.metadata().partition_columns) or None,
                         commit_properties=props,
+                        post_commithook_properties=hooks,
                     )
             except CommitFailedError as e:
                 if mode != "append":
@@ -369,94 +476,3 @@ def _version_of(dt: Any, appid: str) -> int:
         if entry.get("dataferry.job_uuid") and appid.endswith(entry["dataferry.job_uuid"]):
             return int(entry.get("version", dt.version()))
     return dt.version()
-
-
-def partition_types(schema: pa.Schema, partition_by: Sequence[str]) -> dict[str, pa.DataType]:
-    """Each partition column's type in the log's schema (a string if the schema lacks it)."""
-    return {c: schema.field(c).type if c in schema.names else pa.string() for c in partition_by}
-
-
-def log_partition_values(
-    path: str, partition_by: Sequence[str], types: dict[str, pa.DataType]
-) -> dict[str, str | None]:
-    """A file's partition values as the log records them (`delta_types.log_partition_value`),
-    from its `col=value` directories."""
-    values = partition_values(path)
-    return {
-        k: log_partition_value(k, values.get(k), types.get(k, pa.string())) for k in partition_by
-    }
-
-
-def add_action(
-    facts: FileFacts, partition_by: Sequence[str], types: dict[str, pa.DataType] | None = None
-) -> Any:
-    """A Delta add action for a committed file: its path relative to the table (decoded;
-    delta-rs encodes it), size, partition values from its directories, and statistics."""
-    from deltalake.transaction import AddAction
-
-    stats = {
-        "numRecords": facts.rows,
-        "minValues": {k: c.min for k, c in facts.columns.items() if c.min is not None},
-        "maxValues": {k: c.max for k, c in facts.columns.items() if c.max is not None},
-        "nullCount": {k: c.nulls for k, c in facts.columns.items() if c.nulls is not None},
-    }
-    return AddAction(
-        facts.path,
-        facts.size,
-        log_partition_values(facts.path, partition_by, types or {}),
-        facts.modified_ms,
-        True,
-        json.dumps(stats, separators=(",", ":")),
-    )
-
-
-def remove_actions(dt: Any, partitions: Sequence[str]) -> list[Any]:
-    """Remove actions for the live files of the given partition directories (values compared
-    as the log records them)."""
-    from deltalake.transaction import RemoveAction
-
-    columns = list(dt.metadata().partition_columns)
-    types = partition_types(pa.schema(dt.schema().to_arrow()), columns)
-    wanted = [log_partition_values(p + "/x", columns, types) for p in partitions]
-    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
-    now = int(time.time() * 1000)
-    removes = []
-    for a in actions:
-        raw = {c: _as_text(a.get(f"partition.{c}")) for c in columns}
-        values = {c: log_partition_value(c, v, types[c]) for c, v in raw.items()}
-        if any(all(values.get(k) == v for k, v in w.items()) for w in wanted):
-            removes.append(RemoveAction(a["path"], True, now, a.get("size_bytes"), values))
-    return removes
-
-
-def _as_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def add_new_columns(dt: Any, schema: pa.Schema) -> None:
-    """Add the data's columns the table lacks (schema_mode="merge"), as nullable columns."""
-    from deltalake import Schema
-
-    have = set(pa.schema(dt.schema().to_arrow()).names)
-    new = [f.with_nullable(True) for f in schema if f.name not in have]
-    if new:
-        fields = Schema.from_arrow(pa.schema(new)).fields
-        dt.alter.add_columns(fields if len(fields) > 1 else fields[0])
-
-
-def check_log_schema(schema: pa.Schema) -> None:
-    """Refuse a schema deltalake cannot make a Delta schema of, naming the column (deltalake's
-    own message, without the Rust backtrace it carries)."""
-    from deltalake import Schema
-
-    for f in schema:
-        try:
-            Schema.from_arrow(pa.schema([f]))
-        except Exception as e:
-            raise ConfigError(
-                f"column {f.name!r} ({f.type}) cannot be a Delta table's column: {first_line(e)}"
-            ) from None

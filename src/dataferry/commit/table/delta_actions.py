@@ -1,0 +1,123 @@
+"""The actions of a Delta job's transaction, built from its files' facts: add actions (path,
+size, partition values as the log records them, statistics), remove actions for the files an
+overwrite of partitions or a replace where takes out, the columns `schema_mode="merge"` adds,
+and the check that a schema can be a Delta table's."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from ...errors import ConfigError
+from .delta_predicate import matches
+from .delta_types import first_line, log_partition_value
+from .footers import FileFacts
+from .layout import partition_values
+
+
+def partition_types(schema: pa.Schema, partition_by: Sequence[str]) -> dict[str, pa.DataType]:
+    """Each partition column's type in the log's schema (a string if the schema lacks it)."""
+    return {c: schema.field(c).type if c in schema.names else pa.string() for c in partition_by}
+
+
+def log_partition_values(
+    path: str, partition_by: Sequence[str], types: dict[str, pa.DataType]
+) -> dict[str, str | None]:
+    """A file's partition values as the log records them (`delta_types.log_partition_value`),
+    from its `col=value` directories."""
+    values = partition_values(path)
+    return {
+        k: log_partition_value(k, values.get(k), types.get(k, pa.string())) for k in partition_by
+    }
+
+
+def add_action(
+    facts: FileFacts, partition_by: Sequence[str], types: dict[str, pa.DataType] | None = None
+) -> Any:
+    """A Delta add action for a committed file: its path relative to the table (decoded;
+    delta-rs encodes it), size, partition values from its directories, and statistics."""
+    from deltalake.transaction import AddAction
+
+    stats = {
+        "numRecords": facts.rows,
+        "minValues": {k: c.min for k, c in facts.columns.items() if c.min is not None},
+        "maxValues": {k: c.max for k, c in facts.columns.items() if c.max is not None},
+        "nullCount": {k: c.nulls for k, c in facts.columns.items() if c.nulls is not None},
+    }
+    return AddAction(
+        facts.path,
+        facts.size,
+        log_partition_values(facts.path, partition_by, types or {}),
+        facts.modified_ms,
+        True,
+        json.dumps(stats, separators=(",", ":")),
+    )
+
+
+def remove_actions(dt: Any, partitions: Sequence[str]) -> list[Any]:
+    """Remove actions for the live files of the given partition directories (values compared
+    as the log records them)."""
+    from deltalake.transaction import RemoveAction
+
+    columns = list(dt.metadata().partition_columns)
+    types = partition_types(pa.schema(dt.schema().to_arrow()), columns)
+    wanted = [log_partition_values(p + "/x", columns, types) for p in partitions]
+    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    now = int(time.time() * 1000)
+    removes = []
+    for a in actions:
+        raw = {c: _as_text(a.get(f"partition.{c}")) for c in columns}
+        values = {c: log_partition_value(c, v, types[c]) for c, v in raw.items()}
+        if any(all(values.get(k) == v for k, v in w.items()) for w in wanted):
+            removes.append(RemoveAction(a["path"], True, now, a.get("size_bytes"), values))
+    return removes
+
+
+def live_files_matching(dt: Any, terms: Sequence[Any], types: dict[str, pa.DataType]) -> list[str]:
+    """The live files whose partition values satisfy a predicate's terms."""
+    columns = list(types)
+    found = []
+    for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist():
+        values = {
+            c: log_partition_value(c, _as_text(a.get(f"partition.{c}")), types[c]) for c in columns
+        }
+        if matches(terms, values):
+            found.append(a["path"])
+    return found
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def add_new_columns(dt: Any, schema: pa.Schema) -> None:
+    """Add the data's columns the table lacks (schema_mode="merge"), as nullable columns."""
+    from deltalake import Schema
+
+    have = set(pa.schema(dt.schema().to_arrow()).names)
+    new = [f.with_nullable(True) for f in schema if f.name not in have]
+    if new:
+        fields = Schema.from_arrow(pa.schema(new)).fields
+        dt.alter.add_columns(fields if len(fields) > 1 else fields[0])
+
+
+def check_log_schema(schema: pa.Schema) -> None:
+    """Refuse a schema deltalake cannot make a Delta schema of, naming the column (deltalake's
+    own message, without the Rust backtrace it carries)."""
+    from deltalake import Schema
+
+    for f in schema:
+        try:
+            Schema.from_arrow(pa.schema([f]))
+        except Exception as e:
+            raise ConfigError(
+                f"column {f.name!r} ({f.type}) cannot be a Delta table's column: {first_line(e)}"
+            ) from None
