@@ -190,3 +190,21 @@ def test_the_log_says_what_deltalakes_says(tmp_path, mode):
         for key in ("num_added_files", "num_removed_files", "num_added_rows"):
             assert a["operationMetrics"][key] == b["operationMetrics"][key], key
         assert a["clientVersion"].startswith("dataferry")
+
+
+@pytest.mark.parametrize("parts", [[], ["z"]])
+def test_schema_mode_overwrite_with_partition_by_replaces_the_partitioning(tmp_path, parts):
+    """As deltalake's: the table is partitioned as the write says, and every value reads
+    back. Broken, the log keeps ['p'] while the files hold p: p reads back as null."""
+    t = tmp_path / "t"
+    dataferry.write_deltalake(str(t), data(), partition_by=["p"], name="kept")
+    other = pa.table({"z": ["q", "r"], "p": ["a", "b"]})
+    dataferry.write_deltalake(
+        str(t), other, mode="overwrite", schema_mode="overwrite", partition_by=parts
+    )
+    table = deltalake.DeltaTable(str(t))
+    assert table.metadata().partition_columns == parts
+    assert table.metadata().name == "kept"
+    got = pl.read_delta(str(t)).sort("z")
+    assert got["p"].to_list() == ["a", "b"] and got["z"].to_list() == ["q", "r"]
+    assert deltalake.DeltaTable(str(t), version=0).to_pyarrow_table().num_rows == 4

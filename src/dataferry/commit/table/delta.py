@@ -416,16 +416,28 @@ class DeltaCommitter(TableCommitter):
             retries=tries,
         )
         props = commit_properties(self.config, job, appid, metrics, retries)
-        if dt is None:
+        repartition = (
+            dt is not None
+            and schema is not None
+            and mode == "overwrite"
+            and self.config.schema_mode == "overwrite"
+            and list(partition_by) != list(dt.metadata().partition_columns)
+        )
+        if dt is None or repartition:
+            # a new table, or one whose partitioning the overwrite replaces (deltalake's
+            # transaction cannot change it: the table is created again over itself, its
+            # files removed, in the one transaction: CREATE OR REPLACE TABLE)
+            kept = dt.metadata() if dt is not None else None
             create_table_with_add_actions(
                 uri,
                 Schema.from_arrow(schema),
                 adds,
-                mode=CREATE_MODES.get(mode, "append"),
+                mode="overwrite" if repartition else CREATE_MODES.get(mode, "append"),
                 partition_by=partition_by or None,
-                name=self.config.name or None,
-                description=self.config.description or None,
-                configuration=self.config.configuration or None,
+                name=self.config.name or (kept.name if kept else None),
+                description=self.config.description or (kept.description if kept else None),
+                configuration=self.config.configuration
+                or (dict(kept.configuration) if kept else None),
                 storage_options=options or None,
                 commit_properties=props,
                 post_commithook_properties=hooks,
