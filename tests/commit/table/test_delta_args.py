@@ -208,3 +208,37 @@ def test_schema_mode_overwrite_with_partition_by_replaces_the_partitioning(tmp_p
     got = pl.read_delta(str(t)).sort("z")
     assert got["p"].to_list() == ["a", "b"] and got["z"].to_list() == ["q", "r"]
     assert deltalake.DeltaTable(str(t), version=0).to_pyarrow_table().num_rows == 4
+
+
+def test_a_partition_overwrite_is_logged_as_an_overwrite(tmp_path):
+    """dataferry's overwrite-partitions is deltalake's overwrite of the partitions written:
+    logged with mode Overwrite (broken: mode Append, as if rows were only added), the other
+    partitions kept."""
+    t = tmp_path / "t"
+    dataferry.write_dataset(data(parts="abc"), str(t), committer="delta", partition_by=["p"])
+    dataferry.write_dataset(
+        data(100, parts="ab"),
+        str(t),
+        committer="delta",
+        partition_by=["p"],
+        mode="overwrite-partitions",
+    )
+    info = commit_info(t, 1)
+    assert info["operationParameters"]["mode"] == "Overwrite"
+    assert info["operationMetrics"]["num_removed_files"] == 2
+    assert rows(t) == [(4, "c"), (5, "c"), (100, "a"), (101, "a"), (102, "b"), (103, "b")]
+
+
+def test_a_partition_overwrite_of_some_combinations_replaces_only_those(tmp_path):
+    """Partitions (x,1) and (y,2) of a table by (a, b): `a IN (x,y) AND b IN (1,2)` would
+    also take (x,2) and (y,1), so those are removed file by file instead. Broken, a
+    partition the job did not write loses its rows."""
+    t = tmp_path / "t"
+    grid = pa.table({"v": [1, 2, 3, 4], "a": ["x", "x", "y", "y"], "b": [1, 2, 1, 2]})
+    dataferry.write_dataset(grid, str(t), committer="delta", partition_by=["a", "b"])
+    new = pa.table({"v": [10, 40], "a": ["x", "y"], "b": [1, 2]})
+    dataferry.write_dataset(
+        new, str(t), committer="delta", partition_by=["a", "b"], mode="overwrite-partitions"
+    )
+    got = pl.read_delta(str(t)).sort("v")
+    assert got["v"].to_list() == [2, 3, 10, 40]

@@ -38,6 +38,7 @@ from .delta_actions import (
     log_partition_values,
     partition_types,
     remove_actions,
+    written_filters,
 )
 from .delta_commit_info import (
     Metrics,
@@ -457,6 +458,19 @@ class DeltaCommitter(TableCommitter):
                         table_schema,
                         partition_by or None,
                         partition_filters=filters,
+                        commit_properties=props,
+                        post_commithook_properties=hooks,
+                    )
+                elif mode == "overwrite-partitions" and (
+                    written := written_filters(dt, plan["table"].get("partitions", []))
+                ):
+                    # deltalake's own partition overwrite: logged as an Overwrite
+                    dt.create_write_transaction(
+                        adds,
+                        "overwrite",
+                        table_schema,
+                        list(dt.metadata().partition_columns),
+                        partition_filters=written,
                         commit_properties=props,
                         post_commithook_properties=hooks,
                     )

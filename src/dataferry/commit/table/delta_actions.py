@@ -77,6 +77,27 @@ def remove_actions(dt: Any, partitions: Sequence[str]) -> list[Any]:
     return removes
 
 
+def written_filters(dt: Any, partitions: Sequence[str]) -> list[tuple[str, str, Any]] | None:
+    """deltalake partition filters selecting exactly the partition directories a job wrote
+    (one `in` per column), or None where a conjunction cannot say it: the written partitions
+    are not every combination of their columns' values, or a value is null or empty (which
+    deltalake's filters do not match as the log records them)."""
+    columns = list(dt.metadata().partition_columns)
+    if not columns or not partitions:
+        return None
+    types = partition_types(pa.schema(dt.schema().to_arrow()), columns)
+    written = {tuple(log_partition_values(p + "/x", columns, types).values()) for p in partitions}
+    per_column = [sorted({w[i] for w in written}, key=str) for i in range(len(columns))]
+    if any(v is None or v == "" for values in per_column for v in values):
+        return None
+    combinations = 1
+    for values in per_column:
+        combinations *= len(values)
+    if combinations != len(written):
+        return None
+    return [(c, "in", values) for c, values in zip(columns, per_column, strict=True)]
+
+
 def live_files_matching(dt: Any, terms: Sequence[Any], types: dict[str, pa.DataType]) -> list[str]:
     """The live files whose partition values satisfy a predicate's terms."""
     columns = list(types)
