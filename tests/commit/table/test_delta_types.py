@@ -216,3 +216,22 @@ def test_an_empty_partition_value_is_kept_apart_from_null(tmp_path):
     assert {"part": ""} in ours and {"part": None} in ours
     got = pl.read_delta(str(tmp_path / "ours")).sort("id")
     assert got["part"].to_list() == ["", None, "x"]
+
+
+def test_statistics_of_timestamps_are_written_as_deltalake_writes_them(tmp_path):
+    """A naive (timestamp_ntz) column's bounds without a zone, `2024-03-30 23:15:07.123`, a
+    UTC one's with `Z`, as deltalake's; and a filter on them still prunes to the right rows.
+    Broken, the naive bounds carry a `Z` that says UTC of a value that has no zone."""
+    data = type_zoo(4).select(["id", "ts_ns", "ts_utc"])
+    dataferry.write_dataset(data, str(tmp_path / "ours"), committer="delta")
+    deltalake.write_deltalake(str(tmp_path / "theirs"), data)
+
+    def bounds(path: Path) -> tuple:
+        add = next(e["add"] for e in log_entries(path) if "add" in e)
+        stats = json.loads(add["stats"])
+        return tuple(stats[k][c] for k in ("minValues", "maxValues") for c in ("ts_ns", "ts_utc"))
+
+    assert bounds(tmp_path / "ours") == bounds(tmp_path / "theirs")
+    table = deltalake.DeltaTable(str(tmp_path / "ours"))
+    when = dt.datetime(2024, 3, 31, 1, 15, 7, 123458)
+    assert table.to_pyarrow_table(filters=[("ts_ns", ">=", when)]).num_rows == 2

@@ -386,7 +386,7 @@ class DeltaCommitter(TableCommitter):
         uri, options = self.location
         schema = log_schema(schema) if schema is not None else None
         types = partition_types(schema, partition_by) if schema is not None else {}
-        adds = [add_action(f, partition_by, types) for f in facts]
+        adds = [add_action(f, partition_by, types, schema) for f in facts]
         # delta-rs' own retries rebase blind appends; an overwrite must not be rebased
         retries = self.config.commit_retries if mode == "append" else 0
         hooks = post_commit_properties(self.config)

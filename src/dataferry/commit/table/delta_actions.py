@@ -36,16 +36,28 @@ def log_partition_values(
 
 
 def add_action(
-    facts: FileFacts, partition_by: Sequence[str], types: dict[str, pa.DataType] | None = None
+    facts: FileFacts,
+    partition_by: Sequence[str],
+    types: dict[str, pa.DataType] | None = None,
+    schema: pa.Schema | None = None,
 ) -> Any:
     """A Delta add action for a committed file: its path relative to the table (decoded;
-    delta-rs encodes it), size, partition values from its directories, and statistics."""
+    delta-rs encodes it), size, partition values from its directories, and statistics (a
+    `timestamp_ntz` column's bounds in deltalake's form, `2024-03-30 23:15:07.123`, without
+    the zone a UTC timestamp's carry)."""
     from deltalake.transaction import AddAction
+
+    naive = {f.name for f in schema or () if pa.types.is_timestamp(f.type) and f.type.tz is None}
+
+    def bound(name: str, value: Any) -> Any:
+        if name in naive and isinstance(value, str) and value.endswith("Z"):
+            return value[:-1].replace("T", " ", 1)
+        return value
 
     stats = {
         "numRecords": facts.rows,
-        "minValues": {k: c.min for k, c in facts.columns.items() if c.min is not None},
-        "maxValues": {k: c.max for k, c in facts.columns.items() if c.max is not None},
+        "minValues": {k: bound(k, c.min) for k, c in facts.columns.items() if c.min is not None},
+        "maxValues": {k: bound(k, c.max) for k, c in facts.columns.items() if c.max is not None},
         "nullCount": {k: c.nulls for k, c in facts.columns.items() if c.nulls is not None},
     }
     return AddAction(
