@@ -235,3 +235,24 @@ def test_statistics_of_timestamps_are_written_as_deltalake_writes_them(tmp_path)
     table = deltalake.DeltaTable(str(tmp_path / "ours"))
     when = dt.datetime(2024, 3, 31, 1, 15, 7, 123458)
     assert table.to_pyarrow_table(filters=[("ts_ns", ">=", when)]).num_rows == 2
+
+
+def test_a_dask_frame_of_the_zoo_reads_back_as_deltalake_writes_it(tmp_path):
+    """The Dask form (one graph, the frame's schema from its `_meta`) converts alike: each
+    partition's files hold the log's types. Broken, the tasks write nanoseconds and unsigned
+    integers under a log that says microseconds and signed."""
+    dd = pytest.importorskip("dask.dataframe")
+    import dataferry.dask
+
+    # the columns pandas holds as numpy or Arrow types (Dask turns object columns to strings)
+    frame = type_zoo_pandas()[
+        ["id", PARTITION, "ts_ns", "ts_tz", "ts_utc", "u8", "u16", "u32", "u64", "i8", "f64"]
+        + ["cat", "s", "ls"]
+    ]
+    ddf = dd.from_pandas(frame, npartitions=2)
+    dataferry.dask.write_deltalake(ddf, str(tmp_path / "ours"), partition_by=[PARTITION])
+    deltalake.write_deltalake(str(tmp_path / "theirs"), frame, partition_by=[PARTITION])
+    ours = pl.read_delta(str(tmp_path / "ours")).sort("id")
+    theirs = pl.read_delta(str(tmp_path / "theirs")).sort("id")
+    assert ours.schema == theirs.schema
+    assert ours.equals(theirs)
