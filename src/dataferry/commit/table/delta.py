@@ -41,10 +41,14 @@ from .delta_actions import (
     written_filters,
 )
 from .delta_commit_info import (
+    CREATE_MODES,
     Metrics,
+    app_id,
     check_custom_metadata,
     commit_properties,
+    is_conflict,
     post_commit_properties,
+    version_of,
 )
 from .delta_log import LOG_DIR, check_log, latest_commit_file
 from .delta_predicate import check_columns, matches, normalized, parse, partition_filters
@@ -111,27 +115,6 @@ class DeltaConfig(TableConfig):
                     "app_transactions must be (app_id, version, last_updated) entries, got "
                     f"{entry!r}"
                 )
-
-
-# a job's mode -> deltalake's save mode when its transaction creates the table (the log
-# then says ErrorIfExists/Append/Overwrite, as deltalake's own writes do)
-CREATE_MODES = {
-    "error": "error",
-    "append": "append",
-    "overwrite": "overwrite",
-    "overwrite-partitions": "overwrite",
-}
-
-
-def app_id(job: JobContext) -> str:
-    """The job's application id in the table's `txn` actions."""
-    return f"dataferry-{job.job_uuid}"
-
-
-def _conflict(error: BaseException) -> bool:
-    from deltalake.exceptions import CommitFailedError
-
-    return isinstance(error, CommitFailedError)
 
 
 class DeltaCommitter(TableCommitter):
@@ -348,7 +331,7 @@ class DeltaCommitter(TableCommitter):
             dt = self.table()
             if dt is None or dt.transaction_version(appid) is None:
                 return None
-            return {"table_version": _version_of(dt, appid)}
+            return {"table_version": version_of(dt, appid)}
 
         tries = iter(range(1 << 30))
 
@@ -362,7 +345,7 @@ class DeltaCommitter(TableCommitter):
             f"job {job.job_id}: Delta transaction of {self.store.full_url()}",
             landed,
             commit,
-            _conflict,
+            is_conflict,
             retries,
             label=LOG_DIR,
         )
@@ -492,13 +475,4 @@ class DeltaCommitter(TableCommitter):
                     ) from e
                 raise
         done = self.table()
-        return {"table_version": _version_of(done, appid) if done is not None else None}
-
-
-def _version_of(dt: Any, appid: str) -> int:
-    """The table version whose commit carries the job's app id (the latest commit's if the
-    history does not say)."""
-    for entry in dt.history(limit=50):
-        if entry.get("dataferry.job_uuid") and appid.endswith(entry["dataferry.job_uuid"]):
-            return int(entry.get("version", dt.version()))
-    return dt.version()
+        return {"table_version": version_of(done, appid) if done is not None else None}

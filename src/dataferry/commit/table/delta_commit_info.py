@@ -134,3 +134,34 @@ def post_commit_properties(config: Any) -> Any:
         create_checkpoint=True if config.create_checkpoint is None else config.create_checkpoint,
         cleanup_expired_logs=config.cleanup_expired_logs,
     )
+
+
+# a job's mode -> deltalake's save mode when its transaction creates the table (the log
+# then says ErrorIfExists/Append/Overwrite, as deltalake's own writes do)
+CREATE_MODES = {
+    "error": "error",
+    "append": "append",
+    "overwrite": "overwrite",
+    "overwrite-partitions": "overwrite",
+}
+
+
+def app_id(job: JobContext) -> str:
+    """The job's application id in the table's `txn` actions."""
+    return f"dataferry-{job.job_uuid}"
+
+
+def is_conflict(error: BaseException) -> bool:
+    """A commit another writer's commit made invalid (tried again, for an append)."""
+    from deltalake.exceptions import CommitFailedError
+
+    return isinstance(error, CommitFailedError)
+
+
+def version_of(dt: Any, appid: str) -> int:
+    """The table version whose commit carries the job's app id (the latest commit's if the
+    history does not say)."""
+    for entry in dt.history(limit=50):
+        if entry.get("dataferry.job_uuid") and appid.endswith(entry["dataferry.job_uuid"]):
+            return int(entry.get("version", dt.version()))
+    return dt.version()
