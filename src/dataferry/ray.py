@@ -10,6 +10,7 @@ the committed tasks' messages, which the coordinator keeps, and `on_write_failed
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -21,7 +22,7 @@ from .commit.job.commit import record_job_driver
 from .commit.protocol import JobContext
 from .dataset.formats import check_writer
 from .dataset.options import WriteOptions, translate
-from .dataset.tables import delta_table_exists, delta_write
+from .dataset.tables import delta_table_exists, delta_write, resolved
 from .dataset.task import TaskWriter
 from .dataset.write import WriteResult, committer_write_options, prepare_write
 from .dataset.write import write_result as _write_result  # on_write_complete has Ray's name
@@ -343,6 +344,10 @@ class DeltaDatasink(CommitDatasink):
         self.ignored = self.delta.ignore and delta_table_exists(self.delta)
         if self.ignored:
             return
+        if not self.delta.partition_given:  # deltalake's: an existing table's partitioning
+            self.delta = resolved(self.delta)
+            self.partition_cols = self.delta.partition_by
+            self.request = dataclasses.replace(self.request, partition_by=self.delta.partition_by)
         try:
             super().on_write_start(schema)
         except DestinationError:
