@@ -245,10 +245,8 @@ def test_a_dask_frame_of_the_zoo_reads_back_as_deltalake_writes_it(tmp_path):
     import dataferry.dask
 
     # the columns pandas holds as numpy or Arrow types (Dask turns object columns to strings)
-    frame = type_zoo_pandas()[
-        ["id", PARTITION, "ts_ns", "ts_tz", "ts_utc", "u8", "u16", "u32", "u64", "i8", "f64"]
-        + ["cat", "s", "ls"]
-    ]
+    columns = ["id", PARTITION, "ts_ns", "ts_tz", "ts_utc", "u8", "u16", "u32", "u64"]
+    frame = type_zoo_pandas()[[*columns, "i8", "f64", "cat", "s", "ls"]]
     ddf = dd.from_pandas(frame, npartitions=2)
     dataferry.dask.write_deltalake(ddf, str(tmp_path / "ours"), partition_by=[PARTITION])
     deltalake.write_deltalake(str(tmp_path / "theirs"), frame, partition_by=[PARTITION])
@@ -256,3 +254,30 @@ def test_a_dask_frame_of_the_zoo_reads_back_as_deltalake_writes_it(tmp_path):
     theirs = pl.read_delta(str(tmp_path / "theirs")).sort("id")
     assert ours.schema == theirs.schema
     assert ours.equals(theirs)
+
+
+def test_a_partition_overwrite_keeps_the_empty_and_the_null_partition_apart(tmp_path):
+    """deltalake's own file list gives '' as null. Broken, overwriting the '' partition
+    leaves its old rows, and overwriting the null partition also deletes the '' one."""
+    t = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("part", pa.string())])
+    dataferry.write_dataset(
+        pa.table({"id": [0, 1, 2], "part": ["", None, "x"]}, schema=schema),
+        t,
+        committer="delta",
+        partition_by=["part"],
+    )
+
+    def overwrite(rows: dict) -> list[tuple]:
+        dataferry.write_dataset(
+            pa.table(rows, schema=schema),
+            t,
+            committer="delta",
+            partition_by=["part"],
+            mode="overwrite-partitions",
+        )
+        got = pl.read_delta(t).sort("id")
+        return list(zip(got["id"].to_list(), got["part"].to_list(), strict=True))
+
+    assert overwrite({"id": [10], "part": [""]}) == [(1, None), (2, "x"), (10, "")]
+    assert overwrite({"id": [20], "part": [None]}) == [(2, "x"), (10, ""), (20, None)]

@@ -37,6 +37,7 @@ from .delta_actions import (
     live_files_matching,
     log_partition_values,
     partition_types,
+    partition_value_of,
     remove_actions,
     written_filters,
 )
@@ -195,7 +196,7 @@ class DeltaCommitter(TableCommitter):
             rows = self.store.read_bytes(a["path"])
             t = pa.parquet.read_table(pa.BufferReader(rows))
             for c in parts:
-                value = a.get(f"partition.{c}")
+                value = partition_value_of(a, c)
                 t = t.append_column(c, pa.array([value] * t.num_rows, schema.field(c).type))
             pieces.append(t.select(schema.names).cast(schema))
         return pa.concat_tables(pieces) if pieces else schema.empty_table()

@@ -82,7 +82,7 @@ def remove_actions(dt: Any, partitions: Sequence[str]) -> list[Any]:
     now = int(time.time() * 1000)
     removes = []
     for a in actions:
-        raw = {c: _as_text(a.get(f"partition.{c}")) for c in columns}
+        raw = {c: _as_text(partition_value_of(a, c)) for c in columns}
         values = {c: log_partition_value(c, v, types[c]) for c, v in raw.items()}
         if any(all(values.get(k) == v for k, v in w.items()) for w in wanted):
             removes.append(RemoveAction(a["path"], True, now, a.get("size_bytes"), values))
@@ -116,11 +116,22 @@ def live_files_matching(dt: Any, terms: Sequence[Any], types: dict[str, pa.DataT
     found = []
     for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist():
         values = {
-            c: log_partition_value(c, _as_text(a.get(f"partition.{c}")), types[c]) for c in columns
+            c: log_partition_value(c, _as_text(partition_value_of(a, c)), types[c]) for c in columns
         }
         if matches(terms, values):
             found.append(a["path"])
     return found
+
+
+def partition_value_of(action: dict[str, Any], column: str) -> Any:
+    """A live file's partition value, from deltalake's flattened add actions. deltalake
+    gives the empty string as null; a `col=` directory (how deltalake and dataferry lay out
+    a '' partition) tells it apart from Hive's null directory, so an overwrite of the ''
+    partition does not take the null one, nor the reverse."""
+    value = action.get(f"partition.{column}")
+    if value is None and partition_values(action["path"]).get(column) == "":
+        return ""
+    return value
 
 
 def _as_text(value: Any) -> str | None:
