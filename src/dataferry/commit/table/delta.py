@@ -34,11 +34,11 @@ from .delta_actions import (
     add_action,
     add_new_columns,
     check_log_schema,
-    live_files_matching,
     log_partition_values,
     partition_types,
     partition_value_of,
     remove_actions,
+    removes_matching,
     written_filters,
 )
 from .delta_commit_info import (
@@ -383,14 +383,17 @@ class DeltaCommitter(TableCommitter):
         if dt is not None and mode == "overwrite-partitions":
             removes = remove_actions(dt, plan["table"].get("partitions", []))
         removed = len(removes)
-        filters = None
-        if dt is not None and mode == "overwrite" and self.config.predicate:
+        filters = None  # a replace where as deltalake's partition filters
+        replace_where = dt is not None and mode == "overwrite" and bool(self.config.predicate)
+        if replace_where:
             table_types = partition_types(
                 pa.schema(dt.schema().to_arrow()), list(dt.metadata().partition_columns)
             )
             terms = normalized(parse(self.config.predicate), table_types)
-            filters = partition_filters(terms)
-            removed = len(live_files_matching(dt, terms, table_types))
+            removes = removes_matching(dt, terms, table_types)
+            removed = len(removes)
+            if not any(v == "" for t in terms for v in t.values):  # deltalake reads '' as null
+                filters = partition_filters(terms)
         elif dt is not None and mode == "overwrite":
             removed = len(self.table_files())
         metrics = Metrics(
@@ -435,7 +438,7 @@ class DeltaCommitter(TableCommitter):
             if mode == "overwrite" and schema is not None:
                 table_schema = Schema.from_arrow(schema)
             try:
-                if mode == "overwrite":
+                if mode == "overwrite" and (not replace_where or filters):
                     dt.create_write_transaction(
                         adds,
                         "overwrite",

@@ -110,17 +110,21 @@ def written_filters(dt: Any, partitions: Sequence[str]) -> list[tuple[str, str, 
     return [(c, "in", values) for c, values in zip(columns, per_column, strict=True)]
 
 
-def live_files_matching(dt: Any, terms: Sequence[Any], types: dict[str, pa.DataType]) -> list[str]:
-    """The live files whose partition values satisfy a predicate's terms."""
-    columns = list(types)
-    found = []
+def removes_matching(dt: Any, terms: Sequence[Any], types: dict[str, pa.DataType]) -> list[Any]:
+    """Remove actions for the live files whose partition values satisfy a predicate's
+    terms (a replace where)."""
+    from deltalake.transaction import RemoveAction
+
+    now = int(time.time() * 1000)
+    removes = []
     for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist():
         values = {
-            c: log_partition_value(c, _as_text(partition_value_of(a, c)), types[c]) for c in columns
+            c: log_partition_value(c, _as_text(partition_value_of(a, c)), t)
+            for c, t in types.items()
         }
         if matches(terms, values):
-            found.append(a["path"])
-    return found
+            removes.append(RemoveAction(a["path"], True, now, a.get("size_bytes"), values))
+    return removes
 
 
 def partition_value_of(action: dict[str, Any], column: str) -> Any:
