@@ -8,10 +8,17 @@ error, the committer asks the table `transaction_version(appId)`, so a commit wh
 was lost is found in the log and never applied twice (delta-rs itself accepts the same txn
 twice: delta-io/delta-rs#2580).
 
-Modes: `append`; `overwrite` (remove actions for every live file, in the same transaction);
-`overwrite-partitions` (remove actions for the live files of the partitions the job wrote,
-Delta's partition overwrite); `error` (refuse a table that exists). A table that does not
-exist is created by the job's transaction, with the data's schema and partition columns.
+Modes: `append`; `overwrite` (remove actions for every live file, in the same transaction;
+with a `predicate`, for the partitions it selects); `overwrite-partitions` (the live files of
+the partitions the job wrote, Delta's partition overwrite); `error` (refuse a table that
+exists). A table that does not exist is created by the job's transaction, with the data's
+schema and partition columns.
+
+Around the transaction: the data's types as deltalake keeps them, in the files and the log
+alike (`delta_types`, through the `file_columns` hook the tasks' writers call); the log
+checked whole before anything is written and before the commit is decided (`delta_log`); the
+actions (`delta_actions`), a replace where's predicate (`delta_predicate`) and what the
+commit says of itself (`delta_commit_info`) in modules of their own.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """What a Delta job's transaction says about itself in the log, as deltalake's own writes say
 it: the commit's `commitInfo` (operationMetrics with deltalake's names, clientVersion naming
 dataferry, the caller's custom metadata beside the job's own keys), the caller's application
-transactions beside the job's, and deltalake's post-commit hooks.
+transactions beside the job's, and deltalake's post-commit hooks; and the job's identity in
+the table: its application id, the save mode of a transaction that creates the table, what
+counts as a conflict, and the version its transaction made.
 
 delta-rs generates `operation`, `operationParameters` and `engineInfo` itself (its Python
 transaction API refuses them as custom metadata), so those say what delta-rs' transaction
