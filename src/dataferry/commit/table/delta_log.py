@@ -33,7 +33,8 @@ LAST_CHECKPOINT = f"{LOG_DIR}/_last_checkpoint"
 MAX_COMMIT_BYTES = 512 << 20
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d+\.\d+|\.[^.]+)?\.parquet$")
+# classic, multi-part (`.0000000001.0000000003`) and V2 (`.<uuid>`, Parquet or JSON) checkpoints
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d+\.\d+|\.[^.]+)?\.(?:parquet|json)$")
 ACTIONS = frozenset(
     {
         "add",
@@ -128,6 +129,8 @@ def check_checkpoints(store: Store, checkpoints: Sequence[FileStatus], entries) 
     for c in checkpoints:
         if int(_CHECKPOINT.match(c.name).group(1)) != newest:  # type: ignore[union-attr]
             continue
+        if not c.name.endswith(".parquet"):
+            continue  # a V2 checkpoint's JSON form: deltalake reads and names it itself
         try:
             read_footer(store, c.path)
         except CommitError as e:
