@@ -7,7 +7,8 @@ driver, before any task) and again before its commit is decided, the log is read
 store:
 
     every `_delta_log/<N>.json`       not empty (from the listing: no read)
-    the latest one                    every line a JSON object holding one Delta action
+    the latest one                    every line a JSON object holding one Delta action (an
+                                      object under one action name)
     `_last_checkpoint`, if readable   the checkpoint it names is there
     the newest checkpoint             a whole Parquet file (its footer reads)
 
@@ -100,9 +101,18 @@ def check_commit(store: Store, entry: FileStatus) -> None:
                 entry.path,
                 f"line {number} is not JSON ({e}): the file is truncated or overwritten",
             ) from None
-        if not isinstance(action, dict) or len(action) != 1 or not ACTIONS.issuperset(action):
+        if not _is_action(action):
             keys = ", ".join(action) if isinstance(action, dict) else type(action).__name__
             raise damaged(store, entry.path, f"line {number} is not a Delta action ({keys})")
+
+
+def _is_action(action: object) -> bool:
+    """One key naming an action, holding an object (an action a later protocol adds is
+    taken by its shape: the reader that knows it judges it)."""
+    if not isinstance(action, dict) or len(action) != 1:
+        return False
+    (name, body), *_ = action.items()
+    return isinstance(body, dict) and (name in ACTIONS or name[:1].islower())
 
 
 def check_checkpoints(store: Store, checkpoints: Sequence[FileStatus], entries) -> None:
