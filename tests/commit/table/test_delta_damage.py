@@ -180,3 +180,22 @@ def test_a_v2_checkpoint_in_json_is_a_checkpoint_the_hint_may_name(tmp_path):
     t, checkpoint = checkpointed(tmp_path)
     checkpoint.rename(checkpoint.with_name(f"{1:020d}.checkpoint.{'a' * 8}-uuid.json"))
     assert check_log(open_store(str(t))) == 1
+
+
+def test_deltalakes_error_at_the_commit_names_the_table_and_its_latest_commit(
+    tmp_path, monkeypatch
+):
+    """Whatever deltalake raises committing the transaction (here: made to fail, with the
+    Rust backtrace its errors carry) is given with the table and the commit it was to
+    follow, on one line. Broken, the raw deltalake message, backtrace and all."""
+    t = table(tmp_path)
+
+    def refuse(*args, **kwargs):
+        raise deltalake.exceptions.DeltaError("Generic error: no\n   0: <unknown>\n   1: <unknown>")
+
+    monkeypatch.setattr(deltalake.DeltaTable, "create_write_transaction", refuse)
+    with pytest.raises(DataferryError) as caught:
+        WRITES["write_dataset"](t)
+    text = str(caught.value)
+    assert f"Delta table {t.as_uri()} did not take the job's transaction" in text
+    assert f"{1:020d}.json" in text and "<unknown>" not in text

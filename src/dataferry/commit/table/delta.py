@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet
 
-from ...errors import ConfigError, DestinationError, TableCommitConflict
+from ...errors import ConfigError, DataferryError, DestinationError, TableCommitConflict
 from ...store import Store
 from ..job.partitions import partitions_of
 from ..protocol import JobContext, StageContext, TaskAttemptContext
@@ -58,12 +58,11 @@ from .delta_commit_info import (
     post_commit_properties,
     version_of,
 )
-from .delta_log import LOG_DIR, check_log, latest_commit_file
+from .delta_log import LOG_DIR, check_log, refused, unreadable
 from .delta_predicate import check_columns, matches, normalized, parse, partition_filters
 from .delta_types import (
     check_types,
     file_schema,
-    first_line,
     log_schema,
     log_type,
     to_files,
@@ -158,7 +157,7 @@ class DeltaCommitter(TableCommitter):
         try:
             return DeltaTable(uri, version=version, storage_options=options or None)
         except Exception as e:
-            raise self.unreadable(e) from e
+            raise unreadable(self.store, self.latest_version, e) from e
 
     def table_exists(self) -> bool:
         from deltalake import DeltaTable
@@ -170,16 +169,7 @@ class DeltaCommitter(TableCommitter):
         try:
             return DeltaTable.is_deltatable(uri, storage_options=options or None)
         except Exception as e:
-            raise self.unreadable(e) from e
-
-    def unreadable(self, error: BaseException) -> DestinationError:
-        """deltalake's error reading the table, naming the table and its latest commit."""
-        latest = self.store.full_url(latest_commit_file(self.latest_version))
-        return DestinationError(
-            f"Delta table {self.store.full_url()} cannot be read (its latest commit: {latest})"
-            f": {first_line(error)}; dataferry writes nothing on top of a version it cannot "
-            "read"
-        )
+            raise unreadable(self.store, self.latest_version, e) from e
 
     def table_files(self) -> list[str]:
         dt = self.table()
@@ -345,7 +335,14 @@ class DeltaCommitter(TableCommitter):
 
         def commit() -> dict[str, Any]:
             attempt = next(tries)
-            return self._commit(job, intent.mode, appid, facts, schema, partition_by, plan, attempt)
+            try:
+                return self._commit(
+                    job, intent.mode, appid, facts, schema, partition_by, plan, attempt
+                )
+            except Exception as e:
+                if isinstance(e, DataferryError) or is_conflict(e):
+                    raise
+                raise refused(self.store, self.latest_version, e) from e
 
         retries = self.config.commit_retries if intent.mode == "append" else 0
         result, _ = commit_exactly_once(

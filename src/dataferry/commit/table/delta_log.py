@@ -23,9 +23,10 @@ import json
 import re
 from collections.abc import Sequence
 
-from ...errors import CommitError, TableDamaged
+from ...errors import CommitError, DestinationError, TableDamaged
 from ...store import Store, paths
 from ...store.types import FileStatus
+from .delta_types import first_line
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = f"{LOG_DIR}/_last_checkpoint"
@@ -171,3 +172,21 @@ def _after_url(text: str) -> str:
 def latest_commit_file(version: int | None) -> str:
     """The commit file of a version (the log directory if there is none)."""
     return LOG_DIR if version is None else paths.join(LOG_DIR, f"{version:020d}.json")
+
+
+def unreadable(store: Store, latest: int | None, error: BaseException) -> DestinationError:
+    """deltalake's error reading the table, naming the table and its latest commit."""
+    return DestinationError(
+        f"Delta table {store.full_url()} cannot be read (its latest commit: "
+        f"{store.full_url(latest_commit_file(latest))}): {first_line(error)}; dataferry "
+        "writes nothing on top of a version it cannot read"
+    )
+
+
+def refused(store: Store, latest: int | None, error: BaseException) -> DestinationError:
+    """deltalake's error committing a job's transaction, naming the table and the latest
+    commit the transaction was to follow."""
+    return DestinationError(
+        f"Delta table {store.full_url()} did not take the job's transaction (its latest "
+        f"commit: {store.full_url(latest_commit_file(latest))}): {first_line(error)}"
+    )
