@@ -95,6 +95,15 @@ class DestinationError(CommitError):
     """The destination cannot be written: it is a file, is not writable, or is not empty."""
 
 
+class TableDamaged(DestinationError):
+    """A table's own metadata (a log entry, a checkpoint, a properties file) cannot be read
+    whole: nothing is written on top of it. `path` is the damaged file, store-relative."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class TaskCommitError(CommitError):
     pass
 

@@ -10,6 +10,7 @@ the committed tasks' messages, which the coordinator keeps, and `on_write_failed
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -21,7 +22,7 @@ from .commit.job.commit import record_job_driver
 from .commit.protocol import JobContext
 from .dataset.formats import check_writer
 from .dataset.options import WriteOptions, translate
-from .dataset.tables import delta_table_exists, delta_write
+from .dataset.tables import delta_table_exists, delta_write, resolved
 from .dataset.task import TaskWriter
 from .dataset.write import WriteResult, committer_write_options, prepare_write
 from .dataset.write import write_result as _write_result  # on_write_complete has Ray's name
@@ -284,8 +285,9 @@ class DeltaDatasink(CommitDatasink):
     ``mode``: ``"error"`` (default), ``"append"``, ``"overwrite"`` or ``"ignore"`` (write
     nothing if the table exists). ``table_uri``: a path, an ``s3://`` URL or a
     ``deltalake.DeltaTable``; ``storage_options``: deltalake's. ``partition_cols`` (Ray's
-    name) or ``partition_by``; ``min_rows_per_write`` and ``**writer_options`` as in
-    `CommitDatasink`. ``result`` is None after an ignored write.
+    name) or ``partition_by``; ``predicate``, ``writer_properties``, ``commit_properties``
+    and ``post_commithook_properties`` as deltalake's; ``min_rows_per_write`` and
+    ``**writer_options`` as in `CommitDatasink`. ``result`` is None after an ignored write.
     """
 
     def __init__(
@@ -302,6 +304,10 @@ class DeltaDatasink(CommitDatasink):
         min_rows_per_write: int | None = None,
         committer_options: dict[str, Any] | None = None,
         partition_by: Sequence[str] | None = None,
+        predicate: str | None = None,
+        writer_properties: Any = None,
+        commit_properties: Any = None,
+        post_commithook_properties: Any = None,
         **writer_options: Any,
     ) -> None:
         if partition_cols is not None and partition_by is not None:
@@ -316,6 +322,10 @@ class DeltaDatasink(CommitDatasink):
             configuration=configuration,
             schema_mode=schema_mode,
             committer_options=committer_options,
+            predicate=predicate,
+            writer_properties=writer_properties,
+            commit_properties=commit_properties,
+            post_commithook_properties=post_commithook_properties,
         )
         given = self.delta.arguments()
         super().__init__(
@@ -323,7 +333,7 @@ class DeltaDatasink(CommitDatasink):
             partition_cols=given.pop("partition_by"),
             min_rows_per_write=min_rows_per_write,
             **given,
-            **writer_options,
+            **{**self.delta.writer_options, **writer_options},
         )
         self.ignored = False
 
@@ -334,6 +344,10 @@ class DeltaDatasink(CommitDatasink):
         self.ignored = self.delta.ignore and delta_table_exists(self.delta)
         if self.ignored:
             return
+        if not self.delta.partition_given:  # deltalake's: an existing table's partitioning
+            self.delta = resolved(self.delta)
+            self.partition_cols = self.delta.partition_by
+            self.request = dataclasses.replace(self.request, partition_by=self.delta.partition_by)
         try:
             super().on_write_start(schema)
         except DestinationError:

@@ -80,6 +80,9 @@ class WriteOptions:
         the writers are half of it behind (retries read the rows from the local spill).
     keep_partition_columns: data files hold their partition columns as well as the
         `col=value` directories (set from the committer: Iceberg and Hudi tables need them).
+    keep_empty_partition_values: an empty string partition value gets a `col=` directory of
+        its own instead of Hive's null directory (set from the committer: Delta keeps ''
+        apart from null, as deltalake does).
     """
 
     format: str = "parquet"
@@ -92,6 +95,7 @@ class WriteOptions:
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     max_memory: int = DEFAULT_MAX_MEMORY
     keep_partition_columns: bool = False
+    keep_empty_partition_values: bool = False
 
     def __post_init__(self) -> None:
         if self.format not in FORMAT_OPTION_NAMES:

@@ -111,24 +111,29 @@ def check_directory(
     )
 
 
-def escape_value(value: object) -> str:
+def escape_value(value: object, keep_empty: bool = False) -> str:
+    """A value as a directory name's text: Hive's null directory for None, and for '' too
+    unless `keep_empty` (a format that keeps '' apart from null: Delta, as deltalake)."""
     if value is None:
         return NULL_PARTITION
     text = str(value)
     if text == "":
-        return NULL_PARTITION
+        return "" if keep_empty else NULL_PARTITION
     return "".join(f"%{ord(c):02X}" if c in _ESCAPE or ord(c) < 0x20 else c for c in text)
 
 
 def partition_dir(
-    columns: Sequence[str], values: Sequence[object], limits: NameLimits | None = None
+    columns: Sequence[str],
+    values: Sequence[object],
+    limits: NameLimits | None = None,
+    keep_empty: bool = False,
 ) -> str:
     """`c1=v1/c2=v2`, each value escaped; a ConfigError (naming the column and the value)
     when a name would pass the destination's limits (`limits`; default: 255 bytes a name)."""
     limits = limits or _DEFAULT_LIMITS
     names = []
     for c, v in zip(columns, values, strict=True):
-        name = f"{c}={escape_value(v)}"
+        name = f"{c}={escape_value(v, keep_empty)}"
         check_name(c, v, name, limits)
         names.append(name)
     directory = "/".join(names)
@@ -182,6 +187,7 @@ def partition_rows(
     columns: Sequence[str],
     limits: NameLimits | None = None,
     keep: bool = False,
+    keep_empty: bool = False,
 ) -> list[tuple[str, Rows]]:
     """(partition directory, its rows without the partition columns unless `keep`) for each
     partition, in one sort of the whole table; the rows are gathered later (`Rows.gather`).
@@ -192,7 +198,7 @@ def partition_rows(
     order, starts, ends = _partition_order(table, columns)
     data = table if keep else table.drop_columns(list(columns))
     return [
-        (_directory(table, columns, int(order[s]), limits), Rows(data, order[s:e]))
+        (_directory(table, columns, int(order[s]), limits, keep_empty), Rows(data, order[s:e]))
         for s, e in zip(starts, ends, strict=True)
     ]
 
@@ -202,6 +208,7 @@ def split_by_partition(
     columns: Sequence[str],
     limits: NameLimits | None = None,
     keep: bool = False,
+    keep_empty: bool = False,
 ) -> Iterator[tuple[str, pa.Table]]:
     """Yield (partition directory, rows without the partition columns unless `keep`) for
     each partition (a directory the destination cannot hold, by `limits`, is a ConfigError)."""
@@ -215,7 +222,8 @@ def split_by_partition(
     # one gather into partition order, then zero-copy slices (not one gather per partition)
     data = (table if keep else table.drop_columns(list(columns))).take(pa.array(order))
     for s, e in zip(starts, ends, strict=True):
-        yield _directory(table, columns, int(order[s]), limits), data.slice(int(s), int(e - s))
+        directory = _directory(table, columns, int(order[s]), limits, keep_empty)
+        yield directory, data.slice(int(s), int(e - s))
 
 
 def _check_columns(table: pa.Table, columns: Sequence[str]) -> None:
@@ -228,10 +236,14 @@ def _check_columns(table: pa.Table, columns: Sequence[str]) -> None:
 
 
 def _directory(
-    table: pa.Table, columns: Sequence[str], row: int, limits: NameLimits | None = None
+    table: pa.Table,
+    columns: Sequence[str],
+    row: int,
+    limits: NameLimits | None = None,
+    keep_empty: bool = False,
 ) -> str:
     first = table.select(list(columns)).slice(row, 1).to_pylist()[0]
-    return partition_dir(columns, [first[c] for c in columns], limits)
+    return partition_dir(columns, [first[c] for c in columns], limits, keep_empty)
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:

@@ -70,7 +70,14 @@ def plan_tasks(
         raise ConfigError(f"tasks must be an integer >= 1, got {tasks!r}")
     run = SizingRun(logger=log, label="write plan")
     run.figures.update(rows=table.num_rows, workers=workers)
-    pieces = split_partitions(run, table, partition_by, limits, options.keep_partition_columns)
+    pieces = split_partitions(
+        run,
+        table,
+        partition_by,
+        limits,
+        options.keep_partition_columns,
+        options.keep_empty_partition_values,
+    )
     if tasks is not None:
         planned = equal_row_ranges(run, pieces, tasks)
     else:
@@ -96,10 +103,11 @@ def split_partitions(
     partition_by: tuple[str, ...],
     limits: NameLimits | None = None,
     keep: bool = False,
+    keep_empty: bool = False,
 ) -> list[Piece]:
     """Stage 1: the table's rows by partition directory (one sort)."""
     if partition_by:
-        pieces: list[Piece] = list(partition_rows(table, partition_by, limits, keep))
+        pieces: list[Piece] = list(partition_rows(table, partition_by, limits, keep, keep_empty))
     else:
         pieces = [("", table)] if table.num_rows else []
     run.figures["partitions"] = len(pieces)

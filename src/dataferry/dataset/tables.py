@@ -11,7 +11,17 @@ deltalake's vocabulary, and what it becomes:
                     to deltalake as they are, and, for an `s3://` table, to the store in
                     s3fs's names (key, secret, token, endpoint_url, region)
     name, description, configuration, schema_mode
-                    the Delta committer's options (`DeltaConfig`)
+                    the Delta committer's options (`DeltaConfig`); schema_mode "overwrite"
+                    (with mode "overwrite") replaces the table's schema and partitioning
+    partition_by    None: an existing table's partitioning (as deltalake takes it)
+    predicate       with mode "overwrite": replace where, on partition columns (the files
+                    of the partitions it selects are replaced; every row written must
+                    match it)
+    writer_properties, commit_properties, post_commithook_properties
+                    deltalake's objects, read by `delta_args.py` into the Parquet writer's
+                    and the committer's options
+    target_file_size
+                    write_dataset's own (bytes, as deltalake's)
 
 The Dask and Ray forms (`dataferry.dask.write_deltalake`, `dataferry.ray.DeltaDatasink`)
 translate through `delta_write` too.
@@ -21,10 +31,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, DestinationError
+from .delta_args import commit_options, post_commit_options, writer_options
 
 R = TypeVar("R")
 
@@ -61,6 +72,8 @@ class DeltaWrite:
     partition_by: tuple[str, ...] = ()
     storage_options: dict[str, Any] | None = None
     committer_options: dict[str, Any] = field(default_factory=dict)
+    writer_options: dict[str, Any] = field(default_factory=dict)
+    partition_given: bool = True  # False: the table's own partitioning, if it exists
 
     def arguments(self) -> dict[str, Any]:
         """The keyword arguments of `write_dataset` (and of the engines' forms of it)."""
@@ -84,13 +97,28 @@ def delta_write(
     configuration: Mapping[str, str | None] | None = None,
     schema_mode: str | None = None,
     committer_options: Mapping[str, Any] | None = None,
+    predicate: str | None = None,
+    writer_properties: Any = None,
+    commit_properties: Any = None,
+    post_commithook_properties: Any = None,
 ) -> DeltaWrite:
     """deltalake's arguments as a `DeltaWrite` (ConfigError for one it does not take)."""
     if mode not in DELTA_MODES:
         raise ConfigError(f"unknown mode {mode!r}; use one of {', '.join(DELTA_MODES)}")
+    if predicate is not None and mode != "overwrite":
+        raise ConfigError(
+            f"predicate= replaces the rows it selects, which only mode='overwrite' does (as in "
+            f"deltalake), not mode={mode!r}"
+        )
     uri, table_options = table_uri(table_or_uri)
     delta_options = dict(storage_options if storage_options is not None else table_options)
-    options: dict[str, Any] = dict(committer_options or {})
+    options: dict[str, Any] = {
+        **commit_options(commit_properties),
+        **post_commit_options(post_commithook_properties),
+        **dict(committer_options or {}),
+    }
+    if predicate is not None:
+        options["predicate"] = predicate
     if delta_options:
         options["storage_options"] = {str(k): str(v) for k, v in delta_options.items()}
     if name is not None:
@@ -109,6 +137,8 @@ def delta_write(
         partition_by=parts,
         storage_options=store_options(uri, delta_options),
         committer_options=options,
+        writer_options=writer_options(writer_properties),
+        partition_given=partition_by is not None,
     )
 
 
@@ -154,11 +184,33 @@ def delta_table_exists(spec: DeltaWrite) -> bool:
     return bool(committer.table_exists())
 
 
+def table_partitioning(spec: DeltaWrite) -> tuple[str, ...] | None:
+    """The partition columns of the table at the write's destination (None: no table)."""
+    from ..commit.factory import make_committer
+    from .write import open_destination
+
+    store = open_destination(spec.dest, None, spec.storage_options)
+    committer = make_committer("delta", store, mode="append", **spec.committer_options)
+    table = committer.table()
+    return None if table is None else tuple(table.metadata().partition_columns)
+
+
+def resolved(spec: DeltaWrite) -> DeltaWrite:
+    """The write with deltalake's defaults that depend on the table: no partition_by given
+    takes an existing table's partitioning (except where schema_mode="overwrite" replaces
+    it, where deltalake too keeps it unless told)."""
+    if spec.partition_given:
+        return spec
+    parts = table_partitioning(spec)
+    return spec if parts is None else replace(spec, partition_by=parts, partition_given=True)
+
+
 def run_delta_write(spec: DeltaWrite, write: Callable[..., R]) -> R | None:
     """`write(**spec.arguments())`, or None for mode "ignore" on a table that exists (also
     when the table appeared while the write ran: its job then found it and wrote nothing)."""
     if spec.ignore and delta_table_exists(spec):
         return None
+    spec = resolved(spec)
     try:
         return write(**spec.arguments())
     except DestinationError:
@@ -178,6 +230,10 @@ def write_deltalake(
     description: str | None = None,
     configuration: Mapping[str, str | None] | None = None,
     schema_mode: str | None = None,
+    predicate: str | None = None,
+    writer_properties: Any = None,
+    commit_properties: Any = None,
+    post_commithook_properties: Any = None,
     engine: Any = None,
     **options: Any,
 ) -> Any:
@@ -194,19 +250,29 @@ def write_deltalake(
         What `dataferry.write_dataset` takes: a pyarrow Table, RecordBatchReader or
         dataset, a pandas or polars DataFrame, an Arrow stream, ...
     partition_by
-        The table's partition columns (when the job creates it; an existing table's must
-        be given as they are).
+        The table's partition columns when the job creates it; None takes an existing
+        table's (as deltalake), others must be the table's (or replace them with
+        ``schema_mode="overwrite"``).
     mode
         ``"error"`` (default: refuse a table that exists), ``"append"``, ``"overwrite"``
         (one transaction removing every live file, adding the job's), ``"ignore"`` (write
         nothing if the table exists).
+    predicate
+        With ``mode="overwrite"``: replace only the rows it selects (deltalake's replace
+        where), a conjunction of ``col = literal`` / ``col IN (...)`` on partition columns;
+        every row written must match it.
+    writer_properties, commit_properties, post_commithook_properties
+        deltalake's objects: the Parquet writer's options; custom metadata kept in the
+        commit's ``commitInfo``, ``max_commit_retries``, application transactions kept beside
+        the job's own; the post-commit hooks (checkpoints, log cleanup).
     storage_options
         deltalake's (object_store's) options, for an ``s3://`` table also given to
         dataferry's store in s3fs's names.
     name, description, configuration
         The table's metadata when the job creates it.
     schema_mode
-        None (refuse data whose schema differs from the table's) or ``"merge"``.
+        None (refuse data whose schema differs from the table's), ``"merge"`` (add new
+        columns) or ``"overwrite"`` (with ``mode="overwrite"``: replace the schema).
     engine
         The engine of `dataferry.write_dataset` (None: the embedded engine on threads).
     **options
@@ -231,9 +297,14 @@ def write_deltalake(
         configuration=configuration,
         schema_mode=schema_mode,
         committer_options=options.pop("committer_options", None),
+        predicate=predicate,
+        writer_properties=writer_properties,
+        commit_properties=commit_properties,
+        post_commithook_properties=post_commithook_properties,
     )
+    loose = {**spec.writer_options, **options}
     return run_delta_write(
-        spec, lambda **given: write_dataset(data, spec.dest, engine=engine, **given, **options)
+        spec, lambda **given: write_dataset(data, spec.dest, engine=engine, **given, **loose)
     )
 
 
@@ -253,9 +324,10 @@ def write_deltalake_frame(
     from .options import translate
 
     names = {"partition_by", "mode", "storage_options", "name", "description"}
-    names |= {"configuration", "schema_mode", "committer_options"}
+    names |= {"configuration", "schema_mode", "committer_options", "predicate"}
+    names |= {"writer_properties", "commit_properties", "post_commithook_properties"}
     spec = delta_write(table_or_uri, **{k: v for k, v in delta.items() if k in names})
-    loose = {k: v for k, v in delta.items() if k not in names}
+    loose = {**spec.writer_options, **{k: v for k, v in delta.items() if k not in names}}
 
     def write(**given: Any) -> Any:
         request = translate(

@@ -159,7 +159,11 @@ class TaskWriter:
         started = time.perf_counter()
         pieces = list(
             split_by_partition(
-                table, self.partition_by, self.limits, self.options.keep_partition_columns
+                table,
+                self.partition_by,
+                self.limits,
+                self.options.keep_partition_columns,
+                self.options.keep_empty_partition_values,
             )
         )
         self.stats.split_s += time.perf_counter() - started

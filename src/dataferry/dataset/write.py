@@ -298,9 +298,11 @@ def check_existing_data(
 
 def committer_write_options(options: WriteOptions, committer: Committer) -> WriteOptions:
     """The write's options as its committer needs its files (a table's partition columns
-    kept in the files)."""
+    kept in the files, an empty partition value kept apart from null)."""
     if committer.keeps_partition_columns and not options.keep_partition_columns:
-        return dataclasses.replace(options, keep_partition_columns=True)
+        options = dataclasses.replace(options, keep_partition_columns=True)
+    if committer.keeps_empty_partition_values and not options.keep_empty_partition_values:
+        options = dataclasses.replace(options, keep_empty_partition_values=True)
     return options
 
 

@@ -33,9 +33,10 @@ from .stage import StageContext
 
 @dataclass(frozen=True)
 class FileColumns:
-    """Columns a committer's data files hold besides the data's (Hudi's meta columns):
-    `schema`, the Arrow schema to open the file with, and `prepend(rows, first_row)`, the
-    rows of the file from row `first_row` on with those columns added."""
+    """Columns a committer's data files hold besides the data's (Hudi's meta columns), or the
+    data's as the format stores them (Delta's types): `schema`, the Arrow schema to open the
+    file with, and `prepend(rows, first_row)`, the rows of the file from row `first_row` on
+    as the file holds them (those columns added, the values converted)."""
 
     schema: Any
     prepend: Callable[[Any, int], Any]
@@ -113,6 +114,9 @@ class CommitterHooks(ABC):
     # True where the data files must hold their partition columns too (Iceberg, Hudi), not
     # only the `col=value` directories
     keeps_partition_columns = False
+    # True where an empty string partition value is kept apart from null, in a `col=`
+    # directory of its own (Delta, as deltalake), not in Hive's null directory
+    keeps_empty_partition_values = False
 
     def prepare_input(self, schema: Any, partition_by: Sequence[str]) -> None:
         """Told the data's Arrow schema and partition columns on the driver before any task
@@ -123,7 +127,8 @@ class CommitterHooks(ABC):
         self, task: TaskAttemptContext, relpath: str, schema: Any
     ) -> FileColumns | None:
         """Columns the data file `relpath` (of Arrow schema `schema`) must hold besides the
-        data's, asked once per file before it is opened; None (the default): none."""
+        data's, or its columns converted to the format's types, asked once per file before it
+        is opened; None (the default): the rows as they are."""
         return None
 
     def attempt_path(self, task: TaskAttemptContext, relpath: str) -> str:

@@ -8,16 +8,21 @@ error, the committer asks the table `transaction_version(appId)`, so a commit wh
 was lost is found in the log and never applied twice (delta-rs itself accepts the same txn
 twice: delta-io/delta-rs#2580).
 
-Modes: `append`; `overwrite` (remove actions for every live file, in the same transaction);
-`overwrite-partitions` (remove actions for the live files of the partitions the job wrote,
-Delta's partition overwrite); `error` (refuse a table that exists). A table that does not
-exist is created by the job's transaction, with the data's schema and partition columns.
+Modes: `append`; `overwrite` (remove actions for every live file, in the same transaction;
+with a `predicate`, for the partitions it selects); `overwrite-partitions` (the live files of
+the partitions the job wrote, Delta's partition overwrite); `error` (refuse a table that
+exists). A table that does not exist is created by the job's transaction, with the data's
+schema and partition columns.
+
+Around the transaction: the data's types as deltalake keeps them, in the files and the log
+alike (`delta_types`, through the `file_columns` hook the tasks' writers call); the log
+checked whole before anything is written and before the commit is decided (`delta_log`); the
+actions (`delta_actions`), a replace where's predicate (`delta_predicate`) and what the
+commit says of itself (`delta_commit_info`) in modules of their own.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,19 +30,48 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet
 
-from ...errors import ConfigError, DestinationError, TableCommitConflict
+from ...errors import ConfigError, DataferryError, DestinationError, TableCommitConflict
 from ...store import Store
 from ..job.partitions import partitions_of
-from ..protocol import JobContext, StageContext
+from ..protocol import JobContext, StageContext, TaskAttemptContext
+from ..protocol.hooks import FileColumns
 from ..records.intent import Intent
 from .base import TableCommitter, TableConfig
+from .delta_actions import (
+    add_action,
+    add_new_columns,
+    check_log_schema,
+    log_partition_values,
+    partition_types,
+    partition_value_of,
+    remove_actions,
+    removes_matching,
+    written_filters,
+)
+from .delta_commit_info import (
+    CREATE_MODES,
+    Metrics,
+    app_id,
+    check_custom_metadata,
+    commit_properties,
+    is_conflict,
+    post_commit_properties,
+    version_of,
+)
+from .delta_log import LOG_DIR, check_log, refused, unreadable
+from .delta_predicate import check_columns, matches, normalized, parse, partition_filters
+from .delta_types import (
+    check_types,
+    file_schema,
+    log_schema,
+    log_type,
+    to_files,
+)
 from .footers import FileFacts
-from .layout import partition_values
+from .layout import partition_dir
 from .location import table_location
 from .schemas import check_same_schema
 from .transact import commit_exactly_once
-
-LOG_DIR = "_delta_log"
 
 
 @dataclass(frozen=True)
@@ -48,8 +82,18 @@ class DeltaConfig(TableConfig):
         them for (merged over those of an `s3://` store).
     name, description, configuration: the table's, when the job creates it
         (`write_deltalake(name=, description=, configuration=)`).
-    schema_mode: None refuses data whose schema differs from the table's (deltalake's
-        default); "merge" adds the data's new columns to the table's schema.
+    schema_mode: None refuses data whose schema or partitioning differs from the table's
+        (deltalake's default, also for an overwrite); "merge" adds the data's new columns to
+        the table's schema; "overwrite" (with mode="overwrite" only) replaces the table's
+        schema and partitioning.
+    custom_metadata: kept in the commit's `commitInfo`, beside the job's own keys
+        (deltalake's `CommitProperties(custom_metadata=)`).
+    app_transactions: (app_id, version, last_updated ms or None) application transactions
+        committed beside the job's own (`CommitProperties(app_transactions=)`).
+    create_checkpoint, cleanup_expired_logs: deltalake's post-commit hooks
+        (`PostCommitHookProperties`); None: deltalake's defaults.
+    predicate: with mode="overwrite", replace only the partitions it selects
+        (`write_deltalake(predicate=)`, on partition columns: `delta_predicate.py`).
     """
 
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
@@ -57,22 +101,27 @@ class DeltaConfig(TableConfig):
     description: str = ""
     configuration: dict[str, str] = field(default_factory=dict)
     schema_mode: str | None = None
+    custom_metadata: dict[str, Any] = field(default_factory=dict)
+    app_transactions: tuple[tuple[str, int, int | None], ...] = ()
+    create_checkpoint: bool | None = None
+    cleanup_expired_logs: bool | None = None
+    predicate: str = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.schema_mode not in (None, "merge"):
-            raise ConfigError(f"schema_mode must be None or 'merge', got {self.schema_mode!r}")
-
-
-def app_id(job: JobContext) -> str:
-    """The job's application id in the table's `txn` actions."""
-    return f"dataferry-{job.job_uuid}"
-
-
-def _conflict(error: BaseException) -> bool:
-    from deltalake.exceptions import CommitFailedError
-
-    return isinstance(error, CommitFailedError)
+        if self.schema_mode not in (None, "merge", "overwrite"):
+            raise ConfigError(
+                f"schema_mode must be None, 'merge' or 'overwrite', got {self.schema_mode!r}"
+            )
+        check_custom_metadata(self.custom_metadata)
+        if self.predicate:
+            parse(self.predicate)
+        for entry in self.app_transactions:
+            if len(entry) != 3 or not isinstance(entry[0], str) or not isinstance(entry[1], int):
+                raise ConfigError(
+                    "app_transactions must be (app_id, version, last_updated) entries, got "
+                    f"{entry!r}"
+                )
 
 
 class DeltaCommitter(TableCommitter):
@@ -80,10 +129,12 @@ class DeltaCommitter(TableCommitter):
     format_name = "Delta Lake"
     markers_root = "_dataferry/delta-markers"
     permanent_entries = (LOG_DIR,)  # the table's own log
+    keeps_empty_partition_values = True  # '' is logged as '' (deltalake), not as null
 
     def __init__(self, store: Store, config: DeltaConfig) -> None:
         super().__init__(store, config)
         self._location = None
+        self.latest_version: int | None = None  # as the last check of the log found it
 
     # --- the table -------------------------------------------------------------------------
 
@@ -96,21 +147,29 @@ class DeltaCommitter(TableCommitter):
         return self._location
 
     def table(self, version: int | None = None) -> Any:
-        """The table as it is now (None if there is none)."""
+        """The table as it is now (None if there is none). Its log is checked whole first
+        (`delta_log`), and deltalake's own errors name the table and its latest commit."""
         from deltalake import DeltaTable
 
         uri, options = self.location
         if not self.table_exists():
             return None
-        return DeltaTable(uri, version=version, storage_options=options or None)
+        try:
+            return DeltaTable(uri, version=version, storage_options=options or None)
+        except Exception as e:
+            raise unreadable(self.store, self.latest_version, e) from e
 
     def table_exists(self) -> bool:
         from deltalake import DeltaTable
 
         if not self.store.exists(LOG_DIR):
             return False
+        self.latest_version = check_log(self.store)
         uri, options = self.location
-        return DeltaTable.is_deltatable(uri, storage_options=options or None)
+        try:
+            return DeltaTable.is_deltatable(uri, storage_options=options or None)
+        except Exception as e:
+            raise unreadable(self.store, self.latest_version, e) from e
 
     def table_files(self) -> list[str]:
         dt = self.table()
@@ -134,7 +193,7 @@ class DeltaCommitter(TableCommitter):
             rows = self.store.read_bytes(a["path"])
             t = pa.parquet.read_table(pa.BufferReader(rows))
             for c in parts:
-                value = a.get(f"partition.{c}")
+                value = partition_value_of(a, c)
                 t = t.append_column(c, pa.array([value] * t.num_rows, schema.field(c).type))
             pieces.append(t.select(schema.names).cast(schema))
         return pa.concat_tables(pieces) if pieces else schema.empty_table()
@@ -163,29 +222,62 @@ class DeltaCommitter(TableCommitter):
     # --- before the job ----------------------------------------------------------------------
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
-        from deltalake import Schema
-
-        try:
-            Schema.from_arrow(schema)
-        except Exception as e:
-            raise ConfigError(f"the data cannot be a Delta table's schema: {e}") from None
-        dt = self.table() if self.write_mode != "overwrite" else None
+        self.table_exists()  # a damaged log is refused whatever the mode
+        check_types(schema)
+        table_schema = log_schema(schema)
+        check_log_schema(table_schema)
+        if self.config.schema_mode == "overwrite":
+            if self.write_mode != "overwrite":
+                raise ConfigError(
+                    "schema_mode='overwrite' replaces the table's schema, which only "
+                    "mode='overwrite' does (as in deltalake); write with mode='overwrite', or "
+                    "schema_mode='merge' to add columns"
+                )
+            return  # the job's transaction replaces the schema and partitioning
+        if self.config.predicate and self.write_mode != "overwrite":
+            raise ConfigError(
+                "predicate= replaces the rows it selects, which only mode='overwrite' does "
+                f"(as in deltalake), not mode={self.write_mode!r}"
+            )
+        dt = self.table()
+        if self.config.predicate:
+            parts = list(dt.metadata().partition_columns) if dt is not None else partition_by
+            check_columns(self.config.predicate, parse(self.config.predicate), parts)
         if dt is None:
             return
+        how = (
+            "write with schema_mode='overwrite' to replace them"
+            if self.write_mode == "overwrite"
+            else "an overwrite with schema_mode='overwrite' replaces them"
+        )
         table_parts = list(dt.metadata().partition_columns)
         if list(partition_by) != table_parts:
             raise ConfigError(
                 f"Delta table {self.store.full_url()} is partitioned by {table_parts}; the "
                 f"write gives partition_by={list(partition_by)}: give partition_by={table_parts}"
+                f" ({how})"
             )
         if self.config.schema_mode != "merge":
             check_same_schema(
                 f"Delta table {self.store.full_url()}",
                 pa.schema(dt.schema().to_arrow()),
-                schema,
-                delta_type,
-                "; pass committer_options={'schema_mode': 'merge'} to add it",
+                table_schema,
+                log_type,
+                "; write with schema_mode='overwrite' to replace the table's schema"
+                if self.write_mode == "overwrite"
+                else "; pass committer_options={'schema_mode': 'merge'} to add it",
             )
+
+    # --- tasks: the files hold the log's types ----------------------------------------------
+
+    def file_columns(self, task: TaskAttemptContext, relpath: str, schema: pa.Schema) -> Any:
+        """The data file's rows converted to the types the log records (`delta_types`):
+        microsecond UTC timestamps, signed integers, ..., as deltalake writes them."""
+        target = file_schema(schema)
+        if target.equals(schema):
+            return None
+        where = self.store.full_url(self.output_path(task, relpath))
+        return FileColumns(schema=target, prepend=lambda rows, _: to_files(rows, target, where))
 
     # --- job commit ------------------------------------------------------------------------
 
@@ -198,10 +290,33 @@ class DeltaCommitter(TableCommitter):
                 f"Delta table {self.store.full_url()} already exists; write with "
                 "mode='append' or mode='overwrite'"
             )
+        self.check_written(job, facts)
         plan: dict[str, Any] = {"app_id": app_id(job), "created": not exists}
         if job.mode == "overwrite-partitions":
             plan["partitions"] = partitions_of([f.path for f in facts], include_root=False)
         return plan
+
+    def check_written(self, job: JobContext, facts: Sequence[FileFacts]) -> None:
+        """Before the commit is decided (the job's abort then removes its files): every
+        file's partition values can be logged in the column's type, and match the predicate
+        of a replace where."""
+        parts = self.partition_by or self.partitions_of(facts)
+        schema = self.input_schema
+        types = (
+            partition_types(log_schema(schema), parts)
+            if schema is not None
+            else {c: pa.string() for c in parts}
+        )
+        predicate = self.config.predicate
+        terms = normalized(parse(predicate), types) if predicate else []
+        for f in facts:
+            values = log_partition_values(f.path, parts, types)
+            if terms and not matches(terms, values):
+                raise ConfigError(
+                    f"job {job.job_id} wrote rows of partition {values} that do not match "
+                    f"predicate {predicate!r} (deltalake refuses them too: written data must "
+                    "match the predicate); nothing was committed"
+                )
 
     def commit_table(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
         plan = intent.payload
@@ -214,10 +329,20 @@ class DeltaCommitter(TableCommitter):
             dt = self.table()
             if dt is None or dt.transaction_version(appid) is None:
                 return None
-            return {"table_version": _version_of(dt, appid)}
+            return {"table_version": version_of(dt, appid)}
+
+        tries = iter(range(1 << 30))
 
         def commit() -> dict[str, Any]:
-            return self._commit(job, intent.mode, appid, facts, schema, partition_by, plan)
+            attempt = next(tries)
+            try:
+                return self._commit(
+                    job, intent.mode, appid, facts, schema, partition_by, plan, attempt
+                )
+            except Exception as e:
+                if isinstance(e, DataferryError) or is_conflict(e):
+                    raise
+                raise refused(self.store, self.latest_version, e) from e
 
         retries = self.config.commit_retries if intent.mode == "append" else 0
         result, _ = commit_exactly_once(
@@ -225,7 +350,7 @@ class DeltaCommitter(TableCommitter):
             f"job {job.job_id}: Delta transaction of {self.store.full_url()}",
             landed,
             commit,
-            _conflict,
+            is_conflict,
             retries,
             label=LOG_DIR,
         )
@@ -240,43 +365,74 @@ class DeltaCommitter(TableCommitter):
         schema: pa.Schema | None,
         partition_by: list[str],
         plan: dict[str, Any],
+        tries: int = 0,
     ) -> dict[str, Any]:
         from deltalake import Schema
         from deltalake.exceptions import CommitFailedError
-        from deltalake.transaction import (
-            CommitProperties,
-            Transaction,
-            create_table_with_add_actions,
-        )
+        from deltalake.transaction import create_table_with_add_actions
 
         uri, options = self.location
-        adds = [add_action(f, partition_by) for f in facts]
-        props = CommitProperties(
-            custom_metadata={
-                "dataferry.job_id": str(job.job_id),
-                "dataferry.job_uuid": job.job_uuid,
-            },
-            # delta-rs' own retries rebase blind appends; an overwrite must not be rebased
-            max_commit_retries=self.config.commit_retries if mode == "append" else 0,
-            app_transactions=[Transaction(appid, 1, int(time.time() * 1000))],
-        )
+        schema = log_schema(schema) if schema is not None else None
+        types = partition_types(schema, partition_by) if schema is not None else {}
+        adds = [add_action(f, partition_by, types, schema) for f in facts]
+        # delta-rs' own retries rebase blind appends; an overwrite must not be rebased
+        retries = self.config.commit_retries if mode == "append" else 0
+        hooks = post_commit_properties(self.config)
         dt = self.table()
         if dt is None and schema is None:
             # no table and no file to take a schema from: a job that wrote nothing (and was
             # given no schema) leaves the location as it was, as an empty write does
             return {"table_version": None}
-        if dt is None:
+        removes: list[Any] = []
+        if dt is not None and mode == "overwrite-partitions":
+            removes = remove_actions(dt, plan["table"].get("partitions", []))
+        removed = len(removes)
+        filters = None  # a replace where as deltalake's partition filters
+        replace_where = dt is not None and mode == "overwrite" and bool(self.config.predicate)
+        if replace_where:
+            table_types = partition_types(
+                pa.schema(dt.schema().to_arrow()), list(dt.metadata().partition_columns)
+            )
+            terms = normalized(parse(self.config.predicate), table_types)
+            removes = removes_matching(dt, terms, table_types)
+            removed = len(removes)
+            if not any(v == "" for t in terms for v in t.values):  # deltalake reads '' as null
+                filters = partition_filters(terms)
+        elif dt is not None and mode == "overwrite":
+            removed = len(self.table_files())
+        metrics = Metrics(
+            added_files=len(adds),
+            removed_files=removed,
+            partitions=len({partition_dir(f.path) for f in facts if partition_by}),
+            added_rows=sum(f.rows for f in facts),
+            retries=tries,
+        )
+        props = commit_properties(self.config, job, appid, metrics, retries)
+        repartition = (
+            dt is not None
+            and schema is not None
+            and mode == "overwrite"
+            and self.config.schema_mode == "overwrite"
+            and list(partition_by) != list(dt.metadata().partition_columns)
+        )
+        if dt is None or repartition:
+            # a new table, or one whose partitioning the overwrite replaces (deltalake's
+            # transaction cannot change it: the table is created again over itself, its
+            # files removed, in the one transaction: CREATE OR REPLACE TABLE)
+            kept = dt.metadata() if dt is not None else None
             create_table_with_add_actions(
                 uri,
                 Schema.from_arrow(schema),
                 adds,
-                mode="append",
+                mode="overwrite" if repartition else CREATE_MODES.get(mode, "append"),
                 partition_by=partition_by or None,
-                name=self.config.name or None,
-                description=self.config.description or None,
-                configuration=self.config.configuration or None,
+                name=self.config.name or (kept.name if kept else None),
+                description=self.config.description or (kept.description if kept else None),
+                configuration=self.config.configuration
+                or (dict(kept.configuration) if kept else None),
                 storage_options=options or None,
                 commit_properties=props,
+                post_commithook_properties=hooks,
             )
         else:
             if self.config.schema_mode == "merge" and schema is not None:
@@ -286,26 +442,37 @@ class DeltaCommitter(TableCommitter):
             if mode == "overwrite" and schema is not None:
                 table_schema = Schema.from_arrow(schema)
             try:
-                if mode == "overwrite":
+                if mode == "overwrite" and (not replace_where or filters):
                     dt.create_write_transaction(
                         adds,
                         "overwrite",
                         table_schema,
                         partition_by or None,
+                        partition_filters=filters,
                         commit_properties=props,
+                        post_commithook_properties=hooks,
+                    )
+                elif mode == "overwrite-partitions" and (
+                    written := written_filters(dt, plan["table"].get("partitions", []))
+                ):
+                    # deltalake's own partition overwrite: logged as an Overwrite
+                    dt.create_write_transaction(
+                        adds,
+                        "overwrite",
+                        table_schema,
+                        list(dt.metadata().partition_columns),
+                        partition_filters=written,
+                        commit_properties=props,
+                        post_commithook_properties=hooks,
                     )
                 else:
-                    removes = (
-                        remove_actions(dt, plan["table"].get("partitions", []))
-                        if mode == "overwrite-partitions"
-                        else []
-                    )
                     dt.create_write_transaction(
                         [*adds, *removes],
                         "append",
                         table_schema,
                         list(dt.metadata().partition_columns) or None,
                         commit_properties=props,
+                        post_commithook_properties=hooks,
                     )
             except CommitFailedError as e:
                 if mode != "append":
@@ -316,83 +483,4 @@ class DeltaCommitter(TableCommitter):
                     ) from e
                 raise
         done = self.table()
-        return {"table_version": _version_of(done, appid) if done is not None else None}
-
-
-def _version_of(dt: Any, appid: str) -> int:
-    """The table version whose commit carries the job's app id (the latest commit's if the
-    history does not say)."""
-    for entry in dt.history(limit=50):
-        if entry.get("dataferry.job_uuid") and appid.endswith(entry["dataferry.job_uuid"]):
-            return int(entry.get("version", dt.version()))
-    return dt.version()
-
-
-def add_action(facts: FileFacts, partition_by: Sequence[str]) -> Any:
-    """A Delta add action for a committed file: its path relative to the table (decoded;
-    delta-rs encodes it), size, partition values from its directories, and statistics."""
-    from deltalake.transaction import AddAction
-
-    values = partition_values(facts.path)
-    stats = {
-        "numRecords": facts.rows,
-        "minValues": {k: c.min for k, c in facts.columns.items() if c.min is not None},
-        "maxValues": {k: c.max for k, c in facts.columns.items() if c.max is not None},
-        "nullCount": {k: c.nulls for k, c in facts.columns.items() if c.nulls is not None},
-    }
-    return AddAction(
-        facts.path,
-        facts.size,
-        {k: values.get(k) for k in partition_by},
-        facts.modified_ms,
-        True,
-        json.dumps(stats, separators=(",", ":")),
-    )
-
-
-def remove_actions(dt: Any, partitions: Sequence[str]) -> list[Any]:
-    """Remove actions for the live files of the given partition directories."""
-    from deltalake.transaction import RemoveAction
-
-    wanted = [partition_values(p + "/x") for p in partitions]
-    columns = list(dt.metadata().partition_columns)
-    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
-    now = int(time.time() * 1000)
-    removes = []
-    for a in actions:
-        values = {c: _as_text(a.get(f"partition.{c}")) for c in columns}
-        if any(all(values.get(k) == v for k, v in w.items()) for w in wanted):
-            removes.append(RemoveAction(a["path"], True, now, a.get("size_bytes"), values))
-    return removes
-
-
-def _as_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def add_new_columns(dt: Any, schema: pa.Schema) -> None:
-    """Add the data's columns the table lacks (schema_mode="merge"), as nullable columns."""
-    from deltalake import Schema
-
-    have = set(pa.schema(dt.schema().to_arrow()).names)
-    new = [f.with_nullable(True) for f in schema if f.name not in have]
-    if new:
-        fields = Schema.from_arrow(pa.schema(new)).fields
-        dt.alter.add_columns(fields if len(fields) > 1 else fields[0])
-
-
-def delta_type(t: pa.DataType) -> pa.DataType:
-    """An Arrow type as a Delta table stores it (string and binary widths, microseconds)."""
-    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return pa.string()
-    if pa.types.is_large_binary(t):
-        return pa.binary()
-    if pa.types.is_dictionary(t):
-        return delta_type(t.value_type)
-    if pa.types.is_timestamp(t):
-        return pa.timestamp("us", t.tz and "UTC")
-    return t
+        return {"table_version": version_of(done, appid) if done is not None else None}
