@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import CommitUndone, ConfigError, DestinationError, TableCommitConflict
+from ...errors import CommitUndone, ConfigError, DestinationError
 from ...stages import stage
 from ...store import Store, paths
 from ..direct.committer import DirectCommitter, DirectConfig, delete_stray_files, unique_name
@@ -275,8 +275,9 @@ def commit_table_stage(
     ctx.fence(f"committing the {committer.format_name} transaction")
     try:
         return committer.commit_table(ctx, job, intent)
-    except TableCommitConflict:
-        # the table did not change and will not take this transaction: the job is undecided
-        # again, so its abort rolls it back (deleting its files) rather than retry forever
+    except CommitUndone:
+        # the table did not change and will not take this transaction (a conflict, or a
+        # transaction the table refuses: TableCommitRefused): the job is undecided again, so
+        # its abort (or recovery) rolls it back, deleting its files, rather than retry forever
         ctx.store.delete(intent_path(committer.job_dir(job)))
         raise

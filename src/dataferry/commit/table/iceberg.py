@@ -27,9 +27,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import ConfigError, DestinationError, TableCommitConflict
+from ...errors import ConfigError, DestinationError, TableCommitConflict, TableCommitRefused
 from ...store import Store
-from ..protocol import JobContext, StageContext
+from ..protocol import JobContext, StageContext, TaskAttemptContext
+from ..protocol.hooks import FileColumns
 from ..records.intent import Intent
 from .base import TableCommitter, TableConfig
 from .footers import FileFacts
@@ -38,10 +39,11 @@ from .iceberg_files import (
     build_data_files,
     check_partition_by,
     check_same_schema,
-    iceberg_ready,
     in_partitions,
+    new_metadata,
     read_footers,
 )
+from .iceberg_types import arrow_types, cast_rows, file_schema
 from .location import TableLocation, table_location
 from .transact import commit_exactly_once
 
@@ -159,6 +161,9 @@ class IcebergCommitter(TableCommitter):
         self._location: TableLocation | None = None
         self._catalogs: dict[str, Any] = {}
         self._footers: tuple[str, Footers] = ("", {})  # a job's uuid, its files' footers
+        # the existing table's columns as files hold them (set on the driver, sent to tasks):
+        # what a column promoted by Iceberg's rules is cast to
+        self.table_types: dict[str, pa.DataType] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()  # a Dask graph carries the committer to its tasks:
@@ -334,15 +339,38 @@ class IcebergCommitter(TableCommitter):
         super().setup_job(job)
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
+        """Every check the table will make, now: against the table, or (none yet) against
+        the one the job will create, built in memory as the catalog will build it."""
         self.check_catalog(self.where())
+        url = self.store.full_url()
         tbl = self.table()
         if tbl is None:
+            if schema is not None:
+                self.new_table_metadata(file_schema(schema), partition_by)
             return
         self.check_location(tbl)
-        url = self.store.full_url()
         check_partition_by(url, tbl.schema(), tbl.spec(), partition_by)
+        self.table_types = arrow_types(tbl.schema())
         if schema is not None:
-            check_same_schema(url, tbl.schema().as_arrow(), schema)
+            check_same_schema(url, tbl.schema(), schema)
+
+    def new_table_metadata(self, schema: pa.Schema, partition_by: Sequence[str]) -> Any:
+        """The metadata of the table the job creates (`iceberg_files.new_metadata`)."""
+        props = dict(self.config.properties)
+        url = self.store.full_url()
+        return new_metadata(url, schema, partition_by, self.location_uri, props)
+
+    # --- tasks: the files hold the table's types ----------------------------------------------
+
+    def file_columns(
+        self, task: TaskAttemptContext, relpath: str, schema: pa.Schema
+    ) -> FileColumns | None:
+        """The data's columns cast to the types the table holds (`iceberg_types.py`: the
+        type policy, and Iceberg's promotions into an existing table's columns)."""
+        target = file_schema(schema, self.table_types)
+        if target.equals(schema):
+            return None
+        return FileColumns(schema=target, prepend=lambda rows, _first: cast_rows(rows, target))
 
     # --- job commit ------------------------------------------------------------------------
 
@@ -364,6 +392,12 @@ class IcebergCommitter(TableCommitter):
         read_footers(ctx, [f.path for f in facts], self.footers(job))
         if tbl is not None:
             self.data_files(ctx, tbl.metadata, facts)
+        elif facts:  # the table the commit creates, as the catalog will make it
+            schema = self.input_schema or self.schema_of_files(ctx, facts)
+            partition_by = self.partition_by or self.partitions_of(facts)
+            assert schema is not None
+            metadata = self.new_table_metadata(file_schema(schema), partition_by)
+            self.data_files(ctx, metadata, facts)
         catalog = where["catalog"]
         safe = {"catalog": catalog and without_secrets(catalog), "identifier": where["identifier"]}
         self.record_where(ctx.store, safe)
@@ -399,52 +433,71 @@ class IcebergCommitter(TableCommitter):
     def _commit(
         self, ctx: StageContext, job: JobContext, intent: Intent, where: dict[str, Any]
     ) -> dict[str, Any]:
+        """Build the job's transaction and commit it. The table (or catalog) refusing to
+        build it is final and nothing was sent: TableCommitRefused, and the job is undone."""
         from pyiceberg.exceptions import CommitFailedException, ValidationException
 
+        try:
+            tx, created = self._transaction(ctx, job, intent, where)
+        except Exception as e:
+            if not refused(e):
+                raise  # the catalog could not be asked (yet): the decided commit stays
+            raise TableCommitRefused(
+                f"job {job.job_id}: Iceberg table {self.store.full_url()} refuses the job's "
+                f"transaction: {type(e).__name__}: {e}; nothing was committed, the job's files "
+                "are removed"
+            ) from e
+        if tx is None:
+            # no table and no file to take a schema from: an empty write leaves it as it was
+            return {"snapshot_id": None}
+        try:
+            done = tx.commit_transaction()
+        except (CommitFailedException, ValidationException) as e:
+            if intent.mode != "append":
+                raise TableCommitConflict(
+                    f"job {job.job_id}: the {intent.mode} of Iceberg table "
+                    f"{self.store.full_url()} conflicts with a commit made since the job read "
+                    f"the table: {e}; nothing was committed"
+                ) from e
+            raise
+        return {"snapshot_id": _current_id(done), **({"created": True} if created else {})}
+
+    def _transaction(
+        self, ctx: StageContext, job: JobContext, intent: Intent, where: dict[str, Any]
+    ) -> tuple[Any, bool]:
+        """The job's transaction, built on the table as it is now (None: nothing to do), and
+        whether it creates the table."""
         mode, schema = intent.mode, self.plan_schema(intent)
         facts = [FileFacts.from_json(f) for f in intent.payload["facts"]]
-
         tbl = self.table(where)
         props = self.snapshot_properties(job)
         if tbl is None:
             if schema is None:
-                # no table and no file to take a schema from: an empty write leaves it as it was
-                return {"snapshot_id": None}
+                return None, True
             tx = self._create_transaction(where, schema, list(intent.payload["partition_by"]))
             with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
                 for data_file in self.data_files(ctx, tx.table_metadata, facts):
                     append.append_data_file(data_file)
-            done = tx.commit_transaction()
-            return {"snapshot_id": _current_id(done), "created": True}
+            return tx, True
         self.check_location(tbl)
         tx = tbl.transaction()
         if tx.table_metadata.name_mapping() is None:
             set_name_mapping(tx)
         new = self.data_files(ctx, tx.table_metadata, facts)
-        try:
-            if mode == "append":
-                with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
-                    for data_file in new:
-                        append.append_data_file(data_file)
-            else:
-                old = [t.file for t in tbl.scan().plan_files()]
-                if mode == "overwrite-partitions":
-                    old = in_partitions(old, new, tx.table_metadata.default_spec_id)
-                with tx.update_snapshot(snapshot_properties=props).overwrite() as swap:
-                    for data_file in old:
-                        swap.delete_data_file(data_file)
-                    for data_file in new:
-                        swap.append_data_file(data_file)
-            done = tx.commit_transaction()
-        except (CommitFailedException, ValidationException) as e:
-            if mode != "append":
-                raise TableCommitConflict(
-                    f"job {job.job_id}: the {mode} of Iceberg table {self.store.full_url()} "
-                    f"conflicts with a commit made since the job read the table: {e}; "
-                    "nothing was committed"
-                ) from e
-            raise
-        return {"snapshot_id": _current_id(done)}
+        if mode == "append":
+            with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
+                for data_file in new:
+                    append.append_data_file(data_file)
+            return tx, False
+        old = [t.file for t in tbl.scan().plan_files()]
+        if mode == "overwrite-partitions":
+            old = in_partitions(old, new, tx.table_metadata.default_spec_id)
+        with tx.update_snapshot(snapshot_properties=props).overwrite() as swap:
+            for data_file in old:
+                swap.delete_data_file(data_file)
+            for data_file in new:
+                swap.append_data_file(data_file)
+        return tx, False
 
     def _create_transaction(
         self, where: dict[str, Any], schema: pa.Schema, partition_by: list[str]
@@ -456,7 +509,7 @@ class IcebergCommitter(TableCommitter):
         catalog.create_namespace_if_not_exists(split_identifier(identifier)[:-1])
         tx = catalog.create_table_transaction(
             identifier,
-            schema=iceberg_ready(schema),
+            schema=file_schema(schema),
             location=self.location_uri,
             properties=dict(self.config.properties),
         )
@@ -479,6 +532,25 @@ class IcebergCommitter(TableCommitter):
         if job is not None and self._footers[0] != job.job_uuid:
             self._footers = (job.job_uuid, {})
         return self._footers[1]
+
+
+def refused(error: BaseException) -> bool:
+    """True when building a transaction failed for good: the data or the table is at fault
+    (a type Iceberg has none for, a file the spec cannot place, a schema the table refuses),
+    not the catalog's reachability, which a later try (cleanup, the next job) may have."""
+    from pyiceberg.exceptions import (
+        BadRequestError,
+        CommitFailedException,
+        ResolveError,
+        ValidationError,
+        ValidationException,
+    )
+    from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException
+
+    final = (TypeError, ValueError, LookupError, NotImplementedError, ResolveError)
+    final += (UnsupportedPyArrowTypeException, ValidationError, ValidationException)
+    final += (BadRequestError, CommitFailedException)
+    return isinstance(error, final) and not isinstance(error, OSError)
 
 
 def set_name_mapping(tx: Any) -> None:
