@@ -193,6 +193,13 @@ class TableCommitter(DirectCommitter):
             "it was rolled back by the job that took the destination over; undone"
         )
 
+    def landed_in_destination(self, job: JobContext) -> bool:
+        """The table says whether the job's transaction is in it (its job id in a snapshot's
+        summary, a Delta txn, a Hudi instant): a table job whose intent record is damaged is
+        settled by it, never left blocking the table. Either way `rollback_job` is the rest:
+        it keeps the files a version of the table references and removes the others."""
+        return self.commits_of_job(job.job_uuid) > 0
+
     def commits_of_job(self, job_uuid: str) -> int:
         """How many versions of the table the job's transaction made (0: not committed)."""
         raise NotImplementedError
