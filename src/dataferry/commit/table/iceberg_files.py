@@ -210,7 +210,25 @@ def check_same_schema(url: str, table: Any, data: pa.Schema) -> None:
                 f"column {f.name!r} is {f.type} in the data (kept as {kept} in Iceberg) but "
                 f"{types[f.name]} in {what}: cast the column to the table's type"
             )
-    same_schema(what, pa.schema(list(types.items())), files, plain)
+    hint = "; pass committer_options={'schema_mode': 'merge'} to add it to the table"
+    same_schema(what, pa.schema(list(types.items())), files, plain, hint)
+
+
+def union_by_name(url: str, tx: Any, data: pa.Schema) -> None:
+    """Evolve the schema of the table in transaction `tx` by name to take data of schema
+    `data` (pyiceberg's `union_by_name`: new columns added as optional, types promoted by
+    Iceberg's rules); in the transaction's metadata only, until it is committed.
+    ConfigError naming the column when Iceberg cannot evolve the table to take it."""
+    from pyiceberg.exceptions import ResolveError, ValidationError
+
+    files = file_schema(data, arrow_types(tx.table_metadata.schema()))
+    try:
+        with tx.update_schema() as update:
+            update.union_by_name(files)
+    except (ValueError, TypeError, ValidationError, ResolveError) as e:
+        raise ConfigError(
+            f"Iceberg table {url} cannot take the data's columns by name (schema_mode='merge'): {e}"
+        ) from None
 
 
 def check_file_types(path: str, meta: pq.FileMetaData, table: dict[str, pa.DataType]) -> None:

@@ -19,12 +19,14 @@ precision), as pyiceberg does. A type Iceberg has none for is refused naming the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from ...errors import ConfigError
+from .footers import schema_from_text
 
 _INT32 = (pa.int8(), pa.int16(), pa.uint8(), pa.uint16())
 _INT64 = (pa.uint32(), pa.uint64())
@@ -139,3 +141,9 @@ def plain(t: pa.DataType) -> pa.DataType:
     if pa.types.is_map(t):
         return pa.map_(plain(t.key_type), plain(t.item_type))
     return t
+
+
+@functools.lru_cache(maxsize=8)
+def types_from_text(text: str) -> dict[str, pa.DataType]:
+    """Column types written down as an Arrow schema in text (`footers.schema_to_text`)."""
+    return {f.name: f.type for f in schema_from_text(text)}
