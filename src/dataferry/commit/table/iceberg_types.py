@@ -6,7 +6,8 @@ the same frame with its `downcast-ns-timestamp-to-us-on-write`:
     timestamp with any zone      -> timestamp[us, UTC], Iceberg's timestamptz: the same instants
                                     (pyiceberg refuses zones other than UTC; deltalake converts)
     int8, int16, uint8, uint16   -> int32 (Iceberg's int)
-    uint32, uint64               -> int64 (long; a uint64 past 2**63-1 fails its task)
+    uint32, uint64               -> int64 (long; a uint64 past 2**63-1 fails its task; into
+                                    an int column pyiceberg made from uint32: int32, checked)
     dictionary<k, v>             -> v (Iceberg has no dictionary type)
     float16                      -> float32
     lists, structs, maps         -> their children converted
@@ -79,6 +80,8 @@ def file_schema(data: pa.Schema, table: Mapping[str, pa.DataType] | None = None)
     for f in data:
         target = file_type(f.type)
         wider = promoted(target, table[f.name]) if table and f.name in table else None
+        if table and f.type == pa.uint32() and table.get(f.name) == pa.int32():
+            wider = pa.int32()  # pyiceberg makes uint32 an int: a checked cast into one
         out.append(f.with_type(wider or target))
     return pa.schema(out, metadata=data.metadata)
 
