@@ -188,3 +188,44 @@ def test_the_zoo_appends_to_a_table_pyiceberg_made_from_it(tmp_path, monkeypatch
             too_big, location, committer="iceberg", mode="append", committer_options=options
         )
     assert load_catalog(**catalog).load_table("n.zoo").scan().to_arrow().num_rows == 24
+
+
+def test_a_dask_frame_of_pandas_types_makes_and_appends_to_a_table(tmp_path):
+    """`dataferry.dask.to_parquet` with a frame of pandas' defaults (nanoseconds, a zoned
+    column, numpy unsigned, a categorical), then int32 ids into the long column. Broken, the
+    first write jams the table or the tasks' files hold types the table does not have (the
+    tasks rebuild the committer from the job's config, which must carry the table's types)."""
+    import numpy as np
+    import pandas as pd
+
+    dd = pytest.importorskip("dask.dataframe")
+    import dataferry.dask as fdask
+
+    hours = pd.date_range("2024-03-30 22:00", periods=6, freq="h")
+    pdf = pd.DataFrame(
+        {
+            "id": np.arange(6),
+            "ts": hours.astype("datetime64[ns]"),
+            "tz": hours.tz_localize("UTC")
+            .tz_convert("Europe/Paris")
+            .astype("datetime64[ns, Europe/Paris]"),
+            "u": np.arange(6, dtype="uint16"),
+            "cat": pd.Categorical(list("abcabc")),
+        }
+    )
+    dest = tmp_path / "t"
+    fdask.to_parquet(dd.from_pandas(pdf, npartitions=2), str(dest), committer="iceberg")
+    later = pdf.assign(id=(pdf["id"] + 6).astype("int32"))
+    fdask.to_parquet(
+        dd.from_pandas(later, npartitions=2), str(dest), committer="iceberg", append=True
+    )
+    tbl = table_of(dest)
+    got = tbl.scan().to_arrow().sort_by("id")
+    assert got["id"].to_pylist() == list(range(12))
+    assert got["ts"].to_pylist() == [t.to_pydatetime() for t in hours] * 2
+    assert instants(got["tz"]) == instants(pa.array(hours.tz_localize("UTC"))) * 2
+    assert polars_arrow(tbl).num_rows == 12
+    table_types = arrow_types(tbl.schema())
+    for path in (dest / "data").rglob("*.parquet"):
+        for f in pq.read_schema(path):
+            assert plain(f.type) == table_types[f.name], (path.name, f.name, f.type)
