@@ -283,9 +283,8 @@ class IcebergCommitter(TableCommitter):
         if schema is None:
             return
         if self.config.schema_mode == "merge":
-            tx = tbl.transaction()  # evolved in memory only, never committed
-            union_by_name(url, tx, schema)
-            self.table_types = arrow_types(tx.table_metadata.schema())
+            evolved = self.evolved(tbl, schema)  # in memory only, never committed
+            self.table_types = arrow_types(evolved.table_metadata.schema())
         else:
             check_same_schema(url, tbl.schema(), schema)
 
@@ -336,7 +335,7 @@ class IcebergCommitter(TableCommitter):
         # now, before the intent (its files are then removed by the job's abort)
         read_footers(ctx, [f.path for f in facts], self.footers(job))
         if tbl is not None:
-            self.data_files(ctx, self.evolved(tbl, job).table_metadata, facts)
+            self.data_files(ctx, self.evolved(tbl).table_metadata, facts)
         elif facts:  # the table the commit creates, as the catalog will make it
             schema = self.input_schema or self.schema_of_files(ctx, facts)
             partition_by = self.partition_by or self.partitions_of(facts)
@@ -427,7 +426,7 @@ class IcebergCommitter(TableCommitter):
                     append.append_data_file(data_file)
             return tx, True
         self.check_location(tbl)
-        tx = self.evolved(tbl, job, schema)
+        tx = self.evolved(tbl, schema)
         if tx.table_metadata.name_mapping() is None:
             set_name_mapping(tx)
         new = self.data_files(ctx, tx.table_metadata, facts)
@@ -446,7 +445,7 @@ class IcebergCommitter(TableCommitter):
                 swap.append_data_file(data_file)
         return tx, False
 
-    def evolved(self, tbl: Any, job: JobContext, schema: pa.Schema | None = None) -> Any:
+    def evolved(self, tbl: Any, schema: pa.Schema | None = None) -> Any:
         """A transaction on `tbl`, its schema evolved by name to take the data's when the
         options say `schema_mode="merge"` (the data's schema: `schema`, else the input's)."""
         tx = tbl.transaction()
