@@ -179,6 +179,29 @@ def test_a_transaction_the_catalog_refuses_is_undone_with_one_named_error(tmp_pa
     assert result.exit_code == 0, result.output
 
 
+def test_a_catalog_that_cannot_be_reached_leaves_the_commit_decided_and_finished_later(
+    tmp_path, monkeypatch
+):
+    """Only a refusal undoes a decided commit: a catalog that cannot be reached (a network
+    error) may yet take it, so the commit stays decided and `dataferry cleanup` finishes it.
+    Broken (every error taken as a refusal), the job's rows are thrown away."""
+    dest = tmp_path / "t"
+
+    def unreachable(self, *args, **kwargs):
+        raise ConnectionError("catalog unreachable")
+
+    monkeypatch.setattr(IcebergCommitter, "_create_transaction", unreachable)
+    with pytest.raises(JobCommitError, match="decided"):
+        dataferry.write_dataset(stamped("ns"), str(dest), committer="iceberg")
+    monkeypatch.undo()
+    assert table_of(dest) is None
+    result = cleanup_cli(dest, "--older-than", "0s")
+    assert result.exit_code == 0, result.output
+    assert "rolled forward" in result.output
+    assert instants(table_of(dest).scan().to_arrow()) == instants(stamped("ns"))
+    nothing_left(dest)
+
+
 def test_a_decided_commit_today_s_code_left_is_undone_by_the_next_write(tmp_path, monkeypatch):
     """The state earlier versions left: files holding nanoseconds and a decided intent whose
     transaction the table can never take. Broken, the next write and every cleanup fail
