@@ -154,7 +154,7 @@ def shuffle_ok(proc: ServiceProcess) -> dict:
 def markers_ok(proc: ServiceProcess) -> dict:
     """A correct create is answered and durable; the service's health comes back."""
     client = MarkerClient(proc.address, TOKEN, timeout=10, fingerprint=proc.fingerprint)
-    name = f"p=1/{uuid.uuid4().hex}.parquet.marker.CREATE"
+    name = f"p=1/{uuid.uuid4().hex}-ok-t0-a0.parquet.marker.CREATE"  # the job "ok"'s file
     assert client.create(marker_dir("ok"), name) is True
     assert name in client.all(marker_dir("ok"))
     return client.health()

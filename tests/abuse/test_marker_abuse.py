@@ -58,7 +58,9 @@ def create(name: str) -> bytes:
 )
 def test_names_no_writer_makes_are_refused(markers, name):
     assert http_status(exchange(markers, create(name))) == 400
-    batch = json.dumps({"dir": DIR, "names": ["ok/a.parquet.marker.CREATE", name]}).encode()
+    batch = json.dumps(
+        {"dir": DIR, "names": ["ok/a-job-1-t0-a0.parquet.marker.CREATE", name]}
+    ).encode()
     assert http_status(exchange(markers, post("/v1/markers/create_batch", batch))) == 400
     client = MarkerClient(markers.address, TOKEN)
     assert client.all(DIR) == []  # a refused batch created nothing, not even its good names
@@ -172,13 +174,15 @@ def test_a_batch_of_long_non_ascii_names_succeeds(start_service, tmp_path):
     client = MarkerClient(markers.address, TOKEN)
     job = ServiceMarkers(client, table, DIR)
     partition = "地域=" + "東京都千代田区丸の内一丁目" * 6
-    files = [(partition, f"part-{i:05d}-{uuid.uuid4().hex}.parquet") for i in range(400)]
+    files = [
+        (partition, f"part-{i:05d}-{uuid.uuid4().hex}-job-1-t0-a0.parquet") for i in range(400)
+    ]
     assert job.create_many(files) == [True] * 400
     assert len(job.all()) == 400
     assert job.direct.all() == set()  # none fell back to direct markers
     assert sum(len(v) for v in read_marker_files(table, DIR).values()) == 400
     # the same through concurrent single creates (the process's batcher)
-    more = [(partition, f"more-{i}.parquet") for i in range(200)]
+    more = [(partition, f"more-{i}-job-1-t0-a0.parquet") for i in range(200)]
     threads = [threading.Thread(target=job.create, args=f) for f in more]
     for t in threads:
         t.start()
@@ -191,10 +195,10 @@ def test_an_oversized_request_falls_back_to_direct_markers(start_service, tmp_pa
     markers = start_service("markers", max_request_bytes=256)
     table = open_store(str(tmp_path / "markers"))
     job = ServiceMarkers(MarkerClient(markers.address, TOKEN), table, DIR)
-    long_name = "n" * 200 + ".parquet"
+    long_name = "n" * 200 + "-job-1-t0-a0.parquet"
     assert job.create("p=1", long_name) is True  # 413 from the service: a direct marker
     assert job.direct.all() == {f"p=1/{long_name}.marker.CREATE"}
-    files = [("p=2", f"f{i}-" + "m" * 40 + ".parquet") for i in range(20)]
+    files = [("p=2", f"f{i}-" + "m" * 40 + "-job-1-t0-a0.parquet") for i in range(20)]
     assert job.create_many(files) == [True] * 20  # 413: halved until under the service's cap
     assert len(job.all()) == 21 and len(job.direct.all()) == 1
 
@@ -225,7 +229,7 @@ def test_directories_idle_past_state_idle_s_are_dropped_and_come_back(start_serv
     markers = start_service("markers", state_idle_s=1.0)  # max_directories: 1024
     client = MarkerClient(markers.address, TOKEN)
     kept = marker_dir("kept")
-    assert client.create(kept, "p=1/a.parquet.marker.CREATE")
+    assert client.create(kept, "p=1/a-kept-t0-a0.parquet.marker.CREATE")
     for i in range(20):  # read-only requests make directory state too
         path = "/v1/markers/exists?dir=" + marker_dir(f"ro-{i}") + "&name=a.marker.CREATE"
         assert client.request("GET", path)["exists"] is False
@@ -235,7 +239,9 @@ def test_directories_idle_past_state_idle_s_are_dropped_and_come_back(start_serv
         time.sleep(0.2)
     assert health["directories"] == 0, health
     assert health["service"]["directories_dropped"] == 21
-    assert client.all(kept) == ["p=1/a.parquet.marker.CREATE"]  # loaded again from its file
+    assert client.all(kept) == [
+        "p=1/a-kept-t0-a0.parquet.marker.CREATE"
+    ]  # loaded again from its file
     assert client.health()["directories"] == 1
     markers_ok(markers)
 
@@ -250,7 +256,7 @@ def test_kill_9_mid_flood_loses_no_acknowledged_marker(start_service, tmp_path):
         rng = random.Random(seed)
         client = MarkerClient(markers.address, TOKEN, timeout=5)
         while not stop.is_set():
-            name = f"p={seed}/{rng.randrange(10**12)}.parquet.marker.CREATE"
+            name = f"p={seed}/{rng.randrange(10**12)}-job-1-t0-a0.parquet.marker.CREATE"
             try:
                 if client.create(DIR, name):
                     with lock:

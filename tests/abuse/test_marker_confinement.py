@@ -14,7 +14,12 @@ from dataferry.markers import marker_dir
 
 from .conftest import TOKEN, exchange, http_status, markers_ok, no_unhandled_errors
 
-NAME = "p=1/a.parquet.marker.CREATE"
+
+def name_for(directory: str) -> str:
+    """A marker the job of `directory` could make (its data file carries the job's tag), so
+    that only the directory decides whether a request is refused."""
+    job = directory.replace("\\", "/").rstrip("/").rpartition("/")[2] or "job"
+    return f"p=1/a-{job[:8]}-t0-a0.parquet.marker.CREATE"
 
 
 def post(path: str, body: dict) -> bytes:
@@ -31,10 +36,11 @@ def get(path: str) -> bytes:
 
 def every_request(directory: str) -> list[bytes]:
     q = quote(directory, safe="")
+    name = name_for(directory)
     return [
-        post("/v1/markers/create", {"dir": directory, "name": NAME}),
-        post("/v1/markers/create_batch", {"dir": directory, "names": [NAME]}),
-        get(f"/v1/markers/exists?dir={q}&name={quote(NAME, safe='')}"),
+        post("/v1/markers/create", {"dir": directory, "name": name}),
+        post("/v1/markers/create_batch", {"dir": directory, "names": [name]}),
+        get(f"/v1/markers/exists?dir={q}&name={quote(name, safe='')}"),
         get(f"/v1/markers/all?dir={q}"),
         post("/v1/markers/delete", {"dir": directory}),
     ]

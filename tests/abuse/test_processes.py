@@ -38,7 +38,7 @@ def test_clients_reconnect_after_an_idle_close(start_service):
     with ShuffleClient(shuffle.address, TOKEN) as c:
         first = c.service_stats()["counters"]["connections_accepted"]
         m = MarkerClient(markers.address, TOKEN)
-        assert m.create(marker_dir("j"), "p/a.parquet.marker.CREATE")
+        assert m.create(marker_dir("j"), "p/a-j-t0-a0.parquet.marker.CREATE")
         time.sleep(2.5)
         assert c.service_stats()["counters"]["connections_accepted"] == first + 1
-        assert m.create(marker_dir("j"), "p/b.parquet.marker.CREATE")
+        assert m.create(marker_dir("j"), "p/b-j-t0-a0.parquet.marker.CREATE")

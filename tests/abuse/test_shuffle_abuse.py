@@ -191,8 +191,9 @@ def test_slow_clients_are_dropped_in_time(shuffle):
 
 
 def test_thousands_of_connections_from_one_client_do_not_lock_out_others(start_service):
-    """2,000 connections from one address (127.0.0.2): past the cap they are turned away, and
-    a client on another address is served meanwhile."""
+    """2,000 connections from one address (127.0.0.2): past the cap they close each other
+    (the oldest silent one gives way), so the address never holds more than the cap, and a
+    client on another address is served meanwhile."""
     shuffle = start_service("shuffle", limits={"max_connections_per_client": 100})
     flood = []
     try:
@@ -203,7 +204,7 @@ def test_thousands_of_connections_from_one_client_do_not_lock_out_others(start_s
                 break
         assert len(flood) >= 1000
         counters = shuffle_ok(shuffle)  # from 127.0.0.1, while the flood is open
-        assert counters["connections_over_cap"] >= 1
+        assert counters["connections_evicted"] >= len(flood) - 100
     finally:
         for s in flood:
             s.close()

@@ -215,8 +215,12 @@ def test_a_failing_input_fails_the_job_and_leaves_nothing(tmp_path, spill_root):
     assert spills(spill_root) == []
 
 
-def test_an_empty_stream_commits_an_empty_job(tmp_path):
+def test_an_empty_stream_commits_one_file_of_its_schema(tmp_path):
+    """A stream without rows commits one file holding its schema (as pandas writes an empty
+    frame); without it, readers of the data set would find no columns."""
     reader = pa.RecordBatchReader.from_batches(batch(0).schema, iter(()))
     r = dataferry.write_dataset(reader, str(tmp_path / "o"), partition_by=["k"])
-    assert r.rows == 0 and r.files == 0
+    assert r.rows == 0 and r.files == 1
     assert (tmp_path / "o" / "_SUCCESS").exists()
+    read = pads.dataset(str(tmp_path / "o"), format="parquet", partitioning="hive").to_table()
+    assert read.num_rows == 0 and read.schema.names == batch(0).schema.names

@@ -50,7 +50,7 @@ def post_create(headers: str, body: bytes) -> bytes:
     ).encode() + body
 
 
-BODY = json.dumps({"dir": marker_dir("j"), "name": "p/a.marker.CREATE"}).encode()
+BODY = json.dumps({"dir": marker_dir("j"), "name": "p/a-j-t0-a0.marker.CREATE"}).encode()
 
 
 @pytest.mark.parametrize(

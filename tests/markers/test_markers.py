@@ -55,9 +55,11 @@ def test_batching_batches_and_duplicates_are_detected(tmp_path, service):
     store = open_store(str(tmp_path / "table"))
     m = ServiceMarkers(MarkerClient(service.url, TOKEN), store, marker_dir("job"))
     with ThreadPoolExecutor(32) as pool:
-        created = list(pool.map(lambda i: m.create(f"p={i % 4}", f"f{i}.parquet"), range(400)))
+        created = list(
+            pool.map(lambda i: m.create(f"p={i % 4}", f"f{i}-job-t0-a0.parquet"), range(400))
+        )
     assert all(created)
-    assert not m.create("p=0", "f0.parquet")  # already exists
+    assert not m.create("p=0", "f0-job-t0-a0.parquet")  # already exists
     files = read_marker_files(store, marker_dir("job"))
     assert sum(len(v) for v in files.values()) == 400
     writes = sum(
@@ -91,7 +93,7 @@ def test_kill_9_loses_no_acknowledged_marker(tmp_path):
             def writer(w: int, client=client, stop=stop, lock=lock, round_=round_) -> None:
                 i = 0
                 while not stop.is_set():
-                    name = marker_name(f"p={w}", f"r{round_}-w{w}-{i}.parquet")
+                    name = marker_name(f"p={w}", f"r{round_}-w{w}-{i}-job-t0-a0.parquet")
                     try:
                         if client.create(marker_dir("job"), name):
                             with lock:
@@ -167,14 +169,14 @@ def test_malformed_requests_get_4xx_and_service_keeps_serving(service):
     ]
     for method, path, body, headers, status in cases:
         assert raw_request(service.url, method, path, body, headers) == status, path
-    assert MarkerClient(service.url, TOKEN).create(marker_dir("j"), "p/a.marker.CREATE")
+    assert MarkerClient(service.url, TOKEN).create(marker_dir("j"), "p/a-j-t0-a0.marker.CREATE")
 
 
 def test_in_process_service_and_stats(tmp_path):
     store = open_store(str(tmp_path))
     with MarkerService(store, MarkerServiceConfig(batch_interval_ms=5)) as svc:
         client = MarkerClient(svc.url)
-        assert client.create(marker_dir("x"), "a.marker.CREATE")
-        assert client.all(marker_dir("x")) == ["a.marker.CREATE"]
+        assert client.create(marker_dir("x"), "a-x-t0-a0.marker.CREATE")
+        assert client.all(marker_dir("x")) == ["a-x-t0-a0.marker.CREATE"]
         assert client.delete(marker_dir("x"))
         assert svc.stats.counter("marker_batches") >= 1

@@ -32,7 +32,7 @@ url, marker_fp, address, shuffle_fp = sys.argv[1:5]
 token_m, token_s = "marker-secret", "shuffle-secret"
 answer = {}
 markers = MarkerClient(url, token_m, timeout=20, fingerprint=marker_fp)
-answer["created"] = markers.create(marker_dir("job"), "day=a/f.parquet.marker.CREATE")
+answer["created"] = markers.create(marker_dir("job"), "day=a/f-job-t0-a0.parquet.marker.CREATE")
 answer["all"] = markers.all(marker_dir("job"))
 answer["marker_counters"] = markers.health()["service"]
 with ShuffleClient(address, token_s, timeout=20, fingerprint=shuffle_fp) as c:
@@ -118,7 +118,7 @@ def test_serve_commands_across_hosts_with_tls_and_the_token(cluster):
         assert done.returncode == 0, done.stderr[-3000:]
         answer = json.loads(done.stdout.strip().splitlines()[-1])
         assert answer["created"] is True
-        assert answer["all"] == ["day=a/f.parquet.marker.CREATE"]
+        assert answer["all"] == ["day=a/f-job-t0-a0.parquet.marker.CREATE"]
         assert answer["marker_counters"][f"requests_from.{w1}"] >= 2  # from the other host
         assert answer["shuffle_counters"][f"stats_from.{w1}"] == 1
         plain, no_fingerprint, wrong = answer["refused"]

@@ -37,7 +37,7 @@ from ..services import (
     shuffle_ok,
 )
 
-NAME = "p=1/a.parquet.marker.CREATE"
+NAME = "p=1/a-j-t0-a0.parquet.marker.CREATE"
 
 
 @pytest.fixture(scope="module")

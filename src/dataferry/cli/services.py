@@ -84,6 +84,9 @@ def shuffle_serve(
     max_deferred_bytes: int = typer.Option(
         64 * 1024 * 1024, help="Memory for blocks waiting on a busy partition (then: BUSY)."
     ),
+    app_lease_s: float = typer.Option(
+        3600.0, min=0.001, help="Seconds an application may go without a request (then expired)."
+    ),
     port_file: str = typer.Option("", help="Write host:port here once listening."),
     tls_cert: str = typer.Option("", "--tls-cert", help=CERT_HELP),
     tls_key: str = typer.Option("", "--tls-key", help=KEY_HELP),
@@ -98,6 +101,7 @@ def shuffle_serve(
         token=token,
         min_chunk_size=min_chunk_size,
         max_deferred_bytes=max_deferred_bytes,
+        app_lease_s=app_lease_s,
         port_file=port_file,
         tls=_tls_choice(tls_cert, tls_key),
         say=_say,

@@ -1,9 +1,11 @@
 """A Dask DataFrame's partitions as Arrow rows: which columns a write has (the index
-included or not, as Dask's ``write_index``), their types (Dask's ``schema=``), and Dask's
-``filesystem=`` names. Used by both Dask writes (`dask_write.py`)."""
+included or not, as Dask's ``write_index``), their types (Dask's ``schema=``), Dask's
+``filesystem=`` names, and a partition's write task (`WriteSpec`). Used by both Dask writes
+(`dask_write.py`)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -11,7 +13,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..commit.base import Committer
+from ..engine.attempt import TaskOutput
 from ..errors import ConfigError
+from .existing import writes_schema_file
+from .options import WriteOptions, WriteRequest
+from .task import write_rows, write_schema_file
 
 # Dask's column name for an unnamed index (dask.dataframe.io.parquet.core.NONE_LABEL)
 NONE_LABEL = "__null_dask_index__"
@@ -135,3 +142,51 @@ def dask_filesystem(path: str | os.PathLike[str], filesystem: Any) -> tuple[Any,
             f"filesystem must be 'fsspec', 'arrow' or a file system, got {filesystem!r}"
         )
     return path, filesystem
+
+
+def write_frame(
+    pdf: Any,
+    partition_by: tuple[str, ...],
+    options: WriteOptions,
+    frame: FrameSpec,
+    out: TaskOutput,
+    schema_file: bool = False,
+) -> dict[str, Any]:
+    """One partition as one task's output (its rows, split by the partition columns). With
+    `schema_file`, the first partition writes a file of the schema when it has no rows (as
+    Dask writes a file for each partition, empty ones too), so that a frame without rows
+    leaves readers its columns."""
+    table = frame.to_table(pdf)
+    if schema_file and table.num_rows == 0 and out.task_index == 0:
+        return write_schema_file(out, table.schema, options)
+    return write_rows(out, table.schema, partition_by, options, [table])
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """What every write task of a job shares. schema_file: an empty first partition writes
+    a file of the schema (an unpartitioned write that does not keep a data set there, see
+    `existing.writes_schema_file`; a partitioned one writes nothing, as Dask does)."""
+
+    partition_by: tuple[str, ...]
+    options: WriteOptions
+    frame: FrameSpec
+    schema_file: bool = False
+
+    def work(self, pdf: Any) -> functools.partial:
+        """A partition as a task's work."""
+        return functools.partial(
+            write_frame,
+            pdf,
+            self.partition_by,
+            self.options,
+            self.frame,
+            schema_file=self.schema_file,
+        )
+
+
+def empty_schema_file(store: Any, committer: Committer, request: WriteRequest) -> bool:
+    """Whether an empty first partition writes a file of the schema (`WriteSpec`)."""
+    if request.partition_by:
+        return False
+    return writes_schema_file(store, committer, request.mode, request.options.format)

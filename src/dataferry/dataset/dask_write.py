@@ -54,15 +54,18 @@ from ..stats import IOStatistics
 from .dask_frame import (
     NONE_LABEL,
     FrameSpec,
+    WriteSpec,
     dask_filesystem,
+    empty_schema_file,
     frame_spec,
     index_is_written,
     schema_of,
+    write_frame,
 )
-from .options import WriteOptions, WriteRequest
-from .task import write_rows
+from .options import WriteRequest
 from .write import (
     WriteResult,
+    check_existing_data,
     check_partition_columns,
     check_services_reachable,
     committer_write_options,
@@ -77,27 +80,6 @@ from .write import (
 # attempt numbers a write task tries before giving up (each skipped one is an earlier run)
 MAX_ATTEMPT_NUMBERS = 64
 ModeWords = tuple[tuple[str, str], ...]  # WriteRequest.mode_words
-
-
-def write_frame(
-    pdf: Any,
-    partition_by: tuple[str, ...],
-    options: WriteOptions,
-    frame: FrameSpec,
-    out: TaskOutput,
-) -> dict[str, Any]:
-    """One partition as one task's output (its rows, split by the partition columns)."""
-    table = frame.to_table(pdf)
-    return write_rows(out, table.schema, partition_by, options, [table])
-
-
-@dataclass(frozen=True)
-class WriteSpec:
-    """What every write task of a job shares."""
-
-    partition_by: tuple[str, ...]
-    options: WriteOptions
-    frame: FrameSpec
 
 
 # --- the graph's tasks ----------------------------------------------------------------------------
@@ -201,7 +183,7 @@ def write_partition_task(
         raise EngineError("write_partition_task needs Dask's partition_info")
     index = int(partition_info["number"])
     job = started.job
-    work = functools.partial(write_frame, pdf, spec.partition_by, spec.options, spec.frame)
+    work = spec.work(pdf)
     t = time.perf_counter()
     ctx, report = run_fresh_attempt(job, index, work)
     write_s = time.perf_counter() - t
@@ -303,7 +285,7 @@ def abort_quietly(committer: Committer, job: JobContext) -> None:
 
 def bind_partition(pdf: Any, spec: WriteSpec) -> functools.partial:
     """A partition as a task's work (computed on a worker; stays there)."""
-    return functools.partial(write_frame, pdf, spec.partition_by, spec.options, spec.frame)
+    return spec.work(pdf)
 
 
 class PartitionFeed:
@@ -411,11 +393,14 @@ def write_graph(
     store = open_destination(dest, filesystem, request.storage_options)
     committer = write_committer(request, store)
     committer.prepare_input(schema_in, request.partition_by)
+    check_existing_data(store, committer, request, schema_in)  # a plain data set's layout
     job = committer.new_job()
     if compute:  # this process drives the job: its record tells cleanup and late tasks
         job = record_job_driver(committer, job)
     options = committer_write_options(request.options, committer)
-    spec = WriteSpec(request.partition_by, options, frame)
+    spec = WriteSpec(
+        request.partition_by, options, frame, empty_schema_file(store, committer, request)
+    )
     name, words = f"dataferry-{job.job_uuid[:8]}", request.mode_words
     setup = dask.delayed(functools.partial(setup_job_task, committer, job, words), pure=False)
     started = setup(dask_key_name=f"{name}-setup")
@@ -465,7 +450,12 @@ def write_with_driver(
     feed = PartitionFeed(
         engine.client,
         ddf,
-        WriteSpec(request.partition_by, committer_write_options(request.options, committer), frame),
+        WriteSpec(
+            request.partition_by,
+            committer_write_options(request.options, committer),
+            frame,
+            empty_schema_file(store, committer, request),
+        ),
         window or 2 * engine.workers,
     )
     return write_fed(store, committer, engine, feed, on_event, before_job_commit)
@@ -480,6 +470,7 @@ __all__ = [
     "frame_spec",
     "index_is_written",
     "setup_job_task",
+    "write_frame",
     "write_graph",
     "write_partition_task",
     "write_with_driver",

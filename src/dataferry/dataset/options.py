@@ -198,6 +198,8 @@ class WriteRequest:
     replace_same_names: pyarrow's ``overwrite_or_ignore``: a file the job writes under the
         name of one already there replaces it (the committers that would refuse the name,
         `manifest`, are told to delete the target first).
+    schema_mode: None or ``"merge"``: whether a write that keeps a plain data set's files
+        may add or leave out columns (`existing.py`); a table committer's own schema_mode.
     """
 
     dest: Any
@@ -211,6 +213,7 @@ class WriteRequest:
     storage_options: dict[str, Any] | None = None
     mode_words: tuple[tuple[str, str], ...] = ()
     replace_same_names: bool = False
+    schema_mode: str | None = None
 
 
 def in_callers_words(mode_words: tuple[tuple[str, str], ...], message: str) -> str:
@@ -273,11 +276,16 @@ RUN = _Kept()
 # every entry point takes each of them (its own by name, the others as keywords)
 PARTITION_NAMES = ("partition_by", "partitioning", "partition_on", "partition_cols")
 
+# fields of the write that entry points without an argument of that name take as keywords
+# (Dask's `to_parquet(..., schema_mode="merge")`)
+REQUEST_KEYWORDS = ("schema_mode",)
+
 # the arguments every entry point spells as dataferry does
 _SAME = {
     **{n: n for n in ("dest", "partition_by", "format", "committer", "mode", "filesystem")},
     **{n: n for n in ("storage_options", "format_options", "committer_options")},
     "allow_unsafe_rename": "allow_unsafe_rename",
+    "schema_mode": "schema_mode",
     "partitioning": "partition_by",  # pyarrow's name
     "existing_data_behavior": Choice("mode", EXISTING_DATA_BEHAVIOR),  # pyarrow's
     "writer_options": Loose(),
@@ -290,7 +298,11 @@ _FRAME = {n: RUN for n in ("write_index", "schema")}  # a Dask frame's rows: das
 # size of WriteOptions); the rest is translated as its entry says. `translate` refuses an
 # argument its entry point's row does not place.
 ENTRY_POINTS: dict[str, dict[str, Any]] = {
-    "write_dataset": {**_SAME, **_DRIVER, "data": RUN, "tasks": RUN, "engine": RUN},
+    "write_dataset": {
+        **_SAME,
+        **_DRIVER,
+        **{n: RUN for n in ("data", "tasks", "engine", "schema", "index", "preserve_index")},
+    },
     "dask.write_dataset": {
         **_SAME,
         **_DRIVER,
@@ -395,6 +407,10 @@ def translate(entry_point: str, arguments: dict[str, Any]) -> WriteRequest:
                 if key in PARTITION_NAMES:  # another library's name for it: an alias
                     if v is not None:
                         put("partition_by", key, v)
+                    continue
+                if key in REQUEST_KEYWORDS:  # the write's, for entry points without it
+                    if v is not None:
+                        put(key, key, v)
                     continue
                 (sizes if key in target.sizes else loose)[key] = v
         elif isinstance(target, Flag):

@@ -38,7 +38,7 @@ from .formats import encoded_size
 from .options import MiB, WriteOptions
 from .partition import NameLimits, split_by_partition
 from .spill import Segment, SpillStats, remove_dead_spills, spill_name
-from .task import write_rows
+from .task import write_rows, write_schema_file
 
 MIN_SEGMENT_BYTES = 1 * MiB
 MAX_SEGMENT_BYTES = 8 << 30  # spill of one task (local disk), and what one retry redoes
@@ -101,7 +101,8 @@ class StreamFeeder:
 
     concurrent: the engine's workers (a segment's task encodes partitions on as many
     threads). spill_dir: where the spill goes (default: the system's temporary directory,
-    as `tempfile` finds it: TMPDIR).
+    as `tempfile` finds it: TMPDIR). schema_file: a stream without rows is written as one
+    file holding its schema (`task.write_schema_file`), not as no file at all.
     """
 
     def __init__(
@@ -113,8 +114,10 @@ class StreamFeeder:
         concurrent: int,
         limits: NameLimits | None = None,
         spill_dir: str | None = None,
+        schema_file: bool = False,
     ) -> None:
         self.schema = schema
+        self.schema_file = schema_file
         self.partition_by = partition_by
         self.options = options
         self.concurrent = max(1, concurrent)
@@ -253,6 +256,10 @@ class StreamFeeder:
                 self._measure(sample)
             if segment is not None:
                 segment.close()
+            if not self.segments and self.schema_file:  # no rows: one file of the schema
+                self.feed.put(
+                    functools.partial(write_schema_file, schema=self.schema, options=self.options)
+                )
             self.feed.close()
         except BaseException as e:
             # the feed first: the driver then fails the job with `e` before it can retry an

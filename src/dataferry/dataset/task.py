@@ -206,6 +206,12 @@ class TaskWriter:
         if part.pending_rows >= max(1, self.options.min_rows_per_group):
             self._flush(part)
 
+    def write_empty(self) -> None:
+        """Open the file of the root directory with no rows: a file holding only the schema
+        (the one file of a write without rows)."""
+        part = self._partitions.setdefault("", _Partition(""))
+        self._file_for(part)
+
     def close(self) -> dict[str, Any]:
         """Write what is buffered, close every file; the task's result."""
         self._split_inbox()
@@ -343,6 +349,21 @@ def write_pieces(
     writer.announce(dict.fromkeys(d for d, _ in pieces))
     try:
         writer.write_round(pieces)
+        return writer.close()
+    except BaseException:
+        writer.abandon()
+        raise
+
+
+def write_schema_file(out: TaskOutput, schema: pa.Schema, options: WriteOptions) -> dict[str, Any]:
+    """The one task of a write without rows: one file at the destination's root holding the
+    data's schema (every column, the partition columns too: there is no `col=value`
+    directory to hold them) and no rows, as `pandas.DataFrame.to_parquet` writes an empty
+    frame, so that readers of the data set find its columns."""
+    writer = TaskWriter(out, schema, (), options)
+    writer.announce([""])
+    try:
+        writer.write_empty()
         return writer.close()
     except BaseException:
         writer.abandon()

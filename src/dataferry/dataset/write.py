@@ -22,17 +22,19 @@ import pyarrow as pa
 from ..commit.base import Committer
 from ..commit.destination import prepare_destination
 from ..commit.factory import choose_committer, config_type, make_committer
+from ..commit.registry import spec
 from ..engine.local import EventHook, JobRun, LocalEngine, LocalEngineConfig
 from ..errors import ConfigError, DestinationError
 from ..net.addresses import check_reachable
 from ..store import Store, open_store
+from .existing import check_existing, writes_schema_file
 from .formats import check_writer
-from .inputs import as_source
+from .inputs import as_source, input_options
 from .options import WriteOptions, WriteRequest, in_callers_words, translate
 from .partition import gather_pieces, name_limits
 from .sizing import plan_tasks
 from .stream import StreamFeeder
-from .task import write_pieces
+from .task import write_pieces, write_schema_file
 
 
 @dataclass
@@ -81,6 +83,10 @@ def write_dataset(
     committer_options: dict[str, Any] | None = None,
     allow_unsafe_rename: bool = False,
     partitioning: Sequence[str] | None = None,
+    schema: pa.Schema | None = None,
+    index: bool | None = None,
+    preserve_index: bool | None = None,
+    schema_mode: str | None = None,
     on_event: EventHook | None = None,
     before_job_commit: Callable[[Any], None] | None = None,
     **writer_options: Any,
@@ -91,10 +97,13 @@ def write_dataset(
     ----------
     data
         A pyarrow Table, RecordBatch, RecordBatchReader or ``pyarrow.dataset.Dataset``; a
-        pandas or polars DataFrame; a polars LazyFrame; any object with
+        pandas or polars DataFrame or Series (a one-column frame); a polars LazyFrame; a
+        dict of columns (as ``pyarrow.table`` takes it); any object with
         ``__arrow_c_stream__``; or a list or iterator of these. Data in memory is planned
         into files by size; readers, datasets, lazy frames and iterators are streamed: read
-        once, written as they arrive, in at most ``max_memory`` bytes.
+        once, written as they arrive, in at most ``max_memory`` bytes. Data without rows
+        writes one file holding its schema (as ``pandas.DataFrame.to_parquet`` does), so
+        readers find its columns.
     dest
         A path or URL (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``, ``memory://``,
         ``file://``), a path inside ``filesystem``, or an open dataferry Store.
@@ -143,6 +152,22 @@ def write_dataset(
         Options of the committer (see ``dataferry.make_committer``).
     allow_unsafe_rename
         Let a rename-based committer run on a store whose rename is not atomic.
+    schema
+        The Arrow schema the data is converted to (pandas, dicts: as
+        ``pyarrow.Table.from_pandas`` and ``pyarrow.table`` take it) or cast to (Arrow data,
+        streams); the schema of an empty iterator.
+    index, preserve_index
+        A pandas index, as ``pandas.DataFrame.to_parquet(index=...)`` (or pyarrow's
+        ``preserve_index``) writes it: None (default) keeps a RangeIndex as metadata and
+        other indexes as columns, True writes every index as columns, False none. (A
+        RangeIndex other than 0, 1, 2, ... is written as a column when partitioning
+        reorders the rows, so each row keeps its label.)
+    schema_mode
+        For a write that keeps a plain data set's files (``append``,
+        ``overwrite-partitions``): None (default) refuses data whose partition columns,
+        columns or column types differ from the data set's, naming the column; ``"merge"``
+        also takes new and missing columns (types must still match). With a table's
+        committer, the committer's own ``schema_mode`` (Delta: deltalake's).
     on_event, before_job_commit
         Hooks for progress and tests: ``on_event(event, task, attempt)``, and a call with
         the job just before its commit.
@@ -155,12 +180,19 @@ def write_dataset(
     request = translate("write_dataset", locals())
     parts = request.partition_by
     check_writer(request.options)
-    source = as_source(data)
+    source = as_source(data, input_options(index, preserve_index, schema, parts))
     store, output_committer = prepare_write(request, source.schema)
     options = committer_write_options(request.options, output_committer)
     runner = _engine(engine)
     workers = max(1, runner.workers)
     limits = name_limits(store)  # partition values must make names the destination holds
+    empty = source.table is not None and source.table.num_rows == 0
+    if empty and writes_schema_file(store, output_committer, request.mode, request.options.format):
+        work = functools.partial(write_schema_file, schema=source.schema, options=options)
+        run = runner.run_job(
+            output_committer, [work], on_event=on_event, before_job_commit=before_job_commit
+        )
+        return write_result(store, output_committer, run, {"tasks": 1, "rows": 0})
     if source.table is not None:
         plan = plan_tasks(source.table, parts, options, workers, tasks, limits)
         if not runner.shares_store:
@@ -187,7 +219,17 @@ def write_dataset(
             "tasks= cuts data in memory; a stream is cut into one task per spilled segment"
         )
     assert source.batches is not None
-    feeder = StreamFeeder(source.batches, source.schema, parts, options, workers, limits=limits)
+    feeder = StreamFeeder(
+        source.batches,
+        source.schema,
+        parts,
+        options,
+        workers,
+        limits=limits,
+        schema_file=writes_schema_file(
+            store, output_committer, request.mode, request.options.format
+        ),
+    )
     return write_fed(store, output_committer, runner, feeder, on_event, before_job_commit)
 
 
@@ -221,7 +263,37 @@ def prepare_write(
         prepare_destination(store, output_committer.write_mode)
     except DestinationError as e:
         raise_in_callers_words(request.mode_words, e)
+    check_existing_data(store, output_committer, request, schema, schema_known=schema_known)
     return store, output_committer
+
+
+def check_existing_data(
+    store: Store,
+    committer: Committer,
+    request: WriteRequest,
+    schema: pa.Schema,
+    *,
+    schema_known: bool = True,
+) -> None:
+    """Refuse, on the driver, a write that keeps a plain data set's files but does not fit
+    them (`existing.check_existing`: another partition layout, other column types; the
+    types only when `schema_known`), in the caller's words."""
+    try:
+        check_existing(
+            store,
+            committer,
+            request.mode,
+            schema,
+            request.partition_by,
+            fmt=request.options.format,
+            schema_known=schema_known,
+            schema_mode=request.schema_mode,
+        )
+    except ConfigError as e:
+        message = in_callers_words(request.mode_words, str(e))
+        if message == str(e):
+            raise
+        raise ConfigError(message) from e
 
 
 def committer_write_options(options: WriteOptions, committer: Committer) -> WriteOptions:
@@ -243,10 +315,16 @@ def write_committer(request: WriteRequest, store: Store) -> Committer:
     `overwrite_or_ignore`, a committer that refuses a file name already there (manifest) is
     told to delete the target first, as pyarrow overwrites it."""
     options = dict(request.committer_options)
-    if request.replace_same_names:
-        name = choose_committer(store) if request.committer == "auto" else request.committer
-        if "delete_target_files" in {f.name for f in dataclasses.fields(config_type(name))}:
-            options.setdefault("delete_target_files", True)
+    name = choose_committer(store) if request.committer == "auto" else request.committer
+    fields = {f.name for f in dataclasses.fields(config_type(name))}
+    found = spec(name)
+    if request.schema_mode is not None and found is not None and found.family == "table":
+        # a table's own schema evolution, where its committer has one (Delta's schema_mode)
+        if "schema_mode" not in fields:
+            raise ConfigError(f"committer {name!r} takes no schema_mode")
+        options.setdefault("schema_mode", request.schema_mode)
+    if request.replace_same_names and "delete_target_files" in fields:
+        options.setdefault("delete_target_files", True)
     return make_committer(
         request.committer,
         store,

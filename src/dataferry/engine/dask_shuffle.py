@@ -46,6 +46,7 @@ from ..shuffle import (
     ShuffleServiceProcess,
     register_app,
 )
+from ..shuffle.lease import keeper_of
 from ..shuffle.open_outputs import release_open_map_outputs
 from ..stats import IOStatistics
 from .dask_shuffle_report import REPORT_TOPIC, DaskShuffleReport, watch
@@ -238,8 +239,7 @@ def _register_app(app: str, dask_worker: Any = None) -> tuple[str, str]:
 
 def register_shuffle_app(client: Any, app: str) -> AppCredentials:
     """Register a shuffle's application on every worker's service; its credentials."""
-    answers = client.run(_register_app, app)
-    return AppCredentials(app, tuple(sorted(answers.values())))
+    return AppCredentials(app, tuple(sorted(client.run(_register_app, app).values())))
 
 
 # --- the report --------------------------------------------------------------------------
@@ -448,7 +448,7 @@ def shuffle(
         npartitions or ddf.npartitions,
         (on,) if isinstance(on, str) else tuple(on),
         tuple(sorted(services.addresses.values())),
-        register_shuffle_app(client, app),
+        keeper_of(client, services.fingerprint).keep(register_shuffle_app(client, app)),
         services.fingerprint,
         tuple(sorted(services.directories.items())),
         push,

@@ -19,6 +19,11 @@ the service keeps serving. The token is checked from the request head before a b
 Directories idle for `state_idle_s` are dropped from memory (their markers are on the store,
 and are loaded again on next use).
 
+Ownership: a created marker's data file must carry the tag of the job whose directory it is
+created in (`ownership.py`: `<name>-<job8>-t<task>-a<attempt>.<ext>`, or Hudi's base file name
+with the directory's instant), so a token holder cannot mark, and have a rollback delete,
+another job's or a committed file; 400 otherwise.
+
 Confinement: every marker directory a request names must lie inside the markers root
 (`_dataferry/markers/<...>`): a '..', an absolute path, a scheme or the root itself is refused
 with 400, and so is a directory any component of which is a symbolic link (or a file) on the
@@ -41,11 +46,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from ..errors import ConfigError
-from ..net import BackgroundServer, ConnectionLimits, TLSChoice, resolve_tls
+from ..net import BackgroundServer, ConnectionLimits, TLSChoice, resolve_tls, this_connection
 from ..net.connection import peer_host
 from ..stats import IOStatistics
 from ..store import Store, paths
-from .base import MARKER_ROOTS, check_marker_name
+from .base import MARKER_ROOTS, BadMarker, check_marker_name, data_path
 from .files import (
     MARKERS_TYPE_FILE,
     SERVICE_TYPE,
@@ -54,6 +59,7 @@ from .files import (
     read_marker_type,
 )
 from .http import HttpConnection, HttpError
+from .ownership import owned_by_marker_dir, tag_hint
 
 log = logging.getLogger("dataferry.markers")
 
@@ -327,6 +333,7 @@ class MarkerService:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         limits = self.config.limits
         http = HttpConnection(reader, writer, limits.max_unauthenticated_bytes)
+        slot = this_connection()  # silent or idle, it may be closed to admit another (net)
         wait = limits.read_timeout_s  # a new connection must send its first request promptly
         while True:
             try:
@@ -336,6 +343,7 @@ class MarkerService:
                 if self.config.token and not head.has_token(self.config.token):
                     self.stats.incr("requests_unauthorized")
                     raise HttpError(401, "missing or wrong token")
+                slot.authenticated()  # serving a request from now on
                 n = head.content_length(self.config.max_request_bytes)
                 body = await http.read_body(n, limits.read_timeout_s)
                 if body is None:
@@ -349,6 +357,7 @@ class MarkerService:
             status, answer = await self._route(head.method, head.target, body)
             if not await http.respond(status, answer):
                 return  # the client asked to close (or spoke HTTP/1.0)
+            slot.idle()
             wait = limits.idle_timeout_s
 
     async def _route(self, method: str, target: str, body: bytes) -> tuple[int, dict[str, Any]]:
@@ -383,9 +392,8 @@ class MarkerService:
                     return 400, {"error": "body must be a JSON object"}
                 if url.path == "/v1/markers/create":
                     start = time.perf_counter()
-                    created = await self.create(
-                        _valid_dir(data.get("dir")), check_marker_name(data.get("name"))
-                    )
+                    directory = _valid_dir(data.get("dir"))
+                    created = await self.create(directory, _marker_of(directory, data.get("name")))
                     self.stats.record_duration("marker_create", time.perf_counter() - start)
                     return 200, {"created": created}
                 if url.path == "/v1/markers/create_batch":
@@ -393,7 +401,7 @@ class MarkerService:
                     names = data.get("names")
                     if not isinstance(names, list) or not names:
                         return 400, {"error": "names must be a non-empty list"}
-                    names = [check_marker_name(n) for n in names]  # all, before creating any
+                    names = [_marker_of(directory, n) for n in names]  # all, before any is made
                     start = time.perf_counter()
                     created = await asyncio.gather(*(self.create(directory, n) for n in names))
                     self.stats.record_duration("marker_create_batch", time.perf_counter() - start)
@@ -415,6 +423,19 @@ def _settle(fut: asyncio.Future, result: Any, error: BaseException | None) -> No
         fut.set_exception(error)
     else:
         fut.set_result(result)
+
+
+def _marker_of(directory: str, name: Any) -> str:
+    """`name`, if it is a marker a writer of `directory`'s job could have made: its data file
+    carries the job's tag. A marker naming any other file (a committed one, say) would make a
+    rollback of the job delete it; refused before it is recorded."""
+    name = check_marker_name(name)
+    if not owned_by_marker_dir(directory, data_path(name)):
+        raise BadMarker(
+            f"marker {name[:200]!r} names a file the job of {directory} did not write: "
+            f"its name must end {tag_hint(directory)}"
+        )
+    return name
 
 
 _DIR = re.compile(r"[^\x00-\x1f\x7f\\]{1,1024}")  # the whole name: no newline, no control

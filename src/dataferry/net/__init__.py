@@ -1,6 +1,7 @@
 """Network plumbing shared by the marker and shuffle services: the server on its own thread,
 connection limits, TLS, and service processes."""
 
+from .admission import Admission, Slot, this_connection
 from .connection import RawConnection, StreamConnection
 from .limits import ClientCounter, ConnectionLimits
 from .process import ServiceProcess, announce, wait_for_signal
@@ -21,6 +22,7 @@ from .tls import (
 )
 
 __all__ = [
+    "Admission",
     "BackgroundServer",
     "ClientCounter",
     "ConnectionLimits",
@@ -28,6 +30,7 @@ __all__ = [
     "RawConnection",
     "RawHandler",
     "ServiceProcess",
+    "Slot",
     "StreamConnection",
     "TLSChoice",
     "TLSIdentity",
@@ -42,5 +45,6 @@ __all__ = [
     "resolve_tls",
     "self_signed_identity",
     "server_context",
+    "this_connection",
     "wait_for_signal",
 ]

@@ -16,8 +16,11 @@ class ConnectionLimits:
         (clients reconnect when they find their kept-alive connection closed).
     read_timeout_s: a request, once begun, must arrive whole within this long; a connection
         must authenticate (and finish its TLS handshake) within it too.
-    max_connections_per_client: connections from one client address at a time; more are
-        closed at once, so one client cannot take every descriptor of the service.
+    max_connections_per_client: connections from one client address at a time, so one
+        client cannot take every descriptor of the service. A new connection at the cap is
+        let in by closing one of the address's connections that has not authenticated (the
+        oldest), else one idle between requests (the longest idle); it is closed at once only
+        when all of them are serving requests (`admission.py`).
     max_unauthenticated_bytes: the most a connection may send before it has authenticated
         (a request head carrying the token); nothing larger is allocated for it before then.
     """

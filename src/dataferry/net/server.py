@@ -6,7 +6,8 @@ one background thread, and `stop()` cancels what is in flight.
 
 One accept loop serves both services, so both keep serving the same way: running out of file
 descriptors pauses accepting (with a back-off, logged once) instead of ending it; a client
-address past its connection cap is turned away; a TLS handshake must finish within the read
+address at its connection cap gets in by closing one of its silent or idle connections
+(`admission.py`), and is turned away only when every one is serving a request; a TLS handshake must finish within the read
 timeout; whatever a connection's handler raises ends that connection only.
 """
 
@@ -22,8 +23,9 @@ from collections.abc import Awaitable, Callable
 
 from ..stats import IOStatistics
 from .addresses import advertised_host, join_host_port
+from .admission import Admission, Slot, serve_as
 from .connection import RawConnection, StreamConnection
-from .limits import ClientCounter, ConnectionLimits
+from .limits import ConnectionLimits
 from .retry import Backoff
 from .tls import TLSIdentity, server_context
 
@@ -64,7 +66,7 @@ class BackgroundServer:
         self.tls: TLSIdentity | None = None
         self._ssl: ssl.SSLContext | None = None
         self._listener: socket.socket | None = None
-        self._clients = ClientCounter(self.limits.max_connections_per_client)
+        self._clients = Admission(self.limits.max_connections_per_client)
         self._tasks: set[asyncio.Task] = set()  # keep references: the loop holds weak ones
         self._thread: threading.Thread | None = None
         self._exhausted = False
@@ -154,14 +156,37 @@ class BackgroundServer:
                 return  # the listener was closed: stopping
             paused, self._exhausted = 0, False
             client = str(peer[0]) if isinstance(peer, tuple) else "local"
-            if not self._clients.admit(client):
+            if not self._admit(sock, client):
                 self.stats.incr("connections_over_cap")
                 sock.close()
-                continue
-            self.stats.incr("connections_accepted")
-            task = self.loop.create_task(self._serve(sock, client))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+
+    def _admit(self, sock: socket.socket, client: str) -> bool:
+        """Serve a new connection, closing an older silent or idle one of its address when the
+        address is at its cap; False when none can give way."""
+        assert self.loop is not None
+        task: asyncio.Task | None = None
+        started: list[bool] = []
+
+        def close() -> None:  # on the loop: ends a connection to admit a newer one
+            self.stats.incr("connections_evicted")
+            if task is not None:
+                task.cancel()
+
+        slot = self._clients.admit(client, close)
+        if slot is None:
+            return False
+        self.stats.incr("connections_accepted")
+        task = self.loop.create_task(self._serve(sock, slot, started))
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            if not started:  # cancelled before it ran: nothing else closes its socket
+                sock.close()
+                self._clients.release(slot)
+
+        self._tasks.add(task)
+        task.add_done_callback(done)
+        return True
 
     def _out_of_descriptors(self, e: OSError, delay: float) -> None:
         self.stats.incr("accept_paused")
@@ -174,8 +199,11 @@ class BackgroundServer:
                 delay,
             )
 
-    async def _serve(self, sock: socket.socket, client: str) -> None:
+    async def _serve(self, sock: socket.socket, slot: Slot, started: list[bool]) -> None:
         assert self.loop is not None
+        started.append(True)
+        serve_as(slot)  # what the handler marks (authenticated, idle, busy) is this slot
+        client = slot.client
         transport_owns_socket = False
         try:
             sock.setblocking(False)
@@ -201,7 +229,7 @@ class BackgroundServer:
         finally:
             if not transport_owns_socket:
                 sock.close()
-            self._clients.release(client)
+            self._clients.release(slot)
 
     async def _streams(
         self, sock: socket.socket

@@ -6,6 +6,7 @@ from .blocks import Block, frame, unframe
 from .client import ServiceRefused, ShuffleClient, register_app, unregister_app
 from .config import DriverConfig, PushConfig, ReadConfig, ShuffleServiceConfig
 from .driver import FinalizeReport, MergedPartition, ShuffleDriver
+from .lease import LeaseKeeper
 from .mapoutput import MapStatus, write_map_output
 from .merge import MergeManager, MergeStatus, PushCode
 from .process import ShuffleServiceProcess
@@ -20,6 +21,7 @@ __all__ = [
     "Block",
     "DriverConfig",
     "FinalizeReport",
+    "LeaseKeeper",
     "MapStatus",
     "MergeManager",
     "MergeStatus",

@@ -167,6 +167,12 @@ class ShuffleClient:
         answer, _ = self.request(Msg.UNREGISTER, {"app": app})
         return bool(answer["removed"])
 
+    def renew(self, app: str) -> float:
+        """Renew the application's lease (with its credential); the service's lease, in
+        seconds (`ShuffleServiceConfig.app_lease_s`)."""
+        answer, _ = self.request(Msg.RENEW, {"app": app})
+        return float(answer["lease_s"])
+
     def push(
         self,
         app: str,

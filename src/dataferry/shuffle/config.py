@@ -28,7 +28,13 @@ class ShuffleServiceConfig:
     token: the service-wide secret ("" for none): it only registers applications (and reads
         statistics); each registered application gets its own credential, which every request
         on its data needs (`tenancy.py`). Never shown by repr().
-    max_apps: applications registered at once (10000); past it REGISTER is refused (429).
+    max_apps: live applications registered at once (10000); past it REGISTER is refused
+        (429). Applications past their lease do not count.
+    app_lease_s: an application that makes no request for this long (3600 s) is expired: its
+        files and its registration are removed and its id is free again. Any request of the
+        application renews it, and its driver renews it every third of the lease while a
+        shuffle is open (`LeaseKeeper`). Spark's external shuffle service has no such option
+        (YARN tells it when an application ends).
     app_max_merged_bytes: merged bytes on disk per application (64 GiB); a push past it is
         answered QUOTA (its blocks are read from the map outputs). Spark has no such option.
     app_max_connections: open connections per application (512); past it HELLO is refused
@@ -51,6 +57,7 @@ class ShuffleServiceConfig:
     token: str = field(default="", repr=False)
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     max_apps: int = 10_000
+    app_lease_s: float = 3600.0
     app_max_merged_bytes: int = 64 * 1024 * MiB
     app_max_connections: int = 512
     app_max_pending_merges: int = 64
@@ -59,6 +66,8 @@ class ShuffleServiceConfig:
     def __post_init__(self) -> None:
         if min(self.max_apps, self.app_max_connections, self.app_max_pending_merges) < 1:
             raise ConfigError("max_apps, app_max_connections, app_max_pending_merges must be >= 1")
+        if not self.app_lease_s > 0:
+            raise ConfigError(f"app_lease_s must be > 0, not {self.app_lease_s}")
         if self.app_max_merged_bytes < 0:
             raise ConfigError("app_max_merged_bytes must be >= 0")
         if self.min_chunk_size < 1 or self.max_deferred_bytes < 0 or self.max_frame_bytes < 1024:

@@ -47,6 +47,7 @@ class Msg(IntEnum):
     # -> {"codes"}: merge blocks of a map output on this host, read from its file (no payload)
     PUSH_REF = 14
     PEERS = 15  # {"peers": {address: directory}} -> {"peers"}: with the service-wide token
+    RENEW = 16  # {"app"} -> {"lease_s"}: with the app's credential; its lease starts again
     OK = 100
     ERROR = 101
 

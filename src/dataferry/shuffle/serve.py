@@ -26,9 +26,11 @@ DEFERRED_HELP = "Memory for blocks waiting on a busy partition (then: BUSY)."
 BY_REFERENCE_HELP = (
     "1: a block pushed by reference is merged as a stub (bytes written once); 0: copied."
 )
+LEASE_HELP = "Seconds an application may go without a request before it is expired."
 PARENT_HELP = "Stop when the process with this id is no longer the parent (0: never)."
 MIN_CHUNK_SIZE = 2 * 1024 * 1024
 MAX_DEFERRED_BYTES = 64 * 1024 * 1024
+APP_LEASE_S = 3600.0
 
 
 def serve(
@@ -40,6 +42,7 @@ def serve(
     min_chunk_size: int = MIN_CHUNK_SIZE,
     max_deferred_bytes: int = MAX_DEFERRED_BYTES,
     merge_by_reference: bool = True,
+    app_lease_s: float = APP_LEASE_S,
     port_file: str = "",
     tls: TLSChoice = "auto",
     say: Callable[[str], None] = say_on_stderr,
@@ -56,6 +59,7 @@ def serve(
         max_deferred_bytes=max_deferred_bytes,
         token=token,
         merge_by_reference=merge_by_reference,
+        app_lease_s=app_lease_s,
     )
     if parent_pid:
         exit_with_parent(parent_pid)
@@ -94,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--merge-by-reference", type=int, choices=(0, 1), default=1, help=BY_REFERENCE_HELP
     )
+    parser.add_argument("--app-lease-s", type=float, default=APP_LEASE_S, help=LEASE_HELP)
     parser.add_argument("--parent-pid", type=int, default=0, help=PARENT_HELP)
     args, tls = parse_service_arguments(parser, argv)
     serve(
@@ -104,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         min_chunk_size=args.min_chunk_size,
         max_deferred_bytes=args.max_deferred_bytes,
         merge_by_reference=bool(args.merge_by_reference),
+        app_lease_s=args.app_lease_s,
         port_file=args.port_file,
         tls=tls,
         parent_pid=args.parent_pid,

@@ -24,7 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import ConfigError, CorruptShuffleData, NotFound, StoreError
-from ..net import BackgroundServer, RawConnection, StreamConnection, TLSChoice, resolve_tls
+from ..net import (
+    BackgroundServer,
+    RawConnection,
+    StreamConnection,
+    TLSChoice,
+    resolve_tls,
+    this_connection,
+)
 from ..stats import IOStatistics
 from ..store import Store
 from .config import ShuffleServiceConfig
@@ -64,6 +71,7 @@ DATA_REQUESTS = frozenset(
         Msg.PUSH_DONE,
         Msg.PUSHED,
         Msg.UNREGISTER,
+        Msg.RENEW,
     }
 )
 
@@ -87,14 +95,21 @@ class ShuffleService:
         self.store = store
         self.config = config or ShuffleServiceConfig()
         self.merges = MergeManager(store, self.config)
-        self.registry = Registry(store, self.config.max_apps, self.config.app_max_connections)
         self.stats = IOStatistics()
+        self.registry = Registry(
+            store,
+            self.config.max_apps,
+            self.config.app_max_connections,
+            self.config.app_lease_s,
+            self.stats,
+        )
         self._io = ThreadPoolExecutor(io_threads, thread_name_prefix="shuffle-io")
         self.intake = PushIntake(
             store, self.merges, self.config, self.stats, self._io, lambda: self.address
         )
         self._indexes: OrderedDict[str, list[int]] = OrderedDict()  # small LRU of index files
         self._indexes_lock = threading.Lock()
+        self._sweeper: asyncio.Task | None = None
         # raw sockets (when plain): a pushed payload is received straight into one buffer, with
         # no stream buffer copying it on the way
         self._server = BackgroundServer(
@@ -106,7 +121,12 @@ class ShuffleService:
     ) -> ShuffleService:
         """Bind and serve; `tls` is an identity, None (plain), or "auto": TLS with a fresh
         self-signed identity beyond loopback, plain on loopback."""
-        self._server.start(host, port, tls=resolve_tls(host, tls))
+
+        def begin(loop: asyncio.AbstractEventLoop) -> None:
+            sweep = self.registry.sweep_forever(self._io, self._remove_files)
+            self._sweeper = loop.create_task(sweep)
+
+        self._server.start(host, port, on_loop=begin, tls=resolve_tls(host, tls))
         log.info("shuffle service listening on %s (%s)", self.address, self._server.tls_note)
         return self
 
@@ -152,8 +172,10 @@ class ShuffleService:
     async def _session(self, conn: Connection, session: _Session) -> None:
         limits = self.config.limits
         buffer = bytearray(0)  # reused for every payload of this connection
+        slot = this_connection()  # silent or idle, it may be closed to admit another (net)
         while True:
             authed = bool(session.role)
+            slot.idle()
             try:  # before HELLO, the peer has the read timeout to authenticate; then idle ones
                 wait = limits.idle_timeout_s if authed else limits.read_timeout_s
                 raw = await conn.read_exactly(PREFIX.size, timeout=wait)
@@ -162,6 +184,7 @@ class ShuffleService:
                 return
             if raw is None:
                 return
+            slot.busy()
             magic, msg, header_len, payload_len = PREFIX.unpack(raw)
             if magic != FRAME_MAGIC:
                 return await self._refuse(conn, 400, "malformed frame")
@@ -187,6 +210,8 @@ class ShuffleService:
                 return await self._refuse(conn, 408, "request not received in time")
             if head is None or payload is None:
                 return
+            if session.role == "open":  # a service without a token: a whole frame suffices
+                slot.authenticated()
             try:
                 header = parse_header(head)
             except ValueError as e:
@@ -200,6 +225,7 @@ class ShuffleService:
                 if refused is not None:
                     self.stats.incr("requests_unauthorized")
                     return await self._refuse(conn, *refused)
+                slot.authenticated()
                 await self._answer(conn, {})
                 continue
             if not await self._serve_request(conn, msg, header, payload, session):
@@ -216,6 +242,7 @@ class ShuffleService:
                 self.stats.incr("connections_over_app_cap")
                 return 429, f"application {app} has {self.config.app_max_connections} connections"
             session.role, session.app = "app", app
+            self.registry.touch(app)
             return None
         if session.role == "open" or same_token(header.get("token"), self.config.token):
             session.role = session.role or "service"
@@ -233,6 +260,7 @@ class ShuffleService:
             if app != session.app or not self.registry.live(app):
                 self.stats.incr("requests_forbidden")
                 raise BadRequest(403, f"this connection does not speak for application {app}")
+            self.registry.touch(app)  # the application's use renews its lease
         elif session.role == "service" or self.registry.live(app):
             self.stats.incr("requests_forbidden")
             raise BadRequest(
@@ -327,7 +355,9 @@ class ShuffleService:
             await self._answer(conn, {"removed": removed})
         elif msg == Msg.REGISTER:
             app = app_of(header)
-            got = await loop.run_in_executor(self._io, self.registry.register, app)
+            got = await loop.run_in_executor(
+                self._io, self.registry.register, app, self._remove_files
+            )
             if isinstance(got, int):
                 self.stats.incr("registrations_refused")
                 words = "is already registered" if got == 409 else "is one too many"
@@ -340,6 +370,9 @@ class ShuffleService:
             removed = await loop.run_in_executor(self._io, self._unregister, app)
             log.info("shuffle service: application %s unregistered", app)
             await self._answer(conn, {"removed": removed})
+        elif msg == Msg.RENEW:
+            app_of(header)  # renewed by `_authorize`, as every request of the application is
+            await self._answer(conn, {"lease_s": self.config.app_lease_s})
         elif msg == Msg.STATS:
             await self._answer(conn, {"stats": self.snapshot()})
         elif msg == Msg.PUSH_DONE:
@@ -354,11 +387,14 @@ class ShuffleService:
 
     def _unregister(self, app: str) -> bool:
         removed = self.registry.unregister(app)
+        self._remove_files(app)
+        return removed
+
+    def _remove_files(self, app: str) -> None:
         self.merges.remove_app(app)
         with self._indexes_lock:
             for key in [k for k in self._indexes if k.startswith(f"{app}/")]:
                 del self._indexes[key]
-        return removed
 
     # --- push ------------------------------------------------------------------------------
 

@@ -289,3 +289,38 @@ def test_meta_columns_of_complex_keys_and_later_rows():
     simple = HudiConfig(instant=JAVA_INSTANT, meta_fields="simple", record_key="x")
     with pytest.raises(ConfigError, match="null or empty"):
         meta_file_columns(simple, 0, "f.parquet", data.schema).prepend(data, 0)
+
+
+def test_upsert_into_a_table_hudi_wrote(tmp_path):
+    """Keys Hudi wrote are updated in their own file groups (a new slice of the Java file
+    group), by the table's record key and precombine field, meta columns as Hudi's merge
+    keeps them (untouched rows keep their commit time and seqno, every row names the new
+    file); broken, hudi-rs reads two versions of a key or stale meta columns."""
+    path = tmp_path / "t"
+    java_rows = java_table(path)
+    java_files = {r["x"]: r["_hoodie_file_name"] for r in java_rows.to_pylist()}
+    new = pa.table(
+        {
+            "x": pa.array([100, 103, 105, 300], pa.int64()),
+            "day": ["2024-01-01", "2024-01-02", "2024-01-02", "2024-01-01"],
+            "v": [1000.0, 1000.0, 1.0, 3.0],  # 105: older than the stored 52.5, ignored
+        }
+    )
+    append(new, path)
+    got = read_hudi(path)
+    assert got.column("x").to_pylist() == [100, 101, 102, 103, 104, 105, 300]
+    by_x = {r["x"]: r for r in got.to_pylist()}
+    assert [by_x[x]["v"] for x in (100, 103, 105, 300)] == [1000.0, 1000.0, 52.5, 3.0]
+    (instant,) = dataferry_instants(path)
+    check_meta_columns(got, instant)
+    for x in (100, 103):  # updated in the Java file group, under the new instant
+        fid = parse_base_file_name(by_x[x]["_hoodie_file_name"])[0]
+        assert fid == parse_base_file_name(java_files[x])[0]
+        assert by_x[x]["_hoodie_commit_time"] == instant
+    for x in (101, 102, 104, 105):  # untouched: Hudi's commit time and seqno, the new file
+        assert by_x[x]["_hoodie_commit_time"] == JAVA_INSTANT
+        assert by_x[x]["_hoodie_file_name"] != java_files[x]
+    meta = json.loads((path / ".hoodie" / f"{instant}.commit").read_text())
+    assert meta["operationType"] == "UPSERT"
+    prev = sorted(s["prevCommit"] for ss in meta["partitionToWriteStats"].values() for s in ss)
+    assert prev == [JAVA_INSTANT, JAVA_INSTANT, "null"]

@@ -15,18 +15,19 @@ of committed jobs.
 
 from __future__ import annotations
 
-import re
+import logging
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from ...errors import CommitError, NotFound, StoreError
+from ...errors import CommitError, NotFound
 from ...ids import parse_task_attempt_id
 from ...markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers
 from ...markers.base import MARKERS_ROOT, BadMarker, data_path
-from ...markers.rollback import markers_in
+from ...markers.listing import markers_in
+from ...markers.ownership import attempt_tag, attempt_tag_of, owned_by_marker_dir
 from ...net.addresses import parse_service_url
 from ...net.tls import normalize_fingerprint
 from ...stages import stage
@@ -44,7 +45,15 @@ from ..protocol import (
 )
 from ..records.intent import Intent, load_intent
 from ..records.success import SUCCESS_FILE
+from .deletion import (
+    delete_stray_files,
+    delete_uncommitted,
+    delete_untracked,
+    owned_files,
+)
 from .records import CommitRecord, read_commit_record
+
+log = logging.getLogger("dataferry.commit")
 
 COMMITS_DIR = "_dataferry/commits"
 COMMITTER_NAME = "dataferry.commit.direct.DirectCommitter"
@@ -113,15 +122,8 @@ def unique_name(relpath: str, task: TaskAttemptContext) -> str:
     stem, dot, ext = name.rpartition(".")
     if not dot or not stem:
         stem, ext = name, ""
-    tag = _attempt_tag(task.job.job_uuid, task.task_index, task.attempt_number)
+    tag = attempt_tag(task.job.job_uuid, task.task_index, task.attempt_number)
     return paths.join(parent, f"{stem}{tag}{'.' + ext if ext else ''}")
-
-
-def _attempt_tag(job_uuid: str, task_index: int, attempt_number: int) -> str:
-    return f"-{job_uuid[:8]}-t{task_index}-a{attempt_number}"
-
-
-_TAG_RE = re.compile(r"(-[^/]{8}-t\d+-a\d+)(?:\.[^.]*)?$")
 
 
 def _unreported(
@@ -131,13 +133,8 @@ def _unreported(
     committed = set()
     for m in messages:
         attempt = parse_task_attempt_id(m.attempt_id)
-        committed.add(_attempt_tag(job.job_uuid, attempt.task.index, attempt.number))
-    found = []
-    for f in stray:
-        match = _TAG_RE.search(paths.name(f))
-        if match and match.group(1) in committed:
-            found.append(f)
-    return found
+        committed.add(attempt_tag(job.job_uuid, attempt.task.index, attempt.number))
+    return [f for f in stray if attempt_tag_of(paths.name(f)) in committed]
 
 
 class DirectCommitter(Committer):
@@ -275,6 +272,11 @@ class DirectCommitter(Committer):
         none): what a rollback and the last look for late files keep."""
         return _record_files(self.store, job.job_uuid)
 
+    def referenced_anywhere(self) -> set[str]:
+        """Every data file some committed version of the destination references (here: every
+        commit record's list): what no deletion may touch, whatever a marker or a name says."""
+        return _all_record_files(self.store)
+
     def plan_commit(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
     ) -> CommitPlan:
@@ -285,7 +287,7 @@ class DirectCommitter(Committer):
             raise CommitError(
                 f"job {job.job_id}: {len(unmarked)} reported files have no marker, e.g. {sorted(unmarked)[0]}"
             )
-        stray = sorted(marked - committed)
+        stray = owned_files(self, self.job_dir(job), sorted(marked - committed))
         self._refuse_to_delete_unreported(job, stray, messages)
         return CommitPlan(
             {"files": sorted(committed), "stray": stray, "marked": len(marked)}, len(committed)
@@ -306,9 +308,10 @@ class DirectCommitter(Committer):
         # sees was another job's, rolled back meanwhile
         before = {s.path for s in self.store.walk("") if not paths.is_hidden(s.path)}
         in_flight = {
-            data_path(m)
+            f
             for d in self.store.list_or_empty(MARKERS_ROOT)
-            for m in markers_in(self.store, d.path)
+            for f in map(data_path, markers_in(self.store, d.path))
+            if owned_by_marker_dir(d.path, f)  # a forged marker hides nothing from overwrite
         }
         after = {s.path for s in self.store.walk("") if not paths.is_hidden(s.path)}
         files = [f for f in before & after if f not in in_flight]
@@ -317,7 +320,7 @@ class DirectCommitter(Committer):
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         plan = intent.payload
-        delete_stray_files(ctx, plan["stray"])
+        delete_stray_files(ctx, self, job, plan["stray"])
         save_commit_record(ctx, job, plan["files"])
         return Applied(
             files=len(plan["files"]),
@@ -335,9 +338,9 @@ class DirectCommitter(Committer):
         wrote; a later one re-creates a marker, which `dataferry cleanup` finds."""
         intent = load_intent(ctx.store, self.job_dir(job))
         committed = intent.payload["files"] if intent else self.committed_files(job)
-        delete_uncommitted(ctx.store, self.job_dir(job), committed, ctx.pool)
+        delete_uncommitted(self, self.job_dir(job), committed, ctx.pool)
         self.markers(job).delete_all()
-        delete_untracked(ctx.store, job.job_uuid, committed, ctx.pool)
+        delete_untracked(self, job.job_uuid, committed, ctx.pool)
         type(self).tidy(ctx.store)
         return "deleted"
 
@@ -363,9 +366,9 @@ class DirectCommitter(Committer):
         service down), the directories it made that are now empty, then the markers."""
         committed = self.committed_files(job)
         with IOPool(self.config.threads) as pool:
-            doomed = delete_uncommitted(self.store, self.job_dir(job), committed, pool)
+            doomed = delete_uncommitted(self, self.job_dir(job), committed, pool)
             self.store.delete(self.job_dir(job), recursive=True)
-            delete_untracked(self.store, job.job_uuid, committed, pool, also=doomed)
+            delete_untracked(self, job.job_uuid, committed, pool, also=doomed)
         type(self).tidy(self.store)
 
     def cleanup_job(self, job: JobContext) -> None:
@@ -391,39 +394,12 @@ def _record_files(store: Store, job_uuid: str) -> list[str]:
         return []
 
 
-def delete_untracked(
-    store: Store,
-    job_uuid: str,
-    committed: Sequence[str],
-    pool: IOPool,
-    also: Sequence[str] = (),
-) -> list[str]:
-    """Files named for this job (its tag) that its commit does not list, in the directories of
-    its committed files and of `also`: written by a given-up attempt after the last look at
-    the markers. One listing per directory."""
-    keep = set(committed)
-    tag = f"-{job_uuid[:8]}-t"
-    doomed = [
-        st.path
-        for d in sorted({paths.parent(f) for f in (*keep, *also)})
-        for st in store.list_or_empty(d)
-        if not st.is_dir and tag in st.name and st.path not in keep
-    ]
-    pool.for_each(store.delete, doomed, adaptive=True)
-    remove_empty_parents(store, doomed)
-    return doomed
-
-
-def delete_uncommitted(
-    store: Store, directory: str, committed: Sequence[str], pool: IOPool
-) -> list[str]:
-    """Delete every file the markers in `directory` name that the job did not commit (all of
-    them when it committed none), and the directories it made that are now empty."""
-    marked = {data_path(m) for m in markers_in(store, directory)}
-    doomed = sorted(marked - set(committed))
-    pool.for_each(store.delete, doomed, adaptive=True)
-    remove_empty_parents(store, doomed)
-    return doomed
+def _all_record_files(store: Store) -> set[str]:
+    files: set[str] = set()
+    for r in store.list_or_empty(COMMITS_DIR):
+        if r.name.endswith(".json"):
+            files.update(read_commit_record(store, r.path, r.name[: -len(".json")]).files)
+    return files
 
 
 @stage("job_stage_list_markers", "list_markers")
@@ -437,13 +413,6 @@ def list_markers(ctx: StageContext, markers: WriteMarkers) -> set[str]:
         ) from None
 
 
-@stage("job_stage_delete_stray_files", "delete_stray_files")
-def delete_stray_files(ctx: StageContext, stray: list[str]) -> None:
-    ctx.fence("deleting stray files")
-    ctx.pool.for_each(ctx.store.delete, stray, adaptive=True)
-    remove_empty_parents(ctx.store, stray)
-
-
 @stage("job_stage_save_records", "save_records")
 def save_commit_record(ctx: StageContext, job: JobContext, files: list[str]) -> None:
     """The switch readers of committed files see: one write of the complete file list."""
@@ -451,29 +420,7 @@ def save_commit_record(ctx: StageContext, job: JobContext, files: list[str]) -> 
     ctx.store.write_bytes(commit_record_path(job.job_uuid), record.to_bytes())
 
 
-def remove_empty_parents(store: Store, files: Sequence[str]) -> None:
-    """Delete the visible directories of `files` that are empty now, deepest first."""
-    parents = {paths.parent(f) for f in files}
-    for d in sorted(parents, key=paths.depth, reverse=True):
-        while d and not paths.is_hidden(d):
-            try:
-                if store.list(d):
-                    break
-                store.delete(d, recursive=False)
-            except StoreError:
-                break
-            d = paths.parent(d)
-
-
 def list_committed(dest: str | Store) -> list[str]:
     """Files of committed jobs only (for readers that must not see files in flight)."""
     store = dest if isinstance(dest, Store) else open_store(dest)
-    files: set[str] = set()
-    try:
-        records = store.list(COMMITS_DIR)
-    except NotFound:
-        return []
-    for r in records:
-        if r.name.endswith(".json"):
-            files.update(read_commit_record(store, r.path, r.name[: -len(".json")]).files)
-    return sorted(f for f in files if store.exists(f))
+    return sorted(f for f in _all_record_files(store) if store.exists(f))

@@ -27,7 +27,8 @@ import pyarrow as pa
 from ...errors import CommitUndone, ConfigError, DestinationError
 from ...stages import stage
 from ...store import Store, paths
-from ..direct.committer import DirectCommitter, DirectConfig, delete_stray_files, unique_name
+from ..direct.committer import DirectCommitter, DirectConfig, unique_name
+from ..direct.deletion import delete_stray_files
 from ..job.stages import check_destination
 from ..protocol import (
     Applied,
@@ -134,6 +135,9 @@ class TableCommitter(DirectCommitter):
         tag = f"-{job.job_uuid[:8]}-t"
         return sorted(f for f in self.referenced_files() if tag in paths.name(f))
 
+    def referenced_anywhere(self) -> set[str]:
+        return self.referenced_files()
+
     def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
         """What `error` refuses: the table's live files (none if there is no table)."""
         return self.table_files() if self.table_exists() else []
@@ -206,7 +210,7 @@ class TableCommitter(DirectCommitter):
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         plan = intent.payload
-        delete_stray_files(ctx, plan["stray"])
+        delete_stray_files(ctx, self, job, plan["stray"])
         details = commit_table_stage(ctx, self, job, intent)
         facts = [FileFacts.from_json(f) for f in plan["facts"]]
         return Applied(

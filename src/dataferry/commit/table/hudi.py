@@ -8,12 +8,15 @@ Hudi lays it out (table version 6, timeline layout 1, JSON commit metadata).
     setup_job:  `hoodie.properties` (a new table), `<instant>.commit.requested`, `.inflight`
     tasks:      `col=value/<fileId>_<writeToken>_<instant>.parquet`, each after its marker in
                 `.hoodie/.temp/<instant>/` (Hudi's marker layout, direct or the service)
-    job commit: stray marked files deleted, then `<instant>.commit` created if absent (the
-                switch: hudi-rs shows a base file iff its instant is completed), markers removed
+    job commit: an upsert's merge (`hudi_upsert.py`: the file groups holding updated keys get
+                new slices under the instant), stray marked files deleted, then
+                `<instant>.commit` created if absent (the switch: hudi-rs shows a base file iff
+                its instant is completed), markers removed
     rollback:   the files the markers name deleted, the pending instant's files deleted, and a
                 `<r>.rollback` written (`hudi_rollback.py`)
 
-Modes: `append` and `error` (a `commit`, operation INSERT); `overwrite-partitions` and
+Modes: `append` and `error` (a `commit` of the config's operation: UPSERT, the default, or
+INSERT or BULK_INSERT); `overwrite-partitions` and
 `overwrite` (a `replacecommit`, INSERT_OVERWRITE / INSERT_OVERWRITE_TABLE, as Hudi's Spark
 writer makes them): `<t>.replacecommit.requested`, `.replacecommit.inflight`, `.replacecommit`,
 whose `partitionToReplaceFileIds` names every live file group of the partitions written (or
@@ -27,21 +30,38 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
-from ...errors import CommitError, ConfigError, DestinationError, NotFound, TableCommitConflict
+from ...errors import CommitError, ConfigError, DestinationError, TableCommitConflict
 from ...ids import JobId
+from ...markers.base import IOType
 from ...store import IOPool, Store, paths
-from ..direct.committer import delete_uncommitted
-from ..protocol import JobContext, Leftover, StageContext, TaskAttemptContext, TaskCommitMessage
+from ..direct.deletion import delete_uncommitted
+from ..protocol import (
+    CommitPlan,
+    JobContext,
+    Leftover,
+    StageContext,
+    TaskAttemptContext,
+    TaskCommitMessage,
+)
+from ..protocol.hooks import FileColumns
 from ..records.intent import Intent, load_intent
-from .base import TableCommitter, TableConfig
+from .base import TableCommitter
 from .footers import FileFacts
-from .hudi_meta import KEY_FORMS, check_meta_input, data_schema, meta_file_columns, meta_options
+from .hudi_config import HudiConfig, instant_of
+from .hudi_meta import (
+    check_meta_input,
+    data_schema,
+    key_form,
+    meta_file_columns,
+    meta_options,
+    populates_meta_fields,
+)
 from .hudi_rollback import (
     delete_untracked_of_instant,
     job_uuid_of_instant,
@@ -49,6 +69,7 @@ from .hudi_rollback import (
     roll_back_instant,
     unreported_files,
 )
+from .hudi_state import HudiTableState
 from .hudi_timeline import (
     COMPLETED_ACTIONS,
     HOODIE,
@@ -59,73 +80,25 @@ from .hudi_timeline import (
     avro_schema,
     base_file_name,
     commit_metadata,
-    fields_of,
     file_id,
     instant_of_name,
-    live_file_groups,
     next_instant,
     operation_of_mode,
     parse_base_file_name,
-    parse_properties,
     pending_suffixes,
     properties_bytes,
-    replaced_file_ids,
     timeline_file,
     write_token,
 )
+from .hudi_types import file_schema, to_file
+from .hudi_upsert import KeySpec, UpsertJob, upsert_stage
 from .layout import partition_dir
-from .location import table_location
 from .transact import commit_exactly_once
 
 log = logging.getLogger("dataferry.commit")
 
 
-@dataclass(frozen=True)
-class HudiConfig(TableConfig):
-    """The Hudi committer's options (with Hudi's names).
-
-    table_name: `hoodie.table.name` ("" : the table directory's name).
-    record_key: `hoodie.table.recordkey.fields`, comma-separated or a list (optional).
-    partition_fields: `hoodie.table.partition.fields` (None: the write's partition_by).
-    precombine_field: `hoodie.table.precombine.field` (optional).
-    table_version: `hoodie.table.version`: 6 (timeline layout 1). database_name: its database.
-    instant, meta_fields: set by `new_job`: the instant, the meta columns' key form (`hudi_meta`).
-    """
-
-    table_name: str = ""
-    record_key: str | Sequence[str] = ()
-    partition_fields: str | Sequence[str] | None = None
-    precombine_field: str = ""
-    table_version: int = 6
-    database_name: str = ""
-    instant: str = ""
-    meta_fields: str = ""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.table_version != 6:
-            raise ConfigError(
-                f"table_version {self.table_version!r} is not supported: dataferry writes "
-                "Hudi tables of version 6 (timeline layout 1) only"
-            )
-        object.__setattr__(self, "record_key", fields_of(self.record_key))
-        if self.partition_fields is not None:
-            object.__setattr__(self, "partition_fields", fields_of(self.partition_fields))
-        if self.instant and not (self.instant.isdigit() and len(self.instant) == 17):
-            raise ConfigError(f"instant must be yyyyMMddHHmmssSSS, got {self.instant!r}")
-        if self.meta_fields not in KEY_FORMS:
-            raise ConfigError(f"meta_fields must be one of {KEY_FORMS}, got {self.meta_fields!r}")
-
-
-def instant_of(job: JobContext) -> str:
-    """The job's instant time (set by `HudiCommitter.new_job`)."""
-    instant = getattr(job.config, "instant", "")
-    if not instant:
-        raise CommitError(f"job {job.job_id}: no Hudi instant: build jobs with new_job()")
-    return instant
-
-
-class HudiCommitter(TableCommitter):
+class HudiCommitter(HudiTableState, TableCommitter):
     name = "hudi"
     format_name = "Apache Hudi"
     keeps_partition_columns = True
@@ -163,124 +136,26 @@ class HudiCommitter(TableCommitter):
     def job_dir(self, job: JobContext) -> str:
         return f"{TEMP}/{instant_of(job)}"
 
-    # --- the table ---------------------------------------------------------------------------
-
-    def table_name(self) -> str:
-        """The option, else the table's own (recovery has default options), else the
-        directory's name."""
-        if self.config.table_name:
-            return self.config.table_name
-        known = self.properties().get("hoodie.table.name")
-        return known or self.store.full_url().rstrip("/").rsplit("/", 1)[-1] or "table"
-
-    def table_exists(self) -> bool:
-        return self.store.exists(PROPERTIES)
-
-    def properties(self) -> dict[str, str]:
-        try:
-            return parse_properties(self.store.read_bytes(PROPERTIES))
-        except NotFound:
-            return {}
-
-    def completed_instants(self) -> list[tuple[str, str]]:
-        """(instant, action) of every completed commit or replacecommit, oldest first."""
-        found = []
-        for e in self.store.list_or_empty(HOODIE):
-            instant = instant_of_name(e.name)
-            action = e.name[len(instant) + 1 :] if instant else ""
-            if instant and action in ("commit", "replacecommit"):
-                found.append((instant, action))
-        return sorted(found)
-
-    def commit_of(self, instant: str, action: str = "commit") -> dict[str, Any] | None:
-        try:
-            return json.loads(self.store.read_bytes(timeline_file(instant, action)))
-        except NotFound:
-            return None
-
-    def completed_of(self, instant: str) -> dict[str, Any] | None:
-        """The completed instant's metadata, a `commit` or a `replacecommit` (None: not
-        completed)."""
-        for action in COMPLETED_ACTIONS:
-            meta = self.commit_of(instant, action)
-            if meta is not None:
-                return meta
-        return None
-
-    def completed_metadata(self) -> Iterator[dict[str, Any]]:
-        """Every completed instant's metadata, oldest first."""
-        for instant, action in self.completed_instants():
-            yield self.commit_of(instant, action) or {}
-
-    def file_groups(self) -> dict[str, dict[str, str]]:
-        """partition -> {fileId: base file} of the table's live file groups."""
-        return live_file_groups(self.completed_metadata())
-
-    def table_files(self) -> list[str]:
-        """The base files of completed instants that no later replacecommit replaced."""
-        return sorted(f for group in self.file_groups().values() for f in group.values())
-
-    def table_partition_fields(self) -> tuple[str, ...]:
-        return fields_of(self.properties().get("hoodie.table.partition.fields", ""))
-
-    def latest_schema(self) -> str:
-        """The Avro schema the latest completed instant that records one records ("")."""
-        found = [m.get("extraMetadata", {}).get("schema", "") for m in self.completed_metadata()]
-        return next((f for f in reversed(found) if f), "")
-
-    # --- the format's reader (the referee's checks, `dataferry verify crash`) ----------------
-
-    def hudi_table(self) -> Any:
-        from hudi import HudiTableBuilder
-
-        loc = table_location(self.store, "a Hudi table")
-        builder = HudiTableBuilder.from_base_uri(loc.uri)
-        if loc.storage_options:
-            builder = builder.with_storage_options(loc.storage_options)
-        return builder.build()
-
-    def read_rows(self, as_of: str = "") -> pa.Table | None:
-        """The rows of the current version (or of the one at instant `as_of`: time travel),
-        read by hudi-rs; None if no instant is completed."""
-        if not self.table_exists() or not self.completed_instants():
-            return None
-        from hudi import HudiReadOptions
-
-        table = self.hudi_table()
-        batches = table.read(HudiReadOptions().with_as_of_timestamp(as_of) if as_of else None)
-        return pa.Table.from_batches(batches) if batches else table.get_schema().empty_table()
-
-    def referenced_files(self) -> set[str]:
-        """The base files of every completed instant, replaced ones included (Hudi keeps
-        them for time travel until its cleaner runs)."""
-        return {
-            s["path"]
-            for meta in self.completed_metadata()
-            for stats in (meta.get("partitionToWriteStats") or {}).values()
-            for s in stats
-        }
-
-    def commits_of_job(self, job_uuid: str) -> int:
-        """How many completed instants carry the job's uuid (1 or 0; more: applied twice)."""
-        return sum(
-            (m.get("extraMetadata") or {}).get(JOB_UUID_KEY) == job_uuid
-            for m in self.completed_metadata()
-        )
-
     # --- before the job ------------------------------------------------------------------------
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
         self._input_known = True
+        self.check_timeline()
         wanted = self.config.partition_fields
         if wanted is not None and tuple(wanted) != tuple(partition_by):
             raise ConfigError(
                 f"partition_fields={list(wanted)} but the write gives "
                 f"partition_by={list(partition_by)}: give the same columns"
             )
-        avro_schema(schema, self.table_name())  # a type Hudi cannot record is refused now
-        for key in self.config.record_key:
+        # a type Hudi has none for is refused now, naming the column (`hudi_types.py`)
+        avro_schema(file_schema(schema), self.table_name())
+        self.check_keys(self.config)
+        for key in self.key_fields(self.config):
             if key not in schema.names:
                 raise ConfigError(f"record key field {key!r} is not a column of the data")
+        combine = self.precombine_field(self.config)
+        if combine and combine not in schema.names:
+            raise ConfigError(f"precombine field {combine!r} is not a column of the data")
         self._check_partitions(partition_by)
         check_meta_input(self.properties(), self.config.record_key, schema, self.store.full_url())
 
@@ -294,9 +169,28 @@ class HudiCommitter(TableCommitter):
                 f"gives partition_by={list(partition_by)}: give partition_by={list(table)}"
             )
 
+    def check_keys(self, config: HudiConfig) -> None:
+        """Refuse (ConfigError) a write with no record key unless it says keyless, and a
+        keyless write into a table that has keys; before anything is written."""
+        keys = self.key_fields(config)
+        url = self.store.full_url()
+        if not keys and not config.keyless:
+            raise ConfigError(
+                f"Hudi table {url} has no record key: give record_key=<column> (Hudi's "
+                "hoodie.datasource.write.recordkey.field; an upsert replaces the row of the "
+                "same key), or keyless=True for a table without keys (insert only)"
+            )
+        if keys and config.keyless and not config.record_key:
+            raise ConfigError(
+                f"keyless=True, but Hudi table {url} has record key {list(keys)}: give "
+                "record_key instead, with operation='insert' to add rows without a lookup"
+            )
+
     def setup_job(self, job: JobContext) -> None:
         """The instant's record and its pending files (and the table, when it is new and
         its partition columns are known): markers may be made from here on."""
+        self.check_keys(job.config)
+        self.check_timeline()
         super().setup_job(job)
         instant = instant_of(job)
         if any(self.store.exists(timeline_file(instant, a)) for a in COMPLETED_ACTIONS):
@@ -307,7 +201,7 @@ class HudiCommitter(TableCommitter):
         )
         if self._input_known or self.config.partition_fields is not None:
             self.create_table(self.config.partition_fields or self.partition_by, None)
-        action, operation = operation_of_mode(job.mode)
+        action, operation = operation_of_mode(job.mode, job.config.write_operation)
         requested, inflight = pending_suffixes(action)
         self.store.create_if_absent(timeline_file(instant, requested), b"")
         profile = {
@@ -327,6 +221,7 @@ class HudiCommitter(TableCommitter):
             return False
         name = self.table_name()
         schema = schema if schema is not None else self.input_schema
+        schema = file_schema(data_schema(schema)) if schema is not None else None
         create_schema = json.dumps(avro_schema(schema, name)) if schema is not None else ""
         data = properties_bytes(
             name,
@@ -355,12 +250,20 @@ class HudiCommitter(TableCommitter):
         return final
 
     def file_columns(self, task: TaskAttemptContext, relpath: str, schema: pa.Schema) -> Any:
-        """Hudi's meta columns first, in a table whose files hold them (`hudi_meta.py`)."""
+        """The rows in the types Hudi keeps (`hudi_types.py`), with Hudi's meta columns first
+        in a table whose files hold them (`hudi_meta.py`)."""
+        target = file_schema(schema)
         if not getattr(task.job.config, "meta_fields", ""):
-            return None
-        return meta_file_columns(
-            task.job.config, task.task_index, self.output_path(task, relpath), schema
-        )
+            if target == schema:
+                return None
+            return FileColumns(schema=target, prepend=lambda rows, first: to_file(rows, target))
+        path = self.output_path(task, relpath)
+        meta = meta_file_columns(task.job.config, task.task_index, path, target)
+
+        def prepend(rows: pa.Table, first: int) -> pa.Table:
+            return meta.prepend(to_file(rows, target), first)
+
+        return FileColumns(schema=meta.schema, prepend=prepend)
 
     def _refuse_to_delete_unreported(
         self, job: JobContext, stray: Sequence[str], messages: Sequence[TaskCommitMessage]
@@ -388,7 +291,7 @@ class HudiCommitter(TableCommitter):
             raise DestinationError(
                 f"Hudi table {self.store.full_url()} already exists; write with mode='append'"
             )
-        action, operation = operation_of_mode(job.mode)
+        action, operation = operation_of_mode(job.mode, job.config.write_operation)
         self._check_partitions(list(self.partition_by or self.partitions_of(facts)))
         for f in facts:
             parsed = parse_base_file_name(paths.name(f.path))
@@ -403,9 +306,26 @@ class HudiCommitter(TableCommitter):
             plan["replaced"] = self.replaced(plan["partitions"])
         return plan
 
-    def replaced(self, partitions: Sequence[str] | None) -> dict[str, list[str]]:
-        """The file ids an insert overwrite of `partitions` (None: the table) replaces now."""
-        return replaced_file_ids(self.file_groups(), partitions)
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        """As every table committer's, then an upsert's merge (`hudi_upsert.py`): the job's
+        files become its inserts and the new slices of the file groups it updates."""
+        plan = super().plan_commit(ctx, job, messages)
+        if plan.payload["table"]["operation"] == "UPSERT" and plan.payload["files"]:
+            props = self.properties()
+            keys = self.key_fields(job.config)
+            spec = KeySpec(
+                keys, key_form(props, keys) == "complex", self.precombine_field(job.config)
+            )
+
+            def mark(part: str, name: str, kind: IOType) -> object:
+                return self.markers(job).create(part, name, kind)
+
+            who = UpsertJob(job.job_uuid, job.attempt, instant_of(job), mark)
+            meta = populates_meta_fields(props)
+            upsert_stage(ctx, plan, who, self.file_groups(), spec, meta)
+        return plan
 
     def _landed(self, instant: str, job_uuid: str) -> dict[str, Any] | None:
         meta = self.completed_of(instant)
@@ -418,8 +338,10 @@ class HudiCommitter(TableCommitter):
         instant = plan["table"]["instant"]
         facts = [FileFacts.from_json(f) for f in plan["facts"]]
         schema = data_schema(self.plan_schema(intent))  # Hudi records it without meta columns
+        schema = file_schema(schema) if schema is not None else None  # as the files hold it
         action = plan["table"].get("action", "commit")
         replaced = plan["table"].get("replaced") if action == "replacecommit" else None
+        slices = plan["table"].get("slices") or {}
         path = timeline_file(instant, action)
         what = f"job {job.job_id}: Hudi {action} {instant} of {self.store.full_url()}"
 
@@ -427,6 +349,12 @@ class HudiCommitter(TableCommitter):
             return self._landed(instant, job.job_uuid)
 
         def commit() -> dict[str, Any]:
+            moved = self.moved_slices(slices)
+            if moved:
+                raise TableCommitConflict(
+                    f"{what}: the file group of {moved[0]} has a newer slice than the one the "
+                    "upsert merged (another commit landed since the plan); nothing was committed"
+                )
             if replaced is not None and self.replaced(plan["table"]["partitions"]) != replaced:
                 raise TableCommitConflict(
                     f"{what}: the table's file groups changed since the job planned its "
@@ -439,7 +367,7 @@ class HudiCommitter(TableCommitter):
             elif self.latest_schema():  # an overwrite with nothing: the table's schema stays
                 extra["schema"] = self.latest_schema()
             operation = plan["table"]["operation"]
-            data = commit_metadata(facts, instant, operation, extra, replaced)
+            data = commit_metadata(facts, instant, operation, extra, replaced, slices)
             if not ctx.store.create_if_absent(path, data):
                 found = landed()
                 if found is not None:
@@ -465,7 +393,7 @@ class HudiCommitter(TableCommitter):
         """Delete the markers with a look before and after, as direct's (late files go)."""
         intent = load_intent(ctx.store, self.job_dir(job))
         committed = intent.payload["files"] if intent else self.committed_files(job)
-        delete_uncommitted(ctx.store, self.job_dir(job), committed, ctx.pool)
+        delete_uncommitted(self, self.job_dir(job), committed, ctx.pool)
         self.markers(job).delete_all()
         delete_untracked_of_instant(ctx.store, instant_of(job), committed, ctx.pool)
         ctx.store.delete(self.job_dir(job), recursive=True)
@@ -481,7 +409,7 @@ class HudiCommitter(TableCommitter):
         mine = job_uuid_of_instant(self.store, instant) in (job.job_uuid, None)
         committed = self.committed_files(job)
         with IOPool(self.config.threads) as pool:
-            doomed = delete_uncommitted(self.store, self.job_dir(job), committed, pool)
+            doomed = delete_uncommitted(self, self.job_dir(job), committed, pool)
             doomed += delete_untracked_of_instant(self.store, instant, committed, pool, also=doomed)
         if mine and not committed:
             roll_back_instant(self.store, instant, doomed, start, self.fresh_instant)

@@ -14,7 +14,7 @@ from typing import Any
 from ...errors import CommitError, NotFound, StoreError
 from ...ids import parse_task_attempt_id
 from ...store import IOPool, Store, paths
-from ..direct.committer import remove_empty_parents
+from ..direct.deletion import remove_empty_parents
 from .hudi_timeline import (
     COMPLETED_ACTIONS,
     JOB_RECORD,

@@ -26,11 +26,11 @@ JOB_RECORD = "dataferry-job.json"  # in `.hoodie/.temp/<instant>/`: which job th
 JOB_UUID_KEY = "dataferry.job-uuid"
 COMPLETED_ACTIONS = ("commit", "replacecommit")
 MODE_OPERATIONS = {
-    "append": ("commit", "INSERT"),
-    "error": ("commit", "INSERT"),
     "overwrite-partitions": ("replacecommit", "INSERT_OVERWRITE"),
     "overwrite": ("replacecommit", "INSERT_OVERWRITE_TABLE"),
 }
+# `hoodie.datasource.write.operation` -> the `operationType` of the commit (append, error)
+OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "bulk_insert": "BULK_INSERT"}
 _INSTANT_RE = re.compile(r"^(\d{14}|\d{17})\.")
 _FORMAT = "%Y%m%d%H%M%S"
 
@@ -85,8 +85,11 @@ def instant_files(instant: str) -> list[str]:
     return found
 
 
-def operation_of_mode(mode: str) -> tuple[str, str]:
-    """(action, operationType) of a write mode, as Hudi's Spark writer makes them."""
+def operation_of_mode(mode: str, operation: str = "insert") -> tuple[str, str]:
+    """(action, operationType) of a write mode and write operation, as Hudi's Spark writer
+    makes them: an overwrite is an insert overwrite whatever the operation."""
+    if mode in ("append", "error") and operation in OPERATIONS:
+        return "commit", OPERATIONS[operation]
     if mode not in MODE_OPERATIONS:
         raise ConfigError(f"the Hudi committer does not support mode={mode!r}")
     return MODE_OPERATIONS[mode]
@@ -218,6 +221,47 @@ def parse_properties(data: bytes) -> dict[str, str]:
     return props
 
 
+# what hudi-rs needs to open a table (`hoodie.table.checksum`: Java Hudi's check of the file)
+REQUIRED_PROPERTIES = (
+    "hoodie.table.name",
+    "hoodie.table.type",
+    "hoodie.table.version",
+    "hoodie.timeline.layout.version",
+    "hoodie.table.checksum",
+)
+_PROPERTY_KEY = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def check_properties(data: bytes) -> dict[str, str]:
+    """`hoodie.properties` as a dict, or ValueError saying why it is damaged: not text, empty,
+    a line that is no `key=value`, a required key missing (a file cut short: Java Hudi and
+    dataferry both write the checksum), or a checksum that does not match the table's name."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("it is not text") from None
+    if not text.strip():
+        raise ValueError("it is empty")
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        m = re.search(r"(?<!\\)[=:]", line)
+        if m is None or not _PROPERTY_KEY.match(line[: m.start()].strip()):
+            raise ValueError(f"line {n} is not a key=value property: {raw[:60]!r}")
+    props = parse_properties(data)
+    missing = [k for k in REQUIRED_PROPERTIES if not props.get(k)]
+    if missing:
+        raise ValueError(f"it has no {missing[0]} (cut short?)")
+    want = checksum(props.get("hoodie.database.name", ""), props["hoodie.table.name"])
+    if props["hoodie.table.checksum"] != str(want):
+        raise ValueError(
+            f"hoodie.table.checksum is {props['hoodie.table.checksum']!r}, not {want} "
+            "(the CRC32 of its database and table names)"
+        )
+    return props
+
+
 def fields_of(value: str | Sequence[str] | None) -> tuple[str, ...]:
     """Hudi's comma-separated field list (or a list) as a tuple."""
     if value is None:
@@ -277,6 +321,9 @@ def _avro_type(t: pa.DataType, space: str, name: str) -> Any:
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         item = _avro_type(t.value_type, space, f"{name}_item")
         return {"type": "array", "items": ["null", item] if t.value_field.nullable else item}
+    if pa.types.is_map(t):
+        item = _avro_type(t.item_type, space, f"{name}_value")
+        return {"type": "map", "values": ["null", item] if t.item_field.nullable else item}
     if pa.types.is_struct(t):
         rec = re.sub(r"\W", "_", name)
         return {
@@ -325,18 +372,36 @@ def write_stat(facts: FileFacts, instant: str) -> dict[str, Any]:
     }
 
 
+def update_stat(stat: dict[str, Any], prev_path: str, updates: int) -> dict[str, Any]:
+    """The stat of a new file slice of an existing file group (a copy-on-write upsert):
+    the group's previous slice as `prevCommit`/`prevBaseFile`, its rows as writes, the new
+    versions among them as updates (inserts go to new file groups)."""
+    prev = parse_base_file_name(prev_path.rsplit("/", 1)[-1])
+    return {
+        **stat,
+        "prevCommit": prev[2] if prev else "null",
+        "prevBaseFile": prev_path.rsplit("/", 1)[-1],
+        "numUpdateWrites": updates,
+        "numInserts": 0,
+    }
+
+
 def commit_metadata(
     facts: Sequence[FileFacts],
     instant: str,
     operation: str,
     extra: Mapping[str, str],
     replaced: Mapping[str, Sequence[str]] | None = None,
+    slices: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> bytes:
     """The completed instant's JSON `HoodieCommitMetadata` (or `HoodieReplaceCommitMetadata`
-    when `replaced` is given)."""
+    when `replaced` is given); `slices`: per base file that is a new slice of an existing
+    file group (an upsert's), `prev_path` and `updates` (`update_stat`)."""
     stats: dict[str, list[dict[str, Any]]] = {}
     for f in facts:
         stat = write_stat(f, instant)
+        if slices and f.path in slices:
+            stat = update_stat(stat, slices[f.path]["prev_path"], slices[f.path]["updates"])
         stats.setdefault(stat["partitionPath"], []).append(stat)
     body: dict[str, Any] = {
         "partitionToWriteStats": stats,

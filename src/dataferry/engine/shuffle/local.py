@@ -19,6 +19,7 @@ from ...errors import ShuffleError
 from ...shuffle import (
     AppCredentials,
     DriverConfig,
+    LeaseKeeper,
     PushConfig,
     ReduceInput,
     ShuffleClient,
@@ -91,6 +92,7 @@ class LocalShuffle:
         self._supervisor: threading.Thread | None = None
         self._next_shuffle = 0
         self.restarts = 0
+        self._leases = LeaseKeeper()
 
     def start(self) -> LocalShuffle:
         for i in range(self.config.nodes):
@@ -101,6 +103,7 @@ class LocalShuffle:
             self._introduce(svc)
         # the service-wide token stays here: the tasks get the application's credentials
         self.credentials = register_app(self.app, self.addresses, self.token)
+        self._leases.start().keep(self.credentials)  # registered while the shuffles run
         workers = self.config.workers or os.cpu_count() or 1
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=worker_context())
         self._supervisor = threading.Thread(target=self._supervise, daemon=True)
@@ -126,6 +129,7 @@ class LocalShuffle:
 
     def stop(self) -> None:
         self._stop.set()
+        self._leases.stop()
         if self._supervisor is not None:
             self._supervisor.join(5)
         if self._pool is not None:
