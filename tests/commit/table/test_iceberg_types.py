@@ -229,3 +229,25 @@ def test_a_dask_frame_of_pandas_types_makes_and_appends_to_a_table(tmp_path):
     for path in (dest / "data").rglob("*.parquet"):
         for f in pq.read_schema(path):
             assert plain(f.type) == table_types[f.name], (path.name, f.name, f.type)
+
+
+def test_times_and_fixed_size_lists_become_iceberg_s_time_and_list(tmp_path):
+    """A time32 column (seconds or milliseconds) and a fixed-size list: Iceberg has a time in
+    microseconds and lists. Broken, the write is refused or its files hold other types."""
+    import datetime as dt
+
+    dest = tmp_path / "t"
+    data = pa.table(
+        {
+            "id": [1, 2],
+            "at": pa.array([dt.time(9, 30, 1), dt.time(23, 59, 59)], pa.time32("s")),
+            "pair": pa.array([[1, 2], [3, 4]], pa.list_(pa.int64(), 2)),
+        }
+    )
+    dataferry.write_dataset(data, str(dest), committer="iceberg")
+    tbl = table_of(dest)
+    assert str(tbl.schema().find_field("at").field_type) == "time"
+    got = tbl.scan().to_arrow().sort_by("id")
+    assert got["at"].to_pylist() == [dt.time(9, 30, 1), dt.time(23, 59, 59)]
+    assert got["pair"].to_pylist() == [[1, 2], [3, 4]]
+    assert polars_arrow(tbl).num_rows == 2

@@ -10,6 +10,8 @@ the same frame with its `downcast-ns-timestamp-to-us-on-write`:
                                     an int column pyiceberg made from uint32: int32, checked)
     dictionary<k, v>             -> v (Iceberg has no dictionary type)
     float16                      -> float32
+    time32 (s, ms)               -> time64[us] (Iceberg's time; a time64[ns] is refused)
+    fixed-size lists             -> lists
     lists, structs, maps         -> their children converted
 
 The tasks cast their rows to these types (`file_schema`, `cast_rows`), so every data file holds
@@ -45,9 +47,11 @@ def file_type(t: pa.DataType) -> pa.DataType:
         return pa.int64()
     if pa.types.is_float16(t):
         return pa.float32()
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
+    if pa.types.is_time32(t):
+        return pa.time64("us")
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         item = t.value_field.with_type(file_type(t.value_type))
-        return pa.list_(item) if pa.types.is_list(t) else pa.large_list(item)
+        return pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
     if pa.types.is_struct(t):
         return pa.struct(
             [t.field(i).with_type(file_type(t.field(i).type)) for i in range(t.num_fields)]
