@@ -122,6 +122,12 @@ class TableCommitConflict(CommitUndone):
     append, by the format's rules): nothing of the job is committed."""
 
 
+class TableCommitRefused(CommitUndone):
+    """A table transaction the table or its catalog refuses for good (a schema it cannot
+    take, a file it cannot place) before any of it is in the table: nothing of the job is
+    committed, and the job is rolled back rather than left to be finished."""
+
+
 class ClaimLost(JobCommitError):
     """The job no longer holds its destination's claim (another job took it over, judging this
     one dead): it must stop before it changes anything more that readers see."""

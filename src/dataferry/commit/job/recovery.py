@@ -37,7 +37,7 @@ from ..records.hold import (
     release_claim,
     take_over,
 )
-from ..records.intent import Intent, load_intent
+from ..records.intent import DamagedRecord, Intent, load_intent
 from .finish import finish_commit
 
 log = logging.getLogger("dataferry.commit")
@@ -67,25 +67,47 @@ def acquire_for_job(committer: CommitterHooks, job: JobContext, wait_s: float) -
     )
 
 
-def _decided(committer: CommitterHooks, job: JobContext, rollback: bool) -> Intent | None:
-    """The job's intent record if recovery finishes it (None: recovery undoes the job)."""
-    intent = load_intent(committer.store, committer.job_dir(job))
+def _decided(
+    committer: CommitterHooks, job: JobContext, rollback: bool
+) -> tuple[Intent | None, str]:
+    """The job's intent record if recovery finishes it (None: recovery settles the job by its
+    committer's rollback) and the way it goes ('rolled forward' or 'rolled back'). A damaged
+    record is settled from the destination when it can say whether the commit is in it."""
+    try:
+        intent = load_intent(committer.store, committer.job_dir(job))
+    except DamagedRecord as e:
+        landed = committer.landed_in_destination(job)
+        if landed is None:
+            raise
+        way = "rolled forward" if landed else "rolled back"
+        log.warning(
+            "job %s: %s; its commit is %sin %s, as the destination says: %s",
+            job.job_id,
+            e,
+            "" if landed else "not ",
+            committer.store.full_url(),
+            way,
+        )
+        return None, way
     if intent is not None and intent.job_uuid != job.job_uuid:
         intent = None  # another job's (v1 jobs share one attempt directory): not ours to touch
-    return None if intent is None or (rollback and committer.can_undo_decided) else intent
+    if intent is None or (rollback and committer.can_undo_decided):
+        return None, "rolled back"
+    return intent, "rolled forward"
 
 
 def recovery_way(committer: CommitterHooks, job: JobContext, rollback: bool = False) -> str:
     """What `recover_job` would do, changing nothing: 'rolled forward' or 'rolled back' (what
     `dataferry cleanup --dry-run` says). Raises DamagedRecord as recovery would."""
-    return "rolled back" if _decided(committer, job, rollback) is None else "rolled forward"
+    return _decided(committer, job, rollback)[1]
 
 
 def recover_job(committer: CommitterHooks, job: JobContext, rollback: bool = False) -> str:
     """Finish a job's interrupted commit from its intent record ('rolled forward'), or undo the
     job when it has none ('rolled back'). Raises, leaving everything in place, when a decided
-    commit cannot be finished."""
-    intent = _decided(committer, job, rollback)
+    commit cannot be finished. A damaged record whose commit the destination holds (a
+    table's log) is settled by the rollback, which keeps what is committed ('rolled forward')."""
+    intent, way = _decided(committer, job, rollback)
     where = committer.store.full_url(committer.job_dir(job))
     if intent is not None:
         log.warning("job %s: rolling forward its decided commit from %s", job.job_id, where)
@@ -93,13 +115,14 @@ def recover_job(committer: CommitterHooks, job: JobContext, rollback: bool = Fal
             _under_claim(committer, job, lambda: _finish_recovered(committer, job, intent))
         except CommitUndone as e:  # its committer took the decision back: undo the job
             log.warning("job %s: its decided commit was taken back (%s)", job.job_id, e)
+            way = "rolled back"
         else:
             log.warning("job %s: rolled forward", job.job_id)
             return "rolled forward"
     committer.rollback_job(job)
     release_claim(committer.store, job.job_uuid)
-    log.warning("job %s: rolled back (no decided commit in %s)", job.job_id, where)
-    return "rolled back"
+    log.warning("job %s: %s (no decided commit to finish in %s)", job.job_id, way, where)
+    return way
 
 
 def _finish_recovered(committer: CommitterHooks, job: JobContext, intent: Intent) -> None:

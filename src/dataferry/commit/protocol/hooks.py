@@ -251,6 +251,13 @@ class CommitterHooks(ABC):
         self.store.delete(self.job_dir(job), recursive=True)
         return "deleted"
 
+    def landed_in_destination(self, job: JobContext) -> bool | None:
+        """Whether the job's commit is in the destination, as the destination itself says
+        (a table's log holds its transaction, or not); None (the default): it cannot say.
+        Asked when the job's intent record is damaged: a committer that answers settles the
+        job by its `rollback_job`, which must keep what the destination holds of the job."""
+        return None
+
     def rollback_job(self, job: JobContext) -> None:
         """Undo a job whose commit was never decided: nothing of it may stay visible."""
         self.store.delete(self.job_dir(job), recursive=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import CommitUndone, ConfigError, DestinationError, TableCommitConflict
+from ...errors import CommitUndone, ConfigError, DestinationError
 from ...stages import stage
 from ...store import Store, paths
 from ..direct.committer import DirectCommitter, DirectConfig, unique_name
@@ -197,6 +197,13 @@ class TableCommitter(DirectCommitter):
             "it was rolled back by the job that took the destination over; undone"
         )
 
+    def landed_in_destination(self, job: JobContext) -> bool:
+        """The table says whether the job's transaction is in it (its job id in a snapshot's
+        summary, a Delta txn, a Hudi instant): a table job whose intent record is damaged is
+        settled by it, never left blocking the table. Either way `rollback_job` is the rest:
+        it keeps the files a version of the table references and removes the others."""
+        return self.commits_of_job(job.job_uuid) > 0
+
     def commits_of_job(self, job_uuid: str) -> int:
         """How many versions of the table the job's transaction made (0: not committed)."""
         raise NotImplementedError
@@ -279,8 +286,9 @@ def commit_table_stage(
     ctx.fence(f"committing the {committer.format_name} transaction")
     try:
         return committer.commit_table(ctx, job, intent)
-    except TableCommitConflict:
-        # the table did not change and will not take this transaction: the job is undecided
-        # again, so its abort rolls it back (deleting its files) rather than retry forever
+    except CommitUndone:
+        # the table did not change and will not take this transaction (a conflict, or a
+        # transaction the table refuses: TableCommitRefused): the job is undecided again, so
+        # its abort (or recovery) rolls it back, deleting its files, rather than retry forever
         ctx.store.delete(intent_path(committer.job_dir(job)))
         raise

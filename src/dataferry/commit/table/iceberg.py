@@ -13,7 +13,13 @@ secrets in `_dataferry_iceberg/table.json` and in the intent, for committers wit
 options (`dataferry cleanup`, the next job). Modes: `append` (a fast append, retried on
 conflicts), `overwrite` and `overwrite-partitions` (one overwrite snapshot; a conflict raises
 TableCommitConflict), `error`. A missing table is created in the same catalog commit as the
-job's snapshot.
+job's snapshot; `schema_mode="merge"` evolves the schema by name in that commit too.
+
+Before any task writes, the data is checked against the table, or against the table the job
+creates, built in memory as the catalog will build it; the tasks cast their rows to the
+table's types (`iceberg_types.py`). A transaction the table or catalog refuses for good
+(`iceberg_catalog.refused`) raises TableCommitRefused: nothing was committed, and the job is
+rolled back rather than left decided.
 """
 
 from __future__ import annotations
@@ -22,128 +28,53 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
-from ...errors import ConfigError, DestinationError, TableCommitConflict
+from ...errors import ConfigError, DestinationError, TableCommitConflict, TableCommitRefused
+from ...ids import JobId
 from ...store import Store
-from ..protocol import JobContext, StageContext
+from ..protocol import JobContext, StageContext, TaskAttemptContext
+from ..protocol.hooks import FileColumns
 from ..records.intent import Intent
-from .base import TableCommitter, TableConfig
-from .footers import FileFacts
+from .base import TableCommitter
+from .footers import FileFacts, schema_to_text
+from .iceberg_catalog import (
+    CATALOG_DB,
+    DEFAULT_NAMESPACE,
+    EMBEDDED_CATALOG,
+    ICEBERG_ROOT,
+    JOB_ID_KEY,
+    JOB_UUID_KEY,
+    S3_PROPS,
+    TABLE_RECORD,
+    IcebergConfig,
+    current_id,
+    is_conflict,
+    job_snapshot,
+    norm_location,
+    refused,
+    set_name_mapping,
+    split_identifier,
+    without_secrets,
+)
 from .iceberg_files import (
     Footers,
     build_data_files,
     check_partition_by,
     check_same_schema,
-    iceberg_ready,
     in_partitions,
+    new_metadata,
     read_footers,
+    union_by_name,
 )
+from .iceberg_types import arrow_types, cast_rows, file_schema, types_from_text
 from .location import TableLocation, table_location
 from .transact import commit_exactly_once
 
 log = logging.getLogger("dataferry.commit")
-
-ICEBERG_ROOT = "_dataferry_iceberg"  # the table's own entry (as `_delta_log`), not a job's
-CATALOG_DB = f"{ICEBERG_ROOT}/catalog.db"  # the embedded catalog's SQLite file
-TABLE_RECORD = f"{ICEBERG_ROOT}/table.json"  # where the catalog and the table are
-EMBEDDED_CATALOG = "dataferry"
-JOB_UUID_KEY = "dataferry.job-uuid"
-JOB_ID_KEY = "dataferry.job-id"
-NAME_MAPPING = "schema.name-mapping.default"
-DEFAULT_NAMESPACE = "default"
-
-_SECRET = re.compile(r"secret|password|token|credential|access-key|session|private", re.I)
-_CATALOG_TYPES = dict(SqlCatalog="sql", RestCatalog="rest", HiveCatalog="hive", GlueCatalog="glue")
-_CATALOG_TYPES.update(DynamoDbCatalog="dynamodb", InMemoryCatalog="in-memory")
-_S3_PROPS = dict(AWS_ENDPOINT_URL="s3.endpoint", AWS_REGION="s3.region")
-_S3_PROPS.update(AWS_ACCESS_KEY_ID="s3.access-key-id", AWS_SECRET_ACCESS_KEY="s3.secret-access-key")
-_S3_PROPS.update(AWS_SESSION_TOKEN="s3.session-token")
-
-
-@dataclass(frozen=True)
-class IcebergConfig(TableConfig):
-    """The Iceberg committer's options (with pyiceberg's names).
-
-    catalog: the properties `pyiceberg.catalog.load_catalog(name, **properties)` takes (its
-        name under an optional "name" key), or a pyiceberg Catalog; None: an embedded SQL
-        catalog on SQLite in the table's location (local tables only). A Catalog object is
-        used on the driver only and is not sent to workers.
-    identifier: the table's "namespace.table" ("" : the destination directory's name in
-        namespace "default").
-    properties: the table's properties, when the job creates it.
-    snapshot_properties: extra keys for the summary of the job's snapshot.
-    """
-
-    catalog: Any = field(default=None, compare=False, repr=False)
-    identifier: str = ""
-    properties: dict[str, str] = field(default_factory=dict)
-    snapshot_properties: dict[str, str] = field(default_factory=dict)
-    # the catalog's properties (from the dict or the Catalog object): what is compared
-    catalog_properties: dict[str, str] | None = field(default=None, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        given = self.catalog
-        if given is not None and not isinstance(given, dict) and not hasattr(given, "load_table"):
-            raise ConfigError(
-                "catalog must be a dict of load_catalog properties or a pyiceberg Catalog, "
-                f"got {type(given).__name__}"
-            )
-        props = catalog_properties_of(self.catalog) if self.catalog is not None else None
-        object.__setattr__(self, "catalog_properties", props)
-        if self.identifier and len(split_identifier(self.identifier)) < 2:
-            raise ConfigError(f"identifier must be 'namespace.table', got {self.identifier!r}")
-        for name in ("properties", "snapshot_properties"):
-            value = getattr(self, name)
-            if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-                raise ConfigError(f"{name} must map str to str, got {value!r}")
-
-    def __getstate__(self) -> dict[str, Any]:
-        """A Catalog object stays on the driver (workers never need it, and it may hold a
-        connection pool); its properties travel."""
-        state = {f.name: getattr(self, f.name) for f in fields(self)}
-        if state["catalog"] is not None and not isinstance(state["catalog"], dict):
-            state["catalog"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for key, value in state.items():
-            object.__setattr__(self, key, value)
-
-
-def catalog_properties_of(catalog: Any) -> dict[str, str]:
-    """A catalog's `load_catalog` properties, with its name under "name"."""
-    if isinstance(catalog, dict):
-        return {str(k): v for k, v in catalog.items()}
-    props = {str(k): v for k, v in dict(getattr(catalog, "properties", {}) or {}).items()}
-    props.setdefault("name", getattr(catalog, "name", "") or "default")
-    kind = _CATALOG_TYPES.get(type(catalog).__name__)
-    if kind and "type" not in props and "py-catalog-impl" not in props:
-        props["type"] = kind
-    return props
-
-
-def without_secrets(props: dict[str, Any]) -> dict[str, Any]:
-    """What may be written down of a catalog's properties (no keys, tokens or passwords)."""
-    return {k: v for k, v in props.items() if not _SECRET.search(k)}
-
-
-def split_identifier(identifier: str) -> tuple[str, ...]:
-    return tuple(p for p in identifier.split(".") if p)
-
-
-def _conflict(error: BaseException) -> bool:
-    from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
-
-    return isinstance(error, CommitFailedException | TableAlreadyExistsError)
-
-
-def _norm_location(uri: str) -> str:
-    return re.sub(r"^file:(//)?", "", uri).rstrip("/")
 
 
 class IcebergCommitter(TableCommitter):
@@ -159,6 +90,9 @@ class IcebergCommitter(TableCommitter):
         self._location: TableLocation | None = None
         self._catalogs: dict[str, Any] = {}
         self._footers: tuple[str, Footers] = ("", {})  # a job's uuid, its files' footers
+        # the existing table's columns as files hold them (found on the driver, sent to the
+        # tasks in the job's config): what a column promoted by Iceberg's rules is cast to
+        self.table_types: dict[str, pa.DataType] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()  # a Dask graph carries the committer to its tasks:
@@ -184,8 +118,8 @@ class IcebergCommitter(TableCommitter):
 
     def relative(self, uri: str) -> str:
         """A data file's path in the store (the URI itself if it lies elsewhere)."""
-        root = _norm_location(self.location_uri) + "/"
-        plain = _norm_location(uri)
+        root = norm_location(self.location_uri) + "/"
+        plain = norm_location(uri)
         return plain[len(root) :] if plain.startswith(root) else uri
 
     def default_identifier(self) -> str:
@@ -258,7 +192,7 @@ class IcebergCommitter(TableCommitter):
     def io_properties(self) -> dict[str, str]:
         """pyiceberg FileIO properties for an s3:// store (its endpoint, region and keys)."""
         options = self.location.storage_options
-        return {_S3_PROPS[k]: v for k, v in options.items() if k in _S3_PROPS}
+        return {S3_PROPS[k]: v for k, v in options.items() if k in S3_PROPS}
 
     def table(self, where: dict[str, Any] | None = None) -> Any:
         """The table as it is now (None if there is none)."""
@@ -321,7 +255,7 @@ class IcebergCommitter(TableCommitter):
     def check_location(self, tbl: Any) -> None:
         """Refuse a table of the catalog whose location is not the store's: its data files
         would lie where the job's markers and cleanup do not reach."""
-        if _norm_location(tbl.metadata.location) != _norm_location(self.location_uri):
+        if norm_location(tbl.metadata.location) != norm_location(self.location_uri):
             raise ConfigError(
                 f"Iceberg table {'.'.join(tbl.name())} lies at {tbl.metadata.location}, not at "
                 f"{self.store.full_url()}: write to its location, or give another identifier"
@@ -334,15 +268,53 @@ class IcebergCommitter(TableCommitter):
         super().setup_job(job)
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
+        """Every check the table will make, now: against the table, or (none yet) against
+        the one the job will create, built in memory as the catalog will build it."""
         self.check_catalog(self.where())
+        url = self.store.full_url()
         tbl = self.table()
         if tbl is None:
+            if schema is not None:
+                self.new_table_metadata(file_schema(schema), partition_by)
             return
         self.check_location(tbl)
-        url = self.store.full_url()
         check_partition_by(url, tbl.schema(), tbl.spec(), partition_by)
-        if schema is not None:
-            check_same_schema(url, tbl.schema().as_arrow(), schema)
+        self.table_types = arrow_types(tbl.schema())
+        if schema is None:
+            return
+        if self.config.schema_mode == "merge":
+            evolved = self.evolved(tbl, schema)  # in memory only, never committed
+            self.table_types = arrow_types(evolved.table_metadata.schema())
+        else:
+            check_same_schema(url, tbl.schema(), schema)
+
+    def new_job(self, job_id: JobId | None = None, attempt: int = 0) -> JobContext:
+        """The job, with the table's column types (found by `check_input`) in its config:
+        tasks rebuild the committer from the config alone."""
+        job = super().new_job(job_id, attempt)
+        if not self.table_types:
+            return job
+        types = schema_to_text(pa.schema(list(self.table_types.items())))
+        return replace(job, config=replace(self.config, table_types=types))
+
+    def new_table_metadata(self, schema: pa.Schema, partition_by: Sequence[str]) -> Any:
+        """The metadata of the table the job creates (`iceberg_files.new_metadata`)."""
+        props = dict(self.config.properties)
+        url = self.store.full_url()
+        return new_metadata(url, schema, partition_by, self.location_uri, props)
+
+    # --- tasks: the files hold the table's types ----------------------------------------------
+
+    def file_columns(
+        self, task: TaskAttemptContext, relpath: str, schema: pa.Schema
+    ) -> FileColumns | None:
+        """The data's columns cast to the types the table holds (`iceberg_types.py`: the
+        type policy, and Iceberg's promotions into an existing table's columns)."""
+        text = getattr(task.job.config, "table_types", "")
+        target = file_schema(schema, types_from_text(text) if text else self.table_types)
+        if target.equals(schema):
+            return None
+        return FileColumns(schema=target, prepend=lambda rows, _first: cast_rows(rows, target))
 
     # --- job commit ------------------------------------------------------------------------
 
@@ -363,11 +335,17 @@ class IcebergCommitter(TableCommitter):
         # now, before the intent (its files are then removed by the job's abort)
         read_footers(ctx, [f.path for f in facts], self.footers(job))
         if tbl is not None:
-            self.data_files(ctx, tbl.metadata, facts)
+            self.data_files(ctx, self.evolved(tbl).table_metadata, facts)
+        elif facts:  # the table the commit creates, as the catalog will make it
+            schema = self.input_schema or self.schema_of_files(ctx, facts)
+            partition_by = self.partition_by or self.partitions_of(facts)
+            assert schema is not None
+            metadata = self.new_table_metadata(file_schema(schema), partition_by)
+            self.data_files(ctx, metadata, facts)
         catalog = where["catalog"]
         safe = {"catalog": catalog and without_secrets(catalog), "identifier": where["identifier"]}
         self.record_where(ctx.store, safe)
-        read = _current_id(tbl) if tbl is not None else None
+        read = current_id(tbl) if tbl is not None else None
         return {"where": safe, "created": tbl is None, "read_snapshot_id": read}
 
     def record_where(self, store: Store, safe: dict[str, Any]) -> None:
@@ -389,7 +367,9 @@ class IcebergCommitter(TableCommitter):
 
         retries = self.config.commit_retries if intent.mode == "append" else 0
         what = f"job {job.job_id}: Iceberg commit of {self.store.full_url()}"
-        done = commit_exactly_once(ctx, what, landed, commit, _conflict, retries, label="metadata")
+        done = commit_exactly_once(
+            ctx, what, landed, commit, is_conflict, retries, label="metadata"
+        )
         return done[0]
 
     def snapshot_properties(self, job: JobContext) -> dict[str, str]:
@@ -399,52 +379,80 @@ class IcebergCommitter(TableCommitter):
     def _commit(
         self, ctx: StageContext, job: JobContext, intent: Intent, where: dict[str, Any]
     ) -> dict[str, Any]:
+        """Build the job's transaction and commit it. The table (or catalog) refusing to
+        build it is final and nothing was sent: TableCommitRefused, and the job is undone."""
         from pyiceberg.exceptions import CommitFailedException, ValidationException
 
+        try:
+            tx, created = self._transaction(ctx, job, intent, where)
+        except Exception as e:
+            if not refused(e):
+                raise  # the catalog could not be asked (yet): the decided commit stays
+            raise TableCommitRefused(
+                f"job {job.job_id}: Iceberg table {self.store.full_url()} refuses the job's "
+                f"transaction: {type(e).__name__}: {e}; nothing was committed, the job's files "
+                "are removed"
+            ) from e
+        if tx is None:
+            # no table and no file to take a schema from: an empty write leaves it as it was
+            return {"snapshot_id": None}
+        try:
+            done = tx.commit_transaction()
+        except (CommitFailedException, ValidationException) as e:
+            if intent.mode != "append":
+                raise TableCommitConflict(
+                    f"job {job.job_id}: the {intent.mode} of Iceberg table "
+                    f"{self.store.full_url()} conflicts with a commit made since the job read "
+                    f"the table: {e}; nothing was committed"
+                ) from e
+            raise
+        return {"snapshot_id": current_id(done), **({"created": True} if created else {})}
+
+    def _transaction(
+        self, ctx: StageContext, job: JobContext, intent: Intent, where: dict[str, Any]
+    ) -> tuple[Any, bool]:
+        """The job's transaction, built on the table as it is now (None: nothing to do), and
+        whether it creates the table."""
         mode, schema = intent.mode, self.plan_schema(intent)
         facts = [FileFacts.from_json(f) for f in intent.payload["facts"]]
-
         tbl = self.table(where)
         props = self.snapshot_properties(job)
         if tbl is None:
             if schema is None:
-                # no table and no file to take a schema from: an empty write leaves it as it was
-                return {"snapshot_id": None}
+                return None, True
             tx = self._create_transaction(where, schema, list(intent.payload["partition_by"]))
             with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
                 for data_file in self.data_files(ctx, tx.table_metadata, facts):
                     append.append_data_file(data_file)
-            done = tx.commit_transaction()
-            return {"snapshot_id": _current_id(done), "created": True}
+            return tx, True
         self.check_location(tbl)
-        tx = tbl.transaction()
+        tx = self.evolved(tbl, schema)
         if tx.table_metadata.name_mapping() is None:
             set_name_mapping(tx)
         new = self.data_files(ctx, tx.table_metadata, facts)
-        try:
-            if mode == "append":
-                with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
-                    for data_file in new:
-                        append.append_data_file(data_file)
-            else:
-                old = [t.file for t in tbl.scan().plan_files()]
-                if mode == "overwrite-partitions":
-                    old = in_partitions(old, new, tx.table_metadata.default_spec_id)
-                with tx.update_snapshot(snapshot_properties=props).overwrite() as swap:
-                    for data_file in old:
-                        swap.delete_data_file(data_file)
-                    for data_file in new:
-                        swap.append_data_file(data_file)
-            done = tx.commit_transaction()
-        except (CommitFailedException, ValidationException) as e:
-            if mode != "append":
-                raise TableCommitConflict(
-                    f"job {job.job_id}: the {mode} of Iceberg table {self.store.full_url()} "
-                    f"conflicts with a commit made since the job read the table: {e}; "
-                    "nothing was committed"
-                ) from e
-            raise
-        return {"snapshot_id": _current_id(done)}
+        if mode == "append":
+            with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
+                for data_file in new:
+                    append.append_data_file(data_file)
+            return tx, False
+        old = [t.file for t in tbl.scan().plan_files()]
+        if mode == "overwrite-partitions":
+            old = in_partitions(old, new, tx.table_metadata.default_spec_id)
+        with tx.update_snapshot(snapshot_properties=props).overwrite() as swap:
+            for data_file in old:
+                swap.delete_data_file(data_file)
+            for data_file in new:
+                swap.append_data_file(data_file)
+        return tx, False
+
+    def evolved(self, tbl: Any, schema: pa.Schema | None = None) -> Any:
+        """A transaction on `tbl`, its schema evolved by name to take the data's when the
+        options say `schema_mode="merge"` (the data's schema: `schema`, else the input's)."""
+        tx = tbl.transaction()
+        schema = schema if schema is not None else self.input_schema
+        if self.config.schema_mode == "merge" and schema is not None:
+            union_by_name(self.store.full_url(), tx, schema)
+        return tx
 
     def _create_transaction(
         self, where: dict[str, Any], schema: pa.Schema, partition_by: list[str]
@@ -456,7 +464,7 @@ class IcebergCommitter(TableCommitter):
         catalog.create_namespace_if_not_exists(split_identifier(identifier)[:-1])
         tx = catalog.create_table_transaction(
             identifier,
-            schema=iceberg_ready(schema),
+            schema=file_schema(schema),
             location=self.location_uri,
             properties=dict(self.config.properties),
         )
@@ -479,22 +487,3 @@ class IcebergCommitter(TableCommitter):
         if job is not None and self._footers[0] != job.job_uuid:
             self._footers = (job.job_uuid, {})
         return self._footers[1]
-
-
-def set_name_mapping(tx: Any) -> None:
-    """The name mapping by which readers find the table's columns in files without ids."""
-    tx.set_properties(**{NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
-
-
-def job_snapshot(tbl: Any, job_uuid: str) -> Any:
-    """The table's snapshot made by the job (None if it has none)."""
-    for snapshot in reversed(tbl.metadata.snapshots):
-        summary = snapshot.summary
-        if summary is not None and summary.get(JOB_UUID_KEY) == job_uuid:
-            return snapshot
-    return None
-
-
-def _current_id(tbl: Any) -> int | None:
-    snapshot = tbl.current_snapshot()
-    return snapshot.snapshot_id if snapshot is not None else None

@@ -1,6 +1,7 @@
 """The Iceberg committer's data files: DataFiles built from the job's Parquet footers (each
 read once, in parallel), with the table's field ids and its partition spec, and the checks
-of data and partitioning against a table that exists.
+of data and partitioning against the table (one that exists, or the one a job creates, built
+in memory first: `new_metadata`).
 
 Partition values come from each file's column bounds: an identity field's column holds one
 value in the file, an order-preserving transform (`year`, `month`, `day`, `hour`,
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 from ...errors import ConfigError
 from ..protocol import StageContext
 from .footers import read_footer
+from .iceberg_types import arrow_types, file_schema, iceberg_schema, plain
 from .schemas import check_same_schema as same_schema
 
 # path in the store -> (size, footer)
@@ -47,12 +49,14 @@ def build_data_files(
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
     table_schema, spec = metadata.schema(), metadata.spec()
+    types = arrow_types(table_schema)
     stats_columns = pio.compute_statistics_plan(table_schema, metadata.properties)
     bounds_columns = with_bounds_of_sources(stats_columns, spec)
     mapping = pio.parquet_path_to_id_mapping(table_schema)
     made = []
     for path in paths:
         size, meta = footers[path]
+        check_file_types(path, meta, types)
         stats = pio.data_file_statistics_from_parquet_metadata(meta, stats_columns, mapping)
         bounds = stats
         if bounds_columns is not stats_columns:
@@ -192,28 +196,79 @@ def _key(record: Any) -> tuple[Any, ...]:
     return tuple(record[i] for i in range(len(record)))
 
 
-def iceberg_ready(schema: pa.Schema) -> pa.Schema:
-    """The data's schema as Iceberg takes it: dictionary columns as their values."""
-    dicts = pa.types.is_dictionary
-    return pa.schema([f.with_type(f.type.value_type) if dicts(f.type) else f for f in schema])
+def check_same_schema(url: str, table: Any, data: pa.Schema) -> None:
+    """Refuse data whose columns differ from the Iceberg table's (`table`, its Iceberg
+    schema), naming the first: a column the table lacks, or one whose type (as the type
+    policy makes it, `iceberg_types.py`) is neither the table's nor promoted to it."""
+    types = arrow_types(table)
+    files = file_schema(data, types)
+    what = f"Iceberg table {url}"
+    for f in data:
+        kept = plain(files.field(f.name).type)
+        if f.name in types and kept != types[f.name]:
+            raise ConfigError(
+                f"column {f.name!r} is {f.type} in the data (kept as {kept} in Iceberg) but "
+                f"{types[f.name]} in {what}: cast the column to the table's type"
+            )
+    hint = "; pass committer_options={'schema_mode': 'merge'} to add it to the table"
+    same_schema(what, pa.schema(list(types.items())), files, plain, hint)
 
 
-def check_same_schema(url: str, table: pa.Schema, data: pa.Schema) -> None:
-    """Refuse data whose columns differ from the Iceberg table's, naming the first."""
-    same_schema(f"Iceberg table {url}", table, data, _norm)
+def union_by_name(url: str, tx: Any, data: pa.Schema) -> None:
+    """Evolve the schema of the table in transaction `tx` by name to take data of schema
+    `data` (pyiceberg's `union_by_name`: new columns added as optional, types promoted by
+    Iceberg's rules); in the transaction's metadata only, until it is committed.
+    ConfigError naming the column when Iceberg cannot evolve the table to take it."""
+    from pyiceberg.exceptions import ResolveError, ValidationError
+
+    files = file_schema(data, arrow_types(tx.table_metadata.schema()))
+    try:
+        with tx.update_schema() as update:
+            update.union_by_name(files)
+    except (ValueError, TypeError, ValidationError, ResolveError) as e:
+        raise ConfigError(
+            f"Iceberg table {url} cannot take the data's columns by name (schema_mode='merge'): {e}"
+        ) from None
 
 
-_SAME = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
-_SAME.update({t: pa.int32() for t in (pa.int8(), pa.int16(), pa.uint8(), pa.uint16())})
-_SAME[pa.uint32()] = pa.int64()
+def check_file_types(path: str, meta: pq.FileMetaData, table: dict[str, pa.DataType]) -> None:
+    """Refuse a data file whose columns do not hold the table's types (a file written
+    without the type policy, e.g. by a job that began before it): readers would find
+    nanoseconds or unsigned values where the table's log says otherwise."""
+    for f in meta.schema.to_arrow_schema():
+        if f.name in table and plain(f.type) != table[f.name]:
+            raise ConfigError(
+                f"data file {path}: column {f.name!r} holds {f.type} where the Iceberg table "
+                f"has {table[f.name]}; write it again (dataferry casts each column to the "
+                "table's type as it writes)"
+            )
 
 
-def _norm(t: pa.DataType) -> pa.DataType:
-    """An Arrow type as Iceberg stores it (string and binary widths, small ints, units)."""
-    if pa.types.is_dictionary(t):
-        return _norm(t.value_type)
-    if pa.types.is_timestamp(t):
-        return pa.timestamp("us", t.tz and "UTC")
-    if pa.types.is_large_list(t) or pa.types.is_list(t):
-        return pa.list_(_norm(t.value_type))
-    return _SAME.get(t, pa.string() if pa.types.is_string_view(t) else t)
+def new_metadata(
+    url: str, schema: pa.Schema, partition_by: Sequence[str], location: str, props: dict[str, str]
+) -> Any:
+    """The metadata of the table a job creates from data of file schema `schema`, built in
+    memory as the catalog will build it (Iceberg types, identity partitions, properties):
+    every check the creation makes, made before any task writes."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+    from pyiceberg.transforms import IdentityTransform
+
+    ice = iceberg_schema(url, schema)
+    fields = []
+    for i, column in enumerate(partition_by):
+        source = ice.find_field(column)
+        if not IdentityTransform().can_transform(source.field_type):
+            raise ConfigError(
+                f"partition column {column!r} is {source.field_type} in Iceberg table {url}: "
+                "Iceberg partitions by values of primitive columns only; partition by another"
+            )
+        spec_field = PartitionField(
+            source_id=source.field_id, field_id=1000 + i, transform=IdentityTransform(), name=column
+        )
+        fields.append(spec_field)
+    try:
+        return new_table_metadata(ice, PartitionSpec(*fields), UNSORTED_SORT_ORDER, location, props)
+    except Exception as e:
+        raise ConfigError(f"Iceberg table {url} cannot be created as the job asks: {e}") from None

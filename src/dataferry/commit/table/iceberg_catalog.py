@@ -1,0 +1,158 @@
+"""The Iceberg committer's options and what it knows of catalogs and pyiceberg's errors: the
+catalog's properties (what is compared, what may be written down without secrets), where the
+table's own entries lie, and which errors of a commit are conflicts or final refusals; small readers of its metadata."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ...errors import ConfigError
+from .base import TableConfig
+
+ICEBERG_ROOT = "_dataferry_iceberg"  # the table's own entry (as `_delta_log`), not a job's
+CATALOG_DB = f"{ICEBERG_ROOT}/catalog.db"  # the embedded catalog's SQLite file
+TABLE_RECORD = f"{ICEBERG_ROOT}/table.json"  # where the catalog and the table are
+EMBEDDED_CATALOG = "dataferry"
+JOB_UUID_KEY = "dataferry.job-uuid"
+JOB_ID_KEY = "dataferry.job-id"
+NAME_MAPPING = "schema.name-mapping.default"
+DEFAULT_NAMESPACE = "default"
+
+_SECRET = re.compile(r"secret|password|token|credential|access-key|session|private", re.I)
+_CATALOG_TYPES = dict(SqlCatalog="sql", RestCatalog="rest", HiveCatalog="hive", GlueCatalog="glue")
+_CATALOG_TYPES.update(DynamoDbCatalog="dynamodb", InMemoryCatalog="in-memory")
+S3_PROPS = dict(AWS_ENDPOINT_URL="s3.endpoint", AWS_REGION="s3.region")
+S3_PROPS.update(AWS_ACCESS_KEY_ID="s3.access-key-id", AWS_SECRET_ACCESS_KEY="s3.secret-access-key")
+S3_PROPS.update(AWS_SESSION_TOKEN="s3.session-token")
+
+
+@dataclass(frozen=True)
+class IcebergConfig(TableConfig):
+    """The Iceberg committer's options (with pyiceberg's names).
+
+    catalog: the properties `pyiceberg.catalog.load_catalog(name, **properties)` takes (its
+        name under an optional "name" key), or a pyiceberg Catalog; None: an embedded SQL
+        catalog on SQLite in the table's location (local tables only). A Catalog object is
+        used on the driver only and is not sent to workers.
+    identifier: the table's "namespace.table" ("" : the destination directory's name in
+        namespace "default").
+    properties: the table's properties, when the job creates it.
+    snapshot_properties: extra keys for the summary of the job's snapshot.
+    schema_mode: None refuses data whose columns differ from the table's (beyond Iceberg's
+        type promotions); "merge" evolves the table's schema by name in the job's one
+        commit (pyiceberg's `update_schema().union_by_name`: new columns added, types
+        promoted), as deltalake's `schema_mode="merge"`.
+    """
+
+    catalog: Any = field(default=None, compare=False, repr=False)
+    identifier: str = ""
+    properties: dict[str, str] = field(default_factory=dict)
+    snapshot_properties: dict[str, str] = field(default_factory=dict)
+    schema_mode: str | None = None
+    # set by the committer for a job (not an option): the existing table's columns as its
+    # files hold them (an Arrow schema as text), for tasks to cast promoted columns to
+    table_types: str = ""
+    # the catalog's properties (from the dict or the Catalog object): what is compared
+    catalog_properties: dict[str, str] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        given = self.catalog
+        if given is not None and not isinstance(given, dict) and not hasattr(given, "load_table"):
+            raise ConfigError(
+                "catalog must be a dict of load_catalog properties or a pyiceberg Catalog, "
+                f"got {type(given).__name__}"
+            )
+        props = catalog_properties_of(self.catalog) if self.catalog is not None else None
+        object.__setattr__(self, "catalog_properties", props)
+        if self.schema_mode not in (None, "merge"):
+            raise ConfigError(f"schema_mode must be None or 'merge', got {self.schema_mode!r}")
+        if self.identifier and len(split_identifier(self.identifier)) < 2:
+            raise ConfigError(f"identifier must be 'namespace.table', got {self.identifier!r}")
+        for name in ("properties", "snapshot_properties"):
+            value = getattr(self, name)
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+                raise ConfigError(f"{name} must map str to str, got {value!r}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A Catalog object stays on the driver (workers never need it, and it may hold a
+        connection pool); its properties travel."""
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        if state["catalog"] is not None and not isinstance(state["catalog"], dict):
+            state["catalog"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+
+
+def catalog_properties_of(catalog: Any) -> dict[str, str]:
+    """A catalog's `load_catalog` properties, with its name under "name"."""
+    if isinstance(catalog, dict):
+        return {str(k): v for k, v in catalog.items()}
+    props = {str(k): v for k, v in dict(getattr(catalog, "properties", {}) or {}).items()}
+    props.setdefault("name", getattr(catalog, "name", "") or "default")
+    kind = _CATALOG_TYPES.get(type(catalog).__name__)
+    if kind and "type" not in props and "py-catalog-impl" not in props:
+        props["type"] = kind
+    return props
+
+
+def without_secrets(props: dict[str, Any]) -> dict[str, Any]:
+    """What may be written down of a catalog's properties (no keys, tokens or passwords)."""
+    return {k: v for k, v in props.items() if not _SECRET.search(k)}
+
+
+def split_identifier(identifier: str) -> tuple[str, ...]:
+    return tuple(p for p in identifier.split(".") if p)
+
+
+def is_conflict(error: BaseException) -> bool:
+    from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
+
+    return isinstance(error, CommitFailedException | TableAlreadyExistsError)
+
+
+def norm_location(uri: str) -> str:
+    return re.sub(r"^file:(//)?", "", uri).rstrip("/")
+
+
+def refused(error: BaseException) -> bool:
+    """True when building a transaction failed for good: the data or the table is at fault
+    (a type Iceberg has none for, a file the spec cannot place, a schema the table refuses),
+    not the catalog's reachability, which a later try (cleanup, the next job) may have."""
+    from pyiceberg.exceptions import (
+        BadRequestError,
+        CommitFailedException,
+        ResolveError,
+        ValidationError,
+        ValidationException,
+    )
+    from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException
+
+    final = (TypeError, ValueError, LookupError, NotImplementedError, ResolveError)
+    final += (UnsupportedPyArrowTypeException, ValidationError, ValidationException)
+    final += (BadRequestError, CommitFailedException)
+    return isinstance(error, final) and not isinstance(error, OSError)
+
+
+def set_name_mapping(tx: Any) -> None:
+    """The name mapping by which readers find the table's columns in files without ids."""
+    tx.set_properties(**{NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
+
+
+def job_snapshot(tbl: Any, job_uuid: str) -> Any:
+    """The table's snapshot made by the job (None if it has none)."""
+    for snapshot in reversed(tbl.metadata.snapshots):
+        summary = snapshot.summary
+        if summary is not None and summary.get(JOB_UUID_KEY) == job_uuid:
+            return snapshot
+    return None
+
+
+def current_id(tbl: Any) -> int | None:
+    snapshot = tbl.current_snapshot()
+    return snapshot.snapshot_id if snapshot is not None else None
