@@ -53,12 +53,19 @@ class ZooBenchSpec:
     repeats: int = 3
     formats: tuple[str, ...] = FORMATS
     probe_rows: int = 8  # rows each writer writes to find the columns it refuses
+    columns: tuple[str, ...] = ZOO_COLUMNS  # the zoo's columns written (the key and partition)
 
     def __post_init__(self) -> None:
         for name in ("rows", "repeats", "probe_rows"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name} must be >= 1, got {getattr(self, name)}")
         _check_names(self.formats, FORMATS)
+        unknown = [c for c in self.columns if c not in ZOO_COLUMNS]
+        if unknown or KEY not in self.columns or PARTITION not in self.columns:
+            raise ConfigError(
+                f"columns must be the zoo's ({', '.join(ZOO_COLUMNS)}) with {KEY} and "
+                f"{PARTITION}; got {', '.join(self.columns)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -293,7 +300,7 @@ def _run_format(
 
 
 def run_zoo_bench(spec: ZooBenchSpec, progress: Progress | None = None) -> dict[str, Any]:
-    frame = zoo_frame(spec.rows)
+    frame = zoo_frame(spec.rows).select(list(spec.columns))
     base = tempfile.mkdtemp(prefix="dataferry-bench-zoo-")
     setting = Setting(sql_catalog(os.path.join(base, "catalog")), (PARTITION,), KEY, TABLE_NAME)
     steps = _Steps(progress, len(spec.formats) * 2 * (spec.repeats + 2))
@@ -306,7 +313,7 @@ def run_zoo_bench(spec: ZooBenchSpec, progress: Progress | None = None) -> dict[
     for s in out["skipped"]:
         s.setdefault("group", "embedded")
     notes = [
-        f"the type zoo ({len(ZOO_COLUMNS)} columns) repeated with fresh ids, partitioned by "
+        f"the type zoo ({len(spec.columns)} columns) repeated with fresh ids, partitioned by "
         f"{PARTITION}; dataferry on the embedded engine (write_dataset)",
         "iceberg: a SQL catalog on SQLite in a temporary directory; pyiceberg creates the "
         "table in the timed write, as dataferry's committer does, and downcasts nanosecond "
