@@ -58,11 +58,11 @@ def test_a_failing_reader_is_reported_not_raised(monkeypatch):
     """A reader that raises (or panics, as hudi-rs does) is listed as failing with its error's
     first line; broken, the whole bench would stop at the first unreadable table."""
 
-    def broken(dest: str) -> pa.Table:
+    def broken(dest: str, setting) -> pa.Table:
         raise RuntimeError("cannot read this\nsecond line of a backtrace")
 
-    def wrong(dest: str) -> pa.Table:  # reads the table, with one column's values changed
-        t = peers._deltalake_read(dest)
+    def wrong(dest: str, setting) -> pa.Table:  # the table, with one column's values changed
+        t = peers._deltalake_read(dest, setting)
         return t.set_column(t.column_names.index("s"), "s", pa.array(["x"] * t.num_rows))
 
     row = dataclasses.replace(

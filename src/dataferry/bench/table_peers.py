@@ -38,10 +38,11 @@ class Setting:
 
 @dataclass(frozen=True)
 class Reader:
-    """A reader of the format: `read(dest)` is the table's current rows."""
+    """A reader of the format: `read(dest, setting)` is the table's current rows (an Iceberg
+    table through the run's catalog, as its users read it)."""
 
     name: str
-    read: Callable[[str], pa.Table]
+    read: Callable[[str, Setting], pa.Table]
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class FormatPeers:
     write: Callable[[pa.Table, str, Setting], None] | None = None
     writer_needs: tuple[str, ...] = ()
     no_writer: str = ""  # why there is none
+    # (dest, setting) -> the commits in the table, through the format's own library
+    versions: Callable[[str, Setting], int] | None = None
+    setup: Callable[[Setting], None] = lambda setting: None  # before any writer (the catalog)
 
 
 # --- Iceberg: the catalog ------------------------------------------------------------------
@@ -140,33 +144,49 @@ def _pyiceberg_write(data: pa.Table, dest: str, setting: Setting) -> None:
         create_iceberg_table(catalog, dest, data.schema, list(setting.partition_by)).append(data)
 
 
-def _deltalake_read(dest: str) -> pa.Table:
+def _deltalake_read(dest: str, setting: Setting) -> pa.Table:
     from deltalake import DeltaTable
 
     return DeltaTable(dest).to_pyarrow_table()
 
 
-def _polars_delta_read(dest: str) -> pa.Table:
+def _polars_delta_read(dest: str, setting: Setting) -> pa.Table:
     import polars as pl
 
     return pl.read_delta(dest).to_arrow()
 
 
-def _pyiceberg_read(dest: str) -> pa.Table:
-    return iceberg_static(dest).scan().to_arrow()
+def _iceberg_table(dest: str, setting: Setting) -> Any:
+    """The Iceberg table at `dest` as the run's catalog has it (the current snapshot that
+    won the catalog's commit, whatever files losers of a race left)."""
+    return load_catalog(setting.catalog).load_table(identifier_for(dest))
 
 
-def _polars_iceberg_read(dest: str) -> pa.Table:
+def _pyiceberg_read(dest: str, setting: Setting) -> pa.Table:
+    return _iceberg_table(dest, setting).scan().to_arrow()
+
+
+def _polars_iceberg_read(dest: str, setting: Setting) -> pa.Table:
     import warnings
 
     import polars as pl
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return pl.scan_iceberg(iceberg_static(dest)).collect().to_arrow()
+        return pl.scan_iceberg(_iceberg_table(dest, setting)).collect().to_arrow()
 
 
-def _hudi_read(dest: str) -> pa.Table:
+def _delta_versions(dest: str, setting: Setting) -> int:
+    from deltalake import DeltaTable
+
+    return DeltaTable(dest).version() + 1
+
+
+def _iceberg_versions(dest: str, setting: Setting) -> int:
+    return len(_iceberg_table(dest, setting).snapshots())
+
+
+def _hudi_read(dest: str, setting: Setting) -> pa.Table:
     from hudi import HudiTableBuilder
 
     table = HudiTableBuilder.from_base_uri(dest).build()
@@ -190,6 +210,7 @@ PEERS: dict[str, FormatPeers] = {
             writer="deltalake",
             write=_deltalake_write,
             writer_needs=("deltalake",),
+            versions=_delta_versions,
         ),
         FormatPeers(
             "iceberg",
@@ -202,6 +223,8 @@ PEERS: dict[str, FormatPeers] = {
             writer="pyiceberg",
             write=_pyiceberg_write,
             writer_needs=("pyiceberg.catalog.sql",),
+            versions=_iceberg_versions,
+            setup=lambda setting: load_catalog(setting.catalog),  # its namespace made
         ),
         FormatPeers(
             "hudi",

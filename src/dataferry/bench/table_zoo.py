@@ -131,6 +131,7 @@ class _Format:
     """One format's writers, what each refused, and what each reader read of each."""
 
     peers: FormatPeers
+    setting: Setting
     writers: list[tuple[Writer, Write]]  # (timed writer, its raw write for the probe)
     refused: dict[str, list[Refusal]]
     reads: dict[str, dict[str, pa.Table | str]]  # writer -> reader -> rows, or its error
@@ -150,7 +151,7 @@ class _Format:
             got: dict[str, pa.Table | str] = {}
             for reader in self.peers.readers:
                 try:
-                    got[reader.name] = reader.read(dest)
+                    got[reader.name] = reader.read(dest, self.setting)
                 except (KeyboardInterrupt, SystemExit):
                     raise
                 except BaseException as e:  # a Rust panic (pyo3's) is no Exception
@@ -164,7 +165,7 @@ class _Format:
 def _writers(fmt: str, setting: Setting, skipped: list[dict[str, str]]) -> _Format:
     """The format's own writer (where there is one and it is installed) and dataferry's."""
     peers = PEERS[fmt]
-    state = _Format(peers, [], {}, {})
+    state = _Format(peers, setting, [], {}, {})
     if peers.write is not None and peers.writer is not None:
         if absent := missing(peers.writer_needs):
             skipped.append({"writer": peers.writer, "reason": f"{absent} is not installed"})
