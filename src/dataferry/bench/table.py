@@ -66,7 +66,7 @@ from .writers import (
 FORMATS = ("delta", "iceberg", "hudi")
 ENGINES = ("embedded", "dask", "ray")
 # the single-process writers of each format: a dataferry writer is compared with the fastest
-SINGLE_PROCESS = {"deltalake": "delta", "pyiceberg": "iceberg"}
+SINGLE_PROCESS = {p.writer: p.format for p in PEERS.values() if p.writer}
 HUDI_OPTIONS = {"table_name": "sales", "record_key": "order_id"}
 
 
@@ -170,34 +170,28 @@ class _Plan:
         ]
 
 
+def _bound(write: Callable[[pa.Table, str, Setting], None], setting: Setting) -> Callable:
+    def bound(data: pa.Table, dest: str) -> None:
+        write(data, dest, setting)
+
+    return bound
+
+
 def _embedded_group(table: pa.Table, plan: _Plan) -> Group:
     cols = plan.cols
+    setting = Setting(
+        plan.catalog, plan.spec.partition_by, HUDI_OPTIONS["record_key"], HUDI_OPTIONS["table_name"]
+    )
     writers: list[Writer] = []
-    if "delta" in plan.spec.formats:
-        if absent := missing(("deltalake",)):
-            plan.skipped.append({"writer": "deltalake", "reason": f"{absent} is not installed"})
-        else:
-
-            def delta_write(data: pa.Table, dest: str) -> None:
-                from deltalake import write_deltalake
-
-                write_deltalake(dest, data, partition_by=cols)
-
-            writers.append(Writer("deltalake", delta_write, rows=delta_rows, warm=("deltalake",)))
-    if "iceberg" in plan.spec.formats:
-        if absent := missing(("pyiceberg.catalog.sql",)):
-            plan.skipped.append({"writer": "pyiceberg", "reason": f"{absent} is not installed"})
-        else:
-
-            def iceberg_write(data: pa.Table, dest: str) -> None:
-                catalog = load_catalog(plan.catalog)
-                create_iceberg_table(catalog, dest, data.schema, cols).append(data)
-
-            writers.append(
-                Writer(
-                    "pyiceberg", iceberg_write, rows=iceberg_rows, warm=("pyiceberg.catalog.sql",)
-                )
-            )
+    for fmt in plan.spec.formats:  # the format's own writer, where it has one (PEERS)
+        peers = PEERS[fmt]
+        if peers.write is None or peers.writer is None:
+            continue
+        if absent := missing(peers.writer_needs):
+            plan.skipped.append({"writer": peers.writer, "reason": f"{absent} is not installed"})
+            continue
+        write = _bound(peers.write, setting)
+        writers.append(Writer(peers.writer, write, rows=ROWS_OF[fmt], warm=peers.writer_needs))
 
     def ferry(fmt: str) -> Callable:
         keywords = committer_keywords(fmt, plan.catalog)
@@ -360,8 +354,7 @@ def run_table_bench(spec: TableBenchSpec, progress: Progress | None = None) -> d
         "iceberg: a SQL catalog on SQLite in a temporary directory; pyiceberg and Ray's "
         "write_iceberg create the table (identity-partitioned) in the timed write, as "
         "dataferry's committer does",
-        "hudi: no Python writer to compare with (hudi-rs reads Hudi tables, it does not "
-        "write them)",
+        *(f"{f}: {PEERS[f].no_writer}" for f in spec.formats if PEERS[f].writer is None),
         *plan.notes,
     ]
     return {
