@@ -198,3 +198,27 @@ def test_cli_zoo_json_and_refusals_of_options():
         ZooBenchSpec(columns=("part", "u8"))
     res = runner.invoke(app, ["bench", "table", "--frame", "zoo", "--engines", "dask"])
     assert res.exit_code != 0
+
+
+def test_an_own_writer_refusing_everything_fails_alone(monkeypatch):
+    """The format's own writer refusing the zoo outright is listed as failed; dataferry is
+    still timed and judged against the input frame. Broken, one writer's refusal would stop
+    the format's whole run, or dataferry would be judged against nothing."""
+
+    def refuse(data: pa.Table, dest: str, setting) -> None:
+        raise OSError("no space left\nat line 2")
+
+    monkeypatch.setitem(
+        peers.PEERS, "delta", dataclasses.replace(peers.PEERS["delta"], write=refuse)
+    )
+    data = _delta()
+    (failed,) = data["failed"]
+    assert failed["writer"] == "deltalake" and failed["reason"] == (
+        "refuses the zoo: OSError: no space left"
+    )
+    (row,) = data["results"]
+    assert row["writer"] == "dataferry delta" and row["wall_s"] > 0 and row["vs_peer"] is None
+    assert data["formats"][0]["expected_from"] == "the input frame (deltalake's write failed)"
+    # deltalake reads dataferry's table with the input's values (polars.read_delta may not
+    # today: dataferry logs u8 as a signed byte while the files hold unsigned ones)
+    assert row["readers"][0] == {"reader": "deltalake", "status": "same", "detail": ""}

@@ -126,6 +126,13 @@ def refusals(write: Write, sample: pa.Table, scratch: str) -> list[Refusal]:
     return found or [Refusal("*", whole)]
 
 
+@dataclass(frozen=True)
+class Verdict:
+    reader: str
+    status: str  # "same", "differs" (detail: the columns) or "fails" (detail: the error)
+    detail: str = ""
+
+
 @dataclass
 class _Format:
     """One format's writers, what each refused, and what each reader read of each."""
@@ -135,8 +142,7 @@ class _Format:
     writers: list[tuple[Writer, Write]]  # (timed writer, its raw write for the probe)
     refused: dict[str, list[Refusal]]
     reads: dict[str, dict[str, pa.Table | str]]  # writer -> reader -> rows, or its error
-    # writer -> each reader's verdict: {"reader", "status": same|differs|fails, "detail"}
-    verdicts: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    verdicts: dict[str, list[Verdict]] = field(default_factory=dict)  # writer -> its readers
 
     @property
     def own(self) -> str | None:
@@ -216,6 +222,8 @@ def _readers(state: _Format, frame: pa.Table, columns: list[str]) -> tuple[str, 
             expected = read
             source = f"{own}'s table as {first} reads it"
             changes = differences(frame, expected, columns, KEY)
+        elif read is None:
+            source = f"the input frame ({own}'s write failed)"
         else:
             source = f"the input frame ({own}'s table could not be read by {first}: {read})"
     verdicts = state.verdicts
@@ -223,14 +231,14 @@ def _readers(state: _Format, frame: pa.Table, columns: list[str]) -> tuple[str, 
         rows = []
         for reader, got in reads.items():
             if isinstance(got, str):
-                rows.append({"reader": reader, "status": "fails", "detail": got})
+                rows.append(Verdict(reader, "fails", got))
                 continue
             try:
                 found = differences(expected, got, columns, KEY)
             except Exception as e:  # a table the comparison itself cannot take
                 found = [first_line(e)]
             status = "differs" if found else "same"
-            rows.append({"reader": reader, "status": status, "detail": "; ".join(found)})
+            rows.append(Verdict(reader, status, "; ".join(found)))
         verdicts[writer] = rows
     return source, changes
 
@@ -274,7 +282,7 @@ def _run_format(
             peer=state.own,
             vs_peer=round(r["wall_s"] / peer_wall, 3) if peer_wall else None,
             refused=[asdict(x) for x in state.refused.get(r["writer"], [])],
-            readers=state.verdicts.get(r["writer"], []),
+            readers=[asdict(v) for v in state.verdicts.get(r["writer"], [])],
         )
         r.pop("run_details", None)
     out["results"] += rows
