@@ -51,7 +51,8 @@ def bench_table(
     quiet: bool = QUIET_OPT,
 ) -> None:
     """Delta, Iceberg and Hudi tables written by dataferry (embedded engine, Dask, Ray) beside
-    deltalake, pyiceberg and Ray's write_iceberg; with --concurrency, concurrent appenders."""
+    deltalake, pyiceberg and Ray's write_iceberg; with --frame zoo, on the type zoo, with each
+    reader's verdict on each table; with --concurrency, concurrent appenders."""
     from ..bench.table import FORMATS, TableBenchSpec, run_table_bench
     from ..bench.table_concurrency import ConcurrencySpec, run_concurrency_bench
     from ..bench.table_zoo import ZooBenchSpec, run_zoo_bench
