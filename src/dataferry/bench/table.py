@@ -23,7 +23,6 @@ deltalake and pyiceberg: commits landed of those expected, rows found of those e
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import statistics
 import tempfile
@@ -37,6 +36,15 @@ import pyarrow as pa
 from ..dataset.synthetic import sales_table
 from ..errors import ConfigError
 from .machine import machine_info
+from .table_peers import (
+    PEERS,
+    Setting,
+    create_iceberg_table,
+    iceberg_static,
+    identifier_for,
+    load_catalog,
+    sql_catalog,
+)
 from .write import Progress, _check_names, _failure, _measure, _Steps
 from .writers import (
     DASK_NEEDS,
@@ -58,8 +66,7 @@ from .writers import (
 FORMATS = ("delta", "iceberg", "hudi")
 ENGINES = ("embedded", "dask", "ray")
 # the single-process writers of each format: a dataferry writer is compared with the fastest
-SINGLE_PROCESS = {"deltalake": "delta", "pyiceberg": "iceberg"}
-NAMESPACE = "bench"
+SINGLE_PROCESS = {p.writer: p.format for p in PEERS.values() if p.writer}
 HUDI_OPTIONS = {"table_name": "sales", "record_key": "order_id"}
 
 
@@ -87,60 +94,17 @@ def registered(committer: str) -> str | None:
 
     if spec(committer) is None:
         return f"committer {committer!r} is not registered in this version"
-    needs = {"delta": ("deltalake",), "iceberg": ("pyiceberg", "sqlalchemy"), "hudi": ()}
-    absent = missing(needs[committer])
+    absent = missing(PEERS[committer].needs)
     return f"{absent} is not installed" if absent else None
 
 
-# --- Iceberg: the catalog, and reading a table back ------------------------------------------
-
-
-def sql_catalog(directory: str) -> dict[str, str]:
-    """pyiceberg `load_catalog` properties of a SQL catalog on SQLite in `directory`."""
-    os.makedirs(directory, exist_ok=True)
-    return {
-        "type": "sql",
-        "uri": f"sqlite:///{os.path.join(directory, 'catalog.db')}",
-        "warehouse": f"file://{os.path.join(directory, 'warehouse')}",
-    }
-
-
-def load_catalog(properties: dict[str, str]) -> Any:
-    from pyiceberg.catalog import load_catalog as load
-
-    catalog = load("default", **properties)
-    catalog.create_namespace_if_not_exists(NAMESPACE)
-    return catalog
-
-
-def identifier_for(dest: str) -> str:
-    """The table identifier of a bench run's destination (unique per writer and run)."""
-    return f"{NAMESPACE}." + re.sub(r"[^A-Za-z0-9]+", "_", os.path.basename(dest))
-
-
-def create_iceberg_table(catalog: Any, dest: str, schema: pa.Schema, partition_by: list[str]):
-    """The Iceberg table at `dest`, identity-partitioned by `partition_by`, in one catalog
-    commit (what a user of pyiceberg does before `append`: pyiceberg and Ray's sink need a
-    table that exists)."""
-    create = catalog.create_table_transaction(identifier_for(dest), schema=schema, location=dest)
-    with create.update_spec() as spec:
-        for column in partition_by:
-            spec.add_identity(column)
-    create.commit_transaction()
-    return catalog.load_table(identifier_for(dest))
+# --- reading a table back -------------------------------------------------------------------
 
 
 def iceberg_rows(dest: str) -> int:
     """Rows of the Iceberg table at `dest`, through pyiceberg's scan of its newest metadata
     file (whichever catalog made it)."""
-    from pyiceberg.table import StaticTable
-
-    metadata = os.path.join(dest, "metadata")
-    newest = max(
-        (f for f in os.listdir(metadata) if f.endswith(".metadata.json")),
-        key=lambda f: (int(f.split("-", 1)[0]) if f.split("-", 1)[0].isdigit() else -1, f),
-    )
-    return StaticTable.from_metadata(os.path.join(metadata, newest)).scan().to_arrow().num_rows
+    return iceberg_static(dest).scan().to_arrow().num_rows
 
 
 def hudi_rows(dest: str) -> int:
@@ -165,13 +129,10 @@ def _commit_detail(result: Any) -> dict[str, Any]:
 def committer_keywords(fmt: str, catalog: dict[str, str]) -> Callable[[str], dict[str, Any]]:
     """dest -> the committer's keywords for an append to the table at `dest` (made by the job
     when it does not exist)."""
+    setting = Setting(catalog, (), HUDI_OPTIONS["record_key"], HUDI_OPTIONS["table_name"])
 
     def keywords(dest: str) -> dict[str, Any]:
-        options: dict[str, Any] = {}
-        if fmt == "iceberg":
-            options = {"catalog": catalog, "identifier": identifier_for(dest)}
-        elif fmt == "hudi":
-            options = dict(HUDI_OPTIONS)
+        options = PEERS[fmt].options(dest, setting)
         return {"committer": fmt, "mode": "append", "committer_options": options}
 
     return keywords
@@ -209,34 +170,28 @@ class _Plan:
         ]
 
 
+def _bound(write: Callable[[pa.Table, str, Setting], None], setting: Setting) -> Callable:
+    def bound(data: pa.Table, dest: str) -> None:
+        write(data, dest, setting)
+
+    return bound
+
+
 def _embedded_group(table: pa.Table, plan: _Plan) -> Group:
     cols = plan.cols
+    setting = Setting(
+        plan.catalog, plan.spec.partition_by, HUDI_OPTIONS["record_key"], HUDI_OPTIONS["table_name"]
+    )
     writers: list[Writer] = []
-    if "delta" in plan.spec.formats:
-        if absent := missing(("deltalake",)):
-            plan.skipped.append({"writer": "deltalake", "reason": f"{absent} is not installed"})
-        else:
-
-            def delta_write(data: pa.Table, dest: str) -> None:
-                from deltalake import write_deltalake
-
-                write_deltalake(dest, data, partition_by=cols)
-
-            writers.append(Writer("deltalake", delta_write, rows=delta_rows, warm=("deltalake",)))
-    if "iceberg" in plan.spec.formats:
-        if absent := missing(("pyiceberg.catalog.sql",)):
-            plan.skipped.append({"writer": "pyiceberg", "reason": f"{absent} is not installed"})
-        else:
-
-            def iceberg_write(data: pa.Table, dest: str) -> None:
-                catalog = load_catalog(plan.catalog)
-                create_iceberg_table(catalog, dest, data.schema, cols).append(data)
-
-            writers.append(
-                Writer(
-                    "pyiceberg", iceberg_write, rows=iceberg_rows, warm=("pyiceberg.catalog.sql",)
-                )
-            )
+    for fmt in plan.spec.formats:  # the format's own writer, where it has one (PEERS)
+        peers = PEERS[fmt]
+        if peers.write is None or peers.writer is None:
+            continue
+        if absent := missing(peers.writer_needs):
+            plan.skipped.append({"writer": peers.writer, "reason": f"{absent} is not installed"})
+            continue
+        write = _bound(peers.write, setting)
+        writers.append(Writer(peers.writer, write, rows=ROWS_OF[fmt], warm=peers.writer_needs))
 
     def ferry(fmt: str) -> Callable:
         keywords = committer_keywords(fmt, plan.catalog)
@@ -399,8 +354,7 @@ def run_table_bench(spec: TableBenchSpec, progress: Progress | None = None) -> d
         "iceberg: a SQL catalog on SQLite in a temporary directory; pyiceberg and Ray's "
         "write_iceberg create the table (identity-partitioned) in the timed write, as "
         "dataferry's committer does",
-        "hudi: no Python writer to compare with (hudi-rs reads Hudi tables, it does not "
-        "write them)",
+        *(f"{f}: {PEERS[f].no_writer}" for f in spec.formats if PEERS[f].writer is None),
         *plan.notes,
     ]
     return {

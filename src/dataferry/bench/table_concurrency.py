@@ -19,7 +19,8 @@ import pyarrow as pa
 from ..dataset.synthetic import sales_table
 from ..errors import ConfigError
 from .machine import machine_info
-from .table import committer_keywords, identifier_for, load_catalog, registered, sql_catalog
+from .table import HUDI_OPTIONS, committer_keywords, registered, sql_catalog
+from .table_peers import PEERS, Setting
 from .write import Progress, _check_names, _failure, _Steps
 
 
@@ -78,23 +79,19 @@ class _Table:
     def __init__(self, fmt: str, dest: str, catalog: dict[str, str]) -> None:
         self.fmt, self.dest, self.catalog = fmt, dest, catalog
         self.keywords = committer_keywords(fmt, catalog)(dest)
+        self.setting = Setting(
+            catalog, ("day",), HUDI_OPTIONS["record_key"], HUDI_OPTIONS["table_name"]
+        )
 
     def commits(self) -> int:
-        if self.fmt == "delta":
-            from deltalake import DeltaTable
-
-            return DeltaTable(self.dest).version() + 1
-        return len(load_catalog(self.catalog).load_table(identifier_for(self.dest)).snapshots())
+        versions = PEERS[self.fmt].versions
+        if versions is None:
+            raise ConfigError(f"{self.fmt}: the bench cannot count this format's commits")
+        return versions(self.dest, self.setting)
 
     def order_ids(self) -> pa.Array:
-        if self.fmt == "delta":
-            from deltalake import DeltaTable
-
-            column = DeltaTable(self.dest).to_pyarrow_table(columns=["order_id"])["order_id"]
-        else:
-            table = load_catalog(self.catalog).load_table(identifier_for(self.dest))
-            column = table.scan(selected_fields=("order_id",)).to_arrow()["order_id"]
-        return column.combine_chunks()
+        own = PEERS[self.fmt].readers[0]
+        return own.read(self.dest, self.setting)["order_id"].combine_chunks()
 
 
 def _concurrent_run(fmt: str, base: str, spec: ConcurrencySpec) -> dict[str, Any]:
@@ -104,9 +101,8 @@ def _concurrent_run(fmt: str, base: str, spec: ConcurrencySpec) -> dict[str, Any
     import pyarrow.compute as pc
 
     catalog = sql_catalog(os.path.join(base, "catalog"))
-    if fmt == "iceberg":
-        load_catalog(catalog)  # its tables and namespace made before the processes race
     table = _Table(fmt, os.path.join(base, fmt), catalog)
+    PEERS[fmt].setup(table.setting)  # the catalog's namespace made before the processes race
     expected_commits = spec.processes * spec.commits
     # the table is made first (one commit, its rows counted): what races is the appends
     from ..dataset.write import write_dataset
