@@ -275,3 +275,41 @@ def test_a_decided_commit_whose_files_are_gone_is_undone_not_committed(tmp_path)
     assert report.rolled_back and not report.rolled_forward, report
     assert deltalake.DeltaTable(str(t)).version() == 0 and rows(t).num_rows == 300
     assert not (t / "_dataferry").exists()
+
+
+def test_a_transaction_deltalake_refuses_is_undone_not_left_for_ever(tmp_path, monkeypatch):
+    """A transaction deltalake refuses for good (its schema check, its protocol) changed
+    nothing a reader sees: the job is undone (its files deleted, the destination released)
+    with one named error. Left decided instead, every later write into the table failed
+    "cannot finish its decided commit yet" and cleanup could not finish it either."""
+    from deltalake.exceptions import SchemaMismatchError
+
+    from dataferry.commit.table.delta import DeltaCommitter
+    from dataferry.errors import TableCommitRefused
+
+    t = tmp_path / "t"
+    write(t, sales(30), mode="error")
+    before = set(data_paths(t))
+    real = DeltaCommitter._commit
+
+    def refuse(self, *args, **kwargs):
+        raise SchemaMismatchError("the table refuses this schema")
+
+    monkeypatch.setattr(DeltaCommitter, "_commit", refuse)
+    with pytest.raises(TableCommitRefused, match="refuses this schema"):
+        write(t, sales(30, start=30))
+    monkeypatch.setattr(DeltaCommitter, "_commit", real)
+
+    assert set(data_paths(t)) == before  # the refused job's files are gone
+    assert deltalake.DeltaTable(str(t)).version() == 0
+    assert not cleanup_destination(open_store(str(t))).failed
+    write(t, sales(30, start=30))  # the next write goes through
+    assert rows(t).column("x").to_pylist() == list(range(60))
+
+
+def data_paths(path: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(path))
+        for p in path.rglob("*.parquet")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
+    )

@@ -23,7 +23,13 @@ import json
 import re
 from collections.abc import Sequence
 
-from ...errors import CommitError, DestinationError, TableDamaged
+from ...errors import (
+    CommitError,
+    DataferryError,
+    DestinationError,
+    TableCommitRefused,
+    TableDamaged,
+)
 from ...store import Store, paths
 from ...store.types import FileStatus
 from .delta_types import first_line
@@ -183,10 +189,23 @@ def unreadable(store: Store, latest: int | None, error: BaseException) -> Destin
     )
 
 
-def refused(store: Store, latest: int | None, error: BaseException) -> DestinationError:
+def refused(store: Store, latest: int | None, error: BaseException) -> DataferryError:
     """deltalake's error committing a job's transaction, naming the table and the latest
-    commit the transaction was to follow."""
-    return DestinationError(
+    commit the transaction was to follow. An error of the transaction itself (a schema or a
+    protocol the table refuses, an argument deltalake rejects) is final and nothing was
+    written: TableCommitRefused, so the job is undone rather than left decided for ever; any
+    other (the store's I/O) may have landed and leaves the commit for recovery to settle."""
+    message = (
         f"Delta table {store.full_url()} did not take the job's transaction (its latest "
         f"commit: {store.full_url(latest_commit_file(latest))}): {first_line(error)}"
     )
+    if _final(error):
+        return TableCommitRefused(f"{message}; the job was undone, nothing of it committed")
+    return DestinationError(message)
+
+
+def _final(error: BaseException) -> bool:
+    from deltalake.exceptions import DeltaProtocolError, SchemaMismatchError
+
+    final = (SchemaMismatchError, DeltaProtocolError, TypeError, ValueError, LookupError)
+    return isinstance(error, final) and not isinstance(error, OSError)
