@@ -18,15 +18,23 @@ straight into a marker directory. Schedules, for every committer with write mark
   decided (`after_the_plan`: a store callback at the write of its intent record); the job
   appends and must commit exactly its own files.
 
-And `forged_intent` (its own kind): an intent record (`_commit_intent.json`, in a made-up job's
-marker directory) in mode `overwrite` whose entries to replace are E's data files, then
-`cleanup --older-than 0` and the next job.
+Forged records (kind `forged_records`), what the same forger can write beside markers:
+- `intent` (every committer: it needs no markers): an intent record
+  (`_commit_intent.json`) in a made-up job's directory, in mode `overwrite`, whose entries to
+  replace are E's data files; then `cleanup --older-than 0` and the next job. Cleanup refusing
+  the record (leaving the directory, named) is a safe answer; the directory is then removed as
+  its owner would before the leftovers are checked;
+- `job_records` (a committer whose job directory holds records besides markers: Hudi's
+  `dataferry-job.json`): E's own directory again, those records rewritten to name a made-up
+  job, and markers naming E's files; then `cleanup --older-than 0` and the next job.
 
 Checked after each step: every data file E committed is still on the store (until an
 `overwrite` job replaces it), the destination read by its own reader holds E's rows exactly
 (`earlier_data_kept`), the next job commits and is whole (`write_mode`, `complete_output`,
-`exclusive_output`), and nothing is left: no forged directory, no orphan file
-(`no_leftovers`, `no_orphan_files`).
+`exclusive_output`), and nothing is left: no forged directory cleanup takes for a dataferry
+job's, no orphan file (`no_leftovers`, `no_orphan_files`). A forged directory cleanup does not
+take for a dataferry job's (Hudi's without a dataferry record is Java Hudi's) is its owner's:
+removed, as its owner would, before the leftovers are checked.
 """
 
 from __future__ import annotations
@@ -124,6 +132,11 @@ def data_files(store: Store, reader: Any) -> list[str]:
     return inv.visible_files(store)
 
 
+def related(a: str, b: str) -> bool:
+    """Whether one of two paths is the other or lies under it."""
+    return a == b or paths.is_under(a, b) or paths.is_under(b, a)
+
+
 def sharing_tag(directory: str) -> str:
     """Another job directory whose name has the same first 8 characters as `directory`'s."""
     name = paths.name(directory)
@@ -151,6 +164,7 @@ class Forgery:
     ) -> None:
         self.committer, self.stores, self.options = committer, stores, options
         self.rng = random.Random(f"{seed}:forged")
+        self.left: list[str] = []  # forged directories cleanup refused, left to their owner
 
     def reader(self, store: Store) -> Any:
         return make_committer(self.committer, store, allow_unsafe_rename=True, **self.options)
@@ -197,8 +211,10 @@ class Forgery:
             f"committed version references were deleted, e.g. {gone[0]}"
         ]
 
-    def cleanup(self, store: Store, problems: list[str], when: str) -> set[str]:
-        """`cleanup --older-than 0`; the directories it took for dataferry jobs'."""
+    def cleanup(self, store: Store, problems: list[str], when: str, refused: str = "") -> set[str]:
+        """`cleanup --older-than 0`; the directories it took for dataferry jobs'. A forged
+        record that cleanup refuses to act on, leaving its directory (`refused`), is the safe
+        answer: not reported."""
         from ..commit.job.cleanup import cleanup_destination
 
         try:
@@ -207,6 +223,9 @@ class Forgery:
             problems.append(f"{inv.NO_LEFTOVERS}: {when}: dataferry cleanup failed: {e}")
             return set()
         for path, why in report.failed.items():
+            if refused and related(path, refused):
+                self.left.append(path)
+                continue
             problems.append(f"{inv.NO_LEFTOVERS}: {when}: cleanup left {path}: {why[:300]}")
         return set(report.found)
 
@@ -228,23 +247,30 @@ class Forgery:
         e: Committed,
         forged: str,
         mode: str = "append",
+        refused: str = "",
     ) -> None:
         """The destination after the next job and a last cleanup, against its write mode. A
         forged directory that cleanup does not take for a dataferry job's (Hudi's without a
         dataferry record is Java Hudi's) is left to its owner: removed here, as its owner
         would, before the leftovers are checked."""
-        found = self.cleanup(store, scenario.problems, "after the next job")
-        if forged not in found and store.exists(forged):
-            store.delete(forged, recursive=True)
-            store.delete_if_empty(paths.parent(forged))
+        found = self.cleanup(store, scenario.problems, "after the next job", refused)
+        for path in {*self.left, *([forged] if forged not in found else [])}:
+            if path and store.exists(path):
+                store.delete(path, recursive=True)
+                parent = paths.parent(path)
+                while parent and store.delete_if_empty(parent):
+                    parent = paths.parent(parent)
+        self.left.clear()
         if mode != "overwrite":
             scenario.problems += self.lost(store, e.files, "after the next job")
         allow = allowed_leftovers(self.reader(store))
         scenario.problems += check_outcome(store, job[0], mode, e.earlier, job[1], allow)
         scenario.outcome = job[1]
 
-    def after_cleanup(self, store: Store, e: Committed, scenario: Scenario) -> None:
-        self.cleanup(store, scenario.problems, "cleanup")
+    def after_cleanup(
+        self, store: Store, e: Committed, scenario: Scenario, refused: str = ""
+    ) -> None:
+        self.cleanup(store, scenario.problems, "cleanup", refused)
         scenario.problems += self.lost(store, e.files, "after cleanup")
         scenario.problems += inv.check_kept(store, e.earlier, "after cleanup")
 
@@ -343,9 +369,10 @@ class Forgery:
             replace=e.files,
         )
         save_intent(store, reader.job_dir(job), record)
-        self.after_cleanup(store, e, scenario)
         job_dir = reader.job_dir(job)
-        self.finish(store, scenario, self.next_job(store, "append", scenario.problems), e, job_dir)
+        self.after_cleanup(store, e, scenario, job_dir)
+        next_job = self.next_job(store, "append", scenario.problems)
+        self.finish(store, scenario, next_job, e, job_dir, refused=job_dir)
         discard(store)
         return scenario
 
@@ -383,16 +410,17 @@ def run_forged(
     """Every forged-marker and forged-record schedule for `committer`, with what was skipped
     and why (a committer without markers; the aged directories on a store that is not a
     local directory; the job records of a committer that keeps none in a job's directory)."""
-    if markers_root(committer) is None:
-        why = f"{committer} keeps no write markers"
-        return [], {KIND: why, RECORDS_KIND: why}
     forgery = Forgery(committer, stores, options, seed)
-    runs: list[tuple[str, Callable[[], Scenario | None]]] = [
-        *((a, lambda p=p, a=a: forgery.after_commit(p, a)) for p in PLACES for a in ACTIONS),
-        *(("live", lambda m=m: forgery.live(m)) for m in LIVE_MOMENTS),
-        ("intent", forgery.intent),
-        ("job_records", forgery.job_records),
-    ]
+    runs: list[tuple[str, Callable[[], Scenario | None]]] = [("intent", forgery.intent)]
+    skipped: dict[str, str] = {}
+    if markers_root(committer) is None:  # the forged intent record needs no markers
+        skipped[KIND] = f"{committer} keeps no write markers"
+    else:
+        runs += [
+            *((a, lambda p=p, a=a: forgery.after_commit(p, a)) for p in PLACES for a in ACTIONS),
+            *(("live", lambda m=m: forgery.live(m)) for m in LIVE_MOMENTS),
+            ("job_records", forgery.job_records),
+        ]
     why = {
         "next_job": f"{stores.base} is not a local directory: a forged directory cannot be "
         "made old, so only cleanup --older-than 0 meets it",
@@ -400,7 +428,6 @@ def run_forged(
     }
     why["overwrite"] = why["next_job"]
     out: list[Scenario] = []
-    skipped: dict[str, str] = {}
     for name, run in runs:
         s = run()
         if s is None:
