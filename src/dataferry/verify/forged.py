@@ -365,7 +365,14 @@ class Forgery:
             job_uuid=job.job_uuid,
             committer=reader.name,
             mode="overwrite",
-            payload={"files": [], "stray": [], "marked": 0},
+            payload={
+                "files": [],
+                "stray": [],
+                "marked": 0,
+                "moves": [],
+                "bytes": 0,
+                "filenames": [],
+            },
             replace=e.files,
         )
         save_intent(store, reader.job_dir(job), record)
