@@ -16,7 +16,10 @@ straight into a marker directory. Schedules, for every committer with write mark
 - `live`: the markers go into the live job's own marker directory just before its commit
   (`before_the_plan`: the engine's last call before `commit_job`) or once its commit is
   decided (`after_the_plan`: a store callback at the write of its intent record); the job
-  appends and must commit exactly its own files.
+  appends and must commit exactly its own files;
+- the made-up job's (`cleanup`) and the live job's (`before_the_plan`) forgeries again, written
+  as the marker service writes markers (one `MARKERS0` file listing them, and `MARKERS.type`),
+  which every deleting path reads beside marker files.
 
 Forged records (kind `forged_records`), what the same forger can write beside markers:
 - `intent` (every committer: it needs no markers): an intent record
@@ -70,6 +73,7 @@ KIND, RECORDS_KIND = "forged_markers", "forged_records"
 PLACES = ("made_up", "its_tag", "the_job")
 ACTIONS = ("cleanup", "next_job", "overwrite")
 LIVE_MOMENTS = ("before_the_plan", "after_the_plan")
+FILES, SERVICE = "marker files", "the marker service's MARKERS files"
 OLD_S = 7200.0
 MARKER = re.compile(
     r"\.marker\.[A-Z]+\Z"
@@ -83,14 +87,22 @@ def markers_root(committer: str) -> str | None:
     return root or None
 
 
-def forge(store: Store, directory: str, targets: list[str]) -> None:
-    """An empty marker file naming each of `targets`, and a sibling of each that is not there
-    but carries the same tag (`phantom`: what makes a rollback sweep the target's directory
-    for files of that tag), written straight into `directory`."""
-    for target in [*targets, *map(phantom, targets)]:
-        store.write_bytes(
-            paths.join(directory, marker_name(paths.parent(target), paths.name(target))), b""
-        )
+def forge(store: Store, directory: str, targets: list[str], style: str = FILES) -> None:
+    """A marker naming each of `targets`, and a sibling of each that is not there but carries
+    the same tag (`phantom`: what makes a rollback sweep the target's directory for files of
+    that tag), written straight into `directory`: one empty file per marker (`FILES`, as
+    direct markers are), or the marker service's `MARKERS0` listing them all (`SERVICE`)."""
+    from ..markers.files import MARKERS_TYPE_FILE, SERVICE_TYPE, markers_file
+
+    names = [
+        marker_name(paths.parent(t), paths.name(t)) for t in [*targets, *map(phantom, targets)]
+    ]
+    if style == SERVICE:
+        store.write_bytes(markers_file(directory, 0), "".join(f"{n}\n" for n in names).encode())
+        store.write_bytes(paths.join(directory, MARKERS_TYPE_FILE), SERVICE_TYPE.encode())
+        return
+    for name in names:
+        store.write_bytes(paths.join(directory, name), b"")
 
 
 def phantom(path: str) -> str:
@@ -276,12 +288,13 @@ class Forgery:
 
     # --- the schedules ------------------------------------------------------------------------
 
-    def after_commit(self, place: str, action: str) -> Scenario | None:
+    def after_commit(self, place: str, action: str, style: str = FILES) -> Scenario | None:
         """Forged markers in a job directory that is not the live job's (None: the action
         needs an old directory, which this store cannot have)."""
         url = self.stores.url(f"fm-{place}-{action}")
         mode = "overwrite" if action == "overwrite" else "append"
-        scenario = self.scenario(KIND, f"{place} directory, then {action.replace('_', ' ')}", mode)
+        then = action.replace("_", " ")
+        scenario = self.scenario(KIND, f"{place} directory, {style}, then {then}", mode)
         e = self.committed(url)
         store = quiet_store(url)
         directory = {
@@ -289,7 +302,7 @@ class Forgery:
             "its_tag": lambda: sharing_tag(e.directory),
             "the_job": lambda: e.directory,
         }[place]()
-        forge(store, directory, e.files)
+        forge(store, directory, e.files, style)
         if action == "cleanup":
             self.after_cleanup(store, e, scenario)
         elif not age(url, directory):
@@ -301,19 +314,18 @@ class Forgery:
         discard(store)
         return scenario
 
-    def live(self, moment: str) -> Scenario:
+    def live(self, moment: str, style: str = FILES) -> Scenario:
         """Forged markers in the live job's own marker directory as it commits."""
-        url = self.stores.url(f"fm-live-{moment}")
-        scenario = self.scenario(
-            KIND, f"live job's directory, {moment.replace('_', ' ')}", "append"
-        )
+        url = self.stores.url(f"fm-live-{moment}-{style[:3]}")
+        when = moment.replace("_", " ")
+        scenario = self.scenario(KIND, f"live job's directory, {style}, {when}", "append")
         e = self.committed(url)
         store = quiet_store(url)
         forged: list[str] = []
 
         def forge_once(directory: str) -> None:
             if not forged:
-                forge(store, directory, e.files)
+                forge(store, directory, e.files, style)
                 forged.append(directory)
 
         rules: list[FaultRule] = []
@@ -426,6 +438,8 @@ def run_forged(
         runs += [
             *((a, lambda p=p, a=a: forgery.after_commit(p, a)) for p in PLACES for a in ACTIONS),
             *(("live", lambda m=m: forgery.live(m)) for m in LIVE_MOMENTS),
+            ("cleanup", lambda: forgery.after_commit("made_up", "cleanup", SERVICE)),
+            ("live", lambda: forgery.live("before_the_plan", SERVICE)),
             ("job_records", forgery.job_records),
         ]
     why = {
