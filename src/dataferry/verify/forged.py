@@ -74,10 +74,8 @@ PLACES = ("made_up", "its_tag", "the_job")
 ACTIONS = ("cleanup", "next_job", "overwrite")
 LIVE_MOMENTS = ("before_the_plan", "after_the_plan")
 FILES, SERVICE = "marker files", "the marker service's MARKERS files"
-OLD_S = 7200.0
-MARKER = re.compile(
-    r"\.marker\.[A-Z]+\Z"
-)  # older than cleanup's (and the next job's) hour: a dead job's leftovers
+OLD_S = 7200.0  # older than cleanup's (and the next job's) hour: a dead job's leftovers
+MARKER = re.compile(r"\.marker\.[A-Z]+\Z")  # a marker file's name (not a job's record)
 
 
 def markers_root(committer: str) -> str | None:
@@ -106,8 +104,8 @@ def forge(store: Store, directory: str, targets: list[str], style: str = FILES) 
 
 
 def phantom(path: str) -> str:
-    """A file beside `path` that no one wrote, with the same name but its first character
-    (so the same job tag at its end)."""
+    """A file beside `path` that no one wrote: the same name but for its first character, so
+    the same job tag at its end."""
     name = paths.name(path)
     first = "1" if name[0] == "0" else "0"
     return paths.join(paths.parent(path), first + name[1:])
