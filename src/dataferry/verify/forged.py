@@ -24,7 +24,8 @@ straight into a marker directory. Schedules, for every committer with write mark
 Forged records (kind `forged_records`), what the same forger can write beside markers:
 - `intent` (every committer: it needs no markers): an intent record
   (`_commit_intent.json`) in a made-up job's directory, in mode `overwrite`, whose entries to
-  replace are E's data files; then `cleanup --older-than 0` and the next job. Cleanup refusing
+  replace are E's data files; then `cleanup --older-than 0` and the next job, or (local and
+  `sim:` stores) the next job at once, the directory two hours old. Cleanup refusing
   the record (leaving the directory, named) is a safe answer; the directory is then removed as
   its owner would before the leftovers are checked;
 - `job_records` (a committer whose job directory holds records besides markers: Hudi's
@@ -358,13 +359,18 @@ class Forgery:
         discard(store)
         return scenario
 
-    def intent(self) -> Scenario:
-        """A forged intent record in a made-up job's directory, replacing E's data files."""
+    def intent(self, action: str = "cleanup") -> Scenario | None:
+        """A forged intent record in a made-up job's directory, replacing E's data files; then
+        cleanup and the next job, or (`next_job`) the next job once the directory is two
+        hours old (None: this store cannot age it)."""
         from ..commit.records.intent import Intent, save_intent
 
-        url = self.stores.url("fr-intent")
+        url = self.stores.url(f"fr-intent-{action}")
+        then = action.replace("_", " ")
         scenario = self.scenario(
-            RECORDS_KIND, "made-up job's intent record replacing the committed files", "append"
+            RECORDS_KIND,
+            f"made-up job's intent record replacing the committed files, then {then}",
+            "append",
         )
         e = self.committed(url)
         store = quiet_store(url)
@@ -385,9 +391,13 @@ class Forgery:
             },
             replace=e.files,
         )
-        save_intent(store, reader.job_dir(job), record)
         job_dir = reader.job_dir(job)
-        self.after_cleanup(store, e, scenario, job_dir)
+        save_intent(store, job_dir, record)
+        if action == "cleanup":
+            self.after_cleanup(store, e, scenario, job_dir)
+        elif not age(url, job_dir):
+            discard(store)
+            return None
         next_job = self.next_job(store, "append", scenario.problems)
         self.finish(store, scenario, next_job, e, job_dir, refused=job_dir)
         discard(store)
@@ -428,7 +438,10 @@ def run_forged(
     and why (a committer without markers; the aged directories on a store that is not a
     local directory; the job records of a committer that keeps none in a job's directory)."""
     forgery = Forgery(committer, stores, options, seed)
-    runs: list[tuple[str, Callable[[], Scenario | None]]] = [("intent", forgery.intent)]
+    runs: list[tuple[str, Callable[[], Scenario | None]]] = [
+        ("intent", forgery.intent),
+        ("intent_next_job", lambda: forgery.intent("next_job")),
+    ]
     skipped: dict[str, str] = {}
     if markers_root(committer) is None:  # the forged intent record needs no markers
         skipped[KIND] = f"{committer} keeps no write markers"
@@ -445,12 +458,13 @@ def run_forged(
         "made old, so only cleanup --older-than 0 meets it",
         "job_records": f"{committer} keeps no records beside its markers in a job's directory",
     }
-    why["overwrite"] = why["next_job"]
+    why["overwrite"] = why["intent_next_job"] = why["next_job"]
     out: list[Scenario] = []
     for name, run in runs:
         s = run()
         if s is None:
-            skipped[f"{RECORDS_KIND if name == 'job_records' else KIND} {name}"] = why[name]
+            kind = RECORDS_KIND if name in ("job_records", "intent_next_job") else KIND
+            skipped[f"{kind} {name}"] = why[name]
         else:
             out.append(s)
         if progress:
