@@ -57,6 +57,13 @@ def verify_crash_cmd(
         help="Also every crash point over a committed data set, in each write mode, a "
         "partition overwrite included (4x).",
     ),
+    forged_markers: bool = typer.Option(
+        False,
+        "--forged-markers",
+        help="Markers naming a committed job's files forged into a made-up job's, a same-tag "
+        "and that job's own directory, then cleanup or the next job; into a live job's own "
+        "directory as it commits; and forged intent and job records (committers with markers).",
+    ),
     zombie_points: int = typer.Option(
         0,
         "--zombie-points",
@@ -78,7 +85,8 @@ def verify_crash_cmd(
     """Crash the reference job at every store operation, answer every rename, copy, upload
     completion, PUT and delete ambiguously (a timeout before or after it took effect), and
     check the invariants; with the options, also kill its driver, let zombie attempts commit,
-    race two jobs, race a live claim holder, damage records and put links in the destination."""
+    race two jobs, race a live claim holder, damage records, put links in the destination and
+    forge markers and records naming committed files."""
     from ..verify.crash import verify_crash
 
     with progress(f"verify crash {committer}: scenarios", None, json_out or quiet) as steps:
@@ -96,6 +104,7 @@ def verify_crash_cmd(
             zombie_points=zombie_points or None,
             races=tuple(race_schedule) or (concurrent_jobs if races is None else races),
             preload=tuple(preload),
+            forged_markers=forged_markers,
         )
     data = report.to_json()
     if json_out:
@@ -131,6 +140,7 @@ def _render(data: dict, committer: str) -> None:
         "concurrent runs": data["concurrent_runs"],
         "race schedules": data["race_schedules"],
         "crash points over existing data": data["existing_data_crash_points"],
+        "forgeries": data["forgeries"],
     }
     if any(extra.values()):
         lines.append(", ".join(f"{k}: {v}" for k, v in extra.items() if v))

@@ -31,7 +31,8 @@ What was found is a `CrashReport` (`crash_report.py`).
 its own module: drivers killed for real during job commit (`driver_kills.py`), zombie task
 attempts that commit after the driver gave up on them (`zombies.py`), two jobs committing into one
 destination at once (`concurrent.py`), a live claim holder raced by another job or a cleanup and
-two takers of a dead one (`races.py`), damaged records and links to elsewhere (`damage.py`); and
+two takers of a dead one (`races.py`), damaged records and links to elsewhere (`damage.py`),
+markers and records forged to name committed files (`forged.py`); and
 the crash points again on a destination that already holds a committed data set, in each write
 mode (`existing.py`).
 """
@@ -90,6 +91,7 @@ def verify_crash(
     ambiguous: bool = True,
     select: Select | None = None,
     preload: tuple[str, ...] = (),
+    forged_markers: bool = False,
 ) -> CrashReport:
     """Enumerate every crash point of the reference job for `committer` on `store` (or every
     `every`-th one, for a quicker sample on slow stores), and every ambiguous answer
@@ -118,6 +120,11 @@ def verify_crash(
     ambiguous: run the ambiguous answers (on by default: they are part of the crash points).
     select: only crash points and ambiguous answers at the operations it accepts (a quick,
         targeted run; the crash-free baseline always runs).
+    forged_markers: markers naming a committed job's data files forged into a made-up job's
+        directory, one sharing its tag and its own, then `cleanup` or the next job; and into
+        a live job's own directory as it commits; and forged records (a made-up job's intent
+        record, a committed job's directory whose records name another job), for a committer
+        with markers (see `forged.py`).
     preload: modules (`module` or `module:function`, the function then called) imported first,
         here, in worker processes and in child drivers: how a committer outside the built-in
         registry (a test's deliberately broken one, a user's own) adds its registry row.
@@ -125,6 +132,7 @@ def verify_crash(
     from .concurrent import run_concurrent
     from .damage import run_damage
     from .driver_kills import run_driver_kills
+    from .forged import run_forged
     from .races import run_races
     from .tables import active, reading
     from .zombies import run_zombies
@@ -211,6 +219,10 @@ def verify_crash(
                 found, skipped = run(run_damage, kinds=damaged, preload=preload, workers=workers)
                 report.extra += found
                 report.skipped.update(skipped)
+        if forged_markers:
+            found, skipped = run(run_forged)
+            report.extra += found
+            report.skipped.update(skipped)
         if existing_data:
             report.extra += run(
                 existing_crash_points,

@@ -26,8 +26,11 @@ KINDS = (
     "two_takers",
     "damaged_record",
     "links",
+    "forged_markers",
+    "forged_records",
 )
-RACE_KINDS = KINDS[7:]  # the schedules of `--races` (their baselines not counted)
+RACE_KINDS = KINDS[7:14]  # the schedules of `--races` (their baselines not counted)
+FORGED_KINDS = KINDS[14:]  # `--forged-markers`
 
 
 @dataclass
@@ -91,6 +94,11 @@ class CrashReport:
         records and links."""
         return sum(len(self.of_kind(k)) for k in RACE_KINDS)
 
+    @property
+    def forgeries(self) -> int:
+        """Forged markers and forged records."""
+        return sum(len(self.of_kind(k)) for k in FORGED_KINDS)
+
     def kinds(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for kind in KINDS:
@@ -130,6 +138,7 @@ class CrashReport:
             "concurrent_runs": self.concurrent_runs,
             "race_schedules": self.race_schedules,
             "existing_data_crash_points": len(self.of_kind("existing_crash")),
+            "forgeries": self.forgeries,
             "kinds": self.kinds(),
             "skipped": dict(self.skipped),
             "seed": self.seed,
