@@ -103,13 +103,6 @@ def test_verify_crash_command_runs_the_forged_markers(monkeypatch):
     assert data["kinds"][KIND]["total_violations"] == 0, data["examples"][:2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Hudi: a committed instant's `.hoodie/.temp/<instant>` with a forged "
-    "`dataferry-job.json` naming another job is rolled back by cleanup, and "
-    "hudi_rollback.delete_untracked_of_instant deletes the instant's base files without "
-    "asking what the timeline references",
-)
 def test_a_committed_jobs_directory_claimed_for_another_job_deletes_nothing(stores):
     pytest.importorskip("hudi")
     from dataferry.verify import tables

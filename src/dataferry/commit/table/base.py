@@ -24,7 +24,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import CommitUndone, ConfigError, DestinationError
+from ...errors import CommitError, CommitUndone, ConfigError, DestinationError
+from ...markers.ownership import owned_by_marker_dir
 from ...stages import stage
 from ...store import Store, paths
 from ..direct.committer import DirectCommitter, DirectConfig, unique_name
@@ -182,7 +183,26 @@ class TableCommitter(DirectCommitter):
         """A resumed commit (recovery, a retry) whose transaction is not in the table and
         whose files are not all there any more is undone, not finished: a job that took the
         destination over rolled this one back (deleting its files) just before its intent
-        was written, and a table's log, unlike a rename, would take paths that name nothing."""
+        was written, and a table's log, unlike a rename, would take paths that name nothing.
+
+        Any record, resumed or not, is first checked to be one this committer writes: a
+        table's overwrite is its transaction, so a record listing entries to delete, or files
+        its job's tag does not name (another job's, committed), is damaged or forged, and
+        finishing it would delete committed data or commit those files twice."""
+        foreign = [
+            f for f in intent.payload["files"] if not owned_by_marker_dir(self.job_dir(job), f)
+        ]
+        if intent.replace or foreign:
+            raise CommitError(
+                f"job {job.job_id}: its intent record in {ctx.store.full_url(self.job_dir(job))} "
+                + (
+                    f"lists {len(intent.replace)} entries to delete, which a table's commit "
+                    "never does"
+                    if intent.replace
+                    else f"names files its job did not write (e.g. {foreign[0]})"
+                )
+                + ": damaged or forged, not finished; nothing was deleted or committed"
+            )
         if not ctx.resumed:
             return  # the files were reconciled against the markers a moment ago
         files = intent.payload["files"]

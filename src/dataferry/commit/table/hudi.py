@@ -386,8 +386,7 @@ class HudiCommitter(HudiTableState, TableCommitter):
         instant = instant_of(job)
         if self._landed(instant, job.job_uuid) is None:
             return []
-        meta = self.completed_of(instant) or {}
-        return sorted(s["path"] for st in meta["partitionToWriteStats"].values() for s in st)
+        return _files_of(self.completed_of(instant) or {})
 
     def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
         """Delete the markers with a look before and after, as direct's (late files go)."""
@@ -395,7 +394,9 @@ class HudiCommitter(HudiTableState, TableCommitter):
         committed = intent.payload["files"] if intent else self.committed_files(job)
         delete_uncommitted(self, self.job_dir(job), committed, ctx.pool)
         self.markers(job).delete_all()
-        delete_untracked_of_instant(ctx.store, instant_of(job), committed, ctx.pool)
+        delete_untracked_of_instant(
+            ctx.store, instant_of(job), committed, ctx.pool, kept=self.referenced_anywhere
+        )
         ctx.store.delete(self.job_dir(job), recursive=True)
         type(self).tidy(ctx.store)
         return "deleted"
@@ -407,11 +408,16 @@ class HudiCommitter(HudiTableState, TableCommitter):
         start = time.time()
         instant = instant_of(job)
         mine = job_uuid_of_instant(self.store, instant) in (job.job_uuid, None)
-        committed = self.committed_files(job)
+        # a completed instant is committed whoever its record names (a forged job record
+        # cannot make it the made-up job's to roll back): its files stay, its timeline too
+        completed = self.completed_of(instant)
+        committed = self.committed_files(job) if completed is None else _files_of(completed)
         with IOPool(self.config.threads) as pool:
             doomed = delete_uncommitted(self, self.job_dir(job), committed, pool)
-            doomed += delete_untracked_of_instant(self.store, instant, committed, pool, also=doomed)
-        if mine and not committed:
+            doomed += delete_untracked_of_instant(
+                self.store, instant, committed, pool, also=doomed, kept=self.referenced_anywhere
+            )
+        if mine and not committed and completed is None:
             roll_back_instant(self.store, instant, doomed, start, self.fresh_instant)
         self.store.delete(self.job_dir(job), recursive=True)
         type(self).tidy(self.store)
@@ -426,3 +432,9 @@ class HudiCommitter(HudiTableState, TableCommitter):
             if uuid:  # a marker directory no dataferry job made is Java Hudi's: not ours
                 found.append(Leftover(path=e.path, committer=cls.name, job_uuid=uuid))
         return found
+
+
+def _files_of(meta: dict[str, Any]) -> list[str]:
+    """The base files a completed instant's metadata lists."""
+    stats = meta.get("partitionToWriteStats") or {}
+    return sorted(s["path"] for st in stats.values() for s in st)

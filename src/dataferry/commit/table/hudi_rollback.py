@@ -84,10 +84,12 @@ def delete_untracked_of_instant(
     committed: Sequence[str],
     pool: IOPool,
     also: Sequence[str] = (),
+    kept: Callable[[], set[str]] | None = None,
 ) -> list[str]:
     """Base files of the instant that its commit does not list, in the directories of its
     committed files and of `also`: written by a given-up attempt after the last look at the
-    markers. One listing per directory."""
+    markers. One listing per directory; what `kept()` names (the files completed instants
+    reference) is never deleted, whatever a job record says the instant is."""
     keep = set(committed)
     doomed = []
     for d in sorted({paths.parent(f) for f in (*keep, *also)}):
@@ -95,6 +97,9 @@ def delete_untracked_of_instant(
             parsed = None if st.is_dir else parse_base_file_name(st.name)
             if parsed and parsed[2] == instant and st.path not in keep:
                 doomed.append(st.path)
+    if doomed and kept is not None:
+        referenced = kept()
+        doomed = [f for f in doomed if f not in referenced]
     pool.for_each(_delete_quietly(store), doomed, adaptive=True)
     remove_empty_parents(store, doomed)
     return doomed
