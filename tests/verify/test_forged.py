@@ -67,8 +67,9 @@ def test_a_committer_without_markers_gets_only_the_forged_intent_record(stores):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a forged intent record in a made-up job's marker directory is rolled forward by "
-    "cleanup, whose replace step deletes what it names (commit/job/stages.replace_existing)",
+    reason="direct (and the rename committers): a forged intent record of mode overwrite in a "
+    "made-up job's directory is rolled forward by cleanup, whose replace step deletes what it "
+    "names (commit/job/stages.replace_existing); the table committers refuse such a record",
 )
 def test_a_forged_intent_record_deletes_nothing(stores):
     scenario = _forgery(stores).intent()
