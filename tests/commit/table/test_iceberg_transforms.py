@@ -1,0 +1,288 @@
+"""Iceberg partition transforms (`table/iceberg_partitions.py`): data appended by dataferry to
+a table pyiceberg created with a spec of `year`/`month`/`day`/`hour`, `bucket[N]` or
+`truncate[W]` is split by the transform's value, each file in one partition, its manifest
+entry naming the partition pyiceberg's own append gives the same rows; and a spec given at
+creation (`partition_spec`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import dataferry
+from dataferry import make_committer
+from dataferry.errors import ConfigError, JobCommitError
+
+pytest.importorskip("pyiceberg")
+pytest.importorskip("pyiceberg_core")  # pyiceberg's transforms of Arrow arrays
+pytestmark = pytest.mark.filterwarnings("ignore::Warning")
+
+N = 40
+
+
+def frame(n: int = N) -> pa.Table:
+    """Rows spread over years, months, days and hours; ids and names of several buckets."""
+    base = dt.datetime(2023, 11, 30, 22)
+    ts = [base + dt.timedelta(hours=7 * i + (i % 3) * 24 * 11) for i in range(n)]
+    ts[5] = None  # a null goes to the null partition
+    return pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "ts": pa.array(ts, pa.timestamp("us")),
+            "name": pa.array([f"{'abc'[i % 3]}{i % 5}x{i}" for i in range(n)]),
+            "value": pa.array([float(i) for i in range(n)]),
+        }
+    )
+
+
+def catalog_at(tmp_path):
+    from pyiceberg.catalog import load_catalog
+
+    catalog = load_catalog(
+        "t", type="sql", uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse=f"file://{tmp_path}"
+    )
+    catalog.create_namespace_if_not_exists("db")
+    return catalog, {"catalog": {"name": "t", "type": "sql", "uri": catalog.properties["uri"]}}
+
+
+def spec_of(schema, fields: list[tuple[str, str]]):
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import parse_transform
+
+    from dataferry.commit.table.iceberg_partitions import field_name
+
+    return PartitionSpec(
+        *[
+            PartitionField(
+                schema.find_field(c).field_id, 1000 + i, parse_transform(t), field_name(t, c)
+            )
+            for i, (t, c) in enumerate(fields)
+        ]
+    )
+
+
+def create(catalog, tmp_path, name: str, fields: list[tuple[str, str]]):
+    """A table pyiceberg creates with the spec `fields` ((transform, column) pairs)."""
+    from dataferry.commit.table.iceberg_types import iceberg_schema
+
+    schema = iceberg_schema("t", frame().schema)
+    location = f"file://{tmp_path / name}"
+    return catalog.create_table(
+        f"db.{name}", schema, location=location, partition_spec=spec_of(schema, fields)
+    )
+
+
+def partitions(tbl) -> list[tuple]:
+    """The partition of each data file in the table's manifests, sorted."""
+    return sorted(
+        (tuple(f["partition"].values()) for f in tbl.inspect.files().to_pylist()),
+        key=repr,
+    )
+
+
+def file_partitions(tbl, fields: list[tuple[str, str]]) -> list[set]:
+    """For each data file: the set of partition tuples its own rows are in (pyiceberg's
+    transforms applied to the file's values), and the manifest's partition."""
+    from pyiceberg.transforms import parse_transform
+
+    out = []
+    schema = tbl.schema()
+    for task in tbl.scan().plan_files():
+        rows = pq.read_table(task.file.file_path.removeprefix("file://"))
+        found = set()
+        for row in rows.to_pylist():
+            key = []
+            for t, c in fields:
+                v = row[c]
+                kind = schema.find_field(c).field_type
+                if isinstance(v, dt.datetime):
+                    v = int((v - dt.datetime(1970, 1, 1)).total_seconds() * 1_000_000)
+                key.append(None if v is None else parse_transform(t).transform(kind)(v))
+            found.add(tuple(key))
+        out.append((found, tuple(task.file.partition[i] for i in range(len(fields)))))
+    return out
+
+
+CASES = {
+    "year": ([("year", "ts")], "ts"),
+    "month": ([("month", "ts")], "ts"),
+    "day": ([("day", "ts")], "ts"),
+    "hour": ([("hour", "ts")], "ts"),
+    "bucket": ([("bucket[4]", "id")], "id"),
+    "bucket-of-string": ([("bucket[3]", "name")], "name"),
+    "truncate-string": ([("truncate[1]", "name")], "name"),
+    "truncate-long": ([("truncate[10]", "id")], "id"),
+    "identity-and-day": ([("identity", "value"), ("day", "ts")], "ts"),
+}
+
+
+def filters(column: str):
+    """Filters on the source column, and the rows of `frame()` each keeps."""
+    from pyiceberg.expressions import EqualTo, GreaterThanOrEqual, LessThan
+
+    f = frame()
+    if column == "ts":
+        at = f.column("ts")[13].as_py()
+        yield GreaterThanOrEqual("ts", at.isoformat()), pc.greater_equal(f["ts"], pa.scalar(at))
+        yield LessThan("ts", at.isoformat()), pc.less(f["ts"], pa.scalar(at))
+    elif column == "id":
+        yield EqualTo("id", 7), pc.equal(f["id"], 7)
+        yield GreaterThanOrEqual("id", 25), pc.greater_equal(f["id"], 25)
+    else:
+        name = f.column("name")[8].as_py()
+        yield EqualTo("name", name), pc.equal(f["name"], name)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_transform_splits_the_data_as_pyiceberg_does(tmp_path, case):
+    """dataferry's append into a table pyiceberg created with the spec: every file holds the
+    rows of exactly the partition its manifest entry names (a file filed under a wrong
+    partition is pruned away by scans that want its rows), the partitions are those of
+    pyiceberg's own append of the same rows, and a scan filtered on the source column
+    returns exactly the matching rows."""
+    fields, column = CASES[case]
+    catalog, options = catalog_at(tmp_path)
+    ours = create(catalog, tmp_path, "ours", fields)
+    theirs = create(catalog, tmp_path, "theirs", fields)
+    dataferry.write_dataset(
+        frame(),
+        str(tmp_path / "ours"),
+        committer="iceberg",
+        mode="append",
+        committer_options={**options, "identifier": "db.ours"},
+    )
+    theirs.append(frame())
+    ours, theirs = catalog.load_table("db.ours"), catalog.load_table("db.theirs")
+    assert partitions(ours) == partitions(theirs)
+    for found, recorded in file_partitions(ours, fields):
+        assert found == {recorded}
+    for row_filter, mask in filters(column):
+        got = ours.scan(row_filter=row_filter).to_arrow()
+        assert sorted(got["id"].to_pylist()) == sorted(frame().filter(mask)["id"].to_pylist())
+    # the files hold the data's columns only (the split's key columns are left out)
+    for path in (tmp_path / "ours" / "data").rglob("*.parquet"):
+        assert pq.read_schema(path).names == frame().schema.names
+
+
+def test_a_spec_given_at_creation(tmp_path):
+    """`partition_spec` makes the table with that spec (as pyiceberg names its fields), the
+    directories as Iceberg writers name them, one partition per file; pyiceberg's own append
+    afterwards agrees on the partitions."""
+    catalog, options = catalog_at(tmp_path)
+    dest = tmp_path / "made"
+    spec = ["day(ts)", "bucket[4](id)"]
+    options = {**options, "identifier": "db.made", "partition_spec": spec}
+    dataferry.write_dataset(frame(), str(dest), committer="iceberg", committer_options=options)
+    tbl = catalog.load_table("db.made")
+    assert [f.name for f in tbl.spec().fields] == ["ts_day", "id_bucket_4"]
+    assert [str(f.transform) for f in tbl.spec().fields] == ["day", "bucket[4]"]
+    fields = [("day", "ts"), ("bucket[4]", "id")]
+    for found, recorded in file_partitions(tbl, fields):
+        assert found == {recorded}
+    dirs = {p.parent.relative_to(dest / "data").as_posix() for p in dest.rglob("*.parquet")}
+    assert "ts_day=2023-11-30/id_bucket_4=0" in dirs or any(
+        d.startswith("ts_day=2023-11-30/id_bucket_4=") for d in dirs
+    )
+    theirs = create(catalog, tmp_path, "theirs", fields)
+    theirs.append(frame())
+    assert partitions(tbl) == partitions(catalog.load_table("db.theirs"))
+    # an append (no spec given) keeps splitting by the table's
+    dataferry.write_dataset(
+        frame(), str(dest), committer="iceberg", mode="append", committer_options=options
+    )
+    for found, recorded in file_partitions(catalog.load_table("db.made"), fields):
+        assert found == {recorded}
+
+
+def test_a_streamed_input_is_split_too(tmp_path):
+    """Batches (a stream, spilled and written by segments) get the key columns as tables do."""
+    catalog, options = catalog_at(tmp_path)
+    create(catalog, tmp_path, "s", [("month", "ts")])
+    batches = frame().to_batches(max_chunksize=7)
+    dataferry.write_dataset(
+        iter(batches),
+        str(tmp_path / "s"),
+        committer="iceberg",
+        mode="append",
+        committer_options={**options, "identifier": "db.s"},
+    )
+    tbl = catalog.load_table("db.s")
+    for found, recorded in file_partitions(tbl, [("month", "ts")]):
+        assert found == {recorded}
+    assert tbl.scan().to_arrow().num_rows == N
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        (["days(ts)"], r"unknown transform 'days'"),
+        (["bucket(id)"], r"unknown transform 'bucket'"),
+        (["bucket[0](id)"], r"width above 0"),
+        ("day(ts)", r"tuple or list"),
+        (["day(ts)", "day(ts)"], r"twice"),
+    ],
+)
+def test_a_spec_that_is_not_one_is_refused_naming_the_field(tmp_path, spec, words):
+    with pytest.raises(ConfigError, match=words):
+        make_committer("iceberg", str(tmp_path / "t"), partition_spec=spec)
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        (["day(nope)"], r"day\(nope\).*no column 'nope'"),
+        (["day(id)"], r"day\(id\).*'id' is long, which day does not take"),
+    ],
+)
+def test_a_spec_the_data_cannot_take_is_refused_before_any_task(tmp_path, spec, words):
+    dest = tmp_path / "t"
+    with pytest.raises(ConfigError, match=words):
+        dataferry.write_dataset(
+            frame(), str(dest), committer="iceberg", committer_options={"partition_spec": spec}
+        )
+    assert not list(dest.rglob("*.parquet"))
+
+
+def test_another_spec_than_the_tables_is_refused(tmp_path):
+    catalog, options = catalog_at(tmp_path)
+    create(catalog, tmp_path, "o", [("day", "ts")])
+    options = {**options, "identifier": "db.o", "partition_spec": ["month(ts)"]}
+    with pytest.raises(ConfigError, match=r"partitioned by \['day\(ts\)'\].*month\(ts\)"):
+        dataferry.write_dataset(
+            frame(),
+            str(tmp_path / "o"),
+            committer="iceberg",
+            mode="append",
+            committer_options=options,
+        )
+    assert not list((tmp_path / "o").rglob("*.parquet"))
+
+
+def test_a_file_in_another_buckets_directory_is_refused(tmp_path):
+    """A file whose directory names one bucket and whose rows lie in another (a writer that
+    split wrongly) is refused at commit: filed under the directory's bucket, its rows would
+    be pruned away by every scan that looks for them."""
+    from pyiceberg.transforms import BucketTransform
+    from pyiceberg.types import LongType
+
+    catalog, options = catalog_at(tmp_path)
+    create(catalog, tmp_path, "w", [("bucket[4]", "id")])
+    bucket = BucketTransform(4).transform(LongType())
+    other = (bucket(7) + 1) % 4
+    c = make_committer("iceberg", str(tmp_path / "w"), **options, identifier="db.w")
+    job = c.new_job()
+    c.setup_job(job)
+    task = job.task(0)
+    c.setup_task(task)
+    buf = io.BytesIO()
+    pq.write_table(frame().filter(pc.equal(frame()["id"], 7)), buf)
+    c.write_file(task, f"id_bucket_4={other}/part-0.parquet", buf.getvalue())
+    msg = c.commit_task(task)
+    with pytest.raises((ConfigError, JobCommitError), match=r"lies in directory id_bucket_4="):
+        c.commit_job(job, [msg])
+    assert catalog.load_table("db.w").current_snapshot() is None
