@@ -286,3 +286,46 @@ def test_a_file_in_another_buckets_directory_is_refused(tmp_path):
     with pytest.raises((ConfigError, JobCommitError), match=r"lies in directory id_bucket_4="):
         c.commit_job(job, [msg])
     assert catalog.load_table("db.w").current_snapshot() is None
+
+
+def test_a_dask_frame_is_split_by_the_spec(tmp_path):
+    """Dask's write (`to_parquet`'s one graph) adds the key columns in each partition's task:
+    without them a partition's file would hold rows of several buckets and be refused."""
+    dd = pytest.importorskip("dask.dataframe")
+    import dataferry.dask as fdask
+
+    catalog, options = catalog_at(tmp_path)
+    dest = tmp_path / "d"
+    options = {**options, "identifier": "db.d", "partition_spec": ["bucket[4](id)", "month(ts)"]}
+    ddf = dd.from_pandas(frame().to_pandas(), npartitions=2)
+    fdask.to_parquet(
+        ddf,
+        str(dest),
+        committer="iceberg",
+        committer_options=options,
+        write_index=False,
+        compute_kwargs={"scheduler": "threads"},
+    )
+    tbl = catalog.load_table("db.d")
+    for found, recorded in file_partitions(tbl, [("bucket[4]", "id"), ("month", "ts")]):
+        assert found == {recorded}
+    assert sorted(tbl.scan().to_arrow()["id"].to_pylist()) == list(range(N))
+
+
+@pytest.mark.parametrize("field", [("truncate[1]", "name"), ("identity", "name")])
+def test_an_empty_string_is_a_partition_apart_from_null(tmp_path, field):
+    """'' and null are two partitions, as pyiceberg's append makes them: were '' filed with
+    the nulls, the file would hold both and the commit refuse it."""
+    catalog, options = catalog_at(tmp_path)
+    create(catalog, tmp_path, "e", [field])
+    create(catalog, tmp_path, "theirs", [field])
+    rows = frame(6).set_column(2, "name", pa.array(["", None, "a1", "", "b", None]))
+    options = {**options, "identifier": "db.e"}
+    dataferry.write_dataset(
+        rows, str(tmp_path / "e"), committer="iceberg", mode="append", committer_options=options
+    )
+    catalog.load_table("db.theirs").append(rows)
+    ours = catalog.load_table("db.e")
+    assert partitions(ours) == partitions(catalog.load_table("db.theirs"))
+    for found, recorded in file_partitions(ours, [field]):
+        assert found == {recorded}

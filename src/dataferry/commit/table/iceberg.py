@@ -87,6 +87,8 @@ class IcebergCommitter(TableCommitter):
     permanent_entries = (ICEBERG_ROOT,)  # the embedded catalog and the table's record
     data_root = "data"
     keeps_partition_columns = True
+    # '' is a value of its own (a `col=` directory), not null: as pyiceberg keeps it
+    keeps_empty_partition_values = True
 
     def __init__(self, store: Store, config: IcebergConfig) -> None:
         super().__init__(store, config)
