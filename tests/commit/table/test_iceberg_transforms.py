@@ -329,3 +329,30 @@ def test_an_empty_string_is_a_partition_apart_from_null(tmp_path, field):
     assert partitions(ours) == partitions(catalog.load_table("db.theirs"))
     for found, recorded in file_partitions(ours, [field]):
         assert found == {recorded}
+
+
+def test_a_partition_overwrite_replaces_the_days_written_only(tmp_path):
+    """`overwrite-partitions` into a day-partitioned table replaces the files of the days the
+    job writes (each file in one day) and keeps every other day's rows."""
+    catalog, options = catalog_at(tmp_path)
+    create(catalog, tmp_path, "o", [("day", "ts")])
+    options = {**options, "identifier": "db.o"}
+    dest = str(tmp_path / "o")
+    dataferry.write_dataset(
+        frame(), dest, committer="iceberg", mode="append", committer_options=options
+    )
+    day = frame().column("ts")[13].as_py().date()
+    again = frame().filter(pc.equal(pc.cast(frame()["ts"], pa.date32()), pa.scalar(day)))
+    again = again.set_column(3, "value", pa.array([-1.0] * again.num_rows))
+    dataferry.write_dataset(
+        again, dest, committer="iceberg", mode="overwrite-partitions", committer_options=options
+    )
+    got = catalog.load_table("db.o").scan().to_arrow()
+    assert got.num_rows == N
+    on_day = got.filter(pc.equal(pc.cast(got["ts"], pa.date32()), pa.scalar(day)))
+    assert set(on_day["value"].to_pylist()) == {-1.0}
+    assert set(got["value"].to_pylist()) - {-1.0} == set(frame()["value"].to_pylist()) - set(
+        frame()
+        .filter(pc.equal(pc.cast(frame()["ts"], pa.date32()), pa.scalar(day)))["value"]
+        .to_pylist()
+    )

@@ -2,9 +2,11 @@
 pyiceberg's catalog, exactly once.
 
 Data files lie under `data/col=value/`, named per job, task and attempt, holding their
-partition columns. At job commit each becomes a DataFile built from its footer (read through
-the store, once, in parallel: `iceberg_files.py`) with the table's field ids and its spec
-(identity, time, truncate and bucket values from the column bounds). The snapshot's summary
+partition columns; the rows are split by the table's partition spec, transforms included
+(`iceberg_partitions.py`: key columns such as `ts_day` added before the split, left out of
+the files), one partition per file. At job commit each becomes a DataFile built from its
+footer (read through the store, once, in parallel: `iceberg_files.py`) with the table's field
+ids and its spec (values from the column bounds; a bucket's from its directory, checked). The snapshot's summary
 carries `dataferry.job-uuid`: before the commit and after any error the table's snapshots are
 walked for it, so a lost answer is never applied twice. The catalog is the options'
 (`load_catalog` properties or a Catalog), else an embedded SQLite catalog in
@@ -47,7 +49,6 @@ from .iceberg_catalog import (
     DEFAULT_NAMESPACE,
     EMBEDDED_CATALOG,
     ICEBERG_ROOT,
-    JOB_ID_KEY,
     JOB_UUID_KEY,
     TABLE_RECORD,
     IcebergConfig,
@@ -60,6 +61,7 @@ from .iceberg_catalog import (
     norm_location,
     refused,
     set_name_mapping,
+    snapshot_properties,
     split_identifier,
     without_secrets,
 )
@@ -98,8 +100,7 @@ class IcebergCommitter(TableCommitter):
         # the existing table's columns as files hold them (found on the driver, sent to the
         # tasks in the job's config): what a column promoted by Iceberg's rules is cast to
         self.table_types: dict[str, pa.DataType] | None = None
-        # the table's (or new table's) Iceberg schema and spec, and the key columns that split
-        # the data by the spec's transforms (found by `check_input`)
+        # the (new) table's Iceberg schema and spec, and the split's key columns (check_input)
         self._spec: tuple[Any, Any] | None = None
         self._keys: tuple[specs.KeyColumn, ...] = ()
 
@@ -289,11 +290,13 @@ class IcebergCommitter(TableCommitter):
     def partition_keys(self, schema: Any, partition_by: Sequence[str]) -> PartitionKeys | None:
         """The data split by the table's spec (`iceberg_partitions.py`): its identity columns
         and a key column per transform, whatever partition_by names of them."""
-        return None if self._spec is None else specs.partition_keys(schema, *self._spec, self._keys)
+        if self._spec is None:
+            return None
+        return specs.partition_keys(schema, partition_by, *self._spec, self._keys)
 
     def spec_items(self) -> tuple[tuple[str, str], ...]:
         """The options' partition_spec as (transform, column) pairs (none: ())."""
-        return specs.parse_spec(self.config.partition_spec) if self.config.partition_spec else ()
+        return specs.parse_spec(self.config.partition_spec or ())
 
     def new_job(self, job_id: JobId | None = None, attempt: int = 0) -> JobContext:
         """The job, with the table's column types and the split's key columns (found by
@@ -384,10 +387,6 @@ class IcebergCommitter(TableCommitter):
         )
         return done[0]
 
-    def snapshot_properties(self, job: JobContext) -> dict[str, str]:
-        job_keys = {JOB_UUID_KEY: job.job_uuid, JOB_ID_KEY: str(job.job_id)}
-        return {**self.config.snapshot_properties, **job_keys}
-
     def _commit(
         self, ctx: StageContext, job: JobContext, intent: Intent, where: dict[str, Any]
     ) -> dict[str, Any]:
@@ -428,7 +427,7 @@ class IcebergCommitter(TableCommitter):
         mode, schema = intent.mode, self.plan_schema(intent)
         facts = [FileFacts.from_json(f) for f in intent.payload["facts"]]
         tbl = self.table(where)
-        props = self.snapshot_properties(job)
+        props = snapshot_properties(self.config, job.job_uuid, str(job.job_id))
         if tbl is None:
             if schema is None:
                 return None, True

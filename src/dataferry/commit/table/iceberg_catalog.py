@@ -193,3 +193,8 @@ def check_location(tbl: Any, location_uri: str, url: str) -> None:
 def io_properties(storage_options: dict[str, Any]) -> dict[str, str]:
     """pyiceberg FileIO properties for an s3:// store (its endpoint, region and keys)."""
     return {S3_PROPS[k]: v for k, v in storage_options.items() if k in S3_PROPS}
+
+
+def snapshot_properties(config: IcebergConfig, job_uuid: str, job_id: str) -> dict[str, str]:
+    """The summary keys of a job's snapshot: the options' and the job's own."""
+    return {**config.snapshot_properties, JOB_UUID_KEY: job_uuid, JOB_ID_KEY: job_id}

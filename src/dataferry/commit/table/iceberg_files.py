@@ -6,9 +6,11 @@ in memory first: `new_metadata`).
 Partition values come from each file's column bounds: an identity field's column holds one
 value in the file, an order-preserving transform (`year`, `month`, `day`, `hour`,
 `truncate[W]`) gives the same value at the column's minimum and maximum, and a `bucket[N]`
-field's column holds one value (the bucket of a range of values cannot be known from its
-bounds). A file that spans partitions is refused (ConfigError) before the commit: the table
-never gets a DataFile with a wrong or null partition.
+field's value is the one of the `id_bucket_N=3` directory dataferry split the rows into
+(`iceberg_partitions.py`), else its column must hold one value (the bucket of a range of
+values cannot be known from its bounds). A file that spans partitions, or whose bounds show
+rows of another partition than its directory names, is refused (ConfigError) before the
+commit: the table never gets a DataFile with a wrong or null partition.
 """
 
 from __future__ import annotations

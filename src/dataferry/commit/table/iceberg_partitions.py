@@ -42,6 +42,8 @@ def parse_spec(items: Any) -> tuple[tuple[str, str], ...]:
     that is not one of the forms above."""
     from pyiceberg.transforms import parse_transform
 
+    if isinstance(items, Sequence) and not items:
+        return ()
     if isinstance(items, str) or not isinstance(items, Sequence):
         raise ConfigError(
             f"partition_spec must be a list of fields such as ['day(ts)', 'bucket[16](id)'], "
@@ -213,7 +215,11 @@ def key_columns(url: str, data: pa.Schema, schema: Any, spec: Any) -> tuple[KeyC
 
 
 def partition_keys(
-    data: pa.Schema, schema: Any, spec: Any, keys: Sequence[KeyColumn]
+    data: pa.Schema,
+    partition_by: Sequence[str],
+    schema: Any,
+    spec: Any,
+    keys: Sequence[KeyColumn],
 ) -> PartitionKeys | None:
     """How data of Arrow schema `data` is split by the table's `spec`: its identity columns
     and the key columns, in the spec's order; None for an unpartitioned table."""
@@ -228,6 +234,8 @@ def partition_keys(
             column = schema.find_column_name(f.source_id)
             if column in data.names:
                 split.append(column)
+    if not keys and tuple(split) == tuple(partition_by):
+        return None  # identity columns only, those given: the split by raw values
     if not split:
         return None
     added = pa.schema(
