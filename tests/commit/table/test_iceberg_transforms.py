@@ -356,3 +356,48 @@ def test_a_partition_overwrite_replaces_the_days_written_only(tmp_path):
         .filter(pc.equal(pc.cast(frame()["ts"], pa.date32()), pa.scalar(day)))["value"]
         .to_pylist()
     )
+
+
+def test_a_column_named_as_a_partition_field_is_refused(tmp_path):
+    """The split adds a key column named as the partition field (`ts_day`): a data column of
+    that name would be taken for it, filing rows by the user's values, not the transform's."""
+    catalog, options = catalog_at(tmp_path)
+    create(catalog, tmp_path, "c", [("day", "ts")])
+    rows = frame().append_column("ts_day", pa.array(["x"] * N))
+    options = {**options, "identifier": "db.c", "schema_mode": "merge"}
+    with pytest.raises(ConfigError, match=r"column 'ts_day'.*day\(ts\)"):
+        dataferry.write_dataset(
+            rows, str(tmp_path / "c"), committer="iceberg", mode="append", committer_options=options
+        )
+    assert not list((tmp_path / "c").rglob("*.parquet"))
+
+
+def test_nanoseconds_and_zones_are_split_by_the_days_the_files_hold(tmp_path):
+    """pandas' nanosecond timestamps and a zone other than UTC: the key is computed on the
+    values as the files hold them (microseconds, UTC), so a row near midnight in New York is
+    filed under its UTC day, as pyiceberg files the same instants; by the local day its file
+    would lie in the wrong partition, and be refused at commit."""
+    from dataferry.commit.table.iceberg_types import iceberg_schema
+
+    catalog, options = catalog_at(tmp_path)
+    utc = frame().set_column(1, "ts", frame()["ts"].cast(pa.timestamp("us", "UTC")))
+    schema = iceberg_schema("t", utc.schema)
+    for name in ("ours", "theirs"):
+        catalog.create_table(
+            f"db.{name}",
+            schema,
+            location=f"file://{tmp_path / name}",
+            partition_spec=spec_of(schema, [("day", "ts")]),
+        )
+    local = utc.set_column(1, "ts", utc["ts"].cast(pa.timestamp("ns", "America/New_York")))
+    dataferry.write_dataset(
+        local,
+        str(tmp_path / "ours"),
+        committer="iceberg",
+        mode="append",
+        committer_options={**options, "identifier": "db.ours"},
+    )
+    catalog.load_table("db.theirs").append(utc)
+    ours = catalog.load_table("db.ours")
+    assert partitions(ours) == partitions(catalog.load_table("db.theirs"))
+    assert ours.scan().to_arrow().num_rows == N

@@ -200,6 +200,11 @@ def key_columns(url: str, data: pa.Schema, schema: Any, spec: Any) -> tuple[KeyC
         name = schema.find_column_name(f.source_id)
         if name not in data.names:
             continue  # a nested column: each file must lie in one value (checked at commit)
+        if f.name in data.names:
+            raise ConfigError(
+                f"Iceberg table {url}: the data has a column {f.name!r}, the name of the "
+                f"table's partition field {f.transform}({name}); rename the column"
+            )
         key = KeyColumn(
             f.name, name, str(f.transform), source.field_type, file_type(data.field(name).type)
         )
