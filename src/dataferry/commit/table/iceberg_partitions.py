@@ -157,7 +157,11 @@ class KeyColumn:
         if array.type != self.arrow_type:  # as the files hold it (nanoseconds truncated)
             array = array.cast(self.arrow_type, safe=not pa.types.is_timestamp(array.type))
         result = transform.pyarrow_transform(self.source_type)(array)
-        found = pc.unique(result)
+        if pa.types.is_string(result.type) or pa.types.is_large_string(result.type):
+            return result.cast(pa.string())  # a truncated string is its own human string
+        if pa.types.is_integer(result.type) and self.transform.startswith(("bucket", "trunc")):
+            return result.cast(pa.string())  # a bucket or truncated integer: its digits
+        found = pc.unique(result)  # a time transform: few values, each as Iceberg shows it
         kind = transform.result_type(self.source_type)
         human = [
             None if v is None else transform.to_human_string(kind, v) for v in found.to_pylist()
