@@ -401,3 +401,51 @@ def test_nanoseconds_and_zones_are_split_by_the_days_the_files_hold(tmp_path):
     ours = catalog.load_table("db.ours")
     assert partitions(ours) == partitions(catalog.load_table("db.theirs"))
     assert ours.scan().to_arrow().num_rows == N
+
+
+def test_the_spec_forms_read_as_pyiceberg_prints_them():
+    from dataferry.commit.table.iceberg_partitions import field_name, parse_spec
+
+    got = parse_spec(["id", "identity(value)", "bucket[ 16 ](id)", "truncate[4](name)", "hour(ts)"])
+    assert got == (
+        ("identity", "id"),
+        ("identity", "value"),
+        ("bucket[16]", "id"),
+        ("truncate[4]", "name"),
+        ("hour", "ts"),
+    )
+    assert [field_name(t, c) for t, c in got] == [
+        "id",
+        "value",
+        "id_bucket_16",
+        "name_trunc_4",
+        "ts_hour",
+    ]
+
+
+def test_partition_by_may_name_the_specs_columns_only(tmp_path):
+    """partition_by naming a source column of the spec is the spec's split; naming another
+    column would make a table partitioned otherwise than the caller says: refused."""
+    spec = {"partition_spec": ["day(ts)"]}
+    with pytest.raises(ConfigError, match=r"not partitioned by \['value'\]"):
+        dataferry.write_dataset(
+            frame(),
+            str(tmp_path / "a"),
+            partition_by=["value"],
+            committer="iceberg",
+            committer_options=spec,
+        )
+    dataferry.write_dataset(
+        frame(),
+        str(tmp_path / "b"),
+        partition_by=["ts"],
+        committer="iceberg",
+        committer_options=spec,
+    )
+    from dataferry.commit.lookup import committer_by_name
+    from dataferry.store import open_store
+
+    tbl = committer_by_name("iceberg", open_store(str(tmp_path / "b"))).table()
+    assert [str(f.transform) for f in tbl.spec().fields] == ["day"]
+    for found, recorded in file_partitions(tbl, [("day", "ts")]):
+        assert found == {recorded}
