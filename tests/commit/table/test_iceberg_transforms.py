@@ -7,6 +7,7 @@ creation (`partition_spec`)."""
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import io
 
 import pyarrow as pa
@@ -36,6 +37,12 @@ def frame(n: int = N) -> pa.Table:
             "ts": pa.array(ts, pa.timestamp("us")),
             "name": pa.array([f"{'abc'[i % 3]}{i % 5}x{i}" for i in range(n)]),
             "value": pa.array([float(i) for i in range(n)]),
+            "d": pa.array([dt.date(2023, 12, 30) + dt.timedelta(days=9 * i) for i in range(n)]),
+            "amount": pa.array(
+                [decimal.Decimal(f"{i * 7 % 50}.{i % 100:02d}") for i in range(n)],
+                pa.decimal128(9, 2),
+            ),
+            "blob": pa.array([f"{'xyz'[i % 3]}{i}".encode() for i in range(n)]),
         }
     )
 
@@ -102,6 +109,8 @@ def file_partitions(tbl, fields: list[tuple[str, str]]) -> list[set]:
                 kind = schema.find_field(c).field_type
                 if isinstance(v, dt.datetime):
                     v = int((v - dt.datetime(1970, 1, 1)).total_seconds() * 1_000_000)
+                elif isinstance(v, dt.date):
+                    v = (v - dt.date(1970, 1, 1)).days
                 key.append(None if v is None else parse_transform(t).transform(kind)(v))
             found.add(tuple(key))
         out.append((found, tuple(task.file.partition[i] for i in range(len(fields)))))
@@ -118,6 +127,12 @@ CASES = {
     "truncate-string": ([("truncate[1]", "name")], "name"),
     "truncate-long": ([("truncate[10]", "id")], "id"),
     "identity-and-day": ([("identity", "value"), ("day", "ts")], "ts"),
+    "month-of-date": ([("month", "d")], "d"),
+    "year-of-date": ([("year", "d")], "d"),
+    "truncate-decimal": ([("truncate[1000]", "amount")], "amount"),
+    "bucket-decimal": ([("bucket[3]", "amount")], "amount"),
+    "bucket-binary": ([("bucket[4]", "blob")], "blob"),
+    "truncate-binary": ([("truncate[1]", "blob")], "blob"),
 }
 
 
@@ -133,9 +148,12 @@ def filters(column: str):
     elif column == "id":
         yield EqualTo("id", 7), pc.equal(f["id"], 7)
         yield GreaterThanOrEqual("id", 25), pc.greater_equal(f["id"], 25)
+    elif column == "d":
+        day = f.column("d")[13].as_py()
+        yield GreaterThanOrEqual("d", day.isoformat()), pc.greater_equal(f["d"], pa.scalar(day))
     else:
-        name = f.column("name")[8].as_py()
-        yield EqualTo("name", name), pc.equal(f["name"], name)
+        value = f.column(column)[8]
+        yield EqualTo(column, value.as_py()), pc.equal(f[column], value)
 
 
 @pytest.mark.parametrize("case", list(CASES))
