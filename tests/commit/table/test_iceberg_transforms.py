@@ -247,6 +247,9 @@ def test_a_streamed_input_is_split_too(tmp_path):
     ],
 )
 def test_a_spec_that_is_not_one_is_refused_naming_the_field(tmp_path, spec, words):
+    """A misspelt field (Spark's `days`, a bucket without its count) is refused when the
+    committer is made: taken as an identity of a column named `days(ts)`, or guessed, it would
+    create a table partitioned otherwise than its user wrote."""
     with pytest.raises(ConfigError, match=words):
         make_committer("iceberg", str(tmp_path / "t"), partition_spec=spec)
 
@@ -259,6 +262,8 @@ def test_a_spec_that_is_not_one_is_refused_naming_the_field(tmp_path, spec, word
     ],
 )
 def test_a_spec_the_data_cannot_take_is_refused_before_any_task(tmp_path, spec, words):
+    """A column the data lacks, or a transform its type does not take, fails on the driver
+    naming the field: not at the catalog after every task has written."""
     dest = tmp_path / "t"
     with pytest.raises(ConfigError, match=words):
         dataferry.write_dataset(
@@ -268,6 +273,8 @@ def test_a_spec_the_data_cannot_take_is_refused_before_any_task(tmp_path, spec, 
 
 
 def test_another_spec_than_the_tables_is_refused(tmp_path):
+    """A spec that is not the table's would have the files split one way and filed another:
+    refused, before any file is written."""
     catalog, options = catalog_at(tmp_path)
     create(catalog, tmp_path, "o", [("day", "ts")])
     options = {**options, "identifier": "db.o", "partition_spec": ["month(ts)"]}
@@ -424,6 +431,8 @@ def test_nanoseconds_and_zones_are_split_by_the_days_the_files_hold(tmp_path):
 
 
 def test_the_spec_forms_read_as_pyiceberg_prints_them():
+    """Each form reads as the field it names, named as pyiceberg names it (the directories
+    and the fields of a table pyiceberg users extend with `add_field`)."""
     from dataferry.commit.table.iceberg_partitions import field_name, parse_spec
 
     got = parse_spec(["id", "identity(value)", "bucket[ 16 ](id)", "truncate[4](name)", "hour(ts)"])
