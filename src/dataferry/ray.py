@@ -173,6 +173,10 @@ class CommitDatasink(_Base):
         self._committer: Committer | None = None
         self._coordinator: CoordinatorHandle | None = None
         self._started = 0.0
+        # the columns the tasks split rows by, and the committer's key columns added to the
+        # rows first (`Committer.partition_keys`: Iceberg's transforms), set by on_write_start
+        self._split_by: tuple[str, ...] = self.partition_cols
+        self._add_keys: Any = None
 
     # --- what Ray Data reads ---------------------------------------------------------------
 
@@ -204,6 +208,9 @@ class CommitDatasink(_Base):
         actor = coordinator_actor()  # first: its process starts while the destination is checked
         columns, known = _driver_schema(schema, self.partition_cols)
         _store, committer = prepare_write(self.request, columns, schema_known=known)
+        keys = committer.partition_keys(columns, self.partition_cols) if known else None
+        self._split_by = self.partition_cols if keys is None else keys.partition_by
+        self._add_keys = None if keys is None else keys.add
         # the files as the committer needs them (a table's partition columns kept in them)
         self.options = committer_write_options(self.request.options, committer)
         job = committer.new_job()
@@ -270,7 +277,11 @@ class CommitDatasink(_Base):
         the attempt's statistics (the coordinator keeps its commit message)."""
         assert self.job is not None and self._coordinator is not None, "no on_write_start"
         work = functools.partial(
-            _write_blocks, blocks=blocks, partition_by=self.partition_cols, options=self.options
+            _write_blocks,
+            blocks=blocks,
+            partition_by=self._split_by,
+            options=self.options,
+            add_keys=self._add_keys,
         )
         return run_attempt_on_ray(
             self.job, int(ctx.task_idx), self._coordinator, work, self._failures
@@ -384,9 +395,11 @@ def _write_blocks(
     blocks: Iterable[Block],
     partition_by: tuple[str, ...],
     options: WriteOptions,
+    add_keys: Any = None,
 ) -> dict[str, Any]:
-    """A write task's work: each block (pandas ones converted as they come) split by partition
-    and written through one TaskWriter; the task's result (rows, files, bytes, partitions)."""
+    """A write task's work: each block (pandas ones converted as they come; `add_keys`: the
+    committer's key columns added) split by partition and written through one TaskWriter;
+    the task's result (rows, files, bytes, partitions)."""
     from ray.data.block import BlockAccessor
 
     writer: TaskWriter | None = None
@@ -396,6 +409,8 @@ def _write_blocks(
             table = BlockAccessor.for_block(block).to_arrow()
             if table.num_rows == 0:
                 continue
+            if add_keys is not None:
+                table = add_keys(table)
             if writer is None:
                 schema = table.schema
                 # as Ray's own Parquet writer does, partitions are encoded on several threads

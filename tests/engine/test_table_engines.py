@@ -326,3 +326,41 @@ def test_ray_appends_then_overwrites_an_iceberg_or_hudi_table(local_ray, tmp_pat
         if mode == "append" and pdf is second:
             assert table_rows(name, out) == rows(pd.concat([first, second]))
     assert table_rows(name, out) == rows(first)
+
+
+def files_lie_in_one_bucket(path, buckets: int) -> int:
+    """Assert each data file of the Iceberg table at `path` holds the ids of the one bucket
+    its manifest entry names; the number of files."""
+    from pyiceberg.transforms import BucketTransform
+    from pyiceberg.types import LongType
+
+    from dataferry import make_committer
+
+    bucket = BucketTransform(buckets).transform(LongType())
+    tasks = list(make_committer("iceberg", str(path)).table().scan().plan_files())
+    for task in tasks:
+        ids = pq.read_table(task.file.file_path.removeprefix("file://"))["id"].to_pylist()
+        assert {bucket(i) for i in ids} == {task.file.partition[0]}
+    return len(tasks)
+
+
+@pytest.mark.parametrize("engine", ["dask", "ray"])
+def test_engines_split_an_iceberg_table_by_its_spec(request, tmp_path, engine):
+    """Dask's write on a cluster and Ray's datasink add the committer's key columns before
+    their tasks split the rows: without them a task's file would hold ids of several
+    buckets, and the commit would refuse it."""
+    pytest.importorskip("pyiceberg_core")
+    out = tmp_path / "sales"
+    first, d1 = frame(n=60)
+    options = {"partition_spec": ["bucket[4](id)"]}
+    if engine == "dask":
+        client = request.getfixturevalue("client")
+        fdask.write_dataset(d1, out, client=client, committer="iceberg", committer_options=options)
+    else:
+        from dataferry.ray import CommitDatasink
+
+        ray = request.getfixturevalue("local_ray")
+        sink = CommitDatasink(out, committer="iceberg", committer_options=options)
+        ray_dataset(ray, first).write_datasink(sink)
+    assert table_rows("iceberg", out) == rows(first)
+    assert files_lie_in_one_bucket(out, 4) >= 4

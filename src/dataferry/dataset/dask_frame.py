@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -151,12 +151,16 @@ def write_frame(
     frame: FrameSpec,
     out: TaskOutput,
     schema_file: bool = False,
+    add_keys: Any = None,
 ) -> dict[str, Any]:
     """One partition as one task's output (its rows, split by the partition columns). With
     `schema_file`, the first partition writes a file of the schema when it has no rows (as
     Dask writes a file for each partition, empty ones too), so that a frame without rows
-    leaves readers its columns."""
+    leaves readers its columns. `add_keys`: the committer's derived partition keys
+    (`PartitionKeys.add`), added before the split."""
     table = frame.to_table(pdf)
+    if add_keys is not None:
+        table = add_keys(table)
     if schema_file and table.num_rows == 0 and out.task_index == 0:
         return write_schema_file(out, table.schema, options)
     return write_rows(out, table.schema, partition_by, options, [table])
@@ -172,6 +176,7 @@ class WriteSpec:
     options: WriteOptions
     frame: FrameSpec
     schema_file: bool = False
+    add_keys: Any = None  # the committer's `PartitionKeys.add` (then partition_by is its)
 
     def work(self, pdf: Any) -> functools.partial:
         """A partition as a task's work."""
@@ -182,7 +187,15 @@ class WriteSpec:
             self.options,
             self.frame,
             schema_file=self.schema_file,
+            add_keys=self.add_keys,
         )
+
+    def keyed(self, committer: Committer, schema: pa.Schema) -> WriteSpec:
+        """The spec splitting as the committer partitions (`Committer.partition_keys`)."""
+        keys = committer.partition_keys(schema, self.partition_by)
+        if keys is None:
+            return self
+        return replace(self, partition_by=keys.partition_by, add_keys=keys.add)
 
 
 def empty_schema_file(store: Any, committer: Committer, request: WriteRequest) -> bool:

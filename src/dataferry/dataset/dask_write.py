@@ -400,7 +400,7 @@ def write_graph(
     options = committer_write_options(request.options, committer)
     spec = WriteSpec(
         request.partition_by, options, frame, empty_schema_file(store, committer, request)
-    )
+    ).keyed(committer, schema_in)
     name, words = f"dataferry-{job.job_uuid[:8]}", request.mode_words
     setup = dask.delayed(functools.partial(setup_job_task, committer, job, words), pure=False)
     started = setup(dask_key_name=f"{name}-setup")
@@ -445,7 +445,8 @@ def write_with_driver(
     most `window` at a time (default: twice the workers)."""
     frame = frame_spec(ddf, write_index, schema)
     engine = DaskEngine(client, config)
-    store, committer = prepare_write(request, schema_of(ddf, frame))
+    schema_in = schema_of(ddf, frame)
+    store, committer = prepare_write(request, schema_in)
     check_services_reachable(committer, engine.worker_hosts())
     feed = PartitionFeed(
         engine.client,
@@ -455,7 +456,7 @@ def write_with_driver(
             committer_write_options(request.options, committer),
             frame,
             empty_schema_file(store, committer, request),
-        ),
+        ).keyed(committer, schema_in),
         window or 2 * engine.workers,
     )
     return write_fed(store, committer, engine, feed, on_event, before_job_commit)

@@ -29,7 +29,7 @@ from ..net.addresses import check_reachable
 from ..store import Store, open_store
 from .existing import check_existing, writes_schema_file
 from .formats import check_writer
-from .inputs import as_source, input_options
+from .inputs import Source, as_source, input_options
 from .options import WriteOptions, WriteRequest, in_callers_words, translate
 from .partition import gather_pieces, name_limits
 from .sizing import plan_tasks
@@ -182,6 +182,7 @@ def write_dataset(
     check_writer(request.options)
     source = as_source(data, input_options(index, preserve_index, schema, parts))
     store, output_committer = prepare_write(request, source.schema)
+    source, parts = keyed_source(source, output_committer, parts)
     options = committer_write_options(request.options, output_committer)
     runner = _engine(engine)
     workers = max(1, runner.workers)
@@ -265,6 +266,22 @@ def prepare_write(
         raise_in_callers_words(request.mode_words, e)
     check_existing_data(store, output_committer, request, schema, schema_known=schema_known)
     return store, output_committer
+
+
+def keyed_source(
+    source: Source, committer: Committer, partition_by: tuple[str, ...]
+) -> tuple[Source, tuple[str, ...]]:
+    """The data and the columns to split it by, as the committer partitions it
+    (`partition_keys`: derived key columns added, e.g. Iceberg's `ts_day`); as given when
+    it splits by the raw values of `partition_by`."""
+    keys = committer.partition_keys(source.schema, partition_by)
+    if keys is None:
+        return source, partition_by
+    if source.table is not None:
+        return Source(keys.schema, table=keys.add(source.table)), keys.partition_by
+    assert source.batches is not None
+    batches = (keys.add(b) for b in source.batches)
+    return Source(keys.schema, batches=batches), keys.partition_by
 
 
 def check_existing_data(

@@ -42,6 +42,19 @@ class FileColumns:
     prepend: Callable[[Any, int], Any]
 
 
+@dataclass(frozen=True)
+class PartitionKeys:
+    """How a committer's partitioning splits the data when it is not by the raw values of the
+    `partition_by` columns (Iceberg's transforms: `day(ts)`, `bucket[16](id)`): the data is
+    split by `partition_by` (the data's own columns and key columns derived from them), whose
+    values `add(rows)` appends to rows (a Table or RecordBatch) as columns; `schema` is the
+    data's schema with them. The committer's `file_columns` leaves derived keys out of files."""
+
+    partition_by: tuple[str, ...]
+    schema: Any
+    add: Callable[[Any], Any]
+
+
 class CommitterHooks(ABC):
     """What a committer is: its task side, its job commit's hooks (planning and applying
     stages, recovery, write modes) and what its dead jobs leave. The job machinery (`job/`)
@@ -121,6 +134,11 @@ class CommitterHooks(ABC):
     def prepare_input(self, schema: Any, partition_by: Sequence[str]) -> None:
         """Told the data's Arrow schema and partition columns on the driver before any task
         runs, so a committer that can check them (a table's) refuses bad input early."""
+        return None
+
+    def partition_keys(self, schema: Any, partition_by: Sequence[str]) -> PartitionKeys | None:
+        """How the data (Arrow schema `schema`, after `prepare_input`) is split into files,
+        when not by the raw values of `partition_by`; None (the default): by those."""
         return None
 
     def file_columns(

@@ -2,9 +2,11 @@
 pyiceberg's catalog, exactly once.
 
 Data files lie under `data/col=value/`, named per job, task and attempt, holding their
-partition columns. At job commit each becomes a DataFile built from its footer (read through
-the store, once, in parallel: `iceberg_files.py`) with the table's field ids and its spec
-(identity, time, truncate and bucket values from the column bounds). The snapshot's summary
+partition columns; the rows are split by the table's partition spec, transforms included
+(`iceberg_partitions.py`: key columns such as `ts_day` added before the split, left out of
+the files), one partition per file. At job commit each becomes a DataFile built from its
+footer (read through the store, once, in parallel: `iceberg_files.py`) with the table's field
+ids and its spec (values from the column bounds; a bucket's from its directory, checked). The snapshot's summary
 carries `dataferry.job-uuid`: before the commit and after any error the table's snapshots are
 walked for it, so a lost answer is never applied twice. The catalog is the options'
 (`load_catalog` properties or a Catalog), else an embedded SQLite catalog in
@@ -33,12 +35,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import ConfigError, DestinationError, TableCommitConflict, TableCommitRefused
+from ...errors import DestinationError, TableCommitConflict, TableCommitRefused
 from ...ids import JobId
 from ...store import Store
 from ..protocol import JobContext, StageContext, TaskAttemptContext
-from ..protocol.hooks import FileColumns
+from ..protocol.hooks import FileColumns, PartitionKeys
 from ..records.intent import Intent
+from . import iceberg_partitions as specs
 from .base import TableCommitter
 from .footers import FileFacts, schema_to_text
 from .iceberg_catalog import (
@@ -46,17 +49,19 @@ from .iceberg_catalog import (
     DEFAULT_NAMESPACE,
     EMBEDDED_CATALOG,
     ICEBERG_ROOT,
-    JOB_ID_KEY,
     JOB_UUID_KEY,
-    S3_PROPS,
     TABLE_RECORD,
     IcebergConfig,
+    check_catalog,
+    check_location,
     current_id,
+    io_properties,
     is_conflict,
     job_snapshot,
     norm_location,
     refused,
     set_name_mapping,
+    snapshot_properties,
     split_identifier,
     without_secrets,
 )
@@ -70,7 +75,7 @@ from .iceberg_files import (
     read_footers,
     union_by_name,
 )
-from .iceberg_types import arrow_types, cast_rows, file_schema, types_from_text
+from .iceberg_types import arrow_types, file_schema, types_from_text
 from .location import TableLocation, table_location
 from .transact import commit_exactly_once
 
@@ -84,6 +89,8 @@ class IcebergCommitter(TableCommitter):
     permanent_entries = (ICEBERG_ROOT,)  # the embedded catalog and the table's record
     data_root = "data"
     keeps_partition_columns = True
+    # '' is a value of its own (a `col=` directory), not null: as pyiceberg keeps it
+    keeps_empty_partition_values = True
 
     def __init__(self, store: Store, config: IcebergConfig) -> None:
         super().__init__(store, config)
@@ -93,6 +100,9 @@ class IcebergCommitter(TableCommitter):
         # the existing table's columns as files hold them (found on the driver, sent to the
         # tasks in the job's config): what a column promoted by Iceberg's rules is cast to
         self.table_types: dict[str, pa.DataType] | None = None
+        # the (new) table's Iceberg schema and spec, and the split's key columns (check_input)
+        self._spec: tuple[Any, Any] | None = None
+        self._keys: tuple[specs.KeyColumn, ...] = ()
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()  # a Dask graph carries the committer to its tasks:
@@ -163,16 +173,10 @@ class IcebergCommitter(TableCommitter):
         return self._catalogs[key]
 
     def check_catalog(self, where: dict[str, Any]) -> None:
-        """Refuse, before any file is written, a table on object storage with no catalog: the
-        embedded catalog is a SQLite file, which needs a local disk's locks and writes in
-        place (an object store has neither), so it cannot live with such a table."""
-        if where.get("catalog") is None and not self.location.local:
-            raise ConfigError(
-                f"Iceberg table {self.store.full_url()}: the embedded SQLite catalog is for "
-                "tables on local disk; for a table on object storage give "
-                "committer_options={'catalog': {...}} (the properties of pyiceberg's "
-                "load_catalog, e.g. a REST, Glue or SQL catalog) and an 'identifier'"
-            )
+        check_catalog(self.store.full_url(), where, self.location.local)
+
+    def check_location(self, tbl: Any) -> None:
+        check_location(tbl, self.location_uri, self.store.full_url())
 
     def _load_catalog(self, props: dict[str, Any] | None) -> Any:
         from pyiceberg.catalog import load_catalog
@@ -185,14 +189,9 @@ class IcebergCommitter(TableCommitter):
             return load_catalog(EMBEDDED_CATALOG, type="sql", uri=uri, warehouse=self.location_uri)
         props = dict(props)
         name = str(props.pop("name", "") or "default")
-        for key, value in self.io_properties().items():
+        for key, value in io_properties(self.location.storage_options).items():
             props.setdefault(key, value)
         return load_catalog(name, **props)
-
-    def io_properties(self) -> dict[str, str]:
-        """pyiceberg FileIO properties for an s3:// store (its endpoint, region and keys)."""
-        options = self.location.storage_options
-        return {S3_PROPS[k]: v for k, v in options.items() if k in S3_PROPS}
 
     def table(self, where: dict[str, Any] | None = None) -> Any:
         """The table as it is now (None if there is none)."""
@@ -252,15 +251,6 @@ class IcebergCommitter(TableCommitter):
             1 for s in tbl.metadata.snapshots if (s.summary or {}).get(JOB_UUID_KEY) == job_uuid
         )
 
-    def check_location(self, tbl: Any) -> None:
-        """Refuse a table of the catalog whose location is not the store's: its data files
-        would lie where the job's markers and cleanup do not reach."""
-        if norm_location(tbl.metadata.location) != norm_location(self.location_uri):
-            raise ConfigError(
-                f"Iceberg table {'.'.join(tbl.name())} lies at {tbl.metadata.location}, not at "
-                f"{self.store.full_url()}: write to its location, or give another identifier"
-            )
-
     # --- before the job ----------------------------------------------------------------------
 
     def setup_job(self, job: JobContext) -> None:
@@ -275,33 +265,58 @@ class IcebergCommitter(TableCommitter):
         tbl = self.table()
         if tbl is None:
             if schema is not None:
-                self.new_table_metadata(file_schema(schema), partition_by)
+                made = self.new_table_metadata(file_schema(schema), partition_by)
+                self.find_keys(schema, made.schema(), made.spec())
             return
         self.check_location(tbl)
         check_partition_by(url, tbl.schema(), tbl.spec(), partition_by)
+        if self.config.partition_spec:
+            specs.check_same_spec(url, tbl.schema(), tbl.spec(), self.spec_items())
         self.table_types = arrow_types(tbl.schema())
         if schema is None:
             return
+        self.find_keys(schema, tbl.schema(), tbl.spec())
         if self.config.schema_mode == "merge":
             evolved = self.evolved(tbl, schema)  # in memory only, never committed
             self.table_types = arrow_types(evolved.table_metadata.schema())
         else:
             check_same_schema(url, tbl.schema(), schema)
 
+    def find_keys(self, data: pa.Schema, schema: Any, spec: Any) -> None:
+        """The key columns splitting data of Arrow schema `data` by the table's spec."""
+        self._spec = (schema, spec)
+        self._keys = specs.key_columns(self.store.full_url(), data, schema, spec)
+
+    def partition_keys(self, schema: Any, partition_by: Sequence[str]) -> PartitionKeys | None:
+        """The data split by the table's spec (`iceberg_partitions.py`): its identity columns
+        and a key column per transform, whatever partition_by names of them."""
+        if self._spec is None:
+            return None
+        return specs.partition_keys(schema, partition_by, *self._spec, self._keys)
+
+    def spec_items(self) -> tuple[tuple[str, str], ...]:
+        """The options' partition_spec as (transform, column) pairs (none: ())."""
+        return specs.parse_spec(self.config.partition_spec or ())
+
     def new_job(self, job_id: JobId | None = None, attempt: int = 0) -> JobContext:
-        """The job, with the table's column types (found by `check_input`) in its config:
-        tasks rebuild the committer from the config alone."""
+        """The job, with the table's column types and the split's key columns (found by
+        `check_input`) in its config: tasks rebuild the committer from the config alone."""
         job = super().new_job(job_id, attempt)
-        if not self.table_types:
-            return job
-        types = schema_to_text(pa.schema(list(self.table_types.items())))
-        return replace(job, config=replace(self.config, table_types=types))
+        config = self.config
+        if self._keys:
+            config = replace(config, partition_keys=tuple(k.name for k in self._keys))
+        if self.table_types:
+            types = schema_to_text(pa.schema(list(self.table_types.items())))
+            config = replace(config, table_types=types)
+        return job if config is self.config else replace(job, config=config)
 
     def new_table_metadata(self, schema: pa.Schema, partition_by: Sequence[str]) -> Any:
-        """The metadata of the table the job creates (`iceberg_files.new_metadata`)."""
+        """The metadata of the table the job creates (`iceberg_files.new_metadata`), with the
+        options' partition_spec, else identity partitions of `partition_by`."""
         props = dict(self.config.properties)
         url = self.store.full_url()
-        return new_metadata(url, schema, partition_by, self.location_uri, props)
+        items = self.spec_items()
+        return new_metadata(url, schema, partition_by, self.location_uri, props, items)
 
     # --- tasks: the files hold the table's types ----------------------------------------------
 
@@ -311,10 +326,10 @@ class IcebergCommitter(TableCommitter):
         """The data's columns cast to the types the table holds (`iceberg_types.py`: the
         type policy, and Iceberg's promotions into an existing table's columns)."""
         text = getattr(task.job.config, "table_types", "")
-        target = file_schema(schema, types_from_text(text) if text else self.table_types)
-        if target.equals(schema):
-            return None
-        return FileColumns(schema=target, prepend=lambda rows, _first: cast_rows(rows, target))
+        keys = getattr(task.job.config, "partition_keys", ())
+        return specs.data_file_columns(
+            schema, keys, types_from_text(text) if text else self.table_types
+        )
 
     # --- job commit ------------------------------------------------------------------------
 
@@ -372,10 +387,6 @@ class IcebergCommitter(TableCommitter):
         )
         return done[0]
 
-    def snapshot_properties(self, job: JobContext) -> dict[str, str]:
-        job_keys = {JOB_UUID_KEY: job.job_uuid, JOB_ID_KEY: str(job.job_id)}
-        return {**self.config.snapshot_properties, **job_keys}
-
     def _commit(
         self, ctx: StageContext, job: JobContext, intent: Intent, where: dict[str, Any]
     ) -> dict[str, Any]:
@@ -416,7 +427,7 @@ class IcebergCommitter(TableCommitter):
         mode, schema = intent.mode, self.plan_schema(intent)
         facts = [FileFacts.from_json(f) for f in intent.payload["facts"]]
         tbl = self.table(where)
-        props = self.snapshot_properties(job)
+        props = snapshot_properties(self.config, job.job_uuid, str(job.job_id))
         if tbl is None:
             if schema is None:
                 return None, True
@@ -457,8 +468,9 @@ class IcebergCommitter(TableCommitter):
     def _create_transaction(
         self, where: dict[str, Any], schema: pa.Schema, partition_by: list[str]
     ) -> Any:
-        """A transaction creating the table (schema from the data, identity partitions, the
-        name mapping that lets readers find columns in files without field ids)."""
+        """A transaction creating the table (schema from the data, the options' partition spec
+        or identity partitions of `partition_by`, the name mapping that lets readers find
+        columns in files without field ids)."""
         catalog = self.catalog(where)
         identifier = where["identifier"]
         catalog.create_namespace_if_not_exists(split_identifier(identifier)[:-1])
@@ -468,10 +480,7 @@ class IcebergCommitter(TableCommitter):
             location=self.location_uri,
             properties=dict(self.config.properties),
         )
-        if partition_by:
-            with tx.update_spec() as spec:
-                for column in partition_by:
-                    spec.add_identity(column)
+        specs.add_spec(tx, self.spec_items() or tuple(("identity", c) for c in partition_by))
         set_name_mapping(tx)
         return tx
 

@@ -51,6 +51,10 @@ class IcebergConfig(TableConfig):
     properties: dict[str, str] = field(default_factory=dict)
     snapshot_properties: dict[str, str] = field(default_factory=dict)
     schema_mode: str | None = None
+    partition_spec: tuple[str, ...] = ()
+    # set by the committer for a job (not an option): the key columns the rows get for the
+    # split by the spec's transforms, which the data files leave out
+    partition_keys: tuple[str, ...] = ()
     # set by the committer for a job (not an option): the existing table's columns as its
     # files hold them (an Arrow schema as text), for tasks to cast promoted columns to
     table_types: str = ""
@@ -67,6 +71,11 @@ class IcebergConfig(TableConfig):
             )
         props = catalog_properties_of(self.catalog) if self.catalog is not None else None
         object.__setattr__(self, "catalog_properties", props)
+        if self.partition_spec:
+            from .iceberg_partitions import parse_spec
+
+            parse_spec(self.partition_spec)  # ConfigError naming the field, now
+            object.__setattr__(self, "partition_spec", tuple(self.partition_spec))
         if self.schema_mode not in (None, "merge"):
             raise ConfigError(f"schema_mode must be None or 'merge', got {self.schema_mode!r}")
         if self.identifier and len(split_identifier(self.identifier)) < 2:
@@ -156,3 +165,36 @@ def job_snapshot(tbl: Any, job_uuid: str) -> Any:
 def current_id(tbl: Any) -> int | None:
     snapshot = tbl.current_snapshot()
     return snapshot.snapshot_id if snapshot is not None else None
+
+
+def check_catalog(url: str, where: dict[str, Any], local: bool) -> None:
+    """Refuse, before any file is written, a table on object storage (not `local`) with no
+    catalog: the embedded catalog is a SQLite file, which needs a local disk's locks and
+    writes in place (an object store has neither), so it cannot live with such a table."""
+    if where.get("catalog") is None and not local:
+        raise ConfigError(
+            f"Iceberg table {url}: the embedded SQLite catalog is for "
+            "tables on local disk; for a table on object storage give "
+            "committer_options={'catalog': {...}} (the properties of pyiceberg's "
+            "load_catalog, e.g. a REST, Glue or SQL catalog) and an 'identifier'"
+        )
+
+
+def check_location(tbl: Any, location_uri: str, url: str) -> None:
+    """Refuse a table of the catalog whose location is not the store's (`location_uri`): its
+    data files would lie where the job's markers and cleanup do not reach."""
+    if norm_location(tbl.metadata.location) != norm_location(location_uri):
+        raise ConfigError(
+            f"Iceberg table {'.'.join(tbl.name())} lies at {tbl.metadata.location}, not at "
+            f"{url}: write to its location, or give another identifier"
+        )
+
+
+def io_properties(storage_options: dict[str, Any]) -> dict[str, str]:
+    """pyiceberg FileIO properties for an s3:// store (its endpoint, region and keys)."""
+    return {S3_PROPS[k]: v for k, v in storage_options.items() if k in S3_PROPS}
+
+
+def snapshot_properties(config: IcebergConfig, job_uuid: str, job_id: str) -> dict[str, str]:
+    """The summary keys of a job's snapshot: the options' and the job's own."""
+    return {**config.snapshot_properties, JOB_UUID_KEY: job_uuid, JOB_ID_KEY: job_id}

@@ -6,9 +6,11 @@ in memory first: `new_metadata`).
 Partition values come from each file's column bounds: an identity field's column holds one
 value in the file, an order-preserving transform (`year`, `month`, `day`, `hour`,
 `truncate[W]`) gives the same value at the column's minimum and maximum, and a `bucket[N]`
-field's column holds one value (the bucket of a range of values cannot be known from its
-bounds). A file that spans partitions is refused (ConfigError) before the commit: the table
-never gets a DataFile with a wrong or null partition.
+field's value is the one of the `id_bucket_N=3` directory dataferry split the rows into
+(`iceberg_partitions.py`), else its column must hold one value (the bucket of a range of
+values cannot be known from its bounds). A file that spans partitions, or whose bounds show
+rows of another partition than its directory names, is refused (ConfigError) before the
+commit: the table never gets a DataFile with a wrong or null partition.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import pyarrow.parquet as pq
 from ...errors import ConfigError
 from ..protocol import StageContext
 from .footers import read_footer
+from .iceberg_partitions import describe_field
 from .iceberg_types import arrow_types, file_schema, iceberg_schema, plain
+from .layout import partition_values
 from .schemas import check_same_schema as same_schema
 
 # path in the store -> (size, footer)
@@ -66,7 +70,7 @@ def build_data_files(
                 content=DataFileContent.DATA,
                 file_path=file_uri(path),
                 file_format=FileFormat.PARQUET,
-                partition=partition_of(spec, table_schema, bounds, path),
+                partition=partition_of(spec, table_schema, bounds, path, partition_values(path, 1)),
                 file_size_in_bytes=size,
                 sort_order_id=None,
                 spec_id=metadata.default_spec_id,
@@ -93,27 +97,75 @@ def with_bounds_of_sources(stats_columns: dict[int, Any], spec: Any) -> dict[int
     return {**stats_columns, **{s: replace(stats_columns[s], mode=full) for s in weak}}
 
 
-def partition_of(spec: Any, schema: Any, stats: Any, path: str) -> Any:
-    """The file's partition record (ConfigError if its rows lie in more than one)."""
+def partition_of(
+    spec: Any, schema: Any, stats: Any, path: str, dirs: dict[str, str | None] | None = None
+) -> Any:
+    """The file's partition record (ConfigError if its rows lie in more than one). `dirs`:
+    the `name=value` directories of its path (`iceberg_partitions.py`)."""
     from pyiceberg.typedef import Record
 
-    return Record(*[partition_value(f, schema, stats, path) for f in spec.fields])
+    dirs = dirs or {}
+    return Record(*[partition_value(f, schema, stats, path, dirs) for f in spec.fields])
 
 
-def describe_field(field: Any, schema: Any) -> str:
-    """`day` for an identity field on `day`, `day(ts)` for a day transform of `ts`."""
-    name = schema.find_column_name(field.source_id)
-    transform = str(field.transform)
-    return name if transform == "identity" else f"{transform}({name})"
-
-
-def partition_value(field: Any, schema: Any, stats: Any, path: str) -> Any:
-    from pyiceberg.partitioning import partition_record_value
+def partition_value(
+    field: Any, schema: Any, stats: Any, path: str, dirs: dict[str, str | None]
+) -> Any:
+    """The file's value of one spec field: from its column's bounds (one value at both ends,
+    for an order-preserving transform), or for a bucket, from the `name=value` directory
+    dataferry split it into by that bucket (`dirs`); ConfigError when the bounds show rows of
+    another value than the directory's, or of several values."""
     from pyiceberg.transforms import IdentityTransform, VoidTransform
 
     transform = field.transform
     if isinstance(transform, VoidTransform) or stats.record_count == 0:
         return None
+    keyed = not isinstance(transform, IdentityTransform) and field.name in dirs
+    if keyed and not transform.preserves_order:
+        return keyed_value(field, schema, stats, path, dirs[field.name])
+    value = bounds_value(field, schema, stats, path)
+    if keyed:
+        check_directory(field, schema, path, value, dirs[field.name])
+    return value
+
+
+def keyed_value(field: Any, schema: Any, stats: Any, path: str, text: str | None) -> Any:
+    """A bucket's value from the file's directory, checked against its bounds where they show
+    one value (a file of one value of the column)."""
+    from pyiceberg.partitioning import partition_record_value
+
+    value = None if text is None else int(text)
+    agg = stats.column_aggregates.get(field.source_id)
+    nulls = stats.null_value_counts.get(field.source_id)
+    found: Any = value
+    if nulls is not None and nulls == stats.record_count:
+        found = None
+    elif agg is not None and agg.current_min is not None and agg.current_min == agg.current_max:
+        source = schema.find_field(field.source_id)
+        apply = field.transform.transform(source.field_type)
+        found = apply(partition_record_value(field, agg.current_min, schema))
+    check_directory(field, schema, path, found, text)
+    return value
+
+
+def check_directory(field: Any, schema: Any, path: str, value: Any, text: str | None) -> None:
+    """Refuse a file whose rows are in another partition than its directory names."""
+    source = schema.find_field(field.source_id)
+    human = field.transform.result_type(source.field_type)
+    shown = None if value is None else field.transform.to_human_string(human, value)
+    if shown != text:
+        raise ConfigError(
+            f"data file {path} lies in directory {field.name}={text} but its rows are in "
+            f"{describe_field(field, schema)} {shown}: a file must lie in its own partition"
+        )
+
+
+def bounds_value(field: Any, schema: Any, stats: Any, path: str) -> Any:
+    """A spec field's value from the file's bounds of its column."""
+    from pyiceberg.partitioning import partition_record_value
+    from pyiceberg.transforms import IdentityTransform
+
+    transform = field.transform
     source = schema.find_field(field.source_id)
     what = f"{describe_field(field, schema)} partition"
     nulls = stats.null_value_counts.get(field.source_id)
@@ -157,30 +209,21 @@ def partition_value(field: Any, schema: Any, stats: Any, path: str) -> Any:
 
 
 def check_partition_by(url: str, schema: Any, spec: Any, partition_by: Sequence[str]) -> None:
-    """Refuse a write whose partition columns cannot give the table's partition values:
-    identity and bucket fields need their column among partition_by (one value per file);
-    an order-preserving transform's column may be (else each file must lie in one value of
-    it, checked at the job's commit)."""
-    from pyiceberg.transforms import IdentityTransform, VoidTransform
+    """Refuse partition columns the table is not partitioned by. The data is split by the
+    table's spec whatever partition_by names (`iceberg_partitions.partition_keys`), so
+    partition_by may name some of its columns, all, or none."""
+    from pyiceberg.transforms import VoidTransform
 
     fields = [f for f in spec.fields if not isinstance(f.transform, VoidTransform)]
     columns = [schema.find_column_name(f.source_id) for f in fields]
-    needed = [
-        c
-        for f, c in zip(fields, columns, strict=True)
-        if isinstance(f.transform, IdentityTransform) or not f.transform.preserves_order
-    ]
-    needed = list(dict.fromkeys(needed))
     unknown = [c for c in partition_by if c not in columns]
-    missing = [c for c in needed if c not in partition_by]
-    if unknown or missing:
+    if unknown:
         described = [describe_field(f, schema) for f in fields]
-        why = ""
-        if any(not f.transform.preserves_order for f in fields):
-            why = " (a bucket partition is computed from the one value of its column in a file)"
         raise ConfigError(
             f"Iceberg table {url} is partitioned by {described}; the write gives "
-            f"partition_by={list(partition_by)}: give partition_by={needed}{why}"
+            f"partition_by={list(partition_by)}, and the table is not partitioned by "
+            f"{unknown}: give partition_by={list(dict.fromkeys(columns))} (or none: the "
+            "table's spec splits the data)"
         )
 
 
@@ -245,30 +288,40 @@ def check_file_types(path: str, meta: pq.FileMetaData, table: dict[str, pa.DataT
 
 
 def new_metadata(
-    url: str, schema: pa.Schema, partition_by: Sequence[str], location: str, props: dict[str, str]
+    url: str,
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    location: str,
+    props: dict[str, str],
+    spec_items: Sequence[tuple[str, str]] = (),
 ) -> Any:
     """The metadata of the table a job creates from data of file schema `schema`, built in
-    memory as the catalog will build it (Iceberg types, identity partitions, properties):
-    every check the creation makes, made before any task writes."""
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    memory as the catalog will build it (Iceberg types, the partition spec `spec_items`, else
+    identity partitions of `partition_by`, properties): every check the creation makes,
+    made before any task writes."""
+    from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.table.metadata import new_table_metadata
     from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
     from pyiceberg.transforms import IdentityTransform
 
+    from .iceberg_partitions import field_name, spec_fields
+
     ice = iceberg_schema(url, schema)
-    fields = []
-    for i, column in enumerate(partition_by):
-        source = ice.find_field(column)
-        if not IdentityTransform().can_transform(source.field_type):
-            raise ConfigError(
-                f"partition column {column!r} is {source.field_type} in Iceberg table {url}: "
-                "Iceberg partitions by values of primitive columns only; partition by another"
-            )
-        spec_field = PartitionField(
-            source_id=source.field_id, field_id=1000 + i, transform=IdentityTransform(), name=column
-        )
-        fields.append(spec_field)
+    if not spec_items:
+        for column in partition_by:
+            source = ice.find_field(column)
+            if not IdentityTransform().can_transform(source.field_type):
+                raise ConfigError(
+                    f"partition column {column!r} is {source.field_type} in Iceberg table "
+                    f"{url}: Iceberg partitions by values of primitive columns only; "
+                    "partition by another"
+                )
+    items = list(spec_items) or [("identity", c) for c in partition_by]
+    spec = PartitionSpec(*spec_fields(url, ice, items))
+    if spec_items:  # partition_by as given (a job's directories also name its key columns)
+        keys = {field_name(t, c) for t, c in spec_items if t != "identity"}
+        check_partition_by(url, ice, spec, [c for c in partition_by if c not in keys])
     try:
-        return new_table_metadata(ice, PartitionSpec(*fields), UNSORTED_SORT_ORDER, location, props)
+        return new_table_metadata(ice, spec, UNSORTED_SORT_ORDER, location, props)
     except Exception as e:
         raise ConfigError(f"Iceberg table {url} cannot be created as the job asks: {e}") from None
