@@ -21,6 +21,7 @@ KINDS = (
     "skewed_clock",
     "taker_clock_ahead",
     "short_timeout",
+    "longer_lease",
     "lease_expired",
     "cleanup_race",
     "two_takers",
