@@ -25,6 +25,7 @@ KINDS = (
     "lease_expired",
     "cleanup_race",
     "two_takers",
+    "damaged_intent",
     "damaged_record",
     "links",
 )

@@ -1,0 +1,40 @@
+"""The referee's schedules for one guarantee each, beside the races of a live holder
+(`races.py`) and the damaged claims and links (`damage.py`): each run by `verify_crash` when
+its name is among the race schedules asked for (`--race-schedule NAME`, or all of them with
+`--races`).
+
+- `damaged_intent` (`intents.py`): a decided commit's intent record damaged in every way
+  after each phase, then a cleanup: never taken for "no decision".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any
+
+from .harness import Scenario, ScenarioStores
+
+SCHEDULES = ("damaged_intent",)
+
+
+def run_guarantees(
+    committer: str,
+    stores: ScenarioStores,
+    options: dict[str, Any],
+    *,
+    schedules: Collection[str] = SCHEDULES,
+    seed: int = 0,
+    preload: tuple[str, ...] = (),
+    workers: int = 2,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[Scenario], dict[str, str]]:
+    """The schedules of `schedules` this module knows; returns the scenarios and, per
+    schedule that could not run here, why."""
+    found: list[Scenario] = []
+    skipped: dict[str, str] = {}
+    kw: dict[str, Any] = {"seed": seed, "preload": preload, "workers": workers}
+    if "damaged_intent" in schedules:
+        from .intents import run_damaged_intents
+
+        found += run_damaged_intents(committer, stores, options, progress=progress, **kw)
+    return found, skipped

@@ -1,0 +1,40 @@
+"""The referee's schedules for one guarantee each (`guarantees.py`), at the smallest shape that
+still fails when the guarantee is broken, on the local store with `manifest`."""
+
+from __future__ import annotations
+
+import pytest
+
+from dataferry.verify.harness import ScenarioStores, deterministic_options
+from dataferry.verify.intents import INTENT_DAMAGE, run_damaged_intents
+
+COMMITTER = "manifest"
+
+
+@pytest.fixture
+def stores():
+    s = ScenarioStores(None)
+    yield s
+    s.close()
+
+
+def _problems(scenarios) -> list[str]:
+    return [f"{s.kind} {s.mode} [{s.schedule}]: {p}" for s in scenarios for p in s.problems]
+
+
+def test_a_damaged_intent_is_never_taken_for_no_decision(stores):
+    """An overwrite killed just after its intent record, the record then cut short, oversized,
+    made a directory or overwritten with garbage: were any of them read as "no decision", the
+    cleanup would roll the decided commit back (after its deletes, both data sets lost)."""
+    out = run_damaged_intents(
+        COMMITTER,
+        stores,
+        deterministic_options(COMMITTER),
+        modes=("overwrite",),
+        points=("decided",),
+    )
+    ran = [s for s in out if s.kind == "damaged_intent"]
+    assert len(ran) == len(INTENT_DAMAGE), [s.schedule for s in out]
+    assert all("1 record(s)" in s.schedule for s in ran), [s.schedule for s in ran]
+    assert not _problems(out)
+    assert all(s.outcome == "holder killed, cleanup failed:cleanup" for s in ran)
