@@ -7,6 +7,7 @@ import pytest
 
 from dataferry.verify.harness import ScenarioStores, deterministic_options
 from dataferry.verify.intents import INTENT_DAMAGE, run_damaged_intents
+from dataferry.verify.writing import run_cleanup_writing
 
 COMMITTER = "manifest"
 
@@ -38,3 +39,17 @@ def test_a_damaged_intent_is_never_taken_for_no_decision(stores):
     assert all("1 record(s)" in s.schedule for s in ran), [s.schedule for s in ran]
     assert not _problems(out)
     assert all(s.outcome == "holder killed, cleanup failed:cleanup" for s in ran)
+
+
+def test_cleanup_leaves_a_job_whose_tasks_are_still_writing(stores):
+    """A job with no driver record, its directories two hours old, its last task's files
+    seconds old, and `cleanup --older-than 3600`: were a leftover aged by its directory's own
+    time instead of its newest file, cleanup would roll the running job back and its commit
+    would fail."""
+    out = run_cleanup_writing(
+        COMMITTER, stores, deterministic_options(COMMITTER), modes=("overwrite",)
+    )
+    assert [s.kind for s in out] == ["cleanup_writing"]
+    assert not _problems(out)
+    assert out[0].outcome == "committed"
+    assert "back 0" in out[0].schedule, out[0].schedule

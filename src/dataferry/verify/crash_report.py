@@ -26,6 +26,7 @@ KINDS = (
     "cleanup_race",
     "two_takers",
     "damaged_intent",
+    "cleanup_writing",
     "damaged_record",
     "links",
 )

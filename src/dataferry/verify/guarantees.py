@@ -4,7 +4,10 @@ its name is among the race schedules asked for (`--race-schedule NAME`, or all o
 `--races`).
 
 - `damaged_intent` (`intents.py`): a decided commit's intent record damaged in every way
-  after each phase, then a cleanup: never taken for "no decision".
+  after each phase, then a cleanup: never taken for "no decision";
+- `cleanup_writing` (`writing.py`, stores backed by a local directory): `cleanup
+  --older-than` while a job with no driver record has tasks writing under old directories:
+  the job is left alone and commits.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 from .harness import Scenario, ScenarioStores
 
-SCHEDULES = ("damaged_intent",)
+SCHEDULES = ("damaged_intent", "cleanup_writing")
 
 
 def run_guarantees(
@@ -37,4 +40,16 @@ def run_guarantees(
         from .intents import run_damaged_intents
 
         found += run_damaged_intents(committer, stores, options, progress=progress, **kw)
+    if "cleanup_writing" in schedules:
+        from .damage import local_dir
+        from .writing import run_cleanup_writing
+
+        if local_dir(stores.base) is None:
+            skipped["cleanup_writing"] = (
+                f"{stores.base} is not a local directory: the ages of its files cannot be set"
+            )
+        else:
+            found += run_cleanup_writing(
+                committer, stores, options, seed=seed, workers=workers, progress=progress
+            )
     return found, skipped
