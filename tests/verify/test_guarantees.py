@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from dataferry.verify.harness import ScenarioStores, deterministic_options
+from dataferry.verify.harness import EXISTING, ScenarioStores, deterministic_options
 from dataferry.verify.intents import INTENT_DAMAGE, run_damaged_intents
+from dataferry.verify.landed import run_table_landed
 from dataferry.verify.writing import run_cleanup_writing
 
 COMMITTER = "manifest"
@@ -53,3 +54,24 @@ def test_cleanup_leaves_a_job_whose_tasks_are_still_writing(stores):
     assert not _problems(out)
     assert out[0].outcome == "committed"
     assert "back 0" in out[0].schedule, out[0].schedule
+
+
+@pytest.mark.filterwarnings("ignore::Warning")
+@pytest.mark.parametrize(
+    ("committer", "library"), [("delta", "deltalake"), ("iceberg", "pyiceberg")]
+)
+def test_a_table_commit_that_landed_is_in_the_table_once(stores, committer, library):
+    """The job's transaction lands and is answered with the format's conflict, a timeout or an
+    I/O error: were it tried again without asking the table, an append would be in the table
+    twice (every row of the job duplicated for its readers)."""
+    pytest.importorskip(library)
+    out = run_table_landed(
+        committer,
+        stores,
+        deterministic_options(committer),
+        variants=[(EXISTING, "append")],
+    )
+    assert len(out) == 3
+    assert not _problems(out)
+    assert "the format's conflict" in out[0].schedule, out[0].schedule
+    assert all(s.outcome == "committed" for s in out)

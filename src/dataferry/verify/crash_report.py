@@ -27,6 +27,7 @@ KINDS = (
     "two_takers",
     "damaged_intent",
     "cleanup_writing",
+    "table_landed",
     "damaged_record",
     "links",
 )

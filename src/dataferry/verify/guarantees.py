@@ -7,7 +7,9 @@ its name is among the race schedules asked for (`--race-schedule NAME`, or all o
   after each phase, then a cleanup: never taken for "no decision";
 - `cleanup_writing` (`writing.py`, stores backed by a local directory): `cleanup
   --older-than` while a job with no driver record has tasks writing under old directories:
-  the job is left alone and commits.
+  the job is left alone and commits;
+- `table_landed` (`landed.py`, table committers): a table commit that landed and was answered
+  with a conflict, a timeout or an error: the job is in the table once, or not at all.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from .harness import Scenario, ScenarioStores
 
-SCHEDULES = ("damaged_intent", "cleanup_writing")
+SCHEDULES = ("damaged_intent", "cleanup_writing", "table_landed")
 
 
 def run_guarantees(
@@ -50,6 +52,16 @@ def run_guarantees(
             )
         else:
             found += run_cleanup_writing(
+                committer, stores, options, seed=seed, workers=workers, progress=progress
+            )
+    if "table_landed" in schedules:
+        from .landed import run_table_landed
+        from .tables import is_table
+
+        if not is_table(committer):
+            skipped["table_landed"] = f"{committer} commits no table transaction"
+        else:
+            found += run_table_landed(
                 committer, stores, options, seed=seed, workers=workers, progress=progress
             )
     return found, skipped
