@@ -75,3 +75,25 @@ def test_a_table_commit_that_landed_is_in_the_table_once(stores, committer, libr
     assert not _problems(out)
     assert "the format's conflict" in out[0].schedule, out[0].schedule
     assert all(s.outcome == "committed" for s in out)
+
+
+def test_a_holder_overtaken_while_publishing_stops_at_its_next_batch(stores):
+    """An append stopped half way through publishing, past its lease, overtaken by a job that
+    recovers it and commits: were a publish batch not to ask the claim first, the holder
+    would go on publishing the rest of its files after the other job's commit, changing what
+    its readers see wherever a file is still there to move (here each finds its file moved
+    already, and the referee counts the holder's publishing operations)."""
+    from dataferry.verify.races import run_races
+
+    out = run_races(
+        COMMITTER,
+        stores,
+        deterministic_options(COMMITTER),
+        schedules=("overtaken_batches",),
+        variants=[(EXISTING, "append")],
+        points=("applying",),
+    )
+    ran = [s for s in out if s.kind == "overtaken_batches"]
+    assert len(ran) == 1, [s.schedule for s in out]
+    assert not _problems(out)
+    assert ran[0].outcome.endswith("T committed"), ran[0].outcome

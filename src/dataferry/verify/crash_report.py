@@ -25,6 +25,7 @@ KINDS = (
     "lease_expired",
     "cleanup_race",
     "two_takers",
+    "overtaken_batches",
     "damaged_intent",
     "cleanup_writing",
     "table_landed",

@@ -20,7 +20,7 @@ PAUSED_SCHEDULES = (
     "lease_expired",
     "cleanup_race",
 )
-SCHEDULES = (*PAUSED_SCHEDULES, "two_takers")
+SCHEDULES = (*PAUSED_SCHEDULES, "two_takers", "overtaken_batches")
 POINTS = ("planning", "decided", "applying", "after_success")
 SKEWS_S = (-300.0, 300.0)
 TAKER_AHEAD_S = 300.0  # `taker_clock_ahead`: the taker's clock runs this far ahead of the store's

@@ -73,6 +73,7 @@ from .harness import (
     seeded_uuid,
     variant_scenario,
 )
+from .overtaken import overtaken
 from .race_checks import check_sides, final_cleanup
 from .race_parties import (
     HOLDER_LEASE_S,
@@ -384,6 +385,8 @@ class Races:
                         runs.append(lambda v=v, p=point, s=schedule: self.paused(s, v, p))
                 if "lease_expired" in schedules and point in ("decided", "applying"):
                     runs.append(lambda v=v, p=point: self.paused("lease_expired", v, p))
+                if "overtaken_batches" in schedules and point == "applying":
+                    runs.append(lambda v=v: overtaken(self, v))
                 if "two_takers" in schedules and point in ("decided", "applying"):
                     for staggered in (True, False):
                         runs.append(lambda v=v, p=point, s=staggered: self.two_takers(v, p, s))
