@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..store import paths
 from . import invariants as inv
@@ -29,9 +29,6 @@ from .harness import Scenario, discard, quiet_store, variant_scenario
 from .race_checks import check_sides, final_cleanup
 from .race_parties import SHORT_TIMEOUT_S, Side, lease_expiry_s
 from .reference import FILES_PER_TASK, TASKS
-
-if TYPE_CHECKING:
-    from .races import Races, RaceVariant
 
 PUBLISHING = ("rename", "copy", "multipart_complete")
 
@@ -56,8 +53,9 @@ def in_flight_limit(options: dict[str, Any]) -> int:
     return threads * batch + 1
 
 
-def overtaken(races: Races, v: RaceVariant) -> Scenario:
-    """The schedule on one variant (see the module docstring)."""
+def overtaken(races: Any, v: Any) -> Scenario:
+    """The schedule on one variant (see the module docstring); `races` the `races.Races` of
+    the committer and store, `v` its `RaceVariant` (typed loosely: races.py imports this)."""
     index = v.points["applying"]
     url = races.stores.url(f"r-ob-{v.destination[0]}{v.mode}")
     earlier = races._earlier(url, v)
