@@ -112,7 +112,7 @@ def verify_crash(
         with `claim_timeout_s=0.2` (and, both at 0.2 s, one stopped past its lease), or by
         `cleanup --older-than 0`; two takers of a dead claim
         at once; damaged claim and intent records; links to a directory outside the
-        destination. True: all of them; a collection: those named (`RACE_SCHEDULES`). The
+        destination; and one schedule per guarantee (`guarantees.py`). True: all of them; a collection: those named (`RACE_SCHEDULES`). The
         command line turns them all on with `--concurrent-jobs` (`--no-races` does not).
     existing_data: every crash point again, for a job in each write mode into a destination
         that holds a committed data set (3x the crash points).
