@@ -14,6 +14,11 @@ process, the record padded past it), a directory in its place, or garbage bytes.
 `cleanup --older-than 0` runs: either it finishes the commit (all of it visible, `_SUCCESS`),
 or it says it cannot, naming why, and every file of the job is still on the store
 (`no_data_loss`); a cleanup that rolls the job back has taken the damage for "no decision".
+A table job (`tables.is_table`) is also killed just after its transaction (`landed`); its
+decision is the transaction, which the table itself says is there or not, so a damaged
+record may be settled from the table: a rollback of a job whose transaction is not in the
+table is its design, and the checks of its outcome (all there once, or nothing of it, the
+earlier table kept) judge it.
 """
 
 from __future__ import annotations
@@ -38,10 +43,11 @@ from .harness import (
 )
 from .races import points_of
 from .scenario import run_threads
+from .tables import is_table
 
 CHILD_TIMEOUT_S = 30.0
 INTENT_DAMAGE = ("truncated", "oversized", "directory", "garbage")
-INTENT_POINTS = ("decided", "applying", "after_success")
+INTENT_POINTS = ("decided", "applying", "landed", "after_success")
 INTENT_MODES = ("overwrite", "append")
 SMALL_CAP = 1 << 20  # the cap on an intent record's size in the cleanup of `oversized`
 GARBAGE = bytes(range(256)) * 4  # not UTF-8, not JSON
@@ -106,7 +112,7 @@ def damaged_intent(
     if c_status == "done":  # cleanup says it finished or undid the job: check it all
         allow = leftovers_allowed(committer, url, mode, options)
         problems += check_outcome(plain, job_uuid, mode, earlier, "killed", allow)
-        if cut and not mine:
+        if cut and not mine and not is_table(committer):
             problems.append(
                 f"{inv.NO_LOSS}: cleanup rolled back a decided commit whose intent record is "
                 f"damaged ({how}), as if nothing had been decided"
@@ -164,7 +170,11 @@ def baseline(
     spec = ChildSpec(committer, url, mode, options, uuids[1], trace=True, **carry(preload))
     status, detail, report = run_child(spec, CHILD_TIMEOUT_S)
     discard(quiet_store(url))
-    points, _ = points_of(report.get("trace") or [], report.get("commit_end") or 0)
+    trace = report.get("trace") or []
+    points, _ = points_of(trace, report.get("commit_end") or 0)
+    landed = [t[0] for t in trace if t[1] == "table_commit"]
+    if landed and landed[-1] + 1 < (report.get("commit_end") or 0):
+        points["landed"] = landed[-1] + 1  # a table job: just after its transaction
     scenario = Scenario(
         index=None,
         when="none",
