@@ -123,6 +123,16 @@ def test_short_timeout_taker_does_not_overtake_a_live_holder(stores):
     assert ran[0].outcome == "H committed, T refused"
 
 
+def test_a_short_timeout_taker_leaves_a_holder_within_its_longer_lease(stores):
+    """The holder declared a 30 s lease and is stopped past the taker's own (5 s) but within
+    its own: were the lease ever the taker's timeout instead of the longer of the two, the
+    taker would take the destination from a live job, whose commit then fails."""
+    out, ran = _races(stores, "longer_lease")
+    assert "its lease 30 s" in ran[0].schedule
+    assert not _problems(out)
+    assert ran[0].outcome == "H committed, T refused"
+
+
 def test_holder_stopped_past_its_lease_loses_the_claim(stores):
     out, _ = _races(stores, "lease_expired")
     assert not _problems(out)

@@ -48,8 +48,8 @@ def verify_crash_cmd(
         [],
         "--race-schedule",
         help="Only this race schedule (skewed_clock, taker_clock_ahead, short_timeout, "
-        "lease_expired, cleanup_race, "
-        "two_takers, damaged_record, links); implies --races. Repeatable.",
+        "longer_lease, lease_expired, cleanup_race, "
+        "two_takers, overtaken_batches, damaged_intent, cleanup_writing, table_landed, damaged_record, links); implies --races. Repeatable.",
     ),
     existing_data: bool = typer.Option(
         False,

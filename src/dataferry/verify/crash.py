@@ -46,13 +46,14 @@ from typing import Any
 from .ambiguous import ambiguous_points, run_ambiguous_point
 from .crash_report import CrashReport
 from .existing import existing_crash_points
+from .guarantees import SCHEDULES as GUARANTEES
 from .harness import ScenarioStores, deterministic_options, load_preload
 from .race_parties import SCHEDULES as RACES
 from .scenario import Select, baseline, crash_points, run_crash_point, run_scenarios
 
 __all__ = ["RACE_SCHEDULES", "CrashReport", "race_schedules", "verify_crash"]
 
-RACE_SCHEDULES = (*RACES, "damaged_record", "links")
+RACE_SCHEDULES = (*RACES, *GUARANTEES, "damaged_record", "links")
 
 
 def race_schedules(races: bool | Collection[str]) -> tuple[str, ...]:
@@ -113,7 +114,7 @@ def verify_crash(
         with `claim_timeout_s=0.2` (and, both at 0.2 s, one stopped past its lease), or by
         `cleanup --older-than 0`; two takers of a dead claim
         at once; damaged claim and intent records; links to a directory outside the
-        destination. True: all of them; a collection: those named (`RACE_SCHEDULES`). The
+        destination; and one schedule per guarantee (`guarantees.py`). True: all of them; a collection: those named (`RACE_SCHEDULES`). The
         command line turns them all on with `--concurrent-jobs` (`--no-races` does not).
     existing_data: every crash point again, for a job in each write mode into a destination
         that holds a committed data set (3x the crash points).
@@ -133,6 +134,7 @@ def verify_crash(
     from .damage import run_damage
     from .driver_kills import run_driver_kills
     from .forged import run_forged
+    from .guarantees import run_guarantees
     from .races import run_races
     from .tables import active, reading
     from .zombies import run_zombies
@@ -214,7 +216,14 @@ def verify_crash(
             held = tuple(s for s in schedules if s in RACES)
             if held:
                 report.extra += run(run_races, schedules=held, preload=preload, workers=workers)
-            damaged = tuple(s for s in schedules if s not in RACES)
+            guarded = tuple(s for s in schedules if s in GUARANTEES)
+            if guarded:
+                found, skipped = run(
+                    run_guarantees, schedules=guarded, preload=preload, workers=workers
+                )
+                report.extra += found
+                report.skipped.update(skipped)
+            damaged = tuple(s for s in schedules if s not in (*RACES, *GUARANTEES))
             if damaged:
                 found, skipped = run(run_damage, kinds=damaged, preload=preload, workers=workers)
                 report.extra += found

@@ -16,14 +16,16 @@ PAUSED_SCHEDULES = (
     "skewed_clock",
     "taker_clock_ahead",
     "short_timeout",
+    "longer_lease",
     "lease_expired",
     "cleanup_race",
 )
-SCHEDULES = (*PAUSED_SCHEDULES, "two_takers")
+SCHEDULES = (*PAUSED_SCHEDULES, "two_takers", "overtaken_batches")
 POINTS = ("planning", "decided", "applying", "after_success")
 SKEWS_S = (-300.0, 300.0)
 TAKER_AHEAD_S = 300.0  # `taker_clock_ahead`: the taker's clock runs this far ahead of the store's
 SHORT_TIMEOUT_S = 0.2
+HOLDER_LEASE_S = 30.0  # `longer_lease`: the holder's declared lease, far past the taker's own
 RACE_AFTER_S = 0.5  # the racer starts this long after the holder stopped (> SHORT_TIMEOUT_S)
 PAUSE_S = 1.0  # then the holder stays stopped until the racer ends, or this long at most
 SLOW_OP_S = 0.02  # each store operation of the slow taker

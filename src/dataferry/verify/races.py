@@ -20,6 +20,9 @@ started, it sends SIGCONT and the holder goes on as if nothing happened. The sch
   earlier than its own clock expects), so a judge of staleness by its own wall clock would find
   every claim older than the lease;
 - `short_timeout`: the holder has default options; the taker uses `claim_timeout_s=0.2`;
+- `longer_lease`: the holder declares a lease of 30 s (`claim_timeout_s=30`) and stays stopped
+  past the taker's own lease (`claim_timeout_s=0.2`: its minimum, plus 1.5 s) but well within
+  its own: the taker must judge it by the longer of the two leases and leave it alone;
 - `lease_expired`: holder and taker both with `claim_timeout_s=0.2`, and the holder stopped
   for longer than the claim's lease (its minimum, where there is one, plus 1.5 s): the taker
   may take over, and the holder, when it goes on, must find it lost the claim before it changes
@@ -70,8 +73,10 @@ from .harness import (
     seeded_uuid,
     variant_scenario,
 )
+from .overtaken import overtaken
 from .race_checks import check_sides, final_cleanup
 from .race_parties import (
+    HOLDER_LEASE_S,
     PAUSE_S,
     RACE_AFTER_S,
     SCHEDULES,
@@ -232,9 +237,13 @@ class Races:
         url = self.stores.url(f"r-{schedule[:2]}-{v.destination[0]}{v.mode}-{point[:3]}")
         earlier = self._earlier(url, v)
         short = {**self.options, "claim_timeout_s": SHORT_TIMEOUT_S}
-        taker_options = short if schedule in ("short_timeout", "lease_expired") else self.options
+        shorts = ("short_timeout", "longer_lease", "lease_expired")
+        taker_options = short if schedule in shorts else self.options
         holder_options = short if schedule == "lease_expired" else self.options
-        race_after = lease_expiry_s() if schedule == "lease_expired" else RACE_AFTER_S
+        if schedule == "longer_lease":
+            holder_options = {**self.options, "claim_timeout_s": HOLDER_LEASE_S}
+        lengthy = ("lease_expired", "longer_lease")
+        race_after = lease_expiry_s() if schedule in lengthy else RACE_AFTER_S
         ahead = TAKER_AHEAD_S if schedule == "taker_clock_ahead" else 0.0
         t1, t2 = self._takers(url, v, (taker_options, self.options), ([], []), ahead)
         sides = [Side("H", v.uuids[1]), t1]
@@ -279,11 +288,12 @@ class Races:
         done_before = v.success_op is not None and index > v.success_op
         ended = holder_report.get("ended") if isinstance(holder_report, dict) else None
         h.end = paused_at if done_before else float(ended or time.monotonic())
-        judged_live = ("skewed_clock", "taker_clock_ahead", "cleanup_race")
+        judged_live = ("skewed_clock", "taker_clock_ahead", "longer_lease", "cleanup_race")
         if schedule in judged_live and stopped and h.status != v.status:
+            lease = f" (its lease {HOLDER_LEASE_S:g} s)" if schedule == "longer_lease" else ""
             problems.append(
                 f"{inv.LIVE}: the holder, alive and stopped for about "
-                f"{RACE_AFTER_S + PAUSE_S:g} s, ended {h.status} (alone: {v.status}): "
+                f"{race_after + PAUSE_S:g} s{lease}, ended {h.status} (alone: {v.status}): "
                 + (f"the {schedule.replace('_', ' ')} overtook it" if racer_note else "")
                 + (racer_note[0] if racer_note else f"taker {t1.status}")
             )
@@ -297,6 +307,8 @@ class Races:
         skew = f", holder's clock {skew_s:+g} s" if skew_s else ""
         if ahead:
             skew = f", taker's clock {ahead:+g} s"
+        if schedule == "longer_lease":
+            skew = f", its lease {HOLDER_LEASE_S:g} s, for {race_after:g} s"
         racer_what = racer_note[0] if racer_note else f"taker {t1.status} {t1.error[:120]}"
         scenario = variant_scenario(
             v,
@@ -367,11 +379,14 @@ class Races:
                         runs.append(
                             lambda v=v, p=point, s=skew: self.paused("skewed_clock", v, p, s)
                         )
-                for schedule in ("taker_clock_ahead", "short_timeout", "cleanup_race"):
+                paused = ("taker_clock_ahead", "short_timeout", "longer_lease", "cleanup_race")
+                for schedule in paused:
                     if schedule in schedules:
                         runs.append(lambda v=v, p=point, s=schedule: self.paused(s, v, p))
                 if "lease_expired" in schedules and point in ("decided", "applying"):
                     runs.append(lambda v=v, p=point: self.paused("lease_expired", v, p))
+                if "overtaken_batches" in schedules and point == "applying":
+                    runs.append(lambda v=v: overtaken(self, v))
                 if "two_takers" in schedules and point in ("decided", "applying"):
                     for staggered in (True, False):
                         runs.append(lambda v=v, p=point, s=staggered: self.two_takers(v, p, s))
