@@ -34,8 +34,9 @@ KINDS = (
     "forged_markers",
     "forged_records",
 )
-RACE_KINDS = KINDS[7:14]  # the schedules of `--races` (their baselines not counted)
-FORGED_KINDS = KINDS[14:]  # `--forged-markers`
+FORGED_KINDS = ("forged_markers", "forged_records")  # `--forged-markers`
+# the schedules of `--races` (their baselines not counted): every kind after them but forgeries
+RACE_KINDS = tuple(k for k in KINDS[KINDS.index("race_baseline") + 1 :] if k not in FORGED_KINDS)
 
 
 @dataclass
