@@ -31,6 +31,7 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from ...errors import ConfigError
+from .casting import cast_to_file_types
 
 
 def _is(kind: str) -> Callable[[pa.DataType], bool]:
@@ -106,24 +107,4 @@ def to_file(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     """`rows` with the types of `schema` (same columns): timestamps truncated to microseconds
     as Spark does, every other cast checked (a uint64 past the long range is refused, naming
     the column)."""
-    columns = []
-    for column, f in zip(rows.columns, schema, strict=True):
-        if column.type == f.type:
-            columns.append(column)
-            continue
-        try:
-            columns.append(column.cast(f.type, safe=not _has_ns(column.type)))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise ConfigError(
-                f"column {f.name!r}: a value of type {column.type} does not fit Hudi's "
-                f"{f.type} ({e}); cast the column to a type that holds it"
-            ) from None
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def _has_ns(t: pa.DataType) -> bool:
-    if pa.types.is_timestamp(t):
-        return t.unit == "ns"
-    if pa.types.is_dictionary(t):
-        return _has_ns(t.value_type)
-    return any(_has_ns(t.field(i).type) for i in range(t.num_fields))
+    return cast_to_file_types(rows, schema, "Hudi's")

@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from ...errors import ConfigError
+from .casting import cast_to_file_types
 from .footers import schema_from_text
 
 _INT32 = (pa.int8(), pa.int16(), pa.uint8(), pa.uint16())
@@ -93,20 +94,8 @@ def file_schema(data: pa.Schema, table: Mapping[str, pa.DataType] | None = None)
 def cast_rows(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     """`rows` with the types of `schema` (same columns, same order): timestamps truncated to
     microseconds as pyiceberg's downcast does, every other cast checked (a uint64 past the
-    long range fails)."""
-    columns = [
-        column if column.type == f.type else column.cast(f.type, safe=not _has_ns(column.type))
-        for column, f in zip(rows.columns, schema, strict=True)
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def _has_ns(t: pa.DataType) -> bool:
-    if pa.types.is_timestamp(t):
-        return t.unit == "ns"
-    if pa.types.is_dictionary(t):
-        return _has_ns(t.value_type)
-    return any(_has_ns(t.field(i).type) for i in range(t.num_fields))
+    long range fails, naming the column)."""
+    return cast_to_file_types(rows, schema, "the Iceberg table's")
 
 
 def iceberg_schema(url: str, schema: pa.Schema) -> Any:
