@@ -88,3 +88,19 @@ def test_a_decided_overwrite_with_an_unreadable_intent_is_left_never_rolled_back
     with pytest.raises(Exception, match=INTENT_FILE):
         again.commit_job(next_job, run_tasks(again, next_job, {0: ["p=2/next"]}))
     assert visible(store) == before
+
+
+def test_on_an_object_store_keys_under_the_records_name_are_a_damaged_record(s3_url):
+    """An object store has no directories: the record gone and keys under its name is what a
+    file system shows as a directory in its place. Taken as "no decision", cleanup rolled a
+    decided overwrite back (the referee's damaged_intent on the S3 test server: 2 of 24), and
+    an overwrite that had deleted the earlier data lost the new data too."""
+    from dataferry.commit.records.intent import DamagedRecord, intent_path, load_intent
+    from dataferry.store import open_store
+
+    store = open_store(s3_url)
+    job_dir = "_dataferry/jobs/job-1"
+    assert load_intent(store, job_dir) is None  # nothing there: no decision
+    store.write_bytes(intent_path(job_dir) + "/part", b"x")
+    with pytest.raises(DamagedRecord, match="directory"):
+        load_intent(store, job_dir)

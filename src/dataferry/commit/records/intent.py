@@ -103,6 +103,10 @@ def load_intent(store: Store, job_dir: str) -> Intent | None:
     try:
         raw = read_record(store, path, INTENT_MAX_BYTES)
     except NotFound:
+        if store.list_or_empty(path):
+            # an object store has no directories: one "in the record's place" is keys under
+            # its name with the record gone, which a file system would show as a directory
+            raise DamagedRecord("is a directory (keys under its name), not a record", url) from None
         marked = phases_marked(store, job_dir)
         if marked and _holds_more_than_markers(store, job_dir):
             raise DamagedRecord(
