@@ -1,6 +1,6 @@
 """Is a process on this host still running? One answer for every record that names a process.
 
-A claim (`commit/records/hold.py`) and the S3 model's upload claims (`store/sim_uploads.py`) name the
+A claim (`commit/records/hold.py`) and the S3 model's upload claims (`store/sim/uploads.py`) name the
 process that holds them by pid and by the kernel's start time of that process, which tells it
 apart from a later process that was given the same pid. A zombie (exited, not yet reaped by its
 parent) is dead: it can do nothing more, so what it holds can be taken over at once.

@@ -239,7 +239,7 @@ def test_reading_accepts_what_hadoop_writes(root):
 
 
 def test_s3a_uris_name_the_s3_store():
-    from dataferry.store.s3 import S3Store
+    from dataferry.store.s3.store import S3Store
 
     store = S3Store("s3://bucket/out put")
     assert from_hadoop_uri(store, "s3a://bucket/out%20put/k%25") == "k%"

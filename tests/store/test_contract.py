@@ -260,8 +260,8 @@ def test_whole_file_writes_leave_no_temporary_name(any_store):
 
 def _local_dir(store):
     """The local directory under a store (through wrappers and sub-stores), or None."""
-    from dataferry.store.fsspec_store import FsspecStore
-    from dataferry.store.local import LocalStore
+    from dataferry.store.fsspec.store import FsspecStore
+    from dataferry.store.local.store import LocalStore
     from dataferry.store.substore import SubStore
 
     if isinstance(store, LocalStore):

@@ -23,9 +23,9 @@ from dataferry.commit.factory import choose_committer
 from dataferry.engine import LocalEngine
 from dataferry.errors import AccessDenied, ConfigError, DataferryError, StoreError
 from dataferry.store import Capabilities, open_store
-from dataferry.store.arrowfs import ARROW_CAPABILITIES, hdfs_missing
-from dataferry.store.fsspec_store import PROTOCOL_CAPABILITIES
-from dataferry.store.local import LOCAL_CAPABILITIES
+from dataferry.store.fsspec.arrow import ARROW_CAPABILITIES, hdfs_missing
+from dataferry.store.fsspec.store import PROTOCOL_CAPABILITIES
+from dataferry.store.local.store import LOCAL_CAPABILITIES
 
 from . import test_contract
 
@@ -280,7 +280,7 @@ def test_pyarrow_s3_object_against_the_test_server(s3_server, s3_url):
     bucket_and_prefix = s3_url[len("s3://") :]
     store = open_store(bucket_and_prefix, filesystem=_arrow_s3(s3_server))
     assert store.url == s3_url
-    # the object reaches dataferry's own S3 store (`store/s3_objects.py`): its multipart
+    # the object reaches dataferry's own S3 store (`store/s3/objects.py`): its multipart
     # uploads make `auto` pick the magic committer, as for the s3:// URL
     assert store.capabilities == open_store(s3_url).capabilities
     assert store.capabilities.multipart_upload and not store.capabilities.atomic_dir_rename

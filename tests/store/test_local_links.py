@@ -14,8 +14,9 @@ import threading
 import pytest
 
 from dataferry.errors import AlreadyExists, InjectedCrash, LinkRefused
-from dataferry.store import nofollow, open_store, paths
-from dataferry.store.fsspec_store import FsspecStore
+from dataferry.store import open_store, paths
+from dataferry.store.fsspec.store import FsspecStore
+from dataferry.store.local import nofollow
 
 KINDS = ["local", "local-per-component", "fsspec-file", "fsspec-file-per-component", "arrow-local"]
 
@@ -102,7 +103,7 @@ def test_an_interrupted_write_leaves_the_old_file_or_none(make, tmp_path, monkey
     """The write raises (the process 'dies') after the temporary file was partly written."""
     store = make(tmp_path / "store")
     store.write_bytes("d/rec.json", b'{"old": true}')
-    from dataferry.store import localfiles
+    from dataferry.store.local import files as localfiles
 
     def half_then_crash(fd, data, offset=None):
         os.write(fd, bytes(data)[: len(data) // 2])
@@ -137,7 +138,7 @@ def test_an_interrupted_write_leaves_the_old_file_or_none(make, tmp_path, monkey
 _CHILD = r"""
 import os, signal, sys
 from dataferry.store import open_store
-import dataferry.store.localfiles as local
+import dataferry.store.local.files as local
 
 def half_then_die(fd, data, offset=None):
     os.write(fd, bytes(data)[: len(data) // 2])

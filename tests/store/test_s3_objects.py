@@ -12,7 +12,7 @@ import pytest
 import dataferry
 from dataferry.errors import ConfigError
 from dataferry.store import open_store
-from dataferry.store.s3 import S3Store
+from dataferry.store.s3.store import S3Store
 from dataferry.testing import CREDENTIALS
 
 KEY, SECRET = CREDENTIALS["AWS_ACCESS_KEY_ID"], CREDENTIALS["AWS_SECRET_ACCESS_KEY"]

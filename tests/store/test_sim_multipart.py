@@ -23,7 +23,7 @@ from dataferry.errors import (
 )
 from dataferry.store import PROFILES, FaultRule, FaultStore, LocalStore, Op, SimStore, open_store
 from dataferry.store.etags import multipart_etag
-from dataferry.store.sim import RESERVED, MultipartLimits
+from dataferry.store.sim.uploads import RESERVED, MultipartLimits
 
 MiB = 1024 * 1024
 MIN = 5 * MiB
@@ -74,7 +74,7 @@ def test_s3_limits_are_s3s():
 
 
 def test_min_part_size_is_public_on_every_store(tmp_path, s3):
-    from dataferry.store.s3 import S3Store
+    from dataferry.store.s3.store import S3Store
 
     assert LocalStore(str(tmp_path)).min_part_size == 0
     assert S3Store("s3://bucket/prefix").min_part_size == MIN
@@ -354,7 +354,7 @@ def test_a_second_completer_waits_and_never_touches_the_first_ones_object(s3, mo
     answer NotFound and False, and the object was never rewritten or its etag lost."""
     import threading
 
-    from dataferry.store import sim_uploads
+    from dataferry.store.sim import uploads as sim_uploads
 
     upload_id, etags = upload(s3, "k", [b"w" * 1000])
     published, go_on = threading.Event(), threading.Event()
@@ -405,7 +405,7 @@ def _die_at(store, step, path, upload_id, etags) -> None:
     import os
     import signal
 
-    from dataferry.store import sim_uploads
+    from dataferry.store.sim import uploads as sim_uploads
 
     def die(*_args):
         os.kill(os.getpid(), signal.SIGKILL)

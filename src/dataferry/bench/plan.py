@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..stages import StageRun, stage
 from ..store import LocalStore, SimStore
-from ..store.sim_profiles import PROFILES, SimProfile
+from ..store.sim.profiles import PROFILES, SimProfile
 from .commit import CommitBenchResult, CommitBenchSpec, run_one
 
 PACE_REPEATS = 3

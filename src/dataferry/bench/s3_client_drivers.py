@@ -131,7 +131,7 @@ class Boto3Driver(Driver):
 
     def __init__(self, target: S3Target, threads: int) -> None:
         super().__init__(target, threads)
-        from ..store.s3 import S3Store
+        from ..store.s3.store import S3Store
 
         try:
             import boto3  # noqa: F401

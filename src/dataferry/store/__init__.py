@@ -9,10 +9,10 @@ from typing import Any
 from ..errors import ConfigError
 from .base import Store
 from .faults import FaultRule, FaultStore, crash_at
-from .local import LocalStore
+from .local.store import LocalStore
 from .pool import IOPool, parallel_map
-from .sim import SimStore
-from .sim_profiles import PROFILES, SimProfile, parse_sim_url
+from .sim.profiles import PROFILES, SimProfile, parse_sim_url
+from .sim.store import SimStore
 from .types import Capabilities, FileStatus, Op
 from .wrapping import WrappingStore
 
@@ -133,11 +133,11 @@ def _url_store(url: str, storage_options: dict[str, Any], options: dict[str, Any
             raise ConfigError(f"the local store at {url!r} takes no storage option {extra[0]!r}")
         return LocalStore(url)
     if scheme in ("s3", "s3a"):
-        from .s3 import S3Store
+        from .s3.store import S3Store
 
         return S3Store(url, storage_options=storage_options, **options)
     if scheme in FSSPEC_SCHEMES:
-        from .fsspec_store import FsspecStore
+        from .fsspec.store import FsspecStore
 
         both = sorted(
             k for k in set(options) & set(storage_options) if options[k] != storage_options[k]
@@ -149,7 +149,7 @@ def _url_store(url: str, storage_options: dict[str, Any], options: dict[str, Any
             )
         return FsspecStore(url, **{**options, **storage_options})
     if scheme in HDFS_SCHEMES:
-        from .arrowfs import hadoop_store
+        from .fsspec.arrow import hadoop_store
 
         if options:
             raise ConfigError(
@@ -165,32 +165,32 @@ def _filesystem_kind(obj: Any) -> str | None:
 
     if isinstance(obj, AbstractFileSystem):
         return "fsspec"
-    from .arrowfs import is_arrow_filesystem
+    from .fsspec.arrow import is_arrow_filesystem
 
     return "pyarrow" if is_arrow_filesystem(obj) else None
 
 
 def _filesystem_store(filesystem: Any, url: str) -> Store:
-    from . import s3_objects
+    from .s3 import objects as s3_objects
 
     # S3 objects, s3fs's or pyarrow's, reach the one S3 store, with its multipart uploads
     if s3_objects.is_s3fs(filesystem):
-        from .s3 import S3Store
+        from .s3.store import S3Store
 
         options = s3_objects.s3fs_storage_options(filesystem)
         return S3Store(s3_objects.s3_url(url), storage_options=options)
     if s3_objects.is_arrow_s3(filesystem):
-        from .s3 import S3Store
+        from .s3.store import S3Store
 
         options = s3_objects.arrow_s3_storage_options(filesystem)
         return S3Store(s3_objects.s3_url(url), storage_options=options)
     kind = _filesystem_kind(filesystem)
     if kind == "pyarrow":
-        from .arrowfs import arrow_store
+        from .fsspec.arrow import arrow_store
 
         return arrow_store(filesystem, url)
     if kind == "fsspec":
-        from .fsspec_store import filesystem_store
+        from .fsspec.store import filesystem_store
 
         return filesystem_store(filesystem, url)
     raise ConfigError(

@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .local import LocalStore
+from .local.store import LocalStore
 
 
 @contextmanager

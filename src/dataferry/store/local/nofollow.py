@@ -22,7 +22,7 @@ import os
 import stat as stat_mod
 from collections.abc import Callable
 
-from ..errors import LinkRefused
+from ...errors import LinkRefused
 
 O_PATH = getattr(os, "O_PATH", 0)  # a handle for *at() calls only (Linux); 0 elsewhere
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -3,7 +3,7 @@
 A profile gives a store's per-request latency, its requests-per-second ceilings and what it
 does over them, its bandwidth, its rename semantics and its multipart limits. These numbers are
 models, not measurements: docs/store-models.md holds the same table and the public facts it
-rests on. `SimStore` (`sim.py`) applies a profile to a local directory.
+rests on. `SimStore` (`store.py`) applies a profile to a local directory.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import tempfile
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import ConfigError
-from .sim_uploads import MultipartLimits
-from .types import Capabilities
+from ...errors import ConfigError
+from ..types import Capabilities
+from .uploads import MultipartLimits
 
 MB = 1_000_000
 MiB = 1024 * 1024

@@ -1,16 +1,15 @@
 """The local file system store (plain paths and `file://` URLs).
 
-No symbolic link below the root is ever followed: every operation opens its path's parent
-directory with `nofollow.open_dir` (one openat2 call refusing links, or O_NOFOLLOW per
-component) and acts relative to that descriptor, with O_NOFOLLOW on the final open, so a path
-through a link raises `LinkRefused` naming the link, and nothing outside the root is created,
-read, moved or deleted. Listings and walks show a link as itself (`is_link`); `stat` of a link
-answers for the link. The root itself may be a link (the user's choice): it is resolved once,
-when the store is made.
+No symbolic link below the root is ever followed: every operation opens its path's parent directory
+with `nofollow.open_dir` (one openat2 call refusing links, or O_NOFOLLOW per component) and acts
+relative to that descriptor, with O_NOFOLLOW on the final open, so a path through a link raises
+`LinkRefused` naming the link, and nothing outside the root is created, read, moved or deleted.
+Listings and walks show a link as itself (`is_link`); `stat` of a link answers for the link. The
+root itself may be a link (the user's choice): it is resolved once, when the store is made.
 
 Whole-file writes (`write_bytes`, `create_if_absent`, `copy`, closed `open_write` streams) go to
 a hidden name beside the file (`paths.TEMP_PREFIX`), renamed into place: a reader sees all or
-none (`localfiles`); an exclusive create is renameat2(RENAME_NOREPLACE) or link-then-unlink.
+none (`files`); an exclusive create is renameat2(RENAME_NOREPLACE) or link-then-unlink.
 
 Renames use renameat2(RENAME_NOREPLACE) where the kernel offers it, so "never overwrite, never
 merge into an existing directory" holds atomically; elsewhere a check precedes the rename.
@@ -28,7 +27,7 @@ import stat as stat_mod
 from collections.abc import Callable
 from typing import BinaryIO, TypeVar
 
-from ..errors import (
+from ...errors import (
     AccessDenied,
     AlreadyExists,
     IsADirectory,
@@ -37,13 +36,14 @@ from ..errors import (
     NotFound,
     StoreError,
 )
-from . import localfiles as lf
-from . import nofollow, paths
-from .base import Store, read_capped, record_too_large
+from .. import paths
+from ..base import Store, read_capped, record_too_large
+from ..oserrors import from_os_error
+from ..types import Capabilities, FileStatus, Op
+from . import files as lf
+from . import nofollow
 from .nofollow import DIR_HANDLE, DIR_READ
-from .oserrors import from_os_error
 from .ranges import OpenFileRanges
-from .types import Capabilities, FileStatus, Op
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ..errors import (
+from ...errors import (
     AccessDenied,
     AlreadyExists,
     AmbiguousOutcome,
@@ -29,10 +29,10 @@ from ..errors import (
     NotFound,
     StoreError,
 )
-from . import paths
-from .base import Store, read_capped, record_too_large
-from .s3_client import _CURRENT, client_spec, s3_client
-from .types import Capabilities, FileStatus, Op, PendingUpload
+from .. import paths
+from ..base import Store, read_capped, record_too_large
+from ..types import Capabilities, FileStatus, Op, PendingUpload
+from .client import _CURRENT, client_spec, s3_client
 
 T = TypeVar("T")
 
@@ -126,7 +126,7 @@ class S3Store(Store):
         if code in ("AccessDenied", "403"):
             return AccessDenied(msg, path)
         if code in ("SlowDown", "503"):
-            from ..errors import Throttled
+            from ...errors import Throttled
 
             return Throttled(msg, path)
         return StoreError(msg, path)
@@ -212,7 +212,7 @@ class S3Store(Store):
                     out.append(self._file_status(obj))
         if not out and not self._is_dir(path):
             if self._head(path) is not None:
-                from ..errors import NotADirectory
+                from ...errors import NotADirectory
 
                 raise NotADirectory(f"list {self.full_url(path)}: is a file", path)
             raise NotFound(f"list {self.full_url(path)}: no such prefix", path)

@@ -21,9 +21,9 @@ from typing import Any
 
 from fsspec.implementations.arrow import ArrowFSWrapper
 
-from ..errors import ConfigError, StoreError
-from .fsspec_store import FsspecStore
-from .types import Capabilities
+from ...errors import ConfigError, StoreError
+from ..types import Capabilities
+from .store import FsspecStore
 
 # Object stores: no rename (pyarrow's move is a copy and a delete per object), no etags in
 # pyarrow's FileInfo, strongly consistent listings (S3 since 2020, GCS always).

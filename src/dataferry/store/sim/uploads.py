@@ -46,12 +46,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import AmbiguousOutcome, ConfigError, NotFound, StoreError
-from ..liveness import process_alive, this_process
-from . import paths
-from .base import Store
-from .etags import multipart_etag, part_etag
-from .types import FileStatus, PendingUpload
+from ...errors import AmbiguousOutcome, ConfigError, NotFound, StoreError
+from ...liveness import process_alive, this_process
+from .. import paths
+from ..base import Store
+from ..etags import multipart_etag, part_etag
+from ..types import FileStatus, PendingUpload
 
 RESERVED = ".dataferry-sim-uploads"  # the model's own top-level name; never a user's path
 UPLOADS = f"{RESERVED}/uploads"

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from .base import RangeReader, Store
-from .types import Op
+from ..base import RangeReader, Store
+from ..types import Op
 
 
 class OpenFileRanges(RangeReader):

@@ -16,7 +16,7 @@ import stat as stat_mod
 from collections.abc import Callable
 from typing import Any
 
-from . import paths
+from .. import paths
 from .nofollow import DIR_READ, LINK_ERRNOS, O_CLOEXEC, O_NOFOLLOW
 
 AT_FDCWD = -100

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 _CLIENTS: dict[tuple, Any] = {}
 _ENVIRONMENT = (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 # s3fs settings that only tune s3fs's own caching, buffering or event loop
 _S3FS_IGNORED = frozenset(

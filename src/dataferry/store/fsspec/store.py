@@ -1,6 +1,6 @@
 """Any fsspec file system as a store: `memory://` for tests, gs/abfs/s3 URLs, and file system
 objects users already hold (`open_store(path, filesystem=fs)`; pyarrow's arrive wrapped, see
-`arrowfs`).
+`arrow`).
 
 Capabilities come from a per-protocol table; a protocol not in it gets the conservative
 default (nothing atomic, no etags), so `auto` never picks an unsafe committer for it. The
@@ -31,7 +31,7 @@ import fsspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from ..errors import (
+from ...errors import (
     AlreadyExists,
     ConfigError,
     DataferryError,
@@ -39,12 +39,13 @@ from ..errors import (
     NotFound,
     StoreError,
 )
-from ..extras import missing_dependency
-from . import nofollow, paths
-from .base import Store, read_capped, record_too_large
-from .local import LOCAL_CAPABILITIES, LocalStore
-from .oserrors import from_os_error
-from .types import Capabilities, FileStatus, Op
+from ...extras import missing_dependency
+from .. import paths
+from ..base import Store, read_capped, record_too_large
+from ..local import nofollow
+from ..local.store import LOCAL_CAPABILITIES, LocalStore
+from ..oserrors import from_os_error
+from ..types import Capabilities, FileStatus, Op
 
 _LOCAL_THROUGH_FSSPEC = replace(
     LOCAL_CAPABILITIES, native_append=False, native_positional_write=False

@@ -9,12 +9,12 @@ and retried by the client after a jittered exponential backoff (S3, GCS). Rename
 a fault injected below the model can stop one half way, as on the real thing.
 
 Where the modelled store has multipart upload (S3), so does the model, with S3's limits and
-answers (`sim_uploads.py`): pending uploads are invisible, a completed one appears whole with
+answers (`uploads.py`): pending uploads are invisible, a completed one appears whole with
 S3's multipart etag, and the state is kept on the inner store, so every process sees it. Each
 multipart call passes the inner store's `_op` hook as one operation of its own kind
 (`Op.MULTIPART_*`), so a fault layer below the model can crash or answer ambiguously there.
 
-The models' numbers live in one table, `PROFILES` (`sim_profiles.py`); they are models, not
+The models' numbers live in one table, `PROFILES` (`profiles.py`); they are models, not
 measurements (docs/store-models.md gives the public facts they rest on).
 """
 
@@ -28,14 +28,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from ..errors import AlreadyExists, ConfigError, NotFound, StoreError
-from . import paths
-from .base import Store
-from .pacing import Pacer, TokenBucket
-from .sim_profiles import PROFILES, SimProfile, parse_sim_url
-from .sim_uploads import RESERVED, MultipartLimits, UploadModel, is_reserved
-from .types import FileStatus, Op, PendingUpload
-from .wrapping import WrappingStore
+from ...errors import AlreadyExists, ConfigError, NotFound, StoreError
+from .. import paths
+from ..base import Store
+from ..pacing import Pacer, TokenBucket
+from ..types import FileStatus, Op, PendingUpload
+from ..wrapping import WrappingStore
+from .profiles import PROFILES, SimProfile, parse_sim_url
+from .uploads import RESERVED, MultipartLimits, UploadModel, is_reserved
 
 T = TypeVar("T")
 
