@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dataferry.commit.table import delta
+from dataferry.commit.table.delta import committer as delta
 from dataferry.store import Op
 from dataferry.store.faults import TracedOp
 from dataferry.verify import invariants as inv

@@ -33,16 +33,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..commit.table.registry import format_names, table_format
 from ..dataset.synthetic import sales_table
 from ..errors import ConfigError
 from .machine import machine_info
 from .table_peers import (
     PEERS,
     Setting,
-    create_iceberg_table,
-    iceberg_static,
-    identifier_for,
-    load_catalog,
     sql_catalog,
 )
 from .write import Progress, _check_names, _failure, _measure, _Steps
@@ -57,16 +54,16 @@ from .writers import (
     dask_note,
     dataferry_dask_writer,
     dataferry_ray_writer,
-    delta_rows,
     missing,
     ray_dataset,
     ray_session,
 )
 
-FORMATS = ("delta", "iceberg", "hudi")
+FORMATS = format_names()  # the table-format registry's rows
 ENGINES = ("embedded", "dask", "ray")
 # the single-process writers of each format: a dataferry writer is compared with the fastest
 SINGLE_PROCESS = {p.writer: p.format for p in PEERS.values() if p.writer}
+RAY_PEERS = {p.ray_writer: p.format for p in PEERS.values() if p.ray_writer}
 HUDI_OPTIONS = {"table_name": "sales", "record_key": "order_id"}
 
 
@@ -92,30 +89,13 @@ def registered(committer: str) -> str | None:
     """Why dataferry cannot commit `committer` tables here (None: it can)."""
     from ..commit.registry import spec
 
-    if spec(committer) is None:
+    row = table_format(committer)
+    if row is None or spec(committer) is None:
         return f"committer {committer!r} is not registered in this version"
-    absent = missing(PEERS[committer].needs)
+    if committer not in PEERS:
+        return f"the bench has no row for table format {committer!r} (bench/table_peers.py)"
+    absent = missing(row.needs)
     return f"{absent} is not installed" if absent else None
-
-
-# --- reading a table back -------------------------------------------------------------------
-
-
-def iceberg_rows(dest: str) -> int:
-    """Rows of the Iceberg table at `dest`, through pyiceberg's scan of its newest metadata
-    file (whichever catalog made it)."""
-    return iceberg_static(dest).scan().to_arrow().num_rows
-
-
-def hudi_rows(dest: str) -> int:
-    """Rows of the Hudi table at `dest`, through hudi-rs."""
-    from hudi import HudiTableBuilder
-
-    table = HudiTableBuilder.from_base_uri(dest).build()
-    return sum(batch.num_rows for batch in table.read())
-
-
-ROWS_OF = {"delta": delta_rows, "iceberg": iceberg_rows, "hudi": hudi_rows}
 
 
 # --- the writers -------------------------------------------------------------------------------
@@ -165,7 +145,7 @@ class _Plan:
         """The dataferry writer of each runnable format on `engine`, named `name fmt`;
         `make(fmt)` is its write."""
         return [
-            Writer(f"{name} {fmt}", make(fmt), rows=ROWS_OF[fmt], warm=FERRY_MODULES)
+            Writer(f"{name} {fmt}", make(fmt), rows=PEERS[fmt].rows, warm=FERRY_MODULES)
             for fmt in self.formats
         ]
 
@@ -191,7 +171,7 @@ def _embedded_group(table: pa.Table, plan: _Plan) -> Group:
             plan.skipped.append({"writer": peers.writer, "reason": f"{absent} is not installed"})
             continue
         write = _bound(peers.write, setting)
-        writers.append(Writer(peers.writer, write, rows=ROWS_OF[fmt], warm=peers.writer_needs))
+        writers.append(Writer(peers.writer, write, rows=PEERS[fmt].rows, warm=peers.writer_needs))
 
     def ferry(fmt: str) -> Callable:
         keywords = committer_keywords(fmt, plan.catalog)
@@ -238,24 +218,25 @@ def _dask_group(table: pa.Table, plan: _Plan) -> Iterator[Group]:
 
 @contextmanager
 def _ray_group(table: pa.Table, plan: _Plan) -> Iterator[Group]:
-    peer = "iceberg" in plan.spec.formats and not missing(("pyiceberg.catalog.sql",))
+    # Ray's own writers of the formats that have one (PEERS: Ray's write_iceberg)
+    peers = [
+        PEERS[f]
+        for f in plan.spec.formats
+        if PEERS[f].ray_write is not None and not missing(PEERS[f].ray_writer_needs)
+    ]
     if absent := missing(RAY_NEEDS):
-        names = ["ray write_iceberg"] * peer + [f"dataferry.ray {f}" for f in plan.formats]
+        names = [p.ray_writer for p in peers] + [f"dataferry.ray {f}" for f in plan.formats]
         plan.skipped += [{"writer": n, "reason": f"{absent} is not installed"} for n in names]
         yield Group("ray", "", [])
         return
-    cols = plan.cols
-    writers: list[Writer] = []
-    if peer:
-
-        def ray_iceberg(ds: Any, dest: str) -> None:
-            catalog = load_catalog(plan.catalog)
-            create_iceberg_table(catalog, dest, ds.schema().base_schema, cols)
-            ds.write_iceberg(
-                identifier_for(dest), catalog_kwargs={"name": "default", **plan.catalog}
-            )
-
-        writers.append(Writer("ray write_iceberg", ray_iceberg, rows=iceberg_rows))
+    setting = Setting(
+        plan.catalog, plan.spec.partition_by, HUDI_OPTIONS["record_key"], HUDI_OPTIONS["table_name"]
+    )
+    writers: list[Writer] = [
+        Writer(str(p.ray_writer), _bound(p.ray_write, setting), rows=p.rows)
+        for p in peers
+        if p.ray_write is not None
+    ]
 
     def ferry(fmt: str) -> Callable:
         return _per_dest(
@@ -280,7 +261,7 @@ def _ray_group(table: pa.Table, plan: _Plan) -> Iterator[Group]:
 def _format_of(writer: str) -> str:
     if writer in SINGLE_PROCESS:
         return SINGLE_PROCESS[writer]
-    return "iceberg" if writer == "ray write_iceberg" else writer.rsplit(" ", 1)[-1]
+    return RAY_PEERS.get(writer) or writer.rsplit(" ", 1)[-1]
 
 
 def _summarize(results: list[dict[str, Any]]) -> None:

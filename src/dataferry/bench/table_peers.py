@@ -18,6 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from .writers import delta_rows
+
 NAMESPACE = "bench"
 # pyiceberg's switch (its config key, read from the environment) to write nanosecond
 # timestamps as microseconds rather than refuse them: the behaviour dataferry's type policy
@@ -51,10 +53,10 @@ class FormatPeers:
     (the first is the format's own library: it reads the own writer's table as the expected
     values)."""
 
-    format: str
-    needs: tuple[str, ...]  # modules dataferry's committer needs here
+    format: str  # its row in the table-format registry (commit/table/registry.py)
     options: Callable[[str, Setting], dict[str, Any]]  # dest -> committer_options
     readers: tuple[Reader, ...]
+    rows: Callable[[str], int]  # dest -> the table's rows, by the format's own library
     writer: str | None = None  # the format's own Python writer, if any
     write: Callable[[pa.Table, str, Setting], None] | None = None
     writer_needs: tuple[str, ...] = ()
@@ -62,6 +64,10 @@ class FormatPeers:
     # (dest, setting) -> the commits in the table, through the format's own library
     versions: Callable[[str, Setting], int] | None = None
     setup: Callable[[Setting], None] = lambda setting: None  # before any writer (the catalog)
+    # Ray's own writer of the format, if any: (ray dataset, dest, setting) -> None
+    ray_writer: str | None = None
+    ray_write: Callable[[Any, str, Setting], None] | None = None
+    ray_writer_needs: tuple[str, ...] = ()
 
 
 # --- Iceberg: the catalog ------------------------------------------------------------------
@@ -196,17 +202,38 @@ def _hudi_read(dest: str, setting: Setting) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
+def _iceberg_rows(dest: str) -> int:
+    """Rows of the Iceberg table at `dest`, through pyiceberg's scan of its newest metadata
+    file (whichever catalog made it)."""
+    return iceberg_static(dest).scan().to_arrow().num_rows
+
+
+def _hudi_rows(dest: str) -> int:
+    """Rows of the Hudi table at `dest`, through hudi-rs."""
+    from hudi import HudiTableBuilder
+
+    table = HudiTableBuilder.from_base_uri(dest).build()
+    return sum(batch.num_rows for batch in table.read())
+
+
+def _ray_iceberg_write(ds: Any, dest: str, setting: Setting) -> None:
+    """Ray's `Dataset.write_iceberg` into a table made first (Ray's sink needs one)."""
+    catalog = load_catalog(setting.catalog)
+    create_iceberg_table(catalog, dest, ds.schema().base_schema, list(setting.partition_by))
+    ds.write_iceberg(identifier_for(dest), catalog_kwargs={"name": "default", **setting.catalog})
+
+
 PEERS: dict[str, FormatPeers] = {
     p.format: p
     for p in (
         FormatPeers(
             "delta",
-            needs=("deltalake",),
             options=lambda dest, s: {},
             readers=(
                 Reader("deltalake", _deltalake_read),
                 Reader("polars.read_delta", _polars_delta_read),
             ),
+            rows=delta_rows,
             writer="deltalake",
             write=_deltalake_write,
             writer_needs=("deltalake",),
@@ -214,23 +241,26 @@ PEERS: dict[str, FormatPeers] = {
         ),
         FormatPeers(
             "iceberg",
-            needs=("pyiceberg", "sqlalchemy"),
             options=lambda dest, s: {"catalog": s.catalog, "identifier": identifier_for(dest)},
             readers=(
                 Reader("pyiceberg", _pyiceberg_read),
                 Reader("polars.scan_iceberg", _polars_iceberg_read),
             ),
+            rows=_iceberg_rows,
             writer="pyiceberg",
             write=_pyiceberg_write,
             writer_needs=("pyiceberg.catalog.sql",),
             versions=_iceberg_versions,
             setup=lambda setting: load_catalog(setting.catalog),  # its namespace made
+            ray_writer="ray write_iceberg",
+            ray_write=_ray_iceberg_write,
+            ray_writer_needs=("pyiceberg.catalog.sql",),
         ),
         FormatPeers(
             "hudi",
-            needs=(),
             options=lambda dest, s: {"table_name": s.table_name, "record_key": s.record_key},
             readers=(Reader("hudi-rs", _hudi_read),),
+            rows=_hudi_rows,
             no_writer="no Python writer to compare with (hudi-rs reads Hudi tables, it does "
             "not write them)",
         ),

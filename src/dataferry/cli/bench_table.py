@@ -9,6 +9,7 @@ from typing import Any
 import typer
 from rich.text import Text
 
+from ..commit.table.registry import format_names
 from .app import bench_app
 from .output import JSON_OPT, QUIET_OPT, console, names, print_json, progress, table
 
@@ -27,7 +28,8 @@ def bench_table(
         "", help="Comma-separated engines to run: embedded, dask, ray (default: all)."
     ),
     formats: str = typer.Option(
-        "", help="Comma-separated table formats: delta, iceberg, hudi (default: all)."
+        "",
+        help=f"Comma-separated table formats: {', '.join(format_names())} (default: all).",
     ),
     frame: str = typer.Option(
         "sales",

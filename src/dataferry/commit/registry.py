@@ -13,6 +13,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from .table.registry import FORMATS as TABLE_FORMATS
+
 
 @dataclass(frozen=True)
 class CommitterSpec:
@@ -119,32 +121,18 @@ KNOWN: dict[str, CommitterSpec] = {
             # an aborted attempt's files stay in place (marked) until the job commit or abort
             breaks=("abort_task_removes_output",),
         ),
-        CommitterSpec(
-            "delta",
-            f"{_PKG}.table.delta",
-            "DeltaCommitter",
-            "DeltaConfig",
-            "Delta Lake table: files in place, reconciled by markers, one Delta transaction",
-            safe_on=("local", "s3"),
-            family="table",
-        ),
-        CommitterSpec(
-            "iceberg",
-            f"{_PKG}.table.iceberg",
-            "IcebergCommitter",
-            "IcebergConfig",
-            "Apache Iceberg table: files in place, reconciled by markers, one catalog commit",
-            safe_on=("local", "s3"),
-            family="table",
-        ),
-        CommitterSpec(
-            "hudi",
-            f"{_PKG}.table.hudi",
-            "HudiCommitter",
-            "HudiConfig",
-            "Apache Hudi copy-on-write table: files in place after Hudi markers, one instant",
-            safe_on=("local", "s3"),
-            family="table",
+        # the table committers: one per row of the table-format registry
+        *(
+            CommitterSpec(
+                f.name,
+                f.module,
+                f.committer_name,
+                f.config_name,
+                f.summary,
+                safe_on=f.safe_on,
+                family="table",
+            )
+            for f in TABLE_FORMATS.values()
         ),
     )
 }

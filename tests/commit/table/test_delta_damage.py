@@ -175,7 +175,7 @@ def test_a_v2_checkpoint_in_json_is_a_checkpoint_the_hint_may_name(tmp_path):
     """Checkpoints come as Parquet, multi-part Parquet and V2 (`<N>.checkpoint.<uuid>.json`):
     a `_last_checkpoint` naming a V2 one is not damage. Broken, every write to such a table
     is refused ("names checkpoint version 1, which is not in _delta_log")."""
-    from dataferry.commit.table.delta_log import check_log
+    from dataferry.commit.table.delta.log import check_log
 
     t, checkpoint = checkpointed(tmp_path)
     checkpoint.rename(checkpoint.with_name(f"{1:020d}.checkpoint.{'a' * 8}-uuid.json"))

@@ -15,7 +15,7 @@ import dataferry
 from dataferry.commit.job.cleanup import CLAIM_PATH as CLAIM
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.table.hudi import HudiCommitter, HudiConfig
-from dataferry.commit.table.hudi_timeline import (
+from dataferry.commit.table.hudi.timeline import (
     next_instant,
     parse_base_file_name,
     parse_properties,

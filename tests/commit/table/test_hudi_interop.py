@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import dataferry
-from dataferry.commit.table.hudi_meta import META_COLUMNS
-from dataferry.commit.table.hudi_timeline import parse_base_file_name
+from dataferry.commit.table.hudi.meta import META_COLUMNS
+from dataferry.commit.table.hudi.timeline import parse_base_file_name
 from dataferry.errors import ConfigError
 
 hudi = pytest.importorskip("hudi")
@@ -268,7 +268,7 @@ def test_many_files_and_tasks_number_their_rows_per_file(tmp_path):
 
 def test_meta_columns_of_complex_keys_and_later_rows():
     from dataferry.commit.table.hudi import HudiConfig
-    from dataferry.commit.table.hudi_meta import meta_file_columns, meta_options
+    from dataferry.commit.table.hudi.meta import meta_file_columns, meta_options
 
     props = {
         "hoodie.table.recordkey.fields": "x,day",

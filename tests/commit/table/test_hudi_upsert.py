@@ -15,7 +15,7 @@ import pytest
 import dataferry
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.table.hudi import HudiCommitter, HudiConfig
-from dataferry.commit.table.hudi_timeline import instant_of_name, next_instant, parse_base_file_name
+from dataferry.commit.table.hudi.timeline import instant_of_name, next_instant, parse_base_file_name
 from dataferry.errors import ConfigError, InjectedCrash, TableCommitConflict
 from dataferry.store import open_store
 from dataferry.store.faults import FaultRule, Op

@@ -415,7 +415,7 @@ def test_the_reader_hooks_for_the_referee(tmp_path):
 
 
 def test_each_footer_is_read_once_at_job_commit_whatever_the_tries(tmp_path, monkeypatch):
-    from dataferry.commit.table import iceberg_files
+    from dataferry.commit.table.iceberg import files as iceberg_files
     from dataferry.store.pool import IOPool
 
     dest = tmp_path / "t"

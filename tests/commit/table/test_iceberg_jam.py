@@ -16,8 +16,8 @@ import dataferry
 from dataferry.cli.app import app
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.lookup import committer_by_name
-from dataferry.commit.table import iceberg_files
 from dataferry.commit.table.iceberg import IcebergCommitter
+from dataferry.commit.table.iceberg import files as iceberg_files
 from dataferry.errors import ConfigError, InjectedCrash, JobCommitError, TableCommitRefused
 from dataferry.store import FaultRule, Op, open_store
 

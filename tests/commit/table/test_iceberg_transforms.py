@@ -61,7 +61,7 @@ def spec_of(schema, fields: list[tuple[str, str]]):
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.transforms import parse_transform
 
-    from dataferry.commit.table.iceberg_partitions import field_name
+    from dataferry.commit.table.iceberg.partitions import field_name
 
     return PartitionSpec(
         *[
@@ -75,7 +75,7 @@ def spec_of(schema, fields: list[tuple[str, str]]):
 
 def create(catalog, tmp_path, name: str, fields: list[tuple[str, str]]):
     """A table pyiceberg creates with the spec `fields` ((transform, column) pairs)."""
-    from dataferry.commit.table.iceberg_types import iceberg_schema
+    from dataferry.commit.table.iceberg.types import iceberg_schema
 
     schema = iceberg_schema("t", frame().schema)
     location = f"file://{tmp_path / name}"
@@ -404,7 +404,7 @@ def test_nanoseconds_and_zones_are_split_by_the_days_the_files_hold(tmp_path):
     values as the files hold them (microseconds, UTC), so a row near midnight in New York is
     filed under its UTC day, as pyiceberg files the same instants; by the local day its file
     would lie in the wrong partition, and be refused at commit."""
-    from dataferry.commit.table.iceberg_types import iceberg_schema
+    from dataferry.commit.table.iceberg.types import iceberg_schema
 
     catalog, options = catalog_at(tmp_path)
     utc = frame().set_column(1, "ts", frame()["ts"].cast(pa.timestamp("us", "UTC")))
@@ -433,7 +433,7 @@ def test_nanoseconds_and_zones_are_split_by_the_days_the_files_hold(tmp_path):
 def test_the_spec_forms_read_as_pyiceberg_prints_them():
     """Each form reads as the field it names, named as pyiceberg names it (the directories
     and the fields of a table pyiceberg users extend with `add_field`)."""
-    from dataferry.commit.table.iceberg_partitions import field_name, parse_spec
+    from dataferry.commit.table.iceberg.partitions import field_name, parse_spec
 
     got = parse_spec(["id", "identity(value)", "bucket[ 16 ](id)", "truncate[4](name)", "hour(ts)"])
     assert got == (

@@ -15,7 +15,7 @@ import pytest
 
 import dataferry
 from dataferry.commit.lookup import committer_by_name
-from dataferry.commit.table.iceberg_types import arrow_types, plain
+from dataferry.commit.table.iceberg.types import arrow_types, plain
 from dataferry.errors import ConfigError
 from dataferry.store import open_store
 from dataferry.verify.type_zoo import PARTITION, type_zoo, type_zoo_pandas

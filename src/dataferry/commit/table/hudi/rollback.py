@@ -11,11 +11,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...errors import CommitError, NotFound, StoreError
-from ...ids import parse_task_attempt_id
-from ...store import IOPool, Store, paths
-from ..direct.deletion import remove_empty_parents
-from .hudi_timeline import (
+from ....errors import CommitError, NotFound, StoreError
+from ....ids import parse_task_attempt_id
+from ....store import IOPool, Store, paths
+from ...direct.deletion import remove_empty_parents
+from .timeline import (
     COMPLETED_ACTIONS,
     JOB_RECORD,
     JOB_UUID_KEY,

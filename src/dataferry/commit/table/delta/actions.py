@@ -12,11 +12,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import ConfigError
-from .delta_predicate import matches
-from .delta_types import first_line, log_partition_value
-from .footers import FileFacts
-from .layout import partition_values
+from ....errors import ConfigError
+from ..footers import FileFacts
+from ..layout import partition_values
+from .predicate import matches
+from .types import first_line, log_partition_value
 
 
 def partition_types(schema: pa.Schema, partition_by: Sequence[str]) -> dict[str, pa.DataType]:

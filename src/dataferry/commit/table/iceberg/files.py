@@ -22,13 +22,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ...errors import ConfigError
-from ..protocol import StageContext
-from .footers import read_footer
-from .iceberg_partitions import describe_field
-from .iceberg_types import arrow_types, file_schema, iceberg_schema, plain
-from .layout import partition_values
-from .schemas import check_same_schema as same_schema
+from ....errors import ConfigError
+from ...protocol import StageContext
+from ..footers import read_footer
+from ..layout import partition_values
+from ..schemas import check_same_schema as same_schema
+from .partitions import describe_field
+from .types import arrow_types, file_schema, iceberg_schema, plain
 
 # path in the store -> (size, footer)
 Footers = dict[str, tuple[int, pq.FileMetaData]]
@@ -304,7 +304,7 @@ def new_metadata(
     from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
     from pyiceberg.transforms import IdentityTransform
 
-    from .iceberg_partitions import field_name, spec_fields
+    from .partitions import field_name, spec_fields
 
     ice = iceberg_schema(url, schema)
     if not spec_items:

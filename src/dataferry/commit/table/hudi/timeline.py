@@ -15,9 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import ConfigError
-from .footers import FileFacts
-from .layout import partition_dir
+from ....errors import ConfigError
+from ..footers import FileFacts
+from ..layout import partition_dir
 
 HOODIE = ".hoodie"
 TEMP = f"{HOODIE}/.temp"

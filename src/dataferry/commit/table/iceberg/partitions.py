@@ -28,9 +28,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import ConfigError
-from ..protocol.hooks import FileColumns, PartitionKeys
-from .iceberg_types import cast_rows, file_schema, file_type
+from ....errors import ConfigError
+from ...protocol.hooks import FileColumns, PartitionKeys
+from .types import cast_rows, file_schema, file_type
 
 _FIELD = re.compile(r"^\s*([a-z]+(?:\[\s*\d+\s*\])?)\s*\((.+)\)\s*$")
 _TRANSFORMS = ("identity", "year", "month", "day", "hour", "bucket", "truncate")

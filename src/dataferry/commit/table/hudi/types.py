@@ -30,8 +30,8 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from ...errors import ConfigError
-from .casting import cast_to_file_types
+from ....errors import ConfigError
+from ..casting import cast_to_file_types
 
 
 def _is(kind: str) -> Callable[[pa.DataType], bool]:

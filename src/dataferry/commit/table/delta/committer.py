@@ -30,14 +30,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet
 
-from ...errors import ConfigError, DataferryError, DestinationError, TableCommitConflict
-from ...store import Store
-from ..job.partitions import partitions_of
-from ..protocol import JobContext, StageContext, TaskAttemptContext
-from ..protocol.hooks import FileColumns
-from ..records.intent import Intent
-from .base import TableCommitter, TableConfig
-from .delta_actions import (
+from ....errors import ConfigError, DataferryError, DestinationError, TableCommitConflict
+from ....store import Store
+from ...job.partitions import partitions_of
+from ...protocol import JobContext, StageContext, TaskAttemptContext
+from ...protocol.hooks import FileColumns
+from ...records.intent import Intent
+from ..base import TableCommitter, TableConfig
+from ..footers import FileFacts
+from ..layout import partition_dir
+from ..location import table_location
+from ..schemas import check_same_schema
+from ..transact import commit_exactly_once
+from .actions import (
     add_action,
     add_new_columns,
     check_log_schema,
@@ -48,7 +53,7 @@ from .delta_actions import (
     removes_matching,
     written_filters,
 )
-from .delta_commit_info import (
+from .commit_info import (
     CREATE_MODES,
     Metrics,
     app_id,
@@ -58,20 +63,15 @@ from .delta_commit_info import (
     post_commit_properties,
     version_of,
 )
-from .delta_log import LOG_DIR, check_log, refused, unreadable
-from .delta_predicate import check_columns, matches, normalized, parse, partition_filters
-from .delta_types import (
+from .log import LOG_DIR, check_log, refused, unreadable
+from .predicate import check_columns, matches, normalized, parse, partition_filters
+from .types import (
     check_types,
     file_schema,
     log_schema,
     log_type,
     to_files,
 )
-from .footers import FileFacts
-from .layout import partition_dir
-from .location import table_location
-from .schemas import check_same_schema
-from .transact import commit_exactly_once
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ...errors import ConfigError
-from .base import TableConfig
+from ....errors import ConfigError
+from ..base import TableConfig
 
 ICEBERG_ROOT = "_dataferry_iceberg"  # the table's own entry (as `_delta_log`), not a job's
 CATALOG_DB = f"{ICEBERG_ROOT}/catalog.db"  # the embedded catalog's SQLite file
@@ -72,7 +72,7 @@ class IcebergConfig(TableConfig):
         props = catalog_properties_of(self.catalog) if self.catalog is not None else None
         object.__setattr__(self, "catalog_properties", props)
         if self.partition_spec:
-            from .iceberg_partitions import parse_spec
+            from .partitions import parse_spec
 
             parse_spec(self.partition_spec)  # ConfigError naming the field, now
             object.__setattr__(self, "partition_spec", tuple(self.partition_spec))

@@ -23,16 +23,16 @@ import json
 import re
 from collections.abc import Sequence
 
-from ...errors import (
+from ....errors import (
     CommitError,
     DataferryError,
     DestinationError,
     TableCommitRefused,
     TableDamaged,
 )
-from ...store import Store, paths
-from ...store.types import FileStatus
-from .delta_types import first_line
+from ....store import Store, paths
+from ....store.types import FileStatus
+from .types import first_line
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = f"{LOG_DIR}/_last_checkpoint"
@@ -125,7 +125,7 @@ def _is_action(action: object) -> bool:
 def check_checkpoints(store: Store, checkpoints: Sequence[FileStatus], entries) -> None:
     """The newest checkpoint's files are whole Parquet files, and a readable
     `_last_checkpoint` names a checkpoint that is there."""
-    from .footers import read_footer
+    from ..footers import read_footer
 
     names = {e.name for e in entries}
     hinted = _hinted_version(store) if "_last_checkpoint" in names else None

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...errors import CommitError, ConfigError
-from ..protocol import JobContext
-from .base import TableConfig
-from .hudi_meta import KEY_FORMS
-from .hudi_timeline import OPERATIONS, fields_of
+from ....errors import CommitError, ConfigError
+from ...protocol import JobContext
+from ..base import TableConfig
+from .meta import KEY_FORMS
+from .timeline import OPERATIONS, fields_of
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ConfigError
-from ..protocol import JobContext
+from ....errors import ConfigError
+from ...protocol import JobContext
 
 # commitInfo keys delta-rs or this module set: a caller's custom metadata may not name them
 RESERVED_KEYS = frozenset(

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ...errors import ConfigError
-from .delta_types import log_partition_value
+from ....errors import ConfigError
+from .types import log_partition_value
 
 _TOKEN = re.compile(
     r"""\s*(?:

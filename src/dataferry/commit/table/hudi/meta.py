@@ -22,11 +22,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import ConfigError
-from ...store import paths
-from ..protocol.hooks import FileColumns
-from .hudi_timeline import fields_of
-from .layout import partition_dir
+from ....errors import ConfigError
+from ....store import paths
+from ...protocol.hooks import FileColumns
+from ..layout import partition_dir
+from .timeline import fields_of
 
 META_COLUMNS = (
     "_hoodie_commit_time",

@@ -30,15 +30,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ...errors import CommitError
-from ...markers.base import IOType
-from ...stages import stage
-from ...store import IOPool, Store, paths
-from ..protocol import CommitPlan, StageContext
-from .footers import file_facts
-from .hudi_meta import record_keys
-from .hudi_timeline import base_file_name, parse_base_file_name
-from .layout import partition_dir
+from ....errors import CommitError
+from ....markers.base import IOType
+from ....stages import stage
+from ....store import IOPool, Store, paths
+from ...protocol import CommitPlan, StageContext
+from ..footers import file_facts
+from ..layout import partition_dir
+from .meta import record_keys
+from .timeline import base_file_name, parse_base_file_name
 
 log = logging.getLogger("dataferry.commit")
 

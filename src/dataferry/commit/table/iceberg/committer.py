@@ -35,16 +35,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import DestinationError, TableCommitConflict, TableCommitRefused
-from ...ids import JobId
-from ...store import Store
-from ..protocol import JobContext, StageContext, TaskAttemptContext
-from ..protocol.hooks import FileColumns, PartitionKeys
-from ..records.intent import Intent
-from . import iceberg_partitions as specs
-from .base import TableCommitter
-from .footers import FileFacts, schema_to_text
-from .iceberg_catalog import (
+from ....errors import DestinationError, TableCommitConflict, TableCommitRefused
+from ....ids import JobId
+from ....store import Store
+from ...protocol import JobContext, StageContext, TaskAttemptContext
+from ...protocol.hooks import FileColumns, PartitionKeys
+from ...records.intent import Intent
+from ..base import TableCommitter
+from ..footers import FileFacts, schema_to_text
+from ..location import TableLocation, table_location
+from ..transact import commit_exactly_once
+from . import partitions as specs
+from .catalog import (
     CATALOG_DB,
     DEFAULT_NAMESPACE,
     EMBEDDED_CATALOG,
@@ -65,7 +67,7 @@ from .iceberg_catalog import (
     split_identifier,
     without_secrets,
 )
-from .iceberg_files import (
+from .files import (
     Footers,
     build_data_files,
     check_partition_by,
@@ -75,9 +77,7 @@ from .iceberg_files import (
     read_footers,
     union_by_name,
 )
-from .iceberg_types import arrow_types, file_schema, types_from_text
-from .location import TableLocation, table_location
-from .transact import commit_exactly_once
+from .types import arrow_types, file_schema, types_from_text
 
 log = logging.getLogger("dataferry.commit")
 

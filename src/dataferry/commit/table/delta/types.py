@@ -36,7 +36,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import ConfigError
+from ....errors import ConfigError
 
 _SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
 

@@ -10,11 +10,13 @@ from typing import Any, NoReturn
 
 import pyarrow as pa
 
-from ...errors import ConfigError, DestinationError, NotFound
-from ...store import Store, paths
-from .hudi_config import HudiConfig
-from .hudi_meta import record_key_fields
-from .hudi_timeline import (
+from ....errors import ConfigError, DestinationError, NotFound
+from ....store import Store, paths
+from ..layout import partition_dir
+from ..location import table_location
+from .config import HudiConfig
+from .meta import record_key_fields
+from .timeline import (
     COMPLETED_ACTIONS,
     HOODIE,
     JOB_UUID_KEY,
@@ -27,8 +29,6 @@ from .hudi_timeline import (
     replaced_file_ids,
     timeline_file,
 )
-from .layout import partition_dir
-from .location import table_location
 
 
 class HudiTableState:

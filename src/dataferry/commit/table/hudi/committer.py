@@ -36,12 +36,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import CommitError, ConfigError, DestinationError, TableCommitConflict
-from ...ids import JobId
-from ...markers.base import IOType
-from ...store import IOPool, Store, paths
-from ..direct.deletion import delete_uncommitted
-from ..protocol import (
+from ....errors import CommitError, ConfigError, DestinationError, TableCommitConflict
+from ....ids import JobId
+from ....markers.base import IOType
+from ....store import IOPool, Store, paths
+from ...direct.deletion import delete_uncommitted
+from ...protocol import (
     CommitPlan,
     JobContext,
     Leftover,
@@ -49,12 +49,14 @@ from ..protocol import (
     TaskAttemptContext,
     TaskCommitMessage,
 )
-from ..protocol.hooks import FileColumns
-from ..records.intent import Intent, load_intent
-from .base import TableCommitter
-from .footers import FileFacts
-from .hudi_config import HudiConfig, instant_of
-from .hudi_meta import (
+from ...protocol.hooks import FileColumns
+from ...records.intent import Intent, load_intent
+from ..base import TableCommitter
+from ..footers import FileFacts
+from ..layout import partition_dir
+from ..transact import commit_exactly_once
+from .config import HudiConfig, instant_of
+from .meta import (
     check_meta_input,
     data_schema,
     key_form,
@@ -62,15 +64,15 @@ from .hudi_meta import (
     meta_options,
     populates_meta_fields,
 )
-from .hudi_rollback import (
+from .rollback import (
     delete_untracked_of_instant,
     job_uuid_of_instant,
     refuse_late_write,
     roll_back_instant,
     unreported_files,
 )
-from .hudi_state import HudiTableState
-from .hudi_timeline import (
+from .state import HudiTableState
+from .timeline import (
     COMPLETED_ACTIONS,
     HOODIE,
     JOB_RECORD,
@@ -90,10 +92,8 @@ from .hudi_timeline import (
     timeline_file,
     write_token,
 )
-from .hudi_types import file_schema, to_file
-from .hudi_upsert import KeySpec, UpsertJob, upsert_stage
-from .layout import partition_dir
-from .transact import commit_exactly_once
+from .types import file_schema, to_file
+from .upsert import KeySpec, UpsertJob, upsert_stage
 
 log = logging.getLogger("dataferry.commit")
 

@@ -28,9 +28,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...errors import ConfigError
-from .casting import cast_to_file_types
-from .footers import schema_from_text
+from ....errors import ConfigError
+from ..casting import cast_to_file_types
+from ..footers import schema_from_text
 
 _INT32 = (pa.int8(), pa.int16(), pa.uint8(), pa.uint16())
 _INT64 = (pa.uint32(), pa.uint64())
