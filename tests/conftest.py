@@ -7,18 +7,14 @@ import uuid
 
 import pytest
 
-from dataferry.store import Store, open_store
+from dataferry.store import Store, open_store, registry
 
-STORE_KINDS = [
-    "local",
-    "memory",
-    "sim-hdfs",
-    "sim-gcs",
-    "sim-s3",
-    "faulty-local",
-    "sub-local",
-    "s3",
-]
+# every contract location of every store family in the registry (a store joins the contract
+# suite with its row), then the wrappers over the local store
+CONTRACT_LOCATIONS = {
+    kind: location for spec in registry.KNOWN.values() for kind, location, _ in spec.contract
+}
+STORE_KINDS = [*CONTRACT_LOCATIONS, "faulty-local", "sub-local"]
 
 
 @pytest.fixture(scope="session")
@@ -53,14 +49,11 @@ def s3_url(s3_server) -> str:
 
 
 def make_store(kind: str, tmp_path, request=None) -> Store:
-    if kind == "s3":
-        return open_store(request.getfixturevalue("s3_url"))
-    if kind == "local":
-        return open_store(str(tmp_path / "store"))
-    if kind == "memory":
-        return open_store(f"memory://dataferry-tests/{uuid.uuid4().hex}")
-    if kind.startswith("sim-"):
-        return open_store(f"sim:{kind[4:]}:{tmp_path / 'store'}", latency_scale=0.0)
+    if kind in CONTRACT_LOCATIONS:
+        location = CONTRACT_LOCATIONS[kind]
+        s3 = request.getfixturevalue("s3_url") if "{s3}" in location else ""
+        url = location.format(tmp=tmp_path, uuid=uuid.uuid4().hex, s3=s3)
+        return open_store(url, latency_scale=0.0)
     if kind == "faulty-local":
         return open_store(str(tmp_path / "store"), faults=[])
     if kind == "sub-local":

@@ -7,11 +7,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
+from . import registry
 from .base import Store
 from .faults import FaultRule, FaultStore, crash_at
 from .local.store import LocalStore
 from .pool import IOPool, parallel_map
-from .sim.profiles import PROFILES, SimProfile, parse_sim_url
+from .sim.profiles import PROFILES, SimProfile
 from .sim.store import SimStore
 from .types import Capabilities, FileStatus, Op
 from .wrapping import WrappingStore
@@ -35,13 +36,6 @@ __all__ = [
     "parallel_map",
 ]
 
-FSSPEC_SCHEMES = ("memory", "gs", "gcs", "abfs", "abfss", "az")
-HDFS_SCHEMES = ("hdfs", "viewfs")
-_SUPPORTED = (
-    "a path, file://, memory://, s3://, gs://, abfs://, hdfs://, viewfs:// or "
-    "sim:PROFILE[:dir] (or a path with filesystem= an fsspec or pyarrow file system)"
-)
-
 
 def open_store(
     url_or_path: str | os.PathLike[str],
@@ -57,7 +51,8 @@ def open_store(
     Parameters
     ----------
     url_or_path
-        A plain path or ``file://`` (the local store); ``s3://``/``s3a://`` (boto3);
+        Its scheme picks one row of the store families' table (`registry.KNOWN`):
+        a plain path or ``file://`` (the local store); ``s3://``/``s3a://`` (boto3);
         ``memory://``, ``gs://``, ``abfs://`` (fsspec); ``hdfs://host:port/path`` or
         ``viewfs://`` (pyarrow's HadoopFileSystem); ``sim:PROFILE[:dir]`` (a local directory
         behind a model of another store); or a path inside ``filesystem``.
@@ -83,22 +78,23 @@ def open_store(
     Store
         A store rooted at the location; every operation through it is counted and timed.
     """
-    if _filesystem_kind(url_or_path):
+    if not isinstance(url_or_path, (str, os.PathLike)):
         raise ConfigError(
-            f"open_store got a file system object ({type(url_or_path).__name__}) where the URL "
-            "or path belongs: pass it as filesystem= and the path inside it first, e.g. "
-            "open_store('bucket/out', filesystem=fs)"
+            "open_store takes a URL or path (str or os.PathLike), not a "
+            f"{type(url_or_path).__name__}; a file system object goes as filesystem=, with the "
+            "path inside it first, e.g. open_store('bucket/out', filesystem=fs)"
         )
     url = os.fspath(url_or_path)
     if not url:
         raise ConfigError("store URL or path is empty")
     if storage_options is not None and not isinstance(storage_options, Mapping):
         raise ConfigError(f"storage_options must be a dict, not {type(storage_options).__name__}")
-    fault_rules = list(faults) if faults is not None else None
+    fault_rules = tuple(faults) if faults is not None else None
     if filesystem is not None:
-        if url.startswith("sim:"):
+        spec = registry.find(url)
+        if spec is not None and spec.opaque:
             raise ConfigError(
-                f"{url!r}: a sim: store models a store over a local directory; it takes no "
+                f"{url!r}: a {registry.scheme_of(url)}: store is {spec.summary}; it takes no "
                 "filesystem="
             )
         if storage_options or options:
@@ -107,96 +103,18 @@ def open_store(
                 "makes; with filesystem= configure that object instead (got "
                 f"{sorted({**(storage_options or {}), **options})})"
             )
-        store: Store = _filesystem_store(filesystem, url)
-    elif url.startswith("sim:"):
-        if storage_options:
-            raise ConfigError(
-                f"{url!r}: a sim: store is a local directory; it takes no storage_options"
-            )
-        profile, directory = parse_sim_url(url)
-        base: Store = LocalStore(directory)
-        if fault_rules is not None:
-            base = FaultStore(base, fault_rules)
-        return SimStore(profile, base, latency_scale=latency_scale)
+        store: Store = registry.store_for_filesystem(filesystem, url)
     else:
-        store = _url_store(url, dict(storage_options or {}), options)
+        spec = registry.spec_for(url)
+        request = registry.StoreRequest(
+            url, dict(storage_options or {}), options, fault_rules, latency_scale
+        )
+        store = spec.open(request)
+        if spec.faults_inside:
+            return store
     if fault_rules is not None:
         store = FaultStore(store, fault_rules)
     return store
-
-
-def _url_store(url: str, storage_options: dict[str, Any], options: dict[str, Any]) -> Store:
-    scheme = url.split("://", 1)[0] if "://" in url else ""
-    if scheme in ("", "file"):
-        extra = sorted(k for k in storage_options if k != "auto_mkdir")  # ours always does
-        if extra:
-            raise ConfigError(f"the local store at {url!r} takes no storage option {extra[0]!r}")
-        return LocalStore(url)
-    if scheme in ("s3", "s3a"):
-        from .s3.store import S3Store
-
-        return S3Store(url, storage_options=storage_options, **options)
-    if scheme in FSSPEC_SCHEMES:
-        from .fsspec.store import FsspecStore
-
-        both = sorted(
-            k for k in set(options) & set(storage_options) if options[k] != storage_options[k]
-        )
-        if both:
-            raise ConfigError(
-                f"store option {both[0]!r} is given twice with different values (as a keyword "
-                "and in storage_options)"
-            )
-        return FsspecStore(url, **{**options, **storage_options})
-    if scheme in HDFS_SCHEMES:
-        from .fsspec.arrow import hadoop_store
-
-        if options:
-            raise ConfigError(
-                f"{url!r}: give HDFS options as storage_options, not keywords ({sorted(options)})"
-            )
-        return hadoop_store(url, storage_options)
-    raise ConfigError(f"unsupported store URL {url!r}: use {_SUPPORTED}")
-
-
-def _filesystem_kind(obj: Any) -> str | None:
-    """ "fsspec" or "pyarrow" for a file system object, else None."""
-    from fsspec import AbstractFileSystem
-
-    if isinstance(obj, AbstractFileSystem):
-        return "fsspec"
-    from .fsspec.arrow import is_arrow_filesystem
-
-    return "pyarrow" if is_arrow_filesystem(obj) else None
-
-
-def _filesystem_store(filesystem: Any, url: str) -> Store:
-    from .s3 import objects as s3_objects
-
-    # S3 objects, s3fs's or pyarrow's, reach the one S3 store, with its multipart uploads
-    if s3_objects.is_s3fs(filesystem):
-        from .s3.store import S3Store
-
-        options = s3_objects.s3fs_storage_options(filesystem)
-        return S3Store(s3_objects.s3_url(url), storage_options=options)
-    if s3_objects.is_arrow_s3(filesystem):
-        from .s3.store import S3Store
-
-        options = s3_objects.arrow_s3_storage_options(filesystem)
-        return S3Store(s3_objects.s3_url(url), storage_options=options)
-    kind = _filesystem_kind(filesystem)
-    if kind == "pyarrow":
-        from .fsspec.arrow import arrow_store
-
-        return arrow_store(filesystem, url)
-    if kind == "fsspec":
-        from .fsspec.store import filesystem_store
-
-        return filesystem_store(filesystem, url)
-    raise ConfigError(
-        "filesystem= takes an fsspec AbstractFileSystem or a pyarrow.fs.FileSystem, not "
-        f"{type(filesystem).__name__}; for a URL, pass it alone (or with storage_options=)"
-    )
 
 
 def open_location(
