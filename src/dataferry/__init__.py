@@ -1,7 +1,8 @@
 """dataferry: safe, fast output commit for Python data engines.
 
 The names most users need are here: `open_store`, `make_committer` and `write_dataset`, and
-`write_deltalake` (a Delta table written with deltalake's arguments).
+`write_deltalake` (a Delta table written with deltalake's arguments); `open_job` and `Job`
+are the job session engines drive their writes through (docs/engines.md).
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ logging.getLogger("dataferry").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "make_committer", "open_store", "write_dataset", "write_deltalake"]
+__all__ = [
+    "Job",
+    "__version__",
+    "make_committer",
+    "open_job",
+    "open_store",
+    "write_dataset",
+    "write_deltalake",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -26,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from .commit.factory import make_committer
 
         return make_committer
+    if name in ("open_job", "Job"):
+        from .commit.job import session
+
+        return getattr(session, name)
     if name == "write_dataset":
         from .dataset.write import write_dataset
 

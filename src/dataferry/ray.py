@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .commit.base import Committer
-from .commit.job.commit import record_job_driver
+from .commit.job.session import Job, open_job
 from .commit.protocol import JobContext
 from .dataset.formats import check_writer
 from .dataset.options import WriteOptions, translate
@@ -171,6 +171,7 @@ class CommitDatasink(_Base):
         self.result: WriteResult | None = None
         # set by on_write_start; the committer and the clock stay on the driver
         self._committer: Committer | None = None
+        self._session: Job | None = None
         self._coordinator: CoordinatorHandle | None = None
         self._started = 0.0
         # the columns the tasks split rows by, and the committer's key columns added to the
@@ -197,6 +198,7 @@ class CommitDatasink(_Base):
         # handle; not the driver's committer (its statistics stay on the driver)
         state = self.__dict__.copy()
         state["_committer"] = None
+        state["_session"] = None
         return state
 
     # --- driver ----------------------------------------------------------------------------
@@ -213,9 +215,8 @@ class CommitDatasink(_Base):
         self._add_keys = None if keys is None else keys.add
         # the files as the committer needs them (a table's partition columns kept in them)
         self.options = committer_write_options(self.request.options, committer)
-        job = committer.new_job()
-        committer.setup_job(job)
-        job = record_job_driver(committer, job)
+        self._session = session = open_job(committer)
+        job = session.context
         self._committer, self.job = committer, job
         self._coordinator = CoordinatorHandle(actor, str(job.job_id))
 
@@ -223,16 +224,16 @@ class CommitDatasink(_Base):
         """Commit the job from the committed tasks' messages (kept by the coordinator)."""
         if self._coordinator is None:  # no input at all: Ray never started the write
             self.on_write_start(None)
-        assert self.job is not None and self._coordinator is not None and self._committer
+        assert self._session is not None and self._coordinator is not None and self._committer
+        assert self.job is not None
         write_s = time.perf_counter() - self._started
         summary = finish_job(self._coordinator)
         self._coordinator = None
         committed = [summary.committed[t] for t in sorted(summary.committed)]
         messages = [c.message for c in committed]
         committer = self._committer
-        t = time.perf_counter()
-        commit = committer.commit_job(self.job, messages)
-        job_commit_s = time.perf_counter() - t
+        commit = self._session.commit(messages)
+        job_commit_s = self._session.commit_s
         store_stats = IOStatistics(committer.store.stats.snapshot())
         for r in getattr(write_result, "write_returns", write_result):
             if isinstance(r, RayAttemptReport):
@@ -267,8 +268,8 @@ class CommitDatasink(_Base):
             except Exception:
                 pass
             self._coordinator = None
-        if self.job is not None and self._committer is not None:
-            self._committer.abort_job(self.job)
+        if self._session is not None:
+            self._session.abort()
 
     # --- one write task: one task attempt --------------------------------------------------
 

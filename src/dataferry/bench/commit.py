@@ -28,6 +28,7 @@ from typing import Any
 
 from ..commit.factory import build_committer, build_config, config_type
 from ..commit.job.cleanup import cleanup_destination
+from ..commit.job.session import Job, new_session
 from ..commit.protocol import TaskCommitMessage
 from ..commit.registry import committer_classes
 from ..errors import ConfigError, InjectedCrash
@@ -261,8 +262,8 @@ def _run_one(
     committer = build_committer(committer_name, target, build_config(committer_name, options))
     payload = b"x" * spec.file_size
     _set_latency(store, 0.0)
-    job = committer.new_job()
-    committer.setup_job(job)
+    session = new_session(committer).setup(record_driver=False)  # the commit's cost only
+    job = session.context
     attempts = [job.task(t) for t in range(spec.tasks)]
     for t in attempts:
         committer.setup_task(t)
@@ -287,9 +288,9 @@ def _run_one(
     os.sync()  # what the kernel still has to write of the tasks' files: not the commit's cost
     start = time.perf_counter()
     if kill_after is not None:
-        return _killed_commit(committer, job, messages, store, target, start, kill_after, spec)
+        return _killed_commit(session, messages, store, target, start, kill_after, spec)
     with PeakRss() as memory:  # the job commit's own memory
-        result = committer.commit_job(job, messages)
+        result = session.commit(messages)
     job_commit_s = time.perf_counter() - start
     delta = store.stats.diff(before)["counters"]
     ops = {k: v for k, v in delta.items() if k.startswith("op_")}
@@ -326,8 +327,7 @@ def _nth_move(n: int) -> Callable[[int, Op, str], bool]:
 
 
 def _killed_commit(
-    committer: Any,
-    job: Any,
+    session: Job,
     messages: list[TaskCommitMessage],
     store: Store,
     target: FaultStore,
@@ -335,10 +335,11 @@ def _killed_commit(
     kill_after: int,
     spec: CommitBenchSpec,
 ) -> CommitBenchResult:
+    committer, job = session.committer, session.context
     target.armed = True
     killed = False
     try:
-        committer.commit_job(job, messages)
+        session.commit(messages)
     except InjectedCrash:
         killed = True
     until_kill = time.perf_counter() - start

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..commit.direct.committer import DirectCommitter, DirectConfig
+from ..commit.job.session import new_session
 from ..errors import ConfigError
 from ..markers.base import MARKERS_ROOT, marker_dir
 from ..markers.client import MarkerClient
@@ -74,8 +75,8 @@ def run_mode(spec: MarkersBenchSpec, mode: str, base_dir: str) -> dict[str, Any]
         marker_time = 0.0
         lock = threading.Lock()
         start = time.perf_counter()
-        job = committer.new_job()
-        committer.setup_job(job)
+        session = new_session(committer).setup(record_driver=False)  # the markers' cost only
+        job = session.context
 
         def task(i: int) -> Any:
             nonlocal marker_time
@@ -104,7 +105,7 @@ def run_mode(spec: MarkersBenchSpec, mode: str, base_dir: str) -> dict[str, Any]
         write_phase = time.perf_counter() - start
         inner = store.inner if isinstance(store, SimStore) else store
         marker_files = len(inner.walk(marker_dir(job.job_uuid)))
-        result = committer.commit_job(job, messages)
+        result = session.commit(messages)
         write_s = time.perf_counter() - start
         stages = result.stage_seconds
         marker_time += stages.get("list_markers", 0.0) + stages.get("delete_markers", 0.0)

@@ -41,14 +41,13 @@ from typing import Any
 
 from ..commit.base import Committer
 from ..commit.destination import prepare_destination
-from ..commit.job.commit import record_job_driver
+from ..commit.job.session import Job, new_session
 from ..commit.lookup import committer_for
 from ..commit.protocol import JobContext, TaskAttemptContext, TaskCommitMessage
-from ..commit.records.drivers import end_driver
 from ..engine.attempt import AttemptReport, TaskOutput, commit_attempt, run_attempt
 from ..engine.dask import DaskEngine
 from ..engine.feed import TaskFeed
-from ..engine.local import EventHook, JobRun, LocalEngineConfig, commit_or_abort
+from ..engine.local import EventHook, JobRun, LocalEngineConfig
 from ..errors import CommitError, ConfigError, DestinationError, EngineError
 from ..stats import IOStatistics
 from .dask_frame import (
@@ -127,20 +126,8 @@ def setup_job_task(committer: Committer, job: JobContext, mode_words: ModeWords 
         prepare_destination(job.store, committer.write_mode)
     except DestinationError as e:
         raise_in_callers_words(mode_words, e)
-    try:
-        committer.setup_job(job)
-    except CommitError:
-        if not _job_set_up(committer, job):
-            raise
-    record_job_driver(committer, job)
+    Job(committer, job).setup(rerun=True)
     return JobStarted(job, started, before, _store_token(job))
-
-
-def _job_set_up(committer: Committer, job: JobContext) -> bool:
-    try:
-        return job.store.exists(committer.job_dir(job))
-    except Exception:
-        return False
 
 
 def run_fresh_attempt(
@@ -226,10 +213,12 @@ def commit_job_task(
     messages = [d.message for d in done if d.message is not None]
     write_s = time.time() - started.started
     commit_before = committer.store.stats.snapshot()
+    session = Job.set_up(committer, job)
     try:
-        result, job_commit_s = commit_or_abort(committer, job, messages)
+        result = session.commit(messages)
     except DestinationError as e:
         raise_in_callers_words(mode_words, e)
+    job_commit_s = session.commit_s
     for d in done:
         committer.stats.merge(d.committer_stats)
     # one store object for every task (threads, sync): its own counts since setup are exact;
@@ -270,14 +259,6 @@ def commit_after_writes(
     """`commit_job_task` with the setup task's result the write tasks ran after."""
     started = next(d.started for d in done if d.started is not None)
     return commit_job_task(committer, started, done, mode_words)
-
-
-def abort_quietly(committer: Committer, job: JobContext) -> None:
-    """Undo a job whose computation failed (an error here must not hide that failure)."""
-    try:
-        committer.abort_job(job)
-    except Exception:
-        pass
 
 
 # --- write_dataset: partitions fed lazily to the engine's driver --------------------------------------
@@ -394,9 +375,10 @@ def write_graph(
     committer = write_committer(request, store)
     committer.prepare_input(schema_in, request.partition_by)
     check_existing_data(store, committer, request, schema_in)  # a plain data set's layout
-    job = committer.new_job()
+    session = new_session(committer)
     if compute:  # this process drives the job: its record tells cleanup and late tasks
-        job = record_job_driver(committer, job)
+        session.record_driver()
+    job = session.context
     options = committer_write_options(request.options, committer)
     spec = WriteSpec(
         request.partition_by, options, frame, empty_schema_file(store, committer, request)
@@ -422,9 +404,9 @@ def write_graph(
     try:
         (result,) = dask.compute(commit, **dict(compute_kwargs or {}))
     except BaseException:
-        abort_quietly(committer, job)
+        session.abort(quiet=True)  # (an error here must not hide the computation's)
         raise
-    end_driver(store, job.job_uuid)  # (the commit task removed it; this stops its renewal)
+    session.end()  # (the commit task removed the record; this stops its renewal)
     return result
 
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..commit.base import Committer
-from ..commit.job.commit import record_job_driver
+from ..commit.job.session import Job, new_session
 from ..commit.protocol import JobCommitResult, JobContext, TaskAttemptContext, TaskCommitMessage
-from ..errors import ConfigError, EngineError, JobCommitError, TaskFailed
+from ..errors import ConfigError, EngineError, TaskFailed
 from ..ids import JobId
 from ..stats import IOStatistics
 from .attempt import (
@@ -159,22 +159,21 @@ class LocalEngine:
         """
         if not isinstance(tasks, TaskFeed) and not tasks:
             raise EngineError("a job needs at least one task")
-        job = committer.new_job(job_id)
+        session = new_session(committer, job_id)
         start = time.perf_counter()
-        committer.setup_job(job)
-        job = record_job_driver(committer, job)
-        setup_s = time.perf_counter() - start
-        driver = _Driver(self.config, committer, job, tasks, on_event or (lambda *a: None))
+        job = session.setup().context
+        setup_s = session.setup_s
+        driver = _Driver(self.config, session, tasks, on_event or (lambda *a: None))
         executor = self._executor()
         try:
             with _main_without_phantom_file():
                 driver.run(executor)
         except FeedFailed as e:
             driver.drain()
-            committer.abort_job(job)
+            session.abort()
             raise e.error from None
         except (Exception, KeyboardInterrupt):  # TaskFailed, ConfigError, a hook, Ctrl-C...
-            committer.abort_job(job)  # (an InjectedCrash is the driver dying: no abort)
+            session.abort()  # (an InjectedCrash is the driver dying: no abort)
             raise
         finally:
             self._close_executor(executor)
@@ -184,10 +183,11 @@ class LocalEngine:
                 before_job_commit(job)
             driver.emit("job_commit_started", -1, -1)
         except (Exception, KeyboardInterrupt):
-            committer.abort_job(job)
+            session.abort()
             raise
         messages = [driver.messages[i] for i in sorted(driver.messages)]
-        result, job_commit_s = commit_or_abort(committer, job, messages)
+        result = session.commit(messages)
+        job_commit_s = session.commit_s
         driver.emit("job_committed", -1, -1)
         committer.stats.merge(driver.committer_stats)
         store_stats = IOStatistics(committer.store.stats.snapshot())
@@ -213,45 +213,23 @@ class LocalEngine:
         )
 
 
-def commit_or_abort(
-    committer: Committer, job: JobContext, messages: Sequence[TaskCommitMessage]
-) -> tuple[JobCommitResult, float]:
-    """Commit the job, or abort it (nothing of it stays visible) and raise JobCommitError;
-    (the commit's result, its seconds). An InjectedCrash (the driver died) propagates as is."""
-    t = time.perf_counter()
-    try:
-        result = committer.commit_job(job, messages)
-    except Exception as e:  # not an InjectedCrash (a BaseException: the driver died)
-        try:
-            committer.abort_job(job)
-        except Exception:
-            pass
-        if isinstance(e, JobCommitError):
-            raise
-        raise JobCommitError(f"job {job.job_id}: job commit failed: {e}") from e
-    return result, time.perf_counter() - t
-
-
 class _Driver:
     """The scheduling loop of one job: launches, commits, retries, speculates."""
 
     def __init__(
         self,
         config: LocalEngineConfig,
-        committer: Committer,
-        job: JobContext,
+        session: Job,
         tasks: Sequence[TaskWork] | TaskFeed,
         emit: EventHook,
     ) -> None:
-        from ..commit.coordinator import CommitCoordinator
-
         self.config = config
-        self.committer = committer
-        self.job = job
+        self.committer = session.committer
+        self.job = session.context
         self.feed = tasks if isinstance(tasks, TaskFeed) else None
         self.tasks: list[TaskWork] = [] if self.feed is not None else list(tasks)  # type: ignore[arg-type]
         self.emit = emit
-        self.coordinator = CommitCoordinator()
+        self.coordinator = session.coordinator  # the session's: one attempt per task
         self.failures = {(f.task, f.attempt): f.when for f in config.failures}
         self.next_attempt: dict[int, int] = defaultdict(int)
         self.running: dict[int, set[int]] = defaultdict(set)

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..commit.base import Committer
 from ..commit.factory import make_committer
+from ..commit.job.session import Job, new_session
 from ..commit.protocol import JobContext, TaskCommitMessage
 from ..engine.attempt import commit_attempt, run_attempt
 from ..engine.local import JobRun, LocalEngine
@@ -328,14 +329,10 @@ class PreparedJob:
     def commit(self) -> str:
         """Commit as the engine's driver does: on failure, abort the job (and report why)."""
         try:
-            self.committer.commit_job(self.job, self.messages)
+            Job.set_up(self.committer, self.job).commit(self.messages)  # aborts on failure
             self.status = "committed"
         except Exception as e:
             self.status, self.error = status_of(e), f"{type(e).__name__}: {e}"
-            try:
-                self.committer.abort_job(self.job)
-            except Exception:
-                pass
         return self.status
 
 
@@ -351,8 +348,7 @@ def prepare_job(
     `attempts`, else 0) to its task commit, through the engine's own attempt functions. Raises
     DestinationError where the write mode is applied up front and refuses the destination."""
     under_test = job_committer(committer, store, mode, options)
-    job = under_test.new_job(new_job_id(job_uuid=job_uuid))
-    under_test.setup_job(job)
+    job = new_session(under_test, new_job_id(job_uuid=job_uuid)).setup(record_driver=False).context
     messages = []
     for t in range(TASKS):
         ctx = job.task(t, (attempts or {}).get(t, 0))

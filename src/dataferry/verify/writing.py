@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
+from ..commit.job.session import new_session
 from ..engine.attempt import commit_attempt, run_attempt
 from ..ids import new_job_id
 from . import invariants as inv
@@ -81,8 +82,7 @@ def cleanup_writing(
     )
     problems: list[str] = []
     under_test = job_committer(committer, store, mode, options)
-    job = under_test.new_job(new_job_id(job_uuid=uuids[1]))
-    under_test.setup_job(job)
+    job = new_session(under_test, new_job_id(job_uuid=uuids[1])).setup(record_driver=False).context
     end_driver(store, uuids[1])  # no driver record: only the ages speak for the job
     messages = []
     for t in range(TASKS - 1):
