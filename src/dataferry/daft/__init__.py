@@ -105,9 +105,7 @@ def write_deltalake(
         post_commithook_properties=post_commithook_properties,
     )
     loose = {**spec.writer_options, **options}
-    return run_delta_write(
-        spec, lambda **given: write_dataset(df, spec.dest, **given, **loose)
-    )
+    return run_delta_write(spec, lambda **given: write_dataset(df, spec.dest, **given, **loose))
 
 
 __all__ = ["CommitSink", "write_dataset", "write_deltalake"]
