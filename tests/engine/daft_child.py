@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.commit.job.atomicity_child import make_table  # noqa: E402
+from tests.commit.job.atomicity_child import make_table
 
 BATCHES = 4  # Daft's native runner makes one write call per micropartition
 

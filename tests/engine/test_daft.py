@@ -103,7 +103,10 @@ def table_rows(name: str, out: Path) -> list[tuple]:
 
         assert rows(deltalake.DeltaTable(str(out)).to_pyarrow_table()) == got
         df = pl.read_delta(str(out))
-        assert sorted(zip(df["id"].to_list(), df["day"].to_list(), df["v"].to_list())) == got
+        assert (
+            sorted(zip(df["id"].to_list(), df["day"].to_list(), df["v"].to_list(), strict=True))
+            == got
+        )
     return got
 
 
@@ -313,11 +316,12 @@ def test_a_failed_write_is_aborted_and_leaves_nothing(tmp_path, committer):
     with pytest.raises(Exception, match="User-defined function"):
         fd.write_dataset(bad, out, partition_by=["day"], committer=committer)
     assert all_files(out) == []
-    with pytest.raises(
-        Exception, match="User-defined function"
-    ):  # the sink used directly, in its `with`
-        with CommitSink(out, partition_by=["day"], committer=committer) as sink:
-            bad.write_sink(sink)
+    # the sink used directly, in its `with`
+    with (
+        pytest.raises(Exception, match="User-defined function"),
+        CommitSink(out, partition_by=["day"], committer=committer) as sink,
+    ):
+        bad.write_sink(sink)
     assert all_files(out) == []
 
 
