@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
 from ..commit.base import Committer
 from ..commit.job.commit import job_ended
+from ..commit.job.session import TaskAttempt
 from ..commit.lookup import committer_for
 from ..commit.protocol import TaskAttemptContext, TaskCommitMessage
 from ..errors import EngineError, InjectedCrash, TaskCommitError
@@ -39,50 +40,12 @@ class AttemptFailure:
     when: FailurePoint = "after_write"
 
 
-class TaskOutput:
-    """The handle a task's work writes through."""
+class TaskOutput(TaskAttempt):
+    """The handle a task's work writes through: the session's task attempt
+    (`commit/job/session.py`), bound to the worker's committer."""
 
     def __init__(self, committer: Committer, ctx: TaskAttemptContext) -> None:
-        self._committer = committer
-        self.ctx = ctx
-        self.files: list[str] = []
-        self.written: list[str] = []  # what the committer made of each file's path
-        self.bytes = 0
-
-    @property
-    def committer(self) -> Committer:
-        return self._committer
-
-    @property
-    def job_id(self) -> str:
-        return str(self.ctx.job.job_id)
-
-    @property
-    def job_uuid(self) -> str:
-        return self.ctx.job.job_uuid
-
-    @property
-    def task_index(self) -> int:
-        return self.ctx.task_index
-
-    @property
-    def attempt_number(self) -> int:
-        return self.ctx.attempt_number
-
-    def write(self, relpath: str, data: bytes) -> None:
-        self._committer.write_file(self.ctx, relpath, data)
-        self.written.append(self._committer.output_path(self.ctx, relpath))
-        self.files.append(relpath)
-        self.bytes += len(data)
-
-    def announce(self, relpaths: list[str]) -> None:
-        """The files this task is about to write (see Committer.announce_files)."""
-        self._committer.announce_files(self.ctx, relpaths)
-
-    def open(self, relpath: str) -> BinaryIO:
-        self.files.append(relpath)
-        self.written.append(self._committer.output_path(self.ctx, relpath))
-        return self._committer.open_file(self.ctx, relpath)
+        super().__init__(ctx, committer)
 
 
 TaskWork = Callable[[TaskOutput], Any]
