@@ -40,7 +40,7 @@ from ..errors import ConfigError, DestinationError, EngineError
 from ..extras import MissingDependency
 from ..stats import IOStatistics
 from ..store import Store
-from .task import TaskDone, TaskPlan, arrow_tables, write_task
+from .task import TaskDone, TaskPlan, arrow_tables, check_columns, write_task
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -300,13 +300,13 @@ def _arrow_schema(schema: Any) -> pa.Schema | None:
     import pyarrow as pa
 
     if isinstance(schema, pa.Schema):
-        return schema
+        return check_columns(schema)
     to_arrow = getattr(schema, "to_pyarrow_schema", None)
     if to_arrow is None:
         raise ConfigError(
             f"schema must be a Daft or pyarrow Schema (df.schema()), got {type(schema).__name__}"
         )
-    return to_arrow()
+    return check_columns(to_arrow())
 
 
 def _names_only(partition_by: tuple[str, ...]) -> pa.Schema:

@@ -146,6 +146,28 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def arrow_tables(micropartitions: Iterable[Any]) -> Iterator[pa.Table]:
-    """Daft's micropartitions as Arrow tables, converted one at a time as they come."""
+    """Daft's micropartitions as Arrow tables, converted one at a time as they come (the
+    first one's columns checked: `check_columns`)."""
+    checked = False
     for mp in micropartitions:
-        yield mp.to_arrow()
+        table = mp.to_arrow()
+        if not checked:
+            check_columns(table.schema)
+            checked = True
+        yield table
+
+
+def check_columns(schema: pa.Schema) -> pa.Schema:
+    """Refuse a column Daft holds as Python objects (its type for what it cannot hold in
+    Arrow, such as a dictionary-encoded column): Arrow would write it as pickled bytes in an
+    extension type that no other reader understands."""
+    import pyarrow as pa
+
+    for f in schema:
+        if isinstance(f.type, pa.ExtensionType) and f.type.extension_name.startswith("daft."):
+            raise ConfigError(
+                f"column {f.name!r} holds Python objects in Daft ({f.type.extension_name}), "
+                "which no other reader could read back; cast it to a Daft type first, e.g. "
+                f"df.with_column({f.name!r}, df[{f.name!r}].cast(daft.DataType.string()))"
+            )
+    return schema
