@@ -160,6 +160,19 @@ def test_tables_append_then_overwrite(tmp_path, name):
     assert table_rows(name, out) == rows(second)
 
 
+def test_an_iceberg_table_is_split_by_its_spec(tmp_path):
+    """The committer's key columns are added before a call splits its rows: without them a
+    file would hold ids of several buckets, and the commit would refuse it."""
+    pytest.importorskip("pyiceberg_core")
+    from tests.engine.test_table_engines import files_lie_in_one_bucket
+
+    out, t = tmp_path / "sales", table(60)
+    options = {"partition_spec": ["bucket[4](id)"]}
+    fd.write_dataset(frame(t), out, committer="iceberg", committer_options=options)
+    assert table_rows("iceberg", out) == rows(t)
+    assert files_lie_in_one_bucket(out, 4) >= 4
+
+
 def test_write_deltalake_modes(tmp_path):
     import deltalake
 
