@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from dataferry.commit.direct.committer import DirectConfig
-from dataferry.engine.dask_shuffle import ShuffleServices
+from dataferry.dask.push_shuffle import ShuffleServices
 from dataferry.markers import MarkerServiceConfig
 from dataferry.shuffle import (
     AppCredentials,

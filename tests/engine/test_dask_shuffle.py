@@ -17,7 +17,7 @@ from distributed import get_task_stream
 
 import dataferry.dask as dfd
 from dataferry.bench.shuffle_profile import stage_of
-from dataferry.engine.dask_shuffle import (
+from dataferry.dask.push_shuffle import (
     PLUGIN_NAME,
     DaskShuffleReport,
     ensure_services,

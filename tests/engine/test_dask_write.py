@@ -26,7 +26,7 @@ from dask.delayed import Delayed  # noqa: E402
 import dataferry.dask as fdask  # noqa: E402
 from dataferry.commit.factory import make_committer  # noqa: E402
 from dataferry.commit.lookup import committer_for  # noqa: E402
-from dataferry.dataset.dask_write import (  # noqa: E402
+from dataferry.dask.write import (  # noqa: E402
     WriteSpec,
     commit_job_task,
     frame_spec,

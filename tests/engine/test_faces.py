@@ -16,7 +16,8 @@ from dataferry.dataset.write import check_services_reachable, services_tasks_rea
 from dataferry.errors import ConfigError, DestinationError
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "dataferry"
-FACES = [SRC / "dask.py", SRC / "ray.py", *sorted((SRC / "dataset").glob("*.py"))]
+FACES = [*sorted((SRC / "dask").glob("*.py")), *sorted((SRC / "ray").glob("*.py"))]
+FACES += sorted((SRC / "dataset").glob("*.py"))
 
 
 def _named(node: ast.AST, name: str) -> bool:
@@ -98,7 +99,8 @@ def test_dask_refuses_a_non_empty_destination_in_dasks_words(tmp_path):
 def test_the_shuffle_keeps_nothing_on_the_client():
     """Per-client state lives in registries keyed by the client, and goes with it."""
     pytest.importorskip("distributed")
-    from dataferry.engine import dask_shuffle, dask_shuffle_report
+    from dataferry.dask import push_shuffle as dask_shuffle
+    from dataferry.dask import shuffle_report as dask_shuffle_report
 
     class FakeClient:
         def __init__(self):

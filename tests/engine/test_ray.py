@@ -24,9 +24,9 @@ ray = pytest.importorskip("ray")
 
 from dataferry import write_dataset  # noqa: E402
 from dataferry.engine import AttemptFailure  # noqa: E402
-from dataferry.engine.ray import coordinator_actor  # noqa: E402
 from dataferry.errors import ConfigError  # noqa: E402
 from dataferry.ray import CommitDatasink, _inject_failures  # noqa: E402
+from dataferry.ray.coordinator import coordinator_actor  # noqa: E402
 
 RETRY = {"max_retries": 3, "retry_exceptions": True}
 

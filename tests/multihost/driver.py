@@ -172,7 +172,7 @@ def write(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _service_stats(dask_worker: Any) -> dict[str, Any]:
-    from dataferry.engine.dask_shuffle import _plugin
+    from dataferry.dask.push_shuffle import _plugin
     from dataferry.shuffle.client import ShuffleClient
 
     plugin = _plugin(dask_worker)
@@ -197,7 +197,7 @@ def shuffle(args: argparse.Namespace) -> dict[str, Any]:
     import dask
 
     import dataferry.dask as dfd
-    from dataferry.engine.dask_shuffle import DaskShuffleReport
+    from dataferry.dask.push_shuffle import DaskShuffleReport
     from dataferry.errors import DataferryError
     from dataferry.shuffle import DriverConfig
 

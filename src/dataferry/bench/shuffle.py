@@ -173,7 +173,7 @@ def run_local(spec: ShuffleBenchSpec, work: str, tick: Callable[[str], None]) ->
 
 def _dask_shuffled(ddf: Any, method: str, spec: ShuffleBenchSpec, client: Any, report: Any) -> Any:
     """The lazy shuffled collection of one method."""
-    from ..engine.dask_shuffle import shuffle
+    from ..dask.push_shuffle import shuffle
 
     if method in OURS:
         return shuffle(
@@ -194,7 +194,7 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
     import dask.dataframe as dd
     import distributed
 
-    from ..engine.dask_shuffle import DaskShuffleReport, ensure_services, remove_shuffles
+    from ..dask.push_shuffle import DaskShuffleReport, ensure_services, remove_shuffles
     from .shuffle_profile import DaskShuffleProfile
 
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in spec.methods}

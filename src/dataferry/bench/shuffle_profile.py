@@ -109,7 +109,7 @@ class DaskShuffleProfile:
         self._services = IOStatistics(self._service_stats()).diff(self._services_before)
 
     def _service_stats(self) -> dict[str, Any]:
-        from ..engine.dask_shuffle import ensure_services
+        from ..dask.push_shuffle import ensure_services
         from ..shuffle import ShuffleClient
 
         services = ensure_services(self.client)

@@ -296,7 +296,7 @@ _SAME = {
     **{n: n for n in SIZE_OPTIONS},
 }
 _DRIVER = {n: RUN for n in ("on_event", "before_job_commit")}
-_FRAME = {n: RUN for n in ("write_index", "schema")}  # a Dask frame's rows: dask_write.py
+_FRAME = {n: RUN for n in ("write_index", "schema")}  # a Dask frame's rows: dask/write.py
 
 # Each entry point's arguments onto the one definition: a name is a field of the write (or a
 # size of WriteOptions); the rest is translated as its entry says. `translate` refuses an

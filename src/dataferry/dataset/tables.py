@@ -320,7 +320,7 @@ def write_deltalake_frame(
     """`write_deltalake` of a Dask DataFrame, as one Dask graph on any scheduler (that of
     `dataferry.dask.to_parquet`). `delta`: the arguments of `delta_write`; other keywords
     are the write's options (sizes, writer options)."""
-    from .dask_write import write_graph
+    from ..dask.write import write_graph
     from .options import translate
 
     names = {"partition_by", "mode", "storage_options", "name", "description"}

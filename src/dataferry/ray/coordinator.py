@@ -26,8 +26,8 @@ from typing import Any
 
 from ..commit.coordinator import CommitCoordinator
 from ..commit.protocol import JobContext, TaskCommitMessage
+from ..engine.attempt import TaskWork, abort_attempt, commit_attempt, run_attempt
 from ..stats import IOStatistics
-from .attempt import TaskWork, abort_attempt, commit_attempt, run_attempt
 
 # test-only failure points (see `dataferry.ray._inject_failures`): AttemptFailure's two, and
 # two real process deaths (os._exit) around the task commit

@@ -1,7 +1,7 @@
 """A Dask DataFrame's partitions as Arrow rows: which columns a write has (the index
 included or not, as Dask's ``write_index``), their types (Dask's ``schema=``), Dask's
 ``filesystem=`` names, and a partition's write task (`WriteSpec`). Used by both Dask writes
-(`dask_write.py`)."""
+(`write.py`)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import Any
 import pyarrow as pa
 
 from ..commit.base import Committer
+from ..dataset.existing import writes_schema_file
+from ..dataset.options import WriteOptions, WriteRequest
+from ..dataset.task import write_rows, write_schema_file
 from ..engine.attempt import TaskOutput
 from ..errors import ConfigError
-from .existing import writes_schema_file
-from .options import WriteOptions, WriteRequest
-from .task import write_rows, write_schema_file
 
 # Dask's column name for an unnamed index (dask.dataframe.io.parquet.core.NONE_LABEL)
 NONE_LABEL = "__null_dask_index__"

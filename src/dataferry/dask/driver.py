@@ -16,10 +16,10 @@ from __future__ import annotations
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
+from ..engine.local import LocalEngine, LocalEngineConfig
 from ..errors import ConfigError
 from ..extras import require
 from ..net.addresses import host_of
-from .local import LocalEngine, LocalEngineConfig
 
 
 class DaskEngine(LocalEngine):

@@ -23,15 +23,15 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .dataset.dask_write import FrameSpec, write_frame, write_graph, write_with_driver
-from .dataset.options import WriteOptions, translate
-from .dataset.tables import write_deltalake_frame
-from .dataset.write import WriteResult
-from .engine.attempt import TaskOutput
-from .engine.dask import DaskEngine
-from .engine.local import EventHook, LocalEngineConfig
-from .extras import MissingDependency, require
-from .store import Store
+from ..dataset.options import WriteOptions, translate
+from ..dataset.tables import write_deltalake_frame
+from ..dataset.write import WriteResult
+from ..engine.attempt import TaskOutput
+from ..engine.local import EventHook, LocalEngineConfig
+from ..extras import MissingDependency, require
+from ..store import Store
+from .driver import DaskEngine
+from .write import FrameSpec, write_frame, write_graph, write_with_driver
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
@@ -46,7 +46,7 @@ def _require(*modules: str) -> None:
 
 
 try:
-    from .engine.dask_shuffle import remove_shuffles, shuffle
+    from .push_shuffle import remove_shuffles, shuffle
 except ImportError as _missing:  # distributed is not installed
     _shuffle_error = str(_missing)
 

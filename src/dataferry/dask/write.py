@@ -1,4 +1,4 @@
-"""The dataset layer's driver of a Dask write: a `WriteRequest` (see `options.py`) written
+"""The dataset layer's driver of a Dask write: a `WriteRequest` (see `dataset/options.py`) written
 from a Dask DataFrame, in either of two forms, and the tasks that run on Dask's workers.
 
 `write_graph` (behind `dataferry.dask.to_parquet`) builds one Dask graph, as
@@ -44,25 +44,8 @@ from ..commit.destination import prepare_destination
 from ..commit.job.session import Job, new_session
 from ..commit.lookup import committer_for
 from ..commit.protocol import JobContext, TaskAttemptContext, TaskCommitMessage
-from ..engine.attempt import AttemptReport, TaskOutput, commit_attempt, run_attempt
-from ..engine.dask import DaskEngine
-from ..engine.feed import TaskFeed
-from ..engine.local import EventHook, JobRun, LocalEngineConfig
-from ..errors import CommitError, ConfigError, DestinationError, EngineError
-from ..stats import IOStatistics
-from .dask_frame import (
-    NONE_LABEL,
-    FrameSpec,
-    WriteSpec,
-    dask_filesystem,
-    empty_schema_file,
-    frame_spec,
-    index_is_written,
-    schema_of,
-    write_frame,
-)
-from .options import WriteRequest
-from .write import (
+from ..dataset.options import WriteRequest
+from ..dataset.write import (
     WriteResult,
     check_existing_data,
     check_partition_columns,
@@ -74,6 +57,23 @@ from .write import (
     write_committer,
     write_fed,
     write_result,
+)
+from ..engine.attempt import AttemptReport, TaskOutput, commit_attempt, run_attempt
+from ..engine.feed import TaskFeed
+from ..engine.local import EventHook, JobRun, LocalEngineConfig
+from ..errors import CommitError, ConfigError, DestinationError, EngineError
+from ..stats import IOStatistics
+from .driver import DaskEngine
+from .frame import (
+    NONE_LABEL,
+    FrameSpec,
+    WriteSpec,
+    dask_filesystem,
+    empty_schema_file,
+    frame_spec,
+    index_is_written,
+    schema_of,
+    write_frame,
 )
 
 # attempt numbers a write task tries before giving up (each skipped one is an earlier run)

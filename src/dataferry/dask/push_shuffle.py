@@ -29,6 +29,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..engine.shuffle import MapTask, run_map_task, run_reduce_task
+from ..engine.shuffle.codec import from_pandas, shuffle_schema, to_pandas
 from ..errors import ShuffleError
 from ..net.addresses import advertised_host, host_of, is_wildcard
 from ..net.tls import TLSIdentity, is_loopback, self_signed_identity
@@ -49,9 +51,7 @@ from ..shuffle import (
 from ..shuffle.lease import keeper_of
 from ..shuffle.open_outputs import release_open_map_outputs
 from ..stats import IOStatistics
-from .dask_shuffle_report import REPORT_TOPIC, DaskShuffleReport, watch
-from .shuffle import MapTask, run_map_task, run_reduce_task
-from .shuffle.codec import from_pandas, shuffle_schema, to_pandas
+from .shuffle_report import REPORT_TOPIC, DaskShuffleReport, watch
 
 PLUGIN_NAME = "dataferry-shuffle"
 _LATE: dict[tuple[str, str], str] = {}  # (service, app) -> credential a map registered

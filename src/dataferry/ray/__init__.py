@@ -4,7 +4,7 @@
 driver, when the first input arrives) prepares the destination and sets the job up; each
 `write` call is one task attempt that writes its blocks as they come through one `TaskWriter`
 (one file per partition, rolling at the size limits) and commits if the commit coordinator (a
-Ray actor, one per driver: `engine/ray.py`) agrees; `on_write_complete` commits the job from
+Ray actor, one per driver: `coordinator.py`) agrees; `on_write_complete` commits the job from
 the committed tasks' messages, which the coordinator keeps, and `on_write_failed` aborts it.
 """
 
@@ -17,18 +17,21 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .commit.base import Committer
-from .commit.job.session import Job, open_job
-from .commit.protocol import JobContext
-from .dataset.formats import check_writer
-from .dataset.options import WriteOptions, translate
-from .dataset.tables import delta_table_exists, delta_write, resolved
-from .dataset.task import TaskWriter
-from .dataset.write import WriteResult, committer_write_options, prepare_write
-from .dataset.write import write_result as _write_result  # on_write_complete has Ray's name
-from .engine.attempt import AttemptFailure, TaskOutput
-from .engine.local import JobRun
-from .engine.ray import (
+from ..commit.base import Committer
+from ..commit.job.session import Job, open_job
+from ..commit.protocol import JobContext
+from ..dataset.formats import check_writer
+from ..dataset.options import WriteOptions, translate
+from ..dataset.tables import delta_table_exists, delta_write, resolved
+from ..dataset.task import TaskWriter
+from ..dataset.write import WriteResult, committer_write_options, prepare_write
+from ..dataset.write import write_result as _write_result  # on_write_complete has Ray's name
+from ..engine.attempt import AttemptFailure, TaskOutput
+from ..engine.local import JobRun
+from ..errors import ConfigError, DestinationError
+from ..extras import MissingDependency
+from ..stats import IOStatistics
+from .coordinator import (
     FAILURE_POINTS,
     CoordinatorHandle,
     RayAttemptReport,
@@ -36,9 +39,6 @@ from .engine.ray import (
     finish_job,
     run_attempt_on_ray,
 )
-from .errors import ConfigError, DestinationError
-from .extras import MissingDependency
-from .stats import IOStatistics
 
 if TYPE_CHECKING:
     import pyarrow as pa
