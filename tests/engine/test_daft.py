@@ -343,6 +343,8 @@ def test_a_failed_write_is_aborted_and_leaves_nothing(tmp_path, committer):
 def test_bad_options_fail_on_the_driver_before_any_write(tmp_path):
     df = frame(table())
     out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=r"takes a daft\.DataFrame, got Table"):
+        fd.write_dataset(table(), out)
     with pytest.raises(ConfigError, match="'month' is not in the data"):
         fd.write_dataset(df, out, partition_by=["month"])
     with pytest.raises(ConfigError, match="did you mean 'max_rows_per_file'"):

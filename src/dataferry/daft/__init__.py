@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..dataset.tables import delta_write, run_delta_write
 from ..dataset.write import WriteResult
+from ..errors import ConfigError
 from ..extras import require
 from ..store import Store
 from .sink import CommitSink
@@ -49,7 +50,12 @@ def write_dataset(
 
     Returns the WriteResult (destination, committer, rows, files, bytes, partitions, run).
     """
-    require("daft", "dataferry.daft")
+    frame_type = require("daft", "dataferry.daft").DataFrame
+    if not isinstance(df, frame_type):
+        raise ConfigError(
+            f"dataferry.daft.write_dataset takes a daft.DataFrame, got {type(df).__name__}; "
+            "for Arrow, pandas or polars data use dataferry.write_dataset"
+        )
     sink = CommitSink(
         dest,
         partition_by=partition_by,
