@@ -43,6 +43,7 @@ from dataferry.errors import (  # noqa: E402
     InjectedCrash,
     TaskCommitError,
 )
+from dataferry.stats import IOStatistics  # noqa: E402
 
 N, CALLS = 1_200, 4
 FILE_COMMITTERS = ["v1", "manifest", "direct", "hive", "magic", "directory", "partitioned"]
@@ -205,6 +206,17 @@ def test_write_sink_returns_what_was_written(tmp_path):
     assert sink.job is None  # ended: a later abort (the `with`'s) has nothing to undo
 
 
+def test_store_statistics_count_each_operation_once(tmp_path):
+    """The native runner's calls count on the driver's own store: taking their counts again
+    from their results would report each of their operations twice."""
+    store = open_store(str(tmp_path / "out"))
+    before = store.stats.snapshot()
+    result = fd.write_dataset(frame(table()), store, partition_by=["day"], committer="manifest")
+    counted = result.run.store_stats.counter_values()
+    assert counted == IOStatistics(store.stats.diff(before)).counter_values()
+    assert counted["op_create"] >= CALLS * 3
+
+
 # --- write calls as a distributed runner makes them ------------------------------------------
 
 
@@ -238,6 +250,8 @@ def test_write_calls_run_in_other_processes_on_a_pickled_sink(tmp_path):
     sink.finalize(results)
     assert read_rows(tmp_path / "out") == rows(t)
     assert sink.result.stats["tasks"] == CALLS
+    # the workers' counts came back with their results: each data file's write among them
+    assert sink.result.run.store_stats.counter("op_create") >= CALLS * 3
     assert leftovers(tmp_path / "out") == []
 
 

@@ -40,7 +40,7 @@ from ..errors import ConfigError, DestinationError, EngineError
 from ..extras import MissingDependency
 from ..stats import IOStatistics
 from ..store import Store
-from .task import TaskDone, TaskPlan, arrow_tables, check_columns, write_task
+from .task import TaskDone, TaskPlan, arrow_tables, check_columns, store_token, write_task
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -150,6 +150,7 @@ class CommitSink(_Base):
         self.job: Job | None = None  # the open job, from start() until it ends
         self.plan: TaskPlan | None = None  # what the workers need, set by start()
         self._started = 0.0
+        self._store_before: dict[str, Any] = {}  # the driver store's counts at start()
         self._die: Callable[[Any, str], None] | None = None  # tests only: task.write_task's
 
     # --- what Daft calls ---------------------------------------------------------------------
@@ -167,6 +168,10 @@ class CommitSink(_Base):
         """On the driver, before any write: check the destination and open the job."""
         self._started = time.perf_counter()
         self.result = None
+        # the store's counts before the destination's checks (a store opened from a path
+        # is new: it has counted nothing yet)
+        dest = self.request.dest
+        self._store_before = dest.stats.snapshot() if isinstance(dest, Store) else {}
         known = self.schema_in is not None
         schema = self.schema_in if known else _names_only(self.partition_by)
         _store, committer = prepare_write(self.request, schema, schema_known=known)
@@ -209,12 +214,12 @@ class CommitSink(_Base):
                 commit = job.commit([d.message for d in done])
             except DestinationError as e:
                 raise_in_callers_words(self.request.mode_words, e)
-            self.result = self._result(job, done, commit, write_s)
         except Exception:
             self.abort()
             raise
         job.end()
         self.job = None
+        self.result = self._result(job, done, commit, write_s)
         row = {name: [getattr(self.result, name)] for name, _ in RESULT_COLUMNS}
         import pyarrow as pa
 
@@ -262,9 +267,13 @@ class CommitSink(_Base):
 
     def _result(self, job: Job, done: list[TaskDone], commit: Any, write_s: float) -> WriteResult:
         committer = job.committer
-        store_stats = IOStatistics(committer.store.stats.snapshot())
+        # the driver's store counted the checks, the job's setup, commit and end, and every
+        # call that ran on it (in this process); a call on a copy elsewhere brings its own
+        store_stats = IOStatistics(committer.store.stats.diff(self._store_before))
+        here = store_token(committer.store)
         for d in done:
-            store_stats.merge(d.store_stats)
+            if d.store_token != here:
+                store_stats.merge(d.store_stats)
             committer.stats.merge(d.committer_stats)
         messages = [d.message for d in done if d.message is not None]
         run = JobRun(

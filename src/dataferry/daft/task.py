@@ -12,6 +12,7 @@ the job commit, which removes it with everything else the job did not commit.
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -44,6 +45,13 @@ class TaskDone:
     write_s: float
     store_stats: dict[str, Any] = field(default_factory=dict)
     committer_stats: dict[str, Any] = field(default_factory=dict)
+    store_token: tuple[int, int] = (0, 0)  # `store_token` of the store it counted on
+
+
+def store_token(store: Any) -> tuple[int, int]:
+    """Which store object a call's statistics were counted on: the native runner's calls
+    share the driver's (whose own counts then hold theirs), the Ray runner's have copies."""
+    return (os.getpid(), id(store))
 
 
 @dataclass(frozen=True)
@@ -127,6 +135,7 @@ def write_task(
         write_s=time.perf_counter() - started,
         store_stats=store.stats.diff(before),
         committer_stats=attempt.committer.stats.snapshot(),
+        store_token=store_token(store),
     )
 
 
