@@ -24,6 +24,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pytest
 
@@ -146,6 +147,22 @@ def test_every_file_committer_writes_each_row_once(tmp_path, committer):
     assert result.files == len(visible_files(out)) == CALLS * 3
     assert {f.split("/")[0] for f in visible_files(out)} == {"day=d0", "day=d1", "day=d2"}
     assert leftovers(out) == []
+
+
+def test_modes_append_overwrite_and_overwrite_partitions(tmp_path):
+    out = tmp_path / "out"
+    first, second = table(600), table(300, offset=1000)
+    fd.write_dataset(frame(first), out, partition_by=["day"])
+    fd.write_dataset(
+        frame(second), out, partition_by=["day"], existing_data_behavior="overwrite_or_ignore"
+    )
+    assert read_rows(out) == sorted(rows(first) + rows(second))
+    only_d0 = second.filter(pc.equal(second["day"], "d0"))
+    fd.write_dataset(frame(only_d0, 1), out, partition_by=["day"], mode="overwrite-partitions")
+    kept = [r for r in rows(first) + rows(second) if r[1] != "d0"]
+    assert read_rows(out) == sorted(kept + rows(only_d0))
+    fd.write_dataset(frame(second), out, partition_by=["day"], mode="overwrite")
+    assert read_rows(out) == rows(second)
 
 
 @pytest.mark.parametrize("name", sorted(TABLE_OPTIONS))
