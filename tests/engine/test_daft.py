@@ -371,6 +371,21 @@ def test_a_failed_write_is_aborted_and_leaves_nothing(tmp_path, committer):
     assert all_files(out) == []
 
 
+def test_a_sink_reused_after_a_failed_write_aborts_the_job_it_left_open(tmp_path):
+    """Without `with`, a failed write_sink leaves its job open (Daft has no failure hook):
+    the sink's next start aborts it, so its committed calls' files do not linger."""
+    df = frame(table())
+    bad = df.with_column("id", df["id"].apply(fails_at_777, return_dtype=daft.DataType.int64()))
+    out = tmp_path / "out"
+    sink = CommitSink(out, partition_by=["day"], committer="direct")
+    with pytest.raises(Exception, match="User-defined function"):
+        bad.write_sink(sink)
+    assert sink.job is not None and [f for f in all_files(out) if "part-" in f]
+    df.write_sink(sink)
+    assert read_rows(out) == rows(table())
+    assert len(visible_files(out)) == CALLS * 3 and leftovers(out) == []
+
+
 def test_bad_options_fail_on_the_driver_before_any_write(tmp_path):
     df = frame(table())
     out = tmp_path / "out"

@@ -165,7 +165,9 @@ class CommitSink(_Base):
         return Schema.from_pyarrow_schema(_result_schema())
 
     def start(self) -> None:
-        """On the driver, before any write: check the destination and open the job."""
+        """On the driver, before any write: check the destination and open the job (a job
+        an earlier failed `write_sink` of this sink left open is aborted first)."""
+        self.abort()
         self._started = time.perf_counter()
         self.result = None
         # the store's counts before the destination's checks (a store opened from a path
