@@ -202,6 +202,7 @@ class CommitSink(_Base):
     def finalize(self, write_results: list[Any]) -> Any:
         """On the driver: commit the job from the kept calls' messages (or abort it and
         raise); one row saying what was written."""
+        import pyarrow as pa
         from daft.recordbatch import MicroPartition
 
         job = self._open_job()
@@ -223,8 +224,6 @@ class CommitSink(_Base):
         self.job = None
         self.result = self._result(job, done, commit, write_s)
         row = {name: [getattr(self.result, name)] for name, _ in RESULT_COLUMNS}
-        import pyarrow as pa
-
         return MicroPartition.from_arrow(pa.table(row, schema=_result_schema()))
 
     # --- a failed write ----------------------------------------------------------------------
