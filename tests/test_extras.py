@@ -42,6 +42,7 @@ def test_hints():
         ("dask", "import dataferry.dask as d; d.to_parquet(None, 'out')", "dataferry[dask]"),
         ("distributed", "import dataferry.dask as d; d.shuffle(None, 'k')", "dataferry[dask]"),
         ("ray", "import dataferry.ray as r; r.CommitDatasink('out')", "dataferry[ray]"),
+        ("daft", "import dataferry.daft as d; d.CommitSink('out')", "dataferry[daft]"),
         ("moto", "from dataferry.testing import LocalS3Server as S; S().start()", "[testserver]"),
     ],
 )

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("bench", ("bench", "demo")),  # benchmarks, the report, the demo
     ("verify", ("verify",)),  # the crash-point harness, the store probe
     ("testing", ("testing",)),  # the S3-protocol test server
-    ("dataset", ("dataset", "dask", "ray", "")),  # write_dataset and the public integrations
+    ("dataset", ("dataset", "dask", "ray", "daft", "")),  # write_dataset, the integrations
     ("engine", ("engine",)),  # who runs tasks: local, Dask, Ray; the shuffle's stages
     ("commit", ("commit",)),  # the commit protocol and every committer
     ("markers", ("markers",)),  # write markers, the marker service

@@ -26,6 +26,7 @@ EXTRA_OF_MODULE = {
     "dask": "dask",
     "distributed": "dask",
     "ray": "ray",
+    "daft": "daft",
     "matplotlib": "report",
     "moto": "testserver",
     "pyroaring": "shuffle",

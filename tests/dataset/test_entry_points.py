@@ -2,8 +2,8 @@
 `WriteRequest` by its row in `ENTRY_POINTS`, and nowhere else.
 
 A new argument of `dataferry.write_dataset`, `dataferry.dask.to_parquet`,
-`dataferry.dask.write_dataset` or `dataferry.ray.CommitDatasink` fails here until its row
-says where it goes."""
+`dataferry.dask.write_dataset`, `dataferry.ray.CommitDatasink` or `dataferry.daft.CommitSink`
+fails here until its row says where it goes."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import fields
 
 import pytest
 
+import dataferry.daft
 import dataferry.dask
 import dataferry.ray
 from dataferry.dataset import options as opts
@@ -35,6 +36,7 @@ SIGNATURES = {
     "dask.to_parquet": dataferry.dask.to_parquet,
     "dask.write_dataset": dataferry.dask.write_dataset,
     "ray.CommitDatasink": dataferry.ray.CommitDatasink.__init__,
+    "daft.CommitSink": dataferry.daft.CommitSink.__init__,
 }
 TARGETS = {f.name for f in fields(WriteRequest)} | {"format", "format_options", *opts.SIZE_OPTIONS}
 
@@ -98,6 +100,7 @@ def test_default_calls_ask_for_the_same_write():
         "ray.CommitDatasink": translate(
             "ray.CommitDatasink", defaults("ray.CommitDatasink", path="out")
         ),
+        "daft.CommitSink": translate("daft.CommitSink", defaults("daft.CommitSink", dest="out")),
     }
     plain = WriteRequest("out", options=WriteOptions())
     for name, request in requests.items():

@@ -17,6 +17,7 @@ from dataferry.errors import ConfigError, DestinationError
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "dataferry"
 FACES = [*sorted((SRC / "dask").glob("*.py")), *sorted((SRC / "ray").glob("*.py"))]
+FACES += sorted((SRC / "daft").glob("*.py"))
 FACES += sorted((SRC / "dataset").glob("*.py"))
 
 

@@ -356,6 +356,11 @@ ENTRY_POINTS: dict[str, dict[str, Any]] = {
         "path": "dest",
         "partition_cols": "partition_by",  # Ray's name; partition_by is dataferry's
     },
+    "daft.CommitSink": {
+        **{k: v for k, v in _SAME.items() if k != "max_memory"},
+        **{n: RUN for n in ("self", "schema", "before_job_commit")},
+        "partition_cols": "partition_by",  # Daft's name (write_parquet's)
+    },
 }
 _FIELDS = {f.name for f in fields(WriteRequest)} - {"options", "mode_words"} | {"format"}
 
