@@ -170,10 +170,12 @@ def load_intent(
     except DamagedRecord as e:
         found = phases_marked(store, job_dir)
         seen = f" (phase {', '.join(found)} marked done)" if found else ""
-        raise DamagedRecord(
+        damaged = DamagedRecord(
             f"{e}; the commit was decided when it was written{seen}, so nothing is rolled "
             "back: the job directory is left in place"
-        ) from None
+        )
+        damaged.source, damaged.field = e.source, e.field  # the record and the field at fault
+        raise damaged from None
 
 
 def _holds_more_than_markers(store: Store, job_dir: str) -> bool:
