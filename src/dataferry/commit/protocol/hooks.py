@@ -235,9 +235,11 @@ class CommitterHooks(ABC):
         """What of the destination a write mode sees as data (and `overwrite` replaces)."""
 
     def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
-        """Check the committer's plan in a decided intent record before anything visible
-        changes (the replace runs first); ValidationError naming the record and field if it is
-        damaged. Committers whose plan lives in other files check those here too."""
+        """Check what a decided intent record's plan relies on beyond the record, before
+        anything visible changes (the replace runs first); ValidationError naming the file and
+        field if it is damaged. The plan's own fields were checked as the record was read (its
+        `plan_type`); committers whose plan lives partly in other files (the manifest
+        committer's entries) check those here."""
         return None
 
     def success_bytes(
