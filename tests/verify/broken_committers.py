@@ -36,7 +36,6 @@ from typing import Any
 from dataferry.commit.direct.committer import DirectCommitter, DirectConfig
 from dataferry.commit.hive.committer import HiveCommitter, move_aside, move_in
 from dataferry.commit.hive.config import HiveConfig
-from dataferry.commit.hive.journal import Journal
 from dataferry.commit.manifest.committer import ManifestCommitter
 from dataferry.commit.manifest.config import ManifestConfig
 from dataferry.commit.manifest.files import TaskManifest
@@ -151,7 +150,7 @@ class MovesBeforeJournal(HiveCommitter):
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
     ) -> CommitPlan:
         plan = super().plan_commit(ctx, job, messages)
-        journal = Journal.from_json(plan.payload["journal"], "plan")
+        journal = plan.payload.journal
         pools = self._pools()
         try:  # the load's moves, with no record (so no phase marks) beside them
             move_aside(ctx, journal, pools)

@@ -22,6 +22,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
+
+import msgspec
 
 from ..errors import (
     AccessDenied,
@@ -30,7 +33,6 @@ from ..errors import (
     NotFound,
     StoreError,
     TaskCommitError,
-    ValidationError,
 )
 from ..stages import stage
 from ..store import FileStatus, Store, paths
@@ -43,8 +45,11 @@ from .lookup import committer_by_name, job_from_ids
 from .protocol import (
     Applied,
     CommitPlan,
+    Count,
     JobContext,
     Leftover,
+    NonEmpty,
+    Plan,
     StageContext,
     TaskAttemptContext,
     TaskCommitMessage,
@@ -85,11 +90,37 @@ class FileOutputConfig:
             )
 
 
+Flag = Annotated[int, msgspec.Meta(ge=0, le=1)]
+
+
+class Move(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
+    """Move `src` to `dst`: a whole directory when nothing is there yet, else one file
+    (replacing a file that was there when planned, as Hadoop's mergePaths does). In the
+    intent record it is the row `[src, dst, directory 0/1, replace 0/1]`."""
+
+    src: NonEmpty
+    dst: NonEmpty
+    directory: Flag
+    replace: Flag
+
+
+class FileOutputPlan(Plan, kw_only=True):
+    """v1's and v2's plan: the moves of v1's merge (none for v2, whose task commits merged
+    `merged` already), and what the job publishes."""
+
+    moves: list[Move]
+    merged: list[str] = []
+    files: Count
+    bytes: Count
+    filenames: list[str]
+
+
 class FileOutputCommitter(Committer):
     """v1 or v2, chosen by `config.algorithm`."""
 
     inflight_names = True
     sweeps_late_attempts = True
+    plan_type = FileOutputPlan
 
     def __init__(self, store, config: FileOutputConfig) -> None:
         super().__init__(store, config)
@@ -197,8 +228,10 @@ class FileOutputCommitter(Committer):
     ) -> CommitPlan:
         if self.config.algorithm == 2:  # task commits already merged everything
             files = sorted(f for m in messages for f in m.files)
-            summary = {"files": len(files), "bytes": sum(m.bytes for m in messages)}
-            plan = {"moves": [], "merged": files, **summary, "filenames": files[:100]}
+            size = sum(m.bytes for m in messages)
+            plan = FileOutputPlan(
+                moves=[], merged=files, files=len(files), bytes=size, filenames=files[:100]
+            )
             return CommitPlan(plan, len(files), written=files)
         taken = take_committed_tasks(ctx, self.job_attempt_path(job), messages)
         tree = list_committed_tasks(ctx, self.job_attempt_path(job), taken)
@@ -210,37 +243,26 @@ class FileOutputCommitter(Committer):
             replacing_all=job.mode == "overwrite",
             publish_names=self.publishes_own_names,
         )
-        summary = {"files": len(files), "bytes": tree.bytes, "filenames": files[:100]}
-        return CommitPlan(
-            {"moves": [m.to_json() for m in moves], **summary}, len(files), written=files
+        plan = FileOutputPlan(
+            moves=moves, files=len(files), bytes=tree.bytes, filenames=files[:100]
         )
+        return CommitPlan(plan, len(files), written=files)
 
     def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
         """v2's tasks have moved their files in already: those are not someone else's data."""
-        mine = set(plan.payload.get("merged", ()))
+        mine = set(plan.payload.merged)
         tops = {f.split("/", 1)[0] for f in mine}
         existing = super().existing_data(job, plan)
         return [e for e in existing if e not in tops] + sorted(
             s.path for t in existing if t in tops for s in self.store.walk(t) if s.path not in mine
         )
 
-    def _moves(self, ctx: StageContext, job: JobContext, intent: Intent) -> list[Move]:
-        """Every planned move, each checked, before the first one is made."""
-        plan = intent.payload
-        source = ctx.store.full_url(paths.join(self.job_dir(job), INTENT_FILE))
-        if not isinstance(plan.get("moves"), list):
-            raise ValidationError("not a list of moves", source, "payload.moves")
-        return [
-            Move.from_json(m, source, f"payload.moves[{i}]") for i, m in enumerate(plan["moves"])
-        ]
-
-    def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
-        self._moves(ctx, job, intent)
-
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
-        plan = intent.payload
-        merge_paths(ctx, self._moves(ctx, job, intent))
-        return Applied(files=plan["files"], bytes=plan["bytes"], filenames=plan["filenames"])
+        """The planned moves (every one checked as the record was read, before the first is
+        made)."""
+        plan: FileOutputPlan = intent.payload
+        merge_paths(ctx, plan.moves)
+        return Applied(files=plan.files, bytes=plan.bytes, filenames=list(plan.filenames))
 
     def success_bytes(
         self, ctx: StageContext, job: JobContext, intent: Intent, applied: Applied
@@ -317,33 +339,6 @@ class FileOutputCommitter(Committer):
 
 
 # --- v1's job commit stages ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Move:
-    """Move `src` to `dst`: a whole directory when nothing is there yet, else one file
-    (replacing a file that was there when planned, as Hadoop's mergePaths does)."""
-
-    src: str
-    dst: str
-    directory: bool = False
-    replace: bool = False
-
-    def to_json(self) -> list:
-        return [self.src, self.dst, int(self.directory), int(self.replace)]
-
-    @classmethod
-    def from_json(cls, row: object, source: str = "", where: str = "") -> Move:
-        """A row of the intent record; ValidationError naming `source` and `where` if it is
-        not `[src, dst, directory 0/1, replace 0/1]`."""
-        if (
-            not isinstance(row, list)
-            or len(row) != 4
-            or not all(isinstance(p, str) and p for p in row[:2])
-            or not all(f in (0, 1) and not isinstance(f, float) for f in row[2:])
-        ):
-            raise ValidationError(f"not a move: {row!r:.200}", source, where)
-        return cls(row[0], row[1], bool(row[2]), bool(row[3]))
 
 
 @stage("job_stage_take_committed_tasks", "take_committed_tasks")
@@ -436,16 +431,16 @@ def plan_merge(
     def merge(src: FileStatus, dst: str) -> None:
         if not src.is_dir:
             dst = name_of(dst)  # the attempt wrote it under its in-flight name
-            moves.append(Move(src.path, dst, replace=exists(dst) is not None))
+            moves.append(Move(src.path, dst, 0, int(exists(dst) is not None)))
             return
         target = exists(dst) if dst else FileStatus("", 0, True)
         if target is None or not target.is_dir:
-            moves.append(Move(src.path, dst, directory=True, replace=target is not None))
+            moves.append(Move(src.path, dst, 1, int(target is not None)))
             will_exist.add(dst)
             for f in tree.under(src.path) if publish_names else ():
                 moved = paths.join(dst, paths.relative_to(f.path, src.path))
                 if published_name(moved) != moved:  # its files take their own names, in place
-                    moves.append(Move(moved, published_name(moved)))
+                    moves.append(Move(moved, published_name(moved), 0, 0))
             return
         children = store.list(src.path)
         refuse_links(store, children, "committed task directory", error=JobCommitError)
@@ -468,7 +463,7 @@ def merge_paths(ctx: StageContext, moves: list[Move]) -> None:
             planned.src,
             planned.dst,
             stats=ctx.stats,
-            replace=planned.replace,
+            replace=bool(planned.replace),
             merge_dirs=True,
             context="merge",
         )

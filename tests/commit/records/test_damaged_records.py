@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from dataferry import make_committer
 from dataferry.commit.direct import records as direct_records
 from dataferry.commit.direct.committer import commit_record_path, list_committed
 from dataferry.commit.direct.records import CommitRecord, read_commit_record
-from dataferry.commit.hive.journal import Journal, Step
+from dataferry.commit.fileoutput import FileOutputPlan, Move
+from dataferry.commit.hive.journal import HivePlan, Journal, Step
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.manifest import files as manifest_files
 from dataferry.commit.manifest.files import FileEntry, TaskManifest, read_manifest
 from dataferry.commit.manifest.layout import JobLayout
 from dataferry.commit.records import success
+from dataferry.commit.records.intent import decode_plan
 from dataferry.commit.records.success import SuccessData, read_success
 from dataferry.commit.s3a.magic import files as magic_files
 from dataferry.commit.s3a.magic.committer import pendingset_path
@@ -32,6 +35,7 @@ from dataferry.commit.s3a.magic.files import (
 from dataferry.commit.s3a.staging import records as staging_records
 from dataferry.commit.s3a.staging.layout import uploads_record
 from dataferry.commit.s3a.staging.records import UploadsRecord
+from dataferry.commit.s3a.uploads import Upload, UploadsPlan
 from dataferry.errors import InjectedCrash, ValidationError
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 
@@ -228,8 +232,13 @@ def test_an_absent_record_is_told_apart_from_a_damaged_one(store):
 
 
 def journal_json():
-    j = Journal("job_1", "overwrite", "t", ["p=1"], [Step("aside", "p=1", "x/p=1", True)])
-    return j.to_json()
+    step = Step("aside", "p=1", "x/p=1", True)
+    j = Journal(job_id="job_1", mode="overwrite", table="t", partitions=["p=1"], steps=[step])
+    return msgspec.to_builtins(j)
+
+
+def hive_plan(journal):
+    return {"journal": journal, "catalog": "", "files": 0}
 
 
 @pytest.mark.parametrize(
@@ -245,10 +254,15 @@ def journal_json():
     ],
 )
 def test_a_damaged_load_journal_gives_one_validation_error(damage):
-    Journal.from_json(journal_json(), "file:///t/intent")
+    """Hive's journal is decoded as its plan: a damaged one is refused naming the record and
+    the journal's field (were it not, a load would run or be undone from a broken journal)."""
+    decode_plan(hive_plan(journal_json()), HivePlan, "file:///t/intent")
     d = journal_json()
     damage(d)
-    one_error(lambda: Journal.from_json(d, "file:///t/intent"), "file:///t/intent")
+    e = one_error(
+        lambda: decode_plan(hive_plan(d), HivePlan, "file:///t/intent"), "file:///t/intent"
+    )
+    assert e.field.startswith("payload.journal."), e
 
 
 # --- what the committers do with a damaged record ----------------------------------------------
@@ -392,10 +406,13 @@ def test_staging_cleanup_with_a_damaged_uploads_record_keeps_it_and_its_uploads(
     ],
 )
 def test_a_damaged_v1_move_row_gives_one_validation_error(row):
-    from dataferry.commit.fileoutput import Move
+    def plan(move):
+        return {"moves": [move], "files": 1, "bytes": 1, "filenames": ["b"]}
 
-    assert Move.from_json(["a", "b", 1, 0], "file:///i") == Move("a", "b", True, False)
-    one_error(lambda: Move.from_json(row, "file:///i", "payload.moves[0]"), "file:///i")
+    good = decode_plan(plan(["a", "b", 1, 0]), FileOutputPlan, "file:///i")
+    assert good.moves == [Move("a", "b", 1, 0)]
+    e = one_error(lambda: decode_plan(plan(row), FileOutputPlan, "file:///i"), "file:///i")
+    assert e.field.startswith("payload.moves[0]"), e
 
 
 @pytest.mark.parametrize(
@@ -410,7 +427,10 @@ def test_a_damaged_v1_move_row_gives_one_validation_error(row):
     ],
 )
 def test_a_damaged_upload_row_gives_one_validation_error(row):
-    from dataferry.commit.s3a.uploads import Upload
+    def plan(upload):
+        return {"uploads": [upload], "attempts": ["a1"], "replace_files": []}
 
-    assert Upload.from_row(["a", "u", ["e"], 1], "file:///i").etags == ["e"]
-    one_error(lambda: Upload.from_row(row, "file:///i", "payload.uploads[0]"), "file:///i")
+    good = decode_plan(plan(["a", "u", ["e"], 1]), UploadsPlan, "file:///i")
+    assert good.uploads == [Upload("a", "u", ["e"], 1)]
+    e = one_error(lambda: decode_plan(plan(row), UploadsPlan, "file:///i"), "file:///i")
+    assert e.field.startswith("payload.uploads[0]"), e

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+import msgspec
+
 from ...errors import CommitError, NotFound
 from ...ids import parse_task_attempt_id
 from ...markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers
@@ -42,6 +44,7 @@ from ..protocol import (
     StageContext,
     TaskAttemptContext,
     TaskCommitMessage,
+    plan_type_of,
 )
 from ..records.intent import Intent, load_intent
 from ..records.success import SUCCESS_FILE
@@ -51,6 +54,7 @@ from .deletion import (
     delete_untracked,
     owned_files,
 )
+from .plan import DirectPlan, plan_files
 from .records import CommitRecord, read_commit_record
 
 log = logging.getLogger("dataferry.commit")
@@ -144,6 +148,7 @@ class DirectCommitter(Committer):
     # where each job's marker directory lives (`<root>/<job uuid>`): one root per committer,
     # so that `dataferry cleanup` knows whose job a marker directory is
     markers_root = MARKERS_ROOT
+    plan_type = DirectPlan
 
     def __init__(self, store: Store, config: DirectConfig) -> None:
         super().__init__(store, config)
@@ -289,9 +294,8 @@ class DirectCommitter(Committer):
             )
         stray = owned_files(self, self.job_dir(job), sorted(marked - committed))
         self._refuse_to_delete_unreported(job, stray, messages)
-        return CommitPlan(
-            {"files": sorted(committed), "stray": stray, "marked": len(marked)}, len(committed)
-        )
+        plan = DirectPlan(files=sorted(committed), stray=stray, marked=len(marked))
+        return CommitPlan(plan if plan_type_of(self) else msgspec.to_builtins(plan), len(committed))
 
     def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
         """Committed jobs' records and files, `_SUCCESS`, and any other visible file: not the
@@ -319,13 +323,13 @@ class DirectCommitter(Committer):
         return sorted(files) + records + success
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
-        plan = intent.payload
-        delete_stray_files(ctx, self, job, plan["stray"])
-        save_commit_record(ctx, job, plan["files"])
+        plan: DirectPlan = intent.payload
+        delete_stray_files(ctx, self, job, plan.stray)
+        save_commit_record(ctx, job, plan.files)
         return Applied(
-            files=len(plan["files"]),
-            filenames=plan["files"][:100],
-            details={"stray_files_deleted": len(plan["stray"]), "markers_found": plan["marked"]},
+            files=len(plan.files),
+            filenames=plan.files[:100],
+            details={"stray_files_deleted": len(plan.stray), "markers_found": plan.marked},
         )
 
     def success_committer_name(self) -> str:
@@ -336,8 +340,8 @@ class DirectCommitter(Committer):
         attempt the driver gave up on, still writing) is not committed and goes first; one
         whose marker went with the others is found by its job's tag in the partitions the job
         wrote; a later one re-creates a marker, which `dataferry cleanup` finds."""
-        intent = load_intent(ctx.store, self.job_dir(job))
-        committed = intent.payload["files"] if intent else self.committed_files(job)
+        intent = load_intent(ctx.store, self.job_dir(job), plan_type_of(self))
+        committed = plan_files(intent.payload) if intent else self.committed_files(job)
         delete_uncommitted(self, self.job_dir(job), committed, ctx.pool)
         self.markers(job).delete_all()
         delete_untracked(self, job.job_uuid, committed, ctx.pool)

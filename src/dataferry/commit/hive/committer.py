@@ -41,7 +41,7 @@ from ..records.intent import Intent, load_intent, mark_phase, phase_done, save_i
 from ..registry import KNOWN
 from .catalog import Catalog, open_catalog
 from .config import MODES, HiveConfig
-from .journal import Journal, journal_of
+from .journal import HivePlan, Journal
 from .load import LoadPools, LoadStats, in_place, plan_load, register, run_steps
 from .staging import ext_dir, is_staging_dir, staging_dir
 
@@ -52,6 +52,7 @@ class HiveCommitter(Committer):
     name = "hive"
     # INSERT OVERWRITE replaces the partitions written; overwrite-table the whole table
     mode_meanings = {"overwrite": "overwrite-partitions", "overwrite-table": "overwrite"}
+    plan_type = HivePlan
 
     def __init__(self, store: Store, config: HiveConfig) -> None:
         super().__init__(store, config)
@@ -158,11 +159,8 @@ class HiveCommitter(Committer):
         staged = commit_staging(ctx, inner, inner_job, messages)
         self.stats.merge(inner.stats)
         journal = self._plan(ctx, job)
-        return CommitPlan(
-            {"journal": journal.to_json(), "catalog": self.config.catalog, "files": staged.files},
-            staged.files,
-            staged.bytes,
-        )
+        plan = HivePlan(journal=journal, catalog=self.config.catalog, files=staged.files)
+        return CommitPlan(plan, staged.files, staged.bytes)
 
     def _plan(self, ctx: StageContext, job: JobContext) -> Journal:
         pools = self._pools()
@@ -179,20 +177,18 @@ class HiveCommitter(Committer):
         finally:
             pools.close()
 
-    def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
-        journal_of(self.store, self.job_dir(job), intent)
-
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
-        job_dir = self.job_dir(job)
-        journal = journal_of(self.store, job_dir, intent)
+        """The load from its journal (checked as the record was read: a damaged one neither
+        runs nor is undone)."""
+        plan: HivePlan = intent.payload
         pools = self._pools()
         try:
-            stats = run_load(ctx, job_dir, journal, intent.payload["catalog"], pools)
+            stats = run_load(ctx, self.job_dir(job), plan.journal, plan.catalog, pools)
         finally:
             pools.close()
-        moved = [s.dst for s in journal.steps if s.phase == "in"]
+        moved = [s.dst for s in plan.journal.steps if s.phase == "in"]
         return Applied(
-            files=intent.payload["files"],
+            files=plan.files,
             filenames=moved[:100],
             details={"load": stats},
         )
@@ -229,12 +225,11 @@ class HiveCommitter(Committer):
     def rollback_job(self, job: JobContext) -> None:
         """Undo the load's moves from its intent record, if it has one (the replaced partitions
         come back from the staging directory), then delete the staging directory."""
-        intent = load_intent(self.store, staging_dir(job))
+        intent = load_intent(self.store, staging_dir(job), self.plan_type)
         if intent is not None:
-            journal = journal_of(self.store, staging_dir(job), intent)
             pools = self._pools()
             try:
-                undo_load(self.store, journal, pools)
+                undo_load(self.store, intent.payload.journal, pools)
             finally:
                 pools.close()
         inner, inner_job = self._inner(job)
@@ -272,7 +267,7 @@ def _intent_of(job: JobContext, journal: Journal, committer: HiveCommitter) -> I
         job_uuid=job.job_uuid,
         committer=committer.name,
         mode=job.mode,
-        payload={"journal": journal.to_json(), "catalog": committer.config.catalog, "files": 0},
+        payload=HivePlan(journal=journal, catalog=committer.config.catalog, files=0),
     )
 
 

@@ -81,7 +81,7 @@ def plan_load(
         if not paths.is_hidden(rel):
             staged[paths.parent(rel)].append(st)
     partitions = sorted(staged)
-    journal = Journal(job_id=job_id, mode=mode, table=table, partitions=partitions)
+    steps: list[Step] = []
     caps = store.capabilities
     dir_rename_ok = caps.atomic_dir_rename and caps.o1_dir_rename
     aside_root = f"{staging}/{REPLACED_DIR}"
@@ -90,9 +90,9 @@ def plan_load(
         target = f"{aside_root}/{st.path}"
         if st.is_dir and not dir_rename_ok:
             for f in parallel_walk(store, st.path, pools.partitions):
-                journal.steps.append(Step("aside", f.path, f"{aside_root}/{f.path}"))
+                steps.append(Step("aside", f.path, f"{aside_root}/{f.path}"))
         else:
-            journal.steps.append(Step("aside", st.path, target, directory=st.is_dir))
+            steps.append(Step("aside", st.path, target, directory=st.is_dir))
 
     existing = _exists_map(store, [p for p in partitions if p], pools.partitions)
     # an overwrite that writes into the table's root (an unpartitioned insert) replaces the
@@ -111,11 +111,11 @@ def plan_load(
     nested = {p for p in partitions for q in partitions if q != p and paths.is_under(q, p)}
     for p in partitions:
         if p and existing.get(p) is None and dir_rename_ok and p not in nested:
-            journal.steps.append(Step("in", paths.join(ext, p), p, directory=True))
+            steps.append(Step("in", paths.join(ext, p), p, directory=True))
             for st in sorted(staged[p], key=lambda s: s.path):  # then the files' own names
                 if published_name(st.name) != st.name:
                     own = paths.join(p, published_name(st.name))
-                    journal.steps.append(Step("in", paths.join(p, st.name), own))
+                    steps.append(Step("in", paths.join(p, st.name), own))
             continue
         names = taken.get(p, set())
         for st in sorted(staged[p], key=lambda s: s.path):
@@ -125,8 +125,8 @@ def plan_load(
                 n += 1
                 name = copy_name(own, n)
             names.add(name)
-            journal.steps.append(Step("in", st.path, paths.join(p, name)))
-    return journal
+            steps.append(Step("in", st.path, paths.join(p, name)))
+    return Journal(job_id=job_id, mode=mode, table=table, partitions=partitions, steps=steps)
 
 
 def _visible_entries(store: Store, path: str) -> list[FileStatus]:

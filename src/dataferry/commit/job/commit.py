@@ -19,7 +19,15 @@ from dataclasses import replace
 
 from ...errors import ClaimLost, CommitError, CommitUndone, InjectedCrash, JobCommitError
 from ...stages import stage
-from ..protocol import CommitterHooks, JobCommitResult, JobContext, StageContext, TaskCommitMessage
+from ..protocol import (
+    CommitPlan,
+    CommitterHooks,
+    JobCommitResult,
+    JobContext,
+    StageContext,
+    TaskCommitMessage,
+    plan_type_of,
+)
 from ..records.drivers import driver_crashed, driver_path, end_driver, record_driver
 from ..records.hold import HeldClaim, mark_crashed
 from ..records.intent import Intent
@@ -60,7 +68,7 @@ def commit_job(
                 job_uuid=job.job_uuid,
                 committer=committer.name,
                 mode=job.mode,
-                payload=plan.payload,
+                payload=checked_plan(committer, plan),
                 replace=replace,
             )
             save_intent_stage(ctx, committer.job_dir(job), intent)
@@ -102,6 +110,18 @@ def commit_job(
         ctx.close()
     result.stage_seconds["total"] = time.perf_counter() - start
     return result
+
+
+def checked_plan(committer: CommitterHooks, plan: CommitPlan) -> object:
+    """The plan to save: the committer's declared plan type (what recovery decodes it as),
+    so a plan_commit that returns anything else fails before the commit is decided."""
+    expected = plan_type_of(committer)
+    if expected is not None and not isinstance(plan.payload, expected):
+        raise CommitError(
+            f"committer {committer.name!r} planned a {type(plan.payload).__name__}, not its "
+            f"plan type {expected.__name__}; nothing was committed"
+        )
+    return plan.payload
 
 
 def _finish_again(

@@ -25,7 +25,7 @@ from ...errors import (
 )
 from ...store import Store
 from ..lookup import committer_by_name, job_from_ids
-from ..protocol import CommitterHooks, JobContext
+from ..protocol import CommitterHooks, JobContext, plan_type_of
 from ..records.claim import DEFAULT_CLAIM_TIMEOUT_S, MIN_CLAIM_TIMEOUT_S, Claim
 from ..records.hold import (
     HeldClaim,
@@ -74,7 +74,7 @@ def _decided(
     committer's rollback) and the way it goes ('rolled forward' or 'rolled back'). A damaged
     record is settled from the destination when it can say whether the commit is in it."""
     try:
-        intent = load_intent(committer.store, committer.job_dir(job))
+        intent = load_intent(committer.store, committer.job_dir(job), plan_type_of(committer))
     except DamagedRecord as e:
         landed = committer.landed_in_destination(job)
         if landed is None:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...errors import NotFound, TaskCommitError, ValidationError
+import msgspec
+
+from ...errors import NotFound, TaskCommitError
 from ...stats import IOStatistics
 from ...store import Store, open_store, paths
 from ..base import Committer
@@ -27,13 +29,16 @@ from ..protocol import (
     REPLACING_MODES,
     Applied,
     CommitPlan,
+    Count,
     JobContext,
     Leftover,
+    NonEmpty,
+    Plan,
     StageContext,
     TaskAttemptContext,
     TaskCommitMessage,
 )
-from ..records.intent import Intent, intent_path
+from ..records.intent import Intent
 from ..records.success import SuccessData
 from .config import ManifestConfig
 from .files import DirEntry, EntryStatus, TaskManifest, read_manifest
@@ -51,11 +56,35 @@ COMMITTER_NAME = "dataferry.commit.manifest.ManifestCommitter"
 ENTRIES_NAME = "_commit_entries.jsonl"
 
 
+class PlannedDir(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
+    """A directory the commit creates: the row `[dest, entry status, level]`."""
+
+    dest: NonEmpty
+    status: int
+    level: Count
+
+
+class ManifestPlan(Plan, kw_only=True):
+    """The manifest committer's plan: where the loaded manifests' entries are (and the entries
+    file's size when written: None in records of older versions), their totals, the
+    directories to create and the files the write mode deletes before any rename."""
+
+    entries: NonEmpty
+    entries_bytes: Count | None = None
+    manifests: Count
+    files: Count
+    bytes: Count
+    task_attempts: dict[str, Count]  # task attempt id -> its files
+    directories: list[PlannedDir]
+    replace_files: list[str]
+
+
 class ManifestCommitter(Committer):
     name = "manifest"
     inflight_names = True
     flat_attempts = True  # one directory per attempt, whatever the partitions (scan unflattens)
     sweeps_late_attempts = True
+    plan_type = ManifestPlan
 
     def __init__(self, store: Store, config: ManifestConfig) -> None:
         super().__init__(store, config)
@@ -142,53 +171,45 @@ class ManifestCommitter(Committer):
         # overwrite replaces everything visible, a partition overwrite each partition written:
         # nothing already there can be in the way
         replace = [] if job.mode in REPLACING_MODES else check_existing_files(ctx, loaded)
-        return CommitPlan(
-            payload={
-                "entries": entries,
-                "entries_bytes": loaded.entries_bytes,
-                "manifests": loaded.manifests,
-                "files": loaded.files,
-                "bytes": loaded.bytes,
-                "task_attempts": dict(sorted(loaded.task_attempts.items())),
-                "directories": [
-                    [d.dest, int(d.status), d.level] for d in loaded.directories.values()
-                ],
-                "replace_files": replace,
-            },
+        plan = ManifestPlan(
+            entries=entries,
+            entries_bytes=loaded.entries_bytes,
+            manifests=loaded.manifests,
             files=loaded.files,
             bytes=loaded.bytes,
+            task_attempts=dict(sorted(loaded.task_attempts.items())),
+            directories=[
+                PlannedDir(d.dest, int(d.status), d.level) for d in loaded.directories.values()
+            ],
+            replace_files=replace,
         )
+        return CommitPlan(payload=plan, files=loaded.files, bytes=loaded.bytes)
 
-    def _loaded(self, ctx: StageContext, intent: Intent) -> LoadedManifests:
-        plan = intent.payload
+    def _loaded(self, ctx: StageContext, plan: ManifestPlan) -> LoadedManifests:
         return LoadedManifests(
             ctx.store,
-            plan["entries"],
+            plan.entries,
             directories={
-                d: DirEntry(d, EntryStatus.of(status), level)
-                for d, status, level in plan["directories"]
+                d.dest: DirEntry(d.dest, EntryStatus.of(d.status), d.level)
+                for d in plan.directories
             },
-            manifests=plan["manifests"],
-            files=plan["files"],
-            bytes=plan["bytes"],
-            task_attempts=dict(plan["task_attempts"]),
-            entries_bytes=plan.get("entries_bytes"),  # absent in records of older versions
+            manifests=plan.manifests,
+            files=plan.files,
+            bytes=plan.bytes,
+            task_attempts=dict(plan.task_attempts),
+            entries_bytes=plan.entries_bytes,
         )
 
     def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
-        """The plan's fields, and the entries file as long as when it was written."""
-        try:
-            loaded = self._loaded(ctx, intent)
-        except (KeyError, TypeError, ValueError) as e:
-            source = ctx.store.full_url(intent_path(self.job_dir(job)))
-            raise ValidationError(f"not a manifest commit plan ({e!r:.80})", source) from None
-        loaded.check_size()
+        """The entries file as long as when it was written (the plan's own fields were
+        checked as the record was read)."""
+        self._loaded(ctx, intent.payload).check_size()
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
-        plan = intent.payload
-        loaded = self._loaded(ctx, intent)
+        plan: ManifestPlan = intent.payload
+        loaded = self._loaded(ctx, plan)
         loaded.check_size()  # before anything moves: a damaged entries file changes nothing
-        ctx.pool.for_each(ctx.store.delete, plan["replace_files"], adaptive=True)
+        ctx.pool.for_each(ctx.store.delete, plan.replace_files, adaptive=True)
         # a replaced data set took the directories the tasks saw with it: create them all
         dirs = create_directories(ctx, loaded.directories, force=bool(intent.replace))
         renamed = rename_files(ctx, loaded, dirs, resumed=ctx.resumed)

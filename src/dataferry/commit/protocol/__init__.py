@@ -5,7 +5,7 @@ sit above it, the records (`records/`) below."""
 from .contexts import MODES, REPLACING_MODES, JobContext, TaskAttemptContext
 from .hooks import CommitterHooks
 from .messages import JobCommitResult, Leftover, TaskCommitMessage
-from .plans import Applied, CommitPlan
+from .plans import Applied, CommitPlan, Count, NonEmpty, Plan, plan_type_of
 from .stage import StageContext
 
 __all__ = [
@@ -14,10 +14,14 @@ __all__ = [
     "Applied",
     "CommitPlan",
     "CommitterHooks",
+    "Count",
     "JobCommitResult",
     "JobContext",
     "Leftover",
+    "NonEmpty",
+    "Plan",
     "StageContext",
     "TaskAttemptContext",
     "TaskCommitMessage",
+    "plan_type_of",
 ]

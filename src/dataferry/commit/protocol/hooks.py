@@ -27,7 +27,7 @@ from ..records.success import SuccessData
 from .contexts import MODES, JobContext, TaskAttemptContext
 from .inflight import flat_inflight_name, inflight_name
 from .messages import Leftover, TaskCommitMessage
-from .plans import Applied, CommitPlan
+from .plans import Applied, CommitPlan, Plan
 from .stage import StageContext
 
 
@@ -68,6 +68,9 @@ class CommitterHooks(ABC):
     # own vocabulary differs (Hive's `overwrite` replaces the partitions written)
     mode_meanings: dict[str, str] = {}
     claim_timeout_s = DEFAULT_CLAIM_TIMEOUT_S
+    # the frozen struct its `plan_commit` returns as `CommitPlan.payload`: what its intent
+    # records are decoded as (`plans.plan_type_of`); None only for the table committers' dicts
+    plan_type: type[Plan] | None = None
 
     def __init__(self, store: Store, config: Any) -> None:
         self.store = store
@@ -232,9 +235,11 @@ class CommitterHooks(ABC):
         """What of the destination a write mode sees as data (and `overwrite` replaces)."""
 
     def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
-        """Check the committer's plan in a decided intent record before anything visible
-        changes (the replace runs first); ValidationError naming the record and field if it is
-        damaged. Committers whose plan lives in other files check those here too."""
+        """Check what a decided intent record's plan relies on beyond the record, before
+        anything visible changes (the replace runs first); ValidationError naming the file and
+        field if it is damaged. The plan's own fields were checked as the record was read (its
+        `plan_type`); committers whose plan lives partly in other files (the manifest
+        committer's entries) check those here."""
         return None
 
     def success_bytes(

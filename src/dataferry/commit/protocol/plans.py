@@ -1,10 +1,30 @@
 """The typed plans of a job commit: what a committer's planning stages decided (`CommitPlan`,
-saved in the intent record) and what its apply stages did (`Applied`)."""
+its `payload` the committer's own `Plan` struct, saved in the intent record) and what its apply
+stages did (`Applied`).
+
+Each committer declares its plan's type (`plan_type`, a frozen `Plan` subclass); the job commit
+writes the struct into the intent record, and every reader of a record decodes its plan as
+that type (`records.intent.decode_plan`: strict types, a damaged plan refused naming the record
+and the field), so planning, applying and recovery share one declared shape, not a dict's keys.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+
+Count = Annotated[int, msgspec.Meta(ge=0)]
+"""A number of files, bytes or entries."""
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+"""A path or id that cannot be empty."""
+
+
+class Plan(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of every committer's plan: a frozen struct whose field names are the keys of its
+    JSON object in the intent record (keep them: records of earlier versions must still load).
+    Unknown keys are ignored, so a record with a field added later still loads."""
 
 
 @dataclass
@@ -14,10 +34,21 @@ class CommitPlan:
     it publishes, where the committer found them itself (v1 lists its committed tasks at job
     commit, not at task commit); None: the task commit messages name them."""
 
-    payload: dict[str, Any]
+    payload: Plan | dict[str, Any]
     files: int = 0
     bytes: int = 0
     written: list[str] | None = None
+
+
+def plan_type_of(committer: Any) -> type[Plan] | None:
+    """The type a committer's intent records decode their plan as (its `plan_type`); None:
+    the plan is a dict, written and read unchecked."""
+    if committer.replaces_in_transaction:
+        # table committers: typed in the next change. They extend the direct committer's
+        # plan as a dict (table/base.py), so until they declare a plan type of their own
+        # (a `Plan` with direct's fields and theirs) their plans stay dicts
+        return None
+    return committer.plan_type
 
 
 @dataclass

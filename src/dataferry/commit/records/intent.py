@@ -14,14 +14,21 @@ data); recovery stops with `DamagedRecord` naming it and leaves everything in pl
 Progress inside the record is marked by small files beside it (`_commit_intent.<phase>`), each
 written once its phase is complete, so a resumed commit skips what cannot be repeated (the
 deletes of a replaced data set must not run again once new files have moved in).
+
+The committer's plan (`payload`) is its own frozen msgspec Struct, its `plan_type`: written as
+the struct's JSON object, and read back through `decode_plan` alone, which converts it with
+strict types and refuses a plan with a field missing or of the wrong type as `DamagedRecord`,
+naming the record and the field's path (`payload.moves[0][1]`), before anything is done from it.
 """
 
 from __future__ import annotations
 
-import json
+import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ...errors import CommitError, NotFound, StoreError, ValidationError
 from ...store import Store, paths
@@ -46,27 +53,60 @@ class DamagedRecord(ValidationError):
     """A commit record that is there but cannot be read as one; nothing is decided from it."""
 
 
+_AT = re.compile(r" - at `\$([^`]*)`$")
+_MISSING = re.compile(r"^Object missing required field `([^`]*)`")
+
+
+def decode_plan(payload: Any, plan_type: type[msgspec.Struct] | None, source: str) -> Any:
+    """The plan in an intent record's `payload` (parsed JSON) as the committer's `plan_type`,
+    every field converted with strict types (no str for int, no 1.0 for 1, no 0 for False);
+    DamagedRecord naming `source` and the field's path (`payload.moves[0][1]`) otherwise."""
+    if plan_type is None:
+        # left as parsed: for a reader of the record's job and committer alone (`leftovers`),
+        # and the dict plans of the committers without a plan type (`plans.plan_type_of`)
+        return payload
+    try:
+        return msgspec.convert(payload, plan_type, strict=True)
+    except msgspec.ValidationError as e:
+        text = str(e)
+        at = _AT.search(text)
+        path = at.group(1) if at else ""
+        missing = _MISSING.match(text)
+        if missing:
+            path, text = f"{path}.{missing.group(1)}", "missing"
+        elif at:
+            text = text[: at.start()]
+        raise DamagedRecord(
+            f"{text} (not a {plan_type.__name__})", source, f"payload{path}"
+        ) from None
+
+
 @dataclass
 class Intent:
-    """A decided job commit. `payload` is the committer's own plan (JSON-ready); `replace` are
-    the visible entries of the destination the write mode removes before anything moves in."""
+    """A decided job commit. `payload` is the committer's own plan, an instance of its
+    `plan_type` (a dict only where a committer has none yet); `replace` are the visible
+    entries of the destination the write mode removes before anything moves in."""
 
     job_id: str
     job_uuid: str
     committer: str
     mode: str
-    payload: dict[str, Any] = field(default_factory=dict)
+    payload: Any = field(default_factory=dict)
     replace: list[str] = field(default_factory=list)
     created: float = field(default_factory=time.time)
     version: int = INTENT_VERSION
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        """The record as one JSON object (the plan as its struct's JSON object)."""
+        return msgspec.json.encode(self)
 
     @classmethod
-    def from_bytes(cls, raw: bytes, source: str) -> Intent:
-        """The record from its bytes, each field type-checked; DamagedRecord naming `source`
-        and the field at fault otherwise."""
+    def from_bytes(
+        cls, raw: bytes, source: str, plan_type: type[msgspec.Struct] | None = None
+    ) -> Intent:
+        """The record from its bytes, each field type-checked and the plan decoded as
+        `plan_type` (`decode_plan`); DamagedRecord naming `source` and the field at fault
+        otherwise."""
         data = parse_object(raw, source, "a commit intent record", DamagedRecord)
         if data.get("version") != INTENT_VERSION:
             raise DamagedRecord(
@@ -80,7 +120,9 @@ class Intent:
                 raise DamagedRecord(f"wrong type {type(value).__name__}", source, name)
         if not all(isinstance(p, str) for p in data["replace"]):
             raise DamagedRecord("entries must be paths", source, "replace")
-        return cls(**{name: data[name] for name in _FIELDS})
+        fields = {name: data[name] for name in _FIELDS}
+        fields["payload"] = decode_plan(data["payload"], plan_type, source)
+        return cls(**fields)
 
 
 def intent_path(job_dir: str) -> str:
@@ -94,10 +136,14 @@ def save_intent(store: Store, job_dir: str, intent: Intent) -> str:
     return path
 
 
-def load_intent(store: Store, job_dir: str) -> Intent | None:
-    """The job's intent record; None when there is none and no phase of a commit was marked.
-    Raises DamagedRecord, naming the file and what was found, when the record is there but
-    unreadable (or gone while a phase marker says the commit was under way)."""
+def load_intent(
+    store: Store, job_dir: str, plan_type: type[msgspec.Struct] | None = None
+) -> Intent | None:
+    """The job's intent record, its plan decoded as `plan_type` (the committer's; None: left
+    as parsed, for a reader of the record's job and committer alone); None when there is none
+    and no phase of a commit was marked. Raises DamagedRecord, naming the file and what was
+    found, when the record is there but unreadable, its plan not a `plan_type` (or it is gone
+    while a phase marker says the commit was under way)."""
     path = intent_path(job_dir)
     url = store.full_url(path)
     try:
@@ -120,14 +166,16 @@ def load_intent(store: Store, job_dir: str) -> Intent | None:
     except StoreError as e:  # a link on the way, a refused read
         raise DamagedRecord(f"cannot be read: {e}", url) from None
     try:
-        return Intent.from_bytes(raw, url)
+        return Intent.from_bytes(raw, url, plan_type)
     except DamagedRecord as e:
         found = phases_marked(store, job_dir)
         seen = f" (phase {', '.join(found)} marked done)" if found else ""
-        raise DamagedRecord(
+        damaged = DamagedRecord(
             f"{e}; the commit was decided when it was written{seen}, so nothing is rolled "
             "back: the job directory is left in place"
-        ) from None
+        )
+        damaged.source, damaged.field = e.source, e.field  # the record and the field at fault
+        raise damaged from None
 
 
 def _holds_more_than_markers(store: Store, job_dir: str) -> bool:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from ...errors import (
     AmbiguousOutcome,
@@ -23,7 +24,6 @@ from ...errors import (
     DestinationError,
     JobCommitError,
     NotFound,
-    ValidationError,
 )
 from ...ids import new_job_id
 from ...stages import stage
@@ -33,8 +33,18 @@ from ..base import Committer
 from ..job.partitions import partitions_of
 from ..job.recovery import recover_job
 from ..lookup import committer_by_name
-from ..protocol import Applied, CommitPlan, JobContext, Leftover, StageContext, TaskCommitMessage
-from ..records.intent import Intent, intent_path, mark_phase, phase_done
+from ..protocol import (
+    Applied,
+    CommitPlan,
+    Count,
+    JobContext,
+    Leftover,
+    NonEmpty,
+    Plan,
+    StageContext,
+    TaskCommitMessage,
+)
+from ..records.intent import Intent, mark_phase, phase_done
 from ..records.recordio import load_json_record, read_record
 
 CONFLICT_MODES = ("fail", "append", "replace")
@@ -56,37 +66,15 @@ def check_upload_config(config: Any, thread_fields: Sequence[str]) -> None:
             raise ConfigError(f"{name} must be >= 1, got {getattr(config, name)}")
 
 
-@dataclass(frozen=True)
-class Upload:
-    """One pending upload as the intent record keeps it: enough to complete it, or to know
-    it was completed before (its object then has the etag the upload produces)."""
+class Upload(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
+    """One pending upload as the intent record keeps it, the row `[path, upload id, [etag,
+    ...], length]`: enough to complete it, or to know it was completed before (its object
+    then has the etag the upload produces)."""
 
-    path: str
-    upload_id: str
-    etags: list[str]
-    length: int
-
-    def row(self) -> list[Any]:
-        return [self.path, self.upload_id, list(self.etags), self.length]
-
-    @classmethod
-    def from_row(cls, row: Any, source: str = "", where: str = "") -> Upload:
-        """A row of the intent record; ValidationError naming `source` and `where` if it is
-        not `[path, upload id, [etag, ...], length]`."""
-        if (
-            not isinstance(row, list)
-            or len(row) != 4
-            or not (isinstance(row[0], str) and row[0])
-            or not (isinstance(row[1], str) and row[1])
-            or not isinstance(row[2], list)
-            or not row[2]
-            or not all(isinstance(e, str) and e for e in row[2])
-            or not isinstance(row[3], int)
-            or isinstance(row[3], bool)
-            or row[3] < 0
-        ):
-            raise ValidationError(f"not an upload row: {row!r:.200}", source, where)
-        return cls(row[0], row[1], list(row[2]), row[3])
+    path: NonEmpty
+    upload_id: NonEmpty
+    etags: Annotated[list[NonEmpty], msgspec.Meta(min_length=1)]
+    length: Count
 
     def expected_etag(self) -> str:
         return multipart_etag(self.etags)
@@ -226,18 +214,21 @@ def complete_uploads(ctx: StageContext, uploads: list[Upload]) -> int:
     return found
 
 
-def apply_uploads(ctx: StageContext, job_dir: str, payload: dict[str, Any]) -> Applied:
-    """The apply half of an upload committer's job commit, from the intent payload alone
-    (`uploads` rows and `replace_files`): delete what the conflict mode replaces (once, before
-    any upload completes, so a resumed commit never deletes new files), then complete."""
-    source = ctx.store.full_url(intent_path(job_dir))
-    rows, replace_files = payload.get("uploads"), payload.get("replace_files")
-    if not isinstance(rows, list):
-        raise ValidationError("not a list of uploads", source, "payload.uploads")
-    if not isinstance(replace_files, list) or not all(isinstance(p, str) for p in replace_files):
-        raise ValidationError("not a list of paths", source, "payload.replace_files")
-    # every row is checked before anything is deleted or completed
-    uploads = [Upload.from_row(r, source, f"payload.uploads[{i}]") for i, r in enumerate(rows)]
+class UploadsPlan(Plan, kw_only=True):
+    """An upload committer's plan: the uploads to complete, the task attempts they are of
+    (whose records cleanup keeps apart), and the files the conflict mode replaces."""
+
+    uploads: list[Upload]
+    attempts: list[str]
+    replace_files: list[str]
+
+
+def apply_uploads(ctx: StageContext, job_dir: str, plan: UploadsPlan) -> Applied:
+    """The apply half of an upload committer's job commit, from its plan alone (every row
+    checked as the record was read, before anything is deleted or completed): delete what the
+    conflict mode replaces (once, before any upload completes, so a resumed commit never
+    deletes new files), then complete."""
+    uploads, replace_files = plan.uploads, plan.replace_files
     if not phase_done(ctx.store, job_dir, CONFLICT_RESOLVED_PHASE):
         ctx.pool.for_each(ctx.store.delete, replace_files, adaptive=True)
         mark_phase(ctx.store, job_dir, CONFLICT_RESOLVED_PHASE)
@@ -303,6 +294,7 @@ class UploadCommitter(Committer):
 
     job_prefix = ""
     starts_uploads = True
+    plan_type = UploadsPlan
 
     def require_multipart(self) -> None:
         if not self.store.capabilities.multipart_upload:
@@ -335,18 +327,15 @@ class UploadCommitter(Committer):
         doomed = check_conflicts(
             ctx, self.config.conflict_mode, self.conflict_scopes([c.path for c in commits])
         )
-        return CommitPlan(
-            {
-                "uploads": [[c.path, c.upload_id, c.etags, c.length] for c in commits],
-                "attempts": sorted(m.attempt_id for m in messages),
-                "replace_files": doomed,
-            },
-            len(commits),
-            sum(c.length for c in commits),
+        plan = UploadsPlan(
+            uploads=[Upload(c.path, c.upload_id, list(c.etags), c.length) for c in commits],
+            attempts=sorted(m.attempt_id for m in messages),
+            replace_files=doomed,
         )
+        return CommitPlan(plan, len(commits), sum(c.length for c in commits))
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
-        return apply_uploads(ctx, self.job_dir(job), intent.payload)
+        return apply_uploads(ctx, self.job_dir(job), intent.payload)  # an UploadsPlan
 
     def cleanup_job(self, job: JobContext) -> None:
         """Remove what the job left. Deleting its records alone would leave its uploads pending

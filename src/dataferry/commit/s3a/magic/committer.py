@@ -213,8 +213,8 @@ class MagicCommitter(UploadCommitter):
         return COMMITTER_NAME
 
     def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
-        intent = load_intent(self.store, self.job_dir(job))
-        committed = frozenset(intent.payload["attempts"]) if intent else frozenset()
+        intent = load_intent(self.store, self.job_dir(job), self.plan_type)
+        committed = frozenset(intent.payload.attempts) if intent else frozenset()
         self._abort_uncommitted_attempts(job, ctx.pool, committed)
         self.store.delete(job_dir(job), recursive=True)
         return "deleted"

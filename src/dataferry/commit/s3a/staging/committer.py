@@ -215,8 +215,8 @@ class DirectoryStagingCommitter(UploadCommitter):
     def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
         """After the uploads are completed: abort what every other attempt left pending (those
         the driver did not choose, those that died, zombies), then remove the job's files."""
-        intent = load_intent(self.store, self.job_dir(job))
-        chosen = frozenset(intent.payload["attempts"]) if intent else frozenset()
+        intent = load_intent(self.store, self.job_dir(job), self.plan_type)
+        chosen = frozenset(intent.payload.attempts) if intent else frozenset()
         self._abort_attempts(job, ctx.pool, keep=chosen)
         self._remove_job_files(job)
         return "deleted"
