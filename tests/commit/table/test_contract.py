@@ -60,15 +60,22 @@ class Table:
     spec: TableFormatSpec
     dest: Path
 
-    def write(self, data: pa.Table, mode: str = "append", faults=(), partition_by=("day",), **kw):
+    def write(
+        self, data: pa.Table, mode="append", faults=(), partition_by=("day",), insert=False, **kw
+    ):
+        """A write keyed by `id`; `insert`: rows added as they are (no merge by key)."""
         store = open_store(str(self.dest), faults=list(faults))
+        options = {
+            **self.spec.key_options("id"),
+            **(dict(self.spec.insert_options) if insert else {}),
+        }
         return dataferry.write_dataset(
             data,
             store,
             partition_by=list(partition_by),
             committer=self.spec.name,
             mode=mode,
-            committer_options=self.spec.key_options("id"),
+            committer_options=options,
             **kw,
         )
 
@@ -233,7 +240,7 @@ def test_retried_and_speculative_attempts_are_committed_once(table):
         speculate_tasks=(0,),
         failures=(AttemptFailure(1),),
     )
-    result = table.write(frame(0, 90), engine=engine, tasks=3)
+    result = table.write(frame(0, 90), engine=engine, tasks=3, insert=True)
     assert result.run.speculative_attempts == 1 and result.run.failed_attempts == 1
     assert table.rows() == as_rows(frame(0, 90))
     assert table.landed(result) == 1
