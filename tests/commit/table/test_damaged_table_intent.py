@@ -11,12 +11,13 @@ import pytest
 import dataferry
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.lookup import committer_by_name
+from dataferry.commit.table.registry import FORMATS as TABLE_FORMATS
 from dataferry.errors import InjectedCrash, JobCommitError
 from dataferry.store import FaultRule, Op, open_store
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
-FORMATS = ["delta", "iceberg", "hudi"]
+FORMATS = list(TABLE_FORMATS)
 
 
 def rows(start: int, n: int = 3) -> pa.Table:
@@ -25,7 +26,7 @@ def rows(start: int, n: int = 3) -> pa.Table:
 
 
 def write(name: str, dest, data: pa.Table, faults=(), mode: str = "append") -> None:
-    options = {"record_key": ["id"]} if name == "hudi" else {}
+    options = TABLE_FORMATS[name].key_options("id")
     store = open_store(str(dest), faults=list(faults))
     dataferry.write_dataset(data, store, committer=name, mode=mode, committer_options=options)
 

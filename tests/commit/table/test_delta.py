@@ -105,13 +105,6 @@ def test_a_partition_overwrite_replaces_only_the_partitions_written(tmp_path):
     assert days.count("2024-01-02") == 100
 
 
-def test_an_unpartitioned_table(tmp_path):
-    t = tmp_path / "t"
-    dataferry.write_dataset(sales(), str(t), committer="delta", mode="error")
-    assert rows(t).num_rows == 300
-    assert deltalake.DeltaTable(str(t)).metadata().partition_columns == []
-
-
 def test_bad_input_is_refused_before_any_file_is_written(tmp_path):
     t = tmp_path / "t"
     write(t, sales(), mode="error")
@@ -126,71 +119,6 @@ def test_bad_input_is_refused_before_any_file_is_written(tmp_path):
     with pytest.raises(ConfigError, match="column 'extra' is not in Delta table"):
         write(t, sales().append_column("extra", pa.array([1] * 300)))
     assert sorted(p for p in t.rglob("*") if p.is_file()) == before
-
-
-@pytest.mark.parametrize("when", ["before", "after"])
-def test_a_commit_whose_answer_is_lost_lands_exactly_once(tmp_path, when):
-    """An ambiguous answer on the table transaction: `before`, it never reached the log;
-    `after`, it landed and the caller was told it failed. Either way the job commits once."""
-    t = tmp_path / "t"
-    write(t, sales(), mode="error")
-    rule = FaultRule(action="ambiguous", when=when, kinds=frozenset({Op.TABLE_COMMIT}))
-    store = open_store(str(t), faults=[rule])
-    dataferry.write_dataset(
-        sales(start=300), store, partition_by=["day"], committer="delta", mode="append"
-    )
-    assert rule.fired == 1
-    assert rows(t).column("x").to_pylist() == list(range(600))
-    assert deltalake.DeltaTable(str(t)).version() == 1
-    assert orphans(t) == []
-
-
-def test_a_failed_job_changes_no_version_and_leaves_no_file(tmp_path):
-    t = tmp_path / "t"
-    write(t, sales(), mode="error")
-
-    def fail(job):
-        raise RuntimeError("the driver gave up")
-
-    with pytest.raises(RuntimeError, match="gave up"):
-        write(t, sales(start=300), before_job_commit=fail)
-    assert deltalake.DeltaTable(str(t)).version() == 0
-    assert rows(t).num_rows == 300 and orphans(t) == []
-    assert not (t / "_dataferry").exists()
-
-
-@pytest.mark.parametrize("when", ["before", "after"])
-def test_a_driver_dead_at_the_transaction_is_recovered_by_cleanup(tmp_path, when):
-    """Dead just before the transaction (rolled forward from its intent: committed once) or
-    just after it (found in the log: not committed again); no orphan either way."""
-    t = tmp_path / "t"
-    write(t, sales(), mode="error")
-    rule = FaultRule(action="crash", when=when, kinds=frozenset({Op.TABLE_COMMIT}))
-    store = open_store(str(t), faults=[rule])
-    with pytest.raises(InjectedCrash):
-        dataferry.write_dataset(
-            sales(start=300), store, partition_by=["day"], committer="delta", mode="append"
-        )
-    report = cleanup_destination(open_store(str(t)))
-    assert report.rolled_forward, report
-    assert rows(t).column("x").to_pylist() == list(range(600))
-    assert deltalake.DeltaTable(str(t)).version() == 1
-    assert orphans(t) == [] and not (t / "_dataferry").exists()
-
-
-def test_a_driver_dead_before_its_commit_is_rolled_back_by_the_next_job(tmp_path):
-    t = tmp_path / "t"
-    write(t, sales(), mode="error")
-    rule = FaultRule(action="crash", when="before", path_glob="*_commit_intent.json")
-    store = open_store(str(t), faults=[rule])
-    with pytest.raises(InjectedCrash):  # dead just before its commit was decided
-        dataferry.write_dataset(
-            sales(start=300), store, partition_by=["day"], committer="delta", mode="append"
-        )
-    assert orphans(t)  # the dead job's files are in place, referenced by no version
-    write(t, sales(3, start=5000))  # the next job rolls the dead one back first
-    assert orphans(t) == []
-    assert rows(t).num_rows == 303
 
 
 def test_a_table_deltalake_wrote_is_appended_to(tmp_path):
@@ -284,21 +212,21 @@ def test_a_transaction_deltalake_refuses_is_undone_not_left_for_ever(tmp_path, m
     "cannot finish its decided commit yet" and cleanup could not finish it either."""
     from deltalake.exceptions import SchemaMismatchError
 
-    from dataferry.commit.table.delta import DeltaCommitter
+    from dataferry.commit.table.delta.committer import DeltaFormat
     from dataferry.errors import TableCommitRefused
 
     t = tmp_path / "t"
     write(t, sales(30), mode="error")
     before = set(data_paths(t))
-    real = DeltaCommitter._commit
+    real = DeltaFormat._commit
 
     def refuse(self, *args, **kwargs):
         raise SchemaMismatchError("the table refuses this schema")
 
-    monkeypatch.setattr(DeltaCommitter, "_commit", refuse)
+    monkeypatch.setattr(DeltaFormat, "_commit", refuse)
     with pytest.raises(TableCommitRefused, match="refuses this schema"):
         write(t, sales(30, start=30))
-    monkeypatch.setattr(DeltaCommitter, "_commit", real)
+    monkeypatch.setattr(DeltaFormat, "_commit", real)
 
     assert set(data_paths(t)) == before  # the refused job's files are gone
     assert deltalake.DeltaTable(str(t)).version() == 0

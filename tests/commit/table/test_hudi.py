@@ -155,24 +155,6 @@ def test_mismatched_partitions_and_versions_are_refused(tmp_path):
     assert_no_orphans(path)
 
 
-@pytest.mark.parametrize("when", ["before", "after"])
-def test_a_crash_in_the_commit_is_recovered_by_cleanup(tmp_path, when):
-    path = tmp_path / "t"
-    write(rows(4), str(path))
-    crash = FaultRule(action="crash", when=when, kinds=frozenset({Op.TABLE_COMMIT}))
-    with pytest.raises(InjectedCrash):
-        write(rows(5, start=50), open_store(str(path), faults=[crash]))
-    report = cleanup_destination(open_store(str(path)))
-    assert report.rolled_forward or report.rolled_back
-    got = read_hudi(path).column("x").to_pylist()
-    # the intent record was saved before the commit: cleanup rolls it forward, one copy
-    assert got == [*range(4), *range(50, 55)]
-    assert len(got) == len(set(got))
-    assert_no_orphans(path)
-    write(rows(2, start=90), str(path))  # the next job goes on from there
-    assert read_hudi(path).num_rows == 11
-
-
 def test_a_crash_before_the_intent_is_rolled_back_by_the_next_job(tmp_path):
     path = tmp_path / "t"
     write(rows(4), str(path))

@@ -12,8 +12,9 @@ import pytest
 
 import dataferry
 from dataferry.commit.lookup import committer_by_name
-from dataferry.commit.table.iceberg import JOB_UUID_KEY, IcebergCommitter, IcebergConfig
-from dataferry.errors import ConfigError, DestinationError, JobCommitError
+from dataferry.commit.table.iceberg import JOB_UUID_KEY, IcebergConfig
+from dataferry.commit.table.iceberg.committer import IcebergFormat
+from dataferry.errors import ConfigError, JobCommitError
 from dataferry.store import FaultRule, Op, open_store
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
@@ -221,16 +222,6 @@ def test_overwrite_partitions_replaces_only_the_partitions_written(tmp_path):
     assert orphans(dest, tbl) == []
 
 
-def test_error_mode_refuses_an_existing_table(tmp_path):
-    dest = tmp_path / "t"
-    dataferry.write_dataset(data(10), str(dest), committer="iceberg", mode="error")
-    files = sorted((dest / "data").rglob("*.parquet"))
-    with pytest.raises(DestinationError, match=r"already exists|not empty"):
-        dataferry.write_dataset(data(10, start=10), str(dest), committer="iceberg", mode="error")
-    assert sorted((dest / "data").rglob("*.parquet")) == files
-    assert rows(table_of(dest).scan().to_arrow()) == rows(data(10))
-
-
 # --- interop and refusals ------------------------------------------------------------------
 
 
@@ -315,23 +306,6 @@ def test_an_append_without_partition_by_takes_the_tables_partitioning(tmp_path):
 # --- exactly once, and no orphan -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("when", ["before", "after"])
-def test_an_unknown_commit_outcome_is_resolved_from_the_snapshots(tmp_path, when):
-    dest = tmp_path / "t"
-    dataferry.write_dataset(data(100), str(dest), partition_by=["day"], committer="iceberg")
-    rule = FaultRule(action="ambiguous", when=when, kinds=frozenset({Op.TABLE_COMMIT}))
-    store = open_store(str(dest), faults=[rule])
-    result = dataferry.write_dataset(
-        data(100, start=100), store, partition_by=["day"], committer="iceberg", mode="append"
-    )
-    assert rule.fired == 1
-    tbl = table_of(dest)
-    assert rows(tbl.scan().to_arrow()) == rows(data(200))  # the job's rows exactly once
-    assert len(job_snapshots(tbl, result.run.job.job_uuid)) == 1
-    assert len(tbl.snapshots()) == 2
-    assert orphans(dest, tbl) == [] and unreferenced_now(dest, tbl) == []
-
-
 def test_a_commit_that_keeps_failing_leaves_no_orphan_after_cleanup(tmp_path):
     from dataferry.commit.job.cleanup import cleanup_destination
 
@@ -356,7 +330,7 @@ def test_an_overwrite_racing_another_commit_fails_loudly(tmp_path, monkeypatch):
 
     dest = tmp_path / "t"
     dataferry.write_dataset(data(100), str(dest), partition_by=["day"], committer="iceberg")
-    made = IcebergCommitter.data_files
+    made = IcebergFormat.data_files
 
     races = []
 
@@ -367,7 +341,7 @@ def test_an_overwrite_racing_another_commit_fails_loudly(tmp_path, monkeypatch):
         races.append(1)
         return made(self, ctx, metadata, facts)
 
-    monkeypatch.setattr(IcebergCommitter, "data_files", racing)
+    monkeypatch.setattr(IcebergFormat, "data_files", racing)
     with pytest.raises((TableCommitConflict, JobCommitError), match="conflict"):
         dataferry.write_dataset(
             data(5, start=500),
@@ -383,32 +357,6 @@ def test_an_overwrite_racing_another_commit_fails_loudly(tmp_path, monkeypatch):
     assert races and rows(tbl.scan().to_arrow()) == rows(pa.concat_tables([data(100), *racers]))
     assert [s.summary.operation.value for s in tbl.snapshots()] == ["append"] * (1 + len(races))
     assert unreferenced_now(dest, tbl) == []
-
-
-# --- the referee's reader --------------------------------------------------------------------
-
-
-def test_the_reader_hooks_for_the_referee(tmp_path):
-    dest = tmp_path / "t"
-    committer = committer_by_name("iceberg", open_store(str(dest)))
-    assert committer.read_rows() is None and committer.referenced_files() == set()
-    assert committer.commits_of_job("nobody") == 0
-    write = dict(partition_by=["day"], committer="iceberg")
-    first = dataferry.write_dataset(data(90), str(dest), mode="append", **write)
-    second = dataferry.write_dataset(data(30, start=500), str(dest), mode="overwrite", **write)
-    committer = committer_by_name("iceberg", open_store(str(dest)))
-    assert rows(committer.read_rows()) == rows(data(30, start=500))
-    on_disk = {str(p.relative_to(dest)) for p in (dest / "data").rglob("*.parquet")}
-    # the overwritten files stay referenced by the first snapshot (time travel)
-    assert committer.referenced_files() == on_disk
-    assert all(p.startswith("data/day=") for p in on_disk)
-    live = set(committer.table_files())
-    assert live < on_disk
-    for result in (first, second):  # the overwrite is one snapshot
-        assert committer.commits_of_job(result.run.job.job_uuid) == 1
-    # an orphan on disk is outside what the table references
-    (dest / "data" / "day=2024-01-01" / "stray.parquet").write_bytes(b"x")
-    assert "data/day=2024-01-01/stray.parquet" not in committer.referenced_files()
 
 
 # --- the footers, once ----------------------------------------------------------------------
@@ -432,7 +380,7 @@ def test_each_footer_is_read_once_at_job_commit_whatever_the_tries(tmp_path, mon
         "map",
         lambda self, fn, items, **kw: real_map(self, fn, pooled.append(1) or items, **kw),
     )
-    made = IcebergCommitter.data_files
+    made = IcebergFormat.data_files
     calls: list[int] = []
 
     def counted(self, ctx, metadata, facts):
@@ -450,7 +398,7 @@ def test_each_footer_is_read_once_at_job_commit_whatever_the_tries(tmp_path, mon
             raise CommitFailedException("injected conflict")
         return real_commit(self)
 
-    monkeypatch.setattr(IcebergCommitter, "data_files", counted)
+    monkeypatch.setattr(IcebergFormat, "data_files", counted)
     monkeypatch.setattr(Transaction, "commit_transaction", conflict)
     dataferry.write_dataset(
         data(60, start=100), str(dest), partition_by=["day"], committer="iceberg", mode="append"

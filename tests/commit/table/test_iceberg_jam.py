@@ -16,8 +16,8 @@ import dataferry
 from dataferry.cli.app import app
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.lookup import committer_by_name
-from dataferry.commit.table.iceberg import IcebergCommitter
 from dataferry.commit.table.iceberg import files as iceberg_files
+from dataferry.commit.table.iceberg.committer import IcebergFormat
 from dataferry.errors import ConfigError, InjectedCrash, JobCommitError, TableCommitRefused
 from dataferry.store import FaultRule, Op, open_store
 
@@ -165,7 +165,7 @@ def test_a_transaction_the_catalog_refuses_is_undone_with_one_named_error(tmp_pa
     def refuse(self, where, schema, partition_by):
         raise UnsupportedPyArrowTypeException(schema.field("ts"), "Column 'ts' is refused")
 
-    monkeypatch.setattr(IcebergCommitter, "_create_transaction", refuse)
+    monkeypatch.setattr(IcebergFormat, "_create_transaction", refuse)
     with pytest.raises(TableCommitRefused, match="refuses the job's transaction"):
         dataferry.write_dataset(stamped("ns"), str(dest), committer="iceberg")
     monkeypatch.undo()
@@ -190,7 +190,7 @@ def test_a_catalog_that_cannot_be_reached_leaves_the_commit_decided_and_finished
     def unreachable(self, *args, **kwargs):
         raise ConnectionError("catalog unreachable")
 
-    monkeypatch.setattr(IcebergCommitter, "_create_transaction", unreachable)
+    monkeypatch.setattr(IcebergFormat, "_create_transaction", unreachable)
     with pytest.raises(JobCommitError, match="decided"):
         dataferry.write_dataset(stamped("ns"), str(dest), committer="iceberg")
     monkeypatch.undo()
@@ -208,9 +208,9 @@ def test_a_decided_commit_today_s_code_left_is_undone_by_the_next_write(tmp_path
     for good ('cannot finish its decided commit yet')."""
     dest = tmp_path / "t"
     # as before the type policy: files keep nanoseconds, and nothing checks them
-    monkeypatch.setattr(IcebergCommitter, "file_columns", lambda self, task, rel, schema: None)
+    monkeypatch.setattr(IcebergFormat, "file_columns", lambda self, task, rel, schema: None)
     monkeypatch.setattr(iceberg_files, "check_file_types", lambda path, meta, table: None)
-    monkeypatch.setattr(IcebergCommitter, "check_input", lambda self, schema, part: None)
+    monkeypatch.setattr(IcebergFormat, "check_input", lambda self, schema, part: None)
     failing = FaultRule(action="fail", kinds=frozenset({Op.TABLE_COMMIT}), times=-1)
     with pytest.raises(JobCommitError, match="decided"):
         dataferry.write_dataset(
@@ -231,9 +231,9 @@ def test_cleanup_undoes_a_decided_commit_the_table_refuses(tmp_path, monkeypatch
     """The same state, met by `dataferry cleanup` first: broken, it exits 1 and the claim
     stays."""
     dest = tmp_path / "t"
-    monkeypatch.setattr(IcebergCommitter, "file_columns", lambda self, task, rel, schema: None)
+    monkeypatch.setattr(IcebergFormat, "file_columns", lambda self, task, rel, schema: None)
     monkeypatch.setattr(iceberg_files, "check_file_types", lambda path, meta, table: None)
-    monkeypatch.setattr(IcebergCommitter, "check_input", lambda self, schema, part: None)
+    monkeypatch.setattr(IcebergFormat, "check_input", lambda self, schema, part: None)
     failing = FaultRule(action="fail", kinds=frozenset({Op.TABLE_COMMIT}), times=-1)
     with pytest.raises(JobCommitError):
         dataferry.write_dataset(

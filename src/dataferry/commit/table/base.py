@@ -8,6 +8,10 @@ ends in one transaction of the table's own log instead of a commit record.
              idempotent: a transaction already in the log under this job is not made again)
              -> cleanup (markers, and any file an attempt wrote since)
 
+The format is an object the committer holds (`self.format`, a `TableFormat` of format.py):
+everything that knows a table's log is there, everything about markers, claims and the
+intent is here. A format's committer class only binds the two (`format_class`).
+
 Readers of the table see nothing until the transaction: a data file no snapshot references is
 invisible to the format's readers, and it is deleted by the job (strays), by the abort (every
 marked file) or by `dataferry cleanup` and the next job (a dead job's marked files). The write
@@ -41,6 +45,7 @@ from ..protocol import (
 )
 from ..records.intent import Intent, intent_path
 from .footers import FileFacts, file_facts, schema_from_text, schema_to_text
+from .format import TableFormat
 
 log = logging.getLogger("dataferry.commit")
 
@@ -66,19 +71,33 @@ class TableConfig(DirectConfig):
 
 
 class TableCommitter(DirectCommitter):
-    """A committer whose job commit is one transaction of a table format (subclass hooks:
-    `table_files`, `plan_table`, `commit_table`)."""
+    """A committer whose job commit is one transaction of a table format, the `TableFormat`
+    it holds (`self.format`, made from the class's `format_class`)."""
 
+    format_class: type[TableFormat] = TableFormat
     permanent_entries = ()  # nothing of the commit stays but the table's own log
     replaces_in_transaction = True  # `overwrite` is the transaction's, not a delete of files
     keeps_partition_columns = False  # data files hold their partition columns (Iceberg, Hudi)
     data_root = ""  # where data files lie in the table ("data" for Iceberg)
     format_name = ""  # "Delta Lake", ...
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A format's committer class takes its format's layout facts (the class-level
+        hooks of cleanup and recovery read them from the class)."""
+        super().__init_subclass__(**kwargs)
+        fmt = cls.__dict__.get("format_class")
+        if fmt is None:
+            return
+        cls.name, cls.format_name = fmt.name, fmt.label
+        cls.markers_root, cls.permanent_entries = fmt.markers_root, fmt.permanent_entries
+        cls.data_root, cls.keeps_partition_columns = fmt.data_root, fmt.keeps_partition_columns
+        cls.keeps_empty_partition_values = fmt.keeps_empty_partition_values
+
     def __init__(self, store: Store, config: Any) -> None:
         super().__init__(store, config)
         self.input_schema: pa.Schema | None = None
         self.partition_by: tuple[str, ...] = ()
+        self.format = self.format_class(self)
 
     # --- the driver, before any task runs ---------------------------------------------------
 
@@ -92,9 +111,13 @@ class TableCommitter(DirectCommitter):
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
         """Refuse (ConfigError naming the column) data the table cannot take."""
-        return None
+        self.format.check_input(schema, partition_by)
+
+    def new_job(self, job_id: Any = None, attempt: int = 0) -> JobContext:
+        return self.format.prepare_job(super().new_job(job_id, attempt))
 
     def setup_job(self, job: JobContext) -> None:
+        self.format.before_setup(job)
         check_destination(self.store)
         if job.mode == "error" and self.table_exists():
             raise DestinationError(
@@ -102,6 +125,13 @@ class TableCommitter(DirectCommitter):
                 "mode='append' or mode='overwrite'"
             )
         self.clean_dead_jobs()
+        self.format.after_setup(job)
+
+    def file_columns(self, task: TaskAttemptContext, relpath: str, schema: pa.Schema) -> Any:
+        return self.format.file_columns(task, relpath, schema)
+
+    def partition_keys(self, schema: Any, partition_by: Sequence[str]) -> Any:
+        return self.format.partition_keys(schema, partition_by)
 
     def clean_dead_jobs(self) -> None:
         """What the next job does for a dead one: roll back (or finish) the jobs of this table
@@ -226,7 +256,7 @@ class TableCommitter(DirectCommitter):
 
     def commits_of_job(self, job_uuid: str) -> int:
         """How many versions of the table the job's transaction made (0: not committed)."""
-        raise NotImplementedError
+        return self.format.landed(job_uuid)
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         plan = intent.payload
@@ -254,41 +284,35 @@ class TableCommitter(DirectCommitter):
         store.delete_if_empty(cls.markers_root)
         store.delete_if_empty(CLAIM_ROOT)
 
-    # --- the format's hooks ------------------------------------------------------------------
+    # --- the format's answers (the referee's checks, `dataferry verify crash`) ---------------
 
     def table_exists(self) -> bool:
-        raise NotImplementedError
+        return self.format.exists()
+
+    def table(self, *args: Any, **kwargs: Any) -> Any:
+        """The format library's own handle on the table (a deltalake `DeltaTable`, a pyiceberg
+        `Table`; None if there is none), for callers that speak the format."""
+        return self.format.table(*args, **kwargs)
 
     def table_files(self) -> list[str]:
         """The live data files of the table's current version (paths in the store)."""
-        raise NotImplementedError
-
-    # --- the format's reader (the referee's checks, `dataferry verify crash`) ----------------
+        return self.format.live_files()
 
     def read_rows(self) -> pa.Table | None:
-        """The rows of the table's current version, read by the format's own reader
-        (partition columns included); None if there is no table (no committed version)."""
-        raise NotImplementedError
+        """The current version's rows by the format's own reader (None: no table)."""
+        return self.format.read_rows()
 
     def referenced_files(self) -> set[str]:
-        """The data files some version of the table still references: the current one's, and
-        those an overwrite removed that earlier versions (time travel) keep until the format's
-        own vacuum or snapshot expiry; as paths in the store (relative to the table's root, as
-        `store.walk` names them). A data file outside it is an orphan."""
-        raise NotImplementedError
+        """The data files some version of the table still references (`TableFormat`)."""
+        return self.format.referenced_files()
 
     def plan_table(
         self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
     ) -> dict[str, Any]:
-        """The format's part of the plan (JSON), decided before the intent record: checks
-        that may refuse the commit go here, as nothing is visible yet."""
-        return {}
+        return self.format.plan(ctx, job, facts)
 
     def commit_table(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
-        """Commit the job's one transaction from the intent record; idempotent (a transaction
-        of this job already in the table is found, and not made again). Returns details for
-        the job's result (the table version it made)."""
-        raise NotImplementedError
+        return self.format.commit(ctx, job, intent)
 
 
 @stage("job_stage_plan_table", "plan_table")

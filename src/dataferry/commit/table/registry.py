@@ -29,6 +29,10 @@ class TableFormatSpec:
     # the option naming the record key, for a format whose writes must give one (Hudi's
     # `record_key`); "" for a format without keys
     key_option: str = ""
+    # options under which a keyed write adds its rows as they are, duplicates too, instead of
+    # merging them by key (Hudi's operation="insert"): where the contract suite checks that
+    # no task's rows are committed twice, a merge by key would hide the duplicate
+    insert_options: tuple[tuple[str, str], ...] = ()
 
     def committer_class(self) -> type:
         return getattr(importlib.import_module(self.module), self.committer_name)
@@ -74,6 +78,7 @@ FORMATS: dict[str, TableFormatSpec] = {
             "Apache Hudi copy-on-write table: files in place after Hudi markers, one instant",
             reader_needs=("hudi",),
             key_option="record_key",
+            insert_options=(("operation", "insert"),),
         ),
     )
 }

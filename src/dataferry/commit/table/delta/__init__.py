@@ -1,6 +1,16 @@
-"""Delta Lake: the committer (`committer`), the log's actions, commit info, checks, predicate
-and types, each in a module of its own. `dataferry.commit.table.delta` names the committer."""
+"""Delta Lake: the format (`committer.DeltaFormat`: the log, the transaction, the reader), the
+log's actions, commit info, checks, predicate and types in modules of their own, and
+`DeltaCommitter`, the one table committer bound to the format."""
 
-from .committer import DeltaCommitter, DeltaConfig
+from ..base import TableCommitter
+from .commit_info import is_conflict  # beside the committer: the referee's landed schedules
+from .committer import DeltaConfig, DeltaFormat
 
-__all__ = ["DeltaCommitter", "DeltaConfig"]
+
+class DeltaCommitter(TableCommitter):
+    """The table committer holding a `DeltaFormat` (the binding: no hook of its own)."""
+
+    format_class = DeltaFormat
+
+
+__all__ = ["DeltaCommitter", "DeltaConfig", "DeltaFormat", "is_conflict"]

@@ -27,7 +27,7 @@ def partition_types(schema: pa.Schema, partition_by: Sequence[str]) -> dict[str,
 def log_partition_values(
     path: str, partition_by: Sequence[str], types: dict[str, pa.DataType]
 ) -> dict[str, str | None]:
-    """A file's partition values as the log records them (`delta_types.log_partition_value`),
+    """A file's partition values as the log records them (`types.log_partition_value`),
     from its `col=value` directories."""
     values = partition_values(path)
     return {

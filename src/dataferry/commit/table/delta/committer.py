@@ -15,10 +15,10 @@ exists). A table that does not exist is created by the job's transaction, with t
 schema and partition columns.
 
 Around the transaction: the data's types as deltalake keeps them, in the files and the log
-alike (`delta_types`, through the `file_columns` hook the tasks' writers call); the log
-checked whole before anything is written and before the commit is decided (`delta_log`); the
-actions (`delta_actions`), a replace where's predicate (`delta_predicate`) and what the
-commit says of itself (`delta_commit_info`) in modules of their own.
+alike (`types`, through the `file_columns` hook the tasks' writers call); the log
+checked whole before anything is written and before the commit is decided (`log`); the
+actions (`actions`), a replace where's predicate (`predicate`) and what the
+commit says of itself (`commit_info`) in modules of their own.
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ import pyarrow as pa
 import pyarrow.parquet
 
 from ....errors import ConfigError, DataferryError, DestinationError, TableCommitConflict
-from ....store import Store
 from ...job.partitions import partitions_of
 from ...protocol import JobContext, StageContext, TaskAttemptContext
 from ...protocol.hooks import FileColumns
 from ...records.intent import Intent
-from ..base import TableCommitter, TableConfig
+from ..base import TableConfig
 from ..footers import FileFacts
+from ..format import FormatHost, TableFormat
 from ..layout import partition_dir
 from ..location import table_location
 from ..schemas import check_same_schema
@@ -93,7 +93,7 @@ class DeltaConfig(TableConfig):
     create_checkpoint, cleanup_expired_logs: deltalake's post-commit hooks
         (`PostCommitHookProperties`); None: deltalake's defaults.
     predicate: with mode="overwrite", replace only the partitions it selects
-        (`write_deltalake(predicate=)`, on partition columns: `delta_predicate.py`).
+        (`write_deltalake(predicate=)`, on partition columns: `predicate.py`).
     """
 
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
@@ -124,15 +124,17 @@ class DeltaConfig(TableConfig):
                 )
 
 
-class DeltaCommitter(TableCommitter):
+class DeltaFormat(TableFormat):
+    """Delta Lake, as the table committer holds it (`TableFormat`)."""
+
     name = "delta"
-    format_name = "Delta Lake"
+    label = "Delta Lake"
     markers_root = "_dataferry/delta-markers"
     permanent_entries = (LOG_DIR,)  # the table's own log
     keeps_empty_partition_values = True  # '' is logged as '' (deltalake), not as null
 
-    def __init__(self, store: Store, config: DeltaConfig) -> None:
-        super().__init__(store, config)
+    def __init__(self, committer: FormatHost) -> None:
+        super().__init__(committer)
         self._location = None
         self.latest_version: int | None = None  # as the last check of the log found it
 
@@ -148,18 +150,18 @@ class DeltaCommitter(TableCommitter):
 
     def table(self, version: int | None = None) -> Any:
         """The table as it is now (None if there is none). Its log is checked whole first
-        (`delta_log`), and deltalake's own errors name the table and its latest commit."""
+        (`log`), and deltalake's own errors name the table and its latest commit."""
         from deltalake import DeltaTable
 
         uri, options = self.location
-        if not self.table_exists():
+        if not self.exists():
             return None
         try:
             return DeltaTable(uri, version=version, storage_options=options or None)
         except Exception as e:
             raise unreadable(self.store, self.latest_version, e) from e
 
-    def table_exists(self) -> bool:
+    def exists(self) -> bool:
         from deltalake import DeltaTable
 
         if not self.store.exists(LOG_DIR):
@@ -171,7 +173,7 @@ class DeltaCommitter(TableCommitter):
         except Exception as e:
             raise unreadable(self.store, self.latest_version, e) from e
 
-    def table_files(self) -> list[str]:
+    def live_files(self) -> list[str]:
         dt = self.table()
         if dt is None:
             return []
@@ -198,9 +200,9 @@ class DeltaCommitter(TableCommitter):
             pieces.append(t.select(schema.names).cast(schema))
         return pa.concat_tables(pieces) if pieces else schema.empty_table()
 
-    def commits_of_job(self, job_uuid: str) -> int:
+    def landed(self, job_uuid: str) -> int:
         """How many versions of the table a job's transaction made (1, or 0; more is a
-        transaction applied twice). An optional hook the referee reads."""
+        transaction applied twice)."""
         dt = self.table()
         if dt is None:
             return 0
@@ -222,22 +224,22 @@ class DeltaCommitter(TableCommitter):
     # --- before the job ----------------------------------------------------------------------
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
-        self.table_exists()  # a damaged log is refused whatever the mode
+        self.exists()  # a damaged log is refused whatever the mode
         check_types(schema)
         table_schema = log_schema(schema)
         check_log_schema(table_schema)
         if self.config.schema_mode == "overwrite":
-            if self.write_mode != "overwrite":
+            if self.committer.write_mode != "overwrite":
                 raise ConfigError(
                     "schema_mode='overwrite' replaces the table's schema, which only "
                     "mode='overwrite' does (as in deltalake); write with mode='overwrite', or "
                     "schema_mode='merge' to add columns"
                 )
             return  # the job's transaction replaces the schema and partitioning
-        if self.config.predicate and self.write_mode != "overwrite":
+        if self.config.predicate and self.committer.write_mode != "overwrite":
             raise ConfigError(
                 "predicate= replaces the rows it selects, which only mode='overwrite' does "
-                f"(as in deltalake), not mode={self.write_mode!r}"
+                f"(as in deltalake), not mode={self.committer.write_mode!r}"
             )
         dt = self.table()
         if self.config.predicate:
@@ -247,7 +249,7 @@ class DeltaCommitter(TableCommitter):
             return
         how = (
             "write with schema_mode='overwrite' to replace them"
-            if self.write_mode == "overwrite"
+            if self.committer.write_mode == "overwrite"
             else "an overwrite with schema_mode='overwrite' replaces them"
         )
         table_parts = list(dt.metadata().partition_columns)
@@ -264,27 +266,25 @@ class DeltaCommitter(TableCommitter):
                 table_schema,
                 log_type,
                 "; write with schema_mode='overwrite' to replace the table's schema"
-                if self.write_mode == "overwrite"
+                if self.committer.write_mode == "overwrite"
                 else "; pass committer_options={'schema_mode': 'merge'} to add it",
             )
 
     # --- tasks: the files hold the log's types ----------------------------------------------
 
     def file_columns(self, task: TaskAttemptContext, relpath: str, schema: pa.Schema) -> Any:
-        """The data file's rows converted to the types the log records (`delta_types`):
+        """The data file's rows converted to the types the log records (`types`):
         microsecond UTC timestamps, signed integers, ..., as deltalake writes them."""
         target = file_schema(schema)
         if target.equals(schema):
             return None
-        where = self.store.full_url(self.output_path(task, relpath))
+        where = self.store.full_url(self.committer.output_path(task, relpath))
         return FileColumns(schema=target, prepend=lambda rows, _: to_files(rows, target, where))
 
     # --- job commit ------------------------------------------------------------------------
 
-    def plan_table(
-        self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
-    ) -> dict[str, Any]:
-        exists = self.table_exists()
+    def plan(self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]) -> dict:
+        exists = self.exists()
         if job.mode == "error" and exists:
             raise DestinationError(
                 f"Delta table {self.store.full_url()} already exists; write with "
@@ -300,8 +300,8 @@ class DeltaCommitter(TableCommitter):
         """Before the commit is decided (the job's abort then removes its files): every
         file's partition values can be logged in the column's type, and match the predicate
         of a replace where."""
-        parts = self.partition_by or self.partitions_of(facts)
-        schema = self.input_schema
+        parts = self.committer.partition_by or self.committer.partitions_of(facts)
+        schema = self.committer.input_schema
         types = (
             partition_types(log_schema(schema), parts)
             if schema is not None
@@ -318,11 +318,11 @@ class DeltaCommitter(TableCommitter):
                     "match the predicate); nothing was committed"
                 )
 
-    def commit_table(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
+    def commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
         plan = intent.payload
         appid = plan["table"]["app_id"]
         facts = [FileFacts.from_json(f) for f in plan["facts"]]
-        schema = self.plan_schema(intent)
+        schema = self.committer.plan_schema(intent)
         partition_by = list(plan["partition_by"])
 
         def landed() -> dict[str, Any] | None:
@@ -399,7 +399,7 @@ class DeltaCommitter(TableCommitter):
             if not any(v == "" for t in terms for v in t.values):  # deltalake reads '' as null
                 filters = partition_filters(terms)
         elif dt is not None and mode == "overwrite":
-            removed = len(self.table_files())
+            removed = len(self.live_files())
         metrics = Metrics(
             added_files=len(adds),
             removed_files=removed,

@@ -8,12 +8,12 @@ Hudi lays it out (table version 6, timeline layout 1, JSON commit metadata).
     setup_job:  `hoodie.properties` (a new table), `<instant>.commit.requested`, `.inflight`
     tasks:      `col=value/<fileId>_<writeToken>_<instant>.parquet`, each after its marker in
                 `.hoodie/.temp/<instant>/` (Hudi's marker layout, direct or the service)
-    job commit: an upsert's merge (`hudi_upsert.py`: the file groups holding updated keys get
+    job commit: an upsert's merge (`upsert.py`: the file groups holding updated keys get
                 new slices under the instant), stray marked files deleted, then
                 `<instant>.commit` created if absent (the switch: hudi-rs shows a base file iff
                 its instant is completed), markers removed
     rollback:   the files the markers name deleted, the pending instant's files deleted, and a
-                `<r>.rollback` written (`hudi_rollback.py`)
+                `<r>.rollback` written (`rollback.py`)
 
 Modes: `append` and `error` (a `commit` of the config's operation: UPSERT, the default, or
 INSERT or BULK_INSERT); `overwrite-partitions` and
@@ -37,7 +37,6 @@ from typing import Any
 import pyarrow as pa
 
 from ....errors import CommitError, ConfigError, DestinationError, TableCommitConflict
-from ....ids import JobId
 from ....markers.base import IOType
 from ....store import IOPool, Store, paths
 from ...direct.deletion import delete_uncommitted
@@ -53,6 +52,7 @@ from ...protocol.hooks import FileColumns
 from ...records.intent import Intent, load_intent
 from ..base import TableCommitter
 from ..footers import FileFacts
+from ..format import FormatHost, TableFormat
 from ..layout import partition_dir
 from ..transact import commit_exactly_once
 from .config import HudiConfig, instant_of
@@ -98,23 +98,25 @@ from .upsert import KeySpec, UpsertJob, upsert_stage
 log = logging.getLogger("dataferry.commit")
 
 
-class HudiCommitter(HudiTableState, TableCommitter):
+class HudiFormat(HudiTableState, TableFormat):
+    """Apache Hudi, as the table committer holds it (`TableFormat`): the timeline, the
+    table's properties, the job's instant and its commit."""
+
     name = "hudi"
-    format_name = "Apache Hudi"
+    label = "Apache Hudi"
     keeps_partition_columns = True
     markers_root = TEMP
     permanent_entries = (".hoodie",)  # the table's own timeline
 
-    def __init__(self, store: Store, config: HudiConfig) -> None:
-        super().__init__(store, config)
+    def __init__(self, committer: FormatHost) -> None:
+        super().__init__(committer)
         self._input_known = False
 
     # --- the job's instant ---------------------------------------------------------------
 
-    def new_job(self, job_id: JobId | None = None, attempt: int = 0) -> JobContext:
+    def prepare_job(self, job: JobContext) -> JobContext:
         """The job, with its instant in its config: the one the store names for this job
         uuid (recovery), else a new one later than every instant; the meta-column options."""
-        job = super().new_job(job_id, attempt)
         instant = self.config.instant or self.find_instant(job.job_uuid) or self.fresh_instant()
         meta = meta_options(self.properties(), self.config.record_key)
         return replace(job, config=replace(self.config, instant=instant, **meta))
@@ -133,9 +135,6 @@ class HudiCommitter(HudiTableState, TableCommitter):
     def fresh_instant(self) -> str:
         return next_instant(self.timeline_instants())
 
-    def job_dir(self, job: JobContext) -> str:
-        return f"{TEMP}/{instant_of(job)}"
-
     # --- before the job ------------------------------------------------------------------------
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
@@ -147,7 +146,7 @@ class HudiCommitter(HudiTableState, TableCommitter):
                 f"partition_fields={list(wanted)} but the write gives "
                 f"partition_by={list(partition_by)}: give the same columns"
             )
-        # a type Hudi has none for is refused now, naming the column (`hudi_types.py`)
+        # a type Hudi has none for is refused now, naming the column (`types.py`)
         avro_schema(file_schema(schema), self.table_name())
         self.check_keys(self.config)
         for key in self.key_fields(self.config):
@@ -160,7 +159,7 @@ class HudiCommitter(HudiTableState, TableCommitter):
         check_meta_input(self.properties(), self.config.record_key, schema, self.store.full_url())
 
     def _check_partitions(self, partition_by: Sequence[str]) -> None:
-        if not self.table_exists():
+        if not self.exists():
             return
         table = self.table_partition_fields()
         if tuple(partition_by) != table:
@@ -186,12 +185,13 @@ class HudiCommitter(HudiTableState, TableCommitter):
                 "record_key instead, with operation='insert' to add rows without a lookup"
             )
 
-    def setup_job(self, job: JobContext) -> None:
-        """The instant's record and its pending files (and the table, when it is new and
-        its partition columns are known): markers may be made from here on."""
+    def before_setup(self, job: JobContext) -> None:
         self.check_keys(job.config)
         self.check_timeline()
-        super().setup_job(job)
+
+    def after_setup(self, job: JobContext) -> None:
+        """The instant's record and its pending files (and the table, when it is new and
+        its partition columns are known): markers may be made from here on."""
         instant = instant_of(job)
         if any(self.store.exists(timeline_file(instant, a)) for a in COMPLETED_ACTIONS):
             raise CommitError(f"job {job.job_id}: instant {instant} is already completed")
@@ -200,7 +200,7 @@ class HudiCommitter(HudiTableState, TableCommitter):
             f"{TEMP}/{instant}/{JOB_RECORD}", json.dumps(record).encode("utf-8")
         )
         if self._input_known or self.config.partition_fields is not None:
-            self.create_table(self.config.partition_fields or self.partition_by, None)
+            self.create_table(self.config.partition_fields or self.committer.partition_by, None)
         action, operation = operation_of_mode(job.mode, job.config.write_operation)
         requested, inflight = pending_suffixes(action)
         self.store.create_if_absent(timeline_file(instant, requested), b"")
@@ -217,10 +217,10 @@ class HudiCommitter(HudiTableState, TableCommitter):
 
     def create_table(self, partition_fields: Sequence[str], schema: pa.Schema | None) -> bool:
         """`hoodie.properties` for a table that has none; True if this call made it."""
-        if self.table_exists():
+        if self.exists():
             return False
         name = self.table_name()
-        schema = schema if schema is not None else self.input_schema
+        schema = schema if schema is not None else self.committer.input_schema
         schema = file_schema(data_schema(schema)) if schema is not None else None
         create_schema = json.dumps(avro_schema(schema, name)) if schema is not None else ""
         data = properties_bytes(
@@ -235,29 +235,15 @@ class HudiCommitter(HudiTableState, TableCommitter):
 
     # --- tasks ---------------------------------------------------------------------------------
 
-    def output_path(self, task: TaskAttemptContext, relpath: str) -> str:
-        """`dir/<fileId>_<writeToken>_<instant>.<ext>`: unique per file and attempt."""
-        rel = paths.normalize(relpath)
-        name = paths.name(rel)
-        ext = name.rsplit(".", 1)[1] if "." in name.strip(".") else "parquet"
-        token = write_token(task.task_index, task.job.attempt, task.attempt_number)
-        fid = file_id(task.job.job_uuid, token, rel)
-        return paths.join(paths.parent(rel), base_file_name(fid, token, instant_of(task.job), ext))
-
-    def mark(self, task: TaskAttemptContext, relpath: str) -> str:
-        final = super().mark(task, relpath)
-        refuse_late_write(self.store, instant_of(task.job), task.attempt_id)
-        return final
-
     def file_columns(self, task: TaskAttemptContext, relpath: str, schema: pa.Schema) -> Any:
-        """The rows in the types Hudi keeps (`hudi_types.py`), with Hudi's meta columns first
-        in a table whose files hold them (`hudi_meta.py`)."""
+        """The rows in the types Hudi keeps (`types.py`), with Hudi's meta columns first
+        in a table whose files hold them (`meta.py`)."""
         target = file_schema(schema)
         if not getattr(task.job.config, "meta_fields", ""):
             if target == schema:
                 return None
             return FileColumns(schema=target, prepend=lambda rows, first: to_file(rows, target))
-        path = self.output_path(task, relpath)
+        path = self.committer.output_path(task, relpath)
         meta = meta_file_columns(task.job.config, task.task_index, path, target)
 
         def prepend(rows: pa.Table, first: int) -> pa.Table:
@@ -265,25 +251,9 @@ class HudiCommitter(HudiTableState, TableCommitter):
 
         return FileColumns(schema=meta.schema, prepend=prepend)
 
-    def _refuse_to_delete_unreported(
-        self, job: JobContext, stray: Sequence[str], messages: Sequence[TaskCommitMessage]
-    ) -> None:
-        """As direct's, with Hudi's names: a stray file whose write token is a committed
-        attempt's was left out of that attempt's commit. Refuse before deleting anything."""
-        unreported = unreported_files(self.store, instant_of(job), job.attempt, stray, messages)
-        if unreported:
-            raise CommitError(
-                f"job {job.job_id}: {len(unreported)} files written by committed task attempts "
-                f"were not in their task commits, e.g. {self.store.full_url(unreported[0])}; "
-                "nothing was deleted. Commit each task through the committer that wrote its "
-                "files, or pass the written paths to commit_task"
-            )
-
     # --- job commit ----------------------------------------------------------------------------
 
-    def plan_table(
-        self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
-    ) -> dict[str, Any]:
+    def plan(self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]) -> dict:
         instant = instant_of(job)
         # this job's setup may have made `hoodie.properties`: a table with a completed
         # instant is what `error` refuses
@@ -292,7 +262,9 @@ class HudiCommitter(HudiTableState, TableCommitter):
                 f"Hudi table {self.store.full_url()} already exists; write with mode='append'"
             )
         action, operation = operation_of_mode(job.mode, job.config.write_operation)
-        self._check_partitions(list(self.partition_by or self.partitions_of(facts)))
+        self._check_partitions(
+            list(self.committer.partition_by or self.committer.partitions_of(facts))
+        )
         for f in facts:
             parsed = parse_base_file_name(paths.name(f.path))
             if parsed is None or parsed[2] != instant:
@@ -306,38 +278,19 @@ class HudiCommitter(HudiTableState, TableCommitter):
             plan["replaced"] = self.replaced(plan["partitions"])
         return plan
 
-    def plan_commit(
-        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
-    ) -> CommitPlan:
-        """As every table committer's, then an upsert's merge (`hudi_upsert.py`): the job's
-        files become its inserts and the new slices of the file groups it updates."""
-        plan = super().plan_commit(ctx, job, messages)
-        if plan.payload["table"]["operation"] == "UPSERT" and plan.payload["files"]:
-            props = self.properties()
-            keys = self.key_fields(job.config)
-            spec = KeySpec(
-                keys, key_form(props, keys) == "complex", self.precombine_field(job.config)
-            )
-
-            def mark(part: str, name: str, kind: IOType) -> object:
-                return self.markers(job).create(part, name, kind)
-
-            who = UpsertJob(job.job_uuid, job.attempt, instant_of(job), mark)
-            meta = populates_meta_fields(props)
-            upsert_stage(ctx, plan, who, self.file_groups(), spec, meta)
-        return plan
-
     def _landed(self, instant: str, job_uuid: str) -> dict[str, Any] | None:
         meta = self.completed_of(instant)
         if meta is None or meta.get("extraMetadata", {}).get(JOB_UUID_KEY) != job_uuid:
             return None
         return {"instant": instant, "table_version": instant}
 
-    def commit_table(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
+    def commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
         plan = intent.payload
         instant = plan["table"]["instant"]
         facts = [FileFacts.from_json(f) for f in plan["facts"]]
-        schema = data_schema(self.plan_schema(intent))  # Hudi records it without meta columns
+        schema = data_schema(
+            self.committer.plan_schema(intent)
+        )  # Hudi records it without meta columns
         schema = file_schema(schema) if schema is not None else None  # as the files hold it
         action = plan["table"].get("action", "commit")
         replaced = plan["table"].get("replaced") if action == "replacecommit" else None
@@ -381,12 +334,75 @@ class HudiCommitter(HudiTableState, TableCommitter):
         result, _ = commit_exactly_once(ctx, what, landed, commit, lambda e: False, 0, label=path)
         return result
 
+    # --- rollback ------------------------------------------------------------------------------
+
+
+class HudiCommitter(TableCommitter):
+    """The table committer holding a `HudiFormat`, with Hudi's marker layout: the job's
+    markers under its instant (`.hoodie/.temp/<instant>`), files named by file id, write
+    token and instant, and a job rolled back as Hudi rolls back an instant."""
+
+    format_class = HudiFormat
+    format: HudiFormat
+
+    def job_dir(self, job: JobContext) -> str:
+        return f"{TEMP}/{instant_of(job)}"
+
+    def output_path(self, task: TaskAttemptContext, relpath: str) -> str:
+        """`dir/<fileId>_<writeToken>_<instant>.<ext>`: unique per file and attempt."""
+        rel = paths.normalize(relpath)
+        name = paths.name(rel)
+        ext = name.rsplit(".", 1)[1] if "." in name.strip(".") else "parquet"
+        token = write_token(task.task_index, task.job.attempt, task.attempt_number)
+        fid = file_id(task.job.job_uuid, token, rel)
+        return paths.join(paths.parent(rel), base_file_name(fid, token, instant_of(task.job), ext))
+
+    def mark(self, task: TaskAttemptContext, relpath: str) -> str:
+        final = super().mark(task, relpath)
+        refuse_late_write(self.store, instant_of(task.job), task.attempt_id)
+        return final
+
+    def _refuse_to_delete_unreported(
+        self, job: JobContext, stray: Sequence[str], messages: Sequence[TaskCommitMessage]
+    ) -> None:
+        """As direct's, with Hudi's names: a stray file whose write token is a committed
+        attempt's was left out of that attempt's commit. Refuse before deleting anything."""
+        unreported = unreported_files(self.store, instant_of(job), job.attempt, stray, messages)
+        if unreported:
+            raise CommitError(
+                f"job {job.job_id}: {len(unreported)} files written by committed task attempts "
+                f"were not in their task commits, e.g. {self.store.full_url(unreported[0])}; "
+                "nothing was deleted. Commit each task through the committer that wrote its "
+                "files, or pass the written paths to commit_task"
+            )
+
+    def plan_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        """As every table committer's, then an upsert's merge (`upsert.py`): the job's
+        files become its inserts and the new slices of the file groups it updates."""
+        plan = super().plan_commit(ctx, job, messages)
+        if plan.payload["table"]["operation"] == "UPSERT" and plan.payload["files"]:
+            props = self.format.properties()
+            keys = self.format.key_fields(job.config)
+            spec = KeySpec(
+                keys, key_form(props, keys) == "complex", self.format.precombine_field(job.config)
+            )
+
+            def mark(part: str, name: str, kind: IOType) -> object:
+                return self.markers(job).create(part, name, kind)
+
+            who = UpsertJob(job.job_uuid, job.attempt, instant_of(job), mark)
+            meta = populates_meta_fields(props)
+            upsert_stage(ctx, plan, who, self.format.file_groups(), spec, meta)
+        return plan
+
     def committed_files(self, job: JobContext) -> list[str]:
         """The files of the job's completed instant (none if not completed): what to keep."""
         instant = instant_of(job)
-        if self._landed(instant, job.job_uuid) is None:
+        if self.format._landed(instant, job.job_uuid) is None:
             return []
-        return _files_of(self.completed_of(instant) or {})
+        return _files_of(self.format.completed_of(instant) or {})
 
     def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
         """Delete the markers with a look before and after, as direct's (late files go)."""
@@ -401,16 +417,14 @@ class HudiCommitter(HudiTableState, TableCommitter):
         type(self).tidy(ctx.store)
         return "deleted"
 
-    # --- rollback ------------------------------------------------------------------------------
-
     def rollback_job(self, job: JobContext) -> None:
-        """Roll the job's instant back as Hudi does (`hudi_rollback.py`); markers go last."""
+        """Roll the job's instant back as Hudi does (`rollback.py`); markers go last."""
         start = time.time()
         instant = instant_of(job)
         mine = job_uuid_of_instant(self.store, instant) in (job.job_uuid, None)
         # a completed instant is committed whoever its record names (a forged job record
         # cannot make it the made-up job's to roll back): its files stay, its timeline too
-        completed = self.completed_of(instant)
+        completed = self.format.completed_of(instant)
         committed = self.committed_files(job) if completed is None else _files_of(completed)
         with IOPool(self.config.threads) as pool:
             doomed = delete_uncommitted(self, self.job_dir(job), committed, pool)
@@ -418,7 +432,7 @@ class HudiCommitter(HudiTableState, TableCommitter):
                 self.store, instant, committed, pool, also=doomed, kept=self.referenced_anywhere
             )
         if mine and not committed and completed is None:
-            roll_back_instant(self.store, instant, doomed, start, self.fresh_instant)
+            roll_back_instant(self.store, instant, doomed, start, self.format.fresh_instant)
         self.store.delete(self.job_dir(job), recursive=True)
         type(self).tidy(self.store)
 

@@ -28,7 +28,7 @@ class HudiConfig(TableConfig):
     keyless: write a table without a record key (Hudi's auto-generated keys): only "insert"
         and "bulk_insert" (the default then); without it, a table with no record key is refused.
     table_version: `hoodie.table.version`: 6 (timeline layout 1). database_name: its database.
-    instant, meta_fields: set by `new_job`: the instant, the meta columns' key form (`hudi_meta`).
+    instant, meta_fields: set by `new_job`: the instant, the meta columns' key form (`meta`).
     """
 
     table_name: str = ""

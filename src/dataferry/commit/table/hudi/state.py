@@ -32,8 +32,8 @@ from .timeline import (
 
 
 class HudiTableState:
-    """The read side of the Hudi committer (a mixin: `store` and `config` are the
-    committer's)."""
+    """The read side of the Hudi format (a base of `HudiFormat`: `store` and `config` are
+    its committer's)."""
 
     store: Store
     config: HudiConfig
@@ -46,7 +46,7 @@ class HudiTableState:
         known = self.properties().get("hoodie.table.name")
         return known or self.store.full_url().rstrip("/").rsplit("/", 1)[-1] or "table"
 
-    def table_exists(self) -> bool:
+    def exists(self) -> bool:
         return self.store.exists(PROPERTIES)
 
     def properties(self) -> dict[str, str]:
@@ -143,7 +143,7 @@ class HudiTableState:
         """partition -> {fileId: base file} of the table's live file groups."""
         return live_file_groups(self.completed_metadata())
 
-    def table_files(self) -> list[str]:
+    def live_files(self) -> list[str]:
         """The base files of completed instants that no later replacecommit replaced."""
         return sorted(f for group in self.file_groups().values() for f in group.values())
 
@@ -173,7 +173,7 @@ class HudiTableState:
     def read_rows(self, as_of: str = "") -> pa.Table | None:
         """The rows of the current version (or of the one at instant `as_of`: time travel),
         read by hudi-rs; None if no instant is completed."""
-        if not self.table_exists() or not self.completed_instants():
+        if not self.exists() or not self.completed_instants():
             return None
         from hudi import HudiReadOptions
 
@@ -203,7 +203,7 @@ class HudiTableState:
             for s in stats
         }
 
-    def commits_of_job(self, job_uuid: str) -> int:
+    def landed(self, job_uuid: str) -> int:
         """How many completed instants carry the job's uuid (1 or 0; more: applied twice)."""
         return sum(
             (m.get("extraMetadata") or {}).get(JOB_UUID_KEY) == job_uuid

@@ -1,8 +1,20 @@
-"""Apache Iceberg: the committer (`committer`), the catalog, the data files, the partition
-spec and types, each in a module of its own. `dataferry.commit.table.iceberg` names the
-committer."""
+"""Apache Iceberg: the format (`committer.IcebergFormat`: the catalog commit, the reader), the
+catalog, the data files, the partition spec and types in modules of their own, and
+`IcebergCommitter`, the one table committer bound to the format."""
 
-from .catalog import JOB_UUID_KEY, IcebergConfig
-from .committer import IcebergCommitter
+from ..base import TableCommitter
+from .catalog import (
+    JOB_UUID_KEY,
+    IcebergConfig,
+    is_conflict,  # beside the committer: the referee's landed schedules
+)
+from .committer import IcebergFormat
 
-__all__ = ["JOB_UUID_KEY", "IcebergCommitter", "IcebergConfig"]
+
+class IcebergCommitter(TableCommitter):
+    """The table committer holding an `IcebergFormat` (the binding: no hook of its own)."""
+
+    format_class = IcebergFormat
+
+
+__all__ = ["JOB_UUID_KEY", "IcebergCommitter", "IcebergConfig", "IcebergFormat", "is_conflict"]

@@ -3,9 +3,9 @@ pyiceberg's catalog, exactly once.
 
 Data files lie under `data/col=value/`, named per job, task and attempt, holding their
 partition columns; the rows are split by the table's partition spec, transforms included
-(`iceberg_partitions.py`: key columns such as `ts_day` added before the split, left out of
+(`partitions.py`: key columns such as `ts_day` added before the split, left out of
 the files), one partition per file. At job commit each becomes a DataFile built from its
-footer (read through the store, once, in parallel: `iceberg_files.py`) with the table's field
+footer (read through the store, once, in parallel: `files.py`) with the table's field
 ids and its spec (values from the column bounds; a bucket's from its directory, checked). The snapshot's summary
 carries `dataferry.job-uuid`: before the commit and after any error the table's snapshots are
 walked for it, so a lost answer is never applied twice. The catalog is the options'
@@ -19,8 +19,8 @@ job's snapshot; `schema_mode="merge"` evolves the schema by name in that commit 
 
 Before any task writes, the data is checked against the table, or against the table the job
 creates, built in memory as the catalog will build it; the tasks cast their rows to the
-table's types (`iceberg_types.py`). A transaction the table or catalog refuses for good
-(`iceberg_catalog.refused`) raises TableCommitRefused: nothing was committed, and the job is
+table's types (`types.py`). A transaction the table or catalog refuses for good
+(`catalog.refused`) raises TableCommitRefused: nothing was committed, and the job is
 rolled back rather than left decided.
 """
 
@@ -36,13 +36,12 @@ from typing import Any
 import pyarrow as pa
 
 from ....errors import DestinationError, TableCommitConflict, TableCommitRefused
-from ....ids import JobId
 from ....store import Store
 from ...protocol import JobContext, StageContext, TaskAttemptContext
 from ...protocol.hooks import FileColumns, PartitionKeys
 from ...records.intent import Intent
-from ..base import TableCommitter
 from ..footers import FileFacts, schema_to_text
+from ..format import FormatHost, TableFormat
 from ..location import TableLocation, table_location
 from ..transact import commit_exactly_once
 from . import partitions as specs
@@ -82,9 +81,11 @@ from .types import arrow_types, file_schema, types_from_text
 log = logging.getLogger("dataferry.commit")
 
 
-class IcebergCommitter(TableCommitter):
+class IcebergFormat(TableFormat):
+    """Apache Iceberg, as the table committer holds it (`TableFormat`)."""
+
     name = "iceberg"
-    format_name = "Apache Iceberg"
+    label = "Apache Iceberg"
     markers_root = "_dataferry/iceberg-markers"
     permanent_entries = (ICEBERG_ROOT,)  # the embedded catalog and the table's record
     data_root = "data"
@@ -92,8 +93,8 @@ class IcebergCommitter(TableCommitter):
     # '' is a value of its own (a `col=` directory), not null: as pyiceberg keeps it
     keeps_empty_partition_values = True
 
-    def __init__(self, store: Store, config: IcebergConfig) -> None:
-        super().__init__(store, config)
+    def __init__(self, committer: FormatHost) -> None:
+        super().__init__(committer)
         self._location: TableLocation | None = None
         self._catalogs: dict[str, Any] = {}
         self._footers: tuple[str, Footers] = ("", {})  # a job's uuid, its files' footers
@@ -105,7 +106,7 @@ class IcebergCommitter(TableCommitter):
         self._keys: tuple[specs.KeyColumn, ...] = ()
 
     def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()  # a Dask graph carries the committer to its tasks:
+        state = dict(self.__dict__)  # a Dask graph carries the committer to its tasks:
         state["_catalogs"] = {}  # open catalogs (connection pools) stay in their process
         return state
 
@@ -205,10 +206,10 @@ class IcebergCommitter(TableCommitter):
         except (NoSuchTableError, NoSuchNamespaceError):
             return None
 
-    def table_exists(self) -> bool:
+    def exists(self) -> bool:
         return self.table() is not None
 
-    def table_files(self) -> list[str]:
+    def live_files(self) -> list[str]:
         tbl = self.table()
         if tbl is None or tbl.current_snapshot() is None:
             return []
@@ -240,7 +241,7 @@ class IcebergCommitter(TableCommitter):
                     found.add(self.relative(entry.data_file.file_path))
         return found
 
-    def commits_of_job(self, job_uuid: str) -> int:
+    def landed(self, job_uuid: str) -> int:
         """How many snapshots carry the job's uuid in their summary: each commit of a job is
         one snapshot (an overwrite too: its deletes and adds are one `overwrite` snapshot),
         so more than one means the job was applied more than once."""
@@ -253,9 +254,8 @@ class IcebergCommitter(TableCommitter):
 
     # --- before the job ----------------------------------------------------------------------
 
-    def setup_job(self, job: JobContext) -> None:
+    def before_setup(self, job: JobContext) -> None:
         self.check_catalog(self.where())
-        super().setup_job(job)
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
         """Every check the table will make, now: against the table, or (none yet) against
@@ -288,7 +288,7 @@ class IcebergCommitter(TableCommitter):
         self._keys = specs.key_columns(self.store.full_url(), data, schema, spec)
 
     def partition_keys(self, schema: Any, partition_by: Sequence[str]) -> PartitionKeys | None:
-        """The data split by the table's spec (`iceberg_partitions.py`): its identity columns
+        """The data split by the table's spec (`partitions.py`): its identity columns
         and a key column per transform, whatever partition_by names of them."""
         if self._spec is None:
             return None
@@ -298,10 +298,9 @@ class IcebergCommitter(TableCommitter):
         """The options' partition_spec as (transform, column) pairs (none: ())."""
         return specs.parse_spec(self.config.partition_spec or ())
 
-    def new_job(self, job_id: JobId | None = None, attempt: int = 0) -> JobContext:
+    def prepare_job(self, job: JobContext) -> JobContext:
         """The job, with the table's column types and the split's key columns (found by
         `check_input`) in its config: tasks rebuild the committer from the config alone."""
-        job = super().new_job(job_id, attempt)
         config = self.config
         if self._keys:
             config = replace(config, partition_keys=tuple(k.name for k in self._keys))
@@ -311,7 +310,7 @@ class IcebergCommitter(TableCommitter):
         return job if config is self.config else replace(job, config=config)
 
     def new_table_metadata(self, schema: pa.Schema, partition_by: Sequence[str]) -> Any:
-        """The metadata of the table the job creates (`iceberg_files.new_metadata`), with the
+        """The metadata of the table the job creates (`files.new_metadata`), with the
         options' partition_spec, else identity partitions of `partition_by`."""
         props = dict(self.config.properties)
         url = self.store.full_url()
@@ -323,7 +322,7 @@ class IcebergCommitter(TableCommitter):
     def file_columns(
         self, task: TaskAttemptContext, relpath: str, schema: pa.Schema
     ) -> FileColumns | None:
-        """The data's columns cast to the types the table holds (`iceberg_types.py`: the
+        """The data's columns cast to the types the table holds (`types.py`: the
         type policy, and Iceberg's promotions into an existing table's columns)."""
         text = getattr(task.job.config, "table_types", "")
         keys = getattr(task.job.config, "partition_keys", ())
@@ -333,9 +332,7 @@ class IcebergCommitter(TableCommitter):
 
     # --- job commit ------------------------------------------------------------------------
 
-    def plan_table(
-        self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
-    ) -> dict[str, Any]:
+    def plan(self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]) -> dict:
         where = self.where()
         self.check_catalog(where)
         tbl = self.table(where)
@@ -352,8 +349,8 @@ class IcebergCommitter(TableCommitter):
         if tbl is not None:
             self.data_files(ctx, self.evolved(tbl).table_metadata, facts)
         elif facts:  # the table the commit creates, as the catalog will make it
-            schema = self.input_schema or self.schema_of_files(ctx, facts)
-            partition_by = self.partition_by or self.partitions_of(facts)
+            schema = self.committer.input_schema or self.committer.schema_of_files(ctx, facts)
+            partition_by = self.committer.partition_by or self.committer.partitions_of(facts)
             assert schema is not None
             metadata = self.new_table_metadata(file_schema(schema), partition_by)
             self.data_files(ctx, metadata, facts)
@@ -368,7 +365,7 @@ class IcebergCommitter(TableCommitter):
         if self.recorded_where() != safe:
             store.write_bytes(TABLE_RECORD, json.dumps(safe, sort_keys=True).encode())
 
-    def commit_table(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
+    def commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
         where = self.where_of(intent.payload["table"])
         self.footers(job)  # the plan's footers, or none (a recovered job's are read here)
 
@@ -424,7 +421,7 @@ class IcebergCommitter(TableCommitter):
     ) -> tuple[Any, bool]:
         """The job's transaction, built on the table as it is now (None: nothing to do), and
         whether it creates the table."""
-        mode, schema = intent.mode, self.plan_schema(intent)
+        mode, schema = intent.mode, self.committer.plan_schema(intent)
         facts = [FileFacts.from_json(f) for f in intent.payload["facts"]]
         tbl = self.table(where)
         props = snapshot_properties(self.config, job.job_uuid, str(job.job_id))
@@ -460,7 +457,7 @@ class IcebergCommitter(TableCommitter):
         """A transaction on `tbl`, its schema evolved by name to take the data's when the
         options say `schema_mode="merge"` (the data's schema: `schema`, else the input's)."""
         tx = tbl.transaction()
-        schema = schema if schema is not None else self.input_schema
+        schema = schema if schema is not None else self.committer.input_schema
         if self.config.schema_mode == "merge" and schema is not None:
             union_by_name(self.store.full_url(), tx, schema)
         return tx

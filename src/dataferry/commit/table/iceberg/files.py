@@ -7,7 +7,7 @@ Partition values come from each file's column bounds: an identity field's column
 value in the file, an order-preserving transform (`year`, `month`, `day`, `hour`,
 `truncate[W]`) gives the same value at the column's minimum and maximum, and a `bucket[N]`
 field's value is the one of the `id_bucket_N=3` directory dataferry split the rows into
-(`iceberg_partitions.py`), else its column must hold one value (the bucket of a range of
+(`partitions.py`), else its column must hold one value (the bucket of a range of
 values cannot be known from its bounds). A file that spans partitions, or whose bounds show
 rows of another partition than its directory names, is refused (ConfigError) before the
 commit: the table never gets a DataFile with a wrong or null partition.
@@ -101,7 +101,7 @@ def partition_of(
     spec: Any, schema: Any, stats: Any, path: str, dirs: dict[str, str | None] | None = None
 ) -> Any:
     """The file's partition record (ConfigError if its rows lie in more than one). `dirs`:
-    the `name=value` directories of its path (`iceberg_partitions.py`)."""
+    the `name=value` directories of its path (`partitions.py`)."""
     from pyiceberg.typedef import Record
 
     dirs = dirs or {}
@@ -210,7 +210,7 @@ def bounds_value(field: Any, schema: Any, stats: Any, path: str) -> Any:
 
 def check_partition_by(url: str, schema: Any, spec: Any, partition_by: Sequence[str]) -> None:
     """Refuse partition columns the table is not partitioned by. The data is split by the
-    table's spec whatever partition_by names (`iceberg_partitions.partition_keys`), so
+    table's spec whatever partition_by names (`partitions.partition_keys`), so
     partition_by may name some of its columns, all, or none."""
     from pyiceberg.transforms import VoidTransform
 
@@ -242,7 +242,7 @@ def _key(record: Any) -> tuple[Any, ...]:
 def check_same_schema(url: str, table: Any, data: pa.Schema) -> None:
     """Refuse data whose columns differ from the Iceberg table's (`table`, its Iceberg
     schema), naming the first: a column the table lacks, or one whose type (as the type
-    policy makes it, `iceberg_types.py`) is neither the table's nor promoted to it."""
+    policy makes it, `types.py`) is neither the table's nor promoted to it."""
     types = arrow_types(table)
     files = file_schema(data, types)
     what = f"Iceberg table {url}"

@@ -258,7 +258,7 @@ def data_file_columns(
 ) -> FileColumns | None:
     """What a data file of the rows of Arrow schema `schema` holds: the rows without the
     split's key columns `keys`, cast to the table's types (`types`: its columns as files
-    hold them; `iceberg_types.py`); None: the rows as they are."""
+    hold them; `types.py`); None: the rows as they are."""
     keys = [k for k in keys if k in schema.names]
     data = pa.schema([f for f in schema if f.name not in keys], metadata=schema.metadata)
     target = file_schema(data, types)
