@@ -20,8 +20,9 @@ import json
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigError, CorruptShuffleData, NotFound, StoreError
 from ..net import (
@@ -56,6 +57,9 @@ from .tenancy import Registry
 
 log = logging.getLogger("dataferry.shuffle")
 Connection = RawConnection | StreamConnection
+# a message type's handler: (header, payload, connection) -> the answer sent on the connection
+RequestHandler = Callable[[dict[str, Any], memoryview, Connection], Awaitable[None]]
+T = TypeVar("T")
 
 # requests on an application's data: each needs a connection that speaks for that application
 DATA_REQUESTS = frozenset(
@@ -110,6 +114,7 @@ class ShuffleService:
         self._indexes: OrderedDict[str, list[int]] = OrderedDict()  # small LRU of index files
         self._indexes_lock = threading.Lock()
         self._sweeper: asyncio.Task | None = None
+        self._handlers = self._handler_table()
         # raw sockets (when plain): a pushed payload is received straight into one buffer, with
         # no stream buffer copying it on the way
         self._server = BackgroundServer(
@@ -277,8 +282,10 @@ class ShuffleService:
     ) -> bool:
         """Answer one authenticated request; False when the connection must close."""
         try:
-            if msg in Msg.__members__.values():
-                self._authorize(Msg(msg), header, session)
+            if msg not in Msg.__members__.values():
+                known = ", ".join(Msg(m).name for m in sorted(self._handlers))
+                raise BadRequest(400, f"unknown message type {msg}: this service answers {known}")
+            self._authorize(Msg(msg), header, session)
             await self._dispatch(Msg(msg), header, payload, conn)
         except BadRequest as e:
             self.stats.incr("requests_refused")
@@ -299,91 +306,158 @@ class ShuffleService:
             return False
         return True
 
+    def _handler_table(self) -> dict[int, RequestHandler]:
+        """What answers each message type (as Dask's shuffle registers its handlers): a new
+        message joins with one row here and one method below."""
+        return {
+            Msg.HELLO: self._on_hello,
+            Msg.PUSH: self._on_push,
+            Msg.PUSH_REF: self._on_push_ref,
+            Msg.PEERS: self._on_peers,
+            Msg.FINALIZE: self._on_finalize,
+            Msg.MERGED_META: self._on_merged_meta,
+            Msg.MERGED_PARTITION: self._on_merged_partition,
+            Msg.MERGED_CHUNK: self._on_merged_chunk,
+            Msg.FETCH: self._on_fetch,
+            Msg.REMOVE: self._on_remove,
+            Msg.REGISTER: self._on_register,
+            Msg.UNREGISTER: self._on_unregister,
+            Msg.RENEW: self._on_renew,
+            Msg.STATS: self._on_stats,
+            Msg.PUSH_DONE: self._on_push_done,
+            Msg.PUSHED: self._on_pushed,
+        }
+
     async def _dispatch(
         self, msg: Msg, header: dict[str, Any], payload: memoryview, conn: Connection
     ) -> None:
+        handler = self._handlers.get(msg)
+        if handler is None:  # a known kind no client sends (OK, ERROR)
+            raise BadRequest(400, f"unknown message type {int(msg)} ({msg.name})")
         self.stats.incr(f"requests_{msg.name.lower()}")
         self.stats.incr(f"{msg.name.lower()}_from.{conn.peer}")  # per client host
-        loop = asyncio.get_running_loop()
-        if msg == Msg.HELLO:
-            await self._answer(conn, {})
-        elif msg == Msg.PUSH:
-            codes = await self.intake.push(header, payload)
-            await self._answer(conn, {"codes": codes})
-        elif msg == Msg.PUSH_REF:
-            codes = await self.intake.push_ref(header)
-            await self._answer(conn, {"codes": codes})
-        elif msg == Msg.PEERS:
-            peers = header["peers"]
-            if not isinstance(peers, dict) or not all(
-                isinstance(v, str) for kv in peers.items() for v in kv
-            ):
-                raise BadRequest(400, "'peers' must map service addresses to directories")
-            known = await loop.run_in_executor(self._io, self.introduce, peers)
-            await self._answer(conn, {"peers": known})
-        elif msg == Msg.FINALIZE:
-            app, shuffle, merge_id = ids_of(header)
-            statuses = await loop.run_in_executor(
-                self._io, self.merges.finalize, app, shuffle, merge_id
-            )
-            bitmaps = [s.bitmap.serialize() for s in statuses]
-            rows = [[s.reduce_id, s.size, len(b)] for s, b in zip(statuses, bitmaps, strict=True)]
-            await self._answer(conn, {"statuses": rows}, b"".join(bitmaps))
-        elif msg == Msg.MERGED_META:
-            index, meta = await loop.run_in_executor(self._io, self._merged_meta, header)
-            await self._answer(conn, {"index_len": len(index)}, index + meta)
-        elif msg == Msg.MERGED_PARTITION:
-            path, length, index, meta = await loop.run_in_executor(
-                self._io, self._merged_partition, header
-            )
-            lengths = {"index_len": len(index), "meta_len": len(meta)}
-            await self._send_file(conn, lengths, path, 0, length, index + meta)
-        elif msg == Msg.MERGED_CHUNK:
-            path, start, length = await loop.run_in_executor(self._io, self._chunk_range, header)
-            await self._send_file(conn, {}, path, start, length)
-        elif msg == Msg.FETCH:
-            path, start, length, offsets = await loop.run_in_executor(
-                self._io, self._fetch_range, header
-            )
-            await self._send_file(conn, {"offsets": offsets}, path, start, length)
-        elif msg == Msg.REMOVE:
-            app, shuffle = app_of(header), int_of(header, "shuffle")
-            removed = await loop.run_in_executor(self._io, self.merges.remove, app, shuffle)
-            with self._indexes_lock:
-                for key in [k for k in self._indexes if k.startswith(f"{app}/shuffle_{shuffle}/")]:
-                    del self._indexes[key]
-            await self._answer(conn, {"removed": removed})
-        elif msg == Msg.REGISTER:
-            app = app_of(header)
-            got = await loop.run_in_executor(
-                self._io, self.registry.register, app, self._remove_files
-            )
-            if isinstance(got, int):
-                self.stats.incr("registrations_refused")
-                words = "is already registered" if got == 409 else "is one too many"
-                raise BadRequest(got, f"application {app} {words}")
-            self.stats.incr("apps_registered")
-            log.info("shuffle service: application %s registered", app)
-            await self._answer(conn, {"secret": got})
-        elif msg == Msg.UNREGISTER:
-            app = app_of(header)
-            removed = await loop.run_in_executor(self._io, self._unregister, app)
-            log.info("shuffle service: application %s unregistered", app)
-            await self._answer(conn, {"removed": removed})
-        elif msg == Msg.RENEW:
-            app_of(header)  # renewed by `_authorize`, as every request of the application is
-            await self._answer(conn, {"lease_s": self.config.app_lease_s})
-        elif msg == Msg.STATS:
-            await self._answer(conn, {"stats": self.snapshot()})
-        elif msg == Msg.PUSH_DONE:
-            app, shuffle, merge_id = ids_of(header)
-            code = self.merges.push_done(app, shuffle, merge_id, int_of(header, "map"))
-            await self._answer(conn, {"code": int(code)})
-        elif msg == Msg.PUSHED:
-            pushed = self.merges.pushed_maps(*ids_of(header))
-            await self._answer(conn, {}, pushed.serialize())
-        else:
-            raise BadRequest(400, f"unknown message type {int(msg)}")
+        await handler(header, payload, conn)
+
+    # --- the handlers, one per message type ------------------------------------------------
+
+    async def _on_hello(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        await self._answer(conn, {})
+
+    async def _on_push(self, header: dict[str, Any], payload: memoryview, conn: Connection) -> None:
+        codes = await self.intake.push(header, payload)
+        await self._answer(conn, {"codes": codes})
+
+    async def _on_push_ref(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        codes = await self.intake.push_ref(header)
+        await self._answer(conn, {"codes": codes})
+
+    async def _on_peers(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        peers = header["peers"]
+        if not isinstance(peers, dict) or not all(
+            isinstance(v, str) for kv in peers.items() for v in kv
+        ):
+            raise BadRequest(400, "'peers' must map service addresses to directories")
+        known = await self._on_io(self.introduce, peers)
+        await self._answer(conn, {"peers": known})
+
+    async def _on_finalize(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        app, shuffle, merge_id = ids_of(header)
+        statuses = await self._on_io(self.merges.finalize, app, shuffle, merge_id)
+        bitmaps = [s.bitmap.serialize() for s in statuses]
+        rows = [[s.reduce_id, s.size, len(b)] for s, b in zip(statuses, bitmaps, strict=True)]
+        await self._answer(conn, {"statuses": rows}, b"".join(bitmaps))
+
+    async def _on_merged_meta(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        index, meta = await self._on_io(self._merged_meta, header)
+        await self._answer(conn, {"index_len": len(index)}, index + meta)
+
+    async def _on_merged_partition(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        path, length, index, meta = await self._on_io(self._merged_partition, header)
+        lengths = {"index_len": len(index), "meta_len": len(meta)}
+        await self._send_file(conn, lengths, path, 0, length, index + meta)
+
+    async def _on_merged_chunk(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        path, start, length = await self._on_io(self._chunk_range, header)
+        await self._send_file(conn, {}, path, start, length)
+
+    async def _on_fetch(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        path, start, length, offsets = await self._on_io(self._fetch_range, header)
+        await self._send_file(conn, {"offsets": offsets}, path, start, length)
+
+    async def _on_remove(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        app, shuffle = app_of(header), int_of(header, "shuffle")
+        removed = await self._on_io(self.merges.remove, app, shuffle)
+        with self._indexes_lock:
+            for key in [k for k in self._indexes if k.startswith(f"{app}/shuffle_{shuffle}/")]:
+                del self._indexes[key]
+        await self._answer(conn, {"removed": removed})
+
+    async def _on_register(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        app = app_of(header)
+        got = await self._on_io(self.registry.register, app, self._remove_files)
+        if isinstance(got, int):
+            self.stats.incr("registrations_refused")
+            words = "is already registered" if got == 409 else "is one too many"
+            raise BadRequest(got, f"application {app} {words}")
+        self.stats.incr("apps_registered")
+        log.info("shuffle service: application %s registered", app)
+        await self._answer(conn, {"secret": got})
+
+    async def _on_unregister(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        app = app_of(header)
+        removed = await self._on_io(self._unregister, app)
+        log.info("shuffle service: application %s unregistered", app)
+        await self._answer(conn, {"removed": removed})
+
+    async def _on_renew(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        app_of(header)  # renewed by `_authorize`, as every request of the application is
+        await self._answer(conn, {"lease_s": self.config.app_lease_s})
+
+    async def _on_stats(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        await self._answer(conn, {"stats": self.snapshot()})
+
+    async def _on_push_done(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        app, shuffle, merge_id = ids_of(header)
+        code = self.merges.push_done(app, shuffle, merge_id, int_of(header, "map"))
+        await self._answer(conn, {"code": int(code)})
+
+    async def _on_pushed(
+        self, header: dict[str, Any], payload: memoryview, conn: Connection
+    ) -> None:
+        pushed = self.merges.pushed_maps(*ids_of(header))
+        await self._answer(conn, {}, pushed.serialize())
+
+    async def _on_io(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the service's I/O threads (never on the loop)."""
+        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
 
     def _unregister(self, app: str) -> bool:
         removed = self.registry.unregister(app)
