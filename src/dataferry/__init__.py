@@ -6,6 +6,7 @@ The names most users need are here: `open_store`, `make_committer` and `write_da
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import Any
 
@@ -19,19 +20,22 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "make_committer", "open_store", "write_dataset", "write_deltalake"]
 
 
+# name -> the module defining it: loaded on first use (`import dataferry` stays light for the
+# CLI), as the real functions, so `help(dataferry.write_dataset)` shows their signatures
+_LAZY = {
+    "make_committer": "dataferry.commit.factory",
+    "write_dataset": "dataferry.dataset.write",
+    "write_deltalake": "dataferry.dataset.tables",
+}
+
+
 def __getattr__(name: str) -> Any:
-    """The entry points load on first use (`import dataferry` stays light for the CLI), as
-    the real functions: `help(dataferry.write_dataset)` shows their signatures."""
-    if name == "make_committer":
-        from .commit.factory import make_committer
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dataferry' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
-        return make_committer
-    if name == "write_dataset":
-        from .dataset.write import write_dataset
 
-        return write_dataset
-    if name == "write_deltalake":
-        from .dataset.tables import write_deltalake
-
-        return write_deltalake
-    raise AttributeError(f"module 'dataferry' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    """The loaded names and the lazy ones (loading none): what IPython and `dir()` offer."""
+    return sorted(set(globals()) | set(_LAZY))
