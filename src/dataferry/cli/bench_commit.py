@@ -312,7 +312,7 @@ def plan_commit_cmd(
     quiet: bool = QUIET_OPT,
 ) -> None:
     """Predict each committer's task and job commit time and store requests on a store model."""
-    from ..bench.plan import PlanSpec, plan_commit
+    from ..bench.plan import PlanSpec, plan_commit, plan_steps
 
     spec = PlanSpec(
         files=files,
@@ -323,7 +323,7 @@ def plan_commit_cmd(
         io_threads=io_threads,
         task_parallelism=task_parallelism,
     )
-    with progress("plan commit: calibrating", None, json_out or quiet) as steps:
+    with progress("plan commit: calibrating", plan_steps(spec), json_out or quiet) as steps:
         data = plan_commit(spec, progress=steps.step)
     if json_out:
         print_json(data)
