@@ -37,11 +37,13 @@ NO_AWS = (
 
 CASES = [
     # records: what is not there, or not what it should be
-    Case(("success", "missing"), 1, "'missing'"),
+    Case(("success", "missing"), 1, "missing: no such file or directory"),
+    Case(("success", "/nonexistent/dest"), 1, "/nonexistent/dest: no such file or directory"),
+    Case(("success", "notes.txt/x"), 1, "notes.txt/x: a part of this path is a file"),
     Case(("success", "out/[/]x"), 1, "out/[/]x"),
     Case(("success", "[bold red]x[/]"), 1, "[bold red]x[/]"),
     Case(("success", f"{LONG}/x"), 1, LONG),
-    Case(("manifest", "missing"), 1, "'missing'"),
+    Case(("manifest", "missing"), 1, "missing: no such file or directory"),
     Case(("manifest", "data"), 1, "no task manifests"),
     Case(("catalog", "list", "missing.sqlite"), 1, "missing.sqlite: no such file"),
     Case(("catalog", "list", "[red]c[/].sqlite"), 1, "[red]c[/].sqlite"),
@@ -50,6 +52,10 @@ CASES = [
     Case(("catalog", "partitions", "catalog.sqlite", "nope"), 1, "its tables: sales"),
     # operations
     Case(("cleanup", "missing"), 1, "missing: no such destination"),
+    Case(("cleanup", "notes.txt"), 1, "notes.txt: is a file, not a directory (cleanup"),
+    Case(("cleanup", "foo://bar"), 1, "unsupported store URL 'foo://bar'"),
+    Case(("check-store", "notes.txt"), 1, "notes.txt: is a file, not a directory (check-store"),
+    Case(("check-store", "notes.txt/x"), 1, "notes.txt/x: a part of this path is a file"),
     Case(("cleanup", "data", "--older-than", "soon"), 2, "'soon'"),  # bad usage
     Case(("uploads", "list", "data"), 1, "no multipart uploads"),
     Case(("uploads", "abort", "data"), 1, "no multipart uploads"),
@@ -62,8 +68,18 @@ CASES = [
     Case(("markers", "serve", "--dest", "data", "--host", "999.1.1.1"), 2, "999.1.1.1"),
     Case(("shuffle", "serve", "--dir", "data", "--port", "-1"), 2, "--port"),
     Case(("shuffle", "serve", "--dir", "data", "--port", "http"), 2, "--port"),
+    Case(("shuffle", "serve", "--dir", "notes.txt"), 1, "--dir notes.txt: is a file, not a dir"),
+    Case(("markers", "serve", "--dest", "notes.txt"), 1, "--dest notes.txt: is a file, not a"),
     # verify, bench, plan, demo
     Case(("verify", "crash", "--committer", "nope"), 1, "unknown committer 'nope'"),
+    Case(
+        ("verify", "crash", "--committer", "v1", "--store", "notes.txt"),
+        1,
+        "--store notes.txt: is a file",
+    ),
+    Case(("verify", "crash", "--committer", "v1", "--store", "foo://x"), 1, "URL 'foo://x'"),
+    Case(("bench", "commit", "--store", "notes.txt"), 1, "--store notes.txt: is a file"),
+    Case(("bench", "hive", "--store", "notes.txt"), 1, "--store notes.txt: is a file"),
     Case(("bench", "commit", "--committers", "nope"), 1, "'nope'"),
     Case(("bench", "commit", "--s3-local"), 1, "dataferry[testserver]", block="moto"),
     Case(("bench", "shuffle", "--size", "lots"), 1, "'lots'"),
