@@ -80,6 +80,7 @@ CASES = [
     Case(("verify", "crash", "--committer", "v1", "--store", "foo://x"), 1, "URL 'foo://x'"),
     Case(("bench", "commit", "--store", "notes.txt"), 1, "--store notes.txt: is a file"),
     Case(("bench", "hive", "--store", "notes.txt"), 1, "--store notes.txt: is a file"),
+    Case(("bench", "report", "--out", "notes.txt/r", "--quick"), 1, "--out notes.txt/r: a part"),
     Case(("bench", "commit", "--committers", "nope"), 1, "'nope'"),
     Case(("bench", "commit", "--s3-local"), 1, "dataferry[testserver]", block="moto"),
     Case(("bench", "shuffle", "--size", "lots"), 1, "'lots'"),
