@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .errors import ConfigError
+
 # an engine's event hook: (event, task index, attempt number)
 EventHook = Callable[[str, int, int], None]
 
@@ -29,11 +31,18 @@ def progress_console(progress: Any = True) -> Any:
 
         console = Console(stderr=True)
         return console if console.is_interactive else None  # TERM=dumb, TTY_INTERACTIVE=0
+    check_progress(progress)
+    return progress if progress.is_terminal else None
+
+
+def check_progress(progress: Any) -> None:
+    """Refuse a `progress` that is neither True, False, None nor a rich Console."""
+    if progress is True or progress is False or progress is None:
+        return
     from rich.console import Console
 
     if not isinstance(progress, Console):
-        raise TypeError(f"progress must be True, False or a rich Console, not {progress!r}")
-    return progress if progress.is_terminal else None
+        raise ConfigError(f"progress must be True, False or a rich Console, not {progress!r}")
 
 
 def shorten(text: str, width: int = 28) -> str:

@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from dataferry import write_dataset
+from dataferry.errors import ConfigError
 
 
 def _table() -> pa.Table:
@@ -67,6 +68,7 @@ def test_the_callers_event_hook_still_hears_every_event(tmp_path):
     assert heard.count("task_committed") == 2 and "job_committed" in heard
 
 
-def test_a_bad_progress_value_is_refused(tmp_path):
-    with pytest.raises(TypeError, match="progress must be"):
+def test_a_bad_progress_value_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ConfigError, match="progress must be True, False or a rich Console"):
         write_dataset(_table(), str(tmp_path / "out"), progress="yes")
+    assert not (tmp_path / "out").exists()

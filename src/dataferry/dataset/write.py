@@ -26,7 +26,7 @@ from ..commit.registry import spec
 from ..engine.local import EventHook, JobRun, LocalEngine, LocalEngineConfig
 from ..errors import ConfigError, DestinationError
 from ..net.addresses import check_reachable
-from ..progress import shorten, task_progress
+from ..progress import check_progress, shorten, task_progress
 from ..store import Store, open_store
 from .existing import check_existing, writes_schema_file
 from .formats import check_writer
@@ -184,6 +184,7 @@ def write_dataset(
         The destination, the committer, rows, files, bytes, partitions and the job's run.
     """
     request = translate("write_dataset", locals())
+    check_progress(progress)
     parts = request.partition_by
     check_writer(request.options)
     source = as_source(data, input_options(index, preserve_index, schema, parts))
