@@ -254,3 +254,28 @@ def test_unknown_message_types_are_answered_by_name_and_the_connection_goes_on(t
     assert "PUSH, FINALIZE" in unknown["error"]  # what it does answer
     assert reply_kind["status"] == 400 and "unknown message type 100 (OK)" in reply_kind["error"]
     assert "stats" in answers[3][1]
+
+
+def test_stop_drops_the_disk_work_queued_behind_a_slow_call(tmp_path):
+    """stop() waits for the I/O call in progress, never for the calls queued behind it: their
+    requests' connections are already closed, nobody would read the answers. Breaking it: a
+    stopped service (SIGTERM) first works through every merge, finalize and sweep queued
+    behind one slow store call, and its process lingers for all of them."""
+    import threading
+
+    from dataferry.shuffle import ShuffleService
+
+    svc = ShuffleService(LocalStore(str(tmp_path / "node")), io_threads=1).start()
+    release, ran = threading.Event(), []
+    svc._io.submit(release.wait, 10)  # the slow call in progress on the one I/O thread
+    svc._io.submit(ran.append, "queued")
+    real_shutdown = svc._io.shutdown
+
+    def shutdown(wait=True, *, cancel_futures=False):
+        real_shutdown(wait=False, cancel_futures=cancel_futures)  # the queue as stop leaves it
+        release.set()  # only then does the slow call end
+        real_shutdown(wait=wait)
+
+    svc._io.shutdown = shutdown
+    svc.stop()
+    assert ran == []

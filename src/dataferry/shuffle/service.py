@@ -144,7 +144,7 @@ class ShuffleService:
 
     def stop(self) -> None:
         stopped = self._server.stop()
-        self._io.shutdown(wait=True)
+        self._io.shutdown(wait=True, cancel_futures=True)  # queued work: nobody to answer
         if stopped:
             log.info("shuffle service on %s stopped", self.address)
 
