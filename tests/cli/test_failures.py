@@ -48,6 +48,9 @@ CASES = [
     Case(("catalog", "list", "missing.sqlite"), 1, "missing.sqlite: no such file"),
     Case(("catalog", "list", "[red]c[/].sqlite"), 1, "[red]c[/].sqlite"),
     Case(("catalog", "list", "notes.txt"), 1, "not a dataferry catalog"),
+    Case(("catalog", "list", "data"), 1, "data: is a directory, not a file (catalog list"),
+    Case(("catalog", "partitions", "notes.txt/c", "t"), 1, "notes.txt/c: a part of this path"),
+    Case(("success", "data"), 1, "data/_SUCCESS: no such file (no job has committed"),
     Case(("catalog", "partitions", "missing.sqlite", "t"), 1, "no such file"),
     Case(("catalog", "partitions", "catalog.sqlite", "nope"), 1, "its tables: sales"),
     # operations
@@ -89,6 +92,7 @@ CASES = [
     Case(("bench", "write", "--stream", "1MiB", "--dask"), 1, "--dask"),
     Case(("plan", "commit", "--store", "nope"), 1, "'nope'"),
     Case(("demo", "--dest", "data"), 1, "--force"),
+    Case(("demo", "--dest", "notes.txt/out"), 1, "--dest notes.txt/out: a part of this path"),
     Case(("demo", "--rows", "many"), 2, "--rows"),
     # usage
     Case(("nope",), 2, "No such command 'nope'"),

@@ -44,6 +44,16 @@ def need_directory(location: str, role: str, option: str = "") -> None:
         raise ConfigError(f"{given}: a part of this path is a file, not a directory ({role})")
 
 
+def need_file(location: str, role: str) -> None:
+    """Refuse a `location` that is a directory or lies under a file where the command reads
+    a file (a missing one is left to the command, which says so)."""
+    kind = kind_of(location)
+    if kind == "directory":
+        raise ConfigError(f"{location}: is a directory, not a file ({role})")
+    if kind == "through a file":
+        raise NotFound(f"{location}: a part of this path is a file, not a directory ({role})", "")
+
+
 def need_something(location: str, role: str) -> None:
     """Refuse a `location` where nothing is (a file or a directory must be there)."""
     kind = kind_of(location)

@@ -8,7 +8,7 @@ import typer
 from ..errors import NotFound
 from ..stats import IOStatistics
 from .app import app, catalog_app
-from .locations import need_something
+from .locations import need_file, need_something
 from .output import JSON_OPT, console, ops_table, pairs, print_json, table
 
 
@@ -107,6 +107,7 @@ def catalog_list(
     """Tables in a catalog, with partition, file and byte counts."""
     from ..commit.hive.catalog import open_catalog
 
+    need_file(catalog, "catalog list takes a catalog file, SQLite")
     tables = open_catalog(catalog, create=False).tables()
     if json_out:
         print_json([t.__dict__ for t in tables])
@@ -130,6 +131,7 @@ def catalog_partitions(
     """A table's partitions: files, bytes and the job that last wrote each."""
     from ..commit.hive.catalog import open_catalog
 
+    need_file(catalog, "catalog partitions takes a catalog file, SQLite")
     parts = open_catalog(catalog, create=False).partitions(table_name)
     if json_out:
         print_json([p.__dict__ for p in parts])

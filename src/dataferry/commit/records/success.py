@@ -159,7 +159,11 @@ def load_success(location: str) -> SuccessMarker:
     store, name = open_location(location, SUCCESS_FILE)
     marker = read_success(store, name)
     if marker is None:
-        what = "no such file" if name == SUCCESS_FILE else "no such file or directory"
+        what = (
+            "no such file (no job has committed to this directory)"
+            if name == SUCCESS_FILE
+            else "no such file or directory"
+        )
         raise NotFound(f"{store.full_url(name)}: {what}", name)
     return marker
 
