@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("net", ("net",)),  # the services' shared footing (a module or a package)
     ("store", ("store",)),  # the only I/O layer
     # no dataferry imports but each other
-    ("basics", ("ids", "errors", "stats", "stages", "extras", "liveness", "units")),
+    ("basics", ("ids", "errors", "stats", "stages", "extras", "liveness", "units", "progress")),
 ]
 MAX_LINES = 500
 

@@ -7,6 +7,7 @@ are the job session engines drive their writes through (docs/engines.md).
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import Any
 
@@ -28,23 +29,24 @@ __all__ = [
 ]
 
 
+# name -> the module defining it: loaded on first use (`import dataferry` stays light for the
+# CLI), as the real functions, so `help(dataferry.write_dataset)` shows their signatures
+_LAZY = {
+    "Job": "dataferry.commit.job.session",
+    "make_committer": "dataferry.commit.factory",
+    "open_job": "dataferry.commit.job.session",
+    "write_dataset": "dataferry.dataset.write",
+    "write_deltalake": "dataferry.dataset.tables",
+}
+
+
 def __getattr__(name: str) -> Any:
-    """The entry points load on first use (`import dataferry` stays light for the CLI), as
-    the real functions: `help(dataferry.write_dataset)` shows their signatures."""
-    if name == "make_committer":
-        from .commit.factory import make_committer
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dataferry' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
-        return make_committer
-    if name in ("open_job", "Job"):
-        from .commit.job import session
 
-        return getattr(session, name)
-    if name == "write_dataset":
-        from .dataset.write import write_dataset
-
-        return write_dataset
-    if name == "write_deltalake":
-        from .dataset.tables import write_deltalake
-
-        return write_deltalake
-    raise AttributeError(f"module 'dataferry' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    """The loaded names and the lazy ones (loading none): what IPython and `dir()` offer."""
+    return sorted(set(globals()) | set(_LAZY))

@@ -95,6 +95,8 @@ def test_plan_stages_count_pace_predict_are_timed_and_logged(monkeypatch, caplog
     lines = [r.getMessage() for r in caplog.records if r.name == "dataferry.bench"]
     assert [line.split(": ")[1] for line in lines] == ["stage count", "stage pace", "stage predict"]
     assert "plan_calibration_runs=+8" in lines[0]
-    data = plan.plan_commit(spec)  # the report keeps its shape
+    steps: list[str] = []
+    data = plan.plan_commit(spec, progress=steps.append)  # the report keeps its shape
+    assert len(steps) == plan.plan_steps(spec)  # `plan commit`'s bar counts to its end
     assert set(data) == {"spec", "profile", "predictions", "models"}
     assert data["predictions"][0]["job_requests"] == p.job_requests

@@ -249,10 +249,9 @@ def _serve_and_stop(tmp_path, *flags: str) -> str:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
     try:
         deadline = time.monotonic() + 30
-        while "listening on" not in err_file.read_text():
+        while not port_file.exists():  # written once up (SIGTERM handled since it started)
             assert proc.poll() is None and time.monotonic() < deadline, err_file.read_text()
             time.sleep(0.05)
-        time.sleep(0.5)  # the SIGTERM handler is set just after the announcement
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     finally:

@@ -37,19 +37,28 @@ NO_AWS = (
 
 CASES = [
     # records: what is not there, or not what it should be
-    Case(("success", "missing"), 1, "'missing'"),
+    Case(("success", "missing"), 1, "missing: no such file or directory"),
+    Case(("success", "/nonexistent/dest"), 1, "/nonexistent/dest: no such file or directory"),
+    Case(("success", "notes.txt/x"), 1, "notes.txt/x: a part of this path is a file"),
     Case(("success", "out/[/]x"), 1, "out/[/]x"),
     Case(("success", "[bold red]x[/]"), 1, "[bold red]x[/]"),
     Case(("success", f"{LONG}/x"), 1, LONG),
-    Case(("manifest", "missing"), 1, "'missing'"),
+    Case(("manifest", "missing"), 1, "missing: no such file or directory"),
     Case(("manifest", "data"), 1, "no task manifests"),
     Case(("catalog", "list", "missing.sqlite"), 1, "missing.sqlite: no such file"),
     Case(("catalog", "list", "[red]c[/].sqlite"), 1, "[red]c[/].sqlite"),
     Case(("catalog", "list", "notes.txt"), 1, "not a dataferry catalog"),
+    Case(("catalog", "list", "data"), 1, "data: is a directory, not a file (catalog list"),
+    Case(("catalog", "partitions", "notes.txt/c", "t"), 1, "notes.txt/c: a part of this path"),
+    Case(("success", "data"), 1, "data/_SUCCESS: no such file (no job has committed"),
     Case(("catalog", "partitions", "missing.sqlite", "t"), 1, "no such file"),
     Case(("catalog", "partitions", "catalog.sqlite", "nope"), 1, "its tables: sales"),
     # operations
     Case(("cleanup", "missing"), 1, "missing: no such destination"),
+    Case(("cleanup", "notes.txt"), 1, "notes.txt: is a file, not a directory (cleanup"),
+    Case(("cleanup", "foo://bar"), 1, "unsupported store URL 'foo://bar'"),
+    Case(("check-store", "notes.txt"), 1, "notes.txt: is a file, not a directory (check-store"),
+    Case(("check-store", "notes.txt/x"), 1, "notes.txt/x: a part of this path is a file"),
     Case(("cleanup", "data", "--older-than", "soon"), 2, "'soon'"),  # bad usage
     Case(("uploads", "list", "data"), 1, "no multipart uploads"),
     Case(("uploads", "abort", "data"), 1, "no multipart uploads"),
@@ -62,8 +71,19 @@ CASES = [
     Case(("markers", "serve", "--dest", "data", "--host", "999.1.1.1"), 2, "999.1.1.1"),
     Case(("shuffle", "serve", "--dir", "data", "--port", "-1"), 2, "--port"),
     Case(("shuffle", "serve", "--dir", "data", "--port", "http"), 2, "--port"),
+    Case(("shuffle", "serve", "--dir", "notes.txt"), 1, "--dir notes.txt: is a file, not a dir"),
+    Case(("markers", "serve", "--dest", "notes.txt"), 1, "--dest notes.txt: is a file, not a"),
     # verify, bench, plan, demo
     Case(("verify", "crash", "--committer", "nope"), 1, "unknown committer 'nope'"),
+    Case(
+        ("verify", "crash", "--committer", "v1", "--store", "notes.txt"),
+        1,
+        "--store notes.txt: is a file",
+    ),
+    Case(("verify", "crash", "--committer", "v1", "--store", "foo://x"), 1, "URL 'foo://x'"),
+    Case(("bench", "commit", "--store", "notes.txt"), 1, "--store notes.txt: is a file"),
+    Case(("bench", "hive", "--store", "notes.txt"), 1, "--store notes.txt: is a file"),
+    Case(("bench", "report", "--out", "notes.txt/r", "--quick"), 1, "--out notes.txt/r: a part"),
     Case(("bench", "commit", "--committers", "nope"), 1, "'nope'"),
     Case(("bench", "commit", "--s3-local"), 1, "dataferry[testserver]", block="moto"),
     Case(("bench", "shuffle", "--size", "lots"), 1, "'lots'"),
@@ -72,6 +92,7 @@ CASES = [
     Case(("bench", "write", "--stream", "1MiB", "--dask"), 1, "--dask"),
     Case(("plan", "commit", "--store", "nope"), 1, "'nope'"),
     Case(("demo", "--dest", "data"), 1, "--force"),
+    Case(("demo", "--dest", "notes.txt/out"), 1, "--dest notes.txt/out: a part of this path"),
     Case(("demo", "--rows", "many"), 2, "--rows"),
     # usage
     Case(("nope",), 2, "No such command 'nope'"),

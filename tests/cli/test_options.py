@@ -52,7 +52,7 @@ def test_debug_shows_the_traceback_then_the_one_line():
         run_dataferry("success", "missing", DATAFERRY_DEBUG="1"),
     ):
         assert done.returncode == 1
-        assert done.stderr.startswith("Traceback") and "load_success" in done.stderr
+        assert done.stderr.startswith("Traceback") and ", in success" in done.stderr
         assert done.stderr.splitlines()[-1] == plain.stderr.strip()
 
 

@@ -89,3 +89,21 @@ def test_keep_alive_answers_requests_in_turn_then_closes_when_asked(service):
 def test_the_token_is_checked_before_the_body_is_read(service):
     wrong = post_create("Content-Length: 60000\r\n", b"").replace(TOKEN.encode(), b"nope")
     assert answers(talk(service, wrong)) == [401]  # answered without any of the body sent
+
+
+def test_a_request_no_endpoint_answers_is_refused_in_words(service):
+    """Each (method, path) has one handler in the service's table; any other gets 404 naming
+    the path, or 405 naming the method, and the connection goes on. Breaking it: a client of
+    a newer service version gets a 500 or a hang instead of learning what is missing."""
+    head = "HTTP/1.1\r\nHost: x\r\nX-Dataferry-Token: " + TOKEN + "\r\n"
+    raw = talk(
+        service,
+        f"GET /v1/markers/nothing {head}\r\n".encode()
+        + f"PUT /v1/markers/create {head}Content-Length: 0\r\n\r\n".encode()
+        + f"GET /v1/markers/create {head}\r\n".encode()
+        + HEALTH.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"),
+    )
+    assert answers(raw) == [404, 405, 404, 200]
+    assert b"no such endpoint /v1/markers/nothing" in raw
+    assert b"method PUT not allowed" in raw
+    assert b"no such endpoint /v1/markers/create" in raw

@@ -221,3 +221,61 @@ def test_remove_deletes_a_shuffles_files(node):
     assert store.walk(f"{APP}/shuffle_9")
     assert c.remove(APP, 9)
     assert not store.exists(f"{APP}/shuffle_9")
+
+
+def test_unknown_message_types_are_answered_by_name_and_the_connection_goes_on(tmp_path):
+    """Every message type has one handler in the service's table; a type it has none for
+    gets a 400 naming the type (and, for one no client can send, what the service answers),
+    and the connection keeps serving. Breaking it: a client speaking a newer protocol gets a
+    bare 'bad request' or a closed connection, with no hint of what was not understood."""
+    from dataferry.shuffle import ShuffleService
+
+    def frame_of(msg: int, header: dict) -> bytes:
+        head = json.dumps(header).encode()
+        return prefix(msg, len(head), 0) + head
+
+    with ShuffleService(LocalStore(str(tmp_path / "node"))) as svc:
+        host, port = svc.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(frame_of(Msg.HELLO, {}) + frame_of(99, {}) + frame_of(Msg.OK, {}))
+            s.sendall(frame_of(Msg.STATS, {}))
+            s.shutdown(socket.SHUT_WR)
+            raw = b""
+            while chunk := s.recv(65536):
+                raw += chunk
+    answers, pos = [], 0
+    while pos < len(raw):
+        _, kind, hlen, plen = PREFIX.unpack(raw[pos : pos + PREFIX.size])
+        answers.append((kind, json.loads(raw[pos + PREFIX.size : pos + PREFIX.size + hlen])))
+        pos += PREFIX.size + hlen + plen
+    assert [kind for kind, _ in answers] == [Msg.OK, Msg.ERROR, Msg.ERROR, Msg.OK]
+    unknown, reply_kind = answers[1][1], answers[2][1]
+    assert unknown["status"] == 400 and "unknown message type 99" in unknown["error"]
+    assert "PUSH, FINALIZE" in unknown["error"]  # what it does answer
+    assert reply_kind["status"] == 400 and "unknown message type 100 (OK)" in reply_kind["error"]
+    assert "stats" in answers[3][1]
+
+
+def test_stop_drops_the_disk_work_queued_behind_a_slow_call(tmp_path):
+    """stop() waits for the I/O call in progress, never for the calls queued behind it: their
+    requests' connections are already closed, nobody would read the answers. Breaking it: a
+    stopped service (SIGTERM) first works through every merge, finalize and sweep queued
+    behind one slow store call, and its process lingers for all of them."""
+    import threading
+
+    from dataferry.shuffle import ShuffleService
+
+    svc = ShuffleService(LocalStore(str(tmp_path / "node")), io_threads=1).start()
+    release, ran = threading.Event(), []
+    svc._io.submit(release.wait, 10)  # the slow call in progress on the one I/O thread
+    svc._io.submit(ran.append, "queued")
+    real_shutdown = svc._io.shutdown
+
+    def shutdown(wait=True, *, cancel_futures=False):
+        real_shutdown(wait=False, cancel_futures=cancel_futures)  # the queue as stop leaves it
+        release.set()  # only then does the slow call end
+        real_shutdown(wait=wait)
+
+    svc._io.shutdown = shutdown
+    svc.stop()
+    assert ran == []

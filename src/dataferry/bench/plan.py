@@ -349,6 +349,13 @@ def _ceiling_seconds(profile: SimProfile, counts: dict[str, float]) -> dict[str,
     }
 
 
+def plan_steps(spec: PlanSpec) -> int:
+    """How many times `plan_commit` calls its `progress` (a run per calibration and pace size
+    of each committer): the total a progress bar counts to."""
+    shape = (spec.files, spec.tasks, spec.partitions)
+    return len(spec.committers) * (len(calibration_sizes(*shape)) + len(pace_sizes(*shape)))
+
+
 def plan_commit(spec: PlanSpec, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Calibrate every committer of the spec and predict at its size."""
     predictions, models = [], {}

@@ -9,6 +9,7 @@ import typer
 
 from ..stats import request_count
 from .app import bench_app, plan_app
+from .locations import need_directory
 from .output import JSON_OPT, QUIET_OPT, console, names, print_json, progress, table
 
 
@@ -56,6 +57,8 @@ def bench_commit(
 
     if clients and not s3_local:
         raise typer.BadParameter("--clients needs --s3-local", param_hint="--clients")
+    if not s3_local and store != "local":
+        need_directory(store, "sim:PROFILE, 'local', or a directory", "--store")
     with ExitStack() as stack:
         if s3_local:
             server = stack.enter_context(LocalS3Server())
@@ -269,6 +272,7 @@ def bench_hive(
     """Load the same staged tree one file at a time (as Hive did) and with dataferry's load."""
     from ..bench.hive import HiveBenchSpec, run_hive_bench
 
+    need_directory(store, "sim:PROFILE or a directory", "--store")
     spec = HiveBenchSpec(
         files=files,
         partitions=partitions,
@@ -312,7 +316,7 @@ def plan_commit_cmd(
     quiet: bool = QUIET_OPT,
 ) -> None:
     """Predict each committer's task and job commit time and store requests on a store model."""
-    from ..bench.plan import PlanSpec, plan_commit
+    from ..bench.plan import PlanSpec, plan_commit, plan_steps
 
     spec = PlanSpec(
         files=files,
@@ -323,7 +327,7 @@ def plan_commit_cmd(
         io_threads=io_threads,
         task_parallelism=task_parallelism,
     )
-    with progress("plan commit: calibrating", None, json_out or quiet) as steps:
+    with progress("plan commit: calibrating", plan_steps(spec), json_out or quiet) as steps:
         data = plan_commit(spec, progress=steps.step)
     if json_out:
         print_json(data)

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..errors import ConfigError
 from .app import bench_app
+from .locations import need_directory
 from .output import JSON_OPT, QUIET_OPT, console, names, print_json, progress, table
 
 MIB = 1 << 20
@@ -236,6 +237,8 @@ def bench_report(
     """Run the benchmark suite and write a page (Markdown) with tables and plots."""
     from ..bench.report import ReportSpec, run_report
 
+    if out:  # refused before the suite runs, not when its first plot is written
+        need_directory(out, "the report's plots and JSON go in <OUT>/", "--out")
     out = out or os.path.join(tempfile.mkdtemp(prefix="dataferry-report-"), "benchmarks")
     with progress("bench report", None, quiet) as steps:
         sections = tuple(x.strip() for x in only.split(",") if x.strip())

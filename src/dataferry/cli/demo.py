@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from .app import app
+from .locations import need_directory
 from .output import (
     JSON_OPT,
     QUIET_OPT,
@@ -51,6 +52,8 @@ def demo(
     small shuffle pulled and pushed."""
     from ..demo import run_demo
 
+    if dest:
+        need_directory(dest, "where the demo writes", "--dest")
     with progress("demo: tasks committed", tasks, json_out or quiet) as steps:
 
         def on_event(kind: str, task: int, attempt: int) -> None:

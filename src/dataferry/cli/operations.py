@@ -14,6 +14,7 @@ import typer
 from ..errors import ConfigError, NotFound
 from ..store import Store
 from .app import app, uploads_app
+from .locations import need_directory
 from .output import JSON_OPT, console, print_json, table
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ def _existing_store(url: str) -> Store:
     still hold pending multipart uploads, so only a store without them must show its root."""
     from ..store import open_store
 
+    need_directory(url, "cleanup takes a destination directory")
     store = open_store(url)
     if not store.capabilities.multipart_upload and not store.exists(""):
         raise NotFound(f"{url}: no such destination", "")
@@ -62,6 +64,7 @@ def check_store(
     committer."""
     from ..verify.probe import probe_store
 
+    need_directory(url, "check-store probes a store's root directory")
     report = probe_store(url)
     if json_out:
         print_json(report.to_json())

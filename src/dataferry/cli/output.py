@@ -15,18 +15,11 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    Progress,
-    ProgressColumn,
-    SpinnerColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from ..progress import new_bar
 from ..stats import IOStatistics
 
 console = Console(width=None if sys.stdout.isatty() else 140)
@@ -108,16 +101,6 @@ def ops_table(stats: IOStatistics, title: str) -> Table:
     return t
 
 
-class _CountColumn(ProgressColumn):
-    """'3 of 8' when the total is known, '3 done' when it is not (never '3/?')."""
-
-    def render(self, task: Task) -> Text:
-        done = int(task.completed)
-        if task.total is None:
-            return Text(f"{done} done")
-        return Text(f"{done} of {int(task.total)}")
-
-
 class Steps:
     """The progress of one command: a title, the step running, and how many are done.
 
@@ -164,13 +147,5 @@ def progress(title: str, total: int | None = None, quiet: bool = False) -> Itera
     if quiet or not stderr.is_terminal:
         yield Steps(None, title, total)
         return
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}", markup=False, style="bold"),
-        BarColumn(),
-        _CountColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-    ) as bar:
+    with new_bar(stderr) as bar:  # the library's bar (dataferry.progress), on stderr
         yield Steps(bar, title, total)

@@ -8,6 +8,7 @@ import typer
 from ..errors import NotFound
 from ..stats import IOStatistics
 from .app import app, catalog_app
+from .locations import need_file, need_something
 from .output import JSON_OPT, console, ops_table, pairs, print_json, table
 
 
@@ -19,6 +20,7 @@ def success(
     """Show and validate a _SUCCESS file: an empty legacy marker or a JSON summary."""
     from ..commit.records.success import load_success
 
+    need_something(path, "success takes a destination directory or its _SUCCESS file")
     marker = load_success(path)
     if marker.data is None:
         if json_out:
@@ -57,6 +59,7 @@ def manifest(
     """Show and validate task manifests (ours or Hadoop's manifest committer's)."""
     from ..commit.manifest.files import load_manifest_file, manifest_files_in
 
+    need_something(path, "manifest takes a task manifest file or a directory of them")
     found = [(p, *load_manifest_file(p)) for p in manifest_files_in(path)]
     if not found:
         raise NotFound(f"{path}: no task manifests (*-manifest.json) there", path)
@@ -104,6 +107,7 @@ def catalog_list(
     """Tables in a catalog, with partition, file and byte counts."""
     from ..commit.hive.catalog import open_catalog
 
+    need_file(catalog, "catalog list takes a catalog file, SQLite")
     tables = open_catalog(catalog, create=False).tables()
     if json_out:
         print_json([t.__dict__ for t in tables])
@@ -127,6 +131,7 @@ def catalog_partitions(
     """A table's partitions: files, bytes and the job that last wrote each."""
     from ..commit.hive.catalog import open_catalog
 
+    need_file(catalog, "catalog partitions takes a catalog file, SQLite")
     parts = open_catalog(catalog, create=False).partitions(table_name)
     if json_out:
         print_json([p.__dict__ for p in parts])

@@ -13,6 +13,7 @@ import typer
 
 from ..net.process import CERT_HELP, HOST_HELP, KEY_HELP, PORT_HELP
 from .app import markers_app, shuffle_app
+from .locations import need_directory
 from .output import stderr
 
 
@@ -59,6 +60,7 @@ def markers_serve(
     """Run the batching marker service until interrupted."""
     from ..markers.serve import serve
 
+    need_directory(dest, "the table the markers belong to", "--dest")
     serve(
         dest,
         port=port,
@@ -94,6 +96,7 @@ def shuffle_serve(
     """Run a node's shuffle service (serves map outputs, merges pushed blocks) until stopped."""
     from ..shuffle.serve import serve
 
+    need_directory(dir, "the node's shuffle directory", "--dir")
     serve(
         dir,
         port=port,

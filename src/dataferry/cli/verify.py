@@ -6,6 +6,7 @@ import typer
 from rich.text import Text
 
 from .app import verify_app
+from .locations import need_directory
 from .output import JSON_OPT, QUIET_OPT, console, print_json, progress, table
 
 
@@ -89,6 +90,8 @@ def verify_crash_cmd(
     forge markers and records naming committed files."""
     from ..verify.crash import verify_crash
 
+    if store:
+        need_directory(store, "where the harness writes its jobs", "--store")
     with progress(f"verify crash {committer}: scenarios", None, json_out or quiet) as steps:
         report = verify_crash(
             committer,

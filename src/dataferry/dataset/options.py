@@ -306,6 +306,7 @@ ENTRY_POINTS: dict[str, dict[str, Any]] = {
         **_SAME,
         **_DRIVER,
         **{n: RUN for n in ("data", "tasks", "engine", "schema", "index", "preserve_index")},
+        "progress": RUN,
     },
     "dask.write_dataset": {
         **_SAME,

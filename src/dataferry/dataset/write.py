@@ -26,6 +26,7 @@ from ..commit.registry import spec
 from ..engine.local import EventHook, JobRun, LocalEngine, LocalEngineConfig
 from ..errors import ConfigError, DestinationError
 from ..net.addresses import check_reachable
+from ..progress import check_progress, shorten, task_progress
 from ..store import Store, open_store
 from .existing import check_existing, writes_schema_file
 from .formats import check_writer
@@ -89,6 +90,7 @@ def write_dataset(
     schema_mode: str | None = None,
     on_event: EventHook | None = None,
     before_job_commit: Callable[[Any], None] | None = None,
+    progress: bool | Any = True,
     **writer_options: Any,
 ) -> WriteResult:
     """Write data to a destination as a partitioned data set, all or nothing.
@@ -171,6 +173,10 @@ def write_dataset(
     on_event, before_job_commit
         Hooks for progress and tests: ``on_event(event, task, attempt)``, and a call with
         the job just before its commit.
+    progress
+        A bar of the tasks committed, on stderr while the write runs, drawn only when stderr
+        is a terminal (never in a pipe, a log or a notebook's captured output); False: none;
+        a ``rich.console.Console``: on that console, when it is a terminal.
 
     Returns
     -------
@@ -178,6 +184,7 @@ def write_dataset(
         The destination, the committer, rows, files, bytes, partitions and the job's run.
     """
     request = translate("write_dataset", locals())
+    check_progress(progress)
     parts = request.partition_by
     check_writer(request.options)
     source = as_source(data, input_options(index, preserve_index, schema, parts))
@@ -188,11 +195,13 @@ def write_dataset(
     workers = max(1, runner.workers)
     limits = name_limits(store)  # partition values must make names the destination holds
     empty = source.table is not None and source.table.num_rows == 0
+    title = f"writing {shorten(store.full_url())}"
     if empty and writes_schema_file(store, output_committer, request.mode, request.options.format):
         work = functools.partial(write_schema_file, schema=source.schema, options=options)
-        run = runner.run_job(
-            output_committer, [work], on_event=on_event, before_job_commit=before_job_commit
-        )
+        with task_progress(title, 1, progress, on_event) as events:
+            run = runner.run_job(
+                output_committer, [work], on_event=events, before_job_commit=before_job_commit
+            )
         return write_result(store, output_committer, run, {"tasks": 1, "rows": 0})
     if source.table is not None:
         plan = plan_tasks(source.table, parts, options, workers, tasks, limits)
@@ -211,9 +220,10 @@ def write_dataset(
             )
             for pieces in plan.tasks
         ]
-        run = runner.run_job(
-            output_committer, works, on_event=on_event, before_job_commit=before_job_commit
-        )
+        with task_progress(title, len(works), progress, on_event) as events:
+            run = runner.run_job(
+                output_committer, works, on_event=events, before_job_commit=before_job_commit
+            )
         return write_result(store, output_committer, run, plan.stats)
     if tasks is not None:
         raise ConfigError(
@@ -231,7 +241,8 @@ def write_dataset(
             store, output_committer, request.mode, request.options.format
         ),
     )
-    return write_fed(store, output_committer, runner, feeder, on_event, before_job_commit)
+    with task_progress(title, None, progress, on_event) as events:  # as many as segments
+        return write_fed(store, output_committer, runner, feeder, events, before_job_commit)
 
 
 def _engine(engine: LocalEngine | LocalEngineConfig | None) -> LocalEngine:

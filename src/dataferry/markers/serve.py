@@ -12,6 +12,7 @@ from ..net.process import (
     say_on_stderr,
     serve_until_stopped,
     service_parser,
+    stop_on_sigterm,
 )
 from ..net.tls import TLSChoice
 from .process import TOKEN_ENV
@@ -40,8 +41,9 @@ def serve(
     config = MarkerServiceConfig(
         batch_interval_ms=batch_interval_ms, num_threads=threads, token=token
     )
+    stop = stop_on_sigterm()  # before anything starts: an early SIGTERM stops it cleanly
     service = MarkerService(open_store(dest), config).start(host, port, tls=tls)
-    serve_until_stopped(service, f"marker service for {dest}", service.url, port_file, say)
+    serve_until_stopped(service, f"marker service for {dest}", service.url, port_file, say, stop)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -40,6 +40,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,8 @@ from .http import HttpConnection, HttpError
 from .ownership import owned_by_marker_dir, tag_hint
 
 log = logging.getLogger("dataferry.markers")
+# an endpoint: the request's arguments -> (HTTP status, JSON answer)
+Endpoint = Callable[[dict[str, Any]], Awaitable[tuple[int, dict[str, Any]]]]
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,7 @@ class MarkerService:
             limits=self.config.limits,
         )
         self._dispatcher: asyncio.Task | None = None
+        self._routes = self._route_table()
 
     # --- marker operations (state is touched by the loop and by writer threads) -------------
 
@@ -360,60 +364,81 @@ class MarkerService:
             slot.idle()
             wait = limits.idle_timeout_s
 
+    def _route_table(self) -> dict[tuple[str, str], Endpoint]:
+        """What answers each (method, path): a new endpoint joins with one row here and one
+        method below. Each gets the request's arguments (the query of a GET, the JSON object
+        of a POST)."""
+        return {
+            ("GET", "/v1/health"): self._on_health,
+            ("GET", "/v1/markers/exists"): self._on_exists,
+            ("GET", "/v1/markers/all"): self._on_all,
+            ("POST", "/v1/markers/create"): self._on_create,
+            ("POST", "/v1/markers/create_batch"): self._on_create_batch,
+            ("POST", "/v1/markers/delete"): self._on_delete,
+        }
+
     async def _route(self, method: str, target: str, body: bytes) -> tuple[int, dict[str, Any]]:
         url = urlparse(target)
+        if method not in {m for m, _ in self._routes}:
+            return 405, {"error": f"method {method} not allowed"}
         try:
             if method == "GET":
-                q = {k: v[0] for k, v in parse_qs(url.query).items()}
-                if url.path == "/v1/health":
-                    return 200, {
-                        "ok": True,
-                        "directories": len(self._states),
-                        "connections": self._server.open_connections,
-                        "net": self._server.stats.snapshot()["counters"],
-                        "service": self.stats.snapshot()["counters"],
-                        "store": self.store.stats.snapshot()["counters"],
-                    }
-                if url.path == "/v1/markers/exists":
-                    return 200, {
-                        "exists": await self.exists(
-                            _valid_dir(q.get("dir")), check_marker_name(q.get("name"))
-                        )
-                    }
-                if url.path == "/v1/markers/all":
-                    return 200, {"markers": await self.all(_valid_dir(q.get("dir")))}
-                return 404, {"error": f"no such endpoint {url.path}"}
-            if method == "POST":
+                args: Any = {k: v[0] for k, v in parse_qs(url.query).items()}
+            else:
                 try:
-                    data = json.loads(body or b"{}")
+                    args = json.loads(body or b"{}")
                 except (ValueError, RecursionError):  # not JSON, or nested too deep
                     return 400, {"error": "body is not JSON"}
-                if not isinstance(data, dict):
+                if not isinstance(args, dict):
                     return 400, {"error": "body must be a JSON object"}
-                if url.path == "/v1/markers/create":
-                    start = time.perf_counter()
-                    directory = _valid_dir(data.get("dir"))
-                    created = await self.create(directory, _marker_of(directory, data.get("name")))
-                    self.stats.record_duration("marker_create", time.perf_counter() - start)
-                    return 200, {"created": created}
-                if url.path == "/v1/markers/create_batch":
-                    directory = _valid_dir(data.get("dir"))
-                    names = data.get("names")
-                    if not isinstance(names, list) or not names:
-                        return 400, {"error": "names must be a non-empty list"}
-                    names = [_marker_of(directory, n) for n in names]  # all, before any is made
-                    start = time.perf_counter()
-                    created = await asyncio.gather(*(self.create(directory, n) for n in names))
-                    self.stats.record_duration("marker_create_batch", time.perf_counter() - start)
-                    return 200, {"created": list(created)}
-                if url.path == "/v1/markers/delete":
-                    return 200, {"deleted": await self.delete(_valid_dir(data.get("dir")))}
+            endpoint = self._routes.get((method, url.path))
+            if endpoint is None:
                 return 404, {"error": f"no such endpoint {url.path}"}
-            return 405, {"error": f"method {method} not allowed"}
+            return await endpoint(args)
         except (ValueError, ConfigError) as e:
             return 400, {"error": str(e)}
         except Exception as e:  # a store failure: the client may retry or fall back
             return 503, {"error": f"{type(e).__name__}: {e}"}
+
+    # --- the endpoints, one per (method, path) -----------------------------------------------
+
+    async def _on_health(self, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 200, {
+            "ok": True,
+            "directories": len(self._states),
+            "connections": self._server.open_connections,
+            "net": self._server.stats.snapshot()["counters"],
+            "service": self.stats.snapshot()["counters"],
+            "store": self.store.stats.snapshot()["counters"],
+        }
+
+    async def _on_exists(self, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        directory, name = _valid_dir(args.get("dir")), check_marker_name(args.get("name"))
+        return 200, {"exists": await self.exists(directory, name)}
+
+    async def _on_all(self, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 200, {"markers": await self.all(_valid_dir(args.get("dir")))}
+
+    async def _on_create(self, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        start = time.perf_counter()
+        directory = _valid_dir(args.get("dir"))
+        created = await self.create(directory, _marker_of(directory, args.get("name")))
+        self.stats.record_duration("marker_create", time.perf_counter() - start)
+        return 200, {"created": created}
+
+    async def _on_create_batch(self, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        directory = _valid_dir(args.get("dir"))
+        names = args.get("names")
+        if not isinstance(names, list) or not names:
+            return 400, {"error": "names must be a non-empty list"}
+        names = [_marker_of(directory, n) for n in names]  # all, before any is made
+        start = time.perf_counter()
+        created = await asyncio.gather(*(self.create(directory, n) for n in names))
+        self.stats.record_duration("marker_create_batch", time.perf_counter() - start)
+        return 200, {"created": list(created)}
+
+    async def _on_delete(self, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 200, {"deleted": await self.delete(_valid_dir(args.get("dir")))}
 
 
 def _settle(fut: asyncio.Future, result: Any, error: BaseException | None) -> None:

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,20 +35,44 @@ def announce(port_file: str, text: str) -> None:
     files.rename(name + ".tmp", name)
 
 
-def stop_on_sigterm() -> threading.Event:
-    """An event SIGTERM sets, installed before the service is announced: a SIGTERM sent as
-    soon as its address is known stops it cleanly rather than killing it."""
-    stop = threading.Event()
+STOP_POLL_S = 0.1  # the longest a stop request waits to be seen
+
+
+class StopFlag:
+    """Set by a signal handler, read by the waiting main thread: a plain attribute, no lock.
+
+    A Python signal handler runs on the main thread between two of its bytecodes, possibly
+    while that thread holds a lock of its own: a `threading.Event` set from the handler
+    while the main thread is inside `Event.wait` (holding the event's condition lock) waits
+    on itself forever, and the service never stops."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+def stop_on_sigterm() -> StopFlag:
+    """A flag SIGTERM sets, installed before the service starts: a SIGTERM sent as soon as
+    the process runs stops it cleanly rather than killing it."""
+    stop = StopFlag()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     return stop
 
 
-def wait_for_signal(stop: threading.Event | None = None) -> None:
-    """Block until SIGTERM (through `stop`, if installed already) or Ctrl-C."""
+def wait_for_signal(stop: StopFlag | None = None) -> None:
+    """Block until SIGTERM (through `stop`, if installed already) or Ctrl-C: the flag is read
+    every `STOP_POLL_S` (a signal interrupts the sleep to run its handler, takes no lock)."""
     stop = stop or stop_on_sigterm()
     try:
-        while not stop.wait(0.5):
-            pass
+        while not stop.is_set():
+            time.sleep(STOP_POLL_S)
     except KeyboardInterrupt:
         pass
 
@@ -133,10 +156,13 @@ def serve_until_stopped(
     where: str,
     port_file: str = "",
     say: Callable[[str], None] = say_on_stderr,
+    stop: StopFlag | None = None,
 ) -> None:
     """Announce a started service (its address or URL, to `port_file` and through `say`,
-    with its certificate's fingerprint under TLS), serve until SIGTERM or Ctrl-C, stop it."""
-    stop = stop_on_sigterm()
+    with its certificate's fingerprint under TLS), serve until SIGTERM or Ctrl-C, stop it.
+    `stop`: the flag from `stop_on_sigterm`, installed before the service started (a
+    SIGTERM while it starts then stops it as soon as it is up)."""
+    stop = stop or stop_on_sigterm()
     if port_file:
         announce(port_file, where)
     say(f"{what} listening on {where}")

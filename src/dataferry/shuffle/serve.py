@@ -16,6 +16,7 @@ from ..net.process import (
     say_on_stderr,
     serve_until_stopped,
     service_parser,
+    stop_on_sigterm,
 )
 from ..net.tls import TLSChoice
 from .process import TOKEN_ENV
@@ -61,11 +62,12 @@ def serve(
         merge_by_reference=merge_by_reference,
         app_lease_s=app_lease_s,
     )
+    stop = stop_on_sigterm()  # before anything starts: an early SIGTERM stops it cleanly
     if parent_pid:
         exit_with_parent(parent_pid)
     service = ShuffleService(open_store(directory), config).start(host, port, tls=tls)
     serve_until_stopped(
-        service, f"shuffle service for {directory}", service.address, port_file, say
+        service, f"shuffle service for {directory}", service.address, port_file, say, stop
     )
 
 

@@ -18,10 +18,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
-from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigError, CorruptShuffleData, NotFound, StoreError
 from ..net import (
@@ -35,9 +34,7 @@ from ..net import (
 from ..stats import IOStatistics
 from ..store import Store
 from .config import ShuffleServiceConfig
-from .files import decode_offsets, map_output
 from .intake import PushIntake
-from .mapoutput import block_range
 from .merge import MergeManager
 from .protocol import (
     FRAME_MAGIC,
@@ -52,10 +49,15 @@ from .protocol import (
     prefix,
     same_token,
 )
+from .ranges import ServedRanges
 from .tenancy import Registry
 
 log = logging.getLogger("dataferry.shuffle")
 Connection = RawConnection | StreamConnection
+Header = dict[str, Any]  # a request's header, parsed (protocol.parse_header)
+# a message type's handler: (header, payload, connection) -> the answer sent on the connection
+RequestHandler = Callable[[Header, memoryview, Connection], Awaitable[None]]
+T = TypeVar("T")
 
 # requests on an application's data: each needs a connection that speaks for that application
 DATA_REQUESTS = frozenset(
@@ -107,9 +109,9 @@ class ShuffleService:
         self.intake = PushIntake(
             store, self.merges, self.config, self.stats, self._io, lambda: self.address
         )
-        self._indexes: OrderedDict[str, list[int]] = OrderedDict()  # small LRU of index files
-        self._indexes_lock = threading.Lock()
+        self.ranges = ServedRanges(store, self.merges)
         self._sweeper: asyncio.Task | None = None
+        self._handlers = self._handler_table()
         # raw sockets (when plain): a pushed payload is received straight into one buffer, with
         # no stream buffer copying it on the way
         self._server = BackgroundServer(
@@ -142,7 +144,7 @@ class ShuffleService:
 
     def stop(self) -> None:
         stopped = self._server.stop()
-        self._io.shutdown(wait=True)
+        self._io.shutdown(wait=True, cancel_futures=True)  # queued work: nobody to answer
         if stopped:
             log.info("shuffle service on %s stopped", self.address)
 
@@ -277,8 +279,10 @@ class ShuffleService:
     ) -> bool:
         """Answer one authenticated request; False when the connection must close."""
         try:
-            if msg in Msg.__members__.values():
-                self._authorize(Msg(msg), header, session)
+            if msg not in Msg.__members__.values():
+                known = ", ".join(Msg(m).name for m in sorted(self._handlers))
+                raise BadRequest(400, f"unknown message type {msg}: this service answers {known}")
+            self._authorize(Msg(msg), header, session)
             await self._dispatch(Msg(msg), header, payload, conn)
         except BadRequest as e:
             self.stats.incr("requests_refused")
@@ -299,91 +303,128 @@ class ShuffleService:
             return False
         return True
 
+    def _handler_table(self) -> dict[int, RequestHandler]:
+        """What answers each message type (as Dask's shuffle registers its handlers): a new
+        message joins with one row here and one method below."""
+        return {
+            Msg.HELLO: self._on_hello,
+            Msg.PUSH: self._on_push,
+            Msg.PUSH_REF: self._on_push_ref,
+            Msg.PEERS: self._on_peers,
+            Msg.FINALIZE: self._on_finalize,
+            Msg.MERGED_META: self._on_merged_meta,
+            Msg.MERGED_PARTITION: self._on_merged_partition,
+            Msg.MERGED_CHUNK: self._on_merged_chunk,
+            Msg.FETCH: self._on_fetch,
+            Msg.REMOVE: self._on_remove,
+            Msg.REGISTER: self._on_register,
+            Msg.UNREGISTER: self._on_unregister,
+            Msg.RENEW: self._on_renew,
+            Msg.STATS: self._on_stats,
+            Msg.PUSH_DONE: self._on_push_done,
+            Msg.PUSHED: self._on_pushed,
+        }
+
     async def _dispatch(
         self, msg: Msg, header: dict[str, Any], payload: memoryview, conn: Connection
     ) -> None:
+        handler = self._handlers.get(msg)
+        if handler is None:  # a known kind no client sends (OK, ERROR)
+            raise BadRequest(400, f"unknown message type {int(msg)} ({msg.name})")
         self.stats.incr(f"requests_{msg.name.lower()}")
         self.stats.incr(f"{msg.name.lower()}_from.{conn.peer}")  # per client host
-        loop = asyncio.get_running_loop()
-        if msg == Msg.HELLO:
-            await self._answer(conn, {})
-        elif msg == Msg.PUSH:
-            codes = await self.intake.push(header, payload)
-            await self._answer(conn, {"codes": codes})
-        elif msg == Msg.PUSH_REF:
-            codes = await self.intake.push_ref(header)
-            await self._answer(conn, {"codes": codes})
-        elif msg == Msg.PEERS:
-            peers = header["peers"]
-            if not isinstance(peers, dict) or not all(
-                isinstance(v, str) for kv in peers.items() for v in kv
-            ):
-                raise BadRequest(400, "'peers' must map service addresses to directories")
-            known = await loop.run_in_executor(self._io, self.introduce, peers)
-            await self._answer(conn, {"peers": known})
-        elif msg == Msg.FINALIZE:
-            app, shuffle, merge_id = ids_of(header)
-            statuses = await loop.run_in_executor(
-                self._io, self.merges.finalize, app, shuffle, merge_id
-            )
-            bitmaps = [s.bitmap.serialize() for s in statuses]
-            rows = [[s.reduce_id, s.size, len(b)] for s, b in zip(statuses, bitmaps, strict=True)]
-            await self._answer(conn, {"statuses": rows}, b"".join(bitmaps))
-        elif msg == Msg.MERGED_META:
-            index, meta = await loop.run_in_executor(self._io, self._merged_meta, header)
-            await self._answer(conn, {"index_len": len(index)}, index + meta)
-        elif msg == Msg.MERGED_PARTITION:
-            path, length, index, meta = await loop.run_in_executor(
-                self._io, self._merged_partition, header
-            )
-            lengths = {"index_len": len(index), "meta_len": len(meta)}
-            await self._send_file(conn, lengths, path, 0, length, index + meta)
-        elif msg == Msg.MERGED_CHUNK:
-            path, start, length = await loop.run_in_executor(self._io, self._chunk_range, header)
-            await self._send_file(conn, {}, path, start, length)
-        elif msg == Msg.FETCH:
-            path, start, length, offsets = await loop.run_in_executor(
-                self._io, self._fetch_range, header
-            )
-            await self._send_file(conn, {"offsets": offsets}, path, start, length)
-        elif msg == Msg.REMOVE:
-            app, shuffle = app_of(header), int_of(header, "shuffle")
-            removed = await loop.run_in_executor(self._io, self.merges.remove, app, shuffle)
-            with self._indexes_lock:
-                for key in [k for k in self._indexes if k.startswith(f"{app}/shuffle_{shuffle}/")]:
-                    del self._indexes[key]
-            await self._answer(conn, {"removed": removed})
-        elif msg == Msg.REGISTER:
-            app = app_of(header)
-            got = await loop.run_in_executor(
-                self._io, self.registry.register, app, self._remove_files
-            )
-            if isinstance(got, int):
-                self.stats.incr("registrations_refused")
-                words = "is already registered" if got == 409 else "is one too many"
-                raise BadRequest(got, f"application {app} {words}")
-            self.stats.incr("apps_registered")
-            log.info("shuffle service: application %s registered", app)
-            await self._answer(conn, {"secret": got})
-        elif msg == Msg.UNREGISTER:
-            app = app_of(header)
-            removed = await loop.run_in_executor(self._io, self._unregister, app)
-            log.info("shuffle service: application %s unregistered", app)
-            await self._answer(conn, {"removed": removed})
-        elif msg == Msg.RENEW:
-            app_of(header)  # renewed by `_authorize`, as every request of the application is
-            await self._answer(conn, {"lease_s": self.config.app_lease_s})
-        elif msg == Msg.STATS:
-            await self._answer(conn, {"stats": self.snapshot()})
-        elif msg == Msg.PUSH_DONE:
-            app, shuffle, merge_id = ids_of(header)
-            code = self.merges.push_done(app, shuffle, merge_id, int_of(header, "map"))
-            await self._answer(conn, {"code": int(code)})
-        elif msg == Msg.PUSHED:
-            pushed = self.merges.pushed_maps(*ids_of(header))
-            await self._answer(conn, {}, pushed.serialize())
-        else:
-            raise BadRequest(400, f"unknown message type {int(msg)}")
+        await handler(header, payload, conn)
+
+    # --- the handlers, one per message type ------------------------------------------------
+
+    async def _on_hello(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        await self._answer(conn, {})
+
+    async def _on_push(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        codes = await self.intake.push(header, payload)
+        await self._answer(conn, {"codes": codes})
+
+    async def _on_push_ref(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        codes = await self.intake.push_ref(header)
+        await self._answer(conn, {"codes": codes})
+
+    async def _on_peers(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        peers = header["peers"]
+        if not isinstance(peers, dict) or not all(
+            isinstance(v, str) for kv in peers.items() for v in kv
+        ):
+            raise BadRequest(400, "'peers' must map service addresses to directories")
+        known = await self._on_io(self.introduce, peers)
+        await self._answer(conn, {"peers": known})
+
+    async def _on_finalize(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        app, shuffle, merge_id = ids_of(header)
+        statuses = await self._on_io(self.merges.finalize, app, shuffle, merge_id)
+        bitmaps = [s.bitmap.serialize() for s in statuses]
+        rows = [[s.reduce_id, s.size, len(b)] for s, b in zip(statuses, bitmaps, strict=True)]
+        await self._answer(conn, {"statuses": rows}, b"".join(bitmaps))
+
+    async def _on_merged_meta(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        index, meta = await self._on_io(self.ranges.merged_meta, header)
+        await self._answer(conn, {"index_len": len(index)}, index + meta)
+
+    async def _on_merged_partition(
+        self, header: Header, payload: memoryview, conn: Connection
+    ) -> None:
+        path, length, index, meta = await self._on_io(self.ranges.merged_partition, header)
+        lengths = {"index_len": len(index), "meta_len": len(meta)}
+        await self._send_file(conn, lengths, path, 0, length, index + meta)
+
+    async def _on_merged_chunk(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        path, start, length = await self._on_io(self.ranges.chunk_range, header)
+        await self._send_file(conn, {}, path, start, length)
+
+    async def _on_fetch(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        path, start, length, offsets = await self._on_io(self.ranges.fetch_range, header)
+        await self._send_file(conn, {"offsets": offsets}, path, start, length)
+
+    async def _on_remove(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        app, shuffle = app_of(header), int_of(header, "shuffle")
+        removed = await self._on_io(self.merges.remove, app, shuffle)
+        self.ranges.forget(f"{app}/shuffle_{shuffle}/")
+        await self._answer(conn, {"removed": removed})
+
+    async def _on_register(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        app = app_of(header)
+        got = await self._on_io(self.registry.register, app, self._remove_files)
+        if isinstance(got, int):
+            self.stats.incr("registrations_refused")
+            words = "is already registered" if got == 409 else "is one too many"
+            raise BadRequest(got, f"application {app} {words}")
+        self.stats.incr("apps_registered")
+        log.info("shuffle service: application %s registered", app)
+        await self._answer(conn, {"secret": got})
+
+    async def _on_unregister(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        app = app_of(header)
+        removed = await self._on_io(self._unregister, app)
+        log.info("shuffle service: application %s unregistered", app)
+        await self._answer(conn, {"removed": removed})
+
+    async def _on_renew(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        app_of(header)  # renewed by `_authorize`, as every request of the application is
+        await self._answer(conn, {"lease_s": self.config.app_lease_s})
+
+    async def _on_stats(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        await self._answer(conn, {"stats": self.snapshot()})
+
+    async def _on_push_done(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        app, shuffle, merge_id = ids_of(header)
+        code = self.merges.push_done(app, shuffle, merge_id, int_of(header, "map"))
+        await self._answer(conn, {"code": int(code)})
+
+    async def _on_pushed(self, header: Header, payload: memoryview, conn: Connection) -> None:
+        pushed = self.merges.pushed_maps(*ids_of(header))
+        await self._answer(conn, {}, pushed.serialize())
+
+    async def _on_io(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the service's I/O threads (never on the loop)."""
+        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
 
     def _unregister(self, app: str) -> bool:
         removed = self.registry.unregister(app)
@@ -392,9 +433,7 @@ class ShuffleService:
 
     def _remove_files(self, app: str) -> None:
         self.merges.remove_app(app)
-        with self._indexes_lock:
-            for key in [k for k in self._indexes if k.startswith(f"{app}/")]:
-                del self._indexes[key]
+        self.ranges.forget(f"{app}/")
 
     # --- push ------------------------------------------------------------------------------
 
@@ -402,56 +441,6 @@ class ShuffleService:
         """Learn the directories of the other services on this host (address -> absolute
         local path), whose map outputs a push by reference may then name; how many are known."""
         return self.intake.peers.introduce(peers, self.address)
-
-    # --- reads -------------------------------------------------------------------------------
-
-    def _offsets(self, path: str) -> list[int]:
-        with self._indexes_lock:
-            cached = self._indexes.get(path)
-            if cached is not None:
-                self._indexes.move_to_end(path)
-                return cached
-        offsets = decode_offsets(self.store.read_bytes(path), path)
-        with self._indexes_lock:
-            self._indexes[path] = offsets
-            while len(self._indexes) > 4096:
-                self._indexes.popitem(last=False)
-        return offsets
-
-    def _merged_meta(self, header: dict[str, Any]) -> tuple[bytes, bytes]:
-        _, _, index, meta = self._merged_partition(header)
-        return index, meta
-
-    def _merged_partition(self, header: dict[str, Any]) -> tuple[str, int, bytes, bytes]:
-        """A merged partition whole: its data file and length, its index and its meta."""
-        app, shuffle, merge_id = ids_of(header)
-        data, index, meta = self._merged(app, shuffle, merge_id, int_of(header, "reduce"))
-        index_bytes = self.store.read_bytes(index)
-        length = decode_offsets(index_bytes, index)[-1]
-        return data, length, index_bytes, self.store.read_bytes(meta)
-
-    def _chunk_range(self, header: dict[str, Any]) -> tuple[str, int, int]:
-        app, shuffle, merge_id = ids_of(header)
-        data, index, _ = self._merged(app, shuffle, merge_id, int_of(header, "reduce"))
-        offsets = self._offsets(index)
-        chunk = int_of(header, "chunk")
-        start, length = block_range(offsets, chunk, chunk + 1, index)
-        return data, start, length
-
-    def _merged(self, app: str, shuffle: int, merge_id: int, reduce_id: int) -> tuple[str, ...]:
-        try:
-            return self.merges.merged_paths(app, shuffle, merge_id, reduce_id)
-        except KeyError as e:
-            raise BadRequest(404, str(e.args[0])) from None
-
-    def _fetch_range(self, header: dict[str, Any]) -> tuple[str, int, int, list[int]]:
-        app, shuffle = app_of(header), int_of(header, "shuffle")
-        map_index, attempt = int_of(header, "map"), int_of(header, "attempt")
-        data, index = map_output(app, shuffle, map_index, attempt)
-        offsets = self._offsets(index)
-        start, end = int_of(header, "start"), int_of(header, "end")
-        begin, length = block_range(offsets, start, end, index)
-        return data, begin, length, [o - begin for o in offsets[start : end + 1]]
 
     # --- answers -----------------------------------------------------------------------------
 

@@ -87,3 +87,15 @@ def test_not_json_is_named():
 def test_filenames_capped_at_100():
     data = SuccessData(filenames=[f"f{i}" for i in range(250)])
     assert len(data.to_json()["filenames"]) == 100
+
+
+def test_a_missing_success_names_its_path_in_words(tmp_path):
+    """Breaking it: `load_success("/data/out")` on a path that is not there says
+    "no out at file:/data" (the last name read as a file name), not what is missing."""
+    with pytest.raises(NotFound) as gone:
+        load_success(str(tmp_path / "never-written"))
+    assert str(gone.value).endswith("never-written: no such file or directory"), gone.value
+    (tmp_path / "dest").mkdir()
+    with pytest.raises(NotFound) as absent:
+        load_success(str(tmp_path / "dest"))
+    assert "dest/_SUCCESS: no such file (no job has committed" in str(absent.value)

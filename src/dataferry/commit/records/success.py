@@ -159,7 +159,12 @@ def load_success(location: str) -> SuccessMarker:
     store, name = open_location(location, SUCCESS_FILE)
     marker = read_success(store, name)
     if marker is None:
-        raise NotFound(f"no {name} at {store.full_url(name)}", name)
+        what = (
+            "no such file (no job has committed to this directory)"
+            if name == SUCCESS_FILE
+            else "no such file or directory"
+        )
+        raise NotFound(f"{store.full_url(name)}: {what}", name)
     return marker
 
 
