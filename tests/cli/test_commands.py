@@ -35,6 +35,18 @@ def test_demo_json_and_success(tmp_path):
     assert res.exit_code == 0 and "_SUCCESS" in res.output
 
 
+def test_demo_into_a_dest_says_the_output_stays_there(tmp_path):
+    """A demo given --dest leaves its output there; saying "temporary output removed" (as it
+    did) tells the user their data is gone when it is not."""
+    dest = tmp_path / "demo"
+    args = ["demo", "--dest", str(dest), "--rows", "2000", "--tasks", "2", "--no-tour", "--quiet"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "output stays in" in res.output and str(dest) in res.output.replace("\n", "")
+    assert "\ntemporary output removed" not in "\n" + res.output
+    assert (dest / "_SUCCESS").exists()
+
+
 def test_success_errors_are_one_line(tmp_path):
     res = runner.invoke(app, ["success", str(tmp_path / "missing")])
     assert res.exit_code == 1 and res.output.startswith("error:")

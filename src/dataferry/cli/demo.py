@@ -97,10 +97,10 @@ def demo(
             }
         )
         return
-    _render(report)
+    _render(report, own_dest=bool(dest))
 
 
-def _render(report: DemoReport) -> None:
+def _render(report: DemoReport, own_dest: bool) -> None:
     """The main job's summary, its commit stages and store operations, then the tour."""
     from ..demo import slowest_stage
 
@@ -157,7 +157,11 @@ def _render(report: DemoReport) -> None:
         console.print(t)
     for note in report.notes:
         console.print(note, markup=False)
+    if own_dest:  # the user's destination is theirs: only the tour's scratch output is temporary
+        console.print(f"the job's output stays in {report.dest}", markup=False)
     if report.workdir:
         console.print(f"temporary output kept in {report.workdir}", markup=False)
+    elif own_dest:
+        console.print("the tour's temporary output removed (--keep keeps it)", markup=False)
     else:
         console.print("temporary output removed (--keep keeps it)", markup=False)
