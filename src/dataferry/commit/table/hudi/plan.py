@@ -15,7 +15,7 @@ class SliceFacts(Plan, kw_only=True):
     updates: Count
 
 
-class HudiTablePlan(Plan, kw_only=True, omit_defaults=True):
+class HudiTablePlan(Plan, kw_only=True):
     """The job's instant, its action (`commit`, or `replacecommit` for an insert overwrite:
     records of early versions have none) and write operation; for a `replacecommit` the
     partitions written (None: the whole table) and the file ids it replaces; for an upsert
