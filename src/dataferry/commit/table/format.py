@@ -12,6 +12,8 @@ committer's. The committer serves it the store, the options and the data's schem
     read_rows()          the current version's rows, by the format's own reader
     landed(job_uuid)     how many versions the job's transaction made (0: not in the table;
                          1: committed; more: applied twice)
+    is_conflict(error)   whether the format's library raised `error` for a conflict with
+                         another writer's commit (the referee's landed schedules ask it too)
     plan(ctx, job, facts)    the format's part of the commit plan (`table` of its
                              `plan_type`), decided before the intent (checks that may refuse
                              the commit go here)
@@ -125,6 +127,12 @@ class TableFormat:
         of this job already in the table is found, and not made again). Returns details for
         the job's result (the table version it made)."""
         raise NotImplementedError
+
+    def is_conflict(self, error: BaseException) -> bool:
+        """Whether `error`, raised by the format's library on a commit, is a conflict with
+        another writer's commit (an append tries again); False for every error of a format
+        whose commit is a create-if-absent (it has none)."""
+        return False
 
     # --- hooks a format may need -------------------------------------------------------------
 

@@ -324,6 +324,9 @@ class DeltaFormat(TableFormat):
                     "match the predicate); nothing was committed"
                 )
 
+    def is_conflict(self, error: BaseException) -> bool:
+        return is_conflict(error)  # deltalake's CommitFailedError (`commit_info`)
+
     def commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
         plan: DeltaPlan = intent.payload
         appid = plan.table.app_id
@@ -346,7 +349,7 @@ class DeltaFormat(TableFormat):
                     job, intent.mode, appid, facts, schema, partition_by, plan, attempt
                 )
             except Exception as e:
-                if isinstance(e, DataferryError) or is_conflict(e):
+                if isinstance(e, DataferryError) or self.is_conflict(e):
                     raise
                 raise refused(self.store, self.latest_version, e) from e
 
@@ -356,7 +359,7 @@ class DeltaFormat(TableFormat):
             f"job {job.job_id}: Delta transaction of {self.store.full_url()}",
             landed,
             commit,
-            is_conflict,
+            self.is_conflict,
             retries,
             label=LOG_DIR,
         )

@@ -156,14 +156,6 @@ class IcebergFormat(TableFormat):
         except Exception:
             return {}
 
-    def where_of(self, table_plan: IcebergTablePlan) -> dict[str, Any]:
-        """Where the intent's table is: the options' catalog when given (with its secrets), else
-        the one the intent recorded (as a committer with default options rebuilds it)."""
-        where = table_plan.where
-        if self.config.catalog is not None:
-            return {"catalog": self.config.catalog_properties, "identifier": where.identifier}
-        return {"catalog": where.catalog, "identifier": where.identifier}
-
     def catalog(self, where: dict[str, Any]) -> Any:
         """The catalog `where` names (the options' Catalog object itself, when given)."""
         config: IcebergConfig = self.config
@@ -363,19 +355,19 @@ class IcebergFormat(TableFormat):
         safe = {"catalog": catalog and without_secrets(catalog), "identifier": where["identifier"]}
         self.record_where(ctx.store, safe)
         read = current_id(tbl) if tbl is not None else None
-        return IcebergTablePlan(
-            where=IcebergWhere(catalog=safe["catalog"], identifier=safe["identifier"]),
-            created=tbl is None,
-            read_snapshot_id=read,
-        )
+        where_safe = IcebergWhere(catalog=safe["catalog"], identifier=safe["identifier"])
+        return IcebergTablePlan(where=where_safe, created=tbl is None, read_snapshot_id=read)
 
     def record_where(self, store: Store, safe: dict[str, Any]) -> None:
         """Write down where the catalog and table are, for committers with default options."""
         if self.recorded_where() != safe:
             store.write_bytes(TABLE_RECORD, json.dumps(safe, sort_keys=True).encode())
 
+    def is_conflict(self, error: BaseException) -> bool:
+        return is_conflict(error)  # pyiceberg's CommitFailedException (`catalog`)
+
     def commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
-        where = self.where_of(intent.payload.table)
+        where = intent.payload.table.where.of(self.config)
         self.footers(job)  # the plan's footers, or none (a recovered job's are read here)
 
         def landed() -> dict[str, Any] | None:
@@ -389,7 +381,7 @@ class IcebergFormat(TableFormat):
         retries = self.config.commit_retries if intent.mode == "append" else 0
         what = f"job {job.job_id}: Iceberg commit of {self.store.full_url()}"
         done = commit_exactly_once(
-            ctx, what, landed, commit, is_conflict, retries, label="metadata"
+            ctx, what, landed, commit, self.is_conflict, retries, label="metadata"
         )
         return done[0]
 

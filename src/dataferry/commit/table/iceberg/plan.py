@@ -16,6 +16,14 @@ class IcebergWhere(Plan, kw_only=True):
     catalog: dict[str, Any] | None
     identifier: NonEmpty
 
+    def of(self, config: Any) -> dict[str, Any]:
+        """Where the intent's table is for a committer with `config` (an `IcebergConfig`): the
+        options' catalog when given (with its secrets), else the one recorded here (as a
+        committer with default options rebuilds it)."""
+        given = config.catalog is not None
+        catalog = config.catalog_properties if given else self.catalog
+        return {"catalog": catalog, "identifier": self.identifier}
+
 
 class IcebergTablePlan(Plan, kw_only=True):
     """Where the table is, whether the commit creates it, and the snapshot the job read
