@@ -12,15 +12,15 @@ over a committed table in `append` and `overwrite`, through a store whose first 
 lands and then answers (`FaultRule`, `when="after"`, `Op.TABLE_COMMIT`); a job that fails is
 recovered as its driver would (`abort_job`, `cleanup_job`). The job is then all there once, or
 not at all, as its mode says (`check_outcome`). The conflict answer is the error the
-committer's own `is_conflict` takes for one, found among `CONFLICT_ERRORS`; a format with none
-(its commit is a create-if-absent) answers it with the plain error.
+committer's table format takes for one (`TableFormat.is_conflict`), found among
+`CONFLICT_ERRORS`; a format with none (its commit is a create-if-absent) answers it with the
+plain error.
 """
 
 from __future__ import annotations
 
 import importlib
 import random
-import sys
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -53,11 +53,13 @@ CONFLICT_ERRORS = (
 
 
 def conflict_error(committer: str, url: str, options: dict[str, Any]) -> BaseException | None:
-    """An error the committer's module takes for a conflict (`is_conflict`), or None."""
+    """An error the committer's table format takes for a conflict (`is_conflict`), or None
+    (a format without conflicts, or a committer without a format)."""
     under_test = job_committer(committer, quiet_store(url), "append", options)
-    is_conflict = getattr(sys.modules[type(under_test).__module__], "is_conflict", None)
-    if is_conflict is None:
+    table_format = getattr(under_test, "format", None)
+    if table_format is None:
         return None
+    is_conflict = table_format.is_conflict
     for entry in CONFLICT_ERRORS:
         module, _, name = entry.partition(":")
         try:

@@ -157,13 +157,11 @@ def test_a_record_of_the_previous_version_loads_and_finishes(tmp_path, request, 
     assert not store.exists(record)
 
 
-def test_every_committer_but_the_tables_declares_a_plan_type():
+def test_every_committer_declares_a_plan_type():
     """A committer without a plan type writes and reads its plan as an unchecked dict: a
-    damaged record would then be carried out. Only the table committers may, until typed."""
+    damaged record would then be carried out. Every committer, tables included, declares one."""
     for spec in KNOWN.values():
         cls = spec.committer_class()
-        if cls.replaces_in_transaction:
-            continue  # table committers: typed in the next change
         assert cls.plan_type is not None and issubclass(cls.plan_type, Plan), spec.name
         assert cls.plan_type.__struct_config__.frozen, spec.name
 

@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-import msgspec
-
 from ...errors import CommitError, NotFound
 from ...ids import parse_task_attempt_id
 from ...markers import DirectMarkers, MarkerClient, ServiceMarkers, WriteMarkers
@@ -295,7 +293,7 @@ class DirectCommitter(Committer):
         stray = owned_files(self, self.job_dir(job), sorted(marked - committed))
         self._refuse_to_delete_unreported(job, stray, messages)
         plan = DirectPlan(files=sorted(committed), stray=stray, marked=len(marked))
-        return CommitPlan(plan if plan_type_of(self) else msgspec.to_builtins(plan), len(committed))
+        return CommitPlan(plan, len(committed))
 
     def existing_data(self, job: JobContext, plan: CommitPlan) -> list[str]:
         """Committed jobs' records and files, `_SUCCESS`, and any other visible file: not the

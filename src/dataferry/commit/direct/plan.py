@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..protocol import Count, Plan
 
 
@@ -16,7 +14,6 @@ class DirectPlan(Plan, kw_only=True):
     marked: Count
 
 
-def plan_files(payload: DirectPlan | dict[str, Any]) -> list[str]:
-    """The files a decided plan commits. A dict is a table committer's plan, whose committers
-    extend this one's as a dict (`protocol.plans.plan_type_of`)."""
-    return payload["files"] if isinstance(payload, dict) else payload.files
+def plan_files(payload: DirectPlan) -> list[str]:
+    """The files a decided plan commits (a table committer's plan extends this one's)."""
+    return payload.files

@@ -27,6 +27,7 @@ from ...store import Store
 from ..lookup import committer_by_name, job_from_ids
 from ..protocol import CommitterHooks, JobContext, plan_type_of
 from ..records.claim import DEFAULT_CLAIM_TIMEOUT_S, MIN_CLAIM_TIMEOUT_S, Claim
+from ..records.drivers import remove_dead_driver
 from ..records.hold import (
     HeldClaim,
     Judge,
@@ -191,9 +192,12 @@ def claim_job(store: Store, dead: Claim) -> tuple[CommitterHooks, JobContext]:
 
 def recover_claim(store: Store, dead: Claim, rollback: bool = False) -> str:
     """Finish (or roll back) the commit of a claim holder that died; the claim stays for the
-    caller to remove. Raises, leaving everything in place, when it cannot be finished."""
+    caller to remove, the job's driver record (dead too) goes once the job is settled, as
+    cleanup's would. Raises, leaving everything in place (the driver record too: it vouches
+    for the decided commit), when it cannot be finished."""
     committer, job = claim_job(store, dead)
     outcome = recover_job(committer, job, rollback=rollback)
+    remove_dead_driver(store, dead.job_uuid, Judge(store, MIN_CLAIM_TIMEOUT_S))
     log.warning(
         "destination %s: %s the commit of dead %s", store.full_url(), outcome, dead.describe()
     )

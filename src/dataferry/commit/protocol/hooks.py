@@ -69,7 +69,8 @@ class CommitterHooks(ABC):
     mode_meanings: dict[str, str] = {}
     claim_timeout_s = DEFAULT_CLAIM_TIMEOUT_S
     # the frozen struct its `plan_commit` returns as `CommitPlan.payload`: what its intent
-    # records are decoded as (`plans.plan_type_of`); None only for the table committers' dicts
+    # records are decoded as (`plans.plan_type_of`); None: a dict, unchecked (every dataferry
+    # committer declares one)
     plan_type: type[Plan] | None = None
 
     def __init__(self, store: Store, config: Any) -> None:

@@ -34,7 +34,7 @@ class CommitPlan:
     it publishes, where the committer found them itself (v1 lists its committed tasks at job
     commit, not at task commit); None: the task commit messages name them."""
 
-    payload: Plan | dict[str, Any]
+    payload: Plan | dict[str, Any]  # a dict: a committer without a plan type
     files: int = 0
     bytes: int = 0
     written: list[str] | None = None
@@ -42,12 +42,8 @@ class CommitPlan:
 
 def plan_type_of(committer: Any) -> type[Plan] | None:
     """The type a committer's intent records decode their plan as (its `plan_type`); None:
-    the plan is a dict, written and read unchecked."""
-    if committer.replaces_in_transaction:
-        # table committers: typed in the next change. They extend the direct committer's
-        # plan as a dict (table/base.py), so until they declare a plan type of their own
-        # (a `Plan` with direct's fields and theirs) their plans stay dicts
-        return None
+    the plan is a dict, written and read unchecked (a committer of another project that
+    declares none; every dataferry committer declares one)."""
     return committer.plan_type
 
 

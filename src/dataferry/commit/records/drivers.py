@@ -141,3 +141,20 @@ class Drivers:
 
     def __bool__(self) -> bool:
         return bool(self.records)
+
+
+def remove_dead_driver(store: Store, job_uuid: str, judge: Judge) -> bool:
+    """Remove the driver record of a job whose commit was just settled (finished or rolled
+    back) by another process, if its driver is dead, as cleanup removes the records of dead
+    drivers once it has recovered their jobs; a live driver's record stays. True if removed."""
+    path = driver_path(job_uuid)
+    state = observe_record(store, path)
+    if state is None or not judge.verdict(state).dead:
+        return False
+    try:
+        store.delete(path)
+    except StoreError as e:
+        log.debug("removing driver record of %s: %s", job_uuid, e)
+        return False
+    store.delete_if_empty(DRIVERS_DIR)
+    return True

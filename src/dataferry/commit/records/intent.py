@@ -63,7 +63,7 @@ def decode_plan(payload: Any, plan_type: type[msgspec.Struct] | None, source: st
     DamagedRecord naming `source` and the field's path (`payload.moves[0][1]`) otherwise."""
     if plan_type is None:
         # left as parsed: for a reader of the record's job and committer alone (`leftovers`),
-        # and the dict plans of the committers without a plan type (`plans.plan_type_of`)
+        # and the dict plan of a committer that declares no plan type (`plans.plan_type_of`)
         return payload
     try:
         return msgspec.convert(payload, plan_type, strict=True)
@@ -84,7 +84,7 @@ def decode_plan(payload: Any, plan_type: type[msgspec.Struct] | None, source: st
 @dataclass
 class Intent:
     """A decided job commit. `payload` is the committer's own plan, an instance of its
-    `plan_type` (a dict only where a committer has none yet); `replace` are the visible
+    `plan_type` (a dict only for a committer that declares none); `replace` are the visible
     entries of the destination the write mode removes before anything moves in."""
 
     job_id: str

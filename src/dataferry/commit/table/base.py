@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 
 from ...errors import CommitError, CommitUndone, ConfigError, DestinationError
@@ -46,6 +47,7 @@ from ..protocol import (
 from ..records.intent import Intent, intent_path
 from .footers import FileFacts, file_facts, schema_from_text, schema_to_text
 from .format import TableFormat
+from .plan import TablePlan
 
 log = logging.getLogger("dataferry.commit")
 
@@ -75,6 +77,7 @@ class TableCommitter(DirectCommitter):
     it holds (`self.format`, made from the class's `format_class`)."""
 
     format_class: type[TableFormat] = TableFormat
+    plan_type: type[TablePlan] = TablePlan  # the format's (`TableFormat.plan_type`)
     permanent_entries = ()  # nothing of the commit stays but the table's own log
     replaces_in_transaction = True  # `overwrite` is the transaction's, not a delete of files
     keeps_partition_columns = False  # data files hold their partition columns (Iceberg, Hudi)
@@ -92,6 +95,7 @@ class TableCommitter(DirectCommitter):
         cls.markers_root, cls.permanent_entries = fmt.markers_root, fmt.permanent_entries
         cls.data_root, cls.keeps_partition_columns = fmt.data_root, fmt.keeps_partition_columns
         cls.keeps_empty_partition_values = fmt.keeps_empty_partition_values
+        cls.plan_type = fmt.plan_type
 
     def __init__(self, store: Store, config: Any) -> None:
         super().__init__(store, config)
@@ -180,13 +184,16 @@ class TableCommitter(DirectCommitter):
         reported = {f["path"]: f for m in messages for f in m.extra.get("files", ())}
         facts = [
             FileFacts.from_json(reported[f]) if f in reported else file_facts(ctx.store, f)
-            for f in plan.payload["files"]
+            for f in plan.payload.files
         ]
         schema = self.input_schema or self.schema_of_files(ctx, facts)
-        plan.payload["facts"] = [f.to_json() for f in facts]
-        plan.payload["schema"] = schema_to_text(schema) if schema is not None else ""
-        plan.payload["partition_by"] = list(self.partition_by or self.partitions_of(facts))
-        plan.payload["table"] = plan_table_stage(ctx, self, job, facts)
+        plan.payload = self.plan_type(
+            **msgspec.structs.asdict(plan.payload),
+            facts=facts,
+            schema=schema_to_text(schema) if schema is not None else "",
+            partition_by=list(self.partition_by or self.partitions_of(facts)),
+            table=plan_table_stage(ctx, self, job, facts),
+        )
         plan.bytes = sum(f.size for f in facts)
         return plan
 
@@ -219,9 +226,7 @@ class TableCommitter(DirectCommitter):
         table's overwrite is its transaction, so a record listing entries to delete, or files
         its job's tag does not name (another job's, committed), is damaged or forged, and
         finishing it would delete committed data or commit those files twice."""
-        foreign = [
-            f for f in intent.payload["files"] if not owned_by_marker_dir(self.job_dir(job), f)
-        ]
+        foreign = [f for f in intent.payload.files if not owned_by_marker_dir(self.job_dir(job), f)]
         if intent.replace or foreign:
             raise CommitError(
                 f"job {job.job_id}: its intent record in {ctx.store.full_url(self.job_dir(job))} "
@@ -235,7 +240,7 @@ class TableCommitter(DirectCommitter):
             )
         if not ctx.resumed:
             return  # the files were reconciled against the markers a moment ago
-        files = intent.payload["files"]
+        files = intent.payload.files
         there = ctx.pool.map(ctx.store.exists, files)
         gone = [f for f, found in zip(files, there, strict=True) if not found]
         if not gone or self.commits_of_job(job.job_uuid) > 0:
@@ -259,24 +264,24 @@ class TableCommitter(DirectCommitter):
         return self.format.landed(job_uuid)
 
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
-        plan = intent.payload
-        delete_stray_files(ctx, self, job, plan["stray"])
+        plan: TablePlan = intent.payload
+        delete_stray_files(ctx, self, job, plan.stray)
         details = commit_table_stage(ctx, self, job, intent)
-        facts = [FileFacts.from_json(f) for f in plan["facts"]]
+        facts = plan.facts
         return Applied(
             files=len(facts),
             bytes=sum(f.size for f in facts),
             filenames=[f.path for f in facts[:100]],
             details={
-                "stray_files_deleted": len(plan["stray"]),
-                "markers_found": plan["marked"],
+                "stray_files_deleted": len(plan.stray),
+                "markers_found": plan.marked,
                 **details,
             },
         )
 
     @staticmethod
     def plan_schema(intent: Intent) -> pa.Schema | None:
-        text = intent.payload.get("schema", "")
+        text = intent.payload.schema
         return schema_from_text(text) if text else None
 
     @classmethod
@@ -306,9 +311,7 @@ class TableCommitter(DirectCommitter):
         """The data files some version of the table still references (`TableFormat`)."""
         return self.format.referenced_files()
 
-    def plan_table(
-        self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
-    ) -> dict[str, Any]:
+    def plan_table(self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]) -> Any:
         return self.format.plan(ctx, job, facts)
 
     def commit_table(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
@@ -318,7 +321,7 @@ class TableCommitter(DirectCommitter):
 @stage("job_stage_plan_table", "plan_table")
 def plan_table_stage(
     ctx: StageContext, committer: TableCommitter, job: JobContext, facts: Sequence[FileFacts]
-) -> dict[str, Any]:
+) -> Any:
     return committer.plan_table(ctx, job, facts)
 
 

@@ -12,8 +12,11 @@ committer's. The committer serves it the store, the options and the data's schem
     read_rows()          the current version's rows, by the format's own reader
     landed(job_uuid)     how many versions the job's transaction made (0: not in the table;
                          1: committed; more: applied twice)
-    plan(ctx, job, facts)    the format's part of the commit plan, decided before the intent
-                             (checks that may refuse the commit go here)
+    is_conflict(error)   whether the format's library raised `error` for a conflict with
+                         another writer's commit (the referee's landed schedules ask it too)
+    plan(ctx, job, facts)    the format's part of the commit plan (`table` of its
+                             `plan_type`), decided before the intent (checks that may refuse
+                             the commit go here)
     commit(ctx, job, intent) the job's one transaction from the intent, exactly once
 
 and, where the format needs them, hooks with do-nothing defaults: `check_input` (refuse data
@@ -22,7 +25,8 @@ them), `partition_keys` (the data split by the table's partition spec), `prepare
 job's context, with what its tasks must know), `before_setup`/`after_setup` (around the
 committer's job setup). A format's layout facts are class attributes the committer takes
 over: its `name`, `label`, `markers_root`, `permanent_entries`, `data_root`,
-`keeps_partition_columns`, `keeps_empty_partition_values`.
+`keeps_partition_columns`, `keeps_empty_partition_values`, and its `plan_type` (the
+`TablePlan` its intent records are decoded as, `table` its own struct).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from ..protocol import JobContext, StageContext, TaskAttemptContext
 from ..protocol.hooks import FileColumns, PartitionKeys
 from ..records.intent import Intent
 from .footers import FileFacts
+from .plan import TablePlan
 
 
 class FormatHost(Protocol):
@@ -67,6 +72,7 @@ class TableFormat:
     data_root: ClassVar[str] = ""  # where data files lie in the table ("data" for Iceberg)
     keeps_partition_columns: ClassVar[bool] = False  # data files hold their partition columns
     keeps_empty_partition_values: ClassVar[bool] = False  # '' is a value, not null
+    plan_type: ClassVar[type[TablePlan]] = TablePlan  # the intent's plan; `table`: `plan()`'s
 
     def __init__(self, committer: FormatHost) -> None:
         self.committer = committer
@@ -110,9 +116,10 @@ class TableFormat:
 
     # --- the job's transaction ---------------------------------------------------------------
 
-    def plan(self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]) -> dict:
-        """The format's part of the plan (JSON), decided before the intent record: checks
-        that may refuse the commit go here, as nothing is visible yet."""
+    def plan(self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]) -> Any:
+        """The format's part of the plan (the `table` field of its `plan_type`), decided
+        before the intent record: checks that may refuse the commit go here, as nothing is
+        visible yet."""
         return {}
 
     def commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
@@ -120,6 +127,12 @@ class TableFormat:
         of this job already in the table is found, and not made again). Returns details for
         the job's result (the table version it made)."""
         raise NotImplementedError
+
+    def is_conflict(self, error: BaseException) -> bool:
+        """Whether `error`, raised by the format's library on a commit, is a conflict with
+        another writer's commit (an append tries again); False for every error of a format
+        whose commit is a create-if-absent (it has none)."""
+        return False
 
     # --- hooks a format may need -------------------------------------------------------------
 

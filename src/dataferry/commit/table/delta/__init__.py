@@ -3,7 +3,6 @@ log's actions, commit info, checks, predicate and types in modules of their own,
 `DeltaCommitter`, the one table committer bound to the format."""
 
 from ..base import TableCommitter
-from .commit_info import is_conflict  # beside the committer: the referee's landed schedules
 from .committer import DeltaConfig, DeltaFormat
 
 
@@ -13,4 +12,4 @@ class DeltaCommitter(TableCommitter):
     format_class = DeltaFormat
 
 
-__all__ = ["DeltaCommitter", "DeltaConfig", "DeltaFormat", "is_conflict"]
+__all__ = ["DeltaCommitter", "DeltaConfig", "DeltaFormat"]

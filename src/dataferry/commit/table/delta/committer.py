@@ -64,6 +64,7 @@ from .commit_info import (
     version_of,
 )
 from .log import LOG_DIR, check_log, refused, unreadable
+from .plan import DeltaPlan, DeltaTablePlan
 from .predicate import check_columns, matches, normalized, parse, partition_filters
 from .types import (
     check_types,
@@ -132,6 +133,7 @@ class DeltaFormat(TableFormat):
     markers_root = "_dataferry/delta-markers"
     permanent_entries = (LOG_DIR,)  # the table's own log
     keeps_empty_partition_values = True  # '' is logged as '' (deltalake), not as null
+    plan_type = DeltaPlan
 
     def __init__(self, committer: FormatHost) -> None:
         super().__init__(committer)
@@ -283,7 +285,9 @@ class DeltaFormat(TableFormat):
 
     # --- job commit ------------------------------------------------------------------------
 
-    def plan(self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]) -> dict:
+    def plan(
+        self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
+    ) -> DeltaTablePlan:
         exists = self.exists()
         if job.mode == "error" and exists:
             raise DestinationError(
@@ -291,10 +295,12 @@ class DeltaFormat(TableFormat):
                 "mode='append' or mode='overwrite'"
             )
         self.check_written(job, facts)
-        plan: dict[str, Any] = {"app_id": app_id(job), "created": not exists}
-        if job.mode == "overwrite-partitions":
-            plan["partitions"] = partitions_of([f.path for f in facts], include_root=False)
-        return plan
+        partitions = (
+            partitions_of([f.path for f in facts], include_root=False)
+            if job.mode == "overwrite-partitions"
+            else []
+        )
+        return DeltaTablePlan(app_id=app_id(job), created=not exists, partitions=partitions)
 
     def check_written(self, job: JobContext, facts: Sequence[FileFacts]) -> None:
         """Before the commit is decided (the job's abort then removes its files): every
@@ -318,12 +324,15 @@ class DeltaFormat(TableFormat):
                     "match the predicate); nothing was committed"
                 )
 
+    def is_conflict(self, error: BaseException) -> bool:
+        return is_conflict(error)  # deltalake's CommitFailedError (`commit_info`)
+
     def commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
-        plan = intent.payload
-        appid = plan["table"]["app_id"]
-        facts = [FileFacts.from_json(f) for f in plan["facts"]]
+        plan: DeltaPlan = intent.payload
+        appid = plan.table.app_id
+        facts = plan.facts
         schema = self.committer.plan_schema(intent)
-        partition_by = list(plan["partition_by"])
+        partition_by = list(plan.partition_by)
 
         def landed() -> dict[str, Any] | None:
             dt = self.table()
@@ -340,7 +349,7 @@ class DeltaFormat(TableFormat):
                     job, intent.mode, appid, facts, schema, partition_by, plan, attempt
                 )
             except Exception as e:
-                if isinstance(e, DataferryError) or is_conflict(e):
+                if isinstance(e, DataferryError) or self.is_conflict(e):
                     raise
                 raise refused(self.store, self.latest_version, e) from e
 
@@ -350,7 +359,7 @@ class DeltaFormat(TableFormat):
             f"job {job.job_id}: Delta transaction of {self.store.full_url()}",
             landed,
             commit,
-            is_conflict,
+            self.is_conflict,
             retries,
             label=LOG_DIR,
         )
@@ -364,7 +373,7 @@ class DeltaFormat(TableFormat):
         facts: Sequence[FileFacts],
         schema: pa.Schema | None,
         partition_by: list[str],
-        plan: dict[str, Any],
+        plan: DeltaPlan,
         tries: int = 0,
     ) -> dict[str, Any]:
         from deltalake import Schema
@@ -385,7 +394,7 @@ class DeltaFormat(TableFormat):
             return {"table_version": None}
         removes: list[Any] = []
         if dt is not None and mode == "overwrite-partitions":
-            removes = remove_actions(dt, plan["table"].get("partitions", []))
+            removes = remove_actions(dt, plan.table.partitions)
         removed = len(removes)
         filters = None  # a replace where as deltalake's partition filters
         replace_where = dt is not None and mode == "overwrite" and bool(self.config.predicate)
@@ -453,7 +462,7 @@ class DeltaFormat(TableFormat):
                         post_commithook_properties=hooks,
                     )
                 elif mode == "overwrite-partitions" and (
-                    written := written_filters(dt, plan["table"].get("partitions", []))
+                    written := written_filters(dt, plan.table.partitions)
                 ):
                     # deltalake's own partition overwrite: logged as an Overwrite
                     dt.create_write_transaction(

@@ -64,6 +64,7 @@ from .meta import (
     meta_options,
     populates_meta_fields,
 )
+from .plan import HudiPlan, HudiTablePlan
 from .rollback import (
     delete_untracked_of_instant,
     job_uuid_of_instant,
@@ -107,6 +108,7 @@ class HudiFormat(HudiTableState, TableFormat):
     keeps_partition_columns = True
     markers_root = TEMP
     permanent_entries = (".hoodie",)  # the table's own timeline
+    plan_type = HudiPlan
 
     def __init__(self, committer: FormatHost) -> None:
         super().__init__(committer)
@@ -253,7 +255,7 @@ class HudiFormat(HudiTableState, TableFormat):
 
     # --- job commit ----------------------------------------------------------------------------
 
-    def plan(self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]) -> dict:
+    def plan(self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]) -> HudiTablePlan:
         instant = instant_of(job)
         # this job's setup may have made `hoodie.properties`: a table with a completed
         # instant is what `error` refuses
@@ -271,12 +273,17 @@ class HudiFormat(HudiTableState, TableFormat):
                 raise CommitError(
                     f"job {job.job_id}: {f.path} is not a base file of instant {instant}"
                 )
-        plan: dict[str, Any] = {"instant": instant, "action": action, "operation": operation}
-        if action == "replacecommit":
-            written = sorted({partition_dir(f.path) for f in facts})
-            plan["partitions"] = written if job.mode == "overwrite-partitions" else None
-            plan["replaced"] = self.replaced(plan["partitions"])
-        return plan
+        if action != "replacecommit":
+            return HudiTablePlan(instant=instant, action=action, operation=operation)
+        written = sorted({partition_dir(f.path) for f in facts})
+        partitions = written if job.mode == "overwrite-partitions" else None
+        return HudiTablePlan(
+            instant=instant,
+            action=action,
+            operation=operation,
+            partitions=partitions,
+            replaced=self.replaced(partitions),
+        )
 
     def _landed(self, instant: str, job_uuid: str) -> dict[str, Any] | None:
         meta = self.completed_of(instant)
@@ -285,16 +292,16 @@ class HudiFormat(HudiTableState, TableFormat):
         return {"instant": instant, "table_version": instant}
 
     def commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
-        plan = intent.payload
-        instant = plan["table"]["instant"]
-        facts = [FileFacts.from_json(f) for f in plan["facts"]]
+        plan: HudiPlan = intent.payload
+        instant = plan.table.instant
+        facts = plan.facts
         schema = data_schema(
             self.committer.plan_schema(intent)
         )  # Hudi records it without meta columns
         schema = file_schema(schema) if schema is not None else None  # as the files hold it
-        action = plan["table"].get("action", "commit")
-        replaced = plan["table"].get("replaced") if action == "replacecommit" else None
-        slices = plan["table"].get("slices") or {}
+        action = plan.table.action
+        replaced = plan.table.replaced if action == "replacecommit" else None
+        slices = plan.table.slices
         path = timeline_file(instant, action)
         what = f"job {job.job_id}: Hudi {action} {instant} of {self.store.full_url()}"
 
@@ -308,18 +315,18 @@ class HudiFormat(HudiTableState, TableFormat):
                     f"{what}: the file group of {moved[0]} has a newer slice than the one the "
                     "upsert merged (another commit landed since the plan); nothing was committed"
                 )
-            if replaced is not None and self.replaced(plan["table"]["partitions"]) != replaced:
+            if replaced is not None and self.replaced(plan.table.partitions) != replaced:
                 raise TableCommitConflict(
                     f"{what}: the table's file groups changed since the job planned its "
                     f"{intent.mode} (another commit landed); nothing was committed"
                 )
-            self.create_table(plan["partition_by"], schema)
+            self.create_table(plan.partition_by, schema)
             extra = {JOB_UUID_KEY: job.job_uuid, "dataferry.job-id": str(job.job_id)}
             if schema is not None:
                 extra["schema"] = json.dumps(avro_schema(schema, self.table_name()))
             elif self.latest_schema():  # an overwrite with nothing: the table's schema stays
                 extra["schema"] = self.latest_schema()
-            operation = plan["table"]["operation"]
+            operation = plan.table.operation
             data = commit_metadata(facts, instant, operation, extra, replaced, slices)
             if not ctx.store.create_if_absent(path, data):
                 found = landed()
@@ -382,7 +389,7 @@ class HudiCommitter(TableCommitter):
         """As every table committer's, then an upsert's merge (`upsert.py`): the job's
         files become its inserts and the new slices of the file groups it updates."""
         plan = super().plan_commit(ctx, job, messages)
-        if plan.payload["table"]["operation"] == "UPSERT" and plan.payload["files"]:
+        if plan.payload.table.operation == "UPSERT" and plan.payload.files:
             props = self.format.properties()
             keys = self.format.key_fields(job.config)
             spec = KeySpec(
@@ -406,8 +413,8 @@ class HudiCommitter(TableCommitter):
 
     def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
         """Delete the markers with a look before and after, as direct's (late files go)."""
-        intent = load_intent(ctx.store, self.job_dir(job))
-        committed = intent.payload["files"] if intent else self.committed_files(job)
+        intent = load_intent(ctx.store, self.job_dir(job), self.plan_type)
+        committed = intent.payload.files if intent else self.committed_files(job)
         delete_uncommitted(self, self.job_dir(job), committed, ctx.pool)
         self.markers(job).delete_all()
         delete_untracked_of_instant(

@@ -5,7 +5,7 @@ precombine field, and its rows as hudi-rs reads them (the referee's view). No wr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 import pyarrow as pa
@@ -16,6 +16,7 @@ from ..layout import partition_dir
 from ..location import table_location
 from .config import HudiConfig
 from .meta import record_key_fields
+from .plan import SliceFacts
 from .timeline import (
     COMPLETED_ACTIONS,
     HOODIE,
@@ -214,14 +215,14 @@ class HudiTableState:
         """The record key fields: the option's, else the table's."""
         return record_key_fields(self.properties(), config.record_key)
 
-    def moved_slices(self, slices: dict[str, dict[str, Any]]) -> list[str]:
+    def moved_slices(self, slices: Mapping[str, SliceFacts]) -> list[str]:
         """The new slices whose file group's latest base file is no longer the one they were
         merged from (another commit wrote or replaced it since the plan)."""
         live = self.file_groups()
         moved = []
         for path, s in slices.items():
             fid = (parse_base_file_name(paths.name(path)) or ("",))[0]
-            if live.get(partition_dir(path), {}).get(fid) != s["prev_path"]:
+            if live.get(partition_dir(path), {}).get(fid) != s.prev_path:
                 moved.append(path)
         return moved
 

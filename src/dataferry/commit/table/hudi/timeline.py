@@ -18,6 +18,7 @@ import pyarrow as pa
 from ....errors import ConfigError
 from ..footers import FileFacts
 from ..layout import partition_dir
+from .plan import SliceFacts
 
 HOODIE = ".hoodie"
 TEMP = f"{HOODIE}/.temp"
@@ -392,7 +393,7 @@ def commit_metadata(
     operation: str,
     extra: Mapping[str, str],
     replaced: Mapping[str, Sequence[str]] | None = None,
-    slices: Mapping[str, Mapping[str, Any]] | None = None,
+    slices: Mapping[str, SliceFacts] | None = None,
 ) -> bytes:
     """The completed instant's JSON `HoodieCommitMetadata` (or `HoodieReplaceCommitMetadata`
     when `replaced` is given); `slices`: per base file that is a new slice of an existing
@@ -401,7 +402,7 @@ def commit_metadata(
     for f in facts:
         stat = write_stat(f, instant)
         if slices and f.path in slices:
-            stat = update_stat(stat, slices[f.path]["prev_path"], slices[f.path]["updates"])
+            stat = update_stat(stat, slices[f.path].prev_path, slices[f.path].updates)
         stats.setdefault(stat["partitionPath"], []).append(stat)
     body: dict[str, Any] = {
         "partitionToWriteStats": stats,

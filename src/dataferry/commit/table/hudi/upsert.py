@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,6 +39,7 @@ from ...protocol import CommitPlan, StageContext
 from ..footers import file_facts
 from ..layout import partition_dir
 from .meta import record_keys
+from .plan import HudiPlan, SliceFacts
 from .timeline import base_file_name, parse_base_file_name
 
 log = logging.getLogger("dataferry.commit")
@@ -56,15 +58,6 @@ class KeySpec:
     fields: tuple[str, ...]
     complex: bool
     precombine: str = ""
-
-
-@dataclass(frozen=True)
-class SliceFacts:
-    """What the commit metadata says of a file group's new slice: the base file it was
-    merged from and how many of its rows are new versions."""
-
-    prev_path: str
-    updates: int
 
 
 @dataclass
@@ -344,20 +337,22 @@ def upsert_stage(
 ) -> Upsert:
     """The upsert's merge, then the plan made to say so: its files, their facts, the task
     files superseded (stray now: deleted before the commit, as strays are) and the new
-    slices (`plan.payload["table"]["slices"]`, checked again at the commit)."""
-    payload = plan.payload
-    done = upsert(ctx.store, job, payload["files"], live, spec, meta, ctx.pool)
-    facts = {f["path"]: f for f in payload["facts"]}
+    slices (`plan.payload.table.slices`, checked again at the commit)."""
+    payload: HudiPlan = plan.payload
+    done = upsert(ctx.store, job, payload.files, live, spec, meta, ctx.pool)
+    facts = {f.path: f for f in payload.facts}
     written = [f for f in done.files if f not in facts]
-    facts.update({f: file_facts(ctx.store, f).to_json() for f in written})
-    payload["files"] = sorted(done.files)
-    payload["facts"] = [facts[f] for f in payload["files"]]
-    payload["stray"] = sorted((set(payload["stray"]) - set(done.files)) | set(done.superseded))
-    payload["table"]["slices"] = {
-        p: {"prev_path": s.prev_path, "updates": s.updates} for p, s in done.slices.items()
-    }
+    facts.update({f: file_facts(ctx.store, f) for f in written})
+    files = sorted(done.files)
+    plan.payload = msgspec.structs.replace(
+        payload,
+        files=files,
+        facts=[facts[f] for f in files],
+        stray=sorted((set(payload.stray) - set(done.files)) | set(done.superseded)),
+        table=msgspec.structs.replace(payload.table, slices=dict(done.slices)),
+    )
     plan.files = len(done.files)
-    plan.bytes = sum(facts[f]["size"] for f in payload["files"])
+    plan.bytes = sum(facts[f].size for f in files)
     log.info(
         "Hudi upsert %s: %d files, %d file groups updated, %d task files superseded, "
         "%d input rows kept by no version",

@@ -3,11 +3,7 @@ catalog, the data files, the partition spec and types in modules of their own, a
 `IcebergCommitter`, the one table committer bound to the format."""
 
 from ..base import TableCommitter
-from .catalog import (
-    JOB_UUID_KEY,
-    IcebergConfig,
-    is_conflict,  # beside the committer: the referee's landed schedules
-)
+from .catalog import JOB_UUID_KEY, IcebergConfig
 from .committer import IcebergFormat
 
 
@@ -17,4 +13,4 @@ class IcebergCommitter(TableCommitter):
     format_class = IcebergFormat
 
 
-__all__ = ["JOB_UUID_KEY", "IcebergCommitter", "IcebergConfig", "IcebergFormat", "is_conflict"]
+__all__ = ["JOB_UUID_KEY", "IcebergCommitter", "IcebergConfig", "IcebergFormat"]

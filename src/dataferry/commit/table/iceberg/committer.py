@@ -76,6 +76,7 @@ from .files import (
     read_footers,
     union_by_name,
 )
+from .plan import IcebergPlan, IcebergTablePlan, IcebergWhere
 from .types import arrow_types, file_schema, types_from_text
 
 log = logging.getLogger("dataferry.commit")
@@ -92,6 +93,7 @@ class IcebergFormat(TableFormat):
     keeps_partition_columns = True
     # '' is a value of its own (a `col=` directory), not null: as pyiceberg keeps it
     keeps_empty_partition_values = True
+    plan_type = IcebergPlan
 
     def __init__(self, committer: FormatHost) -> None:
         super().__init__(committer)
@@ -153,13 +155,6 @@ class IcebergFormat(TableFormat):
             return json.loads(self.store.read_bytes(TABLE_RECORD))
         except Exception:
             return {}
-
-    def where_of(self, table_plan: dict[str, Any]) -> dict[str, Any]:
-        """Where the intent's table is: the options' catalog when given (with its secrets), else
-        the one the intent recorded (as a committer with default options rebuilds it)."""
-        if self.config.catalog is not None:
-            return {**table_plan["where"], "catalog": self.config.catalog_properties}
-        return dict(table_plan["where"])
 
     def catalog(self, where: dict[str, Any]) -> Any:
         """The catalog `where` names (the options' Catalog object itself, when given)."""
@@ -332,7 +327,9 @@ class IcebergFormat(TableFormat):
 
     # --- job commit ------------------------------------------------------------------------
 
-    def plan(self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]) -> dict:
+    def plan(
+        self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
+    ) -> IcebergTablePlan:
         where = self.where()
         self.check_catalog(where)
         tbl = self.table(where)
@@ -358,15 +355,19 @@ class IcebergFormat(TableFormat):
         safe = {"catalog": catalog and without_secrets(catalog), "identifier": where["identifier"]}
         self.record_where(ctx.store, safe)
         read = current_id(tbl) if tbl is not None else None
-        return {"where": safe, "created": tbl is None, "read_snapshot_id": read}
+        where_safe = IcebergWhere(catalog=safe["catalog"], identifier=safe["identifier"])
+        return IcebergTablePlan(where=where_safe, created=tbl is None, read_snapshot_id=read)
 
     def record_where(self, store: Store, safe: dict[str, Any]) -> None:
         """Write down where the catalog and table are, for committers with default options."""
         if self.recorded_where() != safe:
             store.write_bytes(TABLE_RECORD, json.dumps(safe, sort_keys=True).encode())
 
+    def is_conflict(self, error: BaseException) -> bool:
+        return is_conflict(error)  # pyiceberg's CommitFailedException (`catalog`)
+
     def commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
-        where = self.where_of(intent.payload["table"])
+        where = intent.payload.table.where.of(self.config)
         self.footers(job)  # the plan's footers, or none (a recovered job's are read here)
 
         def landed() -> dict[str, Any] | None:
@@ -380,7 +381,7 @@ class IcebergFormat(TableFormat):
         retries = self.config.commit_retries if intent.mode == "append" else 0
         what = f"job {job.job_id}: Iceberg commit of {self.store.full_url()}"
         done = commit_exactly_once(
-            ctx, what, landed, commit, is_conflict, retries, label="metadata"
+            ctx, what, landed, commit, self.is_conflict, retries, label="metadata"
         )
         return done[0]
 
@@ -422,13 +423,13 @@ class IcebergFormat(TableFormat):
         """The job's transaction, built on the table as it is now (None: nothing to do), and
         whether it creates the table."""
         mode, schema = intent.mode, self.committer.plan_schema(intent)
-        facts = [FileFacts.from_json(f) for f in intent.payload["facts"]]
+        facts = intent.payload.facts
         tbl = self.table(where)
         props = snapshot_properties(self.config, job.job_uuid, str(job.job_id))
         if tbl is None:
             if schema is None:
                 return None, True
-            tx = self._create_transaction(where, schema, list(intent.payload["partition_by"]))
+            tx = self._create_transaction(where, schema, list(intent.payload.partition_by))
             with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
                 for data_file in self.data_files(ctx, tx.table_metadata, facts):
                     append.append_data_file(data_file)
