@@ -16,6 +16,7 @@ from ..store import Store
 from .job.commit import commit_job
 from .job.recovery import recover_job
 from .job.stages import visible_entries
+from .job.vouch import OWN_DRIVER
 from .lookup import committer_by_name
 from .protocol import (
     CommitPlan,
@@ -40,7 +41,7 @@ class Committer(CommitterHooks):
         record is saved, finishing is the only way to leave the destination whole)."""
         try:
             with self.stats.duration("job_stage_abort"):
-                recover_job(self, job)
+                recover_job(self, job, vouched=OWN_DRIVER)  # the job's own driver asks
         except InjectedCrash:
             driver_crashed(self.store, job.job_uuid)  # the driver died: its record stays
             raise

@@ -258,6 +258,8 @@ def _recover_leftovers(
     drivers: Drivers,
     give_up: Collection[str] = (),
 ) -> None:
+    kept: set[str] = set()  # jobs whose commit is left: their driver records vouch for them
+
     def recover(cls: type, left: Leftover) -> None:
         try:
             what = cls.recover_leftover(store, left, rollback=rollback)
@@ -266,12 +268,13 @@ def _recover_leftovers(
                 _give_up(store, report, left.path, str(e))
             else:
                 report.failed[left.path] = str(e)
+                kept.add(left.job_uuid)
             return
         _record(report, left.path, what)
         report.removed.append(left.path)
 
     _each_leftover(store, report, older_than_s, drivers, act=recover)
-    drivers.remove_dead()
+    drivers.remove_dead(keep=kept)
 
 
 def _each_leftover(

@@ -39,6 +39,7 @@ from ..records.hold import (
 )
 from ..records.intent import DamagedRecord, Intent, load_intent
 from .finish import finish_commit
+from .vouch import check_vouched
 
 log = logging.getLogger("dataferry.commit")
 
@@ -68,11 +69,12 @@ def acquire_for_job(committer: CommitterHooks, job: JobContext, wait_s: float) -
 
 
 def _decided(
-    committer: CommitterHooks, job: JobContext, rollback: bool
+    committer: CommitterHooks, job: JobContext, rollback: bool, vouched: str = ""
 ) -> tuple[Intent | None, str]:
     """The job's intent record if recovery finishes it (None: recovery settles the job by its
     committer's rollback) and the way it goes ('rolled forward' or 'rolled back'). A damaged
-    record is settled from the destination when it can say whether the commit is in it."""
+    record is settled from the destination when it can say whether the commit is in it. A
+    record no real driver vouches for (`vouch.py`) raises JobCommitError: never finished."""
     try:
         intent = load_intent(committer.store, committer.job_dir(job))
     except DamagedRecord as e:
@@ -93,21 +95,34 @@ def _decided(
         intent = None  # another job's (v1 jobs share one attempt directory): not ours to touch
     if intent is None or (rollback and committer.can_undo_decided):
         return None, "rolled back"
+    try:
+        check_vouched(committer, job, intent, vouched)
+    except JobCommitError as e:
+        log.warning("%s", e)
+        raise
     return intent, "rolled forward"
 
 
-def recovery_way(committer: CommitterHooks, job: JobContext, rollback: bool = False) -> str:
+def recovery_way(
+    committer: CommitterHooks, job: JobContext, rollback: bool = False, vouched: str = ""
+) -> str:
     """What `recover_job` would do, changing nothing: 'rolled forward' or 'rolled back' (what
-    `dataferry cleanup --dry-run` says). Raises DamagedRecord as recovery would."""
-    return _decided(committer, job, rollback)[1]
+    `dataferry cleanup --dry-run` says). Raises DamagedRecord (and refuses a record nothing
+    vouches for) as recovery would."""
+    return _decided(committer, job, rollback, vouched)[1]
 
 
-def recover_job(committer: CommitterHooks, job: JobContext, rollback: bool = False) -> str:
+def recover_job(
+    committer: CommitterHooks, job: JobContext, rollback: bool = False, vouched: str = ""
+) -> str:
     """Finish a job's interrupted commit from its intent record ('rolled forward'), or undo the
     job when it has none ('rolled back'). Raises, leaving everything in place, when a decided
-    commit cannot be finished. A damaged record whose commit the destination holds (a
-    table's log) is settled by the rollback, which keeps what is committed ('rolled forward')."""
-    intent, way = _decided(committer, job, rollback)
+    commit cannot be finished, or when nothing vouches that a real driver decided it (`vouched`:
+    what the caller knows vouches for it, e.g. the dead claim it recovers; else the
+    destination's claim or the job's driver record must name the job, `vouch.py`). A damaged
+    record whose commit the destination holds (a table's log) is settled by the rollback,
+    which keeps what is committed ('rolled forward')."""
+    intent, way = _decided(committer, job, rollback, vouched)
     where = committer.store.full_url(committer.job_dir(job))
     if intent is not None:
         log.warning("job %s: rolling forward its decided commit from %s", job.job_id, where)
@@ -193,11 +208,14 @@ def recover_claim(store: Store, dead: Claim, rollback: bool = False) -> str:
     """Finish (or roll back) the commit of a claim holder that died; the claim stays for the
     caller to remove. Raises, leaving everything in place, when it cannot be finished."""
     committer, job = claim_job(store, dead)
-    outcome = recover_job(committer, job, rollback=rollback)
+    outcome = recover_job(committer, job, rollback=rollback, vouched=CLAIM_VOUCHES)
     log.warning(
         "destination %s: %s the commit of dead %s", store.full_url(), outcome, dead.describe()
     )
     return outcome
+
+
+CLAIM_VOUCHES = "the destination's claim"  # a dead holder's claim names the job it recovers
 
 
 def _recoverer(name: str) -> Claim:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from ...errors import StoreError
@@ -130,9 +131,11 @@ class Drivers:
     def known_dead(self, job_uuid: str) -> bool:
         return bool(job_uuid) and job_uuid in self.verdicts and self.verdicts[job_uuid].dead
 
-    def remove_dead(self) -> None:
+    def remove_dead(self, keep: Collection[str] = ()) -> None:
+        """Remove the records of dead drivers, except those of the jobs in `keep` (whose commit
+        cleanup left in place: the record vouches for their intent record, `job/vouch.py`)."""
         for uuid, verdict in self.verdicts.items():
-            if verdict.dead:
+            if verdict.dead and uuid not in keep:
                 try:
                     self.store.delete(driver_path(uuid))
                 except StoreError:
