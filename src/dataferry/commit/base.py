@@ -26,7 +26,8 @@ from .protocol import (
     Leftover,
     TaskCommitMessage,
 )
-from .records.drivers import driver_crashed, end_driver
+from .records.drivers import abandon_driver, driver_crashed, end_driver
+from .records.intent import intent_path
 
 
 class Committer(CommitterHooks):
@@ -46,7 +47,10 @@ class Committer(CommitterHooks):
             driver_crashed(self.store, job.job_uuid)  # the driver died: its record stays
             raise
         except Exception:
-            end_driver(self.store, job.job_uuid)  # given up: what is left is cleanup's
+            if self.store.exists(intent_path(self.job_dir(job))):
+                abandon_driver(self.store, job.job_uuid)  # decided: its record vouches for it
+            else:
+                end_driver(self.store, job.job_uuid)  # given up: what is left is cleanup's
             raise
         end_driver(self.store, job.job_uuid)
         self.sweep_late_attempts(job)

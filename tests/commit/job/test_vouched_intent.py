@@ -15,8 +15,8 @@ import pytest
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.records.claim import CLAIM_FILE
 from dataferry.commit.records.drivers import driver_path
-from dataferry.errors import InjectedCrash
-from dataferry.store import FaultRule, Op, open_store
+from dataferry.errors import DataferryError, InjectedCrash
+from dataferry.store import FaultRule, Op, fault_layer, open_store
 from dataferry.verify import invariants as inv
 from dataferry.verify import tables
 from dataferry.verify.harness import (
@@ -122,3 +122,41 @@ def test_the_driver_record_alone_vouches_and_is_kept_while_the_commit_is_left(st
     store = quiet_store(url)
     assert inv.files_of_job(store, job_uuid, inv.visible_files(store))
     assert not store.exists(driver_path(job_uuid))
+
+
+def test_an_abort_that_cannot_finish_a_decided_commit_keeps_its_driver_record(tmp_path):
+    """A job whose decided `overwrite` fails (and whose abort cannot finish it either) leaves
+    its driver record behind, abandoned: cleanup finishes the commit at once even where the
+    claim no longer names the job (another job took it over). Broken (the record removed, as
+    for an undecided job), the real decided commit would be refused as unvouched."""
+    from dataferry import make_committer
+    from dataferry.commit.job.commit import record_job_driver
+    from dataferry.commit.records.claim import observe_record
+
+    from ..helpers import run_tasks, visible
+
+    store = open_store(str(tmp_path / "d"), faults=[])
+    first = make_committer("direct", store, mode="append")
+    job = first.new_job()
+    first.setup_job(job)
+    first.commit_job(job, run_tasks(first, job, {0: ["p=0/old"]}))
+    c = make_committer("direct", store, mode="overwrite")
+    job = record_job_driver(c, c.new_job())
+    c.setup_job(job)
+    messages = run_tasks(c, job, {0: ["p=1/new"]})
+    broken = FaultRule(action="fail", kinds=frozenset({Op.DELETE}), path_glob="p=0*", times=-1)
+    fault_layer(store).add_rule(broken)
+    with pytest.raises(DataferryError):
+        c.commit_job(job, messages)  # decided; its replace step fails, and again at once
+    with pytest.raises(DataferryError):
+        c.abort_job(job)  # the engine's abort cannot finish it either
+    fault_layer(store).armed = False
+    record = observe_record(store, driver_path(job.job_uuid))
+    assert record is not None and record.claim is not None
+    assert record.claim.state == "abandoned"
+    store.delete(CLAIM_FILE)  # the claim names the job no more
+    report = cleanup_destination(open_store(str(tmp_path / "d")), older_than_s=3600.0)
+    assert report.rolled_forward and not report.failed, report
+    data = visible(store)
+    assert data and all(p.startswith("p=1/") for p in data), data  # the overwrite, finished
+    assert not store.exists(driver_path(job.job_uuid))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...errors import StoreError
 from ...store import Store
@@ -87,6 +87,23 @@ def end_driver(store: Store, job_uuid: str) -> None:
         store.delete_if_empty(CLAIM_DIR)
     except StoreError as e:
         log.debug("removing driver record of %s: %s", job_uuid, e)
+
+
+def abandon_driver(store: Store, job_uuid: str) -> None:
+    """The driver gives up a decided commit it could not finish: its heartbeat stops and its
+    record stays, marked abandoned (dead to cleanup, which recovers the job at once), so that
+    it still vouches for the job's intent record (`job/vouch.py`). No record: nothing to do."""
+    with _lock:
+        beat = _beats.pop((store.url, job_uuid), None)
+    if beat is not None:
+        beat.end()
+    state = observe_record(store, driver_path(job_uuid))
+    if state is None or state.claim is None:
+        return
+    try:
+        store.write_bytes(driver_path(job_uuid), replace(state.claim, state="abandoned").to_bytes())
+    except StoreError as e:
+        log.debug("abandoning driver record of %s: %s", job_uuid, e)
 
 
 def driver_crashed(store: Store, job_uuid: str) -> None:
