@@ -38,8 +38,8 @@ from ..records.hold import (
     take_over,
 )
 from ..records.intent import DamagedRecord, Intent, load_intent
+from . import vouch
 from .finish import finish_commit
-from .vouch import check_vouched
 
 log = logging.getLogger("dataferry.commit")
 
@@ -96,7 +96,7 @@ def _decided(
     if intent is None or (rollback and committer.can_undo_decided):
         return None, "rolled back"
     try:
-        check_vouched(committer, job, intent, vouched)
+        vouch.check_vouched(committer, job, intent, vouched)
     except JobCommitError as e:
         log.warning("%s", e)
         raise
@@ -208,14 +208,13 @@ def recover_claim(store: Store, dead: Claim, rollback: bool = False) -> str:
     """Finish (or roll back) the commit of a claim holder that died; the claim stays for the
     caller to remove. Raises, leaving everything in place, when it cannot be finished."""
     committer, job = claim_job(store, dead)
-    outcome = recover_job(committer, job, rollback=rollback, vouched=CLAIM_VOUCHES)
+    outcome = recover_job(
+        committer, job, rollback=rollback, vouched=vouch.CLAIM
+    )  # the dead claim names the job
     log.warning(
         "destination %s: %s the commit of dead %s", store.full_url(), outcome, dead.describe()
     )
     return outcome
-
-
-CLAIM_VOUCHES = "the destination's claim"  # a dead holder's claim names the job it recovers
 
 
 def _recoverer(name: str) -> Claim:

@@ -10,8 +10,9 @@ commit is finished:
 
     the destination's claim     `_dataferry/claim.json`, taken before the plan; a dead or
                                 abandoned holder's claim stays until its commit is recovered
-    its driver record           `_dataferry/drivers/<job uuid>.json`, from job setup on (every
-                                engine); cleanup keeps it while the job's commit is left
+    its driver record           `_dataferry/drivers/<job uuid>.json`, from job setup on (the
+                                engines' jobs; a caller of the committer hooks alone has only
+                                the claim); kept by cleanup while the job's commit is left
 
 So recovery finishes a decided commit when the job's own driver asks (its abort), the claim
 being recovered names the job, or the claim or a driver record in the destination names the
@@ -29,6 +30,7 @@ from ..records.drivers import driver_path
 from ..records.intent import Intent, intent_path
 
 OWN_DRIVER = "its own driver"
+CLAIM = "the destination's claim"
 
 
 def _names(record: Claim | None, job: JobContext, committer: CommitterHooks) -> bool:
@@ -41,7 +43,7 @@ def voucher(store: Store, committer: CommitterHooks, job: JobContext) -> str:
     """What in the destination vouches that a real driver ran `job` ('' : nothing): the
     destination's claim, or the job's driver record, naming the job and its committer."""
     if _names(read_claim(store), job, committer):
-        return "the destination's claim"
+        return CLAIM
     state = observe_record(store, driver_path(job.job_uuid))
     if state is not None and _names(state.claim, job, committer):
         return "its driver record"
