@@ -208,9 +208,8 @@ def recover_claim(store: Store, dead: Claim, rollback: bool = False) -> str:
     """Finish (or roll back) the commit of a claim holder that died; the claim stays for the
     caller to remove. Raises, leaving everything in place, when it cannot be finished."""
     committer, job = claim_job(store, dead)
-    outcome = recover_job(
-        committer, job, rollback=rollback, vouched=vouch.CLAIM
-    )  # the dead claim names the job
+    # the dead claim names the job: it vouches for the job's intent record
+    outcome = recover_job(committer, job, rollback=rollback, vouched=vouch.CLAIM)
     log.warning(
         "destination %s: %s the commit of dead %s", store.full_url(), outcome, dead.describe()
     )
