@@ -65,13 +65,10 @@ def test_a_committer_without_markers_gets_only_the_forged_intent_record(stores):
     assert {s.kind for s in found} == {RECORDS_KIND}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="direct (and the rename committers): a forged intent record of mode overwrite in a "
-    "made-up job's directory is rolled forward by cleanup, whose replace step deletes what it "
-    "names (commit/job/stages.replace_existing); the table committers refuse such a record",
-)
 def test_a_forged_intent_record_deletes_nothing(stores):
+    """A made-up job's intent record of mode overwrite, listing the committed files to replace:
+    cleanup refuses it (no claim nor driver record names its job) and the next job commits.
+    Broken, `dataferry cleanup` would delete every committed file the forger listed."""
     scenario = _forgery(stores).intent()
     assert scenario.problems == []
 

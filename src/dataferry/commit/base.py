@@ -16,6 +16,7 @@ from ..store import Store
 from .job.commit import commit_job
 from .job.recovery import recover_job
 from .job.stages import visible_entries
+from .job.vouch import OWN_DRIVER
 from .lookup import committer_by_name
 from .protocol import (
     CommitPlan,
@@ -25,7 +26,8 @@ from .protocol import (
     Leftover,
     TaskCommitMessage,
 )
-from .records.drivers import driver_crashed, end_driver
+from .records.drivers import abandon_driver, driver_crashed, end_driver
+from .records.intent import intent_path
 
 
 class Committer(CommitterHooks):
@@ -40,12 +42,15 @@ class Committer(CommitterHooks):
         record is saved, finishing is the only way to leave the destination whole)."""
         try:
             with self.stats.duration("job_stage_abort"):
-                recover_job(self, job)
+                recover_job(self, job, vouched=OWN_DRIVER)  # the job's own driver asks
         except InjectedCrash:
             driver_crashed(self.store, job.job_uuid)  # the driver died: its record stays
             raise
         except Exception:
-            end_driver(self.store, job.job_uuid)  # given up: what is left is cleanup's
+            if self.store.exists(intent_path(self.job_dir(job))):
+                abandon_driver(self.store, job.job_uuid)  # decided: its record vouches for it
+            else:
+                end_driver(self.store, job.job_uuid)  # given up: what is left is cleanup's
             raise
         end_driver(self.store, job.job_uuid)
         self.sweep_late_attempts(job)

@@ -35,6 +35,7 @@ from ..records.hold import (
     remove_empty_claim_dir,
     take_over,
 )
+from ..records.intent import load_intent
 from ..registry import committer_classes
 from .giveup import give_up_entry
 from .recovery import _recoverer, claim_job, recover_claim, recovery_way
@@ -258,6 +259,8 @@ def _recover_leftovers(
     drivers: Drivers,
     give_up: Collection[str] = (),
 ) -> None:
+    kept: set[str] = set()  # jobs whose commit is left: their driver records vouch for them
+
     def recover(cls: type, left: Leftover) -> None:
         try:
             what = cls.recover_leftover(store, left, rollback=rollback)
@@ -266,12 +269,25 @@ def _recover_leftovers(
                 _give_up(store, report, left.path, str(e))
             else:
                 report.failed[left.path] = str(e)
+                kept.add(_job_of(store, left))
             return
         _record(report, left.path, what)
         report.removed.append(left.path)
 
     _each_leftover(store, report, older_than_s, drivers, act=recover)
-    drivers.remove_dead()
+    drivers.remove_dead(keep=kept)
+
+
+def _job_of(store: Store, left: Leftover) -> str:
+    """The job a leftover belongs to: named by it, or by its intent record (Hive's staging
+    directories name no job); '' when neither says."""
+    if left.job_uuid:
+        return left.job_uuid
+    try:
+        intent = load_intent(store, left.path)
+    except (CommitError, StoreError):
+        return ""
+    return intent.job_uuid if intent is not None else ""
 
 
 def _each_leftover(

@@ -39,6 +39,7 @@ from ..records.hold import (
     take_over,
 )
 from ..records.intent import DamagedRecord, Intent, load_intent
+from . import vouch
 from .finish import finish_commit
 
 log = logging.getLogger("dataferry.commit")
@@ -69,11 +70,12 @@ def acquire_for_job(committer: CommitterHooks, job: JobContext, wait_s: float) -
 
 
 def _decided(
-    committer: CommitterHooks, job: JobContext, rollback: bool
+    committer: CommitterHooks, job: JobContext, rollback: bool, vouched: str = ""
 ) -> tuple[Intent | None, str]:
     """The job's intent record if recovery finishes it (None: recovery settles the job by its
     committer's rollback) and the way it goes ('rolled forward' or 'rolled back'). A damaged
-    record is settled from the destination when it can say whether the commit is in it."""
+    record is settled from the destination when it can say whether the commit is in it. A
+    record no real driver vouches for (`vouch.py`) raises JobCommitError: never finished."""
     try:
         intent = load_intent(committer.store, committer.job_dir(job), plan_type_of(committer))
     except DamagedRecord as e:
@@ -94,21 +96,34 @@ def _decided(
         intent = None  # another job's (v1 jobs share one attempt directory): not ours to touch
     if intent is None or (rollback and committer.can_undo_decided):
         return None, "rolled back"
+    try:
+        vouch.check_vouched(committer, job, intent, vouched)
+    except JobCommitError as e:
+        log.warning("%s", e)
+        raise
     return intent, "rolled forward"
 
 
-def recovery_way(committer: CommitterHooks, job: JobContext, rollback: bool = False) -> str:
+def recovery_way(
+    committer: CommitterHooks, job: JobContext, rollback: bool = False, vouched: str = ""
+) -> str:
     """What `recover_job` would do, changing nothing: 'rolled forward' or 'rolled back' (what
-    `dataferry cleanup --dry-run` says). Raises DamagedRecord as recovery would."""
-    return _decided(committer, job, rollback)[1]
+    `dataferry cleanup --dry-run` says). Raises DamagedRecord (and refuses a record nothing
+    vouches for) as recovery would."""
+    return _decided(committer, job, rollback, vouched)[1]
 
 
-def recover_job(committer: CommitterHooks, job: JobContext, rollback: bool = False) -> str:
+def recover_job(
+    committer: CommitterHooks, job: JobContext, rollback: bool = False, vouched: str = ""
+) -> str:
     """Finish a job's interrupted commit from its intent record ('rolled forward'), or undo the
     job when it has none ('rolled back'). Raises, leaving everything in place, when a decided
-    commit cannot be finished. A damaged record whose commit the destination holds (a
-    table's log) is settled by the rollback, which keeps what is committed ('rolled forward')."""
-    intent, way = _decided(committer, job, rollback)
+    commit cannot be finished, or when nothing vouches that a real driver decided it (`vouched`:
+    what the caller knows vouches for it, e.g. the dead claim it recovers; else the
+    destination's claim or the job's driver record must name the job, `vouch.py`). A damaged
+    record whose commit the destination holds (a table's log) is settled by the rollback,
+    which keeps what is committed ('rolled forward')."""
+    intent, way = _decided(committer, job, rollback, vouched)
     where = committer.store.full_url(committer.job_dir(job))
     if intent is not None:
         log.warning("job %s: rolling forward its decided commit from %s", job.job_id, where)
@@ -196,7 +211,8 @@ def recover_claim(store: Store, dead: Claim, rollback: bool = False) -> str:
     cleanup's would. Raises, leaving everything in place (the driver record too: it vouches
     for the decided commit), when it cannot be finished."""
     committer, job = claim_job(store, dead)
-    outcome = recover_job(committer, job, rollback=rollback)
+    # the dead claim names the job: it vouches for the job's intent record
+    outcome = recover_job(committer, job, rollback=rollback, vouched=vouch.CLAIM)
     remove_dead_driver(store, dead.job_uuid, Judge(store, MIN_CLAIM_TIMEOUT_S))
     log.warning(
         "destination %s: %s the commit of dead %s", store.full_url(), outcome, dead.describe()

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 
 from ...errors import StoreError
 from ...store import Store
@@ -88,6 +89,23 @@ def end_driver(store: Store, job_uuid: str) -> None:
         log.debug("removing driver record of %s: %s", job_uuid, e)
 
 
+def abandon_driver(store: Store, job_uuid: str) -> None:
+    """The driver gives up a decided commit it could not finish: its heartbeat stops and its
+    record stays, marked abandoned (dead to cleanup, which recovers the job at once), so that
+    it still vouches for the job's intent record (`job/vouch.py`). No record: nothing to do."""
+    with _lock:
+        beat = _beats.pop((store.url, job_uuid), None)
+    if beat is not None:
+        beat.end()
+    state = observe_record(store, driver_path(job_uuid))
+    if state is None or state.claim is None:
+        return
+    try:
+        store.write_bytes(driver_path(job_uuid), replace(state.claim, state="abandoned").to_bytes())
+    except StoreError as e:
+        log.debug("abandoning driver record of %s: %s", job_uuid, e)
+
+
 def driver_crashed(store: Store, job_uuid: str) -> None:
     """The driver died at an injected crash: its record stays, and counts as dead."""
     with _lock:
@@ -130,9 +148,11 @@ class Drivers:
     def known_dead(self, job_uuid: str) -> bool:
         return bool(job_uuid) and job_uuid in self.verdicts and self.verdicts[job_uuid].dead
 
-    def remove_dead(self) -> None:
+    def remove_dead(self, keep: Collection[str] = ()) -> None:
+        """Remove the records of dead drivers, except those of the jobs in `keep` (whose commit
+        cleanup left in place: the record vouches for their intent record, `job/vouch.py`)."""
         for uuid, verdict in self.verdicts.items():
-            if verdict.dead:
+            if verdict.dead and uuid not in keep:
                 try:
                     self.store.delete(driver_path(uuid))
                 except StoreError:
