@@ -45,6 +45,13 @@ for the visible files, a committed table version for `_SUCCESS`; and they add:
 - no_orphan_files: after a job and after any recovery, every data file in the table's storage
   (outside hidden directories) is referenced by a version of the table (the current one, or
   an earlier one the format keeps for time travel).
+
+Table committers and `direct` write the type zoo (`zoo_files.py`: every column pandas 2/3,
+numpy and polars produce, with the edge cases), and add:
+
+- same_values: every row a reader reads back holds the values its attempt wrote, column by
+  column, as the format's type policy keeps them (a unit, a zone, a kind of value changed, a
+  column left out, a null or NaN lost is a violation, not only a missing or extra row).
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ from typing import TYPE_CHECKING
 
 from ..commit.protocol.inflight import published_name
 from ..store import Store, paths
-from .reference import FILES_PER_TASK, JOB_PARTITIONS, TASKS, parse_file
+from .reference import FILES_PER_TASK, JOB_PARTITIONS, TASKS, ParsedFile, parse_file
 
 if TYPE_CHECKING:
     from .tables import TableView
@@ -75,6 +82,7 @@ NAMED = "named_error"
 NO_LOSS = "no_data_loss"
 LIVE = "live_holder_kept"
 NO_ORPHANS = "no_orphan_files"
+SAME_VALUES = "same_values"
 CORE = (NO_FALSE_SUCCESS, EXCLUSIVE, COMPLETE, NOTHING_VISIBLE, NO_LEFTOVERS)
 ALL = (
     *CORE,
@@ -88,6 +96,7 @@ ALL = (
     NAMED,
     NO_LOSS,
     NO_ORPHANS,
+    SAME_VALUES,
 )
 
 SUCCESS = "_SUCCESS"
@@ -139,7 +148,7 @@ def check_output(store: Store) -> list[str]:
     for path in visible_files(store):
         parsed = parse_file(path, read(store, path))
         if parsed is None or parsed.job_uuid is None:
-            problems.append(f"{EXCLUSIVE}: unexpected or corrupt file {path}")
+            problems.append(_unexpected(path, parsed))
             continue
         if published_name(path) != path:  # a glob reader misses it, a listing reads it
             problems.append(f"{EXCLUSIVE}: {path} is visible under its in-flight name")
@@ -151,6 +160,14 @@ def check_output(store: Store) -> list[str]:
         if not attempts or not any(len(f) == FILES_PER_TASK for f in attempts.values()):
             problems.append(f"{COMPLETE}: task {task} output incomplete: {dict(attempts)}")
     return problems
+
+
+def _unexpected(path: str, parsed: ParsedFile | None) -> str:
+    """The problem of a visible file no attempt wrote: its values differ from the attempt's
+    (`same_values`, saying how), or it is another file altogether."""
+    if parsed is not None and parsed.wrong:
+        return f"{SAME_VALUES}: {path} does not read back as written: {parsed.wrong}"
+    return f"{EXCLUSIVE}: unexpected or corrupt file {path}"
 
 
 def check_success(store: Store, job_reported_committed: bool) -> list[str]:
@@ -275,7 +292,7 @@ def check_jobs(store: Store, expected: Collection[str], ignore: Collection[str] 
             continue
         parsed = parse_file(path, read(store, path))
         if parsed is None or parsed.job_uuid is None:
-            problems.append(f"{EXCLUSIVE}: unexpected or corrupt file {path}")
+            problems.append(_unexpected(path, parsed))
             continue
         groups[parsed.job_uuid][parsed.task][parsed.attempt].add(parsed.file)
     for job in sorted(set(groups) - set(expected)):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ..commit.protocol.inflight import published_name
 from ..engine.attempt import TaskOutput
@@ -25,6 +26,7 @@ from .job_files import file_bytes as file_bytes
 from .job_files import file_path as file_path
 from .job_files import job_tag as job_tag
 from .tables import write_table_file, writes_tables
+from .zoo_files import VALUES_DIFFER, parse_zoo_file, zoo_file_bytes
 
 TASKS = 4
 FILES_PER_TASK = 3
@@ -39,6 +41,21 @@ _NAME = re.compile(
 )
 
 
+def writes_zoo_files(committer: Any) -> bool:
+    """Whether the reference job writes the type zoo as Parquet for a files committer: the
+    direct committer's (and its variants'), whose files users read as a Parquet data set."""
+    from ..commit.direct.committer import DirectCommitter
+
+    return isinstance(committer, DirectCommitter)
+
+
+def reference_bytes(committer: Any, task: int, file: int, attempt: int, job_uuid: str) -> bytes:
+    """A files committer's reference file: the zoo in Parquet, or the text lines."""
+    if writes_zoo_files(committer):
+        return zoo_file_bytes(task, file, attempt, job_uuid)
+    return file_bytes(task, file, attempt, job_uuid)
+
+
 def reference_work(task: int, out: TaskOutput) -> None:
     if writes_tables(out.committer):
         for f in range(FILES_PER_TASK):
@@ -47,7 +64,7 @@ def reference_work(task: int, out: TaskOutput) -> None:
     for f in range(FILES_PER_TASK):
         out.write(
             file_path(task, f, out.attempt_number),
-            file_bytes(task, f, out.attempt_number, out.job_uuid),
+            reference_bytes(out.committer, task, f, out.attempt_number, out.job_uuid),
         )
 
 
@@ -63,7 +80,7 @@ def unique_work(
     for f in files if files is not None else range(FILES_PER_TASK):
         out.write(
             file_path(task, f, out.attempt_number, job_tag(out.job_uuid), partitions),
-            file_bytes(task, f, out.attempt_number, out.job_uuid),
+            reference_bytes(out.committer, task, f, out.attempt_number, out.job_uuid),
         )
 
 
@@ -88,6 +105,7 @@ class ParsedFile:
     attempt: int
     job_uuid: str | None  # None: the bytes are not what any attempt writes
     tag: str | None = None  # the job tag in a unique name (None: a name without one)
+    wrong: str = ""  # how the rows' values differ from what the attempt wrote ('' if not)
 
 
 def parse_file(path: str, data: bytes) -> ParsedFile | None:
@@ -102,11 +120,21 @@ def parse_file(path: str, data: bytes) -> ParsedFile | None:
         return None
     if task >= TASKS or file >= FILES_PER_TASK:
         return None
-    job = None
-    first = data.split(b"\n", 1)[0].decode(errors="replace")
-    jm = re.match(r"^task=\d+ file=\d+ attempt=\d+ job=(\S+)$", first)
-    if jm and data == file_bytes(task, file, attempt, jm.group(1)):
-        job = jm.group(1)
-        if tag is not None and job_tag(job) != tag:
-            job = None  # another job's bytes under this job's name
-    return ParsedFile(task, file, attempt, job, tag)
+    job, wrong = None, ""
+    zoo = parse_zoo_file(data)
+    if zoo is not None:  # a zoo file (direct's): whole, of this attempt, its values checked
+        if (zoo.task, zoo.file, zoo.attempt) == (task, file, attempt):
+            job, wrong = (None, zoo.wrong) if zoo.wrong else (zoo.job_uuid, "")
+    else:
+        first = data.split(b"\n", 1)[0].decode(errors="replace")
+        jm = re.match(r"^task=\d+ file=\d+ attempt=\d+ job=(\S+)$", first)
+        if jm and data == file_bytes(task, file, attempt, jm.group(1)):
+            job = jm.group(1)
+        elif jm:  # a table view's file whose rows are there but whose values differ
+            said = [
+                x for x in data.decode(errors="replace").splitlines() if x.startswith(VALUES_DIFFER)
+            ]
+            wrong = said[0][len(VALUES_DIFFER) :] if said else ""
+    if job is not None and tag is not None and job_tag(job) != tag:
+        job = None  # another job's bytes under this job's name
+    return ParsedFile(task, file, attempt, job, tag, wrong)

@@ -24,14 +24,18 @@ registry row and its two hooks.
 
 from __future__ import annotations
 
+import functools
 import io
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from ..store import Store, paths
 from .job_files import file_bytes, job_tag
+from .zoo_files import IDENTITY, VALUES_DIFFER, differences, reference_rows
 
 PARTITION_COLUMN = "part"
 _ACTIVE: tuple[str, dict[str, Any]] | None = None
@@ -74,24 +78,25 @@ def table_file_name(task: int, file: int, attempt: int, tag: str, partitions: in
 
 
 def table_file_bytes(
-    task: int, file: int, attempt: int, job_uuid: str, partition: str, keep_partition: bool
+    task: int,
+    file: int,
+    attempt: int,
+    job_uuid: str,
+    partition: str,
+    keep_partition: bool,
+    convert: Callable[[pa.Table], pa.Table] | None = None,
 ) -> bytes:
-    """A small Parquet file: one row per line of the reference file (1 + file of them)."""
-    import pyarrow as pa
+    """A small Parquet file: one row per line of the reference file (1 + file of them), each
+    with the type zoo's columns (`zoo_files.reference_rows`); `convert`: the committer's own
+    conversion of a file's rows to the format's types (`file_columns`), as a user's write
+    through `write_dataset` has it."""
     import pyarrow.parquet as pq
 
-    n = 1 + file
-    columns: dict[str, Any] = {
-        "job": pa.array([job_uuid] * n, pa.string()),
-        "task": pa.array([task] * n, pa.int32()),
-        "file": pa.array([file] * n, pa.int32()),
-        "attempt": pa.array([attempt] * n, pa.int32()),
-        "line": pa.array(list(range(n)), pa.int32()),
-    }
-    if keep_partition:
-        columns[PARTITION_COLUMN] = pa.array([partition] * n, pa.string())
+    rows = reference_rows(task, file, attempt, job_uuid, partition if keep_partition else None)
+    if convert is not None:
+        rows = convert(rows)
     buf = io.BytesIO()
-    pq.write_table(pa.table(columns), buf)
+    pq.write_table(rows, buf)
     return buf.getvalue()
 
 
@@ -100,7 +105,6 @@ def parse_table_file(data: bytes) -> tuple[int, int, int, str] | None:
     they are one, whole: 1 + file rows, its lines in order; None for anything else."""
     if not data.startswith(b"PAR1"):
         return None
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
@@ -121,19 +125,23 @@ def parse_table_file(data: bytes) -> tuple[int, int, int, str] | None:
 def write_table_file(
     out: Any, task: int, file: int, tag: str, partitions: int, committer: Any
 ) -> None:
-    """Write one reference file of a table job through the committer (`out.write`)."""
+    """Write one reference file of a table job through the committer (`out.write`), its rows
+    converted by the committer's `file_columns` (the format's type policy, Hudi's meta
+    columns) as the dataset writer converts a user's rows."""
     attempt = out.attempt_number
+    name = table_file_name(task, file, attempt, tag, partitions)
+    keep = bool(getattr(committer, "keeps_partition_columns", False))
+    schema = reference_rows(task, file, attempt, out.job_uuid, "p0" if keep else None).schema
+    extra = committer.file_columns(out.ctx, name, schema)
+    convert = None if extra is None else functools.partial(_first_rows, extra.prepend)
     out.write(
-        table_file_name(task, file, attempt, tag, partitions),
-        table_file_bytes(
-            task,
-            file,
-            attempt,
-            out.job_uuid,
-            f"p{file % partitions}",
-            bool(getattr(committer, "keeps_partition_columns", False)),
-        ),
+        name,
+        table_file_bytes(task, file, attempt, out.job_uuid, f"p{file % partitions}", keep, convert),
     )
+
+
+def _first_rows(prepend: Callable[[pa.Table, int], pa.Table], rows: pa.Table) -> pa.Table:
+    return prepend(rows, 0)
 
 
 # --- the reader's view of a destination ----------------------------------------------------
@@ -190,19 +198,23 @@ def read_view(store: Store, committer: str, options: dict[str, Any]) -> TableVie
     if rows is None:
         return out
     out.exists = True
-    groups: dict[tuple, list[int]] = defaultdict(list)
-    for r in rows.select(["job", PARTITION_COLUMN, "task", "file", "attempt", "line"]).to_pylist():
+    groups: dict[tuple, list[tuple[int, int]]] = defaultdict(list)  # (line, row) of each file
+    for i, r in enumerate(rows.select([PARTITION_COLUMN, *IDENTITY]).to_pylist()):
         key = (r[PARTITION_COLUMN], r["job"], r["task"], r["file"], r["attempt"])
-        groups[key].append(r["line"])
+        groups[key].append((r["line"], i))
     made = getattr(reader, "commits_of_job", None)  # optional hook: a job's versions
     for job in sorted({k[1] for k in groups}) if callable(made) else ():
         n = made(job)
         if n > 1:
             out.files[f"<job {job}'s transaction made {n} table versions>"] = b""
-    for (part, job, task, file, attempt), lines in groups.items():
+    for (part, job, task, file, attempt), found in groups.items():
         path = f"{PARTITION_COLUMN}={part}/t{task}-f{file}-a{attempt}-j{job_tag(job)}.dat"
+        lines = [line for line, _ in found]
         if sorted(lines) == list(range(file + 1)):
             data = file_bytes(task, file, attempt, job)
+            wrong = differences(rows.take([i for _, i in sorted(found)]), task, file)
+            if wrong:  # every row there, but not the values the attempt wrote
+                data += f"{VALUES_DIFFER}{wrong}\n".encode()
         else:  # not what any attempt wrote: duplicated or missing rows
             data = f"task={task} file={file} attempt={attempt} job={job} lines={sorted(lines)}\n"
             data = data.encode()
