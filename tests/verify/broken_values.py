@@ -26,7 +26,7 @@ from dataferry.commit.protocol.hooks import FileColumns
 from dataferry.commit.registry import KNOWN, CommitterSpec
 from dataferry.commit.table.delta import DeltaCommitter, DeltaConfig
 from dataferry.commit.table.hudi import HudiCommitter
-from dataferry.commit.table.hudi_config import HudiConfig
+from dataferry.commit.table.hudi.config import HudiConfig
 from dataferry.commit.table.iceberg import IcebergCommitter, IcebergConfig
 
 PRELOAD = f"{__name__}:register"
