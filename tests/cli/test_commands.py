@@ -326,3 +326,18 @@ except ValueError:
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr == "" and done.stdout == ""
+
+
+def test_python_dash_m_dataferry_is_the_command():
+    """`python -m dataferry --version` runs the command line (the way to reach it from a
+    virtualenv whose scripts directory is not on PATH)."""
+    import subprocess
+    import sys
+
+    import dataferry
+
+    out = subprocess.run(
+        [sys.executable, "-m", "dataferry", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith(dataferry.__version__)

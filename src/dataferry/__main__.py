@@ -1,0 +1,5 @@
+"""`python -m dataferry`: the `dataferry` command, as the installed script runs it."""
+
+from .cli import main
+
+main()
