@@ -16,6 +16,7 @@ import dataferry
 import dataferry.daft
 import dataferry.dask
 import dataferry.ray
+from dataferry.dataset import docstrings as D
 from dataferry.dataset import params as P
 from dataferry.dataset.options import ENTRY_POINTS
 from dataferry.dataset.tables import write_deltalake
@@ -92,8 +93,8 @@ def test_no_face_documents_a_shared_parameter_by_hand(face):
 
 def documented(doc: str) -> list[str]:
     """The names a docstring's Parameters section documents, in its order."""
-    entries = P.parameter_entries(P.sections(doc)[1].get("Parameters", []))
-    return [n for e in entries for n in P.entry_names(e)]
+    entries = D.parameter_entries(D.sections(doc)[1].get("Parameters", []))
+    return [n for e in entries for n in D.entry_names(e)]
 
 
 @pytest.mark.parametrize("face", sorted(FACES))
@@ -107,8 +108,8 @@ def test_help_shows_every_parameter(face):
         assert declared.render() in doc, (face, name)
     wanted = [n for n in parameters(face) if n != "self"]
     names = documented(doc)
-    entries = P.parameter_entries(P.sections(doc)[1]["Parameters"])
-    order = [P.entry_names(e)[0] for e in entries]  # an entry may name several: its first
+    entries = D.parameter_entries(D.sections(doc)[1]["Parameters"])
+    order = [D.entry_names(e)[0] for e in entries]  # an entry may name several: its first
     order = [n for n in order if n in wanted]
     assert order == sorted(order, key=wanted.index), face
     hand = P.HAND_DOCS[face]
@@ -159,8 +160,8 @@ def test_drift_is_caught(monkeypatch):
 
 
 def test_a_shared_parameter_documented_by_hand_is_found():
-    hand = P.sections("A face.\n\nParameters\n----------\nmode\n    Its own words.\n")[1]
-    names = [n for e in P.parameter_entries(hand["Parameters"]) for n in P.entry_names(e)]
+    hand = D.sections("A face.\n\nParameters\n----------\nmode\n    Its own words.\n")[1]
+    names = [n for e in D.parameter_entries(hand["Parameters"]) for n in D.entry_names(e)]
     assert names == ["mode"]
     assert "mode" in P.params_of("write_dataset")
 
@@ -168,7 +169,7 @@ def test_a_shared_parameter_documented_by_hand_is_found():
 def test_docs_are_added_where_the_hand_left_off():
     """The shared entries go between the face's own, in the signature's order, before the
     face's other sections (Returns stays last)."""
-    doc = P.add_parameters(
+    doc = D.add_parameters(
         "Write.\n\nParameters\n----------\ndata\n    Rows.\nengine\n    Where.\n\n"
         "Returns\n-------\nint\n    Rows.\n",
         [P.params_of("write_dataset")["dest"].render()],

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .docstrings import add_parameters, indent
+
 T = TypeVar("T")
 
 REQUIRED = inspect.Parameter.empty  # the default of a parameter without one
@@ -73,7 +75,7 @@ class Param:
         head = f"**{self.name}" if self.var_keyword else f"{self.name} : {self.type}"
         if self.default is not REQUIRED and not self.var_keyword:
             head += f", default {self.default!r}"
-        return head + "\n" + _indent(self.doc)
+        return head + "\n" + indent(self.doc)
 
 
 def _p(
@@ -440,91 +442,6 @@ def write_params(face: str) -> Callable[[T], T]:
         return obj
 
     return decorate
-
-
-_HEADERS = ("Parameters", "Returns", "Yields", "Raises", "Attributes", "Notes", "Examples")
-
-
-def sections(doc: str) -> tuple[list[str], dict[str, list[str]], list[str]]:
-    """A cleaned numpydoc docstring as (the lines before its first section, each section's
-    lines by header, the headers in order)."""
-    lines = doc.splitlines()
-    body: dict[str, list[str]] = {}
-    order: list[str] = []
-    head: list[str] = []
-    current = head
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if line in _HEADERS and nxt and set(nxt) == {"-"}:
-            order.append(line)
-            current = body[line] = []
-            i += 2
-            continue
-        current.append(line)
-        i += 1
-    return head, body, order
-
-
-def parameter_entries(lines: list[str]) -> list[list[str]]:
-    """The entries of a Parameters section: each starts with an unindented line."""
-    entries: list[list[str]] = []
-    for line in lines:
-        if line and not line[0].isspace():
-            entries.append([line])
-        elif entries:
-            entries[-1].append(line)
-    return [_trimmed(e) for e in entries]
-
-
-def entry_names(entry: list[str]) -> list[str]:
-    """The parameter names an entry documents (``a, b : int`` -> a, b; ``**kw`` -> kw)."""
-    names = entry[0].split(" : ")[0]
-    return [n.strip().lstrip("*") for n in names.split(",") if n.strip()]
-
-
-def add_parameters(hand: str, shared: list[str], order: list[str]) -> str:
-    """`hand` with the `shared` entries merged into its Parameters section (made before its
-    first other section when it has none), all in the signature's `order`."""
-    if not shared:
-        return hand
-    head, body, headers = sections(hand)
-    own = [e for e in parameter_entries(body.get("Parameters", [])) if e]
-
-    def position(entry: list[str]) -> int:
-        first = entry_names(entry)[:1]
-        return order.index(first[0]) if first and first[0] in order else len(order)
-
-    merged = sorted(own + [s.splitlines() for s in shared], key=position)
-    body["Parameters"] = [line for e in merged for line in e]
-    if "Parameters" not in headers:
-        headers.insert(0, "Parameters")
-    out = _trimmed(head)
-    for h in headers:
-        out += ["", h, "-" * len(h), *_trimmed(body[h])]
-    return "\n".join(out).strip() + "\n"
-
-
-def _trimmed(lines: list[str]) -> list[str]:
-    while lines and not lines[-1].strip():
-        lines = lines[:-1]
-    while lines and not lines[0].strip():
-        lines = lines[1:]
-    return lines
-
-
-def _indent(text: str, width: int = 84) -> str:
-    import textwrap
-
-    return textwrap.fill(
-        text,
-        width,
-        initial_indent="    ",
-        subsequent_indent="    ",
-        break_on_hyphens=False,
-        break_long_words=False,
-    )
 
 
 __all__ = ["FACES", "PARAMS", "Param", "params_of", "write_params"]
