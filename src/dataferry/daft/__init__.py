@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..dataset.params import write_params
 from ..dataset.tables import delta_write, run_delta_write
 from ..dataset.write import WriteResult
 from ..errors import ConfigError
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     import daft
 
 
+@write_params("daft.write_dataset")
 def write_dataset(
     df: daft.DataFrame,
     dest: str | os.PathLike[str] | Store,
@@ -42,13 +44,20 @@ def write_dataset(
     Each Daft write call (a stream of micropartitions on a worker) is one task attempt; the
     job commits once every call is done, from the results Daft kept, so a retried or lost
     call is never counted twice. A failure anywhere aborts the job: nothing of it stays
-    visible. ``partition_by``, ``format``, ``committer`` (a name or ``auto``; tables:
-    ``delta``, ``iceberg``, ``hudi``), ``mode`` (``error``, ``append``, ``overwrite``,
-    ``overwrite-partitions``) and ``storage_options`` as in `dataferry.write_dataset`;
-    ``**options``: the rest of `CommitSink`'s (``committer_options``, sizes, writer options,
-    ``filesystem``, ...).
+    visible.
 
-    Returns the WriteResult (destination, committer, rows, files, bytes, partitions, run).
+    Parameters
+    ----------
+    df
+        The Daft DataFrame.
+    **options
+        The rest of `CommitSink`'s (``committer_options``, sizes, writer options,
+        ``filesystem``, ...).
+
+    Returns
+    -------
+    WriteResult
+        The destination, the committer, rows, files, bytes, partitions and the job's run.
     """
     frame_type = require("daft", "dataferry.daft").DataFrame
     if not isinstance(df, frame_type):
@@ -72,6 +81,7 @@ def write_dataset(
     return sink.result
 
 
+@write_params("daft.write_deltalake")
 def write_deltalake(
     df: daft.DataFrame,
     table_or_uri: Any,
@@ -92,8 +102,16 @@ def write_deltalake(
 ) -> WriteResult | None:
     """Write a Daft DataFrame into a Delta table with `deltalake.write_deltalake`'s
     arguments (see `dataferry.write_deltalake`): each write call's files in place, one Delta
-    transaction at the end. ``**options``: the write's sizes and writer options. Returns the
-    WriteResult, or None when ``mode="ignore"`` found the table."""
+    transaction at the end. Returns the WriteResult, or None when ``mode="ignore"`` found
+    the table.
+
+    Parameters
+    ----------
+    df
+        The Daft DataFrame.
+    **options
+        The write's sizes and writer options, as in `write_dataset`.
+    """
     require("daft", "dataferry.daft")
     spec = delta_write(
         table_or_uri,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..commit.job.session import Job, open_job
 from ..dataset.formats import check_writer
 from ..dataset.options import WriteOptions, translate
+from ..dataset.params import write_params
 from ..dataset.write import (
     WriteResult,
     committer_write_options,
@@ -63,6 +64,7 @@ RESULT_COLUMNS = (
 )
 
 
+@write_params("daft.CommitSink")
 class CommitSink(_Base):
     """A Daft DataSink writing a partitioned data set (or a Delta, Iceberg or Hudi table)
     through a dataferry committer: ``df.write_sink(sink)``. The output appears when
@@ -70,37 +72,10 @@ class CommitSink(_Base):
 
     Parameters
     ----------
-    dest
-        A path or URL (``s3://``, ``gs://``, ``abfs://``, ``memory://``, ``file://``), a path
-        inside ``filesystem``, or an open dataferry Store. The workers must reach it.
-    partition_by
-        Columns to partition by, as Hive directories ``col=value/`` (``partition_cols``,
-        Daft's name, is accepted too).
-    format
-        ``parquet`` (default), ``csv`` or ``json`` (newline-delimited).
-    committer
-        The commit protocol (``v1``, ``manifest``, ``magic``, ``directory``,
-        ``partitioned``, ``hive``, ``direct``; a table: ``delta``, ``iceberg``, ``hudi``,
-        see docs/tables.md), or ``auto`` to choose from the store.
-    mode
-        ``error`` (default: refuse a non-empty destination), ``append``, ``overwrite`` or
-        ``overwrite-partitions``; pyarrow's ``existing_data_behavior`` names are taken too.
     schema
         The frame's schema (``df.schema()``, or a pyarrow one), checked on the driver
         against the partition columns and a table's schema before any task runs. None: the
         tasks' rows tell (a table then takes its schema from the files).
-    filesystem, storage_options
-        An fsspec or pyarrow file system to write through, or the file system's options.
-    committer_options, format_options, **writer_options
-        The committer's options (`dataferry.make_committer`) and the format writer's
-        (Parquet: pyarrow's ParquetWriter keywords, e.g. ``compression="zstd"``).
-    max_rows_per_file, min_rows_per_group, max_rows_per_group, max_open_files,
-    basename_template, target_file_size
-        How files are cut and named, per write call, as in `dataferry.write_dataset`.
-    allow_unsafe_rename
-        Let a rename-based committer run on a store whose rename is not atomic.
-    before_job_commit
-        A call with the job's session just before its commit (tests, progress).
 
     Attributes
     ----------
@@ -133,7 +108,7 @@ class CommitSink(_Base):
         schema_mode: str | None = None,
         partitioning: Sequence[str] | None = None,
         partition_cols: Sequence[str] | None = None,
-        before_job_commit: Callable[[Job], None] | None = None,
+        before_job_commit: Callable[[Any], None] | None = None,
         **writer_options: Any,
     ) -> None:
         arguments = dict(locals())  # the call, as given: translated in one place

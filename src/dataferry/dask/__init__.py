@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..dataset.options import WriteOptions, translate
+from ..dataset.params import write_params
 from ..dataset.tables import write_deltalake_frame
 from ..dataset.write import WriteResult
 from ..engine.attempt import TaskOutput
@@ -59,6 +60,7 @@ except ImportError as _missing:  # distributed is not installed
         raise MissingDependency("distributed", "dataferry.dask.remove_shuffles", _shuffle_error)
 
 
+@write_params("dask.to_parquet")
 def to_parquet(
     df: dd.DataFrame,
     path: str | os.PathLike[str],
@@ -89,8 +91,9 @@ def to_parquet(
     computation, commit) on any Dask scheduler; ``compute=False`` returns a Delayed that
     touches nothing, not even the job's setup, until it is computed (once).
 
-    Dask's arguments keep Dask's meaning (each is translated onto dataferry's write options
-    by its row in `dataferry.dataset.options.ENTRY_POINTS`), except:
+    Dask's arguments (``df``, ``path``, ``compression``, ``partition_on``, ``compute``,
+    ``compute_kwargs``, ...) keep Dask's meaning (each is translated onto dataferry's write
+    options by its row in `dataferry.dataset.options.ENTRY_POINTS`), except:
 
     - without ``overwrite`` or ``append``, a destination that holds data is refused
       (DestinationError); ``overwrite=True`` replaces the old data only at the job's commit.
@@ -98,12 +101,9 @@ def to_parquet(
     - ``schema="infer"`` samples ``object`` columns from the first partitions, as Dask does.
     - ``name_function``, ``custom_metadata`` and ``write_metadata_file=True`` are refused
       (use ``basename_template="data-{i}.parquet"``); ``ignore_divisions`` has no effect;
-      ``engine`` must be pyarrow's; ``filesystem`` is "fsspec", "arrow" or a file system.
+      ``engine`` must be pyarrow's; ``filesystem`` also takes Dask's "fsspec" and "arrow".
     - ``**kwargs``: pyarrow ParquetWriter options, ``row_group_size``, and the file sizes of
       `dataferry.write_dataset` (``max_rows_per_file``, ``target_file_size``, ...).
-
-    Also ``committer`` (a name, or "auto": chosen from the store), ``committer_options`` (see
-    `dataferry.make_committer`) and ``allow_unsafe_rename``.
 
     Returns the WriteResult (``compute=False``: a Delayed computing to it). Options unknown or
     at odds raise ConfigError before anything runs; a failed computation aborts the job.
@@ -121,6 +121,7 @@ def to_parquet(
     )
 
 
+@write_params("dask.write_dataset")
 def write_dataset(
     ddf: dd.DataFrame,
     dest: str | os.PathLike[str] | Store,
@@ -166,37 +167,6 @@ def write_dataset(
     ----------
     ddf
         The Dask DataFrame.
-    dest
-        A path or URL (``s3://``, ``gs://``, ``abfs://``, ``file://``, ...), a path inside
-        ``filesystem``, or an open dataferry Store. The workers must reach it.
-    partition_by
-        Columns to partition by, as Hive directories ``col=value/`` (``partitioning`` is
-        accepted as another name for it).
-    format
-        ``parquet`` (default), ``csv`` or ``json`` (newline-delimited).
-    committer
-        The commit protocol, or ``auto`` to choose from the store.
-    mode
-        ``error`` (default: refuse a non-empty destination), ``append``, ``overwrite``
-        (everything visible) or ``overwrite-partitions`` (each partition the job writes
-        into, the others kept); with ``committer="hive"``, ``overwrite`` replaces the
-        partitions written and ``overwrite-table`` the table.
-    existing_data_behavior
-        pyarrow's name for the mode: ``error``, ``overwrite_or_ignore`` (append) or
-        ``delete_matching`` (overwrite-partitions, as pyarrow: the partitions written).
-    filesystem
-        An fsspec ``AbstractFileSystem`` or a ``pyarrow.fs.FileSystem`` to write through.
-    storage_options
-        Options of the file system, as fsspec and Dask take them.
-    format_options
-        Options of the format's writer (Parquet: pyarrow's ParquetWriter keywords); also
-        accepted as keywords (``compression="zstd"``, ``row_group_size=...``).
-    max_rows_per_file, min_rows_per_group, max_rows_per_group, max_open_files
-        As in ``pyarrow.dataset.write_dataset``, per task.
-    basename_template
-        File names, with ``{i}`` replaced by a number unique in the job.
-    target_file_size
-        Bytes after which a file is closed and a new one begun (default 128 MiB).
     write_index
         As in `to_parquet`: True writes the index as a column, False drops it, None writes
         it unless it is an unnamed integer index.
@@ -204,21 +174,8 @@ def write_dataset(
         As in `to_parquet`: ``"infer"``, None, a ``pyarrow.Schema`` or a dict of types.
     client
         The distributed Client (default: the current one).
-    committer_options
-        Options of the committer (see ``dataferry.make_committer``).
-    allow_unsafe_rename
-        Let a rename-based committer run on a store whose rename is not atomic.
-    max_attempts
-        Attempts per task before the job fails (Spark's ``spark.task.maxFailures``).
-    speculation
-        Launch duplicates of slow tasks (``spark.speculation``).
     window
         Partitions computed ahead and held at once (default: twice the workers).
-    on_event, before_job_commit
-        Hooks for progress and tests: ``on_event(event, task, attempt)``, and a call with
-        the job just before its commit.
-    **writer_options
-        The format writer's options as keywords.
 
     Returns
     -------
@@ -240,6 +197,7 @@ def write_dataset(
     )
 
 
+@write_params("dask.write_deltalake")
 def write_deltalake(
     ddf: dd.DataFrame,
     table_or_uri: Any,
@@ -257,12 +215,14 @@ def write_deltalake(
     committer_options: dict[str, Any] | None = None,
     **options: Any,
 ) -> WriteResult | None:
-    """Write a Dask DataFrame into a Delta table with `deltalake.write_deltalake`'s arguments
-    (see `dataferry.write_deltalake`), as one Dask graph on any scheduler (that of
-    `to_parquet`): each partition's files written where it is computed, one Delta
+    """Write a Dask DataFrame ``ddf`` into a Delta table with `deltalake.write_deltalake`'s
+    arguments (see `dataferry.write_deltalake`), as one Dask graph on any scheduler (that
+    of `to_parquet`): each partition's files written where it is computed, one Delta
     transaction when the last is written. ``write_index``, ``schema`` and
     ``compute_kwargs`` as in `to_parquet`; ``**options``: the write's sizes and writer
-    options. Returns the WriteResult, or None when ``mode="ignore"`` found the table."""
+    options, and deltalake's ``predicate``, ``writer_properties``, ``commit_properties`` and
+    ``post_commithook_properties``. Returns the WriteResult, or None when ``mode="ignore"``
+    found the table."""
     _require("dask.dataframe")
     return write_deltalake_frame(
         ddf,

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError, DestinationError
 from .delta_args import commit_options, post_commit_options, writer_options
+from .params import write_params
 
 R = TypeVar("R")
 
@@ -219,16 +220,17 @@ def run_delta_write(spec: DeltaWrite, write: Callable[..., R]) -> R | None:
         raise
 
 
+@write_params("write_deltalake")
 def write_deltalake(
     table_or_uri: Any,
     data: Any,
     *,
     partition_by: str | Sequence[str] | None = None,
     mode: str = "error",
-    storage_options: Mapping[str, str] | None = None,
+    storage_options: dict[str, str] | None = None,
     name: str | None = None,
     description: str | None = None,
-    configuration: Mapping[str, str | None] | None = None,
+    configuration: dict[str, str | None] | None = None,
     schema_mode: str | None = None,
     predicate: str | None = None,
     writer_properties: Any = None,
@@ -244,35 +246,9 @@ def write_deltalake(
 
     Parameters
     ----------
-    table_or_uri
-        A path or URL (local or ``s3://``), or a ``deltalake.DeltaTable``.
     data
         What `dataferry.write_dataset` takes: a pyarrow Table, RecordBatchReader or
         dataset, a pandas or polars DataFrame, an Arrow stream, ...
-    partition_by
-        The table's partition columns when the job creates it; None takes an existing
-        table's (as deltalake), others must be the table's (or replace them with
-        ``schema_mode="overwrite"``).
-    mode
-        ``"error"`` (default: refuse a table that exists), ``"append"``, ``"overwrite"``
-        (one transaction removing every live file, adding the job's), ``"ignore"`` (write
-        nothing if the table exists).
-    predicate
-        With ``mode="overwrite"``: replace only the rows it selects (deltalake's replace
-        where), a conjunction of ``col = literal`` / ``col IN (...)`` on partition columns;
-        every row written must match it.
-    writer_properties, commit_properties, post_commithook_properties
-        deltalake's objects: the Parquet writer's options; custom metadata kept in the
-        commit's ``commitInfo``, ``max_commit_retries``, application transactions kept beside
-        the job's own; the post-commit hooks (checkpoints, log cleanup).
-    storage_options
-        deltalake's (object_store's) options, for an ``s3://`` table also given to
-        dataferry's store in s3fs's names.
-    name, description, configuration
-        The table's metadata when the job creates it.
-    schema_mode
-        None (refuse data whose schema differs from the table's), ``"merge"`` (add new
-        columns) or ``"overwrite"`` (with ``mode="overwrite"``: replace the schema).
     engine
         The engine of `dataferry.write_dataset` (None: the embedded engine on threads).
     **options

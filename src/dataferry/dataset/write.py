@@ -32,6 +32,7 @@ from .existing import check_existing, writes_schema_file
 from .formats import check_writer
 from .inputs import Source, as_source, input_options
 from .options import WriteOptions, WriteRequest, in_callers_words, translate
+from .params import write_params
 from .partition import gather_pieces, name_limits
 from .sizing import plan_tasks
 from .stream import StreamFeeder
@@ -60,6 +61,7 @@ class WriteResult:
         return self.run.job_commit_s
 
 
+@write_params("write_dataset")
 def write_dataset(
     data: Any,
     dest: str | os.PathLike[str] | Store,
@@ -106,54 +108,11 @@ def write_dataset(
         once, written as they arrive, in at most ``max_memory`` bytes. Data without rows
         writes one file holding its schema (as ``pandas.DataFrame.to_parquet`` does), so
         readers find its columns.
-    dest
-        A path or URL (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``, ``memory://``,
-        ``file://``), a path inside ``filesystem``, or an open dataferry Store.
-    partition_by
-        Columns to partition by, as Hive directories ``col=value/`` (pyarrow's
-        ``partitioning`` is accepted as another name for it).
-    format
-        ``parquet`` (default), ``csv`` or ``json`` (newline-delimited).
-    committer
-        The commit protocol (``v1``, ``v2``, ``manifest``, ``magic``, ``directory``,
-        ``partitioned``, ``hive``, ``direct``; a table: ``delta``, ``iceberg``, ``hudi``, see
-        docs/tables.md), or ``auto`` to choose from the store.
-    mode
-        ``error`` (default: refuse a non-empty destination), ``append``, ``overwrite``
-        (everything visible) or ``overwrite-partitions`` (each partition the job writes
-        into, the others kept); with ``committer="hive"``, ``overwrite`` replaces the
-        partitions written and ``overwrite-table`` the table.
-    existing_data_behavior
-        pyarrow's name for the mode: ``error``, ``overwrite_or_ignore`` (append) or
-        ``delete_matching`` (overwrite-partitions, as pyarrow: the partitions written).
-    filesystem
-        An fsspec ``AbstractFileSystem`` or a ``pyarrow.fs.FileSystem`` to write through.
-    storage_options
-        Options of the file system, as fsspec and Dask take them (for ``s3://``: ``key``,
-        ``secret``, ``endpoint_url``, ``client_kwargs``, ...).
-    format_options
-        Options of the format's writer (Parquet: pyarrow's ParquetWriter keywords). They
-        may also be given as keywords: ``compression="zstd"``, ``row_group_size=...``.
-    max_rows_per_file, min_rows_per_group, max_rows_per_group, max_open_files
-        As in ``pyarrow.dataset.write_dataset``.
-    basename_template
-        File names, with ``{i}`` replaced by a number unique in the job (default: Spark's
-        ``part-<task>-<job uuid>.c<NNN>.<ext>``, unique across jobs too).
-    target_file_size
-        Bytes after which a file is closed and a new one begun (default 128 MiB), and the
-        size in-memory data is planned for.
-    max_memory
-        Bytes of a streamed input held in memory at once (default 256 MiB); retries read
-        the rows again from the local spill.
     tasks
         Cut in-memory data into exactly this many tasks instead of planning by size.
     engine
         The engine that runs the tasks: None for the embedded engine on threads (the data
         is already in this process), a LocalEngine or its LocalEngineConfig.
-    committer_options
-        Options of the committer (see ``dataferry.make_committer``).
-    allow_unsafe_rename
-        Let a rename-based committer run on a store whose rename is not atomic.
     schema
         The Arrow schema the data is converted to (pandas, dicts: as
         ``pyarrow.Table.from_pandas`` and ``pyarrow.table`` take it) or cast to (Arrow data,
@@ -164,19 +123,6 @@ def write_dataset(
         other indexes as columns, True writes every index as columns, False none. (A
         RangeIndex other than 0, 1, 2, ... is written as a column when partitioning
         reorders the rows, so each row keeps its label.)
-    schema_mode
-        For a write that keeps a plain data set's files (``append``,
-        ``overwrite-partitions``): None (default) refuses data whose partition columns,
-        columns or column types differ from the data set's, naming the column; ``"merge"``
-        also takes new and missing columns (types must still match). With a table's
-        committer, the committer's own ``schema_mode`` (Delta: deltalake's).
-    on_event, before_job_commit
-        Hooks for progress and tests: ``on_event(event, task, attempt)``, and a call with
-        the job just before its commit.
-    progress
-        A bar of the tasks committed, on stderr while the write runs, drawn only when stderr
-        is a terminal (never in a pipe, a log or a notebook's captured output); False: none;
-        a ``rich.console.Console``: on that console, when it is a terminal.
 
     Returns
     -------

@@ -22,6 +22,7 @@ from ..commit.job.session import Job, open_job
 from ..commit.protocol import JobContext
 from ..dataset.formats import check_writer
 from ..dataset.options import WriteOptions, translate
+from ..dataset.params import write_params
 from ..dataset.tables import delta_table_exists, delta_write, resolved
 from ..dataset.task import TaskWriter
 from ..dataset.write import WriteResult, committer_write_options, prepare_write
@@ -52,6 +53,7 @@ else:
         _Base = object
 
 
+@write_params("ray.CommitDatasink")
 class CommitDatasink(_Base):
     """A Ray Data datasink that writes a partitioned data set through a dataferry committer.
 
@@ -64,49 +66,12 @@ class CommitDatasink(_Base):
     ----------
     path
         A path or URL (``s3://``, ``gs://``, ``abfs://``, ``memory://``, ``file://``), or a
-        path inside ``filesystem``.
-    partition_cols
-        Columns to partition by, as Hive directories ``col=value/`` (Ray's name;
-        ``partition_by`` is accepted as another name for it).
-    format
-        ``parquet`` (default), ``csv`` or ``json`` (newline-delimited).
-    committer
-        The commit protocol (``v1``, ``v2``, ``manifest``, ``magic``, ``directory``,
-        ``partitioned``, ``hive``, ``direct``; a table: ``delta``, ``iceberg``, ``hudi``, see
-        docs/tables.md), or ``auto`` to choose from the store.
-    mode
-        ``error`` (default: refuse a non-empty destination), ``append``, ``overwrite``
-        (everything visible) or ``overwrite-partitions`` (each partition the job writes
-        into, the others kept); with ``committer="hive"``, ``overwrite`` replaces the
-        partitions written and ``overwrite-table`` the table.
-    filesystem
-        An fsspec ``AbstractFileSystem`` or a ``pyarrow.fs.FileSystem`` to write through. It
-        is pickled into every write task.
-    storage_options
-        Options of the file system, as fsspec takes them (for ``s3://``: ``key``,
-        ``secret``, ``endpoint_url``, ...).
+        path inside ``filesystem`` (Ray's name for dataferry's ``dest``); the workers must
+        reach it.
     min_rows_per_write
         Ray Data buffers input blocks until a write call has at least this many rows (the
         last call may have fewer): fewer, larger write tasks, so fewer files. None lets Ray
         choose (one write call per input bundle).
-    committer_options
-        Options of the committer (see ``dataferry.make_committer``).
-    format_options
-        Options of the format's writer (Parquet: pyarrow's ParquetWriter keywords). They
-        may also be given as keywords: ``compression="zstd"``, ``row_group_size=...``.
-    max_rows_per_file, min_rows_per_group, max_rows_per_group, max_open_files
-        As in ``pyarrow.dataset.write_dataset``, per write task.
-    basename_template
-        File names, with ``{i}`` replaced by a number unique in the job (default: Spark's
-        ``part-<task>-<job uuid>.c<NNN>.<ext>``, unique across jobs too).
-    target_file_size
-        Bytes after which a file is closed and a new one begun (default 128 MiB).
-    allow_unsafe_rename
-        Let a rename-based committer run on a store whose rename is not atomic.
-    partition_by
-        Another name for ``partition_cols`` (dataferry's); give one of them.
-    **writer_options
-        Writer options given as keywords (see ``format_options``).
 
     Attributes
     ----------
@@ -128,7 +93,7 @@ class CommitDatasink(_Base):
         partition_cols: Sequence[str] | None = None,
         format: str = "parquet",
         committer: str = "auto",
-        mode: str = "error",
+        mode: str | None = None,
         filesystem: Any = None,
         storage_options: dict[str, Any] | None = None,
         min_rows_per_write: int | None = None,
@@ -289,17 +254,23 @@ class CommitDatasink(_Base):
         )
 
 
+@write_params("ray.DeltaDatasink")
 class DeltaDatasink(CommitDatasink):
     """A Ray Data datasink that writes a Delta table with deltalake's arguments (as
     `dataferry.write_deltalake`), through the ``delta`` committer: each write task's files in
     place, one Delta transaction when the last task is done, nothing of a failed write left.
 
-    ``mode``: ``"error"`` (default), ``"append"``, ``"overwrite"`` or ``"ignore"`` (write
-    nothing if the table exists). ``table_uri``: a path, an ``s3://`` URL or a
-    ``deltalake.DeltaTable``; ``storage_options``: deltalake's. ``partition_cols`` (Ray's
-    name) or ``partition_by``; ``predicate``, ``writer_properties``, ``commit_properties``
-    and ``post_commithook_properties`` as deltalake's; ``min_rows_per_write`` and
-    ``**writer_options`` as in `CommitDatasink`. ``result`` is None after an ignored write.
+    ``result`` is None after an ignored write.
+
+    Parameters
+    ----------
+    table_uri
+        A path or URL (local or ``s3://``), or a ``deltalake.DeltaTable`` (deltalake's
+        ``table_or_uri``).
+    partition_cols
+        Ray's name for ``partition_by``; give one of them.
+    min_rows_per_write, **writer_options
+        As in `CommitDatasink`.
     """
 
     def __init__(
@@ -315,7 +286,7 @@ class DeltaDatasink(CommitDatasink):
         schema_mode: str | None = None,
         min_rows_per_write: int | None = None,
         committer_options: dict[str, Any] | None = None,
-        partition_by: Sequence[str] | None = None,
+        partition_by: str | Sequence[str] | None = None,
         predicate: str | None = None,
         writer_properties: Any = None,
         commit_properties: Any = None,
