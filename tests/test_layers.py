@@ -19,7 +19,7 @@ import pytest
 # it, never from one above. Each entry is a module or package of `dataferry` (a package covers
 # everything in it); "" is the package itself (`dataferry/__init__.py`, the public surface).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("cli", ("cli",)),  # the face: parse, call the library, render
+    ("cli", ("cli", "__main__")),  # the face: parse, call the library, render
     ("bench", ("bench", "demo")),  # benchmarks, the report, the demo
     ("verify", ("verify",)),  # the crash-point harness, the store probe
     ("testing", ("testing",)),  # the S3-protocol test server

@@ -19,6 +19,8 @@ import pickle
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -369,6 +371,37 @@ def test_a_failed_write_is_aborted_and_leaves_nothing(tmp_path, committer):
     ):
         bad.write_sink(sink)
     assert all_files(out) == []
+
+
+def test_an_abort_waits_for_the_calls_still_writing_and_refuses_new_ones(tmp_path):
+    """Daft raises as soon as one call fails while other calls of the process still write:
+    an abort that did not wait for them would roll the job back and then let them leave their
+    files in place (direct writes in place: plain readers would see them)."""
+    t = table()
+    out = tmp_path / "out"
+    sink = CommitSink(out, partition_by=["day"], committer="direct", schema=t.schema)
+    sink.start()
+    written, release = threading.Event(), threading.Event()
+
+    def hold(attempt, step):  # the call has written its files and is about to commit
+        if step == "written":
+            written.set()
+            release.wait(30)
+
+    writer = threading.Thread(target=call, args=(sink, [pieces(t)[0]], hold))
+    writer.start()
+    assert written.wait(30)
+    aborter = threading.Thread(target=sink.abort)
+    aborter.start()
+    time.sleep(0.3)
+    assert aborter.is_alive(), "the abort must wait for the call still writing"
+    release.set()
+    writer.join(30)
+    aborter.join(30)
+    assert all_files(out) == []
+    with pytest.raises(EngineError, match="aborted"):  # a call arriving after the abort
+        call(sink, [pieces(t)[1]])
+    assert visible_files(out) == []
 
 
 def test_a_sink_reused_after_a_failed_write_aborts_the_job_it_left_open(tmp_path):

@@ -41,6 +41,7 @@ from ..errors import ConfigError, DestinationError, EngineError
 from ..extras import MissingDependency
 from ..stats import IOStatistics
 from ..store import Store
+from .in_flight import IN_FLIGHT
 from .task import TaskDone, TaskPlan, arrow_tables, check_columns, store_token, write_task
 
 if TYPE_CHECKING:
@@ -169,7 +170,8 @@ class CommitSink(_Base):
 
         if self.plan is None:
             raise EngineError("CommitSink.write before start(): use df.write_sink(sink)")
-        done = write_task(self.plan, arrow_tables(micropartitions), die=self._die)
+        with IN_FLIGHT.call(self.plan.job.context.job_uuid):
+            done = write_task(self.plan, arrow_tables(micropartitions), die=self._die)
         yield DaftWriteResult(
             result=done, bytes_written=done.result["bytes"], rows_written=done.result["rows"]
         )
@@ -209,6 +211,11 @@ class CommitSink(_Base):
         job, self.job = self.job, None
         if job is None:
             return
+        # Daft raises as soon as one call fails, while this process's other calls may still
+        # be writing: let them finish (and refuse new ones) before the abort rolls the job
+        # back, so none leaves a file behind it. Calls in other processes (Ray's runner) that
+        # outlive the abort are a dead attempt's leftovers, which cleanup removes.
+        IN_FLIGHT.close(job.context.job_uuid)
         try:
             job.abort(quiet=True)
         finally:
