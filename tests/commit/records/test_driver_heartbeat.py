@@ -8,6 +8,7 @@ import time
 
 from dataferry.commit.records.claim import CLAIM_DIR, Claim
 from dataferry.commit.records.drivers import driver_path, end_driver, record_driver
+from dataferry.errors import NotFound
 from dataferry.store import FaultRule, Op, fault_layer, open_store
 
 
@@ -34,3 +35,30 @@ def test_end_driver_waits_for_a_renewal_in_flight(tmp_path):
     time.sleep(0.5)  # a heartbeat still running would have written by now
     assert not store.exists(driver_path(record.job_uuid))
     assert not store.exists(CLAIM_DIR), [f.path for f in store.walk(CLAIM_DIR)]
+
+
+def test_a_driver_record_is_written_though_another_job_empties_the_directory_meanwhile(tmp_path):
+    """Another job ending at the same moment removes the emptied drivers directory between
+    this write's directory creation and its file (the store answers NotFound): the record is
+    written again, and the job starts; before, the job failed with that NotFound (seen with
+    concurrent appenders into one table)."""
+    store = open_store(str(tmp_path / "dest"), faults=[])
+    raced = []
+
+    def directory_removed_meanwhile(i, op, path):
+        if not raced:
+            raced.append(path)
+            raise NotFound(f"write {path}: No such file or directory")
+
+    fault_layer(store).add_rule(
+        FaultRule(
+            action="callback",
+            kinds=frozenset({Op.WRITE}),
+            path_glob=f"{CLAIM_DIR}/drivers/*",
+            callback=directory_removed_meanwhile,
+        )
+    )
+    record = Claim(job_id="job_2", job_uuid="u-2", committer="manifest", mode="append", lease_s=60)
+    record_driver(store, record)
+    assert raced and store.exists(driver_path(record.job_uuid))
+    end_driver(store, record.job_uuid)
