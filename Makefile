@@ -27,7 +27,7 @@ lint: $(STAMP_TEST)
 	$(BIN)/ruff format --check src tests
 
 test: lint
-	$(BIN)/python -m pytest -q --durations=30  # the slowest 30, so growth shows in CI
+	$(BIN)/python -m pytest -q -n 2 --durations=30  # two workers; the slowest 30, so growth shows in CI
 
 format: $(STAMP_TEST)
 	$(BIN)/ruff format src tests

@@ -17,6 +17,17 @@ CONTRACT_LOCATIONS = {
 STORE_KINDS = [*CONTRACT_LOCATIONS, "faulty-local", "sub-local"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def multiprocessing_temp_dir_in_the_system_temp():
+    """multiprocessing makes its own temporary directory (its forkserver's socket lives there)
+    once per process, under `tempfile.gettempdir()` at that moment. Tests that point
+    `tempfile.tempdir` into their tmp_path would otherwise fix it there for the rest of the
+    process, and under pytest-xdist that path is too long for a Unix socket."""
+    from multiprocessing import util
+
+    util.get_temp_dir()
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """A real S3-protocol server (moto, in its own process) on a free loopback port, with the
