@@ -16,6 +16,7 @@ from dataferry.commit.records.intent import INTENT_FILE, DamagedRecord, load_int
 from dataferry.commit.registry import KNOWN
 from dataferry.errors import CommitError, InjectedCrash
 from dataferry.store import FaultRule, Op, fault_layer, open_store
+from tests.commit.plan_damage import drop_field, set_field
 
 from ..helpers import run_job, run_tasks, visible
 
@@ -32,47 +33,30 @@ OLD_KEYS = {
 }
 
 
-def _set(keys, value):
-    def damage(payload):
-        *path, last = keys
-        for k in path:
-            payload = payload[k]
-        payload[last] = value
-
-    return damage
-
-
-def _drop(keys):
-    def damage(payload):
-        *path, last = keys
-        for k in path:
-            payload = payload[k]
-        del payload[last]
-
-    return damage
-
-
 # committer -> (damage, the field the error names), a wrong type and a missing field each
 DAMAGES = {
     "manifest": [
-        (_set(["files"], "3"), "payload.files"),
-        (_drop(["entries"]), "payload.entries"),
+        (set_field(["files"], "3"), "payload.files"),
+        (drop_field(["entries"]), "payload.entries"),
     ],
     "v1": [
-        (_set(["moves", 0, 2], "yes"), "payload.moves[0][2]"),
-        (_drop(["filenames"]), "payload.filenames"),
+        (set_field(["moves", 0, 2], "yes"), "payload.moves[0][2]"),
+        (drop_field(["filenames"]), "payload.filenames"),
     ],
     "magic": [
-        (_set(["uploads", 0, 3], "12"), "payload.uploads[0][3]"),
-        (_drop(["attempts"]), "payload.attempts"),
+        (set_field(["uploads", 0, 3], "12"), "payload.uploads[0][3]"),
+        (drop_field(["attempts"]), "payload.attempts"),
     ],
     "hive": [
-        (_set(["journal", "steps", 0, "directory"], "yes"), "payload.journal.steps[0].directory"),
-        (_drop(["journal", "mode"]), "payload.journal.mode"),
+        (
+            set_field(["journal", "steps", 0, "directory"], "yes"),
+            "payload.journal.steps[0].directory",
+        ),
+        (drop_field(["journal", "mode"]), "payload.journal.mode"),
     ],
     "direct": [
-        (_set(["marked"], 2.0), "payload.marked"),
-        (_drop(["stray"]), "payload.stray"),
+        (set_field(["marked"], 2.0), "payload.marked"),
+        (drop_field(["stray"]), "payload.stray"),
     ],
 }
 CASES = [(name, i) for name in COMMITTERS for i in range(2)]

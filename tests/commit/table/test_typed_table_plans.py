@@ -20,6 +20,7 @@ from dataferry.commit.records.intent import INTENT_FILE, DamagedRecord, load_int
 from dataferry.commit.table.registry import FORMATS as TABLE_FORMATS
 from dataferry.errors import InjectedCrash, JobCommitError
 from dataferry.store import FaultRule, Op, open_store
+from tests.commit.plan_damage import drop_field, set_field
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
@@ -34,39 +35,19 @@ OLD_TABLE_KEYS = {
 }
 
 
-def _set(keys, value):
-    def damage(payload):
-        *path, last = keys
-        for k in path:
-            payload = payload[k]
-        payload[last] = value
-
-    return damage
-
-
-def _drop(keys):
-    def damage(payload):
-        *path, last = keys
-        for k in path:
-            payload = payload[k]
-        del payload[last]
-
-    return damage
-
-
 # format -> (damage, the field the error names): a wrong type and a missing field each
 DAMAGES = {
     "delta": [
-        (_set(["table", "created"], "yes"), "payload.table.created"),
-        (_drop(["table", "app_id"]), "payload.table.app_id"),
+        (set_field(["table", "created"], "yes"), "payload.table.created"),
+        (drop_field(["table", "app_id"]), "payload.table.app_id"),
     ],
     "iceberg": [
-        (_set(["table", "where", "identifier"], 7), "payload.table.where.identifier"),
-        (_drop(["facts", 0, "rows"]), "payload.facts[0].rows"),
+        (set_field(["table", "where", "identifier"], 7), "payload.table.where.identifier"),
+        (drop_field(["facts", 0, "rows"]), "payload.facts[0].rows"),
     ],
     "hudi": [
-        (_set(["facts", 0, "size"], "12"), "payload.facts[0].size"),
-        (_drop(["table", "instant"]), "payload.table.instant"),
+        (set_field(["facts", 0, "size"], "12"), "payload.facts[0].size"),
+        (drop_field(["table", "instant"]), "payload.table.instant"),
     ],
 }
 CASES = [(name, i) for name in FORMATS for i in range(2)]
