@@ -8,6 +8,7 @@ STAMP_TEST := $(VENV)/.installed-test
 .PHONY: demo test lint format clean servers jars
 NPM_STAMP := .cache/npm/.installed
 JARS_STAMP := .cache/jars/.fetched
+SPARK_STAMP := .cache/spark/.installed
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +37,13 @@ $(JARS_STAMP): deps/maven.txt deps/fetch_jars.py | $(BIN)/python
 
 jars: $(JARS_STAMP)
 
-servers: $(STAMP_TEST) $(NPM_STAMP) $(JARS_STAMP)
+# Spark 3.5's pyspark for the table interop tests, beside the venv's pyspark 4 (tests/servers/spark.py)
+$(SPARK_STAMP): deps/spark-python.txt | $(BIN)/python
+	rm -rf .cache/spark/python
+	$(BIN)/pip install --quiet --no-deps --target .cache/spark/python -r deps/spark-python.txt
+	touch $@
+
+servers: $(STAMP_TEST) $(NPM_STAMP) $(JARS_STAMP) $(SPARK_STAMP)
 
 demo: $(STAMP_BASE)
 	$(BIN)/dataferry demo
