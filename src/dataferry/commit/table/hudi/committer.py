@@ -88,6 +88,7 @@ from .timeline import (
     next_instant,
     operation_of_mode,
     parse_base_file_name,
+    partition_metadata,
     pending_suffixes,
     properties_bytes,
     timeline_file,
@@ -321,6 +322,7 @@ class HudiFormat(HudiTableState, TableFormat):
                     f"{intent.mode} (another commit landed); nothing was committed"
                 )
             self.create_table(plan.partition_by, schema)
+            self.save_partition_metadata(ctx.store, facts, instant)
             extra = {JOB_UUID_KEY: job.job_uuid, "dataferry.job-id": str(job.job_id)}
             if schema is not None:
                 extra["schema"] = json.dumps(avro_schema(schema, self.table_name()))
@@ -340,6 +342,14 @@ class HudiFormat(HudiTableState, TableFormat):
             return {"instant": None, "table_version": None}  # nothing to commit, nor a schema
         result, _ = commit_exactly_once(ctx, what, landed, commit, lambda e: False, 0, label=path)
         return result
+
+    @staticmethod
+    def save_partition_metadata(store: Store, facts: Sequence[FileFacts], instant: str) -> None:
+        """Each partition's `.hoodie_partition_metadata`, where it has none yet, before the
+        instant completes (as Hudi's write handles do): without it Java Hudi sees no rows."""
+        for part in sorted({f.path.rpartition("/")[0] for f in facts}):
+            path, data = partition_metadata(part, instant)
+            store.create_if_absent(path, data)
 
     # --- rollback ------------------------------------------------------------------------------
 

@@ -121,10 +121,21 @@ class HudiTableState:
 
     def check_timeline(self) -> None:
         """Read the table's properties and every completed instant's metadata: damage is
-        refused (named) before a job writes, never built upon."""
-        self.properties()
+        refused (named) before a job writes, never built upon; so is a table with a
+        metadata table, which dataferry does not keep."""
+        props = self.properties()
         for _ in self.completed_metadata():
             pass
+        indexed = props.get("hoodie.table.metadata.partitions", "")
+        if indexed:
+            url = self.store.full_url()
+            raise DestinationError(
+                f"Hudi table {url} has a metadata table (hoodie.table.metadata.partitions="
+                f"{indexed}), which lists its files for Hudi's readers and which dataferry does "
+                "not update: Spark would not see dataferry's rows. Nothing was written. Turn it "
+                "off on the table first (a Hudi write or `hudi-cli` with "
+                "hoodie.metadata.enable=false removes it), then write again"
+            )
 
     def completed_of(self, instant: str) -> dict[str, Any] | None:
         """The completed instant's metadata, a `commit` or a `replacecommit` (None: not

@@ -23,6 +23,7 @@ from .plan import SliceFacts
 HOODIE = ".hoodie"
 TEMP = f"{HOODIE}/.temp"
 PROPERTIES = f"{HOODIE}/hoodie.properties"
+PARTITION_METADATA = ".hoodie_partition_metadata"  # in every partition: what Java Hudi lists
 JOB_RECORD = "dataferry-job.json"  # in `.hoodie/.temp/<instant>/`: which job the instant is
 JOB_UUID_KEY = "dataferry.job-uuid"
 COMPLETED_ACTIONS = ("commit", "replacecommit")
@@ -207,6 +208,20 @@ def properties_bytes(
     props["hoodie.table.checksum"] = str(checksum(database, table_name))
     lines = ["#Properties saved by dataferry", *(f"{k}={_escape(v)}" for k, v in props.items())]
     return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def partition_metadata(partition: str, instant: str) -> tuple[str, bytes]:
+    """The `.hoodie_partition_metadata` of `partition` ("" : the table's root, a table without
+    partitions) and its text, as Java Hudi's `HoodiePartitionMetadata` saves it (a properties
+    file: the instant that made the partition and its depth). Java Hudi finds a table's
+    partitions by this file (without the metadata table): a partition without it is never
+    read."""
+    partition = partition.strip("/")
+    depth = len(partition.split("/")) if partition else 0
+    when = parse_instant(instant).strftime("%a %b %d %H:%M:%S UTC %Y")
+    text = f"#partition metadata\n#{when}\ncommitTime={instant}\npartitionDepth={depth}\n"
+    path = f"{partition}/{PARTITION_METADATA}" if partition else PARTITION_METADATA
+    return path, text.encode("utf-8")
 
 
 def parse_properties(data: bytes) -> dict[str, str]:
