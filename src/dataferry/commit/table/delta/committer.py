@@ -199,6 +199,9 @@ class DeltaFormat(TableFormat):
             for c in parts:
                 value = partition_value_of(a, c)
                 t = t.append_column(c, pa.array([value] * t.num_rows, schema.field(c).type))
+            for c in schema.names:  # a file from before a schema evolution lacks the new columns
+                if c not in t.column_names:
+                    t = t.append_column(c, pa.nulls(t.num_rows, schema.field(c).type))
             pieces.append(t.select(schema.names).cast(schema))
         return pa.concat_tables(pieces) if pieces else schema.empty_table()
 
