@@ -125,6 +125,17 @@ def is_conflict(error: BaseException) -> bool:
     return isinstance(error, CommitFailedException | TableAlreadyExistsError)
 
 
+def fresh_connections(catalog: Any) -> None:
+    """Close a SQL catalog's pooled connections, so the next question reads what the database
+    holds: a connection whose COMMIT failed (SQLite's "database is locked", while another
+    process reads the catalog) keeps its uncommitted update and would read it back, taking a
+    lost commit for a landed one."""
+    engine = getattr(catalog, "engine", None)
+    dispose = getattr(engine, "dispose", None)
+    if callable(dispose):
+        dispose()
+
+
 def norm_location(uri: str) -> str:
     return re.sub(r"^file:(//)?", "", uri).rstrip("/")
 

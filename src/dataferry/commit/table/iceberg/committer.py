@@ -56,6 +56,7 @@ from .catalog import (
     check_catalog,
     check_location,
     current_id,
+    fresh_connections,
     io_properties,
     is_conflict,
     job_snapshot,
@@ -371,6 +372,8 @@ class IcebergFormat(TableFormat):
         self.footers(job)  # the plan's footers, or none (a recovered job's are read here)
 
         def landed() -> dict[str, Any] | None:
+            for known in (*self._catalogs.values(), self.config.catalog):
+                fresh_connections(known)  # never our own uncommitted update
             tbl = self.table(where)
             snapshot = job_snapshot(tbl, job.job_uuid) if tbl is not None else None
             return None if snapshot is None else {"snapshot_id": snapshot.snapshot_id}
