@@ -129,6 +129,7 @@ def spark_conf(workdir: Path) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
+        "spark.sql.adaptive.enabled": "false",  # tiny queries; the scan's metrics on the plan
         "spark.default.parallelism": "2",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.warehouse.dir": str(workdir / "spark-warehouse"),
@@ -139,8 +140,18 @@ def spark_conf(workdir: Path) -> dict[str, str]:
         f"{catalog}.type": "jdbc",
         f"{catalog}.uri": f"jdbc:sqlite:{workdir / 'catalog.db'}",
         f"{catalog}.jdbc.schema-version": "V1",
+        f"{catalog}.cache-enabled": "false",  # dataferry commits between Spark's reads
+        # the pool's connections keep SQLite's read lock, which makes pyiceberg's commits fail
+        # with "database is locked"; in WAL mode readers do not block a writer
+        f"{catalog}.jdbc.journal_mode": "WAL",
         f"{catalog}.warehouse": (workdir / "warehouse").as_uri(),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={workdir}",
+        # tiny tables on a loaded machine: the JVM's quick compiler, no generated code to
+        # compile per query, Delta's log replay in two partitions (not fifty)
+        "spark.driver.extraJavaOptions": " ".join(
+            ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", f"-Dderby.system.home={workdir}")
+        ),
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.databricks.delta.snapshotPartitions": "2",
     }
 
 

@@ -4,7 +4,7 @@ the whole run, driven by requests on stdin, one JSON object a line:
 
     {"code": "<python>", "vars": {...}, "out": "<path>"}
 
-The code runs with `spark` and the vars in scope and may set `result`: a DataFrame is written
+The code runs with `spark` (a new session of the one SparkContext) and the vars in scope and may set `result`: a DataFrame is written
 to `out` as an Arrow IPC file (its rows, collected through Arrow); anything else JSON-able is
 sent back as it is. Each request gets one JSON line on the reply stream: {"ok": true,
 "arrow": path} or {"ok": true, "value": ...} or {"ok": false, "error": traceback}. The JVM's
@@ -49,7 +49,10 @@ def main() -> None:
 
     for line in sys.stdin:
         request = json.loads(line)
-        scope = {"spark": spark, **request.get("vars", {})}
+        # a new session a request: Iceberg's JDBC catalog instance keeps its SQLite
+        # connection's view of the catalog from its first read, blind to later commits by
+        # other processes (dataferry's); a new session has new catalog instances
+        scope = {"spark": spark.newSession(), **request.get("vars", {})}
         try:
             exec(request["code"], scope)
             result = scope.get("result")
