@@ -166,3 +166,69 @@ def test_dataferry_refuses_a_hudi_table_with_a_metadata_table(spark, tmp_path):
             committer_options={"record_key": ["id"], "precombine_field": "v"},
         )
     assert_same(spark.read("hudi", dest), first, "hudi table left as Spark wrote it")
+
+
+def test_hudis_writer_and_table_services_run_on_a_dataferry_table(spark, tmp_path):
+    """dataferry commits twice (a killed job between, rolled back by `dataferry cleanup`);
+    Spark's Hudi writer then upserts three times with cleaning and timeline archiving set to
+    run at once; dataferry appends again. Broken (a timeline, properties or partition layout
+    Java Hudi cannot work with), Spark's write fails in its table services, or a reader
+    afterwards loses or duplicates rows."""
+    from dataferry.commit.job.cleanup import cleanup_destination
+    from dataferry.commit.lookup import committer_by_name
+    from dataferry.errors import InjectedCrash
+    from dataferry.store import FaultRule, open_store
+
+    dest = tmp_path / "dataferry_hudi"
+    options = {"record_key": ["id"], "precombine_field": "v"}
+
+    def rows(start: int) -> pa.Table:
+        ids = list(range(start, start + 4))
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "part": [f"p{i % 2}" for i in ids],
+                "v": [float(i) for i in ids],
+            }
+        )
+
+    def write(data: pa.Table, store: Any = None) -> None:
+        dataferry.write_dataset(
+            data, store or str(dest), committer="hudi", mode="append", partition_by=["part"],
+            committer_options=options, progress=False,
+        )  # fmt: skip
+
+    write(rows(0))
+    rule = FaultRule(action="crash", when="before", path_glob="*_commit_intent.json")
+    with pytest.raises(InjectedCrash):
+        write(rows(10), open_store(str(dest), faults=[rule]))
+    assert not cleanup_destination(open_store(str(dest)), older_than_s=0).failed
+    write(rows(20))
+    services = {
+        **HUDI_OPTIONS,
+        "hoodie.table.name": "dataferry_hudi",
+        "hoodie.metadata.enable": "false",
+        "hoodie.clean.automatic": "true",
+        "hoodie.cleaner.commits.retained": "1",
+        "hoodie.archive.automatic": "true",
+        "hoodie.keep.min.commits": "2",
+        "hoodie.keep.max.commits": "3",
+    }
+    code = """
+for i, key in enumerate((1, 101, 201)):
+    df = spark.createDataFrame([(key, 'p1', 50.0 + i)], 'id long, part string, v double')
+    df.write.format('hudi').options(**options).mode('append').save(path)
+"""
+    spark.run(code, options=services, path=str(dest))
+    hoodie = dest / ".hoodie"
+    assert list(hoodie.glob("*.clean")), "Hudi's cleaner did not run"
+    assert any((hoodie / "archived").iterdir()), "Hudi did not archive the timeline"
+    write(rows(30))
+    want = {i: float(i) for i in (0, 2, 3, 20, 21, 22, 23, 30, 31, 32, 33)}
+    want.update({1: 50.0, 101: 51.0, 201: 52.0})
+    for reader, got in (
+        ("Spark", spark.read("hudi", dest)),
+        ("dataferry", committer_by_name("hudi", open_store(str(dest))).read_rows()),
+    ):
+        pairs = list(zip(got.column("id").to_pylist(), got.column("v").to_pylist(), strict=True))
+        assert sorted(pairs) == sorted(want.items()), reader
