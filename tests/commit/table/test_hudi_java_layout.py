@@ -39,7 +39,8 @@ def test_every_partition_has_hudis_partition_metadata(tmp_path):
     meta = metadata_of(tmp_path / "t" / "day=d0" / PARTITION_METADATA)
     instants = sorted(p.name.split(".")[0] for p in (tmp_path / "t/.hoodie").glob("*.commit"))
     assert meta == {"commitTime": instants[0], "partitionDepth": "1"}
-    write(tmp_path / "t", rows(10), mode="append")  # a later commit keeps the partition's first record
+    # a later commit keeps the partition's first record
+    write(tmp_path / "t", rows(10), mode="append")
     assert metadata_of(tmp_path / "t" / "day=d0" / PARTITION_METADATA)["commitTime"] == instants[0]
 
 
