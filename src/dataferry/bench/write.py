@@ -23,6 +23,7 @@ import importlib
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -38,6 +39,9 @@ from ..dataset.synthetic import sales_table
 from ..errors import ConfigError
 from .machine import machine_info
 from .writers import (
+    DEFAULT_CODEC,
+    DEFAULT_CODECS,
+    Codec,
     Group,
     Output,
     Writer,
@@ -46,6 +50,7 @@ from .writers import (
     delta_rows,
     inspect_output,
     missing,
+    parse_codec,
     ray_group,
     table_group,
 )
@@ -60,6 +65,7 @@ RSS_METHOD = (
     "start = the high-water mark after imports and setup, before the write"
 )
 TABLE_WRITERS = ("dataferry", "dataferry manifest", "pyarrow", "polars", "duckdb", "deltalake")
+BENCH_CODECS = ("default", "snappy", "zstd-3")
 DASK_WRITERS = ("dask", "dataferry.dask")
 RAY_WRITERS = ("ray", "dataferry.ray")
 
@@ -75,12 +81,23 @@ class WriteBenchSpec:
     blocks: int = 8  # Dask partitions, Ray blocks
     workers: int = 2  # Dask workers, Ray CPUs
     partition_by: tuple[str, ...] = ("day", "region")
+    # the in-process writers run at each: their own defaults, and codecs all are told to use
+    codecs: tuple[str, ...] = BENCH_CODECS
 
     def __post_init__(self) -> None:
         for name in ("rows", "repeats", "blocks", "workers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name} must be >= 1, got {getattr(self, name)}")
         _check_names(self.writers, TABLE_WRITERS + DASK_WRITERS + RAY_WRITERS)
+        if not self.codecs:
+            raise ConfigError("--codecs: give at least one (default, snappy, zstd-3, ...)")
+        labels = [parse_codec(c).label for c in self.codecs]
+        if len(set(labels)) != len(labels):
+            raise ConfigError(f"--codecs: {', '.join(self.codecs)} names one codec twice")
+
+    @property
+    def parsed_codecs(self) -> tuple[Codec, ...]:
+        return tuple(parse_codec(c) for c in self.codecs)
 
 
 @dataclass(frozen=True)
@@ -137,11 +154,14 @@ def _median_row(
     output: Output,
     detail: Any,
     run_details: list[Any] | None = None,
+    cpu: list[float] | None = None,
+    codec: str = DEFAULT_CODEC,
 ) -> dict[str, Any]:
     median = statistics.median(runs)
     row = {
         "writer": writer,
         "group": group,
+        "codec": codec,
         "wall_s": round(median, 4),
         "runs_s": [round(r, 4) for r in runs],
         # (slowest - fastest) run, and that over the median: how far one run can be trusted
@@ -156,14 +176,28 @@ def _median_row(
     }
     if run_details is not None:
         row["run_details"] = run_details  # each timed run's detail, in the order of runs_s
+    if cpu:
+        # the process's CPU seconds (every thread) of each run, and the cores it kept busy:
+        # CPU seconds over wall seconds, the median of the runs'
+        row["cpu_s"] = round(statistics.median(cpu), 4)
+        row["cpu_runs_s"] = [round(c, 4) for c in cpu]
+        row["cores"] = round(
+            statistics.median(c / w for c, w in zip(cpu, runs, strict=True) if w), 2
+        )
     return row
 
 
+def _process_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
 def _ratios(results: list[dict[str, Any]], baselines: dict[str, str]) -> None:
-    """vs_dataferry: each writer's median over its group's dataferry writer's."""
-    walls = {(r["group"], r["writer"]): r["wall_s"] for r in results}
+    """vs_dataferry: each writer's median over its group's dataferry writer's at the same
+    codec."""
+    walls = {(r["group"], r.get("codec"), r["writer"]): r["wall_s"] for r in results}
     for r in results:
-        base = walls.get((r["group"], baselines.get(r["group"], "")))
+        base = walls.get((r["group"], r.get("codec"), baselines.get(r["group"], "")))
         r["baseline"] = baselines.get(r["group"])
         r["vs_dataferry"] = round(r["wall_s"] / base, 3) if base else None
 
@@ -194,31 +228,34 @@ def _measure(
         try:
             for module in w.warm:
                 importlib.import_module(module)
-            inputs[w.name] = w.prepare(group.data) if w.prepare else group.data
+            inputs[w.key] = w.prepare(group.data) if w.prepare else group.data
             alive.append(w)
         except Exception as e:
-            failed.append(_failure(w.name, group.name, e))
+            failed.append(_failure(w.key, group.name, e))
             steps.drop(repeats + warmup)
-    runs: dict[str, list[float]] = {w.name: [] for w in alive}
-    run_details: dict[str, list[Any]] = {w.name: [] for w in alive}
+    runs: dict[str, list[float]] = {w.key: [] for w in alive}
+    cpus: dict[str, list[float]] = {w.key: [] for w in alive}
+    run_details: dict[str, list[Any]] = {w.key: [] for w in alive}
     outputs: dict[str, Output] = {}
     details: dict[str, Any] = {}
 
-    def run(w: Writer, label: str, dest: str, left: int) -> tuple[float, Any] | None:
-        steps(f"{group.name}: {w.name}, {label}")
+    def run(w: Writer, label: str, dest: str, left: int) -> tuple[float, Any, float] | None:
+        steps(f"{group.name}: {w.key}, {label}")
         os.sync()  # each run starts with no dirty pages left by the one before
         try:
+            cpu = _process_cpu()
             started = time.perf_counter()
-            detail = w.write(inputs[w.name], dest)
+            detail = w.write(inputs[w.key], dest)
             wall = time.perf_counter() - started
-            if w.name not in outputs:  # read back once: nobody is timed doing nothing
+            cpu = _process_cpu() - cpu
+            if w.key not in outputs:  # read back once: nobody is timed doing nothing
                 out = inspect_output(dest, w.rows)
                 if out.rows != expected_rows:
                     raise ConfigError(f"read back {out.rows:,} rows of {expected_rows:,}")
-                outputs[w.name], details[w.name] = out, detail
-            return wall, detail
+                outputs[w.key], details[w.key] = out, detail
+            return wall, detail, cpu
         except Exception as e:
-            failed.append(_failure(w.name, group.name, e))
+            failed.append(_failure(w.key, group.name, e))
             alive.remove(w)
             steps.drop(left)
             return None
@@ -228,29 +265,32 @@ def _measure(
     try:
         if warmup:
             for w in list(alive):
-                run(w, "warm-up", os.path.join(base, f"{group.name}-{_slug(w.name)}-warm"), repeats)
+                run(w, "warm-up", os.path.join(base, f"{group.name}-{_slug(w.key)}-warm"), repeats)
         for rep in range(repeats):
             turn = rep % max(1, len(alive))
             for w in alive[turn:] + alive[:turn]:  # rotated: no writer always runs first
                 if w not in alive:
                     continue
-                dest = os.path.join(base, f"{group.name}-{_slug(w.name)}-{rep}")
+                dest = os.path.join(base, f"{group.name}-{_slug(w.key)}-{rep}")
                 done = run(w, f"run {rep + 1} of {repeats}", dest, repeats - rep - 1)
                 if done is not None:
-                    runs[w.name].append(done[0])
-                    run_details[w.name].append(done[1])
+                    runs[w.key].append(done[0])
+                    run_details[w.key].append(done[1])
+                    cpus[w.key].append(done[2])
     finally:
         for w in group.writers:
-            if w.close and w.name in inputs:
-                w.close(inputs[w.name])
+            if w.close and w.key in inputs:
+                w.close(inputs[w.key])
     return [
         _median_row(
             w.name,
             group.name,
-            runs[w.name],
-            outputs[w.name],
-            details[w.name],
-            run_details[w.name],
+            runs[w.key],
+            outputs[w.key],
+            details[w.key],
+            run_details[w.key],
+            cpus[w.key],
+            w.codec,
         )
         for w in alive
     ]
@@ -260,7 +300,12 @@ def run_write_bench(spec: WriteBenchSpec, progress: Progress | None = None) -> d
     only = spec.writers
     table = sales_table(spec.rows)
     plan: list[tuple[str, Callable[[], AbstractContextManager[Group]]]] = [
-        ("table", lambda: nullcontext(table_group(table, spec.partition_by, spec.tasks, only)))
+        (
+            "table",
+            lambda: nullcontext(
+                table_group(table, spec.partition_by, spec.tasks, only, spec.parsed_codecs)
+            ),
+        )
     ]
     if spec.dask:
         plan.append(
@@ -270,8 +315,10 @@ def run_write_bench(spec: WriteBenchSpec, progress: Progress | None = None) -> d
         plan.append(
             ("ray", lambda: ray_group(table, spec.partition_by, spec.blocks, spec.workers, only))
         )
+    at_codecs = len(spec.codecs) - (DEFAULT_CODEC in spec.codecs)  # no manifest run at these
     planned = {
-        "table": len([n for n in TABLE_WRITERS if not only or n in only]),
+        "table": len([n for n in TABLE_WRITERS if not only or n in only]) * len(spec.codecs)
+        - at_codecs * ("dataferry manifest" in (only or TABLE_WRITERS)),
         "dask": len([n for n in DASK_WRITERS if not only or n in only]),
         "ray": len([n for n in RAY_WRITERS if not only or n in only]),
     }
@@ -308,7 +355,17 @@ def run_write_bench(spec: WriteBenchSpec, progress: Progress | None = None) -> d
     finally:
         shutil.rmtree(base, ignore_errors=True)
     _ratios(results, baselines)
-    walls = {r["writer"]: r["wall_s"] for r in results if r["group"] == "table"}
+    if any(r["group"] == "table" for r in results):
+        notes.append(
+            "codec default: each writer's own ("
+            + "; ".join(f"{w} {c}" for w, c in DEFAULT_CODECS.items())
+            + "); every other codec: all writers told to use it (and its level)"
+        )
+    walls = {
+        r["writer"]: r["wall_s"]
+        for r in results
+        if r["group"] == "table" and r["codec"] == DEFAULT_CODEC
+    }
     ratio = (
         round(walls["dataferry"] / walls["pyarrow"], 3)
         if walls.get("dataferry") and walls.get("pyarrow")
