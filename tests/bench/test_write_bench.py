@@ -109,7 +109,7 @@ def test_the_writers_write_the_codec_they_are_told(tmp_path):
     left at its default would make the equal-codec comparison a comparison of codecs."""
     import pyarrow.parquet as pq
 
-    from dataferry.bench.writers import parse_codec, table_group
+    from dataferry.bench.table_writers import parse_codec, table_group
     from dataferry.dataset.synthetic import sales_table
 
     table = sales_table(2000)
