@@ -160,3 +160,17 @@ def test_the_plan_splits_by_partition_on_every_worker_and_writes_the_same_files(
     assert slices == [0, 10_000]  # two slices, one per worker
     assert one == two and len(one) >= 15
     assert sorted(v for rows in two.values() for v in rows) == list(range(20_000))
+
+
+def test_an_unpartitioned_write_on_every_worker_writes_every_row_once(tmp_path):
+    """No partition columns: nothing to split, the rows are cut into tasks as they come, and
+    every row is written once, in order, whatever the number of workers."""
+    t = sales_table(20_000, days=3)
+    found = {}
+    for workers in (1, 2):
+        dest = tmp_path / f"w{workers}"
+        engine = LocalEngineConfig(workers=workers, executor="threads")
+        dataferry.write_dataset(t, str(dest), tasks=3, engine=engine)
+        files = sorted(dest.rglob("*.parquet"), key=lambda p: p.name)
+        found[workers] = [v for f in files for v in pq.read_table(f).column("order_id").to_pylist()]
+    assert found[1] == found[2] == list(range(20_000))
