@@ -202,3 +202,24 @@ def test_split_in_slices_with_many_partitions_and_a_compacted_key(monkeypatch):
     for x, y in zip(one, many, strict=True):
         np.testing.assert_array_equal(x, y)
     assert _rows_by_partition(table, ("a", "b"), 3) == _sorted_reference(table, ("a", "b"))
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_float_column_with_nan_and_null_over_several_chunks(monkeypatch, threads):
+    """NaN and null are partitions of their own, whether the table comes in one chunk or
+    several, split on one thread or in slices (pyarrow cannot unify the chunks' dictionaries
+    holding both: the write failed on such a column)."""
+    monkeypatch.setattr(partition, "_PARALLEL_ROWS", 2)
+    nan = float("nan")
+    values = pa.chunked_array(
+        [pa.array([nan, None, 1.0, -0.0]), pa.array([None, nan, 2.0]), pa.array([1.0, nan])]
+    )
+    table = pa.table({"f": values, "v": range(9)})
+    got = _rows_by_partition(table, ("f",), threads)
+    assert got == {
+        "f=nan": [0, 5, 8],
+        "f=__HIVE_DEFAULT_PARTITION__": [1, 4],
+        "f=1.0": [2, 7],
+        "f=-0.0": [3],
+        "f=2.0": [6],
+    }

@@ -267,7 +267,17 @@ def _encode(column: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
         # chunks may have different dictionaries: encode the values again
         column = column.cast(column.type.value_type)
     enc = pc.dictionary_encode(column, null_encoding="encode")
-    return enc.combine_chunks() if isinstance(enc, pa.ChunkedArray) else enc
+    if not isinstance(enc, pa.ChunkedArray):
+        return enc
+    if enc.num_chunks == 1:
+        return enc.chunk(0)
+    # the chunks were encoded with one memo: each chunk's dictionary is the whole one (no
+    # unifying, which pyarrow cannot do for dictionaries holding a null beside a NaN)
+    whole = enc.chunk(enc.num_chunks - 1).dictionary
+    if all(len(c.dictionary) == len(whole) for c in enc.chunks):
+        indices = pa.concat_arrays([c.indices for c in enc.chunks])
+        return pa.DictionaryArray.from_arrays(indices, whole)
+    return enc.combine_chunks()
 
 
 def _group_keys(codes: Sequence[tuple[np.ndarray, int]], rows: int) -> tuple[np.ndarray, int]:
@@ -385,7 +395,7 @@ def _parallel_order(
     # in slice order and encoded again, so a value's code is that of its first appearance
     global_codes: list[tuple[np.ndarray, int]] = []
     for c in range(len(columns)):
-        joined = _encode(pa.chunked_array([p.dictionaries[c] for p in parts]))
+        joined = _encode(pa.concat_arrays([p.dictionaries[c] for p in parts]))
         renumber = _indices(joined).astype(np.int64)
         offsets = np.cumsum([0] + [len(p.dictionaries[c]) for p in parts])
         mapped = [renumber[offsets[i] + p.group_codes[c]] for i, p in enumerate(parts)]
