@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -33,7 +34,8 @@ ROWS = 20_000
 def test_table_mode_every_installed_writer_writes_every_row():
     seen = []
     data = run_write_bench(
-        WriteBenchSpec(rows=ROWS, repeats=1), progress=lambda *step: seen.append(step)
+        WriteBenchSpec(rows=ROWS, repeats=1, codecs=("default",)),
+        progress=lambda *step: seen.append(step),
     )
     assert data["mode"] == "table" and not data["failed"]
     by = {r["writer"]: r for r in data["results"]}
@@ -56,6 +58,79 @@ def test_table_mode_every_installed_writer_writes_every_row():
     assert seen[-1][2] == 2 * len(by)
     assert "warm-up" in seen[0][0] and "run 1 of 1" in seen[len(by)][0]
     json.dumps(data)
+
+
+def test_every_writer_at_equal_codecs_and_at_its_defaults_with_the_cores_it_kept_busy():
+    """One run reports each writer at its own defaults and at each codec all are told to
+    use, in one rotation, each with its CPU seconds and cores busy, and compares it with
+    dataferry at the same codec. Broken, a reader would compare dataferry's snappy with
+    polars' zstd (the parity that hid polars' lead), or not see idle cores."""
+    seen: list[str] = []
+    spec = WriteBenchSpec(
+        rows=ROWS,
+        repeats=2,
+        writers=("dataferry", "dataferry manifest", "pyarrow", "polars", "duckdb", "deltalake"),
+        codecs=("default", "snappy", "zstd-3"),
+    )
+    data = run_write_bench(spec, progress=lambda label, k, n: seen.append(label))
+    assert not data["failed"], data["failed"]
+    rows = {(r["writer"], r["codec"]): r for r in data["results"]}
+    ran = {r["writer"] for r in data["results"]}
+    assert {"dataferry", "pyarrow"} <= ran
+    for codec in ("default", "snappy", "zstd-3"):
+        for writer in ran - {"dataferry manifest"}:
+            r = rows[(writer, codec)]
+            assert r["rows"] == ROWS and len(r["runs_s"]) == 2
+            assert r["cpu_s"] > 0 and r["cores"] > 0
+            assert r["cores"] == pytest.approx(
+                statistics.median(d / w for d, w in zip(r["cpu_runs_s"], r["runs_s"], strict=True)),
+                abs=0.02,
+            )
+        base = rows[("dataferry", codec)]["wall_s"]
+        assert rows[("pyarrow", codec)]["vs_dataferry"] == round(
+            rows[("pyarrow", codec)]["wall_s"] / base, 3
+        )
+    # the manifest committer only at the defaults
+    assert [c for w, c in rows if w == "dataferry manifest"] == ["default"]
+    # the codecs interleave in one rotation: a zstd-3 run comes before the last snappy one
+    timed = [label for label in seen if "warm-up" not in label]
+    assert min(i for i, x in enumerate(timed) if "zstd-3" in x) < max(
+        i for i, x in enumerate(timed) if "snappy" in x
+    )
+    assert any("codec default: each writer's own" in n for n in data["notes"])
+    assert data["ratio"] == round(
+        rows[("dataferry", "default")]["wall_s"] / rows[("pyarrow", "default")]["wall_s"], 3
+    )
+    json.dumps(data)
+
+
+def test_the_writers_write_the_codec_they_are_told(tmp_path):
+    """Every writer writes the codec and level it is told (or its own default): a writer
+    left at its default would make the equal-codec comparison a comparison of codecs."""
+    import pyarrow.parquet as pq
+
+    from dataferry.bench.table_writers import parse_codec, table_group
+    from dataferry.dataset.synthetic import sales_table
+
+    table = sales_table(2000)
+    group = table_group(table, ("day",), codecs=(parse_codec("zstd-3"), parse_codec("lz4")))
+    assert {w.codec for w in group.writers} == {"zstd-3", "lz4"}
+    for w in group.writers:
+        dest = str(tmp_path / w.key.replace(" ", "-"))
+        data = w.prepare(table) if w.prepare else table
+        w.write(data, dest)
+        if w.close:
+            w.close(data)
+        path = next(p for p in sorted(os.listdir(dest)) if p.startswith("day="))
+        folder = os.path.join(dest, path)
+        name = next(f for f in os.listdir(folder) if f.endswith(".parquet"))
+        column = pq.ParquetFile(os.path.join(folder, name)).metadata.row_group(0).column(0)
+        want = {"zstd-3": "ZSTD", "lz4": ("LZ4", "LZ4_RAW")}[w.codec]
+        assert column.compression in want, (w.key, column.compression)
+    with pytest.raises(ConfigError, match="codec 'zstd-x'"):
+        parse_codec("zstd-x")
+    with pytest.raises(ConfigError, match="names one codec twice"):
+        WriteBenchSpec(codecs=("zstd-3", "ZSTD-3"))
 
 
 def test_every_writer_is_warmed_up_then_timed_in_rotated_order(tmp_path):
@@ -94,7 +169,13 @@ def test_a_missing_library_is_a_skipped_writer(monkeypatch):
     data = run_write_bench(
         WriteBenchSpec(rows=5_000, repeats=1, writers=("dataferry", "polars", "deltalake"))
     )
-    assert [r["writer"] for r in data["results"]] == ["dataferry"]
+    # dataferry at each codec; each missing writer listed once, not once per codec
+    assert [(r["writer"], r["codec"]) for r in data["results"]] == [
+        ("dataferry", "default"),
+        ("dataferry", "snappy"),
+        ("dataferry", "zstd-3"),
+    ]
+    assert len(data["skipped"]) == 2
     reasons = {s["writer"]: s["reason"] for s in data["skipped"]}
     assert reasons == {
         "polars": "polars is not installed",
@@ -168,11 +249,17 @@ def test_cli_json_and_refusals():
     assert "x dataferry" in res.output and "pyarrow" in res.output
     res = runner.invoke(
         app,
-        ["bench", "write", "--rows", "5000", "--repeats", "1", "--writers", "pyarrow", "--json"],
+        [
+            *("bench", "write", "--rows", "5000", "--repeats", "1", "--writers", "pyarrow"),
+            *("--codecs", "zstd-3", "--json"),
+        ],
     )
     assert res.exit_code == 0, res.output
     (row,) = json.loads(res.output)["results"]
     assert row["writer"] == "pyarrow" and row["rows"] == 5000 and row["vs_dataferry"] is None
+    assert row["codec"] == "zstd-3" and row["cores"] > 0
+    res = runner.invoke(app, ["bench", "write", "--codecs", "brotli-9"])
+    assert res.exit_code == 1 and "codec 'brotli-9'" in res.output
     res = runner.invoke(app, ["bench", "write", "--stream", "1MiB", "--dask"])
     assert res.exit_code == 1
 

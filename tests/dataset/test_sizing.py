@@ -120,3 +120,57 @@ def test_side_by_side_falls_back_to_order_when_files_must_be_evicted(tmp_path):
     )
     assert r.files == 20
     assert rows_back(tmp_path / "o") == 20_000
+
+
+def test_the_plan_splits_by_partition_on_every_worker_and_writes_the_same_files(
+    tmp_path, monkeypatch
+):
+    """The driver's split by partition runs on row slices side by side, one per worker
+    (not on one core while the others wait), and the files are those the one-thread split
+    plans: the same names, each with the same rows in the same order. Broken, a write
+    would be slower again, or put rows in other files than the plan says."""
+    from dataferry.dataset import partition
+
+    monkeypatch.setattr(partition, "_PARALLEL_ROWS", 1000)
+    t = sales_table(20_000, days=3)
+    slices: list[int] = []
+    real = partition._split_slice
+    monkeypatch.setattr(
+        partition, "_split_slice", lambda tb, c, o: slices.append(o) or real(tb, c, o)
+    )
+
+    def files(dest, workers):
+        engine = LocalEngineConfig(workers=workers, executor="threads")
+        dataferry.write_dataset(
+            t,
+            str(dest),
+            partition_by=["day", "region"],
+            tasks=3,
+            engine=engine,
+            basename_template="part-{i}.parquet",
+        )
+        return {
+            str(p.relative_to(dest)): pq.read_table(p).column("order_id").to_pylist()
+            for p in sorted(dest.rglob("*.parquet"))
+        }
+
+    one = files(tmp_path / "one", 1)
+    assert slices == []
+    two = files(tmp_path / "two", 2)
+    assert slices == [0, 10_000]  # two slices, one per worker
+    assert one == two and len(one) >= 15
+    assert sorted(v for rows in two.values() for v in rows) == list(range(20_000))
+
+
+def test_an_unpartitioned_write_on_every_worker_writes_every_row_once(tmp_path):
+    """No partition columns: nothing to split, the rows are cut into tasks as they come, and
+    every row is written once, in order, whatever the number of workers."""
+    t = sales_table(20_000, days=3)
+    found = {}
+    for workers in (1, 2):
+        dest = tmp_path / f"w{workers}"
+        engine = LocalEngineConfig(workers=workers, executor="threads")
+        dataferry.write_dataset(t, str(dest), tasks=3, engine=engine)
+        files = sorted(dest.rglob("*.parquet"), key=lambda p: p.name)
+        found[workers] = [v for f in files for v in pq.read_table(f).column("order_id").to_pylist()]
+    assert found[1] == found[2] == list(range(20_000))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -37,22 +36,19 @@ from typing import Any
 from ..dataset.synthetic import sales_table
 from ..errors import ConfigError
 from .machine import machine_info
+from .measure import Progress, _failure, _measure, _median_row, _ratios, _slug, _Steps
+from .table_writers import DEFAULT_CODECS, Codec, parse_codec, table_group
 from .writers import (
+    DEFAULT_CODEC,
     Group,
     Output,
-    Writer,
     dask_group,
     dataferry_keywords,
     delta_rows,
     inspect_output,
     missing,
     ray_group,
-    table_group,
 )
-
-# (label of what is about to run, its step number from 1, steps in all: may shrink as writers
-# are found missing or fail)
-Progress = Callable[[str, int, int], None]
 
 RSS_METHOD = (
     "peak RSS = the writer's process's kernel high-water mark (VmHWM, /proc/self/status) "
@@ -60,6 +56,7 @@ RSS_METHOD = (
     "start = the high-water mark after imports and setup, before the write"
 )
 TABLE_WRITERS = ("dataferry", "dataferry manifest", "pyarrow", "polars", "duckdb", "deltalake")
+BENCH_CODECS = ("default", "snappy", "zstd-3")
 DASK_WRITERS = ("dask", "dataferry.dask")
 RAY_WRITERS = ("ray", "dataferry.ray")
 
@@ -75,12 +72,23 @@ class WriteBenchSpec:
     blocks: int = 8  # Dask partitions, Ray blocks
     workers: int = 2  # Dask workers, Ray CPUs
     partition_by: tuple[str, ...] = ("day", "region")
+    # the in-process writers run at each: their own defaults, and codecs all are told to use
+    codecs: tuple[str, ...] = BENCH_CODECS
 
     def __post_init__(self) -> None:
         for name in ("rows", "repeats", "blocks", "workers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name} must be >= 1, got {getattr(self, name)}")
         _check_names(self.writers, TABLE_WRITERS + DASK_WRITERS + RAY_WRITERS)
+        if not self.codecs:
+            raise ConfigError("--codecs: give at least one (default, snappy, zstd-3, ...)")
+        labels = [parse_codec(c).label for c in self.codecs]
+        if len(set(labels)) != len(labels):
+            raise ConfigError(f"--codecs: {', '.join(self.codecs)} names one codec twice")
+
+    @property
+    def parsed_codecs(self) -> tuple[Codec, ...]:
+        return tuple(parse_codec(c) for c in self.codecs)
 
 
 @dataclass(frozen=True)
@@ -109,158 +117,16 @@ def _check_names(names: tuple[str, ...], known: tuple[str, ...]) -> None:
         raise ConfigError(f"unknown writers {unknown}; choose from {', '.join(known)}")
 
 
-class _Steps:
-    """Counts the steps for the progress callback; `drop` takes planned steps off."""
-
-    def __init__(self, progress: Progress | None, total: int) -> None:
-        self.progress = progress or (lambda _l, _k, _n: None)
-        self.done = 0
-        self.total = total
-
-    def __call__(self, label: str) -> None:
-        self.done += 1
-        self.total = max(self.total, self.done)
-        self.progress(label, self.done, self.total)
-
-    def drop(self, n: int) -> None:
-        self.total = max(self.done, self.total - n)
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", name)
-
-
-def _median_row(
-    writer: str,
-    group: str,
-    runs: list[float],
-    output: Output,
-    detail: Any,
-    run_details: list[Any] | None = None,
-) -> dict[str, Any]:
-    median = statistics.median(runs)
-    row = {
-        "writer": writer,
-        "group": group,
-        "wall_s": round(median, 4),
-        "runs_s": [round(r, 4) for r in runs],
-        # (slowest - fastest) run, and that over the median: how far one run can be trusted
-        "spread_s": round(max(runs) - min(runs), 4),
-        "spread_pct": round(100 * (max(runs) - min(runs)) / median, 1) if median else 0.0,
-        "files": output.files,
-        "bytes": output.bytes,
-        "file_bytes": output.size_stats(),
-        "partitions": output.partitions,
-        "rows": output.rows,
-        "detail": detail,
-    }
-    if run_details is not None:
-        row["run_details"] = run_details  # each timed run's detail, in the order of runs_s
-    return row
-
-
-def _ratios(results: list[dict[str, Any]], baselines: dict[str, str]) -> None:
-    """vs_dataferry: each writer's median over its group's dataferry writer's."""
-    walls = {(r["group"], r["writer"]): r["wall_s"] for r in results}
-    for r in results:
-        base = walls.get((r["group"], baselines.get(r["group"], "")))
-        r["baseline"] = baselines.get(r["group"])
-        r["vs_dataferry"] = round(r["wall_s"] / base, 3) if base else None
-
-
-def _failure(writer: str, group: str, error: BaseException | str) -> dict[str, str]:
-    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    return {"writer": writer, "group": group, "reason": text.strip()[:500]}
-
-
-# --- table mode ---------------------------------------------------------------------------------
-
-
-def _measure(
-    group: Group,
-    expected_rows: int,
-    repeats: int,
-    base: str,
-    steps: _Steps,
-    failed: list[dict[str, str]],
-    warmup: bool = False,
-) -> list[dict[str, Any]]:
-    """Each writer of the group `repeats` times, the order rotated each round; with `warmup`,
-    once more before the timed runs (not timed: what a first call pays, caches and imports,
-    is left out). The first write of each writer is read back: all rows, or it failed."""
-    alive: list[Writer] = []
-    inputs: dict[str, Any] = {}
-    for w in group.writers:
-        try:
-            for module in w.warm:
-                importlib.import_module(module)
-            inputs[w.name] = w.prepare(group.data) if w.prepare else group.data
-            alive.append(w)
-        except Exception as e:
-            failed.append(_failure(w.name, group.name, e))
-            steps.drop(repeats + warmup)
-    runs: dict[str, list[float]] = {w.name: [] for w in alive}
-    run_details: dict[str, list[Any]] = {w.name: [] for w in alive}
-    outputs: dict[str, Output] = {}
-    details: dict[str, Any] = {}
-
-    def run(w: Writer, label: str, dest: str, left: int) -> tuple[float, Any] | None:
-        steps(f"{group.name}: {w.name}, {label}")
-        os.sync()  # each run starts with no dirty pages left by the one before
-        try:
-            started = time.perf_counter()
-            detail = w.write(inputs[w.name], dest)
-            wall = time.perf_counter() - started
-            if w.name not in outputs:  # read back once: nobody is timed doing nothing
-                out = inspect_output(dest, w.rows)
-                if out.rows != expected_rows:
-                    raise ConfigError(f"read back {out.rows:,} rows of {expected_rows:,}")
-                outputs[w.name], details[w.name] = out, detail
-            return wall, detail
-        except Exception as e:
-            failed.append(_failure(w.name, group.name, e))
-            alive.remove(w)
-            steps.drop(left)
-            return None
-        finally:
-            shutil.rmtree(dest, ignore_errors=True)
-
-    try:
-        if warmup:
-            for w in list(alive):
-                run(w, "warm-up", os.path.join(base, f"{group.name}-{_slug(w.name)}-warm"), repeats)
-        for rep in range(repeats):
-            turn = rep % max(1, len(alive))
-            for w in alive[turn:] + alive[:turn]:  # rotated: no writer always runs first
-                if w not in alive:
-                    continue
-                dest = os.path.join(base, f"{group.name}-{_slug(w.name)}-{rep}")
-                done = run(w, f"run {rep + 1} of {repeats}", dest, repeats - rep - 1)
-                if done is not None:
-                    runs[w.name].append(done[0])
-                    run_details[w.name].append(done[1])
-    finally:
-        for w in group.writers:
-            if w.close and w.name in inputs:
-                w.close(inputs[w.name])
-    return [
-        _median_row(
-            w.name,
-            group.name,
-            runs[w.name],
-            outputs[w.name],
-            details[w.name],
-            run_details[w.name],
-        )
-        for w in alive
-    ]
-
-
 def run_write_bench(spec: WriteBenchSpec, progress: Progress | None = None) -> dict[str, Any]:
     only = spec.writers
     table = sales_table(spec.rows)
     plan: list[tuple[str, Callable[[], AbstractContextManager[Group]]]] = [
-        ("table", lambda: nullcontext(table_group(table, spec.partition_by, spec.tasks, only)))
+        (
+            "table",
+            lambda: nullcontext(
+                table_group(table, spec.partition_by, spec.tasks, only, spec.parsed_codecs)
+            ),
+        )
     ]
     if spec.dask:
         plan.append(
@@ -270,8 +136,10 @@ def run_write_bench(spec: WriteBenchSpec, progress: Progress | None = None) -> d
         plan.append(
             ("ray", lambda: ray_group(table, spec.partition_by, spec.blocks, spec.workers, only))
         )
+    at_codecs = len(spec.codecs) - (DEFAULT_CODEC in spec.codecs)  # no manifest run at these
     planned = {
-        "table": len([n for n in TABLE_WRITERS if not only or n in only]),
+        "table": len([n for n in TABLE_WRITERS if not only or n in only]) * len(spec.codecs)
+        - at_codecs * ("dataferry manifest" in (only or TABLE_WRITERS)),
         "dask": len([n for n in DASK_WRITERS if not only or n in only]),
         "ray": len([n for n in RAY_WRITERS if not only or n in only]),
     }
@@ -308,7 +176,17 @@ def run_write_bench(spec: WriteBenchSpec, progress: Progress | None = None) -> d
     finally:
         shutil.rmtree(base, ignore_errors=True)
     _ratios(results, baselines)
-    walls = {r["writer"]: r["wall_s"] for r in results if r["group"] == "table"}
+    if any(r["group"] == "table" for r in results):
+        notes.append(
+            "codec default: each writer's own ("
+            + "; ".join(f"{w} {c}" for w, c in DEFAULT_CODECS.items())
+            + "); every other codec: all writers told to use it (and its level)"
+        )
+    walls = {
+        r["writer"]: r["wall_s"]
+        for r in results
+        if r["group"] == "table" and r["codec"] == DEFAULT_CODEC
+    }
     ratio = (
         round(walls["dataferry"] / walls["pyarrow"], 3)
         if walls.get("dataferry") and walls.get("pyarrow")

@@ -32,12 +32,12 @@ import numpy as np
 import pyarrow as pa
 
 from ..dataset.synthetic import sales_table
+from .table_writers import duckdb_copy
 from .writers import (
     DASK_MODULES,
     FERRY_MODULES,
     dask_to_parquet,
     dataferry_keywords,
-    duckdb_copy,
 )
 
 PARTITION_COLUMN = "day"

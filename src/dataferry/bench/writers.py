@@ -28,6 +28,8 @@ import pyarrow as pa
 
 Write = Callable[[Any, str], Any]
 
+DEFAULT_CODEC = "default"  # each writer's own codec
+
 # what dataferry's write path imports as it goes: imported before any clock starts
 FERRY_MODULES = ("dataferry.dataset.write", "pyarrow.dataset", "pyarrow.parquet")
 DASK_MODULES = ("dask.dataframe", "dask.dataframe.io.parquet", "pyarrow.dataset")
@@ -41,6 +43,13 @@ class Writer:
     rows: Callable[[str], int] | None = None  # rows read back; None: the Parquet footers
     close: Callable[[Any], None] | None = None  # releases what prepare made
     warm: tuple[str, ...] = ()  # modules imported before the clock starts
+    codec: str = DEFAULT_CODEC  # the Parquet codec it writes with (`Codec.label`)
+
+    @property
+    def key(self) -> str:
+        """The writer's name, and its codec unless it writes its own default: unique in a
+        group that runs each writer at several codecs."""
+        return self.name if self.codec == DEFAULT_CODEC else f"{self.name} {self.codec}"
 
 
 @dataclass
@@ -132,84 +141,6 @@ def dataferry_keywords(**wanted: Any) -> dict[str, Any]:
 
 
 # --- in this process ---------------------------------------------------------------------------
-
-
-def table_group(
-    table: pa.Table,
-    partition_by: tuple[str, ...],
-    tasks: int | None = None,
-    only: tuple[str, ...] = (),
-) -> Group:
-    """dataferry (its defaults; and the manifest committer), pyarrow, polars, DuckDB and Delta
-    Lake, each writing the in-memory table in this process."""
-    cols = list(partition_by)
-
-    def dataferry(committer: str | None) -> Write:
-        def write(table: pa.Table, dest: str) -> str:
-            from ..dataset.write import write_dataset
-
-            extra = {"committer": committer} if committer else {}
-            if tasks is not None:
-                extra["tasks"] = tasks
-            return f"committer {write_dataset(table, dest, partition_by=cols, **extra).committer}"
-
-        return write
-
-    def pyarrow_write(table: pa.Table, dest: str) -> None:
-        import pyarrow.dataset as pads
-
-        pads.write_dataset(
-            table,
-            dest,
-            format="parquet",
-            partitioning=cols,
-            partitioning_flavor="hive",
-            existing_data_behavior="overwrite_or_ignore",
-        )
-
-    def polars_prepare(table: pa.Table) -> Any:
-        import polars as pl
-
-        return pl.from_arrow(table)
-
-    def polars_write(df: Any, dest: str) -> None:
-        df.write_parquet(dest, partition_by=cols)
-
-    def duckdb_prepare(table: pa.Table) -> Any:
-        import duckdb
-
-        con = duckdb.connect()
-        con.register("tbl", table)
-        return con
-
-    def duckdb_write(con: Any, dest: str) -> None:
-        con.execute(duckdb_copy("tbl", dest, partition_by))
-
-    def delta_write(table: pa.Table, dest: str) -> None:
-        from deltalake import write_deltalake
-
-        write_deltalake(dest, table, partition_by=cols)
-
-    candidates = [
-        ((), Writer("dataferry", dataferry(None), warm=FERRY_MODULES)),
-        ((), Writer("dataferry manifest", dataferry("manifest"), warm=FERRY_MODULES)),
-        ((), Writer("pyarrow", pyarrow_write, warm=("pyarrow.dataset",))),
-        (("polars",), Writer("polars", polars_write, prepare=polars_prepare)),
-        (
-            ("duckdb",),
-            Writer("duckdb", duckdb_write, prepare=duckdb_prepare, close=lambda c: c.close()),
-        ),
-        (("deltalake",), Writer("deltalake", delta_write, rows=delta_rows, warm=("deltalake",))),
-    ]
-    group = _group("table", "dataferry", candidates, only)
-    group.data = table
-    return group
-
-
-def duckdb_copy(relation: str, dest: str, partition_by: tuple[str, ...]) -> str:
-    quoted = dest.replace("'", "''")
-    cols = ", ".join('"' + c.replace('"', '""') + '"' for c in partition_by)
-    return f"COPY {relation} TO '{quoted}' (FORMAT parquet, PARTITION_BY ({cols}))"
 
 
 def _group(

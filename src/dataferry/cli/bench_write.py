@@ -55,6 +55,12 @@ def bench_write(
     compression: str = typer.Option(
         "snappy", help="The codec every writer uses with --profile (snappy, zstd, lz4, none)."
     ),
+    codecs: str = typer.Option(
+        "default,snappy,zstd-3",
+        help="Codecs the in-memory writers run at, interleaved in one run: 'default' (each "
+        "writer's own) and codecs every writer is told to use, with an optional level "
+        "(snappy, zstd-3, lz4, gzip, none).",
+    ),
     json_out: bool = JSON_OPT,
     quiet: bool = QUIET_OPT,
 ) -> None:
@@ -95,6 +101,7 @@ def bench_write(
             writers=names(writers),
             dask=dask,
             ray=ray,
+            codecs=names(codecs),
         )
         run = run_write_bench
     with progress("bench write", None, json_out or quiet) as steps:
@@ -125,7 +132,8 @@ def _render_write(data: dict[str, Any]) -> None:
             f"partitioned by {', '.join(sp['partition_by'])} (median of {sp['repeats']} "
             "after a warm-up, order rotated)"
         )
-        cols = ["writer", "engine", "wall s", "runs s", "spread", "x dataferry", "files", "MiB"]
+        cols = ["writer", "engine", "codec", "wall s", "runs s", "spread", "x dataferry"]
+        cols += ["CPU s", "cores", "files", "MiB"]
     t = table(title, (*cols, "note"), left=("writer", "engine", "note"))
     for r in data["results"]:
         ratio = f"{r['vs_dataferry']:.2f}" if r["vs_dataferry"] else "-"
@@ -146,10 +154,13 @@ def _render_write(data: dict[str, Any]) -> None:
         else:
             cells = [
                 r["group"],
+                r.get("codec", "default"),
                 f"{r['wall_s']:.3f}",
                 runs,
                 spread,
                 ratio,
+                f"{r['cpu_s']:.2f}" if r.get("cpu_s") is not None else "-",
+                f"{r['cores']:.2f}" if r.get("cores") is not None else "-",
                 f"{r['files']:,}",
                 f"{r['bytes'] / MIB:,.1f}",
             ]
@@ -159,8 +170,17 @@ def _render_write(data: dict[str, Any]) -> None:
         console.print(f"dataferry / pyarrow direct write: {data['ratio']:.2f}x")
     dim = [
         "x dataferry: a writer's median over that of the dataferry writer on the same "
-        "engine (dataferry, dataferry.dask, dataferry.ray); spread: (slowest - fastest run) "
-        "/ 2, over the median",
+        "engine (dataferry, dataferry.dask, dataferry.ray) at the same codec; spread: "
+        "(slowest - fastest run) / 2, over the median",
+        *(
+            []
+            if streaming
+            else [
+                "CPU s: the process's user + system seconds during the write (all threads; "
+                "median of the runs); cores: CPU s over wall s, the median of the runs' "
+                f"(of {data['machine'].get('cpus', '?')} on this machine)"
+            ]
+        ),
         *data["notes"],
     ]
     if streaming:

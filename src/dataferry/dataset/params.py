@@ -187,7 +187,10 @@ PARAMS: tuple[Param, ...] = (
         None,
         "dict[str, Any] | None",
         """Options of the format's writer (Parquet: pyarrow's ParquetWriter keywords). They
-        may also be given as keywords: ``compression="zstd"``, ``row_group_size=...``.""",
+        may also be given as keywords: ``compression="zstd"``, ``row_group_size=...``.
+        Parquet's ``compression`` is ``"snappy"`` unless given (pyarrow's default; polars
+        writes zstd), and ``compression_level`` the codec's own default in Arrow unless
+        given (zstd: 1; polars and DuckDB write zstd at 3).""",
         _ALL,
     ),
     _p(

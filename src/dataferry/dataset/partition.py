@@ -7,6 +7,7 @@ directories back to the same values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -188,14 +189,16 @@ def partition_rows(
     limits: NameLimits | None = None,
     keep: bool = False,
     keep_empty: bool = False,
+    threads: int = 1,
 ) -> list[tuple[str, Rows]]:
     """(partition directory, its rows without the partition columns unless `keep`) for each
-    partition, in one sort of the whole table; the rows are gathered later (`Rows.gather`).
+    partition, in one sort of the whole table (cut into row slices split side by side on
+    `threads` threads when it is large); the rows are gathered later (`Rows.gather`).
     A directory the destination cannot hold (`limits`) is a ConfigError."""
     _check_columns(table, columns)
     if table.num_rows == 0:
         return []
-    order, starts, ends = _partition_order(table, columns)
+    order, starts, ends = _partition_order(table, columns, threads)
     data = table if keep else table.drop_columns(list(columns))
     return [
         (_directory(table, columns, int(order[s]), limits, keep_empty), Rows(data, order[s:e]))
@@ -246,28 +249,47 @@ def _directory(
     return partition_dir(columns, [first[c] for c in columns], limits, keep_empty)
 
 
-def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
+def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
     """(a code per row, number of codes); a null is a value of its own."""
+    enc = _encode(column)
+    return _indices(enc), len(enc.dictionary)
+
+
+def _indices(enc: pa.DictionaryArray) -> np.ndarray:
+    # no nulls among the indices (a null is a value of the dictionary): no copy
+    return enc.indices.to_numpy(zero_copy_only=False)
+
+
+def _encode(column: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
+    """The column dictionary-encoded in the order values first appear, nulls a value too."""
     if pa.types.is_dictionary(column.type):
         # already encoded (pandas and polars categoricals), but its nulls have no code and its
         # chunks may have different dictionaries: encode the values again
         column = column.cast(column.type.value_type)
-    enc = pc.dictionary_encode(column, null_encoding="encode").combine_chunks()
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), len(enc.dictionary)
+    enc = pc.dictionary_encode(column, null_encoding="encode")
+    if not isinstance(enc, pa.ChunkedArray):
+        return enc
+    if enc.num_chunks == 1:
+        return enc.chunk(0)
+    # the chunks were encoded with one memo: each chunk's dictionary is the whole one (no
+    # unifying, which pyarrow cannot do for dictionaries holding a null beside a NaN)
+    whole = enc.chunk(enc.num_chunks - 1).dictionary
+    if all(len(c.dictionary) == len(whole) for c in enc.chunks):
+        indices = pa.concat_arrays([c.indices for c in enc.chunks])
+        return pa.DictionaryArray.from_arrays(indices, whole)
+    return enc.combine_chunks()
 
 
-def _partition_order(
-    table: pa.Table, columns: Sequence[str]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row order grouping the partitions, start and end of each partition in that order)."""
-    cols = [table.column(c) for c in columns]
-    if len(cols) > 1 and table.num_rows >= _PARALLEL_ROWS:
-        # pyarrow releases the GIL while it hashes: the columns are encoded side by side
-        with ThreadPoolExecutor(len(cols)) as pool:
-            codes = list(pool.map(_codes, cols))
-    else:
-        codes = [_codes(c) for c in cols]
-    key = np.zeros(table.num_rows, dtype=np.int64)
+def _group_keys(codes: Sequence[tuple[np.ndarray, int]], rows: int) -> tuple[np.ndarray, int]:
+    """(a key per row, keys in all): the rows' codes combined, ordered as the codes' tuples."""
+    if codes and math.prod(size for _, size in codes) <= min(_RADIX_LIMIT, 1 << 16):
+        # few combinations (the usual case): 16-bit keys, made in place, as the sort wants them
+        key = codes[0][0].astype(np.uint16)
+        for idx, size in codes[1:]:
+            np.multiply(key, size, out=key)
+            np.add(key, idx.astype(np.uint16), out=key)
+        return key, math.prod(size for _, size in codes)
+    key = np.zeros(rows, dtype=np.int64)
     combinations = 1
     for idx, size in codes:
         key = key * size + idx
@@ -275,14 +297,133 @@ def _partition_order(
         if combinations > _COMPACT_LIMIT:
             # renumber the combinations that occur, so many columns cannot overflow the key
             _, key = np.unique(key, return_inverse=True)
+            key = key.reshape(-1)
             combinations = int(key.max()) + 1
+    return key, combinations
+
+
+def _sorted_groups(key: np.ndarray, combinations: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row order grouping equal keys, stably; start and end of each group in that order)."""
     if combinations <= _RADIX_LIMIT:
         # numpy's stable sort of 16-bit keys is a radix sort: linear, ten times faster than
         # the merge sort of 64-bit keys, and the usual case (few partitions per task)
-        key = key.astype(np.uint16)
+        key = key.astype(np.uint16, copy=False)
     order = np.argsort(key, kind="stable")
+    if combinations <= max(_RADIX_LIMIT, len(key)):
+        # the groups' sizes counted, not found by comparing the sorted keys
+        counts = np.bincount(key, minlength=combinations)
+        ends = np.cumsum(counts)[counts > 0]
+        starts = ends - counts[counts > 0]
+        return order, starts, ends
     sorted_key = key[order]
     bounds = np.flatnonzero(np.diff(sorted_key)) + 1
     starts = np.concatenate(([0], bounds))
     ends = np.concatenate((bounds, [len(order)]))
+    return order, starts, ends
+
+
+def _partition_order(
+    table: pa.Table, columns: Sequence[str], threads: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row order grouping the partitions, start and end of each partition in that order).
+
+    The partitions are ordered as the tuples of their values' codes (each column numbered in
+    the order its values first appear), and each partition's rows keep their input order.
+    With `threads` > 1, a large table is cut into that many row slices split side by side
+    (`_parallel_order`), with the very same result."""
+    slices = min(threads, table.num_rows // _PARALLEL_ROWS)
+    if slices > 1:
+        return _parallel_order(table, columns, slices)
+    cols = [table.column(c) for c in columns]
+    if len(cols) > 1 and table.num_rows >= _PARALLEL_ROWS:
+        # pyarrow releases the GIL while it hashes: the columns are encoded side by side
+        with ThreadPoolExecutor(len(cols)) as pool:
+            codes = list(pool.map(_codes, cols))
+    else:
+        codes = [_codes(c) for c in cols]
+    return _sorted_groups(*_group_keys(codes, table.num_rows))
+
+
+@dataclass(frozen=True)
+class _SliceGroups:
+    """One row slice split on its own: its rows' order (as row numbers of the whole table),
+    its groups' bounds in that order, each group's codes per column (the slice's own
+    numbering) and each column's dictionary."""
+
+    order: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    group_codes: list[np.ndarray]
+    dictionaries: list[pa.Array]
+
+
+def _split_slice(table: pa.Table, columns: Sequence[str], offset: int) -> _SliceGroups:
+    """Rows `table` (a slice starting at row `offset` of the whole) grouped by partition."""
+    encoded = [_encode(table.column(c)) for c in columns]
+    codes = [(_indices(e), len(e.dictionary)) for e in encoded]
+    order, starts, ends = _sorted_groups(*_group_keys(codes, table.num_rows))
+    first = order[starts]  # a row of each group: its codes are the group's
+    return _SliceGroups(
+        order + offset,
+        starts,
+        ends,
+        [idx[first] for idx, _ in codes],
+        [e.dictionary for e in encoded],
+    )
+
+
+def _parallel_order(
+    table: pa.Table, columns: Sequence[str], slices: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_partition_order` with the rows cut into `slices` contiguous slices, each split on
+    its own thread (pyarrow hashes and numpy sorts without the GIL), then merged: the
+    slices' dictionaries joined in slice order (so each value keeps the code of its first
+    appearance in the whole table), the groups ordered by those codes, and each partition's
+    rows taken from the slices in slice order (so they keep their input order)."""
+    n = table.num_rows
+    bounds = [n * i // slices for i in range(slices + 1)]
+    with ThreadPoolExecutor(slices, "dataferry-split") as pool:
+        parts = list(
+            pool.map(
+                lambda i: _split_slice(
+                    table.slice(bounds[i], bounds[i + 1] - bounds[i]), columns, bounds[i]
+                ),
+                range(slices),
+            )
+        )
+    # each column's codes in the whole table's numbering: the slices' dictionaries joined
+    # in slice order and encoded again, so a value's code is that of its first appearance
+    global_codes: list[tuple[np.ndarray, int]] = []
+    for c in range(len(columns)):
+        joined = _encode(pa.concat_arrays([p.dictionaries[c] for p in parts]))
+        renumber = _indices(joined).astype(np.int64)
+        offsets = np.cumsum([0] + [len(p.dictionaries[c]) for p in parts])
+        mapped = [renumber[offsets[i] + p.group_codes[c]] for i, p in enumerate(parts)]
+        global_codes.append((np.concatenate(mapped), len(joined.dictionary)))
+    # every slice's groups, keyed as the whole table's partitions are
+    group_key, _ = _group_keys(global_codes, len(global_codes[0][0]))
+    sizes = np.concatenate([p.ends - p.starts for p in parts])
+    local_starts = np.concatenate([p.starts for p in parts])
+    which = np.repeat(np.arange(slices), [len(p.starts) for p in parts])
+    # the groups in partition order, and within a partition in slice order
+    ranked = np.lexsort((which, group_key))
+    _, partition_of = np.unique(group_key, return_inverse=True)
+    partitions = int(partition_of.max()) + 1
+    per_partition = np.zeros(partitions, dtype=np.int64)
+    np.add.at(per_partition, partition_of.reshape(-1), sizes)
+    ends = np.cumsum(per_partition)
+    starts = ends - per_partition
+    # where each group's rows go in the whole order, then every slice's rows put there
+    position = np.empty(len(sizes), dtype=np.int64)
+    position[ranked] = np.cumsum(sizes[ranked]) - sizes[ranked]
+    order = np.empty(n, dtype=np.int64)
+    first_group = np.cumsum([0] + [len(p.starts) for p in parts])
+
+    def place(i: int) -> None:  # the slices' rows go to disjoint places: side by side
+        g = slice(first_group[i], first_group[i + 1])
+        shift = np.repeat(position[g] - local_starts[g], sizes[g])
+        order[np.arange(len(parts[i].order)) + shift] = parts[i].order
+
+    with ThreadPoolExecutor(slices, "dataferry-split") as pool:
+        list(pool.map(place, range(slices)))
     return order, starts, ends

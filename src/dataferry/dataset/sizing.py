@@ -77,6 +77,7 @@ def plan_tasks(
         limits,
         options.keep_partition_columns,
         options.keep_empty_partition_values,
+        threads=workers,
     )
     if tasks is not None:
         planned = equal_row_ranges(run, pieces, tasks)
@@ -104,10 +105,14 @@ def split_partitions(
     limits: NameLimits | None = None,
     keep: bool = False,
     keep_empty: bool = False,
+    threads: int = 1,
 ) -> list[Piece]:
-    """Stage 1: the table's rows by partition directory (one sort)."""
+    """Stage 1: the table's rows by partition directory (one sort; of row slices side by
+    side on `threads` threads, one per worker, when the table is large)."""
     if partition_by:
-        pieces: list[Piece] = list(partition_rows(table, partition_by, limits, keep, keep_empty))
+        pieces: list[Piece] = list(
+            partition_rows(table, partition_by, limits, keep, keep_empty, threads)
+        )
     else:
         pieces = [("", table)] if table.num_rows else []
     run.figures["partitions"] = len(pieces)

@@ -107,7 +107,7 @@ def render_page(name: str, data: dict[str, Any]) -> str:
     write_rows = [
         [
             r["writer"],
-            r["group"],
+            r["group"] if r.get("codec", "default") == "default" else f"{r['group']} {r['codec']}",
             r["wall_s"],
             ", ".join(map(str, r["runs_s"])),
             "-" if r["vs_dataferry"] is None else r["vs_dataferry"],
