@@ -58,6 +58,14 @@ def test_tasks_leave_open_sessions_that_job_commit_finalizes(gcs_url):
         c, job, {0: ["a/big"], 1: ["b/small"]}, data=lambda i, n: BIG if i == 0 else b"s"
     )
     assert visible(store) == []
+    # a .pending a file (no marker: GCS cannot list sessions by key) and a claim a task
+    tasks = [s.path.split("/tasks/", 1)[1] for s in store.walk("") if "/tasks/" in s.path]
+    assert sorted(p.rsplit("/", 1)[-1] for p in tasks) == [
+        "_attempt",
+        "_attempt",
+        "big.pending",
+        "small.pending",
+    ]
     pset = read_pendingset_file(store, msgs[0].extra["pendingset"])
     (commit,) = pset.commits
     assert commit.upload_id.startswith("http") and "upload_id=" in commit.upload_id

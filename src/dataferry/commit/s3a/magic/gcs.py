@@ -9,8 +9,9 @@ record, in S3A's shape (the URI as `uploadId`, the part marks as `etags`), gathe
 task's `.pendingset` at task commit. Job commit finalizes every session in parallel (one
 request each: the held bytes with the total size), so no byte is copied at commit time.
 
-Everything else is the magic committer's: its layout under `__magic_job-<uuid>/`, the attempt
-claims, the intent record and the recovery after a dead driver (`dataferry cleanup`): a job
+Everything else is the magic committer's (but the zero-byte marker a task writes before each
+upload on S3, which names a key whose uploads can be listed: GCS lists no sessions): its
+layout under `__magic_job-<uuid>/`, the attempt claims, the intent record and the recovery after a dead driver (`dataferry cleanup`): a job
 whose intent record was saved is finished (a session already finalized is known by its
 object's MD5), any other is rolled back by cancelling its sessions (DELETE of the URI).
 
@@ -27,13 +28,25 @@ from dataclasses import dataclass
 from ....errors import CommitError, NotFound, ValidationError
 from ....store import Store
 from ....store.types import PendingUpload
-from .committer import PENDING_SUFFIX, MagicCommitter
+from ...protocol import TaskAttemptContext
+from .committer import PENDING_SUFFIX, MagicCommitter, _UploadStream
 from .config import MagicConfig
 from .files import read_pending
 
 COMMITTER_NAME = "dataferry.commit.magic.GcsMagicCommitter"
 
 log = logging.getLogger("dataferry.commit")
+
+
+class _SessionStream(_UploadStream):
+    """The magic committer's stream without the zero-byte marker at the file's magic path:
+    a marker lets S3's committer find an unrecorded upload by its key, and GCS lists no
+    sessions by key, so here it would be one more object to write and to delete."""
+
+    def _start(self) -> str:
+        if self.upload_id is None:
+            self.upload_id = self.store.initiate_upload(self.path)
+        return self.upload_id
 
 
 class GcsMagicCommitter(MagicCommitter):
@@ -45,6 +58,9 @@ class GcsMagicCommitter(MagicCommitter):
                 f"the {self.name} committer needs GCS resumable upload sessions, which "
                 f"{self.store.describe()} lacks (use `magic` on S3)"
             )
+
+    def stream(self, task: TaskAttemptContext, relpath: str) -> _UploadStream:
+        return _SessionStream(self, task, relpath)
 
     @classmethod
     def serves(cls, store: Store) -> bool:
