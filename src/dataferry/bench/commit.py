@@ -35,6 +35,7 @@ from ..commit.protocol import TaskCommitMessage
 from ..commit.registry import committer_classes
 from ..errors import ConfigError, InjectedCrash
 from ..store import FaultRule, FaultStore, LocalStore, Op, SimStore, Store, open_store, paths
+from .floors import measure_copy_floor, measure_rename_floor
 from .machine import machine_info
 from .processes import PeakRss
 
@@ -400,45 +401,6 @@ def model_limit(store: Store, requests: dict[str, int], threads: int) -> float:
         reads / p.read_ops_per_s if p.read_ops_per_s else 0.0,
     )
     return max(by_latency, by_ceiling)
-
-
-def measure_rename_floor(files: int, file_size: int) -> float:
-    """Seconds for `files` bare renames of small files on local disk, one after another."""
-    directory = tempfile.mkdtemp(prefix="dataferry-floor-")
-    try:
-        store = LocalStore(directory)
-        payload = b"x" * file_size
-        names = [f"f{i:06d}" for i in range(files)]
-        for n in names:
-            store.write_bytes(f"src/{n}", payload)
-        store.mkdirs("dst")
-        os.sync()  # as before a job commit (see _run_one)
-        start = time.perf_counter()
-        for n in names:
-            store.rename(f"src/{n}", f"dst/{n}")
-        return time.perf_counter() - start
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def measure_copy_floor(store: Store, files: int, file_size: int, threads: int) -> float:
-    """Seconds for a copy-based commit's bare minimum on an object store without rename:
-    `files` server-side copies and deletes (what a rename is there), `threads` at once, as
-    many as the committers' job-commit pool. The files are written first, untimed."""
-    from ..store import IOPool
-
-    payload = b"x" * file_size
-    names = [f"f{i:06d}" for i in range(files)]
-    with IOPool(threads) as pool:
-        pool.for_each(lambda n: store.write_bytes(f"src/{n}", payload), names)
-
-        def move(n: str) -> None:
-            store.copy(f"src/{n}", f"dst/{n}")
-            store.delete(f"src/{n}")
-
-        start = time.perf_counter()
-        pool.for_each(move, names)
-        return time.perf_counter() - start
 
 
 def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) -> CommitBenchReport:
