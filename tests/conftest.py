@@ -9,7 +9,7 @@ import pytest
 
 from dataferry.store import Store, open_store, registry
 
-pytest_plugins = ["tests.servers.spark"]
+pytest_plugins = ["tests.servers.fakegcs", "tests.servers.spark"]
 
 # every contract location of every store family in the registry (a store joins the contract
 # suite with its row), then the wrappers over the local store
@@ -65,7 +65,8 @@ def make_store(kind: str, tmp_path, request=None) -> Store:
     if kind in CONTRACT_LOCATIONS:
         location = CONTRACT_LOCATIONS[kind]
         s3 = request.getfixturevalue("s3_url") if "{s3}" in location else ""
-        url = location.format(tmp=tmp_path, uuid=uuid.uuid4().hex, s3=s3)
+        gcs = request.getfixturevalue("gcs_url") if "{gcs}" in location else ""
+        url = location.format(tmp=tmp_path, uuid=uuid.uuid4().hex, s3=s3, gcs=gcs)
         return open_store(url, latency_scale=0.0)
     if kind == "faulty-local":
         return open_store(str(tmp_path / "store"), faults=[])

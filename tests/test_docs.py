@@ -168,6 +168,10 @@ def needs_s3(block: Block) -> bool:
     return any("s3://" in b.code for b in [block, *setup_blocks(block)])
 
 
+def needs_gcs(block: Block) -> bool:
+    return any("gs://" in b.code for b in [block, *setup_blocks(block)])
+
+
 # --- running ----------------------------------------------------------------------------------
 
 
@@ -238,6 +242,18 @@ def examples_s3(s3_server):
     return s3_server
 
 
+@pytest.fixture(scope="session")
+def examples_gcs(fakegcs):
+    """fake-gcs-server with the examples' bucket (gcsfs pointed at it by the environment)."""
+    import urllib.error
+
+    try:
+        fakegcs.create_bucket(BUCKET)
+    except urllib.error.HTTPError as e:  # made by an earlier session user of the server
+        assert e.code == 409, e
+    return fakegcs
+
+
 # --- the tests --------------------------------------------------------------------------------
 
 
@@ -288,6 +304,8 @@ def test_main_guard_check_finds_process_starts(code, unguarded):
 def test_example_runs(block, workdir, request):
     if needs_s3(block):
         request.getfixturevalue("examples_s3")
+    if needs_gcs(block):
+        request.getfixturevalue("examples_gcs")
     if block.lang == "python":
         run_python(block, workdir, block.describe())
         return

@@ -5,7 +5,8 @@ joins by its registry row; a promise a committer does not keep is declared there
 v2, the unsafe baseline), never named here.
 
 Stores are the cheap ones: a temporary local directory, `memory://`, and the `sim:` models
-without latency (`sim:s3` for the committers that need multipart upload). Every store is
+without latency (`sim:s3` for the committers that need multipart upload), and fake-gcs-server
+(`gcs`, the GCS magic committer's sessions). Every store is
 wrapped in a fault layer, with no rule armed until a test crashes a commit on purpose.
 """
 
@@ -59,8 +60,10 @@ class Case:
         return self.store.list_uploads("") if self.store.capabilities.multipart_upload else []
 
 
-def open_kind(kind: str, tmp: Path) -> Store:
+def open_kind(kind: str, tmp: Path, request=None) -> Store:
     root = str(tmp / "dest")
+    if kind == "gcs":  # fake-gcs-server through gcsfs
+        return open_store(request.getfixturevalue("gcs_url"), faults=[])
     if kind == "local":
         return open_store(root, faults=[])
     if kind == "memory":
@@ -82,7 +85,7 @@ def cases(promise: str, kinds: tuple[str, ...] | None = None) -> list:
 @pytest.fixture
 def case(request, tmp_path) -> Case:
     name, kind = request.param
-    return Case(KNOWN[name], kind, open_kind(kind, tmp_path), tmp_path / "dest", tmp_path)
+    return Case(KNOWN[name], kind, open_kind(kind, tmp_path, request), tmp_path / "dest", tmp_path)
 
 
 def promise(name: str, kinds: tuple[str, ...] | None = None):
@@ -109,7 +112,7 @@ def crash_at_intent(store: Store, job_dir: str, when: str) -> None:
 def test_every_committer_declares_where_it_is_safe():
     for spec in KNOWN.values():
         assert spec.safe_on, f"{spec.name}: its registry row declares no store it is safe on"
-        assert set(spec.safe_on) <= {"local", "memory", "hdfs", "s3"}, spec
+        assert set(spec.safe_on) <= {"local", "memory", "hdfs", "s3", "gcs"}, spec
 
 
 # --- the task side --------------------------------------------------------------------------

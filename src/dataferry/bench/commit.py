@@ -9,7 +9,9 @@ by kind, and the job-commit lower bound of the store model with the ratio to it.
 The lower bound of a job commit that sends R requests on a model with latency L, `n` I/O threads
 and a ceiling of C requests per second is max(R * L / n, R / C) (writes and reads against their
 own ceilings). On local disk there is no model; the floor is measured instead: the same number
-of bare renames, timed in the same run.
+of bare renames, timed in the same run. On a server reached by URL (gs://), whose renames are
+copies, the floor is a copy-based commit's least work there: the same number of server-side
+copies and deletes, as many at once as the job commit's I/O threads, in the same run.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ..commit.protocol import TaskCommitMessage
 from ..commit.registry import committer_classes
 from ..errors import ConfigError, InjectedCrash
 from ..store import FaultRule, FaultStore, LocalStore, Op, SimStore, Store, open_store, paths
+from .floors import measure_copy_floor, measure_rename_floor
 from .machine import machine_info
 from .processes import PeakRss
 
@@ -177,9 +180,10 @@ class RecoveryRun:
 class CommitBenchReport:
     spec: CommitBenchSpec
     results: list[CommitBenchResult]
-    floor_s: float | None  # local disk: measured bare renames
+    floor_s: float | None  # local disk: measured bare renames; a server: copies and deletes
     machine: dict[str, Any]
     hadoop: dict[str, Any] | None = None  # Hadoop's v1 (medians), or why it was skipped
+    floor_what: str = "bare renames"
 
     def speedup(self, committer: str, baseline: str = "v1") -> float | None:
         by = {r.committer: r for r in self.results}
@@ -193,6 +197,7 @@ class CommitBenchReport:
             "spec": self.spec.__dict__,
             "machine": self.machine,
             "floor_s": None if self.floor_s is None else round(self.floor_s, 4),
+            "floor_what": self.floor_what,
             "hadoop": self.hadoop,
             "results": [r.to_json() for r in self.results],
             "speedup_vs_v1": {
@@ -398,29 +403,12 @@ def model_limit(store: Store, requests: dict[str, int], threads: int) -> float:
     return max(by_latency, by_ceiling)
 
 
-def measure_rename_floor(files: int, file_size: int) -> float:
-    """Seconds for `files` bare renames of small files on local disk, one after another."""
-    directory = tempfile.mkdtemp(prefix="dataferry-floor-")
-    try:
-        store = LocalStore(directory)
-        payload = b"x" * file_size
-        names = [f"f{i:06d}" for i in range(files)]
-        for n in names:
-            store.write_bytes(f"src/{n}", payload)
-        store.mkdirs("dst")
-        os.sync()  # as before a job commit (see _run_one)
-        start = time.perf_counter()
-        for n in names:
-            store.rename(f"src/{n}", f"dst/{n}")
-        return time.perf_counter() - start
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
 def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) -> CommitBenchReport:
     say = progress or (lambda _msg: None)
     base_dir = tempfile.mkdtemp(prefix="dataferry-bench-commit-")
-    local = not spec.store.startswith(("sim:", "s3://", "s3a://"))
+    # a server's store (gs://): the floor is a copy-based commit's copies, on that server
+    remote = "://" in spec.store and not spec.store.startswith(("s3://", "s3a://", "file://"))
+    local = not remote and not spec.store.startswith(("sim:", "s3://", "s3a://"))
     if spec.store in ("local", ""):
         base = base_dir
     elif spec.store.startswith("sim:") and spec.store.count(":") == 1:
@@ -442,6 +430,13 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
             if local:
                 say(f"floor: {spec.files} bare renames (run {rep + 1})")
                 floors.append(measure_rename_floor(spec.files, spec.file_size))
+            if remote:
+                say(f"floor: {spec.files} copies and deletes (run {rep + 1})")
+                store = _open(base, f"copy-floor-{rep}")
+                floors.append(
+                    measure_copy_floor(store, spec.files, spec.file_size, spec.io_threads)
+                )
+                store.delete("", recursive=True)
             for name in spec.committers:  # interleaved, so drift hits every committer alike
                 say(f"{name}: run {rep + 1} of {spec.repeats}")
                 store = _open(base, f"{name}-{rep}")
@@ -481,7 +476,8 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     if floor is not None:
         for r in results:
             r.limit_s = floor
-    return CommitBenchReport(spec, results, floor, machine_info(), hadoop)
+    floor_what = "copies and deletes" if remote else "bare renames"
+    return CommitBenchReport(spec, results, floor, machine_info(), hadoop, floor_what)
 
 
 def _hadoop_peer(spec: CommitBenchSpec) -> tuple[Any, dict[str, Any] | None]:

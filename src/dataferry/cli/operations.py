@@ -51,8 +51,12 @@ def _store_with_uploads(url: str) -> Store:
     from ..store import open_store
 
     store = open_store(url)
-    if not store.capabilities.multipart_upload:
-        raise ConfigError(f"{url}: this store has no multipart uploads (s3:// and sim:s3 do)")
+    caps = store.capabilities
+    if not caps.multipart_upload and not caps.resumable_upload:
+        raise ConfigError(
+            f"{url}: this store has no multipart uploads or upload sessions (s3://, gs:// "
+            "and sim:s3 do)"
+        )
     return store
 
 
@@ -208,8 +212,10 @@ def uploads_list(
     url: str = typer.Argument(..., help="A store URL (s3://bucket/prefix)."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Multipart uploads pending under a prefix."""
-    uploads = _store_with_uploads(url).list_uploads("")
+    """Multipart uploads (GCS: upload sessions) pending under a prefix."""
+    from ..commit.job.cleanup import pending_uploads
+
+    uploads = pending_uploads(_store_with_uploads(url))
     if json_out:
         print_json([u.__dict__ for u in uploads])
         return

@@ -135,6 +135,8 @@ def choose_committer(store: Store) -> str:
         return "manifest"
     if caps.multipart_upload:
         return "magic"
+    if caps.resumable_upload:
+        return "magic-gcs"
     if caps.atomic_dir_rename:
         return "v1"
     return "direct"

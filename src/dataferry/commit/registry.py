@@ -86,6 +86,15 @@ KNOWN: dict[str, CommitterSpec] = {
             safe_on=("s3",),
         ),
         CommitterSpec(
+            "magic-gcs",
+            f"{_PKG}.s3a.magic.gcs",
+            "GcsMagicCommitter",
+            "MagicConfig",
+            "magic committer on GCS: resumable upload sessions left open until job commit "
+            "finalizes them",
+            safe_on=("gcs",),
+        ),
+        CommitterSpec(
             "directory",
             f"{_PKG}.s3a.staging.committer",
             "DirectoryStagingCommitter",

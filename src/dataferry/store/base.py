@@ -24,6 +24,7 @@ from ..errors import (
 )
 from ..stats import IOStatistics
 from . import paths
+from .etags import multipart_etag
 from .streams import WriteOnClose
 from .types import Capabilities, FileStatus, Op, PendingUpload
 
@@ -308,6 +309,16 @@ class Store(ABC):
 
     def _list_uploads(self, path: str) -> list[PendingUpload]:
         return []
+
+    @property
+    def lists_uploads(self) -> bool:
+        """Whether `list_uploads` finds every pending upload (S3); False where uploads cannot
+        be listed (GCS's sessions), so a resumed commit asks to complete each one."""
+        return True
+
+    def upload_etag(self, etags: list[str]) -> str:
+        """The etag of the object an upload completed with these parts' etags becomes."""
+        return multipart_etag(etags)
 
     def open_write(self, path: str, overwrite: bool = True) -> BinaryIO:
         """A stream whose bytes become the file, all at once, when it is closed."""

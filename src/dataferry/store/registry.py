@@ -51,7 +51,8 @@ class StoreSpec:
     faults_inside: bool = False  # its opener places the fault layer (sim: below its model)
     forms: tuple[str, ...] = ()  # how its URLs are written in messages, if not `scheme://`
     # (kind, location, capabilities key) for the store contract suite; `{tmp}` is a fresh
-    # directory, `{uuid}` a fresh name, `{s3}` a fresh location on the S3 test server
+    # directory, `{uuid}` a fresh name, `{s3}` a fresh location on the S3 test server, `{gcs}`
+    # one on fake-gcs-server
     contract: tuple[tuple[str, str, str], ...] = ()
     untested: str = ""  # why the contract suite cannot open it on a test machine
 
@@ -95,6 +96,15 @@ KNOWN: dict[str, StoreSpec] = {
             contract=(("s3", "{s3}", "s3"),),
         ),
         StoreSpec(
+            "gcs",
+            f"{_PKG}.gcs",
+            ("gs", "gcs"),
+            "Google Cloud Storage through gcsfs: copy renames, ifGenerationMatch creates, "
+            "resumable upload sessions; gcsfs file system objects too",
+            filesystems="from_filesystem",
+            contract=(("gcs", "{gcs}", "gs"),),
+        ),
+        StoreSpec(
             "sim",
             f"{_PKG}.sim",
             ("sim",),
@@ -123,8 +133,8 @@ KNOWN: dict[str, StoreSpec] = {
         StoreSpec(
             "fsspec",
             f"{_PKG}.fsspec",
-            ("memory", "gs", "gcs", "abfs", "abfss", "az"),
-            "fsspec file systems (memory, GCS, Azure), and fsspec file system objects",
+            ("memory", "abfs", "abfss", "az"),
+            "fsspec file systems (memory, Azure), and fsspec file system objects",
             capabilities="PROTOCOL_CAPABILITIES",
             filesystems="from_filesystem",
             contract=(("memory", "memory://dataferry-tests/{uuid}", "memory"),),

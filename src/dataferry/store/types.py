@@ -95,6 +95,9 @@ class Capabilities:
     consistent_listing: bool = True
     conditional_create: bool = False
     multipart_upload: bool = False
+    # GCS's resumable upload sessions behind the multipart operations: parts in order, the
+    # last one held until the session is finalized, no listing of sessions
+    resumable_upload: bool = False
     # appends in place; without it `append_bytes` reads and rewrites the whole file
     native_append: bool = False
     # writes at an offset and truncates in place; without it `write_at` and `truncate` refuse

@@ -88,3 +88,10 @@ class WrappingStore(Store):
 
     def _list_uploads(self, path: str) -> list[PendingUpload]:
         return self.inner.list_uploads(path)
+
+    @property
+    def lists_uploads(self) -> bool:
+        return self.inner.lists_uploads
+
+    def upload_etag(self, etags: list[str]) -> str:
+        return self.inner.upload_etag(etags)

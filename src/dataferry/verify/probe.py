@@ -8,7 +8,8 @@ Every probe runs in a scratch prefix that is removed afterwards:
 - file rename: does it work, and does its time grow with the file's size (a copy) or not
   (a metadata operation, atomic and O(1) on every store we know)? Is the etag kept?
 - directory rename: does its time grow with the number of files (per-file, not atomic)?
-- multipart upload: can one be started and aborted?
+- multipart upload: can one be started and aborted? (GCS: does a resumable session's object
+  stay invisible until the session is finalized?)
 """
 
 from __future__ import annotations
@@ -235,12 +236,34 @@ def _run_probes(store: Store, base: str, add: Callable[[Finding], None]) -> None
             )
         )
 
+    if store.capabilities.resumable_upload:
+        _probe_session(store, p(base, "session"), add)
+        return
     try:
         upload = store.initiate_upload(p(base, "mpu"))
         store.abort_upload(p(base, "mpu"), upload)
         add(Finding("multipart_upload", True, "an upload was started and aborted"))
     except DataferryError as e:
         add(Finding("multipart_upload", False, str(e)))
+
+
+def _probe_session(store: Store, path: str, add: Callable[[Finding], None]) -> None:
+    """A resumable upload session (GCS): its bytes sent, then invisible until finalized."""
+    data = b"s" * (store.min_part_size + 10)
+    try:
+        upload = store.initiate_upload(path)
+        etag = store.upload_part(path, upload, 1, data)
+        hidden = not store.exists(path)
+        store.complete_upload(path, upload, [etag])
+        works = hidden and store.read_bytes(path) == data
+        detail = (
+            "a session's bytes stayed invisible until it was finalized"
+            if works
+            else "a session's object was visible before it was finalized, or differs"
+        )
+        add(Finding("resumable_upload", works, detail))
+    except DataferryError as e:
+        add(Finding("resumable_upload", False, str(e)))
 
 
 def recommend(measured: dict[str, bool | None]) -> tuple[str, str]:
@@ -253,6 +276,12 @@ def recommend(measured: dict[str, bool | None]) -> tuple[str, str]:
         return (
             "magic",
             "no real rename, but multipart upload: uploads completed at job commit copy nothing",
+        )
+    if measured.get("resumable_upload"):
+        return (
+            "magic-gcs",
+            "no real rename, but resumable upload sessions: sessions finalized at job commit "
+            "copy nothing",
         )
     return (
         "none",

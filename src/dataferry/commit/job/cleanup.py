@@ -382,10 +382,22 @@ def abort_uploads(
 ) -> UploadsReport:
     """Abort multipart uploads pending under the store's root that are older than the limit."""
     now = time.time()
-    report = UploadsReport(pending=store.list_uploads(""))
+    report = UploadsReport(pending=pending_uploads(store))
     for u in report.pending:
         if now - u.initiated >= older_than_s:
             if not dry_run:
                 store.abort_upload(u.path, u.upload_id)
+                if getattr(u, "record", ""):  # a session its record named: the record goes
+                    store.delete(u.record)
             report.aborted.append(u)
     return report
+
+
+def pending_uploads(store: Store) -> list:
+    """Uploads pending under the store's root: as the store lists them, or where it cannot
+    (GCS's sessions) as the records of the committers that started them name them."""
+    if store.lists_uploads:
+        return store.list_uploads("")
+    return [
+        u for cls in committer_classes() if cls.starts_uploads for u in cls.recorded_uploads(store)
+    ]

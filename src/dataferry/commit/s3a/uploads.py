@@ -183,14 +183,16 @@ def complete_uploads(ctx: StageContext, uploads: list[Upload]) -> int:
     the object has the etag the upload produces. Returns how many were found done."""
     store = ctx.store
     pending = (
-        {u.upload_id for u in store.list_uploads("")} if ctx.resumed else None
-    )  # one listing, not a request per upload already completed
+        {u.upload_id for u in store.list_uploads("")}
+        if ctx.resumed and store.lists_uploads
+        else None
+    )  # one listing, not a request per upload already completed (GCS lists none: ask each)
     found = 0
     lock = threading.Lock()
 
     def finished(u: Upload) -> bool:
         try:
-            return store.stat(u.path).etag == u.expected_etag()
+            return store.stat(u.path).etag == store.upload_etag(u.etags)
         except NotFound:
             return False
 
@@ -346,8 +348,19 @@ class UploadCommitter(Committer):
         self.store.delete(self.jobs_dir(job), recursive=True)
 
     @classmethod
+    def recorded_uploads(cls, store: Store) -> list[Any]:
+        """Uploads its jobs' records name, for stores that cannot list them (GCS)."""
+        return []
+
+    @classmethod
+    def serves(cls, store: Store) -> bool:
+        """Whether its jobs' directories on `store` are its own (`magic` on S3's multipart
+        uploads, `magic-gcs` on GCS's sessions share a layout)."""
+        return store.capabilities.multipart_upload
+
+    @classmethod
     def leftovers(cls, store: Store) -> list[Leftover]:
-        if not store.exists(""):
+        if not cls.serves(store) or not store.exists(""):
             return []
         found = []
         for e in store.list(""):

@@ -95,7 +95,11 @@ class MagicCommitter(UploadCommitter):
         rel = paths.normalize(relpath)
         if not rel or paths.is_hidden(rel):
             raise CommitError(f"task {task.attempt_id}: cannot write {relpath!r}: not a data path")
-        return _UploadStream(self, task, rel)  # type: ignore[return-value]
+        return self.stream(task, rel)  # type: ignore[return-value]
+
+    def stream(self, task: TaskAttemptContext, relpath: str) -> _UploadStream:
+        """The stream a file is written through (an upload left pending on close)."""
+        return _UploadStream(self, task, relpath)
 
     def write_file(self, task: TaskAttemptContext, relpath: str, data: bytes) -> str:
         with self.open_file(task, relpath) as f:
