@@ -77,6 +77,7 @@ def fetch(name: str, coords: list[str]) -> Path:
         "mvn",
         "-q",
         "-B",
+        "-Dstyle.color=never",
         "-f",
         str(out / "pom.xml"),
         "dependency:copy-dependencies",
