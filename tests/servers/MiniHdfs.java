@@ -1,4 +1,4 @@
-// A MiniDFSCluster for the tests (tests/servers/hdfs.py): one NameNode and one DataNode on
+// A MiniDFSCluster for the tests (tests/servers/hdfs.py): one NameNode and two DataNodes on
 // 127.0.0.1, data under args[0], NameNode RPC on args[1] (0: a free port). Prints
 // "PORT <n>" once the cluster is up, and runs until it is signalled (SIGTERM) or process args[2]
 // ends (the test run that started it, killed before it could stop the cluster). The data are a
@@ -18,13 +18,17 @@ public final class MiniHdfs {
     conf.set("dfs.namenode.http-address", "127.0.0.1:0");
     conf.setBoolean("dfs.permissions.enabled", false);
     conf.setBoolean("dfs.webhdfs.enabled", false);  // no Jersey scan of the jars at startup
-    conf.setInt("dfs.replication", 1);
+    conf.setInt("dfs.replication", 2);
     conf.setLong("dfs.blocksize", 1L << 20);  // small files: small blocks
     conf.setInt("dfs.namenode.handler.count", 16);
     conf.setBoolean("dfs.namenode.edits.noeditlogchannelflush", true);  // a test's data
+    // A close need not wait for the DataNodes' report of the file's last block (HDFS-8999;
+    // only for a block with more expected replicas than the minimum, hence two DataNodes):
+    // otherwise a close that outruns the report is refused and retried half a second later.
+    conf.setInt("dfs.namenode.file.close.num-committed-allowed", 1);
     MiniDFSCluster cluster =
         new MiniDFSCluster.Builder(conf)
-            .numDataNodes(1)
+            .numDataNodes(2)
             .nameNodePort(Integer.parseInt(args[1]))
             .nameNodeHttpPort(0)
             .checkDataNodeAddrConfig(true)
