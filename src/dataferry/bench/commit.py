@@ -9,7 +9,9 @@ by kind, and the job-commit lower bound of the store model with the ratio to it.
 The lower bound of a job commit that sends R requests on a model with latency L, `n` I/O threads
 and a ceiling of C requests per second is max(R * L / n, R / C) (writes and reads against their
 own ceilings). On local disk there is no model; the floor is measured instead: the same number
-of bare renames, timed in the same run.
+of bare renames, timed in the same run. On a real server with renames (an `hdfs://` NameNode)
+the floor is measured there: the same number of bare renames, as many at once as the job
+commit's I/O threads.
 """
 
 from __future__ import annotations
@@ -177,7 +179,7 @@ class RecoveryRun:
 class CommitBenchReport:
     spec: CommitBenchSpec
     results: list[CommitBenchResult]
-    floor_s: float | None  # local disk: measured bare renames
+    floor_s: float | None  # local disk or a real server: measured bare renames
     machine: dict[str, Any]
     hadoop: dict[str, Any] | None = None  # Hadoop's v1 (medians), or why it was skipped
 
@@ -193,6 +195,11 @@ class CommitBenchReport:
             "spec": self.spec.__dict__,
             "machine": self.machine,
             "floor_s": None if self.floor_s is None else round(self.floor_s, 4),
+            "floor_on": (
+                f"{self.spec.store} ({self.spec.io_threads} at once)"
+                if _floor_kind(self.spec.store) == "store"
+                else "local disk"
+            ),
             "hadoop": self.hadoop,
             "results": [r.to_json() for r in self.results],
             "speedup_vs_v1": {
@@ -265,10 +272,14 @@ def _run_one(
     session = new_session(committer).setup(record_driver=False)  # the commit's cost only
     job = session.context
     attempts = [job.task(t) for t in range(spec.tasks)]
-    for t in attempts:
+
+    def write_task(t: Any) -> None:
         committer.setup_task(t)
         for rel in _file_layout(spec, t.task_index):
             committer.write_file(t, rel, payload)
+
+    with ThreadPoolExecutor(spec.task_parallelism) as pool:  # as executors write: at once
+        list(pool.map(write_task, attempts))
     local_disk = sum(s.size for s in LocalStore(staging).walk(""))
     _set_latency(store, latency_scale)
     before_tasks = store.stats.snapshot()
@@ -417,10 +428,35 @@ def measure_rename_floor(files: int, file_size: int) -> float:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def measure_store_rename_floor(store: Store, files: int, file_size: int, threads: int) -> float:
+    """Seconds for `files` bare renames of small files on `store` itself (a real server: HDFS),
+    `threads` at once as a committer's job commit sends them; the files are written first."""
+    payload = b"x" * file_size
+    names = [f"f{i:06d}" for i in range(files)]
+    store.mkdirs("dst")
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda n: store.write_bytes(f"src/{n}", payload), names))
+        start = time.perf_counter()
+        list(pool.map(lambda n: store.rename(f"src/{n}", f"dst/{n}"), names))
+        floor = time.perf_counter() - start
+    store.delete("", recursive=True)
+    return floor
+
+
+def _floor_kind(location: str) -> str | None:
+    """Where the bare-rename floor is measured: "local" disk, the "store" itself (a server's
+    URL with renames, e.g. hdfs://), or None for a model or an object store (no renames)."""
+    if location.startswith(("sim:", "s3://", "s3a://")):
+        return None
+    if "://" in location and not location.startswith("file://"):
+        return "store"
+    return "local"
+
+
 def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) -> CommitBenchReport:
     say = progress or (lambda _msg: None)
     base_dir = tempfile.mkdtemp(prefix="dataferry-bench-commit-")
-    local = not spec.store.startswith(("sim:", "s3://", "s3a://"))
+    floor_kind = _floor_kind(spec.store)
     if spec.store in ("local", ""):
         base = base_dir
     elif spec.store.startswith("sim:") and spec.store.count(":") == 1:
@@ -439,9 +475,17 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
                 hadoop_runs.append(
                     peer.run(spec.files, spec.tasks, spec.partitions, spec.file_size)
                 )
-            if local:
+            if floor_kind == "local":
                 say(f"floor: {spec.files} bare renames (run {rep + 1})")
                 floors.append(measure_rename_floor(spec.files, spec.file_size))
+            elif floor_kind == "store":
+                say(f"floor: {spec.files} bare renames on the store (run {rep + 1})")
+                floor_store = _open(base, f"floor-{rep}")
+                floors.append(
+                    measure_store_rename_floor(
+                        floor_store, spec.files, spec.file_size, spec.io_threads
+                    )
+                )
             for name in spec.committers:  # interleaved, so drift hits every committer alike
                 say(f"{name}: run {rep + 1} of {spec.repeats}")
                 store = _open(base, f"{name}-{rep}")

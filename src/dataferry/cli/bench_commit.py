@@ -19,7 +19,9 @@ def bench_commit(
     files: int = typer.Option(4000, help="Files in the job."),
     tasks: int = typer.Option(40, help="Tasks (each writes files/tasks files)."),
     partitions: int = typer.Option(40, help="Partition directories every task writes into."),
-    store: str = typer.Option("sim:abfs", help="sim:PROFILE, 'local', or a directory."),
+    store: str = typer.Option(
+        "sim:abfs", help="sim:PROFILE, 'local', a directory or a server (hdfs://namenode:port/dir)."
+    ),
     io_threads: int = typer.Option(32, "--io-threads", help="Job-commit I/O threads."),
     file_size: int = typer.Option(1024, help="Bytes per file."),
     repeats: int = typer.Option(1, help="Runs per committer (interleaved); medians are shown."),
@@ -127,7 +129,7 @@ def _render_commit(data: dict[str, Any], title: str, files: int, kill_at: float 
     console.print(t)
     if data["floor_s"] is not None:
         console.print(
-            f"limit on local disk = {files} bare renames measured in this run: "
+            f"limit on {data['floor_on']} = {files} bare renames measured in this run: "
             f"{data['floor_s']:.3f} s"
         )
     _render_hadoop(data)
@@ -261,7 +263,9 @@ def _render_clients(data: dict[str, Any]) -> None:
 def bench_hive(
     files: int = typer.Option(20_000, help="Staged files to load."),
     partitions: int = typer.Option(200, help="Partitions they fall into."),
-    store: str = typer.Option("sim:hdfs-loaded", help="sim:PROFILE or a directory."),
+    store: str = typer.Option(
+        "sim:hdfs-loaded", help="sim:PROFILE, a directory or a server (hdfs://namenode:port/dir)."
+    ),
     modes: str = typer.Option(
         ",".join(("one-by-one", "new-partitions", "append")), help="Modes to run."
     ),

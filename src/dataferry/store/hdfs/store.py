@@ -118,8 +118,10 @@ class HdfsStore(Store):
             ) from None
 
     def _delete(self, path: str, recursive: bool) -> bool:
-        if not path:
-            raise StoreError(f"delete {self.full_url()}: the store's root is not deleted", path)
+        if not path and not self.root:
+            raise StoreError(
+                f"delete {self.full_url()}: the file system's root is not deleted", path
+            )
         return bool(self.client.delete(self._abs(path), recursive))
 
     def _rename(self, src: str, dst: str) -> None:
