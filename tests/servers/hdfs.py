@@ -3,7 +3,7 @@ DataNodes, in one JVM) on 127.0.0.1, reached from Python through hdfs-native (`h
 
 The jars are deps/maven.txt's set `hdfs` (`make jars` puts them in .cache/jars/hdfs/); the few
 lines of Java that start the cluster (MiniHdfs.java, beside this module) are compiled with
-javac into the server's temporary directory. One cluster serves every xdist worker
+javac once, into .cache/hdfs-classes/ (by the source's digest). One cluster serves every xdist worker
 (`shared_server`); each test gets a fresh directory in it (`hdfs_url`).
 
 Startup is what the suite pays for HDFS, so it is trimmed: WebHDFS off (its Jersey scan reads
@@ -17,8 +17,11 @@ report is refused and hdfs-native retries it half a second later (most small wri
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 import zipfile
@@ -46,20 +49,37 @@ def _webapps(jars: Path, into: Path) -> None:
         z.extractall(into, [n for n in z.namelist() if n.startswith("webapps/")])
 
 
-def start_hdfs(workdir: Path) -> tuple[int, dict]:
-    """Compile MiniHdfs.java, start the cluster, wait for its port; (pid, info)."""
-    java = need_tool("java", "Java (17)", "apt-get install openjdk-17-jdk-headless")
+def _compiled(jars: Path) -> Path:
+    """MiniHdfs.java compiled, with the web apps beside it: a class path directory kept in
+    the cache under the source's and the jars' digest (made once, then reused)."""
+    digest = hashlib.sha256(JAVA_SOURCE.read_bytes())
+    digest.update((jars / ".complete").read_bytes())
+    out = CACHE / "hdfs-classes" / digest.hexdigest()[:16]
+    if out.exists():
+        return out
     javac = need_tool("javac", "javac (a JDK 17)", "apt-get install openjdk-17-jdk-headless")
-    jars = _jars()
-    classes, webapps, data = workdir / "classes", workdir / "webapps", workdir / "data"
-    classpath = os.pathsep.join([str(classes), str(webapps), f"{jars}/*"])
-    began = time.monotonic()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="building-", dir=out.parent))
     subprocess.run(
-        [javac, "-nowarn", "-cp", f"{jars}/*", "-d", str(classes), str(JAVA_SOURCE)],
+        [javac, "-nowarn", "-cp", f"{jars}/*", "-d", str(tmp), str(JAVA_SOURCE)],
         check=True,
         capture_output=True,
     )
-    _webapps(jars, webapps)
+    _webapps(jars, tmp)
+    try:
+        tmp.rename(out)
+    except OSError:  # another run made it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def start_hdfs(workdir: Path) -> tuple[int, dict]:
+    """Start the cluster (MiniHdfs.java compiled once), wait for its port; (pid, info)."""
+    java = need_tool("java", "Java (17)", "apt-get install openjdk-17-jdk-headless")
+    jars = _jars()
+    began = time.monotonic()
+    classpath = os.pathsep.join([str(_compiled(jars)), f"{jars}/*"])
+    data = workdir / "data"
     port = free_port()
     log = workdir / "hdfs.log"
     # under xdist the controller outlives every worker: the cluster ends with the run

@@ -39,10 +39,10 @@ def test_the_hive_load_is_restartable_on_a_real_namenode(hdfs_url):
     partition is all there or not at all, never a file twice. A load that were not journaled
     (or whose restart redid a move the NameNode had already made) would lose or duplicate
     files here, which is the seed's Hive story on a real cluster."""
-    report = verify_crash("hive", hdfs_url, every=3, select=_in_the_load)
+    report = verify_crash("hive", hdfs_url, select=_in_the_load)
     assert report.total_violations == 0, report.to_json(3)["examples"]
     moves = [s for s in report.scenarios if s.op == "rename" and "-ext-10000/part=" in s.path]
-    assert len(moves) >= 4, "the load's moves must be among the crash points"
+    assert len(moves) >= 2, "the load's moves must be among the crash points"
 
 
 def test_the_command_samples_with_every(monkeypatch):
