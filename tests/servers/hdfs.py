@@ -1,5 +1,5 @@
-"""HDFS for the tests: a MiniDFSCluster (Hadoop's own test cluster: one NameNode, two
-DataNodes, in one JVM) on 127.0.0.1, reached from Python through hdfs-native (`hdfs://`).
+"""HDFS for the tests: a MiniDFSCluster (Hadoop's own test cluster: one NameNode, one
+DataNode, in one JVM) on 127.0.0.1, reached from Python through hdfs-native (`hdfs://`).
 
 The jars are deps/maven.txt's set `hdfs` (`make jars` puts them in .cache/jars/hdfs/); the few
 lines of Java that start the cluster (MiniHdfs.java, beside this module) are compiled with
@@ -9,10 +9,9 @@ javac once, into .cache/hdfs-classes/ (by the source's digest). One cluster serv
 Startup is what the suite pays for HDFS, so it is trimmed: WebHDFS off (its Jersey scan reads
 the 56 MB minicluster jar), the web apps' static files extracted from the jar onto the class
 path (Jetty would otherwise copy them out of the jar by reading it whole, once per server),
-and the JVM's client compiler only. Two DataNodes rather than one, with files replicated on
-both: the NameNode may then close a file before the DataNodes' reports of its last block arrive
-(`dfs.namenode.file.close.num-committed-allowed`), where with one a close that outruns the
-report is refused and hdfs-native retries it half a second later (most small writes did).
+and the JVM's client compiler only. A close that outruns the DataNode's report of the
+file's last block is refused by the NameNode and retried by hdfs-native half a second later,
+so many small writes cost that much here (as on a real cluster).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from ..commit.protocol import TaskCommitMessage
 from ..commit.registry import committer_classes
 from ..errors import ConfigError, InjectedCrash
 from ..store import FaultRule, FaultStore, LocalStore, Op, SimStore, Store, open_store, paths
+from .floor import floor_kind, measure_rename_floor, measure_store_rename_floor
 from .machine import machine_info
 from .processes import PeakRss
 
@@ -197,7 +198,7 @@ class CommitBenchReport:
             "floor_s": None if self.floor_s is None else round(self.floor_s, 4),
             "floor_on": (
                 f"{self.spec.store} ({self.spec.io_threads} at once)"
-                if _floor_kind(self.spec.store) == "store"
+                if floor_kind(self.spec.store) == "store"
                 else "local disk"
             ),
             "hadoop": self.hadoop,
@@ -409,54 +410,10 @@ def model_limit(store: Store, requests: dict[str, int], threads: int) -> float:
     return max(by_latency, by_ceiling)
 
 
-def measure_rename_floor(files: int, file_size: int) -> float:
-    """Seconds for `files` bare renames of small files on local disk, one after another."""
-    directory = tempfile.mkdtemp(prefix="dataferry-floor-")
-    try:
-        store = LocalStore(directory)
-        payload = b"x" * file_size
-        names = [f"f{i:06d}" for i in range(files)]
-        for n in names:
-            store.write_bytes(f"src/{n}", payload)
-        store.mkdirs("dst")
-        os.sync()  # as before a job commit (see _run_one)
-        start = time.perf_counter()
-        for n in names:
-            store.rename(f"src/{n}", f"dst/{n}")
-        return time.perf_counter() - start
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def measure_store_rename_floor(store: Store, files: int, file_size: int, threads: int) -> float:
-    """Seconds for `files` bare renames of small files on `store` itself (a real server: HDFS),
-    `threads` at once as a committer's job commit sends them; the files are written first."""
-    payload = b"x" * file_size
-    names = [f"f{i:06d}" for i in range(files)]
-    store.mkdirs("dst")
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda n: store.write_bytes(f"src/{n}", payload), names))
-        start = time.perf_counter()
-        list(pool.map(lambda n: store.rename(f"src/{n}", f"dst/{n}"), names))
-        floor = time.perf_counter() - start
-    store.delete("", recursive=True)
-    return floor
-
-
-def _floor_kind(location: str) -> str | None:
-    """Where the bare-rename floor is measured: "local" disk, the "store" itself (a server's
-    URL with renames, e.g. hdfs://), or None for a model or an object store (no renames)."""
-    if location.startswith(("sim:", "s3://", "s3a://")):
-        return None
-    if "://" in location and not location.startswith("file://"):
-        return "store"
-    return "local"
-
-
 def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) -> CommitBenchReport:
     say = progress or (lambda _msg: None)
     base_dir = tempfile.mkdtemp(prefix="dataferry-bench-commit-")
-    floor_kind = _floor_kind(spec.store)
+    floor_on = floor_kind(spec.store)
     if spec.store in ("local", ""):
         base = base_dir
     elif spec.store.startswith("sim:") and spec.store.count(":") == 1:
@@ -475,10 +432,10 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
                 hadoop_runs.append(
                     peer.run(spec.files, spec.tasks, spec.partitions, spec.file_size)
                 )
-            if floor_kind == "local":
+            if floor_on == "local":
                 say(f"floor: {spec.files} bare renames (run {rep + 1})")
                 floors.append(measure_rename_floor(spec.files, spec.file_size))
-            elif floor_kind == "store":
+            elif floor_on == "store":
                 say(f"floor: {spec.files} bare renames on the store (run {rep + 1})")
                 floor_store = _open(base, f"floor-{rep}")
                 floors.append(
