@@ -41,7 +41,7 @@ def test_the_hive_load_is_restartable_on_a_real_namenode(hdfs_url):
     partition is all there or not at all, never a file twice. A load that were not journaled
     (or whose restart redid a move the NameNode had already made) would lose or duplicate
     files here, which is the seed's Hive story on a real cluster."""
-    report = verify_crash("hive", hdfs_url, select=_in_the_load, limit=4)
+    report = verify_crash("hive", hdfs_url, select=_in_the_load, limit=2)
     assert report.total_violations == 0, report.to_json(3)["examples"]
     moves = [s for s in report.scenarios if s.op == "rename" and "-ext-10000/part=" in s.path]
     assert len(moves) >= 2, "the load's moves must be among the crash points"
