@@ -9,7 +9,7 @@ import pytest
 
 from dataferry.store import Store, open_store, registry
 
-pytest_plugins = ["tests.servers.fakegcs", "tests.servers.spark"]
+pytest_plugins = ["tests.servers.fakegcs", "tests.servers.hdfs", "tests.servers.spark"]
 
 # every contract location of every store family in the registry (a store joins the contract
 # suite with its row), then the wrappers over the local store
@@ -61,12 +61,21 @@ def s3_url(s3_server) -> str:
     return f"s3://{s3_server.create_bucket()}/{uuid.uuid4().hex[:8]}"
 
 
+# contract placeholders (`{s3}` in a registry row's location) -> the fixture giving a fresh
+# location on that test server
+SERVER_LOCATIONS = {"s3": "s3_url", "gcs": "gcs_url", "hdfs": "hdfs_url"}
+
+
 def make_store(kind: str, tmp_path, request=None) -> Store:
     if kind in CONTRACT_LOCATIONS:
         location = CONTRACT_LOCATIONS[kind]
-        s3 = request.getfixturevalue("s3_url") if "{s3}" in location else ""
-        gcs = request.getfixturevalue("gcs_url") if "{gcs}" in location else ""
-        url = location.format(tmp=tmp_path, uuid=uuid.uuid4().hex, s3=s3, gcs=gcs)
+        # a placeholder names the fixture giving a fresh location on its test server
+        found = {
+            name: request.getfixturevalue(fixture)
+            for name, fixture in SERVER_LOCATIONS.items()
+            if "{" + name + "}" in location
+        }
+        url = location.format(tmp=tmp_path, uuid=uuid.uuid4().hex, **found)
         return open_store(url, latency_scale=0.0)
     if kind == "faulty-local":
         return open_store(str(tmp_path / "store"), faults=[])

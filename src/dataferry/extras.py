@@ -23,6 +23,7 @@ EXTRA_OF_MODULE = {
     "s3fs": "s3",
     "gcsfs": "gcs",
     "adlfs": "azure",
+    "hdfs_native": "hdfs",
     "dask": "dask",
     "distributed": "dask",
     "ray": "ray",
@@ -40,7 +41,7 @@ EXTRA_OF_MODULE = {
 }
 
 # pip's name for modules whose distribution is called otherwise
-DISTRIBUTION_OF_MODULE = {"moto": "moto[server]"}
+DISTRIBUTION_OF_MODULE = {"moto": "moto[server]", "hdfs_native": "hdfs-native"}
 
 
 class MissingDependency(DataferryError, ImportError):

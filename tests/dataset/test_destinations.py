@@ -9,7 +9,7 @@ import pyarrow.fs as pafs
 import pytest
 
 import dataferry
-from dataferry.errors import ConfigError
+from dataferry.errors import ConfigError, StoreError
 from dataferry.testing import CREDENTIALS
 
 TABLE = pa.table({"k": ["a", "b"] * 500, "v": list(range(1000))})
@@ -61,6 +61,10 @@ def test_a_file_system_object_as_the_destination_says_what_to_pass(tmp_path):
         dataferry.write_dataset(TABLE, fsspec.filesystem("memory"))
 
 
-def test_hdfs_without_libhdfs_is_a_clear_error():
-    with pytest.raises(ConfigError, match="libhdfs"):
-        dataferry.write_dataset(TABLE, "hdfs://namenode:8020/out")
+def test_hdfs_without_a_namenode_is_a_clear_error():
+    """hdfs-native retries a refused connection without end: without the check, a write to a
+    mistyped NameNode address would hang instead of saying so."""
+    from tests.servers import free_port
+
+    with pytest.raises(StoreError, match=r"cannot reach the NameNode of hdfs://127\.0\.0\.1"):
+        dataferry.write_dataset(TABLE, f"hdfs://127.0.0.1:{free_port()}/out")

@@ -1,5 +1,5 @@
 """The file systems and options PyData users pass: `storage_options=` (fsspec/Dask style, s3fs's
-names for S3), `filesystem=` (fsspec and pyarrow objects), and `hdfs://`.
+names for S3), and `filesystem=` (fsspec and pyarrow objects, pyarrow's HadoopFileSystem too).
 
 S3 tests run against the real S3-protocol test server (moto in its own process)."""
 
@@ -23,7 +23,7 @@ from dataferry.commit.factory import choose_committer
 from dataferry.engine import LocalEngine
 from dataferry.errors import AccessDenied, ConfigError, DataferryError, StoreError
 from dataferry.store import Capabilities, open_store
-from dataferry.store.fsspec.arrow import ARROW_CAPABILITIES, hdfs_missing
+from dataferry.store.fsspec.arrow import ARROW_CAPABILITIES
 from dataferry.store.fsspec.store import PROTOCOL_CAPABILITIES
 from dataferry.store.local.store import LOCAL_CAPABILITIES
 
@@ -338,55 +338,6 @@ def test_hadoop_file_system_capabilities_and_calls():
     fake.move.assert_called_once_with("/data/out/a", "/data/out/b")
     store.mkdirs("new/dir")
     fake.create_dir.assert_called_with("/data/out/new/dir", recursive=True)
-
-
-def test_hdfs_without_libhdfs_says_what_is_missing(monkeypatch):
-    for name in ("ARROW_LIBHDFS_DIR", "HADOOP_HOME", "JAVA_HOME", "CLASSPATH"):
-        monkeypatch.delenv(name, raising=False)
-    for url in ("hdfs://namenode:8020/data/out", "viewfs://cluster/data/out"):
-        with pytest.raises(ConfigError) as e:
-            open_store(url)
-        msg = str(e.value)
-        assert url in msg and "libhdfs" in msg
-        for needed in ("ARROW_LIBHDFS_DIR", "HADOOP_HOME", "JAVA_HOME", "hadoop classpath --glob"):
-            assert needed in msg
-
-
-def test_hdfs_message_names_only_what_is_missing(monkeypatch, tmp_path):
-    libdir = tmp_path / "native"
-    libdir.mkdir()
-    (libdir / "libhdfs.so").write_bytes(b"")  # present (not loadable: no JVM to run it anyway)
-    monkeypatch.setenv("ARROW_LIBHDFS_DIR", str(libdir))
-    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))  # holds no libjvm.so
-    monkeypatch.setenv("CLASSPATH", "/opt/app/lib/app.jar")
-    with pytest.raises(ConfigError) as e:
-        open_store("hdfs://namenode/data")
-    msg = str(e.value)
-    assert "libhdfs.so (" not in msg  # found, so not listed as missing
-    assert f"JAVA_HOME={tmp_path / 'jdk'} has no libjvm.so" in msg
-    assert "CLASSPATH names no Hadoop jar" in msg
-
-
-def test_hdfs_missing_checks_each_requirement(tmp_path):
-    (tmp_path / "hadoop" / "lib" / "native").mkdir(parents=True)
-    (tmp_path / "hadoop" / "lib" / "native" / "libhdfs.so").write_bytes(b"")
-    (tmp_path / "jdk" / "lib" / "server").mkdir(parents=True)
-    (tmp_path / "jdk" / "lib" / "server" / "libjvm.so").write_bytes(b"")
-    ready = {
-        "HADOOP_HOME": str(tmp_path / "hadoop"),
-        "JAVA_HOME": str(tmp_path / "jdk"),
-        "CLASSPATH": "/opt/hadoop/share/hadoop/common/hadoop-common.jar",
-    }
-    assert hdfs_missing(ready) == []
-    without_java = hdfs_missing({**ready, "JAVA_HOME": ""})
-    assert len(without_java) == 1 and without_java[0].startswith("JAVA_HOME is not set")
-    without_classpath = hdfs_missing({k: v for k, v in ready.items() if k != "CLASSPATH"})
-    assert len(without_classpath) == 1 and "hadoop classpath --glob" in without_classpath[0]
-
-
-def test_hdfs_storage_options_are_checked_before_loading():
-    with pytest.raises(ConfigError, match=r"'kerberos'.*kerb_ticket"):
-        open_store("hdfs://nn:8020/x", storage_options={"kerberos": "/tmp/krb5cc"})
 
 
 # --- what to pass instead ------------------------------------------------------------------

@@ -9,9 +9,8 @@ by kind, and the job-commit lower bound of the store model with the ratio to it.
 The lower bound of a job commit that sends R requests on a model with latency L, `n` I/O threads
 and a ceiling of C requests per second is max(R * L / n, R / C) (writes and reads against their
 own ceilings). On local disk there is no model; the floor is measured instead: the same number
-of bare renames, timed in the same run. On a server reached by URL (gs://), whose renames are
-copies, the floor is a copy-based commit's least work there: the same number of server-side
-copies and deletes, as many at once as the job commit's I/O threads, in the same run.
+of bare renames, timed in the same run; on a server reached by URL, its own renames (or the
+copies and deletes a rename is there), as many at once as the job commit's I/O threads.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from ..commit.protocol import TaskCommitMessage
 from ..commit.registry import committer_classes
 from ..errors import ConfigError, InjectedCrash
 from ..store import FaultRule, FaultStore, LocalStore, Op, SimStore, Store, open_store, paths
-from .floors import measure_copy_floor, measure_rename_floor
+from .floor import floor_kind, measure_rename_floor, measure_store_floor
 from .machine import machine_info
 from .processes import PeakRss
 
@@ -180,7 +179,7 @@ class RecoveryRun:
 class CommitBenchReport:
     spec: CommitBenchSpec
     results: list[CommitBenchResult]
-    floor_s: float | None  # local disk: measured bare renames; a server: copies and deletes
+    floor_s: float | None  # local disk: bare renames; a server: its renames or copies
     machine: dict[str, Any]
     hadoop: dict[str, Any] | None = None  # Hadoop's v1 (medians), or why it was skipped
     floor_what: str = "bare renames"
@@ -198,6 +197,11 @@ class CommitBenchReport:
             "machine": self.machine,
             "floor_s": None if self.floor_s is None else round(self.floor_s, 4),
             "floor_what": self.floor_what,
+            "floor_on": (
+                f"{self.spec.store} ({self.spec.io_threads} at once)"
+                if floor_kind(self.spec.store) == "store"
+                else "local disk"
+            ),
             "hadoop": self.hadoop,
             "results": [r.to_json() for r in self.results],
             "speedup_vs_v1": {
@@ -270,10 +274,14 @@ def _run_one(
     session = new_session(committer).setup(record_driver=False)  # the commit's cost only
     job = session.context
     attempts = [job.task(t) for t in range(spec.tasks)]
-    for t in attempts:
+
+    def write_task(t: Any) -> None:
         committer.setup_task(t)
         for rel in _file_layout(spec, t.task_index):
             committer.write_file(t, rel, payload)
+
+    with ThreadPoolExecutor(spec.task_parallelism) as pool:  # as executors write: at once
+        list(pool.map(write_task, attempts))
     local_disk = sum(s.size for s in LocalStore(staging).walk(""))
     _set_latency(store, latency_scale)
     before_tasks = store.stats.snapshot()
@@ -406,9 +414,7 @@ def model_limit(store: Store, requests: dict[str, int], threads: int) -> float:
 def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) -> CommitBenchReport:
     say = progress or (lambda _msg: None)
     base_dir = tempfile.mkdtemp(prefix="dataferry-bench-commit-")
-    # a server's store (gs://): the floor is a copy-based commit's copies, on that server
-    remote = "://" in spec.store and not spec.store.startswith(("s3://", "s3a://", "file://"))
-    local = not remote and not spec.store.startswith(("sim:", "s3://", "s3a://"))
+    floor_on = floor_kind(spec.store)
     if spec.store in ("local", ""):
         base = base_dir
     elif spec.store.startswith("sim:") and spec.store.count(":") == 1:
@@ -418,6 +424,7 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
     killed_runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
     floors: list[float] = []
+    floor_what = "bare renames"
     peer, hadoop = _hadoop_peer(spec)
     hadoop_runs: list[Any] = []
     try:
@@ -427,16 +434,16 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
                 hadoop_runs.append(
                     peer.run(spec.files, spec.tasks, spec.partitions, spec.file_size)
                 )
-            if local:
+            if floor_on == "local":
                 say(f"floor: {spec.files} bare renames (run {rep + 1})")
                 floors.append(measure_rename_floor(spec.files, spec.file_size))
-            if remote:
-                say(f"floor: {spec.files} copies and deletes (run {rep + 1})")
-                store = _open(base, f"copy-floor-{rep}")
-                floors.append(
-                    measure_copy_floor(store, spec.files, spec.file_size, spec.io_threads)
+            elif floor_on == "store":
+                say(f"floor: {spec.files} bare moves on the store (run {rep + 1})")
+                measured = measure_store_floor(
+                    _open(base, f"floor-{rep}"), spec.files, spec.file_size, spec.io_threads
                 )
-                store.delete("", recursive=True)
+                floors.append(measured.seconds)
+                floor_what = measured.what
             for name in spec.committers:  # interleaved, so drift hits every committer alike
                 say(f"{name}: run {rep + 1} of {spec.repeats}")
                 store = _open(base, f"{name}-{rep}")
@@ -476,7 +483,6 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     if floor is not None:
         for r in results:
             r.limit_s = floor
-    floor_what = "copies and deletes" if remote else "bare renames"
     return CommitBenchReport(spec, results, floor, machine_info(), hadoop, floor_what)
 
 

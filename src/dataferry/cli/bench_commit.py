@@ -130,9 +130,9 @@ def _render_commit(data: dict[str, Any], title: str, files: int, kill_at: float 
     console.print(t)
     if data["floor_s"] is not None:
         what = data.get("floor_what", "bare renames")
-        where = "on local disk" if what == "bare renames" else "on the server"
         console.print(
-            f"limit {where} = {files} {what} measured in this run: {data['floor_s']:.3f} s"
+            f"limit on {data['floor_on']} = {files} {what} measured in this run: "
+            f"{data['floor_s']:.3f} s"
         )
     _render_hadoop(data)
     stage_names = sorted({k for r in data["results"] for k in r["stages"]})
@@ -265,7 +265,9 @@ def _render_clients(data: dict[str, Any]) -> None:
 def bench_hive(
     files: int = typer.Option(20_000, help="Staged files to load."),
     partitions: int = typer.Option(200, help="Partitions they fall into."),
-    store: str = typer.Option("sim:hdfs-loaded", help="sim:PROFILE or a directory."),
+    store: str = typer.Option(
+        "sim:hdfs-loaded", help="sim:PROFILE, a directory or a server (hdfs://namenode:port/dir)."
+    ),
     modes: str = typer.Option(
         ",".join(("one-by-one", "new-partitions", "append")), help="Modes to run."
     ),

@@ -70,6 +70,13 @@ def verify_crash_cmd(
         "--zombie-points",
         help="Zombie commits at this many job-commit operations, spread (0: at every one).",
     ),
+    every: int = typer.Option(
+        1,
+        "--every",
+        min=1,
+        help="Every N-th crash point and ambiguous answer only (odd N keeps before and after "
+        "of an operation both among them): a sample, on a slow store or a real server.",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the kill points and schedules."),
     kill_timeout: float = typer.Option(
         60.0, "--kill-timeout", help="Seconds a child driver may run before it is killed."
@@ -97,6 +104,7 @@ def verify_crash_cmd(
             committer,
             store,
             processes=processes,
+            every=every,
             progress=lambda done, total: steps.update(done, total),
             driver_kills=driver_kills,
             zombies=zombies,

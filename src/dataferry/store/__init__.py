@@ -54,7 +54,7 @@ def open_store(
         Its scheme picks one row of the store families' table (`registry.KNOWN`):
         a plain path or ``file://`` (the local store); ``s3://``/``s3a://`` (boto3);
         ``memory://``, ``gs://``, ``abfs://`` (fsspec); ``hdfs://host:port/path`` or
-        ``viewfs://`` (pyarrow's HadoopFileSystem); ``sim:PROFILE[:dir]`` (a local directory
+        ``viewfs://`` (hdfs-native); ``sim:PROFILE[:dir]`` (a local directory
         behind a model of another store); or a path inside ``filesystem``.
     filesystem
         An fsspec ``AbstractFileSystem`` or a ``pyarrow.fs.FileSystem``; ``url_or_path`` is
@@ -63,8 +63,8 @@ def open_store(
     storage_options
         Options as fsspec and Dask take them: fsspec URLs get them as they are; ``s3://``
         takes s3fs's names (key, secret, token, endpoint_url, client_kwargs, config_kwargs,
-        anon, profile), given to the boto3 client; ``hdfs://`` takes HadoopFileSystem's
-        (user, kerb_ticket, replication, extra_conf, ...). An unknown one is a ConfigError.
+        anon, profile), given to the boto3 client; ``hdfs://`` takes Hadoop settings
+        (hdfs-site.xml's names: ``dfs.client.*``, ``fs.viewfs.mounttable.*``, ...). An unknown one is a ConfigError.
     faults
         Wrap the underlying store in a FaultStore (below any ``sim:`` model, so the model's
         composite operations can be broken half way).

@@ -52,7 +52,7 @@ class StoreSpec:
     forms: tuple[str, ...] = ()  # how its URLs are written in messages, if not `scheme://`
     # (kind, location, capabilities key) for the store contract suite; `{tmp}` is a fresh
     # directory, `{uuid}` a fresh name, `{s3}` a fresh location on the S3 test server, `{gcs}`
-    # one on fake-gcs-server
+    # one on fake-gcs-server, `{hdfs}` one on the HDFS test cluster
     contract: tuple[tuple[str, str, str], ...] = ()
     untested: str = ""  # why the contract suite cannot open it on a test machine
 
@@ -120,15 +120,23 @@ KNOWN: dict[str, StoreSpec] = {
             ),
         ),
         StoreSpec(
+            "hdfs",
+            f"{_PKG}.hdfs",
+            ("hdfs", "viewfs"),
+            "HDFS through hdfs-native (the NameNode's own protocol from Rust: no JVM, no "
+            "libhdfs); hdfs-native's fsspec file system objects too",
+            filesystems="from_filesystem",
+            # `{hdfs}`: a fresh directory on the test suite's MiniDFSCluster
+            contract=(("hdfs", "{hdfs}", "hdfs"),),
+        ),
+        StoreSpec(
             "pyarrow",
             f"{_PKG}.fsspec",
-            ("hdfs", "viewfs"),
-            "pyarrow file systems: HDFS through HadoopFileSystem (libhdfs, a JVM, Hadoop's "
-            "jars), and pyarrow file system objects",
-            opener="open_hdfs_url",
+            (),
+            "pyarrow file system objects (HadoopFileSystem, S3, GCS, local) handed in",
             capabilities="ARROW_CAPABILITIES",
             filesystems="from_arrow_filesystem",
-            untested="HDFS needs a Hadoop cluster; pyarrow objects: tests/store/test_filesystems.py",
+            untested="objects only: tests/store/test_filesystems.py",
         ),
         StoreSpec(
             "fsspec",

@@ -1,5 +1,5 @@
 """File systems of other libraries as stores: any fsspec file system (`store`: `memory://`,
-`gs://`, `abfs://`, objects users hold) and pyarrow's, HDFS included (`arrow`). pyarrow is
+`gs://`, `abfs://`, objects users hold) and pyarrow's objects (`arrow`). pyarrow is
 imported only when one of its file systems is used."""
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ __all__ = [
     "filesystem_store",
     "from_arrow_filesystem",
     "from_filesystem",
-    "open_hdfs_url",
     "open_url",
 ]
 
@@ -37,19 +36,6 @@ def open_url(request: StoreRequest) -> FsspecStore:
             "and in storage_options)"
         )
     return FsspecStore(request.url, **{**options, **storage_options})
-
-
-def open_hdfs_url(request: StoreRequest) -> FsspecStore:
-    """The store at `hdfs://host:port/path` or `viewfs://cluster/path`, through pyarrow's
-    HadoopFileSystem; its options come as storage_options (user, kerb_ticket, ...)."""
-    from .arrow import hadoop_store
-
-    if request.options:
-        raise ConfigError(
-            f"{request.url!r}: give HDFS options as storage_options, not keywords "
-            f"({sorted(request.options)})"
-        )
-    return hadoop_store(request.url, dict(request.storage_options))
 
 
 def from_filesystem(filesystem: Any, path: str) -> FsspecStore | None:

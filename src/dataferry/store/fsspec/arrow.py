@@ -1,19 +1,16 @@
-"""pyarrow file systems as stores, and HDFS through pyarrow.
+"""pyarrow file systems as stores.
 
 A `pyarrow.fs.FileSystem` object (`open_store(path, filesystem=fs)`) is wrapped the way fsspec
 wraps one (`ArrowFSWrapper`) and served by an FsspecStore, with capabilities declared per
 pyarrow type (`ARROW_CAPABILITIES`): pyarrow's own FileInfo carries no etags and its output
 streams always overwrite, so none of them declares etags or an exclusive create.
 
-`hdfs://host:port/path` and `viewfs://cluster/path` URLs open pyarrow's HadoopFileSystem, which
-drives Hadoop's Java client through libhdfs and JNI. It needs libhdfs.so, a JVM (JAVA_HOME)
-and Hadoop's jars (CLASSPATH); when one is missing, the error says which and how to provide
-it (`hdfs_missing`).
+A HadoopFileSystem object handed in is served here (through libhdfs and its JVM, as the user
+made it); `hdfs://` and `viewfs://` URLs open the hdfs-native store instead (store.hdfs).
 """
 
 from __future__ import annotations
 
-import ctypes.util
 import os
 import re
 import sys
@@ -21,7 +18,7 @@ from typing import Any
 
 from fsspec.implementations.arrow import ArrowFSWrapper
 
-from ...errors import ConfigError, StoreError
+from ...errors import ConfigError
 from ..types import Capabilities
 from .store import FsspecStore
 
@@ -51,15 +48,6 @@ _CLASSES = {
     "gcs": "GcsFileSystem",
     "hdfs": "HadoopFileSystem",
 }
-HDFS_OPTIONS = (
-    "user",
-    "replication",
-    "buffer_size",
-    "default_block_size",
-    "kerb_ticket",
-    "extra_conf",
-)
-HDFS_DEFAULT_PORT = 8020
 
 
 def is_arrow_filesystem(obj: Any) -> bool:
@@ -189,108 +177,3 @@ def arrow_store(fs: Any, url_or_path: str) -> FsspecStore:
         capabilities=arrow_capabilities(fs),
         root_url=root_url.rstrip("/") or root_url,
     )
-
-
-# --- HDFS ------------------------------------------------------------------------------------
-
-
-def hadoop_store(url: str, storage_options: dict[str, Any] | None = None) -> FsspecStore:
-    """The store at `hdfs://host:port/path` (port 8020 when not given; `hdfs:///path` is the
-    default file system of the Hadoop configuration) or `viewfs://cluster/path`.
-    `storage_options` are HadoopFileSystem's: user, replication, buffer_size,
-    default_block_size, kerb_ticket, extra_conf (Hadoop settings, as in hdfs-site.xml)."""
-    options = dict(storage_options or {})
-    unknown = sorted(k for k in options if k not in HDFS_OPTIONS)
-    if unknown:
-        raise ConfigError(
-            f"HDFS storage option {unknown[0]!r} is not supported; accepted: "
-            f"{', '.join(HDFS_OPTIONS)} (pyarrow.fs.HadoopFileSystem's)"
-        )
-    scheme, authority, _path = _split(url)
-    if scheme == "viewfs":
-        host, port = f"viewfs://{authority}", 0
-    elif not authority:
-        host, port = "default", 0
-    else:
-        host, _, port_text = authority.partition(":")
-        try:
-            port = int(port_text) if port_text else HDFS_DEFAULT_PORT
-        except ValueError:
-            raise ConfigError(f"{url!r}: the port {port_text!r} is not a number") from None
-    try:
-        from pyarrow.fs import HadoopFileSystem
-    except ImportError:
-        raise ConfigError(f"{url!r} needs pyarrow (pip install pyarrow)") from None
-    try:
-        fs = HadoopFileSystem(host, port, **options)
-    except TypeError as e:
-        raise ConfigError(f"{url!r}: HDFS storage options: {e}") from None
-    except OSError as e:
-        first = (str(e).splitlines() or [""])[0]
-        missing = hdfs_missing()
-        if missing or "libhdfs" in str(e) or "libjvm" in str(e):
-            raise ConfigError(hdfs_message(url, first, missing)) from None
-        raise StoreError(f"cannot connect to {url}: {first}") from None
-    return arrow_store(fs, url)
-
-
-_JVM_DIRS = ("", "lib/server", "jre/lib/amd64/server", "lib/amd64/server", "jre/lib/server")
-
-
-def hdfs_missing(environ: dict[str, str] | None = None) -> list[str]:
-    """What libhdfs needs and this process lacks, one line each with how to provide it (the
-    places searched are those pyarrow searches)."""
-    env = os.environ if environ is None else environ
-    missing = []
-    libdir, hadoop_home = env.get("ARROW_LIBHDFS_DIR"), env.get("HADOOP_HOME")
-    candidates = []
-    if libdir:
-        candidates.append(os.path.join(libdir, "libhdfs.so"))
-    if hadoop_home:
-        candidates.append(os.path.join(hadoop_home, "lib", "native", "libhdfs.so"))
-    if not any(os.path.isfile(c) for c in candidates) and not ctypes.util.find_library("hdfs"):
-        where = "; ".join(
-            [f"ARROW_LIBHDFS_DIR={libdir} holds none"] * bool(libdir)
-            + [f"HADOOP_HOME={hadoop_home} has none in lib/native"] * bool(hadoop_home)
-            + ["ARROW_LIBHDFS_DIR and HADOOP_HOME are not set"] * (not libdir and not hadoop_home)
-            + ["none on the library path"]
-        )
-        missing.append(
-            f"libhdfs.so (Hadoop's C client) was not found ({where}): set ARROW_LIBHDFS_DIR "
-            "to the directory that holds libhdfs.so, or HADOOP_HOME to the Hadoop installation "
-            "(it has lib/native/libhdfs.so)"
-        )
-    java_home = env.get("JAVA_HOME")
-    if not java_home:
-        missing.append(
-            "JAVA_HOME is not set: set it to the Java installation (JDK or JRE) whose "
-            "lib/server/libjvm.so libhdfs loads"
-        )
-    elif not any(os.path.isfile(os.path.join(java_home, d, "libjvm.so")) for d in _JVM_DIRS):
-        looked = ", ".join(d or "." for d in _JVM_DIRS)
-        missing.append(
-            f"JAVA_HOME={java_home} has no libjvm.so (looked in {looked}): set it to a Java "
-            "installation"
-        )
-    classpath = env.get("CLASSPATH", "")
-    if not classpath.strip():
-        missing.append(
-            "CLASSPATH is not set: libhdfs starts the JVM with Hadoop's jars from it; "
-            "export CLASSPATH=$(hadoop classpath --glob)"
-        )
-    elif "hadoop" not in classpath.lower():
-        missing.append("CLASSPATH names no Hadoop jar: export CLASSPATH=$(hadoop classpath --glob)")
-    return missing
-
-
-def hdfs_message(url: str, pyarrow_said: str, missing: list[str]) -> str:
-    lines = [f"cannot open {url}: pyarrow could not load HDFS support ({pyarrow_said})."]
-    if missing:
-        lines.append("Missing:")
-        lines.extend(f"  - {m}" for m in missing)
-    else:
-        lines.append(
-            "libhdfs.so, JAVA_HOME and CLASSPATH look set; check that they match "
-            "(libhdfs of the same Hadoop as the jars, a 64-bit JVM)"
-        )
-    return "\n".join(lines)
