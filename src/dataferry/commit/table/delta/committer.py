@@ -14,26 +14,22 @@ exists). A table that does not exist is created by the job's transaction, with t
 schema and partition columns.
 
 The table is read through deltalake (its snapshot: live files, schema, protocol); the
-commit is written by dataferry itself, one `_delta_log/<version>.json` created only if that
-version is free (`entry`), holding every action of the job in one version: `commitInfo` as
-deltalake writes it (operation, operationParameters with mode, partitionBy and predicate,
-operationMetrics, engineInfo naming dataferry), `protocol` and `metaData` where the job
-creates the table or changes its schema (`schema_mode="merge"` included: one version),
-the `txn` actions, the removes and the adds. A version another writer took first is a
-conflict; an append is moved on top of the winners' adds and removes (a rebase), as
-delta-rs does. deltalake still makes the checkpoints, after the commit.
+commit is written by dataferry, one `_delta_log/<version>.json` created only if that version
+is free (`entry`), holding all of the job's actions (`commitInfo` as deltalake writes it,
+`protocol` and `metaData` where the job creates the table or changes its schema, the `txn`
+actions, removes, adds). A version another writer took first is a conflict; an append is
+moved on top of the winners' adds and removes (a rebase), as delta-rs does. deltalake still
+makes the checkpoints, after the commit.
 
-Around the transaction: the data's types as deltalake keeps them, in the files and the log
-alike (`types`, through the `file_columns` hook the tasks' writers call); the log
-checked whole before anything is written and before the commit is decided (`log`); the
-protocol a table gets and the tables dataferry may write (`protocol`); the actions
-(`actions`), a replace where's predicate (`predicate`) and what the commit says of itself
-(`commit_info`) in modules of their own.
+Around the transaction, in modules of their own: the data's types as deltalake keeps them
+(`types`, through the `file_columns` hook the tasks' writers call); the log checked whole
+before anything is written and before the commit is decided (`log`); the protocol a table
+gets and the tables dataferry may write (`protocol`); the actions (`actions`, `transaction`),
+a replace where's predicate (`predicate`) and what the commit says of itself (`commit_info`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -58,15 +54,9 @@ from ..transact import commit_exactly_once
 from .actions import (
     add_action,
     check_log_schema,
-    delta_schema,
     log_partition_values,
-    metadata_action,
     partition_types,
     partition_value_of,
-    remove_actions,
-    remove_all,
-    removes_matching,
-    written_predicate,
 )
 from .commit_info import (
     Metrics,
@@ -83,7 +73,8 @@ from .entry import VersionTaken, put_commit
 from .log import LOG_DIR, check_log, refused, unreadable
 from .plan import DeltaPlan, DeltaTablePlan
 from .predicate import check_columns, matches, normalized, parse
-from .protocol import Protocol, check_configuration, check_writable, new_protocol, upgraded
+from .protocol import Protocol, check_configuration, check_writable
+from .transaction import changed, created, removed
 from .types import (
     check_types,
     file_schema,
@@ -425,13 +416,13 @@ class DeltaFormat(TableFormat):
         adds = [add_action(f, partition_by, types, schema) for f in facts]
         if dt is None:
             assert schema is not None
-            head, parts, configuration = self._created(schema, partition_by, now)
+            head, parts, configuration = created(self.config, schema, partition_by, now)
             removes: list[dict[str, Any]] = []
             predicate, version = "", 0
         else:
             self._still_fits(job, dt, mode, schema, partition_by)
-            head, parts = self._changed(dt, mode, schema, partition_by, now)
-            removes, predicate = self._removes(dt, mode, plan, now)
+            head, parts = changed(self.config, dt, mode, schema, partition_by, now)
+            removes, predicate = removed(self.config, dt, mode, plan.table.partitions, now)
             configuration = dict(dt.metadata().configuration)
             version = dt.version() + 1
         partitions = len({partition_dir(f.path) for f in facts if partition_by})
@@ -463,79 +454,6 @@ class DeltaFormat(TableFormat):
         if not landed.found and checkpoint_due(configuration, landed.version, self.config):
             self._after(landed.version)
         return {"table_version": landed.version}
-
-    def _created(
-        self, schema: pa.Schema, partition_by: list[str], now: int
-    ) -> tuple[list[dict[str, Any]], list[str], dict[str, str]]:
-        """A new table's protocol and metaData (with the job's options)."""
-        configuration = dict(self.config.configuration)
-        meta = metadata_action(
-            delta_schema(schema),
-            partition_by,
-            name=self.config.name,
-            description=self.config.description,
-            configuration=configuration,
-            now_ms=now,
-        )
-        protocol = new_protocol(meta["metaData"]["schemaString"], configuration)
-        return [{"protocol": protocol.to_json()}, meta], partition_by, configuration
-
-    def _changed(
-        self, dt: Any, mode: str, schema: pa.Schema | None, partition_by: list[str], now: int
-    ) -> tuple[list[dict[str, Any]], list[str]]:
-        """The metaData (and protocol) actions of a write that changes an existing table's
-        schema: `schema_mode="merge"` adds the data's new columns, nullable;
-        `schema_mode="overwrite"` (with mode overwrite) replaces the schema and the
-        partitioning. None: the table's partitioning, no action."""
-        kept = dt.metadata()
-        parts = list(kept.partition_columns)
-        current = dt.schema().to_json()
-        if schema is None or self.config.schema_mode is None:
-            return [], parts
-        if self.config.schema_mode == "overwrite" and mode == "overwrite":
-            new, parts = delta_schema(schema), list(partition_by)
-        else:
-            fields = json.loads(current)["fields"]
-            have = {f["name"] for f in fields}
-            added = [f.with_nullable(True) for f in schema if f.name not in have]
-            if not added:
-                return [], parts
-            fields += json.loads(delta_schema(pa.schema(added)))["fields"]
-            new = json.dumps({"type": "struct", "fields": fields}, separators=(",", ":"))
-        if json.loads(new) == json.loads(current) and parts == list(kept.partition_columns):
-            return [], parts
-        meta = metadata_action(
-            new,
-            parts,
-            kept=kept,
-            name=self.config.name,
-            description=self.config.description,
-            configuration=self.config.configuration or None,
-            now_ms=now,
-        )
-        protocol = upgraded(Protocol.of(dt), new)
-        return ([{"protocol": protocol.to_json()}] if protocol else []) + [meta], parts
-
-    def _removes(
-        self, dt: Any, mode: str, plan: DeltaPlan, now: int
-    ) -> tuple[list[dict[str, Any]], str]:
-        """The remove actions of an overwrite (every live file), an overwrite of partitions
-        (the written partitions' files) or a replace where (the files of the partitions the
-        predicate selects), and the predicate the commit logs."""
-        if mode == "overwrite-partitions":
-            columns = list(dt.metadata().partition_columns)
-            table_types = partition_types(pa.schema(dt.schema().to_arrow()), columns)
-            written = plan.table.partitions
-            predicate = written_predicate(written, columns, table_types) if columns else ""
-            return remove_actions(dt, written, now), predicate
-        if mode != "overwrite":
-            return [], ""
-        if not self.config.predicate:
-            return remove_all(dt, now), ""
-        columns = list(dt.metadata().partition_columns)
-        table_types = partition_types(pa.schema(dt.schema().to_arrow()), columns)
-        terms = normalized(parse(self.config.predicate), table_types)
-        return removes_matching(dt, terms, table_types, now), self.config.predicate
 
     def _still_fits(
         self, job: JobContext, dt: Any, mode: str, schema: pa.Schema | None, parts: list[str]
