@@ -338,3 +338,24 @@ def test_a_checkpoint_is_made_by_deltalake_after_the_commit(tmp_path):
     assert (t / "_delta_log" / f"{1:020d}.checkpoint.parquet").exists()
     assert xs(t) == [0, 1, 2, 3, 10, 11, 12, 13]
     assert pc.sum(deltalake.DeltaTable(str(t)).to_pyarrow_table().column("x")).as_py() == 52
+
+
+def test_deletion_vectors_take_appends_and_refuse_removes(tmp_path):
+    """A table with deletion vectors (deltalake's): an append lands, an overwrite (whose
+    removes would have to name each file's vector) is refused naming the feature, and an
+    append-only table refuses an overwrite. Broken, dataferry removes files a vector still
+    names, or files an append-only table must keep."""
+    from dataferry.errors import ConfigError
+
+    dv, ao = tmp_path / "dv", tmp_path / "ao"
+    deltalake.write_deltalake(
+        str(dv), data(), configuration={"delta.enableDeletionVectors": "true"}
+    )
+    dataferry.write_deltalake(str(dv), data(10), mode="append")
+    assert xs(dv) == [0, 1, 2, 3, 10, 11, 12, 13]
+    with pytest.raises(ConfigError, match="deletionVectors"):
+        dataferry.write_deltalake(str(dv), data(20), mode="overwrite")
+    dataferry.write_deltalake(str(ao), data(), configuration={"delta.appendOnly": "true"})
+    with pytest.raises(ConfigError, match="append-only"):
+        dataferry.write_deltalake(str(ao), data(20), mode="overwrite")
+    assert deltalake.DeltaTable(str(dv)).version() == 1 and xs(ao) == [0, 1, 2, 3]
