@@ -13,7 +13,7 @@ from dataferry.verify.landed import conflict_error
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
 CONFLICTS = {
-    "delta": "CommitFailedError",
+    "delta": "VersionTaken",
     "iceberg": "CommitFailedException",
     "hudi": None,  # its commit is a create-if-absent: no conflict error
 }

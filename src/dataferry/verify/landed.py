@@ -45,9 +45,10 @@ from .scenario import recover_job, run_threads
 
 ANSWERS = ("conflict", "timeout", "error")
 LANDED_VARIANTS = ((FRESH, "error"), (EXISTING, "append"), (EXISTING, "overwrite"))
-# the table libraries' errors for a commit another writer's made invalid
+# the errors the table commits raise for a commit another writer's made invalid (Delta's is
+# dataferry's own: it writes the commit file itself)
 CONFLICT_ERRORS = (
-    "deltalake.exceptions:CommitFailedError",
+    "dataferry.commit.table.delta.entry:VersionTaken",
     "pyiceberg.exceptions:CommitFailedException",
 )
 

@@ -64,11 +64,12 @@ def test_commit_properties_are_kept_beside_the_jobs_own(tmp_path):
 
 
 def test_a_custom_key_the_commit_sets_itself_is_refused_before_anything_is_written(tmp_path):
-    """At commit time delta-rs would refuse it after the job's commit was decided."""
+    """The commit sets engineInfo itself: at commit time the key would clash after the job's
+    commit was decided."""
     from deltalake import CommitProperties
 
     t = tmp_path / "t"
-    with pytest.raises(ConfigError, match="'engineInfo' is set by delta-rs"):
+    with pytest.raises(ConfigError, match="'engineInfo' is set by dataferry"):
         dataferry.write_deltalake(
             str(t), data(), commit_properties=CommitProperties(custom_metadata={"engineInfo": 1})
         )

@@ -185,15 +185,16 @@ def test_a_v2_checkpoint_in_json_is_a_checkpoint_the_hint_may_name(tmp_path):
 def test_deltalakes_error_at_the_commit_names_the_table_and_its_latest_commit(
     tmp_path, monkeypatch
 ):
-    """Whatever deltalake raises committing the transaction (here: made to fail, with the
-    Rust backtrace its errors carry) is given with the table and the commit it was to
-    follow, on one line. Broken, the raw deltalake message, backtrace and all."""
+    """Whatever deltalake raises while the transaction is built on the table's snapshot
+    (here: made to fail, with the Rust backtrace its errors carry) is given with the table
+    and the commit it was to follow, on one line. Broken, the raw deltalake message,
+    backtrace and all."""
     t = table(tmp_path)
 
     def refuse(*args, **kwargs):
         raise deltalake.exceptions.DeltaError("Generic error: no\n   0: <unknown>\n   1: <unknown>")
 
-    monkeypatch.setattr(deltalake.DeltaTable, "create_write_transaction", refuse)
+    monkeypatch.setattr(deltalake.DeltaTable, "version", refuse)
     with pytest.raises(DataferryError) as caught:
         WRITES["write_dataset"](t)
     text = str(caught.value)

@@ -60,11 +60,11 @@ def test_delta_an_append_that_landed_is_not_committed_again(tmp_path, answer):
     an error answer is not tried again by the loop; the job's one resumed finish asks the table
     first too, and were neither to ask, those would commit twice as well."""
     deltalake = pytest.importorskip("deltalake")
-    from deltalake.exceptions import CommitFailedError
+    from dataferry.commit.table.delta.entry import VersionTaken
 
     dest = tmp_path / "t"
     append(dest, data(30), "delta")
-    rule = answered_after(answer, CommitFailedError)
+    rule = answered_after(answer, VersionTaken)
     append(dest, data(20, start=100), "delta", rule)
     assert rule.fired == 1
     dt = deltalake.DeltaTable(str(dest))

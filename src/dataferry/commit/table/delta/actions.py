@@ -1,13 +1,15 @@
-"""The actions of a Delta job's transaction, built from its files' facts: add actions (path,
-size, partition values as the log records them, statistics), remove actions for the files an
-overwrite of partitions or a replace where takes out, the columns `schema_mode="merge"` adds,
-and the check that a schema can be a Delta table's."""
+"""The actions of a Delta job's transaction, in PROTOCOL.md's shapes, built from its files'
+facts: add actions (path as a URI, size, partition values as the log records them,
+statistics), remove actions for the files an overwrite, an overwrite of partitions or a
+replace where takes out, the table's `metaData`, and the check that a schema can be a Delta
+table's."""
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Sequence
+import urllib.parse
+import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -35,18 +37,25 @@ def log_partition_values(
     }
 
 
+# characters a Delta path keeps as they are (what delta-rs leaves unescaped in its paths)
+_PATH_SAFE = "/=+:@&,;!$'()"
+
+
+def log_path(path: str) -> str:
+    """A file's path relative to the table as the log writes it: a URI, percent-encoded as
+    delta-rs encodes it (`p=a%20b/` is logged `p=a%2520b/`)."""
+    return urllib.parse.quote(path, safe=_PATH_SAFE)
+
+
 def add_action(
     facts: FileFacts,
     partition_by: Sequence[str],
     types: dict[str, pa.DataType] | None = None,
     schema: pa.Schema | None = None,
-) -> Any:
-    """A Delta add action for a committed file: its path relative to the table (decoded;
-    delta-rs encodes it), size, partition values from its directories, and statistics (a
-    `timestamp_ntz` column's bounds in deltalake's form, `2024-03-30 23:15:07.123`, without
-    the zone a UTC timestamp's carry)."""
-    from deltalake.transaction import AddAction
-
+) -> dict[str, Any]:
+    """A Delta add action for a committed file: its path (`log_path`), size, partition
+    values from its directories, and statistics (a `timestamp_ntz` column's bounds in
+    deltalake's form, `2024-03-30 23:15:07.123`, without the zone a UTC timestamp's carry)."""
     naive = {f.name for f in schema or () if pa.types.is_timestamp(f.type) and f.type.tz is None}
 
     def bound(name: str, value: Any) -> Any:
@@ -60,71 +69,140 @@ def add_action(
         "maxValues": {k: bound(k, c.max) for k, c in facts.columns.items() if c.max is not None},
         "nullCount": {k: c.nulls for k, c in facts.columns.items() if c.nulls is not None},
     }
-    return AddAction(
-        facts.path,
-        facts.size,
-        log_partition_values(facts.path, partition_by, types or {}),
-        facts.modified_ms,
-        True,
-        json.dumps(stats, separators=(",", ":")),
-    )
+    return {
+        "add": {
+            "path": log_path(facts.path),
+            "partitionValues": log_partition_values(facts.path, partition_by, types or {}),
+            "size": facts.size,
+            "modificationTime": facts.modified_ms,
+            "dataChange": True,
+            "stats": json.dumps(stats, separators=(",", ":")),
+        }
+    }
 
 
-def remove_actions(dt: Any, partitions: Sequence[str]) -> list[Any]:
+def remove_action(live: Mapping[str, Any], values: Mapping[str, str | None], now_ms: int) -> dict:
+    """A remove action for a live file (deltalake's flattened add action, its path as the
+    log has it), as deltalake writes one."""
+    body: dict[str, Any] = {
+        "path": live["path"],
+        "dataChange": True,
+        "deletionTimestamp": now_ms,
+        "extendedFileMetadata": True,
+        "partitionValues": dict(values),
+    }
+    if live.get("size_bytes") is not None:
+        body["size"] = live["size_bytes"]
+    return {"remove": body}
+
+
+def live_actions(dt: Any) -> list[dict[str, Any]]:
+    """The table's live files, as deltalake's flattened add actions."""
+    return pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+
+
+def remove_all(dt: Any, now_ms: int) -> list[dict[str, Any]]:
+    """Remove actions for every live file (an overwrite)."""
+    columns = list(dt.metadata().partition_columns)
+    types = partition_types(pa.schema(dt.schema().to_arrow()), columns)
+    return [remove_action(a, _log_values(a, columns, types), now_ms) for a in live_actions(dt)]
+
+
+def _log_values(
+    action: Mapping[str, Any], columns: Sequence[str], types: dict[str, pa.DataType]
+) -> dict[str, str | None]:
+    return {
+        c: log_partition_value(c, _as_text(partition_value_of(action, c)), types[c])
+        for c in columns
+    }
+
+
+def delta_schema(schema: pa.Schema) -> str:
+    """A schema as the log's `schemaString` (deltalake's JSON of it, compact)."""
+    from deltalake import Schema
+
+    return json.dumps(json.loads(Schema.from_arrow(schema).to_json()), separators=(",", ":"))
+
+
+def metadata_action(
+    schema_string: str,
+    partition_by: Sequence[str],
+    *,
+    kept: Any = None,
+    name: str = "",
+    description: str = "",
+    configuration: Mapping[str, str] | None = None,
+    now_ms: int,
+) -> dict[str, Any]:
+    """The table's `metaData` action: a new table's (a fresh id), or `kept`'s (deltalake's
+    Metadata of the table: id, name, description, configuration and creation time kept
+    unless given) with a new schema and partitioning."""
+    return {
+        "metaData": {
+            "id": kept.id if kept is not None else str(uuid.uuid4()),
+            "name": name or (kept.name if kept is not None else None),
+            "description": description or (kept.description if kept is not None else None),
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": schema_string,
+            "partitionColumns": list(partition_by),
+            "createdTime": kept.created_time if kept is not None else now_ms,
+            "configuration": dict(
+                configuration or (kept.configuration if kept is not None else {})
+            ),
+        }
+    }
+
+
+def remove_actions(dt: Any, partitions: Sequence[str], now_ms: int) -> list[dict[str, Any]]:
     """Remove actions for the live files of the given partition directories (values compared
     as the log records them)."""
-    from deltalake.transaction import RemoveAction
-
     columns = list(dt.metadata().partition_columns)
     types = partition_types(pa.schema(dt.schema().to_arrow()), columns)
     wanted = [log_partition_values(p + "/x", columns, types) for p in partitions]
-    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
-    now = int(time.time() * 1000)
     removes = []
-    for a in actions:
-        raw = {c: _as_text(partition_value_of(a, c)) for c in columns}
-        values = {c: log_partition_value(c, v, types[c]) for c, v in raw.items()}
+    for a in live_actions(dt):
+        values = _log_values(a, columns, types)
         if any(all(values.get(k) == v for k, v in w.items()) for w in wanted):
-            removes.append(RemoveAction(a["path"], True, now, a.get("size_bytes"), values))
+            removes.append(remove_action(a, values, now_ms))
     return removes
 
 
-def written_filters(dt: Any, partitions: Sequence[str]) -> list[tuple[str, str, Any]] | None:
-    """deltalake partition filters selecting exactly the partition directories a job wrote
-    (one `in` per column), or None where a conjunction cannot say it: the written partitions
-    are not every combination of their columns' values, or a value is null or empty (which
-    deltalake's filters do not match as the log records them)."""
-    columns = list(dt.metadata().partition_columns)
-    if not columns or not partitions:
-        return None
-    types = partition_types(pa.schema(dt.schema().to_arrow()), columns)
-    written = {tuple(log_partition_values(p + "/x", columns, types).values()) for p in partitions}
-    per_column = [sorted({w[i] for w in written}, key=str) for i in range(len(columns))]
-    if any(v is None or v == "" for values in per_column for v in values):
-        return None
-    combinations = 1
-    for values in per_column:
-        combinations *= len(values)
-    if combinations != len(written):
-        return None
-    return [(c, "in", values) for c, values in zip(columns, per_column, strict=True)]
-
-
-def removes_matching(dt: Any, terms: Sequence[Any], types: dict[str, pa.DataType]) -> list[Any]:
+def removes_matching(
+    dt: Any, terms: Sequence[Any], types: dict[str, pa.DataType], now_ms: int
+) -> list[dict[str, Any]]:
     """Remove actions for the live files whose partition values satisfy a predicate's
     terms (a replace where)."""
-    from deltalake.transaction import RemoveAction
-
-    now = int(time.time() * 1000)
     removes = []
-    for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist():
-        values = {
-            c: log_partition_value(c, _as_text(partition_value_of(a, c)), t)
-            for c, t in types.items()
-        }
+    for a in live_actions(dt):
+        values = _log_values(a, list(types), types)
         if matches(terms, values):
-            removes.append(RemoveAction(a["path"], True, now, a.get("size_bytes"), values))
+            removes.append(remove_action(a, values, now_ms))
     return removes
+
+
+def written_predicate(
+    partitions: Sequence[str], columns: Sequence[str], types: dict[str, pa.DataType]
+) -> str:
+    """An overwrite of partitions as the predicate deltalake would log for it: the
+    partitions written, one conjunction each (`p = 'a' OR p = 'b'`)."""
+
+    def term(column: str, value: str | None) -> str:
+        name = column if column.isidentifier() else f"`{column}`"
+        if value is None:
+            return f"{name} IS NULL"
+        t = types.get(column, pa.string())
+        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+            return f"{name} = {value}"
+        return f"{name} = '" + value.replace("'", "''") + "'"
+
+    written = sorted(
+        {tuple(log_partition_values(p + "/x", columns, types).items()) for p in partitions},
+        key=str,
+    )
+    ands = [" AND ".join(term(c, v) for c, v in w) for w in written]
+    if len(ands) > 1 and len(columns) > 1:
+        ands = [f"({a})" for a in ands]
+    return " OR ".join(ands)
 
 
 def partition_value_of(action: dict[str, Any], column: str) -> Any:
@@ -144,17 +222,6 @@ def _as_text(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def add_new_columns(dt: Any, schema: pa.Schema) -> None:
-    """Add the data's columns the table lacks (schema_mode="merge"), as nullable columns."""
-    from deltalake import Schema
-
-    have = set(pa.schema(dt.schema().to_arrow()).names)
-    new = [f.with_nullable(True) for f in schema if f.name not in have]
-    if new:
-        fields = Schema.from_arrow(pa.schema(new)).fields
-        dt.alter.add_columns(fields if len(fields) > 1 else fields[0])
 
 
 def check_log_schema(schema: pa.Schema) -> None:

@@ -1,28 +1,29 @@
 """What a Delta job's transaction says about itself in the log, as deltalake's own writes say
-it: the commit's `commitInfo` (operationMetrics with deltalake's names, clientVersion naming
-dataferry, the caller's custom metadata beside the job's own keys), the caller's application
-transactions beside the job's, and deltalake's post-commit hooks; and the job's identity in
-the table: its application id, the save mode of a transaction that creates the table, what
-counts as a conflict, and the version its transaction made.
-
-delta-rs generates `operation`, `operationParameters` and `engineInfo` itself (its Python
-transaction API refuses them as custom metadata), so those say what delta-rs' transaction
-did; everything else is set here.
+it: the commit's `commitInfo` (operation WRITE; operationParameters mode, partitionBy and a
+replace where's predicate; operationMetrics with deltalake's names; engineInfo and
+clientVersion naming dataferry; the caller's custom metadata beside the job's own keys), the
+job's and the caller's application transactions (`txn`), and deltalake's post-commit hooks;
+and the job's identity in the table: its application id, what counts as a conflict, and the
+version its transaction made.
 """
 
 from __future__ import annotations
 
 import calendar
 import json
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ....errors import ConfigError
 from ...protocol import JobContext
+from .entry import VersionTaken
 
-# commitInfo keys delta-rs or this module set: a caller's custom metadata may not name them
+log = logging.getLogger("dataferry.commit")
+
+# commitInfo keys Delta writers or this module set: a caller's custom metadata may not name them
 RESERVED_KEYS = frozenset(
     {
         "timestamp",
@@ -39,17 +40,17 @@ RESERVED_KEYS = frozenset(
         "txnId",
     }
 )
-JOB_KEYS = ("dataferry.job_id", "dataferry.job_uuid")
 
 
 def check_custom_metadata(metadata: Mapping[str, Any]) -> None:
     """Refuse, when the job is configured, custom metadata the commit could not carry (a key
-    delta-rs or dataferry sets, a value JSON cannot hold): at commit time it would be an
-    error after the job's commit was decided."""
+    the commit sets itself, a value JSON cannot hold): at commit time it would be an error
+    after the job's commit was decided."""
     for key, value in metadata.items():
         if not isinstance(key, str) or key in RESERVED_KEYS or key.startswith("dataferry."):
             raise ConfigError(
-                f"custom_metadata key {key!r} is set by delta-rs or dataferry in each commit; "
+                f"custom_metadata key {key!r} is set by dataferry in each commit (as delta-rs "
+                "sets it in its own); "
                 "choose another name"
             )
         try:
@@ -101,51 +102,90 @@ def client_version() -> str:
         return "dataferry"
 
 
-def commit_properties(
-    config: Any, job: JobContext, appid: str, metrics: Metrics, retries: int
-) -> Any:
-    """deltalake's CommitProperties for the job's transaction."""
-    from deltalake.transaction import CommitProperties, Transaction
-
-    now = int(time.time() * 1000)
-    custom = {
-        **config.custom_metadata,
-        "dataferry.job_id": str(job.job_id),
-        "dataferry.job_uuid": job.job_uuid,
-        "operationMetrics": metrics.to_json(job),
-        "clientVersion": client_version(),
-    }
-    theirs = [
-        Transaction(a, int(v), int(u) if u is not None else now)
-        for a, v, u in config.app_transactions
-    ]
-    return CommitProperties(
-        custom_metadata=custom,
-        max_commit_retries=retries,
-        app_transactions=[Transaction(appid, 1, now), *theirs],
-    )
+def engine_info() -> str:
+    """`dataferry/<version>`: the engine that made the commit."""
+    return client_version().replace("-", "/", 1)
 
 
-def post_commit_properties(config: Any) -> Any:
-    """deltalake's PostCommitHookProperties, or None for deltalake's defaults."""
-    if config.create_checkpoint is None and config.cleanup_expired_logs is None:
-        return None
-    from deltalake import PostCommitHookProperties
-
-    return PostCommitHookProperties(
-        create_checkpoint=True if config.create_checkpoint is None else config.create_checkpoint,
-        cleanup_expired_logs=config.cleanup_expired_logs,
-    )
-
-
-# a job's mode -> deltalake's save mode when its transaction creates the table (the log
-# then says ErrorIfExists/Append/Overwrite, as deltalake's own writes do)
-CREATE_MODES = {
-    "error": "error",
-    "append": "append",
-    "overwrite": "overwrite",
-    "overwrite-partitions": "overwrite",
+# a job's mode -> the save mode deltalake's log names (`operationParameters.mode`)
+SAVE_MODES = {
+    "error": "ErrorIfExists",
+    "append": "Append",
+    "overwrite": "Overwrite",
+    "overwrite-partitions": "Overwrite",
 }
+
+
+def commit_info(
+    config: Any,
+    job: JobContext,
+    mode: str,
+    partition_by: Sequence[str],
+    predicate: str,
+    metrics: Metrics,
+    now_ms: int,
+) -> dict[str, Any]:
+    """The `commitInfo` action, in deltalake's words: operation WRITE, its parameters (the
+    save mode, the partition columns as a JSON list, a replace where's predicate), the
+    metrics, the engine; the caller's custom metadata and the job's keys beside them."""
+    parameters: dict[str, str] = {"mode": SAVE_MODES[mode]}
+    if partition_by:
+        parameters["partitionBy"] = json.dumps(list(partition_by), separators=(",", ":"))
+    if predicate:
+        parameters["predicate"] = predicate
+    return {
+        "commitInfo": {
+            "timestamp": now_ms,
+            "operation": "WRITE",
+            "operationParameters": parameters,
+            "engineInfo": engine_info(),
+            "operationMetrics": metrics.to_json(job),
+            "clientVersion": client_version(),
+            **config.custom_metadata,
+            "dataferry.job_id": str(job.job_id),
+            "dataferry.job_uuid": job.job_uuid,
+        }
+    }
+
+
+def transactions(config: Any, appid: str, now_ms: int) -> list[dict[str, Any]]:
+    """The `txn` actions: the job's own (version 1) and the caller's
+    (`CommitProperties(app_transactions=)`)."""
+    entries = [(appid, 1, now_ms)]
+    entries += [
+        (a, int(v), int(u) if u is not None else now_ms) for a, v, u in config.app_transactions
+    ]
+    return [{"txn": {"appId": a, "version": v, "lastUpdated": u}} for a, v, u in entries]
+
+
+def checkpoint_due(configuration: Mapping[str, str], version: int, config: Any) -> bool:
+    """Whether deltalake's post-commit hook would checkpoint this version: it closes a
+    `delta.checkpointInterval` (100 by default; versions 0..interval-1 make the first), unless
+    the job said `create_checkpoint=False` (`PostCommitHookProperties`)."""
+    if config.create_checkpoint is False:
+        return False
+    try:
+        interval = max(1, int(configuration.get("delta.checkpointInterval", 100)))
+    except ValueError:
+        interval = 100
+    return (version + 1) % interval == 0
+
+
+def after_commit(dt: Any, version: int, config: Any) -> None:
+    """deltalake's post-commit hooks, run by deltalake on the committed version: its
+    checkpoint, then the expired log entries removed (`cleanup_expired_logs`, by default the
+    table's `delta.enableExpiredLogCleanup`). The commit stands whatever they do: a failure
+    is logged, a later commit's hook makes the next checkpoint."""
+    try:
+        cleanup = config.cleanup_expired_logs
+        if cleanup is None:
+            conf = dict(dt.metadata().configuration)
+            cleanup = str(conf.get("delta.enableExpiredLogCleanup", "true")).lower() == "true"
+        dt.create_checkpoint()
+        if cleanup:
+            dt.cleanup_metadata()
+    except Exception as e:  # the commit is in the table: only the hook failed
+        log.warning("Delta table version %s: post-commit hook failed: %s", version, e)
 
 
 def app_id(job: JobContext) -> str:
@@ -155,9 +195,7 @@ def app_id(job: JobContext) -> str:
 
 def is_conflict(error: BaseException) -> bool:
     """A commit another writer's commit made invalid (tried again, for an append)."""
-    from deltalake.exceptions import CommitFailedError
-
-    return isinstance(error, CommitFailedError)
+    return isinstance(error, VersionTaken)
 
 
 def version_of(dt: Any, appid: str) -> int:

@@ -1,5 +1,4 @@
-"""The Delta Lake committer: a job's files in one Delta transaction, made by deltalake
-(delta-rs), exactly once.
+"""The Delta Lake committer: a job's files in one Delta transaction, exactly once.
 
 Data files lie as Delta writers lay them (`col=value/` directories, partition columns only in
 the log), named per job, task and attempt. The job's transaction carries an application
@@ -14,15 +13,25 @@ the partitions the job wrote, Delta's partition overwrite); `error` (refuse a ta
 exists). A table that does not exist is created by the job's transaction, with the data's
 schema and partition columns.
 
-Around the transaction: the data's types as deltalake keeps them, in the files and the log
-alike (`types`, through the `file_columns` hook the tasks' writers call); the log
-checked whole before anything is written and before the commit is decided (`log`); the
-actions (`actions`), a replace where's predicate (`predicate`) and what the
-commit says of itself (`commit_info`) in modules of their own.
+The table is read through deltalake (its snapshot: live files, schema, protocol); the
+commit is written by dataferry, one `_delta_log/<version>.json` created only if that version
+is free (`entry`), holding all of the job's actions (`commitInfo` as deltalake writes it,
+`protocol` and `metaData` where the job creates the table or changes its schema, the `txn`
+actions, removes, adds). A version another writer took first is a conflict; an append is
+moved on top of the winners' adds and removes (a rebase), as delta-rs does. deltalake still
+makes the checkpoints, after the commit.
+
+Around the transaction, in modules of their own: the data's types as deltalake keeps them
+(`types`, through the `file_columns` hook the tasks' writers call); the log checked whole
+before anything is written and before the commit is decided (`log`); the protocol a table
+gets and the tables dataferry may write (`protocol`); the actions (`actions`, `transaction`),
+a replace where's predicate (`predicate`) and what the commit says of itself (`commit_info`).
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,28 +53,28 @@ from ..schemas import check_same_schema
 from ..transact import commit_exactly_once
 from .actions import (
     add_action,
-    add_new_columns,
     check_log_schema,
     log_partition_values,
     partition_types,
     partition_value_of,
-    remove_actions,
-    removes_matching,
-    written_filters,
 )
 from .commit_info import (
-    CREATE_MODES,
     Metrics,
+    after_commit,
     app_id,
     check_custom_metadata,
-    commit_properties,
+    checkpoint_due,
+    commit_info,
     is_conflict,
-    post_commit_properties,
+    transactions,
     version_of,
 )
+from .entry import VersionTaken, put_commit
 from .log import LOG_DIR, check_log, refused, unreadable
 from .plan import DeltaPlan, DeltaTablePlan
-from .predicate import check_columns, matches, normalized, parse, partition_filters
+from .predicate import check_columns, matches, normalized, parse
+from .protocol import Protocol, check_configuration, check_writable
+from .transaction import changed, created, removed
 from .types import (
     check_types,
     file_schema,
@@ -73,6 +82,8 @@ from .types import (
     log_type,
     to_files,
 )
+
+log = logging.getLogger("dataferry.commit")
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,7 @@ class DeltaConfig(TableConfig):
                 f"schema_mode must be None, 'merge' or 'overwrite', got {self.schema_mode!r}"
             )
         check_custom_metadata(self.custom_metadata)
+        check_configuration(self.configuration)
         if self.predicate:
             parse(self.predicate)
         for entry in self.app_transactions:
@@ -252,6 +264,7 @@ class DeltaFormat(TableFormat):
             check_columns(self.config.predicate, parse(self.config.predicate), parts)
         if dt is None:
             return
+        self.check_writable(dt, self.committer.write_mode)
         how = (
             "write with schema_mode='overwrite' to replace them"
             if self.committer.write_mode == "overwrite"
@@ -327,8 +340,22 @@ class DeltaFormat(TableFormat):
                     "match the predicate); nothing was committed"
                 )
 
+    def check_writable(self, dt: Any, mode: str) -> None:
+        """Refuse a table whose protocol needs what dataferry's commits do not do
+        (`protocol`), or an append-only table to a write that removes files."""
+        where = f"Delta table {self.store.full_url()}"
+        configuration = dict(dt.metadata().configuration)
+        check_writable(
+            Protocol.of(dt), configuration, dt.schema().to_json(), mode != "append", where
+        )
+        if mode != "append" and configuration.get("delta.appendOnly", "").lower() == "true":
+            raise ConfigError(
+                f"{where} is append-only (delta.appendOnly=true): mode={mode!r} would remove "
+                "files from it, which deltalake refuses too; write with mode='append'"
+            )
+
     def is_conflict(self, error: BaseException) -> bool:
-        return is_conflict(error)  # deltalake's CommitFailedError (`commit_info`)
+        return is_conflict(error)  # another writer took the version first (`entry`)
 
     def commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
         plan: DeltaPlan = intent.payload
@@ -379,120 +406,96 @@ class DeltaFormat(TableFormat):
         plan: DeltaPlan,
         tries: int = 0,
     ) -> dict[str, Any]:
-        from deltalake import Schema
-        from deltalake.exceptions import CommitFailedError
-        from deltalake.transaction import create_table_with_add_actions
-
-        uri, options = self.location
+        """Build the job's one version on the table as deltalake reads it now and create its
+        commit file (`entry.put_commit`); then deltalake's post-commit hooks."""
         schema = log_schema(schema) if schema is not None else None
-        types = partition_types(schema, partition_by) if schema is not None else {}
-        adds = [add_action(f, partition_by, types, schema) for f in facts]
-        # delta-rs' own retries rebase blind appends; an overwrite must not be rebased
-        retries = self.config.commit_retries if mode == "append" else 0
-        hooks = post_commit_properties(self.config)
         dt = self.table()
         if dt is None and schema is None:
             # no table and no file to take a schema from: a job that wrote nothing (and was
             # given no schema) leaves the location as it was, as an empty write does
             return {"table_version": None}
-        removes: list[Any] = []
-        if dt is not None and mode == "overwrite-partitions":
-            removes = remove_actions(dt, plan.table.partitions)
-        removed = len(removes)
-        filters = None  # a replace where as deltalake's partition filters
-        replace_where = dt is not None and mode == "overwrite" and bool(self.config.predicate)
-        if replace_where:
-            table_types = partition_types(
-                pa.schema(dt.schema().to_arrow()), list(dt.metadata().partition_columns)
-            )
-            terms = normalized(parse(self.config.predicate), table_types)
-            removes = removes_matching(dt, terms, table_types)
-            removed = len(removes)
-            if not any(v == "" for t in terms for v in t.values):  # deltalake reads '' as null
-                filters = partition_filters(terms)
-        elif dt is not None and mode == "overwrite":
-            removed = len(self.live_files())
-        metrics = Metrics(
-            added_files=len(adds),
-            removed_files=removed,
-            partitions=len({partition_dir(f.path) for f in facts if partition_by}),
-            added_rows=sum(f.rows for f in facts),
-            retries=tries,
-        )
-        props = commit_properties(self.config, job, appid, metrics, retries)
-        repartition = (
-            dt is not None
-            and schema is not None
-            and mode == "overwrite"
-            and self.config.schema_mode == "overwrite"
-            and list(partition_by) != list(dt.metadata().partition_columns)
-        )
-        if dt is None or repartition:
-            # a new table, or one whose partitioning the overwrite replaces (deltalake's
-            # transaction cannot change it: the table is created again over itself, its
-            # files removed, in the one transaction: CREATE OR REPLACE TABLE)
-            kept = dt.metadata() if dt is not None else None
-            create_table_with_add_actions(
-                uri,
-                Schema.from_arrow(schema),
-                adds,
-                mode="overwrite" if repartition else CREATE_MODES.get(mode, "append"),
-                partition_by=partition_by or None,
-                name=self.config.name or (kept.name if kept else None),
-                description=self.config.description or (kept.description if kept else None),
-                configuration=self.config.configuration
-                or (dict(kept.configuration) if kept else None),
-                storage_options=options or None,
-                commit_properties=props,
-                post_commithook_properties=hooks,
-            )
+        now = int(time.time() * 1000)
+        types = partition_types(schema, partition_by) if schema is not None else {}
+        adds = [add_action(f, partition_by, types, schema) for f in facts]
+        if dt is None:
+            assert schema is not None
+            head, parts, configuration = created(self.config, schema, partition_by, now)
+            removes: list[dict[str, Any]] = []
+            predicate, version = "", 0
         else:
-            if self.config.schema_mode == "merge" and schema is not None:
-                add_new_columns(dt, schema)  # a metadata commit first: the columns, nullable
-                dt = self.table()
-            table_schema = dt.schema()
-            if mode == "overwrite" and schema is not None:
-                table_schema = Schema.from_arrow(schema)
-            try:
-                if mode == "overwrite" and (not replace_where or filters):
-                    dt.create_write_transaction(
-                        adds,
-                        "overwrite",
-                        table_schema,
-                        partition_by or None,
-                        partition_filters=filters,
-                        commit_properties=props,
-                        post_commithook_properties=hooks,
-                    )
-                elif mode == "overwrite-partitions" and (
-                    written := written_filters(dt, plan.table.partitions)
-                ):
-                    # deltalake's own partition overwrite: logged as an Overwrite
-                    dt.create_write_transaction(
-                        adds,
-                        "overwrite",
-                        table_schema,
-                        list(dt.metadata().partition_columns),
-                        partition_filters=written,
-                        commit_properties=props,
-                        post_commithook_properties=hooks,
-                    )
-                else:
-                    dt.create_write_transaction(
-                        [*adds, *removes],
-                        "append",
-                        table_schema,
-                        list(dt.metadata().partition_columns) or None,
-                        commit_properties=props,
-                        post_commithook_properties=hooks,
-                    )
-            except CommitFailedError as e:
-                if mode != "append":
-                    raise TableCommitConflict(
-                        f"job {job.job_id}: the {mode} of Delta table {self.store.full_url()} "
-                        f"conflicts with a commit made since the job read the table: {e}; "
-                        "nothing was committed"
-                    ) from e
+            self._still_fits(job, dt, mode, schema, partition_by)
+            head, parts = changed(self.config, dt, mode, schema, partition_by, now)
+            removes, predicate = removed(self.config, dt, mode, plan.table.partitions, now)
+            configuration = dict(dt.metadata().configuration)
+            version = dt.version() + 1
+        partitions = len({partition_dir(f.path) for f in facts if partition_by})
+
+        def actions(rebases: int) -> list[dict[str, Any]]:
+            metrics = Metrics(
+                added_files=len(adds),
+                removed_files=len(removes),
+                partitions=partitions,
+                added_rows=sum(f.rows for f in facts),
+                retries=tries + rebases,
+            )
+            info = commit_info(self.config, job, mode, parts, predicate, metrics, now)
+            return [info, *head, *transactions(self.config, appid, now), *removes, *adds]
+
+        # an append is moved on top of other writers' adds (delta-rs' rebase); another mode
+        # read the table it replaces: any commit since is a conflict
+        rebases = self.config.commit_retries if mode == "append" and dt is not None else 0
+        try:
+            landed = put_commit(self.store, version, actions, appid, rebases)
+        except VersionTaken as e:
+            if mode == "append":
                 raise
-        done = self.table()
-        return {"table_version": version_of(done, appid) if done is not None else None}
+            raise TableCommitConflict(
+                f"job {job.job_id}: the {mode} of Delta table {self.store.full_url()} "
+                f"conflicts with a commit made since the job read the table: {e}; "
+                "nothing was committed"
+            ) from e
+        if not landed.found and checkpoint_due(configuration, landed.version, self.config):
+            self._after(landed.version)
+        return {"table_version": landed.version}
+
+    def _still_fits(
+        self, job: JobContext, dt: Any, mode: str, schema: pa.Schema | None, parts: list[str]
+    ) -> None:
+        """The table as it is now takes the job's files (it may have been created or changed
+        by another writer since the job checked it): else a conflict, nothing committed."""
+        where = f"Delta table {self.store.full_url()}"
+        if mode == "error":
+            raise TableCommitConflict(
+                f"job {job.job_id}: {where} was created by another writer while the job "
+                "ran (mode='error'); nothing was committed"
+            )
+        self.check_writable(dt, mode)
+        if self.config.schema_mode == "overwrite" or schema is None:
+            return
+        table_parts = list(dt.metadata().partition_columns)
+        problem = ""
+        if table_parts != parts:
+            problem = f"it is partitioned by {table_parts}, the job's files by {parts}"
+        elif self.config.schema_mode is None:
+            try:
+                check_same_schema(where, pa.schema(dt.schema().to_arrow()), schema, log_type, "")
+            except ConfigError as e:
+                problem = str(e)
+        if problem:
+            raise TableCommitConflict(
+                f"job {job.job_id}: {where} changed while the job ran: {problem}; nothing "
+                "was committed"
+            )
+
+    def _after(self, version: int) -> None:
+        """deltalake's post-commit hooks on the version just committed; the commit stands
+        whatever they do (`commit_info.after_commit`)."""
+        from deltalake import DeltaTable
+
+        uri, options = self.location
+        try:
+            dt = DeltaTable(uri, version=version, storage_options=options or None)
+        except Exception as e:
+            log.warning("Delta table %s: no checkpoint after version %s: %s", uri, version, e)
+            return
+        after_commit(dt, version, self.config)

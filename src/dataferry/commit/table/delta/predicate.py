@@ -147,8 +147,3 @@ def normalized(terms: Sequence[Term], types: Mapping[str, pa.DataType]) -> list[
 def matches(terms: Sequence[Term], values: Mapping[str, str | None]) -> bool:
     """Whether partition values (as the log records them) satisfy every term."""
     return all(values.get(t.column) in t.values for t in terms)
-
-
-def partition_filters(terms: Sequence[Term]) -> list[tuple[str, str, object]]:
-    """The terms as deltalake's conjunctive partition filters."""
-    return [(t.column, "in", list(t.values)) for t in terms]
