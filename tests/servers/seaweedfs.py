@@ -13,6 +13,9 @@ Fixtures: `seaweed` (the endpoint, credentials, storage options, `create_bucket(
 from __future__ import annotations
 
 import contextlib
+import random
+import shutil
+import socket
 import sys
 import uuid
 from dataclasses import dataclass
@@ -21,13 +24,17 @@ from typing import Any
 
 import pytest
 
-from . import ServerProcess, free_port, need_tool, port_open, shared_server
+from . import ServerProcess, need_tool, port_open, shared_server
 
 # the admin identity SeaweedFS takes from its environment (the same throwaway pair as moto's)
 KEY = "testing"
 SECRET = "testing"
 REGION = "us-east-1"
 BUCKET = "dataferry-tests"  # one bucket for the run: each bucket is a collection of volumes
+PORTS = (
+    "master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc",
+    "s3", "s3.grpc", "iceberg", "admin", "admin.grpc",
+)  # fmt: skip
 
 
 def weed_binary() -> str:
@@ -94,14 +101,45 @@ class SeaweedFS:
         return f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"  # made when the server started
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _ports(names: tuple[str, ...]) -> dict[str, int]:
+    """Distinct free ports below the ephemeral range (weed's own outgoing connections take
+    ephemeral ports, and one of those must not land on a port it is about to listen on)."""
+    ports: list[int] = []
+    for port in random.sample(range(20000, 32000), 400):
+        if _bindable(port):
+            ports.append(port)
+        if len(ports) == len(names):
+            return dict(zip(names, ports, strict=True))
+    raise RuntimeError("no free ports for SeaweedFS")
+
+
 def _start(workdir: Path) -> tuple[int, dict]:
+    """Start it, with fresh ports on each of a few tries (another process may take one of
+    ours between choosing it and weed listening on it)."""
+    for attempt in range(3):
+        try:
+            return _start_once(workdir)
+        except RuntimeError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_once(workdir: Path) -> tuple[int, dict]:
     weed = weed_binary()
-    ports = {name: free_port() for name in (
-        "master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc",
-        "s3", "s3.grpc", "iceberg", "admin", "admin.grpc",
-    )}  # fmt: skip
+    ports = _ports(PORTS)
     data = workdir / "data"
-    data.mkdir(exist_ok=True)
+    shutil.rmtree(data, ignore_errors=True)  # a failed try's state names its ports
+    data.mkdir()
     argv = [
         weed, "mini", f"-dir={data}",
         "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
