@@ -27,6 +27,7 @@ from ...errors import (
     ConfigError,
     DataferryError,
     NotFound,
+    PreconditionFailed,
     StoreError,
 )
 from .. import paths
@@ -116,9 +117,15 @@ class S3Store(Store):
         key = self._key(path)
         return key + "/" if key else ""
 
-    def _err(self, e: Exception, path: str, what: str) -> StoreError:
+    def _err(self, e: Exception, path: str, what: str, if_match: bool = False) -> StoreError:
+        """S3's answer as ours. A 412 is AlreadyExists for a request whose one condition is
+        If-None-Match (a create); for one naming a version (`if_match`: If-Match,
+        x-amz-copy-source-if-match) it is PreconditionFailed, and so is the 404 moto gives
+        where real S3 (and SeaweedFS) answer 412 to If-Match on an absent key."""
         code = _code(e)
         msg = f"{what} {self.full_url(path)}: {code or e}"
+        if if_match and code in ("PreconditionFailed", "412", "NoSuchKey", "404", "NotFound"):
+            return PreconditionFailed(msg + " (the object is not the version named)", path)
         if code in ("NoSuchKey", "404", "NotFound", "NoSuchUpload"):
             return NotFound(msg, path)
         if code in ("PreconditionFailed", "412"):
@@ -255,7 +262,7 @@ class S3Store(Store):
             raise AlreadyExists(f"{what}: destination exists", dst)
         head = self._head(src)
         if head is not None:
-            self._copy(src, dst)
+            self._copy_new(self._key(src), str(head.get("ETag", "")), self._key(dst), what)
             self.stats.incr("store_bytes_copied", int(head.get("ContentLength", 0)))
             self.client.delete_object(Bucket=self.bucket, Key=self._key(src))
             return
@@ -265,11 +272,33 @@ class S3Store(Store):
         for o in objs:  # per object, not atomic: S3 has no rename
             rel = o["Key"][len(self._dir_prefix(src)) :]
             target = self._dir_prefix(dst) + rel
-            self.client.copy_object(
-                Bucket=self.bucket, Key=target, CopySource={"Bucket": self.bucket, "Key": o["Key"]}
-            )
+            self._copy_new(o["Key"], str(o.get("ETag", "")), target, what)
             self.client.delete_object(Bucket=self.bucket, Key=o["Key"])
             self.stats.incr("store_bytes_copied", int(o.get("Size", 0)))
+
+    def _copy_new(self, src_key: str, etag: str, dst_key: str, what: str) -> None:
+        """A rename's copy: only onto an absent key (If-None-Match), only of the version of
+        the source that was listed (x-amz-copy-source-if-match), so a file another writer puts
+        at the destination meanwhile is never overwritten, and a source rewritten meanwhile
+        is not moved half-known. A server that ignores the conditions (moto) still gets the
+        check made before the copy."""
+        from botocore.exceptions import ClientError
+
+        conditions = {"IfNoneMatch": "*", **({"CopySourceIfMatch": etag} if etag else {})}
+        try:
+            self.client.copy_object(
+                Bucket=self.bucket,
+                Key=dst_key,
+                CopySource={"Bucket": self.bucket, "Key": src_key},
+                **conditions,
+            )
+        except ClientError as e:
+            dst = self._rel(dst_key)
+            if _code(e) not in ("PreconditionFailed", "412"):
+                raise self._err(e, dst, what) from None
+            if self._head(dst) is not None:  # which condition failed: the destination's
+                raise AlreadyExists(f"{what}: destination exists", dst) from None
+            raise self._err(e, self._rel(src_key), what, if_match=True) from None
 
     def _copy(self, src: str, dst: str) -> None:
         from botocore.exceptions import ClientError
