@@ -230,31 +230,63 @@ class S3Store(Store):
         return sorted((self._file_status(o) for o in objs), key=lambda s: s.path)
 
     def _mkdirs(self, path: str) -> None:
+        """A `dir/` marker object, so an empty directory can exist; none for the store's own
+        root (a destination exists once anything is in it: a marker at its key would stay
+        beside the data, a zero-byte entry in every listing of it)."""
         probe = path
         while probe:
             if self._head(probe) is not None:
                 raise AlreadyExists(f"mkdirs {self.full_url(path)}: a file is in the way", probe)
             probe = paths.parent(probe)
-        if self._key(path):
+        if path and self._key(path):
             self.client.put_object(Bucket=self.bucket, Key=self._dir_prefix(path), Body=b"")
 
     def _delete(self, path: str, recursive: bool) -> bool:
         if self._key(path) and self._head(path) is not None:
-            self.client.delete_object(Bucket=self.bucket, Key=self._key(path))
+            self._delete_keys([self._key(path)], path)
             return True
         keys = [o["Key"] for o in self._keys_under(path)]
-        if not keys:
-            return False
         if not recursive and any(k != self._dir_prefix(path) for k in keys):
             raise StoreError(
                 f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
             )
-        for i in range(0, len(keys), 1000):
-            self.client.delete_objects(
+        self._delete_keys(keys, path, directory=True)  # also an emptied directory's entry
+        return bool(keys)
+
+    def _emptied_dirs(self, keys: list[str], directory: str | None) -> list[str]:
+        """The directory entries (`a/b/`) from each key's parent up to the store's root, and
+        `directory`'s own, deepest first: what a server backed by a file system (SeaweedFS,
+        ...) keeps after their last object is deleted, which delimiter listings (Hive-style
+        readers) still show."""
+        root = len(self.prefix.split("/")) if self.prefix else 1  # the root's own is named
+        starts = [k.rstrip("/").rpartition("/")[0] for k in keys]  # each key's parent
+        if directory is not None:
+            starts.append(self._key(directory))
+        dirs: set[str] = set()
+        for start in filter(None, starts):
+            parts = start.split("/")
+            dirs.update("/".join(parts[:n]) + "/" for n in range(root, len(parts) + 1))
+        return sorted(dirs, key=lambda d: (-d.count("/"), d))
+
+    def _delete_keys(self, keys: list[str], path: str, directory: bool = False) -> None:
+        """Delete objects, then the directory entries they leave empty (`_emptied_dirs`), in
+        the same batched requests: on S3 a `dir/` key is a marker object or nothing; on a
+        server that keeps directories, deleting one removes it only while it is empty. Never
+        a data object: every extra key named ends in `/`. An error on a named object raises."""
+        dirs = self._emptied_dirs(keys, path if directory else None)
+        names = [*keys, *(d for d in dirs if d not in keys)]
+        for i in range(0, len(names), 1000):
+            answer = self.client.delete_objects(
                 Bucket=self.bucket,
-                Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
+                Delete={"Objects": [{"Key": k} for k in names[i : i + 1000]], "Quiet": True},
             )
-        return True
+            failed = [e for e in answer.get("Errors", []) if not e.get("Key", "").endswith("/")]
+            if failed:
+                code = failed[0].get("Code", "")
+                msg = f"delete {self.full_url(self._rel(failed[0]['Key']))}: {code}"
+                if code in ("AccessDenied", "403"):
+                    raise AccessDenied(msg, path)
+                raise StoreError(msg, path)
 
     def _rename(self, src: str, dst: str) -> None:
         what = f"rename {self.full_url(src)} to {self.full_url(dst)}"
@@ -264,7 +296,7 @@ class S3Store(Store):
         if head is not None:
             self._copy_new(self._key(src), str(head.get("ETag", "")), self._key(dst), what)
             self.stats.incr("store_bytes_copied", int(head.get("ContentLength", 0)))
-            self.client.delete_object(Bucket=self.bucket, Key=self._key(src))
+            self._delete_keys([self._key(src)], src)
             return
         objs = self._keys_under(src)
         if not objs:
@@ -275,6 +307,7 @@ class S3Store(Store):
             self._copy_new(o["Key"], str(o.get("ETag", "")), target, what)
             self.client.delete_object(Bucket=self.bucket, Key=o["Key"])
             self.stats.incr("store_bytes_copied", int(o.get("Size", 0)))
+        self._delete_keys([], src, directory=True)  # the source's emptied directories
 
     def _copy_new(self, src_key: str, etag: str, dst_key: str, what: str) -> None:
         """A rename's copy: only onto an absent key (If-None-Match), only of the version of
