@@ -96,3 +96,18 @@ def test_an_aborted_job_leaves_nothing_visible(seaweed, seaweed_url):
     objects, prefixes = delimiter_listing(parent)
     # no `failed/` left; the parent (not the job's) may show its own emptied entry ("")
     assert prefixes == [] and objects in ([], [""])
+
+
+def test_the_referee_sees_a_marker_object_at_the_destination(seaweed, seaweed_url):
+    """The referee's leftover check lists as readers do: a zero-byte `dest/` object (which
+    `Store.list` leaves out) is a leftover. Were it blind to it, the fix above could regress
+    with every referee run still clean."""
+    from dataferry.store.faults import FaultStore
+    from dataferry.verify.invariants import check_no_leftovers
+
+    store = open_store(seaweed_url + "/dest", storage_options=seaweed.storage_options)
+    store.write_bytes("_SUCCESS", b"")
+    assert check_no_leftovers(FaultStore(store, [])) == []
+    store.client.put_object(Bucket=store.bucket, Key=store._dir_prefix(""), Body=b"")
+    (problem,) = check_no_leftovers(FaultStore(store, []))
+    assert "no_leftovers" in problem and "./" in problem

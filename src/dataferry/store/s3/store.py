@@ -225,6 +225,19 @@ class S3Store(Store):
             raise NotFound(f"list {self.full_url(path)}: no such prefix", path)
         return sorted(out, key=lambda s: s.path)
 
+    def marker_objects(self, path: str = "") -> list[str]:
+        """Zero-byte `dir/` entries in the delimiter listing of `path` (its own included, as
+        ""): what a Hive-style reader listing the directory meets besides files and
+        subdirectories. `list` leaves them out; a check for leftovers must not."""
+        prefix = self._dir_prefix(path)
+        found: list[str] = []
+        pager = self.client.get_paginator("list_objects_v2")
+        for page in pager.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
+            for obj in page.get("Contents", []):
+                if obj["Key"].endswith("/") and not int(obj.get("Size", 0)):
+                    found.append(obj["Key"][len(prefix) :].rstrip("/"))
+        return sorted(found)
+
     def _walk(self, path: str) -> list[FileStatus]:
         objs = [o for o in self._keys_under(path) if not o["Key"].endswith("/")]
         return sorted((self._file_status(o) for o in objs), key=lambda s: s.path)
