@@ -9,7 +9,12 @@ import pytest
 
 from dataferry.store import Store, open_store, registry
 
-pytest_plugins = ["tests.servers.fakegcs", "tests.servers.hdfs", "tests.servers.spark"]
+pytest_plugins = [
+    "tests.servers.fakegcs",
+    "tests.servers.hdfs",
+    "tests.servers.seaweedfs",
+    "tests.servers.spark",
+]
 
 # every contract location of every store family in the registry (a store joins the contract
 # suite with its row), then the wrappers over the local store
@@ -62,21 +67,29 @@ def s3_url(s3_server) -> str:
 
 
 # contract placeholders (`{s3}` in a registry row's location) -> the fixture giving a fresh
-# location on that test server
-SERVER_LOCATIONS = {"s3": "s3_url", "gcs": "gcs_url", "hdfs": "hdfs_url"}
+# location on that test server, and the server's fixture whose `storage_options` reach it
+# (None: the process's environment does)
+SERVER_LOCATIONS = {
+    "s3": ("s3_url", None),
+    "seaweed": ("seaweed_url", "seaweed"),
+    "gcs": ("gcs_url", None),
+    "hdfs": ("hdfs_url", None),
+}
 
 
 def make_store(kind: str, tmp_path, request=None) -> Store:
     if kind in CONTRACT_LOCATIONS:
         location = CONTRACT_LOCATIONS[kind]
-        # a placeholder names the fixture giving a fresh location on its test server
-        found = {
-            name: request.getfixturevalue(fixture)
-            for name, fixture in SERVER_LOCATIONS.items()
-            if "{" + name + "}" in location
-        }
+        # a placeholder names the fixture giving a fresh location on its test server, and the
+        # one giving the storage options to reach it (if any)
+        found, options = {}, {}
+        for name, (fixture, server) in SERVER_LOCATIONS.items():
+            if "{" + name + "}" in location:
+                found[name] = request.getfixturevalue(fixture)
+                if server:
+                    options = request.getfixturevalue(server).storage_options
         url = location.format(tmp=tmp_path, uuid=uuid.uuid4().hex, **found)
-        return open_store(url, latency_scale=0.0)
+        return open_store(url, latency_scale=0.0, storage_options=options)
     if kind == "faulty-local":
         return open_store(str(tmp_path / "store"), faults=[])
     if kind == "sub-local":
