@@ -9,6 +9,8 @@ import pytest
 
 from dataferry.store import Store, open_store, registry
 
+pytest_plugins = ["tests.servers.azurite"]
+
 # every contract location of every store family in the registry (a store joins the contract
 # suite with its row), then the wrappers over the local store
 CONTRACT_LOCATIONS = {
