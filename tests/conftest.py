@@ -65,7 +65,8 @@ def make_store(kind: str, tmp_path, request=None) -> Store:
     if kind in CONTRACT_LOCATIONS:
         location = CONTRACT_LOCATIONS[kind]
         s3 = request.getfixturevalue("s3_url") if "{s3}" in location else ""
-        url = location.format(tmp=tmp_path, uuid=uuid.uuid4().hex, s3=s3)
+        azurite = request.getfixturevalue("azurite_url").url if "{azurite}" in location else ""
+        url = location.format(tmp=tmp_path, uuid=uuid.uuid4().hex, s3=s3, azurite=azurite)
         return open_store(url, latency_scale=0.0)
     if kind == "faulty-local":
         return open_store(str(tmp_path / "store"), faults=[])

@@ -23,6 +23,7 @@ EXTRA_OF_MODULE = {
     "s3fs": "s3",
     "gcsfs": "gcs",
     "adlfs": "azure",
+    "azure": "azure",  # azure-storage-blob, azure-storage-file-datalake
     "dask": "dask",
     "distributed": "dask",
     "ray": "ray",

@@ -3,7 +3,7 @@
 Installed by `make servers` (npm `azurite`, pinned in deps/package.json) into .cache/npm, and
 started once for every xdist worker (`shared_server`) on a free loopback port with telemetry off
 and its data in the run's temporary directory. It is a Blob account: no hierarchical namespace,
-so no Data Lake API (renames there are copies; atomic renames stay on the `sim:abfs-hns` model).
+so no Data Lake API (renames there are copies; atomic renames stay on the `sim:abfs` model).
 
 Fixtures:
 - `azurite`: the server (`AzuriteServer`: connection string, account name and key,

@@ -294,6 +294,17 @@ class Store(ABC):
         path = paths.normalize(path)
         return self._op(Op.MULTIPART_LIST, path, self._list_uploads, path)
 
+    def upload_completed(self, path: str, upload_id: str, etags: list[str]) -> bool:
+        """Whether the object at `path` is what completing this upload made (a resumed commit
+        whose upload is no longer pending): by default its etag is the one the upload gives
+        (S3's); a store whose uploads are not S3's (Azure's block lists) answers otherwise."""
+        from .etags import multipart_etag
+
+        try:
+            return self.stat(path).etag == multipart_etag(etags)
+        except NotFound:
+            return False
+
     def _no_multipart(self, *_args: Any) -> Any:
         raise ConfigError(f"{self.describe()} has no multipart upload")
 

@@ -51,7 +51,8 @@ class StoreSpec:
     faults_inside: bool = False  # its opener places the fault layer (sim: below its model)
     forms: tuple[str, ...] = ()  # how its URLs are written in messages, if not `scheme://`
     # (kind, location, capabilities key) for the store contract suite; `{tmp}` is a fresh
-    # directory, `{uuid}` a fresh name, `{s3}` a fresh location on the S3 test server
+    # directory, `{uuid}` a fresh name, `{s3}` a fresh location on the S3 test server,
+    # `{azurite}` one on Azurite
     contract: tuple[tuple[str, str, str], ...] = ()
     untested: str = ""  # why the contract suite cannot open it on a test machine
 
@@ -121,10 +122,20 @@ KNOWN: dict[str, StoreSpec] = {
             untested="HDFS needs a Hadoop cluster; pyarrow objects: tests/store/test_filesystems.py",
         ),
         StoreSpec(
+            "azure",
+            f"{_PKG}.azure",
+            ("abfs", "abfss", "az"),
+            "Azure Blob Storage through adlfs, capabilities read from the account: renames are "
+            "copies on a Blob account, atomic (Data Lake API) with a hierarchical namespace; "
+            "exclusive creates; multipart uploads as block lists",
+            filesystems="from_filesystem",
+            contract=(("azurite", "{azurite}", "abfs"),),
+        ),
+        StoreSpec(
             "fsspec",
             f"{_PKG}.fsspec",
-            ("memory", "gs", "gcs", "abfs", "abfss", "az"),
-            "fsspec file systems (memory, GCS, Azure), and fsspec file system objects",
+            ("memory", "gs", "gcs"),
+            "fsspec file systems (memory, GCS), and fsspec file system objects",
             capabilities="PROTOCOL_CAPABILITIES",
             filesystems="from_filesystem",
             contract=(("memory", "memory://dataferry-tests/{uuid}", "memory"),),
