@@ -206,7 +206,7 @@ class AzureStore(FsspecStore):
                 lambda: self._blob(path).commit_block_list([BlobBlock(b) for b in staged]),
             )
         except StoreError as e:
-            if isinstance(e, NotFound) or "InvalidBlockList" in str(e):
+            if isinstance(e, NotFound) or _code(e) == "InvalidBlockList":
                 raise NotFound(
                     f"complete upload {upload_id} to {self.full_url(path)}: its blocks are "
                     "no longer staged",
@@ -294,6 +294,12 @@ class AzureStore(FsspecStore):
                 for u in sorted(staged - dead)
             ]
         return sorted(out, key=lambda u: (u.initiated, u.path))
+
+
+def _code(e: BaseException) -> str:
+    """The Azure error code behind a store error ("" if none)."""
+    code = getattr(e.__cause__, "error_code", None)
+    return str(getattr(code, "value", code) or "")
 
 
 def _own_staged(upload_id: str, ids: list[str]) -> list[str] | None:
