@@ -132,6 +132,36 @@ class AzureStore(FsspecStore):
             )
             self.fs.invalidate_cache()
 
+    def _delete(self, path: str, recursive: bool) -> bool:
+        """Blob by blob with the account's client (adlfs's recursive delete may remove the
+        container itself once it is empty): never the container."""
+        container = self._blobs.get_container_client(self.container)
+        name = self._name(path)
+        below = sorted(
+            self._call(
+                "delete",
+                path,
+                lambda: [
+                    b.name
+                    for b in container.list_blobs(name_starts_with=f"{name}/" if name else None)
+                ],
+            ),
+            reverse=True,  # deepest first: a directory's marker after what is in it
+        )
+        if below and not recursive:
+            raise StoreError(
+                f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
+            )
+        deleted = False
+        for blob in [*below, name] if name else below:
+            try:
+                self._call("delete", path, lambda b=blob: container.delete_blob(b))
+                deleted = True
+            except NotFound:
+                pass
+        self.fs.invalidate_cache()
+        return deleted
+
     def _list(self, path: str) -> list[FileStatus]:
         """One entry a name: a directory's marker blob and its prefix are one directory."""
         out: dict[str, FileStatus] = {}
