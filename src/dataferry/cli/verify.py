@@ -22,6 +22,13 @@ def verify_crash_cmd(
         None, "--store", help="Store URL or sim:PROFILE (default: a local temp dir)."
     ),
     processes: int = typer.Option(1, help="Scenarios run in this many processes."),
+    every: int = typer.Option(
+        1,
+        "--every",
+        help="Only every N-th crash point and ambiguous answer: a sample for slow or real "
+        "stores (an abfs:// store's credentials come from AZURE_STORAGE_CONNECTION_STRING or "
+        "the other variables adlfs reads).",
+    ),
     driver_kills: int = typer.Option(
         0,
         "--driver-kills",
@@ -97,6 +104,7 @@ def verify_crash_cmd(
             committer,
             store,
             processes=processes,
+            every=every,
             progress=lambda done, total: steps.update(done, total),
             driver_kills=driver_kills,
             zombies=zombies,
