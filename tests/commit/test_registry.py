@@ -47,6 +47,7 @@ def test_each_committer_class_declares_its_own_leftovers(tmp_path):
         "FileOutputCommitter",
         "ManifestCommitter",
         "MagicCommitter",
+        "BlockListCommitter",
         "DirectoryStagingCommitter",
         "PartitionedStagingCommitter",
         "HiveCommitter",
