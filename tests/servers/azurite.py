@@ -2,7 +2,7 @@
 
 Installed by `make servers` (npm `azurite`, pinned in deps/package.json) into .cache/npm, and
 started once for every xdist worker (`shared_server`) on a free loopback port with telemetry off
-and its data in the run's temporary directory. It is a Blob account: no hierarchical namespace,
+and its data in memory. It is a Blob account: no hierarchical namespace,
 so no Data Lake API (renames there are copies; atomic renames stay on the `sim:abfs` model).
 
 Fixtures:
@@ -78,14 +78,16 @@ def _start(workdir) -> tuple[int, dict]:
             "127.0.0.1",
             "--blobPort",
             str(port),
-            "--location",
-            str(data),
             "--skipApiVersionCheck",
             "--disableTelemetry",
             "--silent",
+            # blobs and their metadata in memory (it refuses --location with it): Azurite's
+            # on-disk metadata is one JSON file rewritten as it grows, slowing a long run
+            "--inMemoryPersistence",
         ],
         workdir / "azurite.log",
         ready=lambda: port_open(port),
+        cwd=data,  # its workspace, were it to write one
     ).start()
     return server.pid, {"port": port}
 
