@@ -94,3 +94,17 @@ def test_an_account_with_a_hierarchical_namespace_is_a_rename_store(monkeypatch,
     hns = open_store(azurite_url.url, storage_options=azurite_url.storage_options)
     assert hns.capabilities.atomic_file_rename and hns.capabilities.o1_dir_rename
     assert choose_committer(hns) == "manifest"
+
+
+def test_uploads_list_and_abort_see_staged_blocks(store):
+    """Broken, `dataferry uploads list|abort` would not see (or could not drop) the blocks a
+    dead task staged on Azure: invisible, and kept for a week."""
+    from dataferry.commit.job.cleanup import abort_uploads
+
+    u = store.initiate_upload("part/f")
+    store.upload_part("part/f", u, 1, b"staged")
+    report = abort_uploads(store, older_than_s=0.0, dry_run=True)
+    assert [(p.path, p.upload_id) for p in report.pending] == [("part/f", u)]
+    assert store.list_uploads("") != []
+    abort_uploads(store, older_than_s=0.0)
+    assert store.list_uploads("") == [] and not store.exists("part/f")
