@@ -296,12 +296,17 @@ class Store(ABC):
 
     def upload_completed(self, path: str, upload_id: str, etags: list[str]) -> bool:
         """Whether the object at `path` is what completing this upload made (a resumed commit
-        whose upload is no longer pending): by default its etag is the one the upload gives
-        (S3's); a store whose uploads are not S3's (Azure's block lists) answers otherwise."""
+        whose upload is no longer pending); asked as a stat is."""
+        path = paths.normalize(path)
+        return self._idempotent(Op.STAT, path, self._upload_completed, path, upload_id, list(etags))
+
+    def _upload_completed(self, path: str, upload_id: str, etags: list[str]) -> bool:
+        """By default the object's etag is the one the upload gives (S3's); a store whose
+        uploads are not S3's (Azure's block lists) answers otherwise."""
         from .etags import multipart_etag
 
         try:
-            return self.stat(path).etag == multipart_etag(etags)
+            return self._stat(path).etag == multipart_etag(etags)
         except NotFound:
             return False
 

@@ -88,3 +88,6 @@ class WrappingStore(Store):
 
     def _list_uploads(self, path: str) -> list[PendingUpload]:
         return self.inner.list_uploads(path)
+
+    def _upload_completed(self, path: str, upload_id: str, etags: list[str]) -> bool:
+        return self.inner.upload_completed(path, upload_id, etags)

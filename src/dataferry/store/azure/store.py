@@ -27,6 +27,7 @@ from ..types import Capabilities, FileStatus, PendingUpload
 from . import account, blocks
 
 T = TypeVar("T")
+DELETE_BATCH = 256  # Blob Batch's most subrequests a request
 log = logging.getLogger("dataferry.store")
 
 BLOB_CAPABILITIES = Capabilities(
@@ -133,32 +134,37 @@ class AzureStore(FsspecStore):
             self.fs.invalidate_cache()
 
     def _delete(self, path: str, recursive: bool) -> bool:
-        """Blob by blob with the account's client (adlfs's recursive delete may remove the
-        container itself once it is empty): never the container."""
+        """Blob by blob with the account's client, in batches (Blob Batch: 256 deletes a
+        request), never the container (adlfs's recursive delete removes an emptied one)."""
         container = self._blobs.get_container_client(self.container)
         name = self._name(path)
-        below = sorted(
-            self._call(
-                "delete",
-                path,
-                lambda: [
-                    b.name
-                    for b in container.list_blobs(name_starts_with=f"{name}/" if name else None)
-                ],
-            ),
-            reverse=True,  # deepest first: a directory's marker after what is in it
+        inside = f"{name}/" if name else None
+        below = self._call(
+            "delete",
+            path,
+            lambda: [b.name for b in container.list_blobs(name_starts_with=inside)],
         )
         if below and not recursive:
             raise StoreError(
                 f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
             )
         deleted = False
-        for blob in [*below, name] if name else below:
-            try:
-                self._call("delete", path, lambda b=blob: container.delete_blob(b))
-                deleted = True
-            except NotFound:
-                pass
+        doomed = [*below, name] if name else below
+        for i in range(0, len(doomed), DELETE_BATCH):
+            batch = doomed[i : i + DELETE_BATCH]
+            answers = self._call(
+                "delete",
+                path,
+                lambda b=batch: container.delete_blobs(*b, raise_on_any_failure=False),
+            )
+            for blob, answer in zip(batch, answers, strict=True):
+                if answer.status_code in (200, 202):
+                    deleted = True
+                elif answer.status_code != 404:
+                    raise StoreError(
+                        f"delete {self.full_url(path)}: {blob} answered {answer.status_code}",
+                        path,
+                    )
         self.fs.invalidate_cache()
         return deleted
 
@@ -245,7 +251,7 @@ class AzureStore(FsspecStore):
             raise
         return str(resp.get("etag", "")).strip('"')
 
-    def upload_completed(self, path: str, upload_id: str, etags: list[str]) -> bool:
+    def _upload_completed(self, path: str, upload_id: str, etags: list[str]) -> bool:
         """The blob's committed block list is exactly this upload's blocks."""
         staged = _own_staged(upload_id, etags)
         try:
@@ -255,7 +261,10 @@ class AzureStore(FsspecStore):
         except NotFound:
             return False
         if staged == [] and not committed:
-            return self.exists(path)  # an empty file's list has no block
+            try:  # an empty file's list has no block
+                return not self._stat(path).is_dir
+            except NotFound:
+                return False
         return staged == [b.id for b in committed]
 
     def _abort_upload(self, path: str, upload_id: str) -> bool:
