@@ -10,6 +10,7 @@ import pytest
 from dataferry.store import Store, open_store, registry
 
 pytest_plugins = [
+    "tests.servers.azurite",
     "tests.servers.fakegcs",
     "tests.servers.hdfs",
     "tests.servers.seaweedfs",
@@ -74,6 +75,7 @@ SERVER_LOCATIONS = {
     "seaweed": ("seaweed_url", "seaweed"),
     "gcs": ("gcs_url", None),
     "hdfs": ("hdfs_url", None),
+    "azurite": ("azurite_url", None),
 }
 
 
@@ -85,7 +87,8 @@ def make_store(kind: str, tmp_path, request=None) -> Store:
         found, options = {}, {}
         for name, (fixture, server) in SERVER_LOCATIONS.items():
             if "{" + name + "}" in location:
-                found[name] = request.getfixturevalue(fixture)
+                value = request.getfixturevalue(fixture)
+                found[name] = getattr(value, "url", value)  # a URL, or a record holding one
                 if server:
                     options = request.getfixturevalue(server).storage_options
         url = location.format(tmp=tmp_path, uuid=uuid.uuid4().hex, **found)

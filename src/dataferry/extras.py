@@ -24,6 +24,7 @@ EXTRA_OF_MODULE = {
     "gcsfs": "gcs",
     "adlfs": "azure",
     "hdfs_native": "hdfs",
+    "azure": "azure",  # azure-storage-blob, azure-storage-file-datalake
     "dask": "dask",
     "distributed": "dask",
     "ray": "ray",

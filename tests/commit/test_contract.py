@@ -85,6 +85,9 @@ def cases(promise: str, kinds: tuple[str, ...] | None = None) -> list:
 @pytest.fixture
 def case(request, tmp_path) -> Case:
     name, kind = request.param
+    if kind == "abfs":  # Azure Blob: the Azurite test server (tests/servers/azurite.py)
+        store = open_store(request.getfixturevalue("azurite_url").url, faults=[])
+        return Case(KNOWN[name], kind, store, tmp_path / "dest", tmp_path)
     return Case(KNOWN[name], kind, open_kind(kind, tmp_path, request), tmp_path / "dest", tmp_path)
 
 
@@ -112,7 +115,7 @@ def crash_at_intent(store: Store, job_dir: str, when: str) -> None:
 def test_every_committer_declares_where_it_is_safe():
     for spec in KNOWN.values():
         assert spec.safe_on, f"{spec.name}: its registry row declares no store it is safe on"
-        assert set(spec.safe_on) <= {"local", "memory", "hdfs", "s3", "gcs"}, spec
+        assert set(spec.safe_on) <= {"local", "memory", "hdfs", "s3", "gcs", "abfs"}, spec
 
 
 # --- the task side --------------------------------------------------------------------------

@@ -48,6 +48,7 @@ def test_each_committer_class_declares_its_own_leftovers(tmp_path):
         "ManifestCommitter",
         "MagicCommitter",
         "GcsMagicCommitter",
+        "BlockListCommitter",
         "DirectoryStagingCommitter",
         "PartitionedStagingCommitter",
         "HiveCommitter",

@@ -19,7 +19,11 @@ def _count(n: int, style: str = "") -> Text:
 def verify_crash_cmd(
     committer: str = typer.Option(..., "--committer", help="Committer to verify."),
     store: str = typer.Option(
-        None, "--store", help="Store URL or sim:PROFILE (default: a local temp dir)."
+        None,
+        "--store",
+        help="Store URL or sim:PROFILE (default: a local temp dir); a server's credentials come "
+        "from the environment its client reads (AWS_*, AZURE_STORAGE_CONNECTION_STRING, "
+        "STORAGE_EMULATOR_HOST).",
     ),
     processes: int = typer.Option(1, help="Scenarios run in this many processes."),
     driver_kills: int = typer.Option(

@@ -133,6 +133,8 @@ def choose_committer(store: Store) -> str:
     caps = store.capabilities
     if caps.atomic_file_rename:
         return "manifest"
+    if caps.block_lists:
+        return "blocklist"
     if caps.multipart_upload:
         return "magic"
     if caps.resumable_upload:
@@ -157,7 +159,8 @@ def make_committer(
     Parameters
     ----------
     name
-        ``v1``, ``v2``, ``manifest``, ``magic``, ``directory``, ``partitioned``, ``hive``,
+        ``v1``, ``v2``, ``manifest``, ``magic``, ``blocklist`` (Azure Blob), ``directory``,
+        ``partitioned``, ``hive``,
         ``direct``, the table committers ``delta``, ``iceberg``, ``hudi`` (docs/tables.md),
         or ``auto`` (chosen from the store's capabilities).
     dest

@@ -95,6 +95,15 @@ KNOWN: dict[str, CommitterSpec] = {
             safe_on=("gcs",),
         ),
         CommitterSpec(
+            "blocklist",
+            f"{_PKG}.blocklist.committer",
+            "BlockListCommitter",
+            "BlockListConfig",
+            "block-list committer: blocks staged under the final name until job commit puts "
+            "each file's block list (Azure Blob)",
+            safe_on=("abfs",),
+        ),
+        CommitterSpec(
             "directory",
             f"{_PKG}.s3a.staging.committer",
             "DirectoryStagingCommitter",

@@ -295,6 +295,20 @@ class Store(ABC):
         path = paths.normalize(path)
         return self._op(Op.MULTIPART_LIST, path, self._list_uploads, path)
 
+    def upload_completed(self, path: str, upload_id: str, etags: list[str]) -> bool:
+        """Whether the object at `path` is what completing this upload made (a resumed commit
+        whose upload is no longer pending); asked as a stat is."""
+        path = paths.normalize(path)
+        return self._idempotent(Op.STAT, path, self._upload_completed, path, upload_id, list(etags))
+
+    def _upload_completed(self, path: str, upload_id: str, etags: list[str]) -> bool:
+        """By default the object's etag is the one the upload gives (S3's); a store whose
+        uploads are not S3's (Azure's block lists) answers otherwise."""
+        try:
+            return self._stat(path).etag == self.upload_etag(etags)
+        except NotFound:
+            return False
+
     def _no_multipart(self, *_args: Any) -> Any:
         raise ConfigError(f"{self.describe()} has no multipart upload")
 

@@ -53,7 +53,7 @@ class StoreSpec:
     # (kind, location, capabilities key) for the store contract suite; `{tmp}` is a fresh
     # directory, `{uuid}` a fresh name, `{s3}` a fresh location on the S3 test server (moto),
     # `{seaweed}` one on a real S3 server (SeaweedFS), `{gcs}` one on fake-gcs-server, `{hdfs}`
-    # one on the HDFS test cluster
+    # one on the HDFS test cluster, `{azurite}` one on Azurite
     contract: tuple[tuple[str, str, str], ...] = ()
     untested: str = ""  # why the contract suite cannot open it on a test machine
 
@@ -140,10 +140,20 @@ KNOWN: dict[str, StoreSpec] = {
             untested="objects only: tests/store/test_filesystems.py",
         ),
         StoreSpec(
+            "azure",
+            f"{_PKG}.azure",
+            ("abfs", "abfss", "az"),
+            "Azure Blob Storage through adlfs, capabilities read from the account: renames are "
+            "copies on a Blob account, atomic (Data Lake API) with a hierarchical namespace; "
+            "exclusive creates; multipart uploads as block lists",
+            filesystems="from_filesystem",
+            contract=(("azurite", "{azurite}", "abfs"),),
+        ),
+        StoreSpec(
             "fsspec",
             f"{_PKG}.fsspec",
-            ("memory", "abfs", "abfss", "az"),
-            "fsspec file systems (memory, Azure), and fsspec file system objects",
+            ("memory",),
+            "fsspec file systems (memory), and fsspec file system objects",
             capabilities="PROTOCOL_CAPABILITIES",
             filesystems="from_filesystem",
             contract=(("memory", "memory://dataferry-tests/{uuid}", "memory"),),

@@ -84,6 +84,9 @@ class SubStore(WrappingStore):
     def _abort_upload(self, path: str, upload_id: str) -> bool:
         return self.inner.abort_upload(self._in(path), upload_id)
 
+    def _upload_completed(self, path: str, upload_id: str, etags: list[str]) -> bool:
+        return self.inner.upload_completed(self._in(path), upload_id, etags)
+
     def _list_uploads(self, path: str) -> list[PendingUpload]:
         return [
             replace(u, path=paths.relative_to(u.path, self.prefix))

@@ -102,6 +102,9 @@ class Capabilities:
     native_append: bool = False
     # writes at an offset and truncates in place; without it `write_at` and `truncate` refuse
     native_positional_write: bool = False
+    # multipart uploads are block lists (Azure Blob: Put Block stages under the final name,
+    # Put Block List commits): `auto` picks the block-list committer
+    block_lists: bool = False
 
     def as_dict(self) -> dict[str, bool]:
         return asdict(self)

@@ -93,5 +93,5 @@ class WrappingStore(Store):
     def lists_uploads(self) -> bool:
         return self.inner.lists_uploads
 
-    def upload_etag(self, etags: list[str]) -> str:
-        return self.inner.upload_etag(etags)
+    def _upload_completed(self, path: str, upload_id: str, etags: list[str]) -> bool:
+        return self.inner.upload_completed(path, upload_id, etags)

@@ -100,7 +100,7 @@ def probe_store(url: str) -> ProbeReport:
             pass
         if made_from is not None:
             _remove_empty_directories(_local_root(store) or "", made_from)
-    report.recommended, report.reason = recommend(report.measured())
+    report.recommended, report.reason = recommend(report.measured(), store.capabilities)
     return report
 
 
@@ -241,10 +241,22 @@ def _run_probes(store: Store, base: str, add: Callable[[Finding], None]) -> None
         return
     try:
         upload = store.initiate_upload(p(base, "mpu"))
+        store.upload_part(p(base, "mpu"), upload, 1, b"part")
+        hidden = not store.exists(p(base, "mpu"))
         store.abort_upload(p(base, "mpu"), upload)
-        add(Finding("multipart_upload", True, "an upload was started and aborted"))
+        add(
+            Finding(
+                "multipart_upload",
+                hidden,
+                "a part was uploaded, invisible, and the upload aborted"
+                if hidden
+                else "an uploaded part was visible before the upload completed",
+            )
+        )
     except DataferryError as e:
         add(Finding("multipart_upload", False, str(e)))
+    if store.capabilities.block_lists:  # the client's uploads are Azure block lists
+        add(Finding("block_lists", True, "uploads are blocks staged under the final name"))
 
 
 def _probe_session(store: Store, path: str, add: Callable[[Finding], None]) -> None:
@@ -266,11 +278,22 @@ def _probe_session(store: Store, path: str, add: Callable[[Finding], None]) -> N
         add(Finding("resumable_upload", False, str(e)))
 
 
-def recommend(measured: dict[str, bool | None]) -> tuple[str, str]:
-    if measured.get("atomic_o1_file_rename"):
+def recommend(
+    measured: dict[str, bool | None], declared: Capabilities | None = None
+) -> tuple[str, str]:
+    """The committer for what was measured. A rename that looked fast is trusted only where
+    the client declares it atomic too (adlfs's copy is quick on an emulator and still a copy)."""
+    trusted = declared is None or declared.atomic_file_rename
+    if measured.get("atomic_o1_file_rename") and trusted:
         return (
             "manifest",
             "file rename is a metadata operation: parallel renames at job commit are safe and fast",
+        )
+    if measured.get("block_lists") and measured.get("multipart_upload"):
+        return (
+            "blocklist",
+            "no real rename, but blocks staged under the final name: job commit puts each "
+            "file's block list and copies nothing",
         )
     if measured.get("multipart_upload"):
         return (

@@ -191,10 +191,7 @@ def complete_uploads(ctx: StageContext, uploads: list[Upload]) -> int:
     lock = threading.Lock()
 
     def finished(u: Upload) -> bool:
-        try:
-            return store.stat(u.path).etag == store.upload_etag(u.etags)
-        except NotFound:
-            return False
+        return store.upload_completed(u.path, u.upload_id, u.etags)
 
     def complete(u: Upload) -> None:
         nonlocal found

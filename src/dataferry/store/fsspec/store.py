@@ -63,14 +63,7 @@ PROTOCOL_CAPABILITIES: dict[str, Capabilities] = {
     ),
     "gs": Capabilities(etags=True, consistent_listing=True, conditional_create=True),
     "gcs": Capabilities(etags=True, consistent_listing=True, conditional_create=True),
-    "abfs": Capabilities(
-        atomic_file_rename=True,
-        atomic_dir_rename=True,
-        o1_dir_rename=True,
-        etags=True,
-        etags_preserved_by_rename=True,
-        consistent_listing=True,
-    ),
+    # abfs:// is the azure family's (store/azure): its capabilities are read from the account
     "s3": Capabilities(etags=True, consistent_listing=True, conditional_create=True),
     # a local directory, but through fsspec's whole-file writes: no append or write in place
     "file": _LOCAL_THROUGH_FSSPEC,
