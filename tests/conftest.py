@@ -9,7 +9,7 @@ import pytest
 
 from dataferry.store import Store, open_store, registry
 
-pytest_plugins = ["tests.servers.seaweedfs"]
+pytest_plugins = ["tests.servers.seaweedfs", "tests.servers.iceberg_rest"]
 
 # every contract location of every store family in the registry (a store joins the contract
 # suite with its row), then the wrappers over the local store
