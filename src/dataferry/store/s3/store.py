@@ -51,6 +51,12 @@ S3_CAPABILITIES = Capabilities(
 )
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3: every part of a multipart upload but the last (5 MiB)
+# _ROOT_REFUSED: an S3 Tables bucket (SeaweedFS's, AWS's) takes objects only inside a table's
+# own directories (namespace/table/data/..., metadata/..., _name/...) and answers 403 to any
+# request for a key above them, a HEAD of the table's root key and its directory marker
+# included. A store rooted at a table's location treats that refusal at its root key as "no
+# object there" (a listing says what the location holds; S3 needs no directory marker).
+_DENIED = ("403", "AccessDenied", "Forbidden")
 
 
 def _code(e: Exception) -> str:
@@ -170,6 +176,8 @@ class S3Store(Store):
         except ClientError as e:
             if _code(e) in ("404", "NoSuchKey", "NotFound"):
                 return None
+            if not path and _code(e) in _DENIED:
+                return None  # the store's own root key, refused (`_ROOT_REFUSED`)
             raise self._err(e, path, "stat") from None
 
     def _is_dir(self, path: str) -> bool:
@@ -236,7 +244,14 @@ class S3Store(Store):
                 raise AlreadyExists(f"mkdirs {self.full_url(path)}: a file is in the way", probe)
             probe = paths.parent(probe)
         if self._key(path):
-            self.client.put_object(Bucket=self.bucket, Key=self._dir_prefix(path), Body=b"")
+            from botocore.exceptions import ClientError
+
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=self._dir_prefix(path), Body=b"")
+            except ClientError as e:
+                if path or _code(e) not in _DENIED:
+                    raise
+                # the root's directory marker, refused (`_ROOT_REFUSED`): S3 needs none
 
     def _delete(self, path: str, recursive: bool) -> bool:
         if self._key(path) and self._head(path) is not None:

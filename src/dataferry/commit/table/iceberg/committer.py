@@ -62,6 +62,7 @@ from .catalog import (
     norm_location,
     refused,
     set_name_mapping,
+    signing_properties,
     snapshot_properties,
     split_identifier,
     without_secrets,
@@ -185,7 +186,8 @@ class IcebergFormat(TableFormat):
             return load_catalog(EMBEDDED_CATALOG, type="sql", uri=uri, warehouse=self.location_uri)
         props = dict(props)
         name = str(props.pop("name", "") or "default")
-        for key, value in io_properties(self.location.storage_options).items():
+        options = self.location.storage_options
+        for key, value in {**io_properties(options), **signing_properties(props, options)}.items():
             props.setdefault(key, value)
         return load_catalog(name, **props)
 
