@@ -120,6 +120,11 @@ class TableCommitter(DirectCommitter):
     def new_job(self, job_id: Any = None, attempt: int = 0) -> JobContext:
         return self.format.prepare_job(super().new_job(job_id, attempt))
 
+    def holds_claim(self, job: JobContext) -> bool:
+        """No claim for an append when the format commits it through the table's optimistic
+        concurrency (`TableFormat.appends_without_claim`); overwrites keep it."""
+        return job.claim and not (job.mode == "append" and self.format.appends_without_claim)
+
     def setup_job(self, job: JobContext) -> None:
         self.format.before_setup(job)
         check_destination(self.store)

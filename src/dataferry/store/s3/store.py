@@ -53,9 +53,11 @@ S3_CAPABILITIES = Capabilities(
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3: every part of a multipart upload but the last (5 MiB)
 # _ROOT_REFUSED: an S3 Tables bucket (SeaweedFS's, AWS's) takes objects only inside a table's
 # own directories (namespace/table/data/..., metadata/..., _name/...) and answers 403 to any
-# request for a key above them, a HEAD of the table's root key and its directory marker
-# included. A store rooted at a table's location treats that refusal at its root key as "no
-# object there" (a listing says what the location holds; S3 needs no directory marker).
+# request for a key outside them: a HEAD of the table's root key, of a bare key right under it
+# (`_temporary`, `.hoodie/.temp`: what cleanup lists of every committer) and the root's
+# directory marker. A store rooted at a table's location takes that refusal at its root key
+# as "no object there" (a listing says what the location holds; S3 needs no directory
+# marker), and so does a listing that found nothing at a key it may not HEAD: not a file.
 _DENIED = ("403", "AccessDenied", "Forbidden")
 
 
@@ -226,7 +228,11 @@ class S3Store(Store):
                 if obj["Key"] != prefix:  # the directory's own marker
                     out.append(self._file_status(obj))
         if not out and not self._is_dir(path):
-            if self._head(path) is not None:
+            try:
+                head = self._head(path)
+            except AccessDenied:
+                head = None  # a key the bucket refuses is no file (`_ROOT_REFUSED`)
+            if head is not None:
                 from ...errors import NotADirectory
 
                 raise NotADirectory(f"list {self.full_url(path)}: is a file", path)

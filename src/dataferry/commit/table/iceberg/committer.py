@@ -95,6 +95,7 @@ class IcebergFormat(TableFormat):
     # '' is a value of its own (a `col=` directory), not null: as pyiceberg keeps it
     keeps_empty_partition_values = True
     plan_type = IcebergPlan
+    appends_without_claim = True  # the catalog's compare-and-swap (`commit`)
 
     def __init__(self, committer: FormatHost) -> None:
         super().__init__(committer)
