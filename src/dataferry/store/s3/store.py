@@ -51,13 +51,15 @@ S3_CAPABILITIES = Capabilities(
 )
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3: every part of a multipart upload but the last (5 MiB)
-# _ROOT_REFUSED: an S3 Tables bucket (SeaweedFS's, AWS's) takes objects only inside a table's
-# own directories (namespace/table/data/..., metadata/..., _name/...) and answers 403 to any
+# _REFUSED: an S3 Tables bucket (SeaweedFS's, AWS's) takes objects only inside a table's own
+# directories (namespace/table/data/..., metadata/..., _name/...) and answers 403 to any
 # request for a key outside them: a HEAD of the table's root key, of a bare key right under it
-# (`_temporary`, `.hoodie/.temp`: what cleanup lists of every committer) and the root's
-# directory marker. A store rooted at a table's location takes that refusal at its root key
-# as "no object there" (a listing says what the location holds; S3 needs no directory
-# marker), and so does a listing that found nothing at a key it may not HEAD: not a file.
+# (`_temporary`, `.hoodie/.temp`: what cleanup probes of every committer) and the root's
+# directory marker. The probes asking whether a file is there (`_probe`) take a HEAD refused
+# as "none of dataferry's files there" (dataferry reads back every object it writes, so a key
+# it may not HEAD is not one of its own; a listing says whether it is a directory), and the
+# root's refused directory marker is left out (S3 needs none). Reads and writes of a refused
+# key still fail with AccessDenied.
 _DENIED = ("403", "AccessDenied", "Forbidden")
 
 
@@ -178,9 +180,16 @@ class S3Store(Store):
         except ClientError as e:
             if _code(e) in ("404", "NoSuchKey", "NotFound"):
                 return None
-            if not path and _code(e) in _DENIED:
-                return None  # the store's own root key, refused (`_ROOT_REFUSED`)
             raise self._err(e, path, "stat") from None
+
+    def _probe(self, path: str) -> dict[str, Any] | None:
+        """`_head` for the probes that ask whether a file is there (stat, exists, a listing
+        that found nothing, mkdirs, delete): a key the bucket refuses is none of dataferry's
+        files (`_REFUSED`), and a listing says whether it is a directory."""
+        try:
+            return self._head(path)
+        except AccessDenied:
+            return None
 
     def _is_dir(self, path: str) -> bool:
         resp = self.client.list_objects_v2(
@@ -208,7 +217,7 @@ class S3Store(Store):
     # --- primitives ------------------------------------------------------------------------
 
     def _stat(self, path: str) -> FileStatus:
-        head = self._head(path)
+        head = self._probe(path)
         if head is not None:
             return self._file_status(
                 {"Key": self._key(path), "Size": head["ContentLength"], **head}
@@ -228,11 +237,7 @@ class S3Store(Store):
                 if obj["Key"] != prefix:  # the directory's own marker
                     out.append(self._file_status(obj))
         if not out and not self._is_dir(path):
-            try:
-                head = self._head(path)
-            except AccessDenied:
-                head = None  # a key the bucket refuses is no file (`_ROOT_REFUSED`)
-            if head is not None:
+            if self._probe(path) is not None:
                 from ...errors import NotADirectory
 
                 raise NotADirectory(f"list {self.full_url(path)}: is a file", path)
@@ -246,7 +251,7 @@ class S3Store(Store):
     def _mkdirs(self, path: str) -> None:
         probe = path
         while probe:
-            if self._head(probe) is not None:
+            if self._probe(probe) is not None:
                 raise AlreadyExists(f"mkdirs {self.full_url(path)}: a file is in the way", probe)
             probe = paths.parent(probe)
         if self._key(path):
@@ -257,10 +262,10 @@ class S3Store(Store):
             except ClientError as e:
                 if path or _code(e) not in _DENIED:
                     raise
-                # the root's directory marker, refused (`_ROOT_REFUSED`): S3 needs none
+                # the root's directory marker, refused (`_REFUSED`): S3 needs none
 
     def _delete(self, path: str, recursive: bool) -> bool:
-        if self._key(path) and self._head(path) is not None:
+        if self._key(path) and self._probe(path) is not None:
             self.client.delete_object(Bucket=self.bucket, Key=self._key(path))
             return True
         keys = [o["Key"] for o in self._keys_under(path)]
