@@ -223,3 +223,24 @@ def test_a_lost_answer_is_not_committed_twice_rest_catalog(iceberg_rest, answer)
     assert per_job[done.run.job.job_uuid] == 1
     ids = sorted(tbl.scan().to_arrow().column("id").to_pylist())
     assert ids == [0, 1, 2, 3, 50, 51, 52, 53]
+
+
+def test_only_an_append_with_a_driver_record_goes_without_the_claim(tmp_path):
+    """The claim is left out only for an Iceberg append whose job has a driver record (its
+    fence, and what vouches for its intent record after a crash). Were a job driven through
+    the hooks alone (no record) to go without it, a crash after its intent record would leave
+    a commit nothing vouches for, never finished; were an overwrite to, it could replace what
+    another commit just added."""
+    from dataclasses import replace
+
+    from dataferry.commit.factory import make_committer
+
+    options = {"catalog": sql_catalog(tmp_path), "identifier": "ns.k"}
+    appending = make_committer("iceberg", str(tmp_path / "t"), mode="append", **options)
+    job = appending.new_job()
+    assert appending.holds_claim(job)  # no driver record
+    assert not appending.holds_claim(replace(job, driver_recorded=True))
+    overwriting = make_committer("iceberg", str(tmp_path / "t"), mode="overwrite", **options)
+    assert overwriting.holds_claim(replace(overwriting.new_job(), driver_recorded=True))
+    delta = make_committer("delta", str(tmp_path / "d"), mode="append")
+    assert delta.holds_claim(replace(delta.new_job(), driver_recorded=True))

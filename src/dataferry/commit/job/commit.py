@@ -73,7 +73,7 @@ def commit_job(
         with ctx.stats.duration("committer_commit_job"):
             if committer.holds_claim(job):
                 held = claim_destination(ctx, committer, job)
-            elif job.claim and job.driver_recorded:
+            elif job.claim:
                 ctx.fence = driver_fence(ctx.store, job.job_uuid)
             plan = committer.plan_commit(ctx, job, messages)
             replace = check_write_mode(ctx, committer, job, plan, messages)

@@ -122,8 +122,12 @@ class TableCommitter(DirectCommitter):
 
     def holds_claim(self, job: JobContext) -> bool:
         """No claim for an append when the format commits it through the table's optimistic
-        concurrency (`TableFormat.appends_without_claim`); overwrites keep it."""
-        return job.claim and not (job.mode == "append" and self.format.appends_without_claim)
+        concurrency (`TableFormat.appends_without_claim`) and the job has a driver record:
+        the record is its fence and what vouches for its intent record after a crash
+        (`job/vouch.py`); a job driven through the hooks alone keeps the claim, as
+        overwrites do."""
+        claimless = job.mode == "append" and self.format.appends_without_claim
+        return job.claim and not (claimless and job.driver_recorded)
 
     def setup_job(self, job: JobContext) -> None:
         self.format.before_setup(job)

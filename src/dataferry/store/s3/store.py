@@ -58,9 +58,8 @@ MIN_PART_SIZE = 5 * 1024 * 1024  # S3: every part of a multipart upload but the 
 # directory marker. The probes asking whether a file is there (`_probe`) take a HEAD refused
 # as "none of dataferry's files there" (dataferry reads back every object it writes, so a key
 # it may not HEAD is not one of its own; a listing says whether it is a directory), and the
-# root's refused directory marker is left out (S3 needs none). Reads and writes of a refused
-# key still fail with AccessDenied.
-_DENIED = ("403", "AccessDenied", "Forbidden")
+# root gets no directory marker (S3 needs none). Reads and writes of a refused key still fail
+# with AccessDenied.
 
 
 def _code(e: Exception) -> str:
@@ -254,15 +253,8 @@ class S3Store(Store):
             if self._probe(probe) is not None:
                 raise AlreadyExists(f"mkdirs {self.full_url(path)}: a file is in the way", probe)
             probe = paths.parent(probe)
-        if self._key(path):
-            from botocore.exceptions import ClientError
-
-            try:
-                self.client.put_object(Bucket=self.bucket, Key=self._dir_prefix(path), Body=b"")
-            except ClientError as e:
-                if path or _code(e) not in _DENIED:
-                    raise
-                # the root's directory marker, refused (`_REFUSED`): S3 needs none
+        if path and self._key(path):  # none for the root: a table bucket refuses it (`_REFUSED`)
+            self.client.put_object(Bucket=self.bucket, Key=self._dir_prefix(path), Body=b"")
 
     def _delete(self, path: str, recursive: bool) -> bool:
         if self._key(path) and self._probe(path) is not None:
