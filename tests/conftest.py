@@ -13,6 +13,7 @@ pytest_plugins = [
     "tests.servers.azurite",
     "tests.servers.fakegcs",
     "tests.servers.hdfs",
+    "tests.servers.iceberg_rest",
     "tests.servers.seaweedfs",
     "tests.servers.spark",
 ]

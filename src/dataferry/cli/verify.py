@@ -81,6 +81,13 @@ def verify_crash_cmd(
         help="Every N-th crash point and ambiguous answer only (odd N keeps before and after "
         "of an operation both among them): a sample, on a slow store or a real server.",
     ),
+    committer_options: str = typer.Option(
+        "",
+        "--committer-options",
+        help="The committer's options as a JSON object, e.g. an Iceberg catalog: "
+        '\'{"catalog": {"type": "rest", "uri": ...}}\' (each scenario\'s table is named '
+        "after its destination directory).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the kill points and schedules."),
     kill_timeout: float = typer.Option(
         60.0, "--kill-timeout", help="Seconds a child driver may run before it is killed."
@@ -103,10 +110,12 @@ def verify_crash_cmd(
 
     if store:
         need_directory(store, "where the harness writes its jobs", "--store")
+    options = _options(committer_options)
     with progress(f"verify crash {committer}: scenarios", None, json_out or quiet) as steps:
         report = verify_crash(
             committer,
             store,
+            options=options,
             processes=processes,
             every=every,
             progress=lambda done, total: steps.update(done, total),
@@ -128,6 +137,21 @@ def verify_crash_cmd(
         _render(data, committer)
     if data["total_violations"]:
         raise typer.Exit(1)
+
+
+def _options(text: str) -> dict | None:
+    """--committer-options: a JSON object, or a clear error naming what is wrong."""
+    if not text:
+        return None
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise typer.BadParameter(f"not JSON: {e}", param_hint="--committer-options") from None
+    if not isinstance(value, dict):
+        raise typer.BadParameter("must be a JSON object", param_hint="--committer-options")
+    return value
 
 
 def _render(data: dict, committer: str) -> None:

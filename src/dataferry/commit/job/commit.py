@@ -4,6 +4,12 @@
     -> finish: replace_existing -> [committer: apply stages] -> save_success -> cleanup
        -> release the claim
 
+An append into a table whose format commits through the table's own optimistic concurrency
+(`holds_claim` False: Iceberg's catalog compare-and-swap) takes no claim: appenders commit side
+by side, each rebased and retried by the format. Its fence is then its own driver record: a job
+that cleanup judged dead and recovered (its record removed or replaced) stops before it changes
+what readers see, as a claim holder whose claim was taken over does.
+
 Nothing a reader sees changes before `save_intent`; from there on `finish_commit` is the whole
 rest of the commit, and it is also what recovery runs for a commit that died: each of its stages
 is idempotent and works from the intent record alone, so the finished result is the same as an
@@ -28,7 +34,13 @@ from ..protocol import (
     TaskCommitMessage,
     plan_type_of,
 )
-from ..records.drivers import driver_crashed, driver_path, end_driver, record_driver
+from ..records.drivers import (
+    driver_crashed,
+    driver_fence,
+    driver_path,
+    end_driver,
+    record_driver,
+)
 from ..records.hold import HeldClaim, mark_crashed
 from ..records.intent import Intent
 from .finish import finish_commit
@@ -59,8 +71,10 @@ def commit_job(
     decided = False
     try:
         with ctx.stats.duration("committer_commit_job"):
-            if job.claim:
+            if committer.holds_claim(job):
                 held = claim_destination(ctx, committer, job)
+            elif job.claim:
+                ctx.fence = driver_fence(ctx.store, job.job_uuid)
             plan = committer.plan_commit(ctx, job, messages)
             replace = check_write_mode(ctx, committer, job, plan, messages)
             intent = Intent(

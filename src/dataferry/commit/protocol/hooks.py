@@ -199,6 +199,12 @@ class CommitterHooks(ABC):
             raise ConfigError(f"unknown write mode {mode!r}; use one of {', '.join(MODES)}")
         return mode, {}
 
+    def holds_claim(self, job: JobContext) -> bool:
+        """Whether the job's commit holds the destination's claim (one commit at a time). Every
+        committer's does, but an append into a table whose format commits it through the
+        table's own optimistic concurrency (`TableCommitter`): appenders go side by side."""
+        return job.claim
+
     def stage_context(self, job: JobContext, threads: int | None = None) -> StageContext:
         """What the job's stages share; `threads` for its I/O pool (default: the config's)."""
         if threads is None:

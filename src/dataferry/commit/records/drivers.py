@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 
-from ...errors import NotFound, StoreError
+from ...errors import ClaimLost, NotFound, StoreError
 from ...store import Store
 from .claim import CLAIM_DIR, Claim, ClaimState, crashed, observe_record
 from .lease import Judge
@@ -117,6 +117,34 @@ def abandon_driver(store: Store, job_uuid: str) -> None:
         store.write_bytes(driver_path(job_uuid), replace(state.claim, state="abandoned").to_bytes())
     except StoreError as e:
         log.debug("abandoning driver record of %s: %s", job_uuid, e)
+
+
+def driver_fence(store: Store, job_uuid: str) -> Callable[..., None]:
+    """The fence of a job commit that holds no claim (an append through a table's optimistic
+    concurrency): before each step that changes what readers see, the job's own driver record
+    must still be there, this process's (its generation) and not given up. Cleanup removes
+    the record of a driver it judged dead once it has recovered the job, and a job it rolled
+    back must not then commit files that are gone: ClaimLost, as for a claim taken over."""
+    with _lock:
+        beat = _beats.get((store.url, job_uuid))
+    generation = beat.generation if beat is not None else ""
+
+    def check(step: str, strict: bool = True) -> None:
+        state = observe_record(store, driver_path(job_uuid))
+        record = state.claim if state is not None else None
+        why = ""
+        if record is None:
+            why = "its driver record was removed or damaged (judged dead and recovered)"
+        elif generation and record.generation != generation:
+            why = "its driver record is another process's"
+        elif record.state == "abandoned":
+            why = "its driver record was given up"
+        if why:
+            message = f"job {job_uuid}: {why}; it stops before {step}"
+            log.warning("%s", message)
+            raise ClaimLost(message)
+
+    return check
 
 
 def driver_crashed(store: Store, job_uuid: str) -> None:

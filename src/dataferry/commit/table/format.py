@@ -73,6 +73,10 @@ class TableFormat:
     keeps_partition_columns: ClassVar[bool] = False  # data files hold their partition columns
     keeps_empty_partition_values: ClassVar[bool] = False  # '' is a value, not null
     plan_type: ClassVar[type[TablePlan]] = TablePlan  # the intent's plan; `table`: `plan()`'s
+    # an append commits through the table's own optimistic concurrency (the catalog's
+    # compare-and-swap, rebased and retried, the job's id asked of the table before any
+    # retry), not under the destination's claim: appenders go side by side
+    appends_without_claim: ClassVar[bool] = False
 
     def __init__(self, committer: FormatHost) -> None:
         self.committer = committer

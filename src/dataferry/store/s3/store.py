@@ -51,6 +51,15 @@ S3_CAPABILITIES = Capabilities(
 )
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3: every part of a multipart upload but the last (5 MiB)
+# _REFUSED: an S3 Tables bucket (SeaweedFS's, AWS's) takes objects only inside a table's own
+# directories (namespace/table/data/..., metadata/..., _name/...) and answers 403 to any
+# request for a key outside them: a HEAD of the table's root key, of a bare key right under it
+# (`_temporary`, `.hoodie/.temp`: what cleanup probes of every committer) and the root's
+# directory marker. The probes asking whether a file is there (`_probe`) take a HEAD refused
+# as "none of dataferry's files there" (dataferry reads back every object it writes, so a key
+# it may not HEAD is not one of its own; a listing says whether it is a directory), and the
+# root gets no directory marker (S3 needs none). Reads and writes of a refused key still fail
+# with AccessDenied.
 
 
 def _code(e: Exception) -> str:
@@ -172,6 +181,15 @@ class S3Store(Store):
                 return None
             raise self._err(e, path, "stat") from None
 
+    def _probe(self, path: str) -> dict[str, Any] | None:
+        """`_head` for the probes that ask whether a file is there (stat, exists, a listing
+        that found nothing, mkdirs, delete): a key the bucket refuses is none of dataferry's
+        files (`_REFUSED`), and a listing says whether it is a directory."""
+        try:
+            return self._head(path)
+        except AccessDenied:
+            return None
+
     def _is_dir(self, path: str) -> bool:
         resp = self.client.list_objects_v2(
             Bucket=self.bucket, Prefix=self._dir_prefix(path), MaxKeys=1
@@ -198,7 +216,7 @@ class S3Store(Store):
     # --- primitives ------------------------------------------------------------------------
 
     def _stat(self, path: str) -> FileStatus:
-        head = self._head(path)
+        head = self._probe(path)
         if head is not None:
             return self._file_status(
                 {"Key": self._key(path), "Size": head["ContentLength"], **head}
@@ -218,7 +236,7 @@ class S3Store(Store):
                 if obj["Key"] != prefix:  # the directory's own marker
                     out.append(self._file_status(obj))
         if not out and not self._is_dir(path):
-            if self._head(path) is not None:
+            if self._probe(path) is not None:
                 from ...errors import NotADirectory
 
                 raise NotADirectory(f"list {self.full_url(path)}: is a file", path)
@@ -248,14 +266,14 @@ class S3Store(Store):
         beside the data, a zero-byte entry in every listing of it)."""
         probe = path
         while probe:
-            if self._head(probe) is not None:
+            if self._probe(probe) is not None:
                 raise AlreadyExists(f"mkdirs {self.full_url(path)}: a file is in the way", probe)
             probe = paths.parent(probe)
-        if path and self._key(path):
+        if path and self._key(path):  # none for the root: a table bucket refuses it (`_REFUSED`)
             self.client.put_object(Bucket=self.bucket, Key=self._dir_prefix(path), Body=b"")
 
     def _delete(self, path: str, recursive: bool) -> bool:
-        if self._key(path) and self._head(path) is not None:
+        if self._key(path) and self._probe(path) is not None:
             self._delete_keys([self._key(path)], path)
             return True
         keys = [o["Key"] for o in self._keys_under(path)]

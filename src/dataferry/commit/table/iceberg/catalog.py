@@ -26,6 +26,9 @@ _CATALOG_TYPES.update(DynamoDbCatalog="dynamodb", InMemoryCatalog="in-memory")
 S3_PROPS = dict(AWS_ENDPOINT_URL="s3.endpoint", AWS_REGION="s3.region")
 S3_PROPS.update(AWS_ACCESS_KEY_ID="s3.access-key-id", AWS_SECRET_ACCESS_KEY="s3.secret-access-key")
 S3_PROPS.update(AWS_SESSION_TOKEN="s3.session-token")
+CLIENT_PROPS = {
+    k: v.replace("s3.", "client.", 1) for k, v in S3_PROPS.items() if k != "AWS_ENDPOINT_URL"
+}
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,19 @@ def check_location(tbl: Any, location_uri: str, url: str) -> None:
 def io_properties(storage_options: dict[str, Any]) -> dict[str, str]:
     """pyiceberg FileIO properties for an s3:// store (its endpoint, region and keys)."""
     return {S3_PROPS[k]: v for k, v in storage_options.items() if k in S3_PROPS}
+
+
+def signing_properties(props: dict[str, Any], storage_options: dict[str, Any]) -> dict[str, str]:
+    """The keys a REST catalog signed with SigV4 (`rest.sigv4-enabled`: S3 Tables, Glue,
+    SeaweedFS) signs its requests with, from the table's s3:// store when the properties
+    carry none: the catalog and the table's bucket are one account's. So a committer whose
+    catalog properties were written down without their secrets (recovery, `dataferry
+    cleanup`) still reaches the catalog. Nothing when signing is off or keys are given."""
+    if str(props.get("rest.sigv4-enabled", "")).lower() != "true":
+        return {}
+    if any(k in props for k in ("client.access-key-id", "client.profile-name")):
+        return {}
+    return {CLIENT_PROPS[k]: v for k, v in storage_options.items() if k in CLIENT_PROPS}
 
 
 def snapshot_properties(config: IcebergConfig, job_uuid: str, job_id: str) -> dict[str, str]:

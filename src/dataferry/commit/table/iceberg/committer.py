@@ -63,6 +63,7 @@ from .catalog import (
     norm_location,
     refused,
     set_name_mapping,
+    signing_properties,
     snapshot_properties,
     split_identifier,
     without_secrets,
@@ -95,6 +96,7 @@ class IcebergFormat(TableFormat):
     # '' is a value of its own (a `col=` directory), not null: as pyiceberg keeps it
     keeps_empty_partition_values = True
     plan_type = IcebergPlan
+    appends_without_claim = True  # the catalog's compare-and-swap (`commit`)
 
     def __init__(self, committer: FormatHost) -> None:
         super().__init__(committer)
@@ -186,7 +188,8 @@ class IcebergFormat(TableFormat):
             return load_catalog(EMBEDDED_CATALOG, type="sql", uri=uri, warehouse=self.location_uri)
         props = dict(props)
         name = str(props.pop("name", "") or "default")
-        for key, value in io_properties(self.location.storage_options).items():
+        options = self.location.storage_options
+        for key, value in {**io_properties(options), **signing_properties(props, options)}.items():
             props.setdefault(key, value)
         return load_catalog(name, **props)
 
