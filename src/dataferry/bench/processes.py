@@ -103,10 +103,13 @@ def role_by_command(p: Any) -> str:
     """A child's role from its command line: a shuffle service, a helper of multiprocessing
     or the like, or a worker (everything else that runs tasks)."""
     try:
-        command = " ".join(p.cmdline())
+        argv = p.cmdline()
     except Exception:
         return "other"
-    if "shuffle" in command and "serve" in command:
+    command = " ".join(argv)
+    # by its arguments, not words anywhere in the line (a checkout under a directory named
+    # "shuffle" put "shuffle" in every forkserver's line, and "serve" is in "forkserver")
+    if "dataferry.shuffle.serve" in argv or _says(argv, "shuffle", "serve"):
         return "service"
     if "forkserver" in command:
         # the fork server's children are pool workers (they keep its command line)
@@ -119,6 +122,12 @@ def role_by_command(p: Any) -> str:
     if "resource_tracker" in command or "semaphore_tracker" in command:
         return "other"
     return "worker"
+
+
+def _says(argv: list[str], *words: str) -> bool:
+    """Whether `words` follow one another as arguments of `argv`."""
+    n = len(words)
+    return any(tuple(argv[i : i + n]) == words for i in range(len(argv) - n + 1))
 
 
 class PeakRss:
