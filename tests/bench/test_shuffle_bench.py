@@ -138,6 +138,11 @@ def test_a_dask_push_is_profiled_stage_by_stage():
     assert push["merge"]["blocks"] == 4 * 6 and push["merge"]["served_mib"] == 0
     assert by["push"]["processes"]["service"]["processes"] == 2
     assert by["push"]["reduce_reads"] == 6 + 4 * 6  # merged partitions, then blocks by ref
+    # the cluster's idle CPU over the run's wall time, and what is left of the CPU beside it
+    push_row = by["push"]
+    assert push_row["idle_cpu_s"] > 0
+    busy = (push_row["cpu_s"] - push_row["idle_cpu_s"]) / (4 / 1024)
+    assert push_row["busy_cpu_s_per_gib"] == pytest.approx(max(0.0, busy), rel=0.02, abs=3)
     p2p = {s["stage"] for s in by["dask-p2p"]["profile"]["stages"]}
     assert not p2p & {"map", "barrier", "reduce"} and p2p  # Dask's own stages
     assert by["dask-p2p"]["profile"]["push"]["maps"] == 0

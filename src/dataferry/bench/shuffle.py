@@ -97,6 +97,7 @@ def _row(method: str, engine: str, spec: ShuffleBenchSpec, runs: list[dict[str, 
     counters = median.get("counters")
     reads = ReduceReads.from_counters(counters, spec.reduces) if counters else None
     cpu_s = sum(p["cpu_s"] for p in median.get("processes", {}).values())
+    idle_s = median.get("idle_cpu_per_s", 0.0) * median["wall_s"]
     return {
         "method": method,
         "engine": engine,
@@ -107,6 +108,9 @@ def _row(method: str, engine: str, spec: ShuffleBenchSpec, runs: list[dict[str, 
         "s_per_gib": round(wall / (spec.size / 2**30), 2),
         "cpu_s": round(cpu_s, 2),
         "cpu_s_per_gib": round(cpu_s / (spec.size / 2**30), 2),
+        # of which the cluster spends idle for as long as the run lasts (Dask only)
+        "idle_cpu_s": round(idle_s, 2),
+        "busy_cpu_s_per_gib": round(max(0.0, cpu_s - idle_s) / (spec.size / 2**30), 2),
         "reduce_reads": reads.reads if reads else None,
         "ref_blocks": median.get("ref_blocks"),
         "avg_read_bytes": reads.avg_read_bytes if reads else None,
@@ -220,6 +224,7 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
         if spec.hold:
             ddf = ddf.persist()
             distributed.wait(ddf)
+        idle = idle_cpu_rate()
         for turn in range(spec.repeats):
             for method in in_turn(spec.methods, turn):
                 report = DaskShuffleReport(False, 0, 0)
@@ -244,6 +249,7 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
                         "merged_partitions": report.finalize.get("merged_partitions"),
                         "rows": rows,
                         "processes": result.pop("processes"),
+                        "idle_cpu_per_s": idle,
                         "profile": result,
                     }
                 )
@@ -252,6 +258,18 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
                 os.sync()  # and what the kernel still had to write of them: not the next's cost
                 tick(f"dask {method}")
     return [_row(m, "dask", spec, r) for m, r in runs.items()]
+
+
+def idle_cpu_rate(seconds: float = 3.0) -> float:
+    """CPU-seconds per second this process and its children (the cluster: its scheduler,
+    workers and services, and the sampler itself) spend with nothing to run: heartbeats,
+    Dask's own profiler, polling. A run spends it for as long as it lasts, whatever it does,
+    so on a loaded machine (longer wall times) it inflates every method's CPU-seconds."""
+    with ProcessSampler() as sampler:
+        started = time.perf_counter()
+        time.sleep(seconds)
+        elapsed = time.perf_counter() - started
+    return sum(p["cpu_s"] for p in sampler.result().values()) / elapsed
 
 
 def in_turn(methods: Sequence[str], turn: int) -> list[str]:
@@ -291,6 +309,8 @@ def run_shuffle_bench(
         pull, push = by.get((engine, "pull")), by.get((engine, "push"))
         if push:
             summary[f"{engine}_push_cpu_s_per_gib"] = push["cpu_s_per_gib"]
+            if push["idle_cpu_s"]:
+                summary[f"{engine}_push_busy_cpu_s_per_gib"] = push["busy_cpu_s_per_gib"]
             summary[f"{engine}_push_floor_fraction"] = round(floor.seconds / push["wall_s"], 2)
             if push["reads"]:
                 summary[f"{engine}_push_reads_per_reduce"] = push["reads"]["per_reduce"]
