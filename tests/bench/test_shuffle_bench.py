@@ -50,6 +50,29 @@ def test_the_sampler_counts_cpu_and_peak_memory_by_role():
     del grow
 
 
+def test_the_sampler_does_not_count_its_own_cpu_as_the_drivers():
+    """The sampler reads every process ten times a second from a thread of the driver: its
+    own CPU counted as the driver's made an idle driver look busy (and the shuffle costlier
+    per GiB the longer a loaded machine made it run)."""
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("psutil")
+    children = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"]) for _ in range(4)
+    ]
+    try:
+        with ProcessSampler(interval_s=0.005) as sampler:
+            time.sleep(1.5)  # the driver does nothing
+    finally:
+        for c in children:
+            c.kill()
+            c.wait()
+    assert sampler._own_cpu > 0.02  # sampling that often costs
+    assert sampler.result()["driver"]["cpu_s"] < sampler._own_cpu / 2
+
+
 def test_service_commands_are_told_from_workers():
     class P:
         def __init__(self, cmd):
