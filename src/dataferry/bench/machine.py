@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import time
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -33,6 +34,50 @@ def disk_write_mb_s(directory: str, nbytes: int = 256 * 1024 * 1024) -> float:
     seconds = time.perf_counter() - started
     store.delete("disk-probe.bin")
     return (max(1, nbytes // len(block)) * len(block)) / seconds / 1e6
+
+
+@dataclass(frozen=True)
+class DiskFloor:
+    """What this machine needs at least to move `nbytes` through its disk once: written and
+    made durable (`write_s`, fdatasync included), then read back once (`read_s`)."""
+
+    nbytes: int
+    write_s: float
+    read_s: float
+
+    @property
+    def seconds(self) -> float:
+        return self.write_s + self.read_s
+
+    @property
+    def write_mb_s(self) -> float:
+        return self.nbytes / self.write_s / 1e6 if self.write_s else 0.0
+
+
+def disk_floor(directory: str, nbytes: int, chunk: int = 4 * 1024 * 1024) -> DiskFloor:
+    """Write `nbytes` (random, in `chunk`s) under `directory`, fdatasync them, read them back
+    once, and delete the file: the floor a shuffle of `nbytes` through this disk is held to
+    (every byte written once and read once, no CPU spent on them)."""
+    from ..store import LocalStore
+
+    store = LocalStore(directory)
+    block = os.urandom(min(chunk, max(1, nbytes)))
+    count = max(1, nbytes // len(block))
+    started = time.perf_counter()
+    with store.open_write("disk-floor.bin") as f:
+        for _ in range(count):
+            f.write(block)
+        f.flush()
+        os.fdatasync(f.fileno())
+    written = time.perf_counter() - started
+    started = time.perf_counter()
+    with store.open_read("disk-floor.bin") as f:
+        buffer = bytearray(len(block))
+        while f.readinto(buffer):  # type: ignore[attr-defined]
+            pass
+    read = time.perf_counter() - started
+    store.delete("disk-floor.bin")
+    return DiskFloor(count * len(block), written, read)
 
 
 def memory_copy_mb_s(nbytes: int = 64 * 1024 * 1024, repeats: int = 3) -> float:

@@ -10,13 +10,13 @@ Arrow file first and read by its map task (a read every method of that engine pa
 reduces return row counts. The methods run in reverse order every other round and the disk is
 synced between runs, so that no method always pays for the one before it. `push-sync` is push
 with the map task pushing before it returns (`PushConfig(background=False)`), the way the push
-shuffle worked before its pusher ran in the background. Reported per method: wall time, MB/s, reduce-side read requests and their average
-size (for our shuffles; Dask's own read local files), CPU seconds and peak memory per process
-role, on Dask where the time went stage by stage, and the machine's sequential disk write
-bandwidth, measured in the same run, as the limit. The floor (`floor_s`, and each push's
-`push_vs_floor`) is what this machine needs at least to shuffle the data: every byte written
-to disk once at that bandwidth, then read once, encoded once and decoded once, each a copy at
-the memory bandwidth measured in the same run, spread over the workers' cores.
+shuffle worked before its pusher ran in the background. Reported per method: wall time, MB/s,
+CPU seconds (every process: driver, workers, services) in all and per GiB, peak memory per
+process role, on Dask where the time went stage by stage, and for our shuffles the reads the
+reducers really made (`shuffle_reads.py`: merged reads, blocks read by reference from map
+outputs, original blocks; Dask's own read local files). The floor (`floor_s`) is measured in
+the same run: the data's size written to the same disk with fdatasync and read back once;
+each push's `push_floor_fraction` is the floor over its wall time (1.0: as fast as the disk).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -36,8 +36,9 @@ import pyarrow as pa
 
 from ..errors import ConfigError
 from ..shuffle import DriverConfig, PushConfig
-from .machine import disk_write_mb_s, machine_info, memory_copy_mb_s
+from .machine import disk_floor, machine_info
 from .processes import ProcessSampler
+from .shuffle_reads import ReduceReads, read_reduction
 
 ROW_BYTES = 8 * 7  # a key and six float64 values
 METHODS = ("pull", "push", "push-sync", "dask-p2p", "dask-tasks")
@@ -93,8 +94,10 @@ def _row(method: str, engine: str, spec: ShuffleBenchSpec, runs: list[dict[str, 
     """One method's figures: the median wall time, and the rest from the median run."""
     wall = statistics.median(r["wall_s"] for r in runs)
     median = min(runs, key=lambda r: abs(r["wall_s"] - wall))
-    reads = median.get("reduce_reads")
-    read_bytes = median.get("reduce_read_bytes")
+    counters = median.get("counters")
+    reads = ReduceReads.from_counters(counters, spec.reduces) if counters else None
+    cpu_s = sum(p["cpu_s"] for p in median.get("processes", {}).values())
+    idle_s = median.get("idle_cpu_per_s", 0.0) * median["wall_s"]
     return {
         "method": method,
         "engine": engine,
@@ -103,9 +106,15 @@ def _row(method: str, engine: str, spec: ShuffleBenchSpec, runs: list[dict[str, 
         "runs_s": [round(r["wall_s"], 3) for r in runs],
         "mb_s": round(spec.size / wall / 1e6, 1),
         "s_per_gib": round(wall / (spec.size / 2**30), 2),
-        "reduce_reads": reads,
+        "cpu_s": round(cpu_s, 2),
+        "cpu_s_per_gib": round(cpu_s / (spec.size / 2**30), 2),
+        # of which the cluster spends idle for as long as the run lasts (Dask only)
+        "idle_cpu_s": round(idle_s, 2),
+        "busy_cpu_s_per_gib": round(max(0.0, cpu_s - idle_s) / (spec.size / 2**30), 2),
+        "reduce_reads": reads.reads if reads else None,
         "ref_blocks": median.get("ref_blocks"),
-        "avg_read_bytes": round(read_bytes / reads) if reads else None,
+        "avg_read_bytes": reads.avg_read_bytes if reads else None,
+        "reads": reads.to_dict() if reads else None,
         "merged_partitions": median.get("merged_partitions"),
         "rows": median["rows"],
         "processes": median.get("processes", {}),
@@ -157,8 +166,7 @@ def run_local(spec: ShuffleBenchSpec, work: str, tick: Callable[[str], None]) ->
                 runs[method].append(
                     {
                         "wall_s": run.wall_s,
-                        "reduce_reads": run.counter("reduce_reads"),
-                        "reduce_read_bytes": run.counter("reduce_read_bytes"),
+                        "counters": run.stats.get("counters", {}),
                         "ref_blocks": run.counter("reduce_ref_blocks"),
                         "merged_partitions": run.finalize.get("merged_partitions", 0),
                         "rows": sum(r["rows"] for r in run.results),
@@ -216,6 +224,7 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
         if spec.hold:
             ddf = ddf.persist()
             distributed.wait(ddf)
+        idle = idle_cpu_rate()
         for turn in range(spec.repeats):
             for method in in_turn(spec.methods, turn):
                 report = DaskShuffleReport(False, 0, 0)
@@ -235,12 +244,12 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
                 runs[method].append(
                     {
                         "wall_s": wall,
-                        "reduce_reads": report.reduce_reads or None,
-                        "reduce_read_bytes": report.reduce_read_bytes or None,
+                        "counters": report.reduce_stats.get("counters", {}),
                         "ref_blocks": report.reduce_ref_blocks or None,
                         "merged_partitions": report.finalize.get("merged_partitions"),
                         "rows": rows,
                         "processes": result.pop("processes"),
+                        "idle_cpu_per_s": idle,
                         "profile": result,
                     }
                 )
@@ -251,6 +260,18 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
     return [_row(m, "dask", spec, r) for m, r in runs.items()]
 
 
+def idle_cpu_rate(seconds: float = 3.0) -> float:
+    """CPU-seconds per second this process and its children (the cluster: its scheduler,
+    workers and services, and the sampler itself) spend with nothing to run: heartbeats,
+    Dask's own profiler, polling. A run spends it for as long as it lasts, whatever it does,
+    so on a loaded machine (longer wall times) it inflates every method's CPU-seconds."""
+    with ProcessSampler() as sampler:
+        started = time.perf_counter()
+        time.sleep(seconds)
+        elapsed = time.perf_counter() - started
+    return sum(p["cpu_s"] for p in sampler.result().values()) / elapsed
+
+
 def in_turn(methods: Sequence[str], turn: int) -> list[str]:
     """The methods in the order of round `turn`: as given, and reversed every other round, so
     a method follows a different one from round to round and none is always first (a pull
@@ -259,12 +280,9 @@ def in_turn(methods: Sequence[str], turn: int) -> list[str]:
     return list(methods) if turn % 2 == 0 else list(reversed(methods))
 
 
-def floor_s(size: int, disk_mb_s: float, memory_mb_s: float, workers: int) -> float:
-    """The least time this machine needs to shuffle `size` bytes: each byte written once at
-    the disk's bandwidth, and read once, encoded once and decoded once, each a copy at the
-    memory bandwidth of one core, the copies spread over the workers' cores."""
-    cores = max(1, min(workers, os.cpu_count() or 1))
-    return size / (disk_mb_s * 1e6) + 3 * size / (memory_mb_s * 1e6 * cores)
+def _fields(reads: dict[str, Any]) -> dict[str, int]:
+    """A ReduceReads' own fields, out of its `to_dict()`."""
+    return {f.name: reads[f.name] for f in fields(ReduceReads)}
 
 
 def run_shuffle_bench(
@@ -273,8 +291,7 @@ def run_shuffle_bench(
     tick = progress or (lambda _m: None)
     work = tempfile.mkdtemp(prefix="dataferry-bench-shuffle-")
     try:
-        disk = disk_write_mb_s(work)
-        memory = memory_copy_mb_s()
+        floor = disk_floor(work, spec.size)
         results: list[dict[str, Any]] = []
         if "dask" in spec.engines:
             results += run_dask(spec, tick)
@@ -286,19 +303,21 @@ def run_shuffle_bench(
     for r in results:
         if r["rows"] != expected_rows:
             raise ConfigError(f"{r['engine']} {r['method']} returned {r['rows']} rows")
-    limit_s = spec.size / (disk * 1e6)
-    floor = floor_s(spec.size, disk, memory, spec.workers)
     by = {(r["engine"], r["method"]): r for r in results}
-    summary: dict[str, Any] = {"floor_s": round(floor, 2), "memory_mb_s": round(memory)}
+    summary: dict[str, Any] = {"floor_s": round(floor.seconds, 2)}
     for engine in spec.engines:
         pull, push = by.get((engine, "pull")), by.get((engine, "push"))
-        if pull and push and push["reduce_reads"]:
-            summary[f"{engine}_read_reduction"] = round(
-                pull["reduce_reads"] / push["reduce_reads"], 1
-            )
         if push:
-            summary[f"{engine}_push_vs_disk_limit"] = round(push["wall_s"] / limit_s, 2)
-            summary[f"{engine}_push_vs_floor"] = round(push["wall_s"] / floor, 2)
+            summary[f"{engine}_push_cpu_s_per_gib"] = push["cpu_s_per_gib"]
+            if push["idle_cpu_s"]:
+                summary[f"{engine}_push_busy_cpu_s_per_gib"] = push["busy_cpu_s_per_gib"]
+            summary[f"{engine}_push_floor_fraction"] = round(floor.seconds / push["wall_s"], 2)
+            if push["reads"]:
+                summary[f"{engine}_push_reads_per_reduce"] = push["reads"]["per_reduce"]
+        if pull and push and pull["reads"] and push["reads"]:
+            summary[f"{engine}_read_reduction"] = read_reduction(
+                ReduceReads(**_fields(pull["reads"])), ReduceReads(**_fields(push["reads"]))
+            )
     for ours, theirs in (("push", "dask-p2p"), ("push", "dask-tasks"), ("push", "push-sync")):
         if ("dask", ours) in by and ("dask", theirs) in by:
             summary[f"dask_{ours}_vs_{theirs}".replace("-", "_")] = round(
@@ -316,10 +335,10 @@ def run_shuffle_bench(
             "avg_block_bytes": spec.size // (spec.maps * spec.reduces),
         },
         "machine": machine_info(),
-        "disk_mb_s": round(disk, 1),
-        "disk_limit_s": round(limit_s, 2),
-        "memory_mb_s": round(memory, 1),
-        "floor_s": round(floor, 3),
+        "disk_mb_s": round(floor.write_mb_s, 1),
+        "disk_limit_s": round(floor.write_s, 2),
+        "disk_read_s": round(floor.read_s, 3),
+        "floor_s": round(floor.seconds, 3),
         "results": results,
         "summary": summary,
     }

@@ -107,25 +107,28 @@ def _print_shuffle_run(data: dict) -> None:
             "method",
             "wall s",
             "MB/s",
-            "reduce reads",
+            "reads/reduce",
             "avg read KiB",
-            "blocks by ref",
+            "merged/by ref/original",
             "CPU s",
+            "CPU s/GiB",
             "peak MiB",
         ),
         left=("engine", "method"),
     )
     for r in data["results"]:
         procs = r.get("processes", {})
+        reads = r.get("reads")
         t.add_row(
             r["engine"],
             r["method"],
             f"{r['wall_s']:.2f}",
             f"{r['mb_s']:.0f}",
-            str(r["reduce_reads"] or "-"),
-            f"{r['avg_read_bytes'] / 1024:.0f}" if r["avg_read_bytes"] else "-",
-            str(r.get("ref_blocks") or "-"),
-            f"{sum(p['cpu_s'] for p in procs.values()):.1f}" if procs else "-",
+            f"{reads['per_reduce']:.1f}" if reads else "-",
+            f"{r['avg_read_bytes'] / 1024:.1f}" if r["avg_read_bytes"] else "-",
+            _read_sources(reads) if reads else "-",
+            f"{r['cpu_s']:.1f}" if procs else "-",
+            f"{r['cpu_s_per_gib']:.1f}" if procs else "-",
             f"{max(p['peak_rss_mib'] for p in procs.values()):.0f}" if procs else "-",
         )
     console.print(t)
@@ -134,8 +137,21 @@ def _print_shuffle_run(data: dict) -> None:
         console.print(shuffle_profile_table(profiled))
     summary = ", ".join(f"{k} {v}" for k, v in data["summary"].items())
     console.print(
-        f"disk (sequential write, fsync): {data['disk_mb_s']:.0f} MB/s; {summary}", markup=False
+        f"disk floor (write + fdatasync {data['disk_limit_s']:.2f} s, read once "
+        f"{data['disk_read_s']:.2f} s): {data['floor_s']:.2f} s; {summary}",
+        markup=False,
     )
+    console.print(
+        "reads/reduce: every read a reducer made (a merged partition of stubs is one read, "
+        "and each block it names another); merged/by ref/original: blocks read as bytes of "
+        "a merged chunk, from map outputs named by stubs, fetched from map outputs",
+        markup=False,
+    )
+
+
+def _read_sources(reads: dict) -> str:
+    """Blocks by where a reducer read them: in merged chunks, by reference, original."""
+    return f"{reads['merged_in_place']}/{reads['ref_reads']}/{reads['original_reads']}"
 
 
 def shuffle_profile_table(results: list[dict]):

@@ -154,12 +154,15 @@ def _read_merged(
         for name, n in (("reduce_reads", 1), ("reduce_read_bytes", merged.size)):
             clients.stats.incr(name, n)  # a read all the same: one, sequential, from the file
         clients.stats.incr("reduce_host_local_bytes", merged.size)
+        _count(clients.stats, "merged", merged.size)
     else:
         try:
             if whole:  # index, meta and every chunk in one read
                 index, meta, data = _retrying(inp.config, lambda: client.merged_partition(*ids))
+                _count(clients.stats, "merged", len(data))
             else:
                 index, meta = _retrying(inp.config, lambda: client.merged_meta(*ids))
+                _count(clients.stats, "merged", len(index) + len(meta))
             offsets, chunk_maps = _chunk_bitmaps(index, meta, merged)
         except (ShuffleError, CorruptShuffleData, ValueError):
             report.fallback_chunks += 1
@@ -178,6 +181,7 @@ def _read_merged(
                 part = data[offsets[chunk] : offsets[chunk + 1]]
             else:
                 part = client.merged_chunk(*ids, chunk)
+                _count(clients.stats, "merged", len(part))
             where = f"{merged.location} chunk {chunk}"
             got = _check_chunk(part, maps, inp.reduce_id, where, resolve)
         except ShuffleServiceUnavailable:
@@ -192,7 +196,17 @@ def _read_merged(
         blocks.extend(got)
         report.merged_chunks += 1
         report.merged_blocks += len(got)
+        clients.stats.incr("reduce_merged_blocks", len(got))
     return blocks, fallback
+
+
+def _count(stats: IOStatistics, source: str, nbytes: int) -> None:
+    """One read of the reduce side by where it went: `merged` (a merged partition or chunk,
+    whatever it holds), `ref` (a block a stub names, read from its map output) or
+    `original` (a block fetched from its map output). Each is one request or one read of a
+    file: what `bench shuffle` reports as the reads a reduce really makes."""
+    stats.incr(f"reduce_{source}_reads")
+    stats.incr(f"reduce_{source}_read_bytes", nbytes)
 
 
 def _read_host_local(inp: ReduceInput, merged: MergedPartition) -> tuple | None:
@@ -251,7 +265,9 @@ class _Resolver:
 
     def __call__(self, ref: BlockRef) -> memoryview:
         try:
-            return self._find(ref)
+            block = self._find(ref)
+            _count(self.clients.stats, "ref", len(block))  # a read of its own, however found
+            return block
         except ShuffleError as e:  # the holder failed, not the merger: this chunk falls back
             raise CorruptShuffleData(f"map {ref.map_index}'s block at {ref.holder}: {e}") from None
 
@@ -330,6 +346,7 @@ def _read_original(inp: ReduceInput, clients: _Clients, status: MapStatus) -> li
         got = list(unframe(data, where))
         if len(got) != 1 or got[0].map_index != status.map_index:
             raise CorruptShuffleData(f"{where}: expected one block of reduce {inp.reduce_id}")
+        _count(clients.stats, "original", len(data))
         return got
 
     return _retrying(inp.config, fetch)
