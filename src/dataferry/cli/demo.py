@@ -143,7 +143,15 @@ def _render(report: DemoReport, own_dest: bool) -> None:
     if report.shuffle_tour:
         t = table(
             "a small shuffle by customer on two shuffle services",
-            ("method", "rows", "wall s", "reduce reads", "avg read KiB", "merged partitions"),
+            (
+                "method",
+                "rows",
+                "wall s",
+                "reduce reads",
+                "of them by reference",
+                "avg read KiB",
+                "merged partitions",
+            ),
         )
         for r in report.shuffle_tour:
             t.add_row(
@@ -151,6 +159,7 @@ def _render(report: DemoReport, own_dest: bool) -> None:
                 f"{r['rows']:,}",
                 f"{r['wall_s']:.2f}",
                 str(r["reduce_reads"]),
+                str(r["by_reference"]),
                 f"{r['avg_read_bytes'] / 1024:.0f}",
                 str(r["merged_partitions"]),
             )
