@@ -359,3 +359,26 @@ def test_deletion_vectors_take_appends_and_refuse_removes(tmp_path):
     with pytest.raises(ConfigError, match="append-only"):
         dataferry.write_deltalake(str(ao), data(20), mode="overwrite")
     assert deltalake.DeltaTable(str(dv)).version() == 1 and xs(ao) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("committer", ["delta", "iceberg", "hudi"])
+def test_the_files_a_table_references_are_named_as_the_store_names_them(tmp_path, committer):
+    """Delta logs `p=a b%/` as `p=a%20b%2525/`. Compared with store listings and markers in
+    that form, a committed file reads as one no version references: a zombie's or a forged
+    marker's rollback would delete it, and the format's own reader could not open it."""
+    from dataferry.commit.factory import make_committer
+
+    table = pa.table({"p": ["a b%", "x/y", "é", "q?#"], "v": [1, 2, 3, 4]})
+    dest = tmp_path / committer
+    options = {"record_key": "v"} if committer == "hudi" else {}
+    dataferry.write_dataset(
+        table, str(dest), partition_by=["p"], committer=committer, committer_options=options
+    )
+    store = open_store(str(dest))
+    on_disk = {
+        str(f.relative_to(dest)) for f in dest.rglob("*.parquet") if "metadata" not in f.parts
+    }
+    c = make_committer(committer, store, **options)
+    assert c.referenced_files() == on_disk
+    assert set(c.table_files()) == on_disk
+    assert sorted(c.read_rows().column("v").to_pylist()) == [1, 2, 3, 4]

@@ -47,6 +47,13 @@ def log_path(path: str) -> str:
     return urllib.parse.quote(path, safe=_PATH_SAFE)
 
 
+def store_path(logged: str) -> str:
+    """A logged path as the store names the file (`log_path` undone): what is compared with
+    listings and markers, read and deleted. Left encoded, `p=a b%/` would be taken for a file
+    no version references, and a rollback could delete a committed one."""
+    return urllib.parse.unquote(logged)
+
+
 def add_action(
     facts: FileFacts,
     partition_by: Sequence[str],

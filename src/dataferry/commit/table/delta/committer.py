@@ -57,6 +57,7 @@ from .actions import (
     log_partition_values,
     partition_types,
     partition_value_of,
+    store_path,
 )
 from .commit_info import (
     Metrics,
@@ -192,7 +193,7 @@ class DeltaFormat(TableFormat):
         if dt is None:
             return []
         actions = pa.table(dt.get_add_actions(flatten=True))
-        return sorted(actions.column("path").to_pylist())
+        return sorted(store_path(p) for p in actions.column("path").to_pylist())
 
     def read_rows(self) -> pa.Table | None:
         """The current version's rows. Its files are read by pyarrow from the log's list
@@ -206,7 +207,7 @@ class DeltaFormat(TableFormat):
         parts = list(dt.metadata().partition_columns)
         pieces = []
         for a in actions:
-            rows = self.store.read_bytes(a["path"])
+            rows = self.store.read_bytes(store_path(a["path"]))
             t = pa.parquet.read_table(pa.BufferReader(rows))
             for c in parts:
                 value = partition_value_of(a, c)
@@ -235,7 +236,8 @@ class DeltaFormat(TableFormat):
                 dt.load_as_version(version)
             except Exception:  # gone from the log (its checkpoint and log retention)
                 break
-            files.update(pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist())
+            logged = pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist()
+            files.update(store_path(p) for p in logged)
         return files
 
     # --- before the job ----------------------------------------------------------------------
