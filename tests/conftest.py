@@ -9,7 +9,7 @@ import pytest
 
 from dataferry.store import Store, open_store, registry
 
-pytest_plugins = ["tests.servers.spark"]
+pytest_plugins = ["tests.servers.seaweedfs", "tests.servers.spark"]
 
 # every contract location of every store family in the registry (a store joins the contract
 # suite with its row), then the wrappers over the local store
@@ -65,8 +65,13 @@ def make_store(kind: str, tmp_path, request=None) -> Store:
     if kind in CONTRACT_LOCATIONS:
         location = CONTRACT_LOCATIONS[kind]
         s3 = request.getfixturevalue("s3_url") if "{s3}" in location else ""
-        url = location.format(tmp=tmp_path, uuid=uuid.uuid4().hex, s3=s3)
-        return open_store(url, latency_scale=0.0)
+        options = {}
+        seaweed = ""
+        if "{seaweed}" in location:
+            seaweed = request.getfixturevalue("seaweed_url")
+            options = request.getfixturevalue("seaweed").storage_options
+        url = location.format(tmp=tmp_path, uuid=uuid.uuid4().hex, s3=s3, seaweed=seaweed)
+        return open_store(url, latency_scale=0.0, storage_options=options)
     if kind == "faulty-local":
         return open_store(str(tmp_path / "store"), faults=[])
     if kind == "sub-local":

@@ -37,6 +37,12 @@ class AlreadyExists(StoreError, FileExistsError):
     pass
 
 
+class PreconditionFailed(StoreError):
+    """A conditional request named a version of an object that is not there any more (it
+    changed, or is gone): S3's 412 to If-Match / x-amz-copy-source-if-match, and moto's 404 to
+    the same request on an absent key."""
+
+
 class NotADirectory(StoreError, NotADirectoryError):
     pass
 

@@ -201,10 +201,28 @@ def make_fs_store(kind, tmp_path, request):
         return open_store(
             f"{server.create_bucket()}/{uuid.uuid4().hex[:8]}", filesystem=_arrow_s3(server)
         )
+    if kind in ("pyarrow-s3-seaweedfs", "s3fs-seaweedfs"):  # a real S3 server
+        if kind.startswith("pyarrow") and S3FileSystem is None:
+            pytest.skip("pyarrow without S3 support")
+        server = request.getfixturevalue("seaweed")
+        where = request.getfixturevalue("seaweed_url")[len("s3://") :]
+        if kind.startswith("pyarrow"):
+            return open_store(where, filesystem=_arrow_s3(server))
+        import s3fs
+
+        fs = s3fs.S3FileSystem(endpoint_url=server.endpoint, key=KEY, secret=SECRET)
+        return open_store(where, filesystem=fs)
     raise ValueError(kind)
 
 
-FS_KINDS = ["fsspec-memory", "fsspec-local", "pyarrow-local", "pyarrow-s3"]
+FS_KINDS = [
+    "fsspec-memory",
+    "fsspec-local",
+    "pyarrow-local",
+    "pyarrow-s3",
+    "pyarrow-s3-seaweedfs",
+    "s3fs-seaweedfs",
+]
 CONTRACT = [getattr(test_contract, n) for n in sorted(dir(test_contract)) if n.startswith("test_")]
 
 
@@ -448,7 +466,12 @@ def _write_part(task: int, out) -> int:
 
 @pytest.mark.parametrize(
     ("kind", "committer"),
-    [("pyarrow-local", "manifest"), ("fsspec-memory", "manifest"), ("pyarrow-s3", "magic")],
+    [
+        ("pyarrow-local", "manifest"),
+        ("fsspec-memory", "manifest"),
+        ("pyarrow-s3", "magic"),
+        ("s3fs-seaweedfs", "magic"),
+    ],
 )
 def test_a_committed_job_through_a_file_system_object(kind, committer, tmp_path, request):
     store = make_fs_store(kind, tmp_path, request)

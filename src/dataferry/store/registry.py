@@ -51,7 +51,8 @@ class StoreSpec:
     faults_inside: bool = False  # its opener places the fault layer (sim: below its model)
     forms: tuple[str, ...] = ()  # how its URLs are written in messages, if not `scheme://`
     # (kind, location, capabilities key) for the store contract suite; `{tmp}` is a fresh
-    # directory, `{uuid}` a fresh name, `{s3}` a fresh location on the S3 test server
+    # directory, `{uuid}` a fresh name, `{s3}` a fresh location on the S3 test server (moto),
+    # `{seaweed}` one on a real S3 server (SeaweedFS)
     contract: tuple[tuple[str, str, str], ...] = ()
     untested: str = ""  # why the contract suite cannot open it on a test machine
 
@@ -92,7 +93,7 @@ KNOWN: dict[str, StoreSpec] = {
             "Amazon S3 and S3-compatible stores through boto3: multipart uploads, conditional "
             "puts; s3fs's and pyarrow's S3 file system objects too",
             filesystems="from_filesystem",
-            contract=(("s3", "{s3}", "s3"),),
+            contract=(("s3", "{s3}", "s3"), ("s3-seaweedfs", "{seaweed}", "s3")),
         ),
         StoreSpec(
             "sim",

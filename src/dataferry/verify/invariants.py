@@ -223,6 +223,12 @@ def check_no_leftovers(store: Store, allow: tuple[str, ...] = (SUCCESS,)) -> lis
             extra.append(root)
     if extra:
         problems.append(f"{NO_LEFTOVERS}: {', '.join(_with_contents(store, extra))} left behind")
+    markers = _marker_objects(store)
+    if markers:
+        problems.append(
+            f"{NO_LEFTOVERS}: directory marker objects {', '.join(markers)} left behind "
+            "(zero-byte entries a delimiter listing shows)"
+        )
     if store.capabilities.multipart_upload:
         uploads = store.list_uploads("")
         if uploads:
@@ -230,6 +236,22 @@ def check_no_leftovers(store: Store, allow: tuple[str, ...] = (SUCCESS,)) -> lis
                 f"{NO_LEFTOVERS}: {len(uploads)} uploads pending, e.g. {uploads[0].path}"
             )
     return problems
+
+
+def _marker_objects(store: Store) -> list[str]:
+    """On S3, the zero-byte `dir/` objects a delimiter listing of the destination shows
+    (`S3Store.marker_objects`; its own at "" shown as `./`): `list` hides them, readers do
+    not. Other stores have none."""
+    from ..store.substore import SubStore
+    from ..store.wrapping import WrappingStore
+
+    inner, where = store, ""
+    while isinstance(inner, WrappingStore):  # fault injection, models, sub-stores
+        if isinstance(inner, SubStore):
+            where = paths.join(inner.prefix, where)
+        inner = inner.inner
+    marker_objects = getattr(inner, "marker_objects", None)
+    return [m or "./" for m in marker_objects(where)] if marker_objects else []
 
 
 # --- several jobs in one destination ---------------------------------------------------------

@@ -44,7 +44,7 @@ from .. import paths
 from ..base import Store, read_capped, record_too_large
 from ..local import nofollow
 from ..local.store import LOCAL_CAPABILITIES, LocalStore
-from ..oserrors import from_os_error
+from ..oserrors import exists_refusal, from_os_error
 from ..types import Capabilities, FileStatus, Op
 
 _LOCAL_THROUGH_FSSPEC = replace(
@@ -424,8 +424,10 @@ class FsspecStore(Store):
                 with self.fs.open(full, "xb") as f:
                     f.write(data)
             return True
-        except FileExistsError:
-            return False
+        except OSError as e:
+            if exists_refusal(e):  # s3fs: EINVAL for a 412 that does not name its condition
+                return False
+            raise
         except (ValueError, NotImplementedError, TypeError):
             return super()._create_if_absent(path, data)
 

@@ -27,6 +27,7 @@ from ...errors import (
     ConfigError,
     DataferryError,
     NotFound,
+    PreconditionFailed,
     StoreError,
 )
 from .. import paths
@@ -116,9 +117,15 @@ class S3Store(Store):
         key = self._key(path)
         return key + "/" if key else ""
 
-    def _err(self, e: Exception, path: str, what: str) -> StoreError:
+    def _err(self, e: Exception, path: str, what: str, if_match: bool = False) -> StoreError:
+        """S3's answer as ours. A 412 is AlreadyExists for a request whose one condition is
+        If-None-Match (a create); for one naming a version (`if_match`: If-Match,
+        x-amz-copy-source-if-match) it is PreconditionFailed, and so is the 404 moto gives
+        where real S3 (and SeaweedFS) answer 412 to If-Match on an absent key."""
         code = _code(e)
         msg = f"{what} {self.full_url(path)}: {code or e}"
+        if if_match and code in ("PreconditionFailed", "412", "NoSuchKey", "404", "NotFound"):
+            return PreconditionFailed(msg + " (the object is not the version named)", path)
         if code in ("NoSuchKey", "404", "NotFound", "NoSuchUpload"):
             return NotFound(msg, path)
         if code in ("PreconditionFailed", "412"):
@@ -218,36 +225,81 @@ class S3Store(Store):
             raise NotFound(f"list {self.full_url(path)}: no such prefix", path)
         return sorted(out, key=lambda s: s.path)
 
+    def marker_objects(self, path: str = "") -> list[str]:
+        """Zero-byte `dir/` entries in the delimiter listing of `path` (its own included, as
+        ""): what a Hive-style reader listing the directory meets besides files and
+        subdirectories. `list` leaves them out; a check for leftovers must not."""
+        prefix = self._dir_prefix(path)
+        found: list[str] = []
+        pager = self.client.get_paginator("list_objects_v2")
+        for page in pager.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
+            for obj in page.get("Contents", []):
+                if obj["Key"].endswith("/") and not int(obj.get("Size", 0)):
+                    found.append(obj["Key"][len(prefix) :].rstrip("/"))
+        return sorted(found)
+
     def _walk(self, path: str) -> list[FileStatus]:
         objs = [o for o in self._keys_under(path) if not o["Key"].endswith("/")]
         return sorted((self._file_status(o) for o in objs), key=lambda s: s.path)
 
     def _mkdirs(self, path: str) -> None:
+        """A `dir/` marker object, so an empty directory can exist; none for the store's own
+        root (a destination exists once anything is in it: a marker at its key would stay
+        beside the data, a zero-byte entry in every listing of it)."""
         probe = path
         while probe:
             if self._head(probe) is not None:
                 raise AlreadyExists(f"mkdirs {self.full_url(path)}: a file is in the way", probe)
             probe = paths.parent(probe)
-        if self._key(path):
+        if path and self._key(path):
             self.client.put_object(Bucket=self.bucket, Key=self._dir_prefix(path), Body=b"")
 
     def _delete(self, path: str, recursive: bool) -> bool:
         if self._key(path) and self._head(path) is not None:
-            self.client.delete_object(Bucket=self.bucket, Key=self._key(path))
+            self._delete_keys([self._key(path)], path)
             return True
         keys = [o["Key"] for o in self._keys_under(path)]
-        if not keys:
-            return False
         if not recursive and any(k != self._dir_prefix(path) for k in keys):
             raise StoreError(
                 f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
             )
-        for i in range(0, len(keys), 1000):
-            self.client.delete_objects(
+        self._delete_keys(keys, path, directory=True)  # also an emptied directory's entry
+        return bool(keys)
+
+    def _emptied_dirs(self, keys: list[str], directory: str | None) -> list[str]:
+        """The directory entries (`a/b/`) from each key's parent up to the store's root, and
+        `directory`'s own, deepest first: what a server backed by a file system (SeaweedFS,
+        ...) keeps after their last object is deleted, which delimiter listings (Hive-style
+        readers) still show."""
+        root = len(self.prefix.split("/")) if self.prefix else 1  # the root's own is named
+        starts = [k.rstrip("/").rpartition("/")[0] for k in keys]  # each key's parent
+        if directory is not None:
+            starts.append(self._key(directory))
+        dirs: set[str] = set()
+        for start in filter(None, starts):
+            parts = start.split("/")
+            dirs.update("/".join(parts[:n]) + "/" for n in range(root, len(parts) + 1))
+        return sorted(dirs, key=lambda d: (-d.count("/"), d))
+
+    def _delete_keys(self, keys: list[str], path: str, directory: bool = False) -> None:
+        """Delete objects, then the directory entries they leave empty (`_emptied_dirs`), in
+        the same batched requests: on S3 a `dir/` key is a marker object or nothing; on a
+        server that keeps directories, deleting one removes it only while it is empty. Never
+        a data object: every extra key named ends in `/`. An error on a named object raises."""
+        dirs = self._emptied_dirs(keys, path if directory else None)
+        names = [*keys, *(d for d in dirs if d not in keys)]
+        for i in range(0, len(names), 1000):
+            answer = self.client.delete_objects(
                 Bucket=self.bucket,
-                Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
+                Delete={"Objects": [{"Key": k} for k in names[i : i + 1000]], "Quiet": True},
             )
-        return True
+            failed = [e for e in answer.get("Errors", []) if not e.get("Key", "").endswith("/")]
+            if failed:
+                code = failed[0].get("Code", "")
+                msg = f"delete {self.full_url(self._rel(failed[0]['Key']))}: {code}"
+                if code in ("AccessDenied", "403"):
+                    raise AccessDenied(msg, path)
+                raise StoreError(msg, path)
 
     def _rename(self, src: str, dst: str) -> None:
         what = f"rename {self.full_url(src)} to {self.full_url(dst)}"
@@ -255,9 +307,9 @@ class S3Store(Store):
             raise AlreadyExists(f"{what}: destination exists", dst)
         head = self._head(src)
         if head is not None:
-            self._copy(src, dst)
+            self._copy_new(self._key(src), str(head.get("ETag", "")), self._key(dst), what)
             self.stats.incr("store_bytes_copied", int(head.get("ContentLength", 0)))
-            self.client.delete_object(Bucket=self.bucket, Key=self._key(src))
+            self._delete_keys([self._key(src)], src)
             return
         objs = self._keys_under(src)
         if not objs:
@@ -265,11 +317,34 @@ class S3Store(Store):
         for o in objs:  # per object, not atomic: S3 has no rename
             rel = o["Key"][len(self._dir_prefix(src)) :]
             target = self._dir_prefix(dst) + rel
-            self.client.copy_object(
-                Bucket=self.bucket, Key=target, CopySource={"Bucket": self.bucket, "Key": o["Key"]}
-            )
+            self._copy_new(o["Key"], str(o.get("ETag", "")), target, what)
             self.client.delete_object(Bucket=self.bucket, Key=o["Key"])
             self.stats.incr("store_bytes_copied", int(o.get("Size", 0)))
+        self._delete_keys([], src, directory=True)  # the source's emptied directories
+
+    def _copy_new(self, src_key: str, etag: str, dst_key: str, what: str) -> None:
+        """A rename's copy: only onto an absent key (If-None-Match), only of the version of
+        the source that was listed (x-amz-copy-source-if-match), so a file another writer puts
+        at the destination meanwhile is never overwritten, and a source rewritten meanwhile
+        is not moved half-known. A server that ignores the conditions (moto) still gets the
+        check made before the copy."""
+        from botocore.exceptions import ClientError
+
+        conditions = {"IfNoneMatch": "*", **({"CopySourceIfMatch": etag} if etag else {})}
+        try:
+            self.client.copy_object(
+                Bucket=self.bucket,
+                Key=dst_key,
+                CopySource={"Bucket": self.bucket, "Key": src_key},
+                **conditions,
+            )
+        except ClientError as e:
+            dst = self._rel(dst_key)
+            if _code(e) not in ("PreconditionFailed", "412"):
+                raise self._err(e, dst, what) from None
+            if self._head(dst) is not None:  # which condition failed: the destination's
+                raise AlreadyExists(f"{what}: destination exists", dst) from None
+            raise self._err(e, self._rel(src_key), what, if_match=True) from None
 
     def _copy(self, src: str, dst: str) -> None:
         from botocore.exceptions import ClientError
