@@ -10,7 +10,7 @@
  *                                         "<index>:<path>", UTF-8) and commit the task; prints
  *                                         "task\t<task id>\t<attempt id>" per task and, for the
  *                                         staging committers, "pendingset\t<local path>" per
- *                                         pendingset the tasks left
+ *                                         committed task's pendingset (named by its task id)
  *   commit KIND DEST JOB_ID JOB_UUID      commit the job (magic: the pendingsets in its magic
  *                                         directory; staging: those its tasks committed)
  *   commit-pendingsets DEST FILE...       load each local .pendingset as Hadoop's staging job
@@ -134,6 +134,8 @@ public final class HadoopS3ACommit {
     conf.setInt("fs.s3a.attempts.maximum", 2);
     conf.setInt("fs.s3a.retry.limit", 2);
     conf.set("fs.s3a.committer.staging.conflict-mode", "append");
+    // the names the tasks gave (by default the staging committers add the job's UUID to each)
+    conf.setBoolean("fs.s3a.committer.staging.unique-filenames", false);
     conf.set("fs.s3a.committer.staging.tmp.path",
         System.getProperty("java.io.tmpdir") + "/hadoop-s3a-staging-" + jobUuid);
     conf.set("fs.s3a.buffer.dir", System.getProperty("java.io.tmpdir") + "/hadoop-s3a-buffer");
@@ -201,7 +203,9 @@ public final class HadoopS3ACommit {
       RemoteIterator<LocatedFileStatus> it = local.listFiles(root, true);
       while (it.hasNext()) {
         Path p = it.next().getPath();
-        if (p.getName().endsWith(".pendingset")) {
+        // a committed task's pendingset is the file <task id> of the wrapped committer's job
+        // attempt directory (FileOutputCommitter v1 renamed the attempt's pendingset to it)
+        if (p.getName().startsWith("task_")) {
           OUT.println("pendingset\t" + p.toUri().getPath());
         }
       }
