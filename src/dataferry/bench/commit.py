@@ -52,6 +52,7 @@ class CommitBenchSpec:
     repeats: int = 1
     kill_at: float | None = None  # kill the job commit after this fraction of its files moved
     hadoop: bool = False  # also Hadoop's own v1 on the same job (commit_hadoop.py)
+    hadoop_s3a: bool = False  # also Hadoop's S3A magic committer (commit_hadoop_s3a.py)
 
     def __post_init__(self) -> None:
         if self.kill_at is not None and not 0.0 < self.kill_at < 1.0:
@@ -180,6 +181,7 @@ class CommitBenchReport:
     floor_s: float | None  # local disk: measured bare renames
     machine: dict[str, Any]
     hadoop: dict[str, Any] | None = None  # Hadoop's v1 (medians), or why it was skipped
+    hadoop_s3a: dict[str, Any] | None = None  # Hadoop's magic committer, or why skipped
 
     def speedup(self, committer: str, baseline: str = "v1") -> float | None:
         by = {r.committer: r for r in self.results}
@@ -194,6 +196,7 @@ class CommitBenchReport:
             "machine": self.machine,
             "floor_s": None if self.floor_s is None else round(self.floor_s, 4),
             "hadoop": self.hadoop,
+            "hadoop_s3a": self.hadoop_s3a,
             "results": [r.to_json() for r in self.results],
             "speedup_vs_v1": {
                 r.committer: round(s, 2)
@@ -432,8 +435,22 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     floors: list[float] = []
     peer, hadoop = _hadoop_peer(spec)
     hadoop_runs: list[Any] = []
+    s3a_peer, hadoop_s3a = _hadoop_s3a_peer(spec)
+    s3a_runs: list[Any] = []
     try:
         for rep in range(spec.repeats):
+            if s3a_peer is not None:
+                say(f"hadoop magic: run {rep + 1} of {spec.repeats}")
+                s3a_runs.append(
+                    s3a_peer.run(
+                        f"{base.rstrip('/')}/hadoop-magic-{rep}",
+                        spec.files,
+                        spec.tasks,
+                        spec.partitions,
+                        spec.file_size,
+                        spec.io_threads,
+                    )
+                )
             if peer is not None:
                 say(f"hadoop v1: run {rep + 1} of {spec.repeats}")
                 hadoop_runs.append(
@@ -457,6 +474,16 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
         shutil.rmtree(base_dir, ignore_errors=True)
         if peer is not None:
             peer.close()
+        if s3a_peer is not None:
+            s3a_peer.close()
+    if s3a_runs:
+        hadoop_s3a = {
+            "task_commit_s": statistics.median(sum(r.task_commit_s) for r in s3a_runs),
+            "job_commit_s": statistics.median(r.job_commit_s for r in s3a_runs),
+            "job_commit_requests": statistics.median(r.requests for r in s3a_runs),
+            "runs": [r.to_json() for r in s3a_runs],
+            "hadoop": s3a_runs[0].version,
+        }
     if hadoop_runs:
         hadoop = {
             "task_commit_s": statistics.median(sum(r.task_commit_s) for r in hadoop_runs),
@@ -481,7 +508,7 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     if floor is not None:
         for r in results:
             r.limit_s = floor
-    return CommitBenchReport(spec, results, floor, machine_info(), hadoop)
+    return CommitBenchReport(spec, results, floor, machine_info(), hadoop, hadoop_s3a)
 
 
 def _hadoop_peer(spec: CommitBenchSpec) -> tuple[Any, dict[str, Any] | None]:
@@ -496,3 +523,17 @@ def _hadoop_peer(spec: CommitBenchSpec) -> tuple[Any, dict[str, Any] | None]:
     if why is not None:
         return None, {"skipped": why}
     return commit_hadoop.HadoopPeer(), None
+
+
+def _hadoop_s3a_peer(spec: CommitBenchSpec) -> tuple[Any, dict[str, Any] | None]:
+    """Hadoop's S3A magic committer driver, compiled, when asked for and possible."""
+    if not spec.hadoop_s3a:
+        return None, None
+    from . import commit_hadoop_s3a
+
+    if not spec.store.startswith(("s3://", "s3a://")):
+        return None, {"skipped": "Hadoop's S3A peer runs on an S3 server only (--s3-local)"}
+    why = commit_hadoop_s3a.missing()
+    if why is not None:
+        return None, {"skipped": why}
+    return commit_hadoop_s3a.HadoopS3APeer(), None
