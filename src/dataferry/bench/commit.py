@@ -33,6 +33,7 @@ from ..commit.protocol import TaskCommitMessage
 from ..commit.registry import committer_classes
 from ..errors import ConfigError, InjectedCrash
 from ..store import FaultRule, FaultStore, LocalStore, Op, SimStore, Store, open_store, paths
+from . import commit_hadoop, commit_hadoop_s3a
 from .machine import machine_info
 from .processes import PeakRss
 
@@ -433,24 +434,12 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
     killed_runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
     floors: list[float] = []
-    peer, hadoop = _hadoop_peer(spec)
+    peer, hadoop = commit_hadoop.peer_for(spec.hadoop, spec.store)
     hadoop_runs: list[Any] = []
-    s3a_peer, hadoop_s3a = _hadoop_s3a_peer(spec)
-    s3a_runs: list[Any] = []
+    s3a = commit_hadoop_s3a.S3APeerRuns(spec.hadoop_s3a, spec.store)
     try:
         for rep in range(spec.repeats):
-            if s3a_peer is not None:
-                say(f"hadoop magic: run {rep + 1} of {spec.repeats}")
-                s3a_runs.append(
-                    s3a_peer.run(
-                        f"{base.rstrip('/')}/hadoop-magic-{rep}",
-                        spec.files,
-                        spec.tasks,
-                        spec.partitions,
-                        spec.file_size,
-                        spec.io_threads,
-                    )
-                )
+            s3a.run(f"{base.rstrip('/')}/hadoop-magic-{rep}", spec, say)
             if peer is not None:
                 say(f"hadoop v1: run {rep + 1} of {spec.repeats}")
                 hadoop_runs.append(
@@ -474,16 +463,7 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
         shutil.rmtree(base_dir, ignore_errors=True)
         if peer is not None:
             peer.close()
-        if s3a_peer is not None:
-            s3a_peer.close()
-    if s3a_runs:
-        hadoop_s3a = {
-            "task_commit_s": statistics.median(sum(r.task_commit_s) for r in s3a_runs),
-            "job_commit_s": statistics.median(r.job_commit_s for r in s3a_runs),
-            "job_commit_requests": statistics.median(r.requests for r in s3a_runs),
-            "runs": [r.to_json() for r in s3a_runs],
-            "hadoop": s3a_runs[0].version,
-        }
+        s3a.close()
     if hadoop_runs:
         hadoop = {
             "task_commit_s": statistics.median(sum(r.task_commit_s) for r in hadoop_runs),
@@ -508,32 +488,4 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     if floor is not None:
         for r in results:
             r.limit_s = floor
-    return CommitBenchReport(spec, results, floor, machine_info(), hadoop, hadoop_s3a)
-
-
-def _hadoop_peer(spec: CommitBenchSpec) -> tuple[Any, dict[str, Any] | None]:
-    """Hadoop's v1 driver, compiled, when asked for and possible; else why not."""
-    if not spec.hadoop:
-        return None, None
-    from . import commit_hadoop
-
-    if spec.store not in ("local", ""):
-        return None, {"skipped": "Hadoop's peer runs on local disk only (--store local)"}
-    why = commit_hadoop.missing()
-    if why is not None:
-        return None, {"skipped": why}
-    return commit_hadoop.HadoopPeer(), None
-
-
-def _hadoop_s3a_peer(spec: CommitBenchSpec) -> tuple[Any, dict[str, Any] | None]:
-    """Hadoop's S3A magic committer driver, compiled, when asked for and possible."""
-    if not spec.hadoop_s3a:
-        return None, None
-    from . import commit_hadoop_s3a
-
-    if not spec.store.startswith(("s3://", "s3a://")):
-        return None, {"skipped": "Hadoop's S3A peer runs on an S3 server only (--s3-local)"}
-    why = commit_hadoop_s3a.missing()
-    if why is not None:
-        return None, {"skipped": why}
-    return commit_hadoop_s3a.HadoopS3APeer(), None
+    return CommitBenchReport(spec, results, floor, machine_info(), hadoop, s3a.summary())

@@ -16,8 +16,10 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -210,3 +212,49 @@ class HadoopS3APeer:
 
     def close(self) -> None:
         shutil.rmtree(self.classes, ignore_errors=True)
+
+
+class S3APeerRuns:
+    """The peer over a bench's repeats: compiled when asked for and possible, one job per
+    repeat, and the medians (or why it was skipped)."""
+
+    def __init__(self, wanted: bool, store: str) -> None:
+        self.peer: HadoopS3APeer | None = None
+        self.skipped: str | None = None
+        self.runs: list[HadoopS3ARun] = []
+        if not wanted:
+            return
+        if not store.startswith(("s3://", "s3a://")):
+            self.skipped = "Hadoop's S3A peer runs on an S3 server only (--s3-local)"
+        else:
+            self.skipped = missing()
+        if self.skipped is None:
+            self.peer = HadoopS3APeer()
+
+    def run(self, dest: str, spec: Any, say: Callable[[str], None]) -> None:
+        """One job of the bench's shape at `dest` (nothing when the peer is not running)."""
+        if self.peer is None:
+            return
+        say(f"hadoop magic: run {len(self.runs) + 1} of {spec.repeats}")
+        self.runs.append(
+            self.peer.run(
+                dest, spec.files, spec.tasks, spec.partitions, spec.file_size, spec.io_threads
+            )
+        )
+
+    def close(self) -> None:
+        if self.peer is not None:
+            self.peer.close()
+
+    def summary(self) -> dict[str, Any] | None:
+        if self.skipped is not None:
+            return {"skipped": self.skipped}
+        if not self.runs:
+            return None
+        return {
+            "task_commit_s": statistics.median(sum(r.task_commit_s) for r in self.runs),
+            "job_commit_s": statistics.median(r.job_commit_s for r in self.runs),
+            "job_commit_requests": statistics.median(r.requests for r in self.runs),
+            "runs": [r.to_json() for r in self.runs],
+            "hadoop": self.runs[0].version,
+        }
