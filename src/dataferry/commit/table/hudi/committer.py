@@ -56,6 +56,7 @@ from ..format import FormatHost, TableFormat
 from ..layout import partition_dir
 from ..transact import commit_exactly_once
 from .config import HudiConfig, instant_of
+from .keys import check_key_type
 from .meta import (
     check_meta_input,
     data_schema,
@@ -155,6 +156,7 @@ class HudiFormat(HudiTableState, TableFormat):
         for key in self.key_fields(self.config):
             if key not in schema.names:
                 raise ConfigError(f"record key field {key!r} is not a column of the data")
+            check_key_type(key, schema.field(key).type)
         combine = self.precombine_field(self.config)
         if combine and combine not in schema.names:
             raise ConfigError(f"precombine field {combine!r} is not a column of the data")
