@@ -415,3 +415,48 @@ def test_stray_files_are_deleted_before_the_instant_completes(tmp_path):
     assert any(n.endswith(".commit") for n in timeline(path))
     assert read_hudi(path).column("x").to_pylist() == [1, 2, 3]
     assert len(data_files(path)) == 1
+
+
+@pytest.mark.parametrize("death", ["crash", "failure"])
+def test_instants_stay_ordered_across_a_recovery_with_a_stopped_clock(tmp_path, monkeypatch, death):
+    """A committed instant, a dead job's instant, the `.rollback` the next job's recovery
+    writes, then that next job's commit: each strictly later than the one before, even with a
+    clock that does not move (every instant from the +1 ms rule). Broken, the rollback
+    collides with or sorts after the commit that followed it (Hudi's timeline then reads the
+    commit as rolled back, or refuses two actions at one instant)."""
+    import datetime as dt
+
+    from dataferry.commit.table.hudi import committer as hudi_committer
+    from dataferry.commit.table.hudi import timeline as hudi_timeline
+
+    stopped = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+    monkeypatch.setattr(hudi_timeline, "utc_now", lambda: stopped)
+    rolled_back, roll_back = [], hudi_committer.roll_back_instant
+
+    def spy(store, instant, *args):
+        rolled_back.append(instant)
+        return roll_back(store, instant, *args)
+
+    monkeypatch.setattr(hudi_committer, "roll_back_instant", spy)
+    path = tmp_path / "t"
+    write(rows(2), str(path))
+    (first,) = instants(path, "commit")
+    if death == "crash":
+        crash = FaultRule(
+            action="crash", when="before", kinds=frozenset({Op.CREATE_IF_ABSENT}), path_glob=CLAIM
+        )
+        with pytest.raises(InjectedCrash):
+            write(rows(2, start=50), open_store(str(path), faults=[crash]))
+    else:
+
+        def fail(job):
+            raise RuntimeError("boom")
+
+        with pytest.raises(RuntimeError, match="boom"):
+            write(rows(2, start=50), str(path), before_job_commit=fail)
+    write(rows(2, start=90), str(path))
+    (dead,) = rolled_back
+    (rollback,) = instants(path, "rollback")
+    (last,) = [i for i in instants(path, "commit") if i != first]
+    assert first < dead < rollback < last, (first, dead, rollback, last)
+    assert read_hudi(path).column("x").to_pylist() == [0, 1, 90, 91]

@@ -364,6 +364,15 @@ class HudiCommitter(TableCommitter):
     format_class = HudiFormat
     format: HudiFormat
 
+    def new_job(self, job_id: Any = None, attempt: int = 0) -> JobContext:
+        """A new job (no id given) first recovers the table's dead jobs, then takes its
+        instant: as Hudi rolls failed writes back before it makes a new instant time, so a
+        recovery's `.rollback` sorts before the commit that follows it (a recovery run in
+        setup, after the instant was taken, would sort after it)."""
+        if job_id is None:
+            self.clean_dead_jobs()
+        return super().new_job(job_id, attempt)
+
     def job_dir(self, job: JobContext) -> str:
         return f"{TEMP}/{instant_of(job)}"
 

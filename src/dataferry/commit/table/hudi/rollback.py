@@ -61,9 +61,11 @@ def roll_back_instant(
             action, found = a, [*found, *mine]
     if not found and not deleted:
         return  # nothing of the instant on the timeline or in the table
+    # the rollback's instant is taken while the instant's own files are still on the
+    # timeline (so it sorts after the instant it rolls back, whatever the clock says)
+    r = fresh_instant()
     for p in found:
         store.delete(p)
-    r = fresh_instant()
     took = int((time.time() - start) * 1000)
     store.create_if_absent(
         timeline_file(r, "rollback"), rollback_metadata(r, instant, deleted, took, action)

@@ -58,9 +58,14 @@ def instant_of_name(name: str) -> str | None:
     return m.group(1) if m else None
 
 
+def utc_now() -> dt.datetime:
+    """The clock instants are taken from (one place, so tests can stop it)."""
+    return dt.datetime.now(dt.UTC)
+
+
 def next_instant(existing: Iterable[str], now: dt.datetime | None = None) -> str:
     """The current UTC time as an instant, made strictly later than every instant given."""
-    when = now or dt.datetime.now(dt.UTC)
+    when = now or utc_now()
     latest = max((parse_instant(i) for i in existing), default=None)
     if latest is not None and when <= latest:
         when = latest + dt.timedelta(milliseconds=1)
