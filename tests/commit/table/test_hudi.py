@@ -15,6 +15,7 @@ import dataferry
 from dataferry.commit.job.cleanup import CLAIM_PATH as CLAIM
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.table.hudi import HudiCommitter, HudiConfig
+from dataferry.commit.table.hudi.avro_meta import read_avro_file
 from dataferry.commit.table.hudi.timeline import (
     next_instant,
     parse_base_file_name,
@@ -139,7 +140,7 @@ def test_a_failed_job_is_rolled_back(tmp_path):
     assert sum(n.endswith(".inflight") for n in names) == 1  # the completed instant's only
     rollbacks = [n for n in names if n.endswith(".rollback")]
     assert len(rollbacks) == 1
-    meta = json.loads((path / ".hoodie" / rollbacks[0]).read_bytes())
+    meta = read_avro_file((path / ".hoodie" / rollbacks[0]).read_bytes())
     assert meta["totalFilesDeleted"] >= 1
     assert_no_orphans(path)
 
@@ -282,7 +283,7 @@ def test_a_failed_overwrite_is_rolled_back(tmp_path):
     assert data_files(path) == before
     assert not [n for n in timeline(path) if "replacecommit" in n]
     (rollback,) = [n for n in timeline(path) if n.endswith(".rollback")]
-    meta = json.loads((path / ".hoodie" / rollback).read_bytes())
+    meta = read_avro_file((path / ".hoodie" / rollback).read_bytes())
     assert meta["instantsRollback"][0]["action"] == "replacecommit"
     assert_no_orphans(path)
 
@@ -460,3 +461,36 @@ def test_instants_stay_ordered_across_a_recovery_with_a_stopped_clock(tmp_path, 
     (last,) = [i for i in instants(path, "commit") if i != first]
     assert first < dead < rollback < last, (first, dead, rollback, last)
     assert read_hudi(path).column("x").to_pylist() == [0, 1, 90, 91]
+
+
+def test_a_rollback_is_avro_hoodie_rollback_metadata(tmp_path):
+    """Hudi 0.x (table version 6) writes a `.rollback` as an Avro object container file of
+    HoodieRollbackMetadata; Java Hudi decodes it whenever it loads the timeline (a write, a
+    clean, an archive). Broken (JSON, or another record), every Java writer of the table
+    fails on "Not an Avro data file" (tests/interop/test_spark_hudi_java.py)."""
+    import io
+
+    import fastavro
+
+    from dataferry.commit.table.hudi.avro_meta import ROLLBACK_SCHEMA
+
+    path = tmp_path / "t"
+    write(rows(4), str(path))
+
+    def fail(job):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        write(rows(4, start=10), str(path), before_job_commit=fail)
+    (rollback,) = (path / ".hoodie").glob("*.rollback")
+    data = rollback.read_bytes()
+    assert data[:4] == b"Obj\x01"
+    reader = fastavro.reader(io.BytesIO(data), reader_schema=fastavro.parse_schema(ROLLBACK_SCHEMA))
+    assert reader.writer_schema["name"] == "org.apache.hudi.avro.model.HoodieRollbackMetadata"
+    (meta,) = list(reader)
+    assert meta["startRollbackTime"] == rollback.name.split(".")[0]
+    failed = meta["commitsRollback"][0]
+    assert meta["instantsRollback"] == [{"commitTime": failed, "action": "commit"}]
+    deleted = [f for p in meta["partitionMetadata"].values() for f in p["successDeleteFiles"]]
+    assert len(deleted) == meta["totalFilesDeleted"] > 0
+    assert all(failed in f for f in deleted)

@@ -7,7 +7,7 @@ The expected strings follow the Java rules Hudi 0.15's upsert path applies
 `NaN`, `Infinity`, `-0.0`), `BigDecimal.toString` (scientific when the adjusted exponent is
 below -6: `0E-21`, `1.000000000000E-9`), `LocalDate.toString`, Avro timestamp-micros as the
 long, `Boolean.toString`; complex keys `f:v,...` with `__null__` and `__empty__`. Spark 3.5 +
-Hudi 0.15 wrote exactly these for the same values (tests/interop/test_spark_hudi_keys.py).
+Hudi 0.15 wrote exactly these for the same values (tests/interop/test_spark_hudi_java.py).
 
 Broken, a row dataferry upserts gets another key than the same row Spark wrote: Hudi keeps
 both, and every reader sees the row twice.

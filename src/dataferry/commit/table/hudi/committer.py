@@ -55,6 +55,7 @@ from ..footers import FileFacts
 from ..format import FormatHost, TableFormat
 from ..layout import partition_dir
 from ..transact import commit_exactly_once
+from .avro_meta import fastavro
 from .config import HudiConfig, instant_of
 from .keys import check_key_type
 from .meta import (
@@ -191,6 +192,7 @@ class HudiFormat(HudiTableState, TableFormat):
             )
 
     def before_setup(self, job: JobContext) -> None:
+        fastavro()  # a rollback's metadata is Avro: missing, refuse before anything is written
         self.check_keys(job.config)
         self.check_timeline()
 

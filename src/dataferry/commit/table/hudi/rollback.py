@@ -1,7 +1,7 @@
 """Rolling a failed Hudi instant back as Hudi does (`hudi.py`'s committer calls these): the
 files its markers name (and late ones of the instant beside them) deleted, its pending
 timeline files deleted (a `commit` or a `replacecommit`), then a `<r>.rollback` written
-(JSON; Java writes Avro, hudi-rs ignores the file)."""
+(Avro, as Java Hudi writes it; hudi-rs ignores the file)."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 from ....errors import ConfigError
 from ..footers import FileFacts
 from ..layout import partition_dir
+from .avro_meta import ROLLBACK_SCHEMA, avro_file
 from .plan import SliceFacts
 
 HOODIE = ".hoodie"
@@ -438,7 +439,7 @@ def commit_metadata(
 def rollback_metadata(
     rollback_instant: str, failed: str, deleted: Sequence[str], took_ms: int, action: str
 ) -> bytes:
-    """A `HoodieRollbackMetadata` as JSON (Java writes Avro; hudi-rs ignores the file)."""
+    """A `HoodieRollbackMetadata` as Hudi 0.x writes it: an Avro file (`avro_meta.py`)."""
     parts: dict[str, dict[str, Any]] = {}
     for path in deleted:
         p = partition_dir(path)
@@ -448,8 +449,8 @@ def rollback_metadata(
                 "partitionPath": p,
                 "successDeleteFiles": [],
                 "failedDeleteFiles": [],
-                "rollbackLogFiles": {},
-                "writtenLogFiles": {},
+                "rollbackLogFiles": None,
+                "logFilesFromFailedCommit": None,
             },
         )
         entry["successDeleteFiles"].append(path)
@@ -462,4 +463,4 @@ def rollback_metadata(
         "version": 1,
         "instantsRollback": [{"commitTime": failed, "action": action}],
     }
-    return json.dumps(body, indent=2).encode("utf-8")
+    return avro_file(ROLLBACK_SCHEMA, body)
