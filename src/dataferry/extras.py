@@ -39,6 +39,7 @@ EXTRA_OF_MODULE = {
     "duckdb": "bench",
     "psutil": "bench",
     "pyspark": "interop",
+    "fastavro": "hudi",
 }
 
 # pip's name for modules whose distribution is called otherwise

@@ -15,6 +15,7 @@ import dataferry
 from dataferry.commit.job.cleanup import CLAIM_PATH as CLAIM
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.table.hudi import HudiCommitter, HudiConfig
+from dataferry.commit.table.hudi.avro_meta import read_avro_file
 from dataferry.commit.table.hudi.timeline import (
     next_instant,
     parse_base_file_name,
@@ -139,7 +140,7 @@ def test_a_failed_job_is_rolled_back(tmp_path):
     assert sum(n.endswith(".inflight") for n in names) == 1  # the completed instant's only
     rollbacks = [n for n in names if n.endswith(".rollback")]
     assert len(rollbacks) == 1
-    meta = json.loads((path / ".hoodie" / rollbacks[0]).read_bytes())
+    meta = read_avro_file((path / ".hoodie" / rollbacks[0]).read_bytes())
     assert meta["totalFilesDeleted"] >= 1
     assert_no_orphans(path)
 
@@ -282,7 +283,7 @@ def test_a_failed_overwrite_is_rolled_back(tmp_path):
     assert data_files(path) == before
     assert not [n for n in timeline(path) if "replacecommit" in n]
     (rollback,) = [n for n in timeline(path) if n.endswith(".rollback")]
-    meta = json.loads((path / ".hoodie" / rollback).read_bytes())
+    meta = read_avro_file((path / ".hoodie" / rollback).read_bytes())
     assert meta["instantsRollback"][0]["action"] == "replacecommit"
     assert_no_orphans(path)
 
@@ -415,3 +416,81 @@ def test_stray_files_are_deleted_before_the_instant_completes(tmp_path):
     assert any(n.endswith(".commit") for n in timeline(path))
     assert read_hudi(path).column("x").to_pylist() == [1, 2, 3]
     assert len(data_files(path)) == 1
+
+
+@pytest.mark.parametrize("death", ["crash", "failure"])
+def test_instants_stay_ordered_across_a_recovery_with_a_stopped_clock(tmp_path, monkeypatch, death):
+    """A committed instant, a dead job's instant, the `.rollback` the next job's recovery
+    writes, then that next job's commit: each strictly later than the one before, even with a
+    clock that does not move (every instant from the +1 ms rule). Broken, the rollback
+    collides with or sorts after the commit that followed it (Hudi's timeline then reads the
+    commit as rolled back, or refuses two actions at one instant)."""
+    import datetime as dt
+
+    from dataferry.commit.table.hudi import committer as hudi_committer
+    from dataferry.commit.table.hudi import timeline as hudi_timeline
+
+    stopped = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+    monkeypatch.setattr(hudi_timeline, "utc_now", lambda: stopped)
+    rolled_back, roll_back = [], hudi_committer.roll_back_instant
+
+    def spy(store, instant, *args):
+        rolled_back.append(instant)
+        return roll_back(store, instant, *args)
+
+    monkeypatch.setattr(hudi_committer, "roll_back_instant", spy)
+    path = tmp_path / "t"
+    write(rows(2), str(path))
+    (first,) = instants(path, "commit")
+    if death == "crash":
+        crash = FaultRule(
+            action="crash", when="before", kinds=frozenset({Op.CREATE_IF_ABSENT}), path_glob=CLAIM
+        )
+        with pytest.raises(InjectedCrash):
+            write(rows(2, start=50), open_store(str(path), faults=[crash]))
+    else:
+
+        def fail(job):
+            raise RuntimeError("boom")
+
+        with pytest.raises(RuntimeError, match="boom"):
+            write(rows(2, start=50), str(path), before_job_commit=fail)
+    write(rows(2, start=90), str(path))
+    (dead,) = rolled_back
+    (rollback,) = instants(path, "rollback")
+    (last,) = [i for i in instants(path, "commit") if i != first]
+    assert first < dead < rollback < last, (first, dead, rollback, last)
+    assert read_hudi(path).column("x").to_pylist() == [0, 1, 90, 91]
+
+
+def test_a_rollback_is_avro_hoodie_rollback_metadata(tmp_path):
+    """Hudi 0.x (table version 6) writes a `.rollback` as an Avro object container file of
+    HoodieRollbackMetadata; Java Hudi decodes it whenever it loads the timeline (a write, a
+    clean, an archive). Broken (JSON, or another record), every Java writer of the table
+    fails on "Not an Avro data file" (tests/interop/test_spark_hudi_java.py)."""
+    import io
+
+    import fastavro
+
+    from dataferry.commit.table.hudi.avro_meta import ROLLBACK_SCHEMA
+
+    path = tmp_path / "t"
+    write(rows(4), str(path))
+
+    def fail(job):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        write(rows(4, start=10), str(path), before_job_commit=fail)
+    (rollback,) = (path / ".hoodie").glob("*.rollback")
+    data = rollback.read_bytes()
+    assert data[:4] == b"Obj\x01"
+    reader = fastavro.reader(io.BytesIO(data), reader_schema=fastavro.parse_schema(ROLLBACK_SCHEMA))
+    assert reader.writer_schema["name"] == "org.apache.hudi.avro.model.HoodieRollbackMetadata"
+    (meta,) = list(reader)
+    assert meta["startRollbackTime"] == rollback.name.split(".")[0]
+    failed = meta["commitsRollback"][0]
+    assert meta["instantsRollback"] == [{"commitTime": failed, "action": "commit"}]
+    deleted = [f for p in meta["partitionMetadata"].values() for f in p["successDeleteFiles"]]
+    assert len(deleted) == meta["totalFilesDeleted"] > 0
+    assert all(failed in f for f in deleted)

@@ -55,7 +55,9 @@ from ..footers import FileFacts
 from ..format import FormatHost, TableFormat
 from ..layout import partition_dir
 from ..transact import commit_exactly_once
+from .avro_meta import fastavro
 from .config import HudiConfig, instant_of
+from .keys import check_key_type
 from .meta import (
     check_meta_input,
     data_schema,
@@ -155,6 +157,7 @@ class HudiFormat(HudiTableState, TableFormat):
         for key in self.key_fields(self.config):
             if key not in schema.names:
                 raise ConfigError(f"record key field {key!r} is not a column of the data")
+            check_key_type(key, schema.field(key).type)
         combine = self.precombine_field(self.config)
         if combine and combine not in schema.names:
             raise ConfigError(f"precombine field {combine!r} is not a column of the data")
@@ -189,6 +192,7 @@ class HudiFormat(HudiTableState, TableFormat):
             )
 
     def before_setup(self, job: JobContext) -> None:
+        fastavro()  # a rollback's metadata is Avro: missing, refuse before anything is written
         self.check_keys(job.config)
         self.check_timeline()
 
@@ -361,6 +365,15 @@ class HudiCommitter(TableCommitter):
 
     format_class = HudiFormat
     format: HudiFormat
+
+    def new_job(self, job_id: Any = None, attempt: int = 0) -> JobContext:
+        """A new job (no id given) first recovers the table's dead jobs, then takes its
+        instant: as Hudi rolls failed writes back before it makes a new instant time, so a
+        recovery's `.rollback` sorts before the commit that follows it (a recovery run in
+        setup, after the instant was taken, would sort after it)."""
+        if job_id is None:
+            self.clean_dead_jobs()
+        return super().new_job(job_id, attempt)
 
     def job_dir(self, job: JobContext) -> str:
         return f"{TEMP}/{instant_of(job)}"

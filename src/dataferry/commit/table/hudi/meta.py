@@ -26,6 +26,7 @@ from ....errors import ConfigError
 from ....store import paths
 from ...protocol.hooks import FileColumns
 from ..layout import partition_dir
+from .keys import record_keys
 from .timeline import fields_of
 
 META_COLUMNS = (
@@ -36,7 +37,6 @@ META_COLUMNS = (
     "_hoodie_file_name",
 )
 KEY_FORMS = ("", "simple", "complex")
-NULL_KEY, EMPTY_KEY = "__null__", "__empty__"  # KeyGenUtils' placeholders (complex keys)
 
 
 def populates_meta_fields(props: Mapping[str, str]) -> bool:
@@ -138,23 +138,3 @@ def meta_file_columns(
         return pa.Table.from_arrays(meta + list(rows.columns), schema=file_schema)
 
     return FileColumns(schema=file_schema, prepend=prepend)
-
-
-def record_keys(rows: pa.Table, keys: Sequence[str], complex_keys: bool, file: str) -> Any:
-    """`_hoodie_record_key` of the rows: the value (simple), or `f1:v1,f2:v2` (complex, a
-    null as `__null__` and an empty value as `__empty__`, as Hudi's KeyGenUtils writes)."""
-    if not complex_keys:
-        values = pc.cast(rows.column(keys[0]), pa.string())
-        if values.null_count or pc.any(pc.equal(values, "")).as_py():
-            raise ConfigError(
-                f"record key field {keys[0]!r} is null or empty in a row of {file}: Hudi's "
-                "record keys cannot be"
-            )
-        return values
-    parts = []
-    for key in keys:
-        values = pc.cast(rows.column(key), pa.string())
-        values = pc.if_else(pc.equal(values, ""), EMPTY_KEY, values)
-        values = pc.fill_null(values, NULL_KEY)
-        parts.append(pc.binary_join_element_wise(f"{key}:", values, ""))
-    return pc.binary_join_element_wise(*parts, ",")

@@ -1,7 +1,7 @@
 """Rolling a failed Hudi instant back as Hudi does (`hudi.py`'s committer calls these): the
 files its markers name (and late ones of the instant beside them) deleted, its pending
 timeline files deleted (a `commit` or a `replacecommit`), then a `<r>.rollback` written
-(JSON; Java writes Avro, hudi-rs ignores the file)."""
+(Avro, as Java Hudi writes it; hudi-rs ignores the file)."""
 
 from __future__ import annotations
 
@@ -61,9 +61,11 @@ def roll_back_instant(
             action, found = a, [*found, *mine]
     if not found and not deleted:
         return  # nothing of the instant on the timeline or in the table
+    # the rollback's instant is taken while the instant's own files are still on the
+    # timeline (so it sorts after the instant it rolls back, whatever the clock says)
+    r = fresh_instant()
     for p in found:
         store.delete(p)
-    r = fresh_instant()
     took = int((time.time() - start) * 1000)
     store.create_if_absent(
         timeline_file(r, "rollback"), rollback_metadata(r, instant, deleted, took, action)

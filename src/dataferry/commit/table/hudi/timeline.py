@@ -18,6 +18,7 @@ import pyarrow as pa
 from ....errors import ConfigError
 from ..footers import FileFacts
 from ..layout import partition_dir
+from .avro_meta import ROLLBACK_SCHEMA, avro_file
 from .plan import SliceFacts
 
 HOODIE = ".hoodie"
@@ -58,9 +59,14 @@ def instant_of_name(name: str) -> str | None:
     return m.group(1) if m else None
 
 
+def utc_now() -> dt.datetime:
+    """The clock instants are taken from (one place, so tests can stop it)."""
+    return dt.datetime.now(dt.UTC)
+
+
 def next_instant(existing: Iterable[str], now: dt.datetime | None = None) -> str:
     """The current UTC time as an instant, made strictly later than every instant given."""
-    when = now or dt.datetime.now(dt.UTC)
+    when = now or utc_now()
     latest = max((parse_instant(i) for i in existing), default=None)
     if latest is not None and when <= latest:
         when = latest + dt.timedelta(milliseconds=1)
@@ -433,7 +439,7 @@ def commit_metadata(
 def rollback_metadata(
     rollback_instant: str, failed: str, deleted: Sequence[str], took_ms: int, action: str
 ) -> bytes:
-    """A `HoodieRollbackMetadata` as JSON (Java writes Avro; hudi-rs ignores the file)."""
+    """A `HoodieRollbackMetadata` as Hudi 0.x writes it: an Avro file (`avro_meta.py`)."""
     parts: dict[str, dict[str, Any]] = {}
     for path in deleted:
         p = partition_dir(path)
@@ -443,8 +449,8 @@ def rollback_metadata(
                 "partitionPath": p,
                 "successDeleteFiles": [],
                 "failedDeleteFiles": [],
-                "rollbackLogFiles": {},
-                "writtenLogFiles": {},
+                "rollbackLogFiles": None,
+                "logFilesFromFailedCommit": None,
             },
         )
         entry["successDeleteFiles"].append(path)
@@ -457,4 +463,4 @@ def rollback_metadata(
         "version": 1,
         "instantsRollback": [{"commitTime": failed, "action": action}],
     }
-    return json.dumps(body, indent=2).encode("utf-8")
+    return avro_file(ROLLBACK_SCHEMA, body)

@@ -38,7 +38,7 @@ from ....store import IOPool, Store, paths
 from ...protocol import CommitPlan, StageContext
 from ..footers import file_facts
 from ..layout import partition_dir
-from .meta import record_keys
+from .keys import record_keys
 from .plan import HudiPlan, SliceFacts
 from .timeline import base_file_name, parse_base_file_name
 
