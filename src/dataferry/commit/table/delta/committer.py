@@ -7,11 +7,9 @@ error, the committer asks the table `transaction_version(appId)`, so a commit wh
 was lost is found in the log and never applied twice (delta-rs itself accepts the same txn
 twice: delta-io/delta-rs#2580).
 
-Modes: `append`; `overwrite` (remove actions for every live file, in the same transaction;
-with a `predicate`, for the partitions it selects); `overwrite-partitions` (the live files of
-the partitions the job wrote, Delta's partition overwrite); `error` (refuse a table that
-exists). A table that does not exist is created by the job's transaction, with the data's
-schema and partition columns.
+Modes: `append`; `overwrite` (removes of every live file, or those a `predicate` selects);
+`overwrite-partitions` (of the partitions the job wrote); `error`. A missing table is created
+by the job's transaction.
 
 The table is read through deltalake (its snapshot: live files, schema, protocol); the
 commit is written by dataferry, one `_delta_log/<version>.json` created only if that version
@@ -21,10 +19,9 @@ actions, removes, adds). A version another writer took first is a conflict; an a
 moved on top of the winners' adds and removes (a rebase), as delta-rs does. deltalake still
 makes the checkpoints, after the commit.
 
-Around the transaction, in modules of their own: the data's types as deltalake keeps them
-(`types`, through the `file_columns` hook the tasks' writers call); the log checked whole
-before anything is written and before the commit is decided (`log`); the protocol a table
-gets and the tables dataferry may write (`protocol`); the actions (`actions`, `transaction`),
+Around it, in modules of their own: the data's types as deltalake keeps them (`types`); the
+log checked whole before anything is written and before the commit is decided (`log`); the
+protocol a table gets and the tables dataferry may write (`protocol`); the actions (`actions`, `transaction`),
 a replace where's predicate (`predicate`) and what the commit says of itself (`commit_info`).
 """
 

@@ -5,9 +5,7 @@ Data files lie under `data/col=value/`, named per job, task and attempt, holding
 partition columns; the rows are split by the table's partition spec, transforms included
 (`partitions.py`: key columns such as `ts_day` added before the split, left out of
 the files), one partition per file. At job commit each becomes a DataFile built from its
-footer (read through the store, once, in parallel: `files.py`) with the table's field
-ids and its spec (values from the column bounds; a bucket's from its directory, checked). The snapshot's summary
-carries `dataferry.job-uuid`: before the commit and after any error the table's snapshots are
+footer (`files.py`) with the table's field ids and spec. The snapshot's summary carries `dataferry.job-uuid`: before the commit and after any error the table's snapshots are
 walked for it, so a lost answer is never applied twice. The catalog is the options'
 (`load_catalog` properties or a Catalog), else an embedded SQLite catalog in
 `_dataferry_iceberg/catalog.db` (local tables); where it and the table are is recorded without
