@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
@@ -43,23 +42,8 @@ def s3_server():
     AWS variables of this process pointed at it."""
     from dataferry.testing import LocalS3Server
 
-    saved = {
-        k: os.environ.get(k)
-        for k in (
-            "AWS_ENDPOINT_URL",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_DEFAULT_REGION",
-        )
-    }
-    with LocalS3Server() as server:
-        server.export()
+    with LocalS3Server() as server, server.exported():
         yield server
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 @pytest.fixture

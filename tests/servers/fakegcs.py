@@ -15,7 +15,6 @@ query (`Content-Range: bytes */*`) finalizes the session.
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -81,16 +80,10 @@ def fakegcs(tmp_path_factory) -> Iterator[FakeGcs]:
     """fake-gcs-server for this run, with this process's environment pointed at it."""
     with shared_server("fakegcs", tmp_path_factory, _start) as info:
         env = {**ENV, "STORAGE_EMULATOR_HOST": info["endpoint"]}
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
+        with pytest.MonkeyPatch.context() as patch:  # the variables put back at the end
+            for k, v in env.items():
+                patch.setenv(k, v)
             yield FakeGcs(info["endpoint"])
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
 
 
 @pytest.fixture
