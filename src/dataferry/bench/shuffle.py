@@ -337,8 +337,8 @@ def run_shuffle_bench(
         "machine": machine_info(),
         "disk_mb_s": round(floor.write_mb_s, 1),
         "disk_limit_s": round(floor.write_s, 2),
-        "disk_read_s": round(floor.read_s, 3),
-        "floor_s": round(floor.seconds, 3),
+        "disk_read_s": round(floor.read_s, 6),
+        "floor_s": round(floor.seconds, 6),
         "results": results,
         "summary": summary,
     }
