@@ -80,7 +80,7 @@ def test_staging_committers_have_no_violations_on_the_s3_model(committer):
     assert report.driver_kills and report.zombie_schedules and report.concurrent_runs
 
 
-@pytest.mark.parametrize("store,every", [("sim:s3", 3), (None, 1)])
+@pytest.mark.parametrize("store,every", [("sim:s3", 3), (None, 2)])
 def test_direct_committer_has_no_violations(store, every):
     report = verify_crash("direct", store, every=every)
     assert report.total_violations == 0, report.to_json(3)["examples"]
