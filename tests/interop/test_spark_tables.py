@@ -36,7 +36,8 @@ pytestmark = [
 ]
 
 FORMATS = ("delta", "iceberg", "hudi")
-_COMPLETED = re.compile(r"^(\d{17})\.(commit|replacecommit)$")
+_COMPLETED = re.compile(r"(?:^|/)(\d{17})\.(commit|replacecommit)$")
+_DELTA_LOG = re.compile(r"(?:^|/)(\d{20})\.json$")
 
 
 def assert_same(got: pa.Table, want: pa.Table, what: str) -> None:
@@ -55,27 +56,38 @@ class SparkTable:
     """One format's table, written by dataferry, read by Spark and by the Python reader."""
 
     fmt: str
-    dest: Path
+    dest: Path | str  # a local path, or an s3:// URL (opened with `storage_options`)
     spark: Any
     partition_by: tuple[str, ...] = ("part",)
     versions: list[tuple[Any, pa.Table]] = field(default_factory=list)
+    storage_options: dict[str, Any] | None = None
+    catalog: dict[str, str] | None = None  # Iceberg: Spark's JDBC catalog unless given
 
     @property
     def name(self) -> str:
-        return f"default.{self.dest.name}"
+        return f"default.{str(self.dest).rstrip('/').rsplit('/', 1)[-1]}"
+
+    @property
+    def spark_path(self) -> str:
+        """Where Spark finds it: on S3 through S3A."""
+        dest = str(self.dest)
+        return "s3a://" + dest.removeprefix("s3://") if dest.startswith("s3://") else dest
+
+    def store(self, faults=()) -> Any:
+        return open_store(str(self.dest), storage_options=self.storage_options, faults=faults)
 
     def options(self) -> dict[str, Any]:
         if self.fmt == "iceberg":
-            return {"catalog": self.spark.iceberg_catalog, "identifier": self.name}
+            catalog = self.catalog or self.spark.iceberg_catalog
+            return {"catalog": catalog, "identifier": self.name}
         if self.fmt == "hudi":
             return {"record_key": ["id"]}
         return {}
 
     def write(self, data: pa.Table, mode: str, faults=(), **kw) -> None:
-        store = open_store(str(self.dest), faults=list(faults))
         dataferry.write_dataset(
             data,
-            store,
+            self.store(list(faults)),
             partition_by=list(self.partition_by),
             committer=self.fmt,
             mode=mode,
@@ -90,23 +102,22 @@ class SparkTable:
             code = "result = spark.read.options(**at).table(name)"
             return self.spark.run(code, at=at, name=f"dataferry.{self.name}")
         if version is None:
-            return self.spark.read(self.fmt, self.dest)
+            return self.spark.read(self.fmt, self.spark_path)
         key = "versionAsOf" if self.fmt == "delta" else "as.of.instant"
-        return self.spark.read(self.fmt, self.dest, **{key: str(version)})
+        return self.spark.read(self.fmt, self.spark_path, **{key: str(version)})
 
     def python_read(self) -> pa.Table:
-        return committer_by_name(self.fmt, open_store(str(self.dest))).read_rows()
+        return committer_by_name(self.fmt, self.store()).read_rows()
 
     def latest_version(self) -> Any:
-        if self.fmt == "delta":
-            from deltalake import DeltaTable
-
-            return DeltaTable(str(self.dest)).version()
         if self.fmt == "iceberg":
             query = f"SELECT snapshot_id FROM dataferry.{self.name}.refs WHERE name = 'main'"
             return self.spark.sql(query).column(0)[0].as_py()
+        if self.fmt == "delta":
+            logs = self.store().list("_delta_log")
+            return max(int(m.group(1)) for s in logs if (m := _DELTA_LOG.search(s.path)))
         found = [
-            m.group(1) for p in (self.dest / ".hoodie").iterdir() if (m := _COMPLETED.match(p.name))
+            m.group(1) for s in self.store().list(".hoodie") if (m := _COMPLETED.search(s.path))
         ]
         return max(found)
 
