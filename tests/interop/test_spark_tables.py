@@ -5,7 +5,7 @@ partitioned and not, after an append, an overwrite of partitions, a schema evolu
 killed job rolled back and one rolled forward by `dataferry cleanup`, and an overwrite; Spark's
 rows equal the format's Python reader's (deltalake, pyiceberg, hudi-rs) and the input's, as
 the referee compares them (`zoo_files.canonical`); then every version again by time travel.
-Spark's data skipping works from dataferry's statistics (Delta: the files a filter reads).
+Spark's data skipping on them: tests/interop/test_spark_skipping.py.
 
 One table per format goes through all the operations (each read after it), so the Spark
 work stays small; the JVM is the run's one (tests/servers/spark.py).
@@ -196,35 +196,3 @@ def test_spark_reads_an_unpartitioned_table(spark, tmp_path, fmt):
     table.check(pa.concat_tables([first, second]), "two appends")
     table.write(second, "overwrite")
     table.check(second, "an overwrite")
-
-
-def scanned_files(spark, path: Path, condition: str) -> tuple[list[int], list[int]]:
-    """(the ids a filtered Delta read returns, the number of files each scan of it read)."""
-    code = """
-df = spark.read.format('delta').load(path).where(condition).select('id')
-ids = sorted(r.id for r in df.collect())
-plan = df._jdf.queryExecution().executedPlan()
-leaves = plan.collectLeaves()
-files = []
-for i in range(leaves.size()):
-    metrics = leaves.apply(i).metrics()
-    if metrics.contains('numFiles'):
-        files.append(metrics.apply('numFiles').value())
-result = [ids, files]
-"""
-    ids, files = spark.run(code, path=str(path), condition=condition)
-    return ids, files
-
-
-def test_spark_skips_delta_files_by_dataferrys_statistics(spark, tmp_path):
-    """Three appends, one file each, ids 0-5, 6-11, 12-17: a filter on id reads the one file
-    whose min/max can match. Broken (a wrong min/max in a file's stats), Spark reads every file
-    (slow) or skips the file holding the rows (a wrong answer)."""
-    table = SparkTable("delta", tmp_path / "skip", spark, partition_by=())
-    for start in (0, 6, 12):
-        table.write(type_zoo(6, start=start).drop_columns(["part"]), "append")
-    ids, files = scanned_files(spark, table.dest, "id >= 13")
-    assert ids == [13, 14, 15, 16, 17]
-    assert files == [1], f"Spark read {files} files for a filter only one file can match"
-    ids, files = scanned_files(spark, table.dest, "id < 100")
-    assert ids == list(range(18)) and files == [3]
