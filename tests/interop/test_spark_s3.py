@@ -44,7 +44,7 @@ def test_spark_reads_dataferrys_tables_on_s3(spark_s3, seaweed, fmt):
     Spark user on S3 gets an error, fewer rows, or other values than were written."""
     table = SparkTable(
         fmt,
-        f"{seaweed.url()}/zoo_{fmt}",
+        f"{seaweed.url()}/zoo_s3_{fmt}",  # a name of its own in the run's catalog
         spark_s3,
         storage_options=seaweed.storage_options,
         catalog=s3_catalog(spark_s3, seaweed),
