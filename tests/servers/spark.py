@@ -128,7 +128,9 @@ def spark_conf(workdir: Path) -> dict[str, str]:
     catalog = f"spark.sql.catalog.{ICEBERG_CATALOG}"
     return {
         "master": "local[2]",
-        "spark.jars": ",".join(str(j) for j in jars),
+        # on the driver's class path, not `spark.jars`: local mode's executor would copy every
+        # jar (half a gigabyte with the AWS SDK bundle) to its work directory at the first task
+        "spark.driver.extraClassPath": os.pathsep.join(str(j) for j in jars),
         "spark.driver.memory": "1g",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
