@@ -11,7 +11,8 @@ The session: `local[2]`, 1 GB for the driver, no UI, two shuffle partitions, the
 UTC, the three formats' extensions; `spark_catalog` is Delta's; Iceberg's JDBC catalog is
 named `dataferry` (the name dataferry's embedded SQL catalog gives its rows) on one SQLite file
 of the run, `Spark.iceberg_catalog` (pyiceberg's SQL catalog properties for the same file);
-Hudi tables are read by path.
+Hudi tables are read by path. `spark_s3`: the same Spark with S3A (hadoop-aws) pointed at the
+run's SeaweedFS (`s3a_conf`), for the tables dataferry commits there.
 """
 
 from __future__ import annotations
