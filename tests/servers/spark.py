@@ -11,7 +11,8 @@ The session: `local[2]`, 1 GB for the driver, no UI, two shuffle partitions, the
 UTC, the three formats' extensions; `spark_catalog` is Delta's; Iceberg's JDBC catalog is
 named `dataferry` (the name dataferry's embedded SQL catalog gives its rows) on one SQLite file
 of the run, `Spark.iceberg_catalog` (pyiceberg's SQL catalog properties for the same file);
-Hudi tables are read by path.
+Hudi tables are read by path. `spark_s3`: the same Spark with S3A (hadoop-aws) pointed at the
+run's SeaweedFS (`s3a_conf`), for the tables dataferry commits there.
 """
 
 from __future__ import annotations
@@ -100,6 +101,12 @@ class Spark:
     def sql(self, query: str) -> pa.Table | Any:
         return self.run("result = spark.sql(query)", query=query)
 
+    def set_hadoop(self, conf: dict[str, str]) -> None:
+        """Set Hadoop properties for the rest of the run (the SparkContext's configuration,
+        which every session shares; a file system is configured when first opened)."""
+        code = "h = spark.sparkContext._jsc.hadoopConfiguration()\nfor k, v in conf.items(): h.set(k, v)"
+        self.run(code, conf=conf)
+
     def _reply(self, timeout_s: float) -> dict:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
         line = self.proc.stdout.readline() if ready else ""
@@ -122,7 +129,9 @@ def spark_conf(workdir: Path) -> dict[str, str]:
     catalog = f"spark.sql.catalog.{ICEBERG_CATALOG}"
     return {
         "master": "local[2]",
-        "spark.jars": ",".join(str(j) for j in jars),
+        # on the driver's class path, not `spark.jars`: local mode's executor would copy every
+        # jar (half a gigabyte with the AWS SDK bundle) to its work directory at the first task
+        "spark.driver.extraClassPath": os.pathsep.join(str(j) for j in jars),
         "spark.driver.memory": "1g",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
@@ -184,6 +193,32 @@ def start_spark(workdir: Path) -> Spark:
     except BaseException:
         spark.stop()
         raise
+    return spark
+
+
+def s3a_conf(server: Any) -> dict[str, str]:
+    """S3A on a SeaweedFS server (tests/servers/seaweedfs.py): its endpoint over plain HTTP,
+    path-style, its keys; `s3://` URLs (what Iceberg's metadata records) through S3A too."""
+    return {
+        "fs.s3a.endpoint": server.endpoint,
+        "fs.s3a.endpoint.region": server.region,
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.connection.ssl.enabled": "false",
+        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "fs.s3a.access.key": server.key,
+        "fs.s3a.secret.key": server.secret,
+        "fs.s3a.attempts.maximum": "3",
+        "fs.s3a.retry.limit": "2",
+        "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    }
+
+
+@pytest.fixture(scope="session")
+def spark_s3(spark: Spark, seaweed: Any) -> Spark:
+    """The run's Spark, its S3A pointed at the run's SeaweedFS (`seaweed`)."""
+    if not any(JARS.glob("hadoop-aws-*.jar")):
+        pytest.skip("Spark's hadoop-aws is not installed here (make jars)")
+    spark.set_hadoop(s3a_conf(seaweed))
     return spark
 
 
