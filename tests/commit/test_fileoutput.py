@@ -24,6 +24,7 @@ def run_tasks(committer, job, n=3, attempt=0):
 
 
 visible = partial(helpers.visible, show=("_SUCCESS",))
+PROBES = ("op_get_file_status", "op_list_status")
 
 
 @pytest.mark.parametrize("name", ["v1", "v2"])
@@ -235,3 +236,28 @@ def test_v1_job_commit_refuses_a_link_its_task_commit_did_not_list(tmp_path):
     assert "part=a/x" in str(e.value)
     assert helpers.outside_files(outside) == before
     assert helpers.visible(dest) == []
+
+
+def test_v1_merge_plan_asks_the_destination_per_directory_not_per_file(tmp_path):
+    """Planning v1's merge stats or lists each destination directory once, not each file
+    (Hadoop's mergePaths stats every file): were it per file, a job commit of 20,000 files
+    would send 20,000 more requests before its first rename. An existing file in the way is
+    still found and replaced, and two tasks' files land side by side in a partition one of
+    them moved whole."""
+    store = open_store(str(tmp_path / "out"))
+    store.write_bytes("p=0/part-0-0.txt", b"old")  # in the way of task 0's first file
+    c = make_committer("v1", store)
+    job = c.new_job()
+    c.setup_job(job)
+    files = {i: [f"p={p}/part-{i}-{j}.txt" for p in range(2) for j in range(10)] for i in range(4)}
+    msgs = helpers.run_tasks(c, job, files, 0, data=lambda i, _: f"task {i}".encode())
+    before = store.stats.snapshot()["counters"]
+    result = c.commit_job(job, msgs)
+    after = store.stats.snapshot()["counters"]
+    asked = sum(  # answered or not found
+        n - before.get(k, 0) for k, n in after.items() if k.startswith(PROBES)
+    )
+    assert result.files == 80
+    assert asked < 40, asked  # 80 files: one probe each would be 80 at least
+    assert store.read_bytes("p=0/part-0-0.txt") == b"task 0"
+    assert len([v for v in visible(store) if v.startswith("p=1/")]) == 40

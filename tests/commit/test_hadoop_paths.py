@@ -32,6 +32,7 @@ from dataferry.store.uris import (
     hadoop_uri,
     store_url,
     to_hadoop_uri,
+    to_hadoop_uris,
     uri_reader,
 )
 
@@ -106,6 +107,19 @@ def test_hadoop_uri_round_trip_decodes_exactly_once(kind, root, name, path):
     assert uri_is_legal(uri), uri
     assert from_hadoop_uri(store, uri) == path
     assert store_url(uri) == store.full_url(path)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@HYPOTHESIS
+@given(name=segment, paths=st.lists(relpath, max_size=4))
+def test_uris_of_a_list_are_each_paths_uri(kind, root, name, paths):
+    """The task manifest's bulk encoding (the store's URI once, each path quoted on its own)
+    writes what `to_hadoop_uri` writes for each path, flat in-flight names (`%2F`) and
+    awkward characters included: a wrong one would put a path in the manifest that Hadoop's
+    job commit, or ours, reads as another file."""
+    store = fresh(kind, root, name)
+    for batch in (paths, [*paths, "a%2Fb.flat.inflight"], ["p=1/x", "p=2/y"]):
+        assert to_hadoop_uris(store, batch) == [to_hadoop_uri(store, p) for p in batch]
 
 
 def _answer(read, uri):

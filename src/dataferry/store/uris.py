@@ -142,6 +142,26 @@ def to_hadoop_uri(store: Store, path: str = "") -> str:
     return hadoop_uri(store.full_url(path))
 
 
+def to_hadoop_uris(store: Store, rel_paths: list[str]) -> list[str]:
+    """`to_hadoop_uri` of each of many paths of one store (a manifest's two per file): the
+    store's URI worked out once, and each path quoted on its own (quoting goes character by
+    character, so a path's URI is the store's, a slash, and the path quoted), or not at all
+    where no path needs it. Paths that are not canonical go the whole way."""
+    root = to_hadoop_uri(store)
+    joined = "/".join(rel_paths)
+    if (
+        not rel_paths
+        or to_hadoop_uri(store, "a") != f"{root}/a"  # a store whose URLs are not root/path
+        or not _canonical(joined)
+        or "//" in joined
+    ):
+        return [to_hadoop_uri(store, p) for p in rel_paths]
+    lead = root + "/"
+    if _PATH_QUOTING.search(joined.replace("%", "")) is None:  # at most a `%` to quote (flat
+        return [lead + p.replace("%", "%25") for p in rel_paths]  # in-flight names hold one)
+    return [lead + _quote(p, _PATH_QUOTING) for p in rel_paths]
+
+
 def from_hadoop_uri(store: Store, uri: str) -> str:
     """The store-relative path a URI from a commit record names. Raises MalformedUri for a URI
     that is not a plain path, ConfigError for one outside the store."""

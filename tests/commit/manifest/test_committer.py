@@ -459,3 +459,22 @@ def test_an_attempt_into_many_partitions_is_one_directory_and_its_job_commit_rem
     expected = sorted(n for ns in names.values() for n in ns)
     assert visible(store) == expected
     assert not (tmp_path / "out" / "_temporary").exists()
+
+
+def test_task_commit_records_its_file_sizes_in_hadoops_statistics(tmp_path):
+    """The task commit adds its files' sizes to `committer_task_file_size` (mean, least, most)
+    at once rather than file by file: were they lost, the manifest's and the job's statistics
+    (Hadoop's names, read by its tools) would show no file sizes."""
+    c = make_committer("manifest", str(tmp_path / "out"))
+    job = c.new_job()
+    c.setup_job(job)
+    for i, sizes in enumerate(((3, 5), (7,))):
+        t = job.task(i)
+        c.setup_task(t)
+        for j, n in enumerate(sizes):
+            c.write_file(t, f"p={j}/f-{i}", b"x" * n)
+        c.commit_task(t)
+    snap = c.stats.snapshot()
+    name = "committer_task_file_size"
+    assert snap["meanstatistics"][f"{name}.mean"] == {"samples": 3, "sum": 15.0}
+    assert (snap["minimums"][f"{name}.min"], snap["maximums"][f"{name}.max"]) == (3, 7)

@@ -21,7 +21,14 @@ import msgspec
 
 from ...errors import ConfigError, ValidationError
 from ...store import Store
-from ...store.uris import MalformedUri, from_hadoop_uri, store_url, to_hadoop_uri, uri_reader
+from ...store.uris import (
+    MalformedUri,
+    from_hadoop_uri,
+    store_url,
+    to_hadoop_uri,
+    to_hadoop_uris,
+    uri_reader,
+)
 from ..records.recordio import TASK_RECORD_MAX_BYTES, need_object, parse_json, read_record
 
 MANIFEST_TYPE = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest/1"
@@ -89,16 +96,21 @@ class TaskManifest:
     # --- JSON ------------------------------------------------------------------------------
 
     def to_json(self, store: Store) -> dict[str, Any]:
-        files = []
-        for f in self.files:
-            entry: dict[str, Any] = {
-                "s": marshal(store, f.source),
-                "d": marshal(store, f.dest),
-                "z": f.size,
-            }
-            if f.etag is not None:
-                entry["e"] = f.etag
-            files.append(entry)
+        # every path's URI in one pass (the store's own URI worked out once): a task commit
+        # writes two per file, and one by one they were most of its time
+        uris = to_hadoop_uris(
+            store,
+            [f.source for f in self.files]
+            + [f.dest for f in self.files]
+            + [d.dest for d in self.directories],
+        )
+        n = len(self.files)
+        files = [
+            {"s": s, "d": d, "z": f.size}
+            if f.etag is None
+            else {"s": s, "d": d, "z": f.size, "e": f.etag}
+            for f, s, d in zip(self.files, uris[:n], uris[n : 2 * n], strict=True)
+        ]
         return {
             "type": MANIFEST_TYPE,
             "version": MANIFEST_VERSION,
@@ -109,8 +121,8 @@ class TaskManifest:
             "taskAttemptDir": marshal(store, self.task_attempt_dir),
             "files": files,
             "directories": [
-                {"d": marshal(store, d.dest), "t": int(d.status), "l": d.level}
-                for d in self.directories
+                {"d": uri, "t": int(d.status), "l": d.level}
+                for d, uri in zip(self.directories, uris[2 * n :], strict=True)
             ],
             "extraData": dict(self.extra_data),
             "iostatistics": self.iostatistics,

@@ -41,8 +41,9 @@ def scan_task_attempt(
         listings = ctx.pool.map(lambda p: _list(ctx, p[0]), level, adaptive=True)
         below = []
         for (_, parent), listing in zip(level, listings, strict=True):
-            for st in listing:
-                dest = paths.join(parent, st.name)
+            for st in listing:  # canonical paths (a listing's): split as strings, not parsed
+                name = st.path.rpartition("/")[2]
+                dest = f"{parent}/{name}" if parent else name
                 if st.is_dir:
                     below.append((st.path, dest))
                     needed.add(dest)
@@ -50,13 +51,21 @@ def scan_task_attempt(
                     # published under its own name, not the one it was written under
                     entry = FileEntry(st.path, name_of(dest), st.size, st.etag)
                     files.append(entry)
-                    needed.add(paths.parent(entry.dest))
+                    needed.add(entry.dest.rpartition("/")[0])
         level = below
     dirs = _probe_directories(ctx, needed)
     ctx.stats.incr("committer_task_file_count", len(files))
     ctx.stats.incr("committer_task_directory_count", len(dirs))
-    for f in files:
-        ctx.stats.add_sample("committer_task_file_size", f.size)
+    if files:  # the sizes' mean, least and most, added at once rather than file by file
+        sizes = [f.size for f in files]
+        stat = "committer_task_file_size"
+        ctx.stats.merge(
+            {
+                "meanstatistics": {f"{stat}.mean": {"samples": len(sizes), "sum": sum(sizes)}},
+                "minimums": {f"{stat}.min": min(sizes)},
+                "maximums": {f"{stat}.max": max(sizes)},
+            }
+        )
     return sorted(files, key=lambda f: f.dest), dirs
 
 
