@@ -87,6 +87,8 @@ def test_service_commands_are_told_from_workers():
     )
     assert role_by_command(P(["python", "-c", "from multiprocessing.resource_tracker"])) == "other"
     assert role_by_command(P(["python", "-c", "spawn_main(tracker_fd=5)"])) == "worker"
+    # a scheduler the bench started (across hosts) is the driver's, as in a LocalCluster
+    assert role_by_command(P(["python", "-m", "distributed.cli.dask_scheduler"])) == "driver"
 
     class Forked(P):
         def __init__(self, cmd, parent):
@@ -224,3 +226,12 @@ def test_the_floor_is_one_write_and_one_read_of_the_data_measured_in_the_run():
     push = data["results"][0]["wall_s"]
     fraction = data["summary"]["local_push_floor_fraction"]
     assert fraction == pytest.approx(data["floor_s"] / push, rel=0.1, abs=0.01)
+
+
+def test_a_given_scheduler_is_used_instead_of_a_local_cluster():
+    """With `scheduler`, the bench connects to that cluster (one worker per host) and starts
+    none of its own. Breaking it: the 3-host bench measures a LocalCluster on the driver host."""
+    from dataferry.bench.shuffle import _cluster
+
+    with _cluster(ShuffleBenchSpec(scheduler="tcp://10.0.0.1:8786", **TINY)) as address:
+        assert address == "tcp://10.0.0.1:8786"

@@ -126,6 +126,8 @@ def role_by_command(p: Any) -> str:
         except Exception:
             parent_command = ""
         return "worker" if "forkserver" in parent_command else "other"
+    if "distributed.cli.dask_scheduler" in argv:
+        return "driver"  # a scheduler of its own (on one host it runs in the driver)
     if "resource_tracker" in command or "semaphore_tracker" in command:
         return "other"
     return "worker"

@@ -21,13 +21,14 @@ each push's `push_floor_fraction` is the floor over its wall time (1.0: as fast 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -57,6 +58,9 @@ class ShuffleBenchSpec:
     engines: tuple[str, ...] = ENGINES
     methods: tuple[str, ...] = DEFAULT_METHODS
     hold: bool = True  # Dask: input and output persisted (False: generated and counted)
+    # Dask: the scheduler of a running cluster to use ("": a LocalCluster of `workers`), e.g.
+    # one worker per host: each host's shuffle service merges the blocks pushed from the others
+    scheduler: str = ""
 
     def __post_init__(self) -> None:
         if self.maps < 1 or self.reduces < 1 or self.size < self.maps * ROW_BYTES:
@@ -210,13 +214,8 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
     held = {"distributed.worker.memory.target": False} if spec.hold else {}
     with (
         dask.config.set(held),
-        distributed.LocalCluster(
-            n_workers=spec.workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-        ) as lc,
-        distributed.Client(lc) as client,
+        _cluster(spec) as address,
+        distributed.Client(address) as client,
     ):
         ensure_services(client)  # the services start once, before any method is timed
         meta = generate_pandas(0, 0)
@@ -258,6 +257,21 @@ def run_dask(spec: ShuffleBenchSpec, tick: Callable[[str], None]) -> list[dict]:
                 os.sync()  # and what the kernel still had to write of them: not the next's cost
                 tick(f"dask {method}")
     return [_row(m, "dask", spec, r) for m, r in runs.items()]
+
+
+@contextlib.contextmanager
+def _cluster(spec: ShuffleBenchSpec) -> Iterator[Any]:
+    """What the Dask client connects to: the given scheduler, or a LocalCluster of its own
+    (processes, one thread each)."""
+    if spec.scheduler:
+        yield spec.scheduler
+        return
+    import distributed
+
+    with distributed.LocalCluster(
+        n_workers=spec.workers, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as lc:
+        yield lc
 
 
 def idle_cpu_rate(seconds: float = 3.0) -> float:

@@ -9,6 +9,8 @@ concurrent mappers do not collide on the same partitions), send (one thread per 
 stop pushing to a merger that cannot be reached, or that answers QUOTA or refuses the
 connection for the application's quota (429); stop everything on TOO_LATE or STALE).
 Pushing is best effort: whatever is not merged is read from the map output by the reducer.
+A process keeps its connections to the mergers from one map output to the next
+(`client_pool.py`): across hosts each is a TLS handshake.
 
 Each stage is a function of the stage base (`plan`, `randomize`, `send`, and `react` on each
 answer), timed under `push_stage_<name>` in the push's statistics and logged at DEBUG (they run
@@ -33,6 +35,7 @@ from ..stats import IOStatistics
 from ..store import Store
 from .blocks import Pieces
 from .client import PushBlock, ServiceRefused, ShuffleClient
+from .client_pool import process_clients
 from .config import PushConfig
 from .files import map_output
 from .merge import PushCode
@@ -271,9 +274,8 @@ def _send_to_merger(run: StageRun, push: _Push, merger: int, reqs: list[PushRequ
     target, report = push.target, push.report
     address = target.mergers[merger]
     by_reference = [target.config.by_reference and same_host(address, push.location)]
-    with ShuffleClient(
-        address, stats=run.stats, fingerprint=target.fingerprint, credentials=target.credentials
-    ) as client:
+    clients = process_clients()  # connections kept from the maps this process pushed before
+    with clients.client(address, run.stats, target.fingerprint, target.credentials) as client:
         try:
             for req in reqs:
                 if push.stop.is_set():

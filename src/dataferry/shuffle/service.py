@@ -50,6 +50,7 @@ from .protocol import (
     same_token,
 )
 from .ranges import ServedRanges
+from .send_range import send_range
 from .tenancy import Registry
 
 log = logging.getLogger("dataferry.shuffle")
@@ -470,7 +471,9 @@ class ShuffleService:
         """Answer with `before` and then `n` bytes of the file at `start`, sent from the file."""
         head = json.dumps(header).encode()
         await conn.send(prefix(Msg.OK, len(head), len(before) + n) + head + before)
-        if n:
+        if n and isinstance(conn, StreamConnection):
+            await send_range(conn, self.store, self._io, path, start, n)
+        elif n:
             f = await asyncio.get_running_loop().run_in_executor(
                 self._io, self.store.open_read, path
             )
