@@ -45,7 +45,7 @@ from .handoff import HandoffSegment
 from .options import MiB, WriteOptions
 from .partition import NameLimits, split_by_partition
 from .spill import Segment, SpillStats, remove_dead_spills, spill_name
-from .task import write_rows, write_schema_file
+from .task import INBOX_BYTES, write_rows, write_schema_file
 
 MIN_SEGMENT_BYTES = 1 * MiB
 MAX_SEGMENT_BYTES = 8 << 30  # spill of one task (local disk), and what one retry redoes
@@ -53,6 +53,7 @@ FILL = 0.9  # of a file's estimated worth per partition: a segment ends before f
 CHUNK_BYTES = 4 * MiB  # of one spill chunk (at most a quarter of the producer's lead)
 SAMPLE_BYTES = MIN_SEGMENT_BYTES  # of the first rows: their partitions, the format's ratio
 SAMPLE_ROWS = 32_768  # of those, encoded to learn the ratio
+HANDOFF_LEAD_BYTES = 4 * INBOX_BYTES  # most a straight-through producer runs ahead
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,12 @@ class StreamFeeder:
         self.concurrent = max(1, concurrent)
         self.limits = limits  # of partition directory names on the destination
         self.feed = TaskFeed()
-        # the producer's lead over the writer: rows read, spilled and not yet written
+        # the producer's lead over the writer: rows read, spilled and not yet written; rows
+        # handed straight through are in memory, and a few of the writer's rounds of input
+        # keep it busy (more would only add to the peak)
         self.lead_limit = max(1, options.max_memory // 2)
+        if not replayable:
+            self.lead_limit = min(self.lead_limit, HANDOFF_LEAD_BYTES)
         self.chunk_bytes = max(1, min(CHUNK_BYTES, self.lead_limit // 4))
         self.sample_bytes = max(1, min(SAMPLE_BYTES, options.max_memory // 4))
         root = spill_dir or tempfile.gettempdir()
