@@ -281,3 +281,29 @@ def test_a_straight_through_producer_runs_only_a_few_rounds_ahead():
     straight = StreamFeeder(iter(()), batch(0).schema, ("k",), options, 2, replayable=False)
     spilled = StreamFeeder(iter(()), batch(0).schema, ("k",), options, 2, replayable=True)
     assert straight.lead_limit == HANDOFF_LEAD_BYTES < spilled.lead_limit == 1 << 29
+
+
+def test_a_straight_through_attempt_that_fails_fails_the_job_and_leaves_nothing(
+    tmp_path, monkeypatch
+):
+    """A task written straight through cannot be retried (its rows are gone): the job must
+    fail, saying so, and abort with nothing of it visible, never commit a partial retry."""
+    import dataferry.dataset.stream as stream
+    from dataferry.errors import EngineError
+
+    real, calls = stream.write_rows, []
+
+    def breaks_after_rows(out, schema, partition_by, options, rows, threads):
+        calls.append(1)
+        if len(calls) > 1:  # a retry writes what it can read
+            return real(out, schema, partition_by, options, rows, threads)
+        taken = iter(rows)
+        next(taken)  # some rows are taken and gone
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(stream, "write_rows", breaks_after_rows)
+    with pytest.raises(EngineError, match="cannot be retried"):
+        dataferry.write_dataset(
+            (batch(i, 20_000) for i in range(6)), str(tmp_path / "o"), partition_by=["k"]
+        )
+    assert not list((tmp_path / "o").rglob("*.parquet"))
