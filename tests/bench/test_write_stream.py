@@ -14,7 +14,7 @@ def test_the_dataferry_stream_writer_makes_a_file_per_partition_and_says_its_cos
     files = list((tmp_path / "o").rglob("*.parquet"))
     assert len(files) == 5  # all of a partition's rows in one file, whatever max_memory
     assert pads.dataset(str(tmp_path / "o"), partitioning="hive").count_rows() == 6 * 4_096
-    assert note.startswith("committer ") and "1 task(s); spill " in note and "read " in note
+    assert note.startswith("committer ") and "1 task(s); straight through, no spill" in note
 
 
 def test_the_cost_is_left_out_for_a_write_without_a_spill():
@@ -29,3 +29,20 @@ def test_the_cost_is_left_out_for_a_write_without_a_spill():
     assert stream_cost(stats) == (
         "; 2 task(s); spill 3 MiB written 0.25 s, read 0.12 s; producer waited 1.00 s"
     )
+
+
+def test_a_straight_through_stream_says_it_spilled_nothing():
+    """The note of a stream written straight through says so (not "spill 0 MiB")."""
+    stats = {"segments": 1, "spilled": False, "spill_bytes": 0, "producer_wait_s": 0.5}
+    assert stream_cost(stats) == "; 1 task(s); straight through, no spill; producer waited 0.50 s"
+
+
+def test_generate_only_writes_nothing_and_is_marked_as_the_floor(tmp_path):
+    """The `generate only` row times the stream alone: it must write no file, and be marked
+    so that the bench does not read its output back as a writer's."""
+    from dataferry.bench.write_stream import STREAM_WRITERS
+
+    floor = STREAM_WRITERS["generate only"]
+    assert floor.floor and not any(w.floor for n, w in STREAM_WRITERS.items() if n != floor.name)
+    note = floor.write(StreamShape(batches=3, batch_rows=100, partitions=2), str(tmp_path), {})
+    assert note.startswith("300 rows") and not list(tmp_path.iterdir())

@@ -473,3 +473,22 @@ def test_a_failed_graph_leaves_nothing_of_the_tasks_still_running(tmp_path):
         )
     time.sleep(0.8)  # the other tasks end
     assert [p for p in out.rglob("*") if p.is_file()] == []
+
+
+class _Threads:
+    """A client whose scheduler knows two workers of 4 and 2 threads."""
+
+    def scheduler_info(self):
+        return {"workers": {"tcp://a:1": {"nthreads": 4}, "tcp://b:1": {"nthreads": 2}}}
+
+
+def test_the_driver_feeds_every_worker_thread():
+    """The lazy feed holds two partitions per worker thread, not per worker: with it counted
+    per worker, a cluster of multi-threaded workers would leave most threads without a
+    partition to write (4 of 6 idle here)."""
+    from dataferry.dask.driver import DaskEngine
+    from dataferry.dask.write import default_window
+
+    engine = DaskEngine(_Threads())
+    assert engine.threads == 6
+    assert default_window(engine) == 12

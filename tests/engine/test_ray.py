@@ -82,7 +82,8 @@ def assert_exact(root, t):
 def test_a_partitioned_write_has_every_row_once(local_ray, tmp_path, batch_format):
     t = table()
     ds = dataset(t, 4).map_batches(lambda b: b, batch_format=batch_format)
-    sink = CommitDatasink(tmp_path / "out", partition_cols=["day", "region"])
+    # a write call per block (by default small blocks are gathered into one)
+    sink = CommitDatasink(tmp_path / "out", partition_cols=["day", "region"], min_rows_per_write=1)
     ds.write_datasink(sink)
     out = tmp_path / "out"
     assert_exact(out, t)
@@ -130,15 +131,23 @@ def test_a_write_after_ray_is_shut_down_and_started_again_gets_a_new_coordinator
 
 
 def test_min_rows_per_write_gives_fewer_larger_writes(local_ray, tmp_path):
+    """Blocks are gathered into write calls (by size by default, by rows when asked):
+    without it, every small block would make a file per partition and a task of its own,
+    which made Ray writes slower than one process."""
     t = table()
-    plain = CommitDatasink(tmp_path / "plain", partition_cols=["day"])
+    plain = CommitDatasink(tmp_path / "plain", partition_cols=["day"], min_rows_per_write=1)
     dataset(t, 8).write_datasink(plain)
+    by_size = CommitDatasink(tmp_path / "by_size", partition_cols=["day"])
+    assert by_size.min_bytes_per_write and by_size.min_bytes_per_write > t.nbytes
+    dataset(t, 8).write_datasink(by_size)
+    assert by_size.result.run.attempts == 1  # the default: the small blocks in one call
+    assert len(data_files(tmp_path / "by_size")) == 3
     bundled = CommitDatasink(
         tmp_path / "bundled", partition_cols=["day"], min_rows_per_write=t.num_rows
     )
     assert bundled.min_rows_per_write == t.num_rows  # what Ray Data reads
     dataset(t, 8).write_datasink(bundled)
-    for name in ("plain", "bundled"):
+    for name in ("plain", "bundled", "by_size"):
         assert_exact(tmp_path / name, t)
     # one write call per block: a file per partition per block
     assert plain.result.run.attempts == 8
@@ -211,7 +220,9 @@ def test_a_filesystem_object_is_written_through(local_ray, tmp_path, monkeypatch
 )
 def test_a_task_that_dies_once_is_retried_and_output_is_exact(local_ray, tmp_path, committer, when):
     t = table()
-    sink = CommitDatasink(tmp_path / "out", partition_cols=["day"], committer=committer)
+    sink = CommitDatasink(
+        tmp_path / "out", partition_cols=["day"], committer=committer, min_rows_per_write=1
+    )
     _inject_failures(sink, [(1, 0, when)])
     dataset(t, 4).write_datasink(sink, ray_remote_args=RETRY)
     out = tmp_path / "out"

@@ -5,7 +5,8 @@ write's wall time and the peak RSS of this process and of its children.
 The stream is generated on the fly, batch after batch, from the synthetic sales schema
 (`sales_table`, with `days=partitions` so that `day` has one value per partition); it is never
 whole in memory unless a writer collects it. Setup (imports, a Dask cluster) is done before the
-clock starts; generating the batches is in every writer's time alike.
+clock starts; generating the batches is in every writer's time alike, and `generate only` times
+it alone (the batches made and dropped): the floor no writer can go under.
 
 Peak RSS: the kernel's high-water mark of this process's resident set (VmHWM in
 /proc/self/status; `getrusage` ru_maxrss where there is no /proc), read after setup (`start`)
@@ -107,6 +108,11 @@ def stream_cost(stats: dict[str, Any]) -> str:
     spill written and read back (bytes, seconds), and how long the producer was held back."""
     if "spill_bytes" not in stats:
         return ""
+    if stats.get("spilled") is False:
+        return (
+            f"; {stats['segments']} task(s); straight through, no spill; "
+            f"producer waited {stats['producer_wait_s']:.2f} s"
+        )
     return (
         f"; {stats['segments']} task(s); spill {stats['spill_bytes'] / (1 << 20):,.0f} MiB "
         f"written {stats['spill_write_s']:.2f} s, read {stats['spill_read_s']:.2f} s; "
@@ -144,6 +150,13 @@ def _deltalake(shape: StreamShape, dest: str, options: dict[str, Any]) -> Any:
     write_deltalake(dest, reader, partition_by=[PARTITION_COLUMN])
 
 
+def _generate_only(shape: StreamShape, dest: str, options: dict[str, Any]) -> Any:
+    """The floor: the stream generated and dropped, nothing written. Every writer pays this
+    (the generator runs on one thread), so no writer can take less time than it."""
+    rows = sum(b.num_rows for b in batches(shape))
+    return f"{rows:,} rows generated, none written"
+
+
 def _dask_frame(shape: StreamShape) -> Any:
     import dask.dataframe as dd
 
@@ -171,6 +184,7 @@ class StreamWriter:
     warm: tuple[str, ...] = ()  # imported before the clock starts
     cluster: bool = False  # runs on a Dask LocalCluster started in its process
     delta: bool = False
+    floor: bool = False  # writes nothing: the stream's own cost, not a writer
 
 
 _DASK = ("dask.dataframe", "distributed")
@@ -179,6 +193,7 @@ STREAM_WRITERS = {
     for w in (
         StreamWriter("dataferry", (), _dataferry, warm=FERRY_MODULES),
         StreamWriter("pyarrow", (), _pyarrow, warm=("pyarrow.dataset",)),
+        StreamWriter("generate only", (), _generate_only, floor=True),
         StreamWriter("duckdb", ("duckdb",), _duckdb),
         StreamWriter("deltalake", ("deltalake",), _deltalake, delta=True),
         StreamWriter("dask", _DASK, _dask, warm=DASK_MODULES, cluster=True),

@@ -175,7 +175,7 @@ def write_dataset(
     client
         The distributed Client (default: the current one).
     window
-        Partitions computed ahead and held at once (default: twice the workers).
+        Partitions computed ahead and held at once (default: twice the workers' threads).
 
     Returns
     -------

@@ -47,6 +47,12 @@ class DaskEngine(LocalEngine):
     def workers(self) -> int:
         return max(1, len(self.client.scheduler_info().get("workers", {})))
 
+    @property
+    def threads(self) -> int:
+        """Task slots: the workers' threads together (each runs one write task at a time)."""
+        workers = self.client.scheduler_info().get("workers", {})
+        return max(1, sum(int(w.get("nthreads", 1) or 1) for w in workers.values()))
+
     def worker_hosts(self) -> list[str]:
         """The hosts the workers run on, as the scheduler knows them."""
         return sorted({host_of(w) for w in self.client.scheduler_info().get("workers", {})})

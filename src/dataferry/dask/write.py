@@ -410,6 +410,12 @@ def write_graph(
     return result
 
 
+def default_window(engine: DaskEngine) -> int:
+    """Partitions held at once by default: two per worker thread (one being written, the
+    next computed), so that every thread of every worker has a task to encode."""
+    return 2 * engine.threads
+
+
 def write_with_driver(
     ddf: Any,
     request: WriteRequest,
@@ -424,7 +430,8 @@ def write_with_driver(
 ) -> WriteResult:
     """Write `ddf` with the embedded engine's driver on a distributed Client (`client`, or
     the current one): partitions computed on the workers as their tasks are launched, at
-    most `window` at a time (default: twice the workers)."""
+    most `window` at a time (default: twice the workers' threads, so every thread has a
+    partition to write and the next one computed)."""
     frame = frame_spec(ddf, write_index, schema)
     engine = DaskEngine(client, config)
     schema_in = schema_of(ddf, frame)
@@ -439,7 +446,7 @@ def write_with_driver(
             frame,
             empty_schema_file(store, committer, request),
         ).keyed(committer, schema_in),
-        window or 2 * engine.workers,
+        window or default_window(engine),
     )
     return write_fed(store, committer, engine, feed, on_event, before_job_commit)
 

@@ -77,7 +77,8 @@ class WriteOptions:
     target_file_size: bytes of a file (as written) after which it is closed and the next
         rows go to a new one; also the size tasks are planned for.
     max_memory: bytes of input a streamed write holds at once; the producer waits when
-        the writers are half of it behind (retries read the rows from the local spill).
+        the writers are half of it behind (rows go straight through, or are spilled to
+        local disk where attempts repeat).
     keep_partition_columns: data files hold their partition columns as well as the
         `col=value` directories (set from the committer: Iceberg and Hudi tables need them).
     keep_empty_partition_values: an empty string partition value gets a `col=` directory of

@@ -1,19 +1,25 @@
 """A streamed write: full-size files from a stream read once, in bounded memory.
 
-A producer thread reads the input once and spills it to local disk (`spill.py`) in segments;
-each segment is one write task, launched when the segment opens, whose attempt reads the
-segment's rows as they are spilled and writes them to one open file per partition, which
-rolls at `target_file_size` (or `max_rows_per_file`). A retried or speculative attempt reads
-the same segment from its start, so it writes exactly the same rows, and the committer keeps
-one attempt's files; nothing is visible before the job commits. So no row waits in memory
-for a retry: memory holds what is between the producer and the writer (the producer waits
-while the writer is `max_memory // 2` behind) and the writer's own buffers.
+A producer thread reads the input once and cuts it into segments; each segment is one write
+task, launched when the segment opens, whose attempt takes the segment's rows as they arrive
+and writes them to one open file per partition, which rolls at `target_file_size` (or
+`max_rows_per_file`). Memory holds what is between the producer and the writer (the producer
+waits while the writer is `max_memory // 2` behind) and the writer's own buffers.
+
+Two forms of segment. Straight through (`handoff.HandoffSegment`, the default on an engine
+whose attempts run in this process): the rows go from the producer to the writer in memory
+and nothing goes to local disk; a batch is let go once written, so a task cannot be retried
+(a failed attempt fails the job, which aborts and leaves nothing). Spilled (`spill.py`: on
+worker processes, or with speculation or injected failures): the producer spills the rows to
+local disk and every attempt (a retry, a speculative copy, one in another process) reads the
+segment from its start, so it writes exactly the same rows; the committer keeps one attempt's
+files, and nothing is visible before the job commits.
 
 A segment spans as much of the stream as fills one file per partition to the target (learnt
 from a sample of the first rows: the partitions it has, how much the format shrinks them),
-capped at `MAX_SEGMENT_BYTES` of spill; so a stream's files are full-size whatever its
-length, and a retry redoes at most one segment. The spill of a segment is deleted when its
-task is committed, and the whole spill when the job ends.
+capped at `MAX_SEGMENT_BYTES`; so a stream's files are full-size whatever its length, and a
+retry redoes at most one segment. A spilled segment is deleted when its task is committed,
+and the whole spill when the job ends.
 """
 
 from __future__ import annotations
@@ -35,10 +41,11 @@ from ..engine.feed import TaskFeed
 from ..errors import ConfigError
 from ..store import LocalStore
 from .formats import encoded_size
+from .handoff import HandoffSegment
 from .options import MiB, WriteOptions
 from .partition import NameLimits, split_by_partition
 from .spill import Segment, SpillStats, remove_dead_spills, spill_name
-from .task import write_rows, write_schema_file
+from .task import INBOX_BYTES, write_rows, write_schema_file
 
 MIN_SEGMENT_BYTES = 1 * MiB
 MAX_SEGMENT_BYTES = 8 << 30  # spill of one task (local disk), and what one retry redoes
@@ -46,6 +53,7 @@ FILL = 0.9  # of a file's estimated worth per partition: a segment ends before f
 CHUNK_BYTES = 4 * MiB  # of one spill chunk (at most a quarter of the producer's lead)
 SAMPLE_BYTES = MIN_SEGMENT_BYTES  # of the first rows: their partitions, the format's ratio
 SAMPLE_ROWS = 32_768  # of those, encoded to learn the ratio
+HANDOFF_LEAD_BYTES = 4 * INBOX_BYTES  # most a straight-through producer runs ahead
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,7 @@ def segment_task(
     schema: pa.Schema,
     partition_by: tuple[str, ...],
     options: WriteOptions,
-    segment: Segment,
+    segment: Segment | HandoffSegment,
     threads: int,
     out: TaskOutput,
 ) -> dict[str, Any]:
@@ -115,28 +123,35 @@ class StreamFeeder:
         limits: NameLimits | None = None,
         spill_dir: str | None = None,
         schema_file: bool = False,
+        replayable: bool = True,
     ) -> None:
         self.schema = schema
+        self.replayable = replayable
         self.schema_file = schema_file
         self.partition_by = partition_by
         self.options = options
         self.concurrent = max(1, concurrent)
         self.limits = limits  # of partition directory names on the destination
         self.feed = TaskFeed()
-        # the producer's lead over the writer: rows read, spilled and not yet written
+        # the producer's lead over the writer: rows read, spilled and not yet written; rows
+        # handed straight through are in memory, and a few of the writer's rounds of input
+        # keep it busy (more would only add to the peak)
         self.lead_limit = max(1, options.max_memory // 2)
+        if not replayable:
+            self.lead_limit = min(self.lead_limit, HANDOFF_LEAD_BYTES)
         self.chunk_bytes = max(1, min(CHUNK_BYTES, self.lead_limit // 4))
         self.sample_bytes = max(1, min(SAMPLE_BYTES, options.max_memory // 4))
         root = spill_dir or tempfile.gettempdir()
-        remove_dead_spills(root)  # what killed drivers left behind
-        self.store = LocalStore(os.path.join(root, spill_name()))
+        if replayable:
+            remove_dead_spills(root)  # what killed drivers left behind
+        self.store = LocalStore(os.path.join(root, spill_name()))  # (made when first spilled)
         self.spill = SpillStats()
-        self.segments: list[Segment] = []
+        self.segments: list[Segment | HandoffSegment] = []
         self.size: SegmentSize | None = None
         self.peak_lead = 0
         self.waits = 0
         self.wait_s = 0.0
-        self._live: dict[int, Segment] = {}  # segments not yet committed
+        self._live: dict[int, Segment | HandoffSegment] = {}  # segments not yet committed
         self._cond = threading.Condition()
         self._batches = batches
         self._stop = threading.Event()
@@ -164,12 +179,14 @@ class StreamFeeder:
         with self._cond:
             self._live.clear()
         # (an attempt still reading finds its segment gone, and fails)
-        self.store.delete("", recursive=True)
+        if self.replayable:
+            self.store.delete("", recursive=True)
 
     def stats(self) -> dict[str, Any]:
         size = self.size
         return {
             "segments": len(self.segments),
+            "spilled": self.replayable,
             "segment_bytes": size.nbytes if size else 0,
             "sample_partitions": size.partitions if size else 0,
             "encoded_ratio": size.ratio if size else 0.0,
@@ -221,7 +238,7 @@ class StreamFeeder:
             self.wait_s += time.perf_counter() - t
 
     def _run(self) -> None:
-        segment: Segment | None = None
+        segment: Segment | HandoffSegment | None = None
         sample: list[pa.RecordBatch] = []
         sampled = 0
         try:
@@ -275,9 +292,14 @@ class StreamFeeder:
     def _measure(self, sample: list[pa.RecordBatch]) -> None:
         self.size = segment_size(sample, self.partition_by, self.options, self.limits)
 
-    def _open_segment(self) -> Segment:
+    def _open_segment(self) -> Segment | HandoffSegment:
         self._wait_for_segment_room()
-        segment = Segment(self.store, len(self.segments), self.chunk_bytes, self._cond, self.spill)
+        index = len(self.segments)
+        segment: Segment | HandoffSegment
+        if self.replayable:
+            segment = Segment(self.store, index, self.chunk_bytes, self._cond, self.spill)
+        else:
+            segment = HandoffSegment(index, self._cond, self.spill)
         segment.open()
         with self._cond:
             self.segments.append(segment)

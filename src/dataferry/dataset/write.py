@@ -186,9 +186,18 @@ def write_dataset(
         schema_file=writes_schema_file(
             store, output_committer, request.mode, request.options.format
         ),
+        replayable=stream_needs_spill(runner),
     )
     with task_progress(title, None, progress, on_event) as events:  # as many as segments
         return write_fed(store, output_committer, runner, feeder, events, before_job_commit)
+
+
+def stream_needs_spill(engine: LocalEngine) -> bool:
+    """Whether a stream's segments are spilled so that more than one attempt can read them:
+    attempts in other processes (which cannot take rows from this one's memory), speculative
+    copies, or failures injected to be retried. Otherwise rows go straight through."""
+    c = engine.config
+    return not engine.shares_store or c.speculation or bool(c.speculate_tasks or c.failures)
 
 
 def _engine(engine: LocalEngine | LocalEngineConfig | None) -> LocalEngine:

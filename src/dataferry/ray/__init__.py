@@ -70,8 +70,10 @@ class CommitDatasink(_Base):
         reach it.
     min_rows_per_write
         Ray Data buffers input blocks until a write call has at least this many rows (the
-        last call may have fewer): fewer, larger write tasks, so fewer files. None lets Ray
-        choose (one write call per input bundle).
+        last call may have fewer): fewer, larger write tasks, so fewer files. None (default):
+        blocks are gathered by size instead, until a call has `WRITE_BUNDLE_BYTES` (or
+        ``target_file_size``, if smaller) of them in memory (`min_bytes_per_write`), so small
+        blocks do not each make a file per partition.
 
     Attributes
     ----------
@@ -157,6 +159,15 @@ class CommitDatasink(_Base):
     def min_rows_per_write(self) -> int | None:
         """Rows Ray Data gathers (in whole blocks) for each `write` call; None: Ray's choice."""
         return self._min_rows_per_write
+
+    @property
+    def min_bytes_per_write(self) -> int | None:
+        """In-memory bytes Ray Data gathers (in whole blocks) for each `write` call when
+        `min_rows_per_write` is not given: files planned by size, not one per partition per
+        block. (Ray reads it when the write is planned; a Ray without it ignores it.)"""
+        if self._min_rows_per_write is not None:
+            return None
+        return min(WRITE_BUNDLE_BYTES, self.options.target_file_size)
 
     def __getstate__(self) -> dict[str, Any]:
         # what a write task needs: the job (with its store), the options, the coordinator's
@@ -359,6 +370,10 @@ class DeltaDatasink(CommitDatasink):
 
 
 ENCODE_THREADS = min(4, os.cpu_count() or 1)
+# in-memory bytes of blocks gathered for one write call by default: fewer, larger files than a
+# call per block, while a data set of a few bundles per worker still keeps every worker busy
+# (a task encodes its partitions on ENCODE_THREADS threads besides)
+WRITE_BUNDLE_BYTES = 64 << 20
 
 
 def _write_blocks(
