@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from dataferry import make_committer
 from dataferry.cli import app
 from dataferry.commit.job.cleanup import cleanup_destination
-from dataferry.commit.s3a.magic.committer import attempt_dir, job_dir, pendingset_path
+from dataferry.commit.s3a.magic.committer import attempt_dir, base_dir, job_dir, pendingset_path
 from dataferry.engine import AttemptFailure, LocalEngine
 from dataferry.errors import (
     ConfigError,
@@ -54,7 +54,7 @@ def test_pending_and_pendingset_shapes(s3_url):
     c.setup_job(job)
     t = job.task(0)
     c.write_file(t, "d=1/x.bin", b"abc")
-    pending = json.loads(store.read_bytes(f"{attempt_dir(t)}/d=1/x.bin.pending"))
+    pending = json.loads(store.read_bytes(f"{base_dir(attempt_dir(t))}/d=1/x.bin.pending"))
     assert {
         "version",
         "filename",

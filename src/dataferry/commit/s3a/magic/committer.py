@@ -8,9 +8,12 @@ into one `<taskId>.pendingset` (the last attempt to commit wins). Job commit loa
 tasks' pendingsets, applies the conflict mode, completes every upload in parallel, writes
 `_SUCCESS` and deletes the magic directory. No byte is copied at commit time.
 
-Layout: `$dest/__magic_job-<jobUUID>/<NN>/tasks/<taskAttemptId>/<path>[.pending]` and
-`$dest/__magic_job-<jobUUID>/<NN>/<taskId>.pendingset` (per-job magic directories, as S3A's
-since HADOOP-18797, so concurrent jobs never touch each other's records).
+Layout, S3A's own (Hadoop 3.4+, HADOOP-18797: per-job magic directories, so concurrent jobs
+never touch each other's records), so that Hadoop's job commit finds dataferry's pendingsets and
+dataferry's finds Hadoop's: the job attempt directory is
+`$dest/__magic_job-<jobUUID>/job-<jobUUID>/<NN>/`, holding `<taskId>.pendingset` per committed
+task and `tasks/<taskAttemptId>/__base/<path>[.pending]` (markers and `.pending` records; S3A's
+`__base` maps what follows it onto the destination).
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ from typing import Any, BinaryIO
 from ....errors import CommitError, InjectedCrash, NotFound, TaskCommitError, ValidationError
 from ....store import IOPool, Store, paths
 from ...job.stages import check_destination
-from ...protocol import JobContext, StageContext, TaskAttemptContext, TaskCommitMessage
+from ...protocol import (
+    JobContext,
+    Leftover,
+    StageContext,
+    TaskAttemptContext,
+    TaskCommitMessage,
+)
 from ...records.intent import load_intent
 from ..uploads import UploadCommitter, abort_at_keys, dumps, read_pendingset
 from .config import MagicConfig
@@ -36,6 +45,8 @@ from .files import (
 )
 
 MAGIC_PREFIX = "__magic_job-"
+JOB_ID_PREFIX = "job-"  # S3A's `job-<jobUUID>` level inside the magic directory
+BASE = "__base"  # S3A: the path below it is the destination-relative path
 PENDING_SUFFIX = ".pending"
 PENDINGSET_SUFFIX = ".pendingset"
 ATTEMPT_CLAIM = "_attempt"
@@ -49,11 +60,16 @@ def job_dir(job: JobContext) -> str:
 
 
 def job_attempt_dir(job: JobContext) -> str:
-    return f"{job_dir(job)}/{job.attempt:02d}"
+    return f"{job_dir(job)}/{JOB_ID_PREFIX}{job.job_uuid}/{job.attempt:02d}"
 
 
 def attempt_dir(task: TaskAttemptContext) -> str:
     return f"{job_attempt_dir(task.job)}/tasks/{task.attempt_id}"
+
+
+def base_dir(attempt: str) -> str:
+    """Where an attempt's markers and `.pending` records mirror the destination's paths."""
+    return f"{attempt}/{BASE}"
 
 
 def pendingset_path(job: JobContext, task_id: str) -> str:
@@ -66,6 +82,9 @@ class MagicCommitter(UploadCommitter):
 
     def __init__(self, store: Store, config: MagicConfig) -> None:
         super().__init__(store, config)
+
+    def job_dir(self, job: JobContext) -> str:
+        return job_attempt_dir(job)
 
     # --- job and task setup ----------------------------------------------------------------
 
@@ -162,6 +181,7 @@ class MagicCommitter(UploadCommitter):
     def _abort_attempt_dir(self, base: str) -> None:
         """Abort every upload an attempt started: those with a `.pending` by upload id, those
         that died before recording one through their marker's key."""
+        data = base_dir(base)
         recorded: set[str] = set()
         for st in self.store.walk(base):
             if st.path.endswith(PENDING_SUFFIX):
@@ -172,11 +192,11 @@ class MagicCommitter(UploadCommitter):
                     log.warning("%s; aborting the uploads at its key instead", e)
                     continue
                 self.store.abort_upload(c.path, c.upload_id)
-                recorded.add(paths.relative_to(st.path[: -len(PENDING_SUFFIX)], base))
-        for st in self.store.walk(base):
-            if st.path.endswith(PENDING_SUFFIX) or st.name == ATTEMPT_CLAIM:
+                recorded.add(paths.relative_to(st.path[: -len(PENDING_SUFFIX)], data))
+        for st in self.store.walk(data) if self.store.exists(data) else []:
+            if st.path.endswith(PENDING_SUFFIX):
                 continue
-            rel = paths.relative_to(st.path, base)
+            rel = paths.relative_to(st.path, data)
             if rel not in recorded:
                 abort_at_keys(self.store, [rel])
         self.store.delete(base, recursive=True)
@@ -195,7 +215,7 @@ class MagicCommitter(UploadCommitter):
             self.store, pendingset_path(job, m.task_id), m, PENDINGSET_MAX_BYTES
         )
         pset = PendingSet.from_bytes(raw, self.store, source)
-        if pset.task_attempt_id != m.attempt_id:
+        if pset.attempt() not in ("", m.attempt_id):
             # an attempt the driver gave up on committed after the chosen one (the last writer
             # wins the pendingset's name): the chosen attempt's own .pending records are still
             # in its directory
@@ -234,6 +254,22 @@ class MagicCommitter(UploadCommitter):
             pool.for_each(self._abort_attempt_dir, doomed)
 
     # --- abort and cleanup -----------------------------------------------------------------
+
+    @classmethod
+    def leftovers(cls, store: Store) -> list[Leftover]:
+        """Each job attempt directory `__magic_job-<uuid>/job-<uuid>/<NN>` (a job of either
+        dataferry or Hadoop); a magic directory with none is attempt 0's."""
+        found = []
+        for e in store.list_or_empty(""):
+            if not (e.is_dir and e.name.startswith(MAGIC_PREFIX)):
+                continue
+            uuid = e.name[len(MAGIC_PREFIX) :]
+            inner = f"{e.path}/{JOB_ID_PREFIX}{uuid}"
+            attempts = [a for a in store.list_or_empty(inner) if a.is_dir and a.name.isdigit()]
+            found += [Leftover(e.path, cls.name, uuid, int(a.name)) for a in attempts] or [
+                Leftover(e.path, cls.name, uuid, 0)
+            ]
+        return found
 
     def rollback_job(self, job: JobContext) -> None:
         """Abort every upload of the job (nothing left to bill) and remove the magic directory.
@@ -285,7 +321,7 @@ class _UploadStream(io.RawIOBase):
 
     def _start(self) -> str:
         if self.upload_id is None:
-            base = attempt_dir(self.task)
+            base = base_dir(attempt_dir(self.task))
             self.store.write_bytes(f"{base}/{self.path}", b"")  # the marker: names the key
             self.upload_id = self.store.initiate_upload(self.path)
         return self.upload_id
@@ -308,7 +344,7 @@ class _UploadStream(io.RawIOBase):
                     self.task.job.job_uuid,
                     str(self.task.task_id),
                 )
-                base = attempt_dir(self.task)
+                base = base_dir(attempt_dir(self.task))
                 self.store.write_bytes(
                     f"{base}/{self.path}{PENDING_SUFFIX}", dumps(pending.to_json(self.store))
                 )
