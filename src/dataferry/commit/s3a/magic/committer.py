@@ -259,6 +259,8 @@ class MagicCommitter(UploadCommitter):
     def leftovers(cls, store: Store) -> list[Leftover]:
         """Each job attempt directory `__magic_job-<uuid>/job-<uuid>/<NN>` (a job of either
         dataferry or Hadoop); a magic directory with none is attempt 0's."""
+        if not cls.serves(store):
+            return []  # `magic` on S3's multipart uploads, `magic-gcs` on GCS's sessions
         found = []
         for e in store.list_or_empty(""):
             if not (e.is_dir and e.name.startswith(MAGIC_PREFIX)):

@@ -141,11 +141,20 @@ class PendingCommit:
                 source,
                 name("destinationKey"),
             ) from None
-        return cls(path, data["uploadId"], list(etags), length, job_id, task_id, created)
+        etags = [_unquoted(e) for e in etags]
+        return cls(path, data["uploadId"], etags, length, job_id, task_id, created)
 
 
 def _quoted(etag: str) -> str:
     return etag if etag.startswith('"') else f'"{etag}"'
+
+
+def _unquoted(etag: str) -> str:
+    """The part tag as the store gave it: S3 returns ETags quoted and the records keep them so
+    (Hadoop's shape), but the stores take them bare, and Azure's block ids and GCS's session
+    marks, quoted the same way on save, are no ETags at all."""
+    quoted = len(etag) >= 2 and etag[0] == etag[-1] == '"'
+    return etag[1:-1] if quoted else etag
 
 
 def _destination(store: Store, data: dict[str, Any]) -> str:
