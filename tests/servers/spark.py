@@ -35,6 +35,7 @@ import pytest
 from . import CACHE, REPO, need_tool, stop_pid
 
 JARS = CACHE / "jars" / "spark"
+S3A_JARS = CACHE / "jars" / "spark-s3a"  # hadoop-aws for Spark's S3A committers, if fetched
 PYTHON = CACHE / "spark" / "python"
 WORKER = Path(__file__).with_name("spark_worker.py")
 START_TIMEOUT_S = 180
@@ -118,7 +119,7 @@ class Spark:
 
 
 def spark_conf(workdir: Path) -> dict[str, str]:
-    jars = sorted(JARS.glob("*.jar"))
+    jars = sorted(JARS.glob("*.jar")) + sorted(S3A_JARS.glob("*.jar"))
     catalog = f"spark.sql.catalog.{ICEBERG_CATALOG}"
     return {
         "master": "local[2]",
