@@ -89,6 +89,14 @@ public final class HadoopS3ACommit {
 
   private static void run(List<String> a) throws Exception {
     switch (a.get(0)) {
+      case "try": // the mode that follows, expected to fail: its error is printed, not thrown
+        try {
+          run(a.subList(1, a.size()));
+          OUT.println("succeeded\t" + a.get(1));
+        } catch (Exception e) {
+          OUT.println("failed\t" + a.get(1) + "\t" + String.valueOf(e).replace('\n', ' '));
+        }
+        break;
       case "tasks":
         writeAndCommitTasks(a.get(1), new Path(a.get(2)), a.get(3), a.get(4), a.get(5));
         break;

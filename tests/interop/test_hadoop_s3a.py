@@ -3,7 +3,8 @@
 `HadoopS3ACommit.java` is compiled once per session against the jars of deps/maven.txt set
 `s3a` (.cache/jars/s3a, `make jars`) and drives Hadoop's magic, directory and partitioned
 committers on SeaweedFS through S3A (path-style, plain HTTP, the server's credentials, the
-magic committer enabled). One JVM launch per direction:
+magic committer enabled). One JVM launch for the whole module (the two directions and
+the broken pendingset), Python doing its part before and after it:
 
 1. Hadoop sets up the jobs and writes and commits the tasks of each committer (the magic
    committer's pendingsets in its magic directory; the staging committers' in Hadoop's local
@@ -156,28 +157,85 @@ def committer_of(kind: str, store, tmp: Path):
 class FromHadoop:
     dests: dict[str, str]  # kind -> s3:// URL committed by dataferry
     pending: str  # a Hadoop magic job whose tasks committed and whose job did not
-    pendingsets: dict[str, list[str]]  # kind -> Hadoop's pendingset files
+
+
+@dataclass(frozen=True)
+class FromDataferry:
+    dests: dict[str, str]
+    reference: str  # dataferry's own magic commit, start to end
+    lines: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Broken:
+    dest: str
+    relpath: str  # the object the refused pendingset names
+    lines: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """What the module's one JVM launch and dataferry's parts around it left."""
+
+    from_hadoop: FromHadoop
+    from_dataferry: FromDataferry
+    broken: Broken
 
 
 @pytest.fixture(scope="module")
-def from_hadoop(hadoop_s3a, seaweed, tmp_path_factory) -> FromHadoop:
-    base = tmp_path_factory.mktemp("from-hadoop")
-    spec = spec_file(base)
-    dests = {kind: seaweed.url() for kind in KINDS}
+def rounds(hadoop_s3a, seaweed, tmp_path_factory) -> Rounds:
+    base = tmp_path_factory.mktemp("s3a-rounds")
+    jobs, modes_1 = hadoop_tasks_modes(seaweed, base)
     pending = seaweed.url()
+    spec = str(spec_file(base))
+    modes_1.append(
+        ["tasks", "magic", s3a(pending), "job_202612070000_0007", str(uuid.uuid4()), spec]
+    )
+    dests_2, reference, modes_2 = dataferry_tasks_modes(seaweed, base)
+    broken_dest, relpath, broken_file = broken_pendingset(seaweed, base)
+    lines = hadoop_s3a.run(
+        *modes_1, *modes_2, ["try", "commit-pendingsets", s3a(broken_dest), str(broken_file)]
+    )
+    commit_hadoops_tasks(jobs, lines)
+    return Rounds(
+        FromHadoop({kind: committer.store.url for kind, (committer, _) in jobs.items()}, pending),
+        FromDataferry(dests_2, reference, lines),
+        Broken(
+            broken_dest, relpath, [line for line in lines if line[0] in ("failed", "succeeded")]
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def from_hadoop(rounds) -> FromHadoop:
+    return rounds.from_hadoop
+
+
+@pytest.fixture(scope="module")
+def from_dataferry(rounds) -> FromDataferry:
+    return rounds.from_dataferry
+
+
+# --- direction 1: Hadoop's tasks, dataferry's job commit -------------------------------------
+
+
+def hadoop_tasks_modes(seaweed, base: Path) -> tuple[dict, list[list[str]]]:
+    """A dataferry job per kind whose tasks Hadoop is to write and commit; the JVM's modes."""
+    spec = spec_file(base)
     jobs, modes = {}, []
     for kind in KINDS:
-        committer = committer_of(kind, store_of(seaweed, dests[kind]), base)
+        committer = committer_of(kind, store_of(seaweed, seaweed.url()), base)
         job = committer.new_job()
         jobs[kind] = (committer, job)
-        modes.append(["tasks", kind, s3a(dests[kind]), str(job.job_id), job.job_uuid, str(spec)])
-    modes.append(
-        ["tasks", "magic", s3a(pending), "job_202612070000_0007", str(uuid.uuid4()), str(spec)]
-    )
-    lines = hadoop_s3a.run(*modes)
+        dest = s3a(committer.store.url)
+        modes.append(["tasks", kind, dest, str(job.job_id), job.job_uuid, str(spec)])
+    return jobs, modes
+
+
+def commit_hadoops_tasks(jobs: dict, lines: list[list[str]]) -> None:
+    """dataferry's job commit of each job whose tasks Hadoop committed."""
     tasks = [line for line in lines if line[0] == "task"]
     assert len(tasks) == len(TASKS) * (len(KINDS) + 1)
-    pendingsets: dict[str, list[str]] = {}
     for kind, (committer, job) in jobs.items():
         ours = [line for line in tasks if line[1].startswith(f"task_{str(job.job_id)[4:]}")]
         messages = [TaskCommitMessage(str(job.job_id), t, a, kind) for _, t, a in ours]
@@ -186,14 +244,12 @@ def from_hadoop(hadoop_s3a, seaweed, tmp_path_factory) -> FromHadoop:
             found = [
                 line[1] for line in lines if line[0] == "pendingset" and job.job_uuid in line[1]
             ]
-            pendingsets[kind] = found
             for m in messages:
                 (path,) = [f for f in found if Path(f).name == m.task_id]
                 committer.store.write_bytes(
                     layout.pendingset_path(job, m.attempt_id), Path(path).read_bytes()
                 )
         committer.commit_job(job, messages)
-    return FromHadoop(dests, pending, pendingsets)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -238,16 +294,9 @@ def test_uploads_list_and_cleanup_handle_a_hadoop_jobs_pending_uploads(from_hado
 # --- direction 2: dataferry's tasks, Hadoop's job commit -------------------------------------
 
 
-@dataclass(frozen=True)
-class FromDataferry:
-    dests: dict[str, str]
-    reference: str  # dataferry's own magic commit, start to end
-    lines: list[list[str]]
-
-
-@pytest.fixture(scope="module")
-def from_dataferry(hadoop_s3a, seaweed, tmp_path_factory) -> FromDataferry:
-    base = tmp_path_factory.mktemp("from-dataferry")
+def dataferry_tasks_modes(seaweed, base: Path) -> tuple[dict[str, str], str, list[list[str]]]:
+    """dataferry's own magic commit (the reference) and, per kind, dataferry's committed tasks
+    for Hadoop to commit the job of: their URLs and the JVM's modes."""
     reference = seaweed.url()
     committer = committer_of("magic", store_of(seaweed, reference), base)
     job = committer.new_job()
@@ -271,7 +320,7 @@ def from_dataferry(hadoop_s3a, seaweed, tmp_path_factory) -> FromDataferry:
             files.append(str(local))
         modes.append(["commit-pendingsets", s3a(dests[kind]), *files])
     modes.append(["read-success", s3a(reference) + "/_SUCCESS"])
-    return FromDataferry(dests, reference, hadoop_s3a.run(*modes))
+    return dests, reference, modes
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -307,20 +356,26 @@ def test_dataferry_reads_hadoops_success(from_dataferry, seaweed):
 # --- a broken artifact is refused ------------------------------------------------------------
 
 
-def test_hadoop_refuses_a_pendingset_with_a_wrong_etag_list(hadoop_s3a, seaweed, tmp_path):
-    """A pendingset whose etags are not the upload's parts must fail Hadoop's commit (else the
-    interop tests above could pass on a committer that writes any etags at all) and leave the
-    object unpublished."""
+def broken_pendingset(seaweed, base: Path) -> tuple[str, str, Path]:
+    """A directory committer's pendingset of dataferry with its first etag replaced: its
+    destination, the object it names and the local copy Hadoop is to commit."""
     dest = seaweed.url()
-    committer = committer_of("directory", store_of(seaweed, dest), tmp_path)
+    committer = committer_of("directory", store_of(seaweed, dest), base / "broken")
     job = committer.new_job()
     committer.setup_job(job)
     (m, *_) = dataferry_tasks(committer, job)
     data = json.loads(committer.store.read_bytes(layout.pendingset_path(job, m.attempt_id)))
     data["commits"][0]["etags"][0]["etag"] = '"' + "0" * 32 + '"'
-    local = tmp_path / "broken.pendingset"
+    local = base / "broken.pendingset"
     local.write_text(json.dumps(data))
-    with pytest.raises(AssertionError, match="Hadoop failed"):
-        hadoop_s3a.run(["commit-pendingsets", s3a(dest), str(local)])
     relpath = data["commits"][0]["destinationKey"].split("/", 1)[1]  # below the URL's prefix
-    assert not committer.store.exists(relpath)
+    return dest, relpath, local
+
+
+def test_hadoop_refuses_a_pendingset_with_a_wrong_etag_list(rounds, seaweed):
+    """A pendingset whose etags are not the upload's parts must fail Hadoop's commit (else the
+    interop tests above could pass on a committer that writes any etags at all) and leave the
+    object unpublished."""
+    ((outcome, mode, *_),) = rounds.broken.lines
+    assert (outcome, mode) == ("failed", "commit-pendingsets"), rounds.broken.lines
+    assert not store_of(seaweed, rounds.broken.dest).exists(rounds.broken.relpath)
