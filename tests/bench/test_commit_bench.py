@@ -84,3 +84,16 @@ def test_hadoop_s3a_peer_is_skipped_with_its_reason_off_s3():
     data = run_commit_bench(spec).to_json()
     assert "S3 server" in data["hadoop_s3a"]["skipped"]
     assert data["hadoop"] is None
+
+
+def test_hadoop_s3a_takes_an_s3_store_or_a_local_server():
+    """`--hadoop-s3a` runs beside a real S3 server named by `--store s3://...` (SeaweedFS), not
+    only moto's; on any other store it is refused before anything runs, saying what it needs."""
+    from typer.testing import CliRunner
+
+    from dataferry.cli import app
+
+    args = ["bench", "commit", "--hadoop-s3a", "--committers", "v1", "--files", "4"]
+    refused = CliRunner().invoke(app, [*args, "--store", "sim:hdfs"])
+    assert refused.exit_code != 0
+    assert "an s3:// --store" in refused.output

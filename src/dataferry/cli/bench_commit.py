@@ -44,7 +44,8 @@ def bench_commit(
     hadoop_s3a: bool = typer.Option(
         False,
         "--hadoop-s3a",
-        help="With --s3-local: also run Hadoop's own S3A magic committer (hadoop-aws, `make "
+        help="With --s3-local or an s3:// --store: also run Hadoop's own S3A magic committer "
+        "(hadoop-aws, `make "
         "jars`, Java 17) on the same server and job, its task commits one at a time; its job "
         "commit's requests from S3A's own statistics.",
     ),
@@ -65,8 +66,11 @@ def bench_commit(
     from ..bench.commit import CommitBenchSpec, run_commit_bench
     from ..testing import LocalS3Server
 
-    if hadoop_s3a and not s3_local:
-        raise typer.BadParameter("--hadoop-s3a needs --s3-local", param_hint="--hadoop-s3a")
+    if hadoop_s3a and not (s3_local or store.startswith("s3://")):
+        raise typer.BadParameter(
+            "--hadoop-s3a needs --s3-local or an s3:// --store (its server in AWS_ENDPOINT_URL)",
+            param_hint="--hadoop-s3a",
+        )
     if clients and not s3_local:
         raise typer.BadParameter("--clients needs --s3-local", param_hint="--clients")
     if not s3_local and store != "local" and "://" not in store:
