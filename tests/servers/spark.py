@@ -119,11 +119,15 @@ class Spark:
 
 
 def spark_conf(workdir: Path) -> dict[str, str]:
-    jars = sorted(JARS.glob("*.jar")) + sorted(S3A_JARS.glob("*.jar"))
+    jars = sorted(JARS.glob("*.jar"))
+    # on the JVM's own class path rather than `spark.jars`: Spark would copy each of those
+    # (the AWS SDK bundle: 280 MB) to its executor's work directory at the first task
+    s3a_jars = ":".join(str(j) for j in sorted(S3A_JARS.glob("*.jar")))
     catalog = f"spark.sql.catalog.{ICEBERG_CATALOG}"
     return {
         "master": "local[2]",
         "spark.jars": ",".join(str(j) for j in jars),
+        **({"spark.driver.extraClassPath": s3a_jars} if s3a_jars else {}),
         "spark.driver.memory": "1g",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
