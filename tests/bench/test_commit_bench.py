@@ -73,3 +73,27 @@ def test_hadoop_peer_is_skipped_with_its_reason_off_local_disk():
     )
     data = run_commit_bench(spec).to_json()
     assert "local" in data["hadoop"]["skipped"]
+
+
+def test_hadoop_s3a_peer_is_skipped_with_its_reason_off_s3():
+    """`--hadoop-s3a` on a store that is not an S3 server says why Hadoop's magic committer
+    did not run, rather than running nothing silently or failing the bench."""
+    spec = CommitBenchSpec(
+        committers=("v1",), files=8, tasks=2, partitions=2, store="sim:hdfs", hadoop_s3a=True
+    )
+    data = run_commit_bench(spec).to_json()
+    assert "S3 server" in data["hadoop_s3a"]["skipped"]
+    assert data["hadoop"] is None
+
+
+def test_hadoop_s3a_takes_an_s3_store_or_a_local_server():
+    """`--hadoop-s3a` runs beside a real S3 server named by `--store s3://...` (SeaweedFS), not
+    only moto's; on any other store it is refused before anything runs, saying what it needs."""
+    from typer.testing import CliRunner
+
+    from dataferry.cli import app
+
+    args = ["bench", "commit", "--hadoop-s3a", "--committers", "v1", "--files", "4"]
+    refused = CliRunner().invoke(app, [*args, "--store", "sim:hdfs"])
+    assert refused.exit_code != 0
+    assert "an s3:// --store" in refused.output

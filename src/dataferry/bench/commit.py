@@ -34,6 +34,7 @@ from ..commit.protocol import TaskCommitMessage
 from ..commit.registry import committer_classes
 from ..errors import ConfigError, InjectedCrash
 from ..store import FaultRule, FaultStore, LocalStore, Op, SimStore, Store, open_store, paths
+from . import commit_hadoop, commit_hadoop_s3a
 from .floor import floor_kind, measure_rename_floor, measure_store_floor
 from .machine import machine_info
 from .processes import PeakRss
@@ -54,6 +55,7 @@ class CommitBenchSpec:
     repeats: int = 1
     kill_at: float | None = None  # kill the job commit after this fraction of its files moved
     hadoop: bool = False  # also Hadoop's own v1 on the same job (commit_hadoop.py)
+    hadoop_s3a: bool = False  # also Hadoop's S3A magic committer (commit_hadoop_s3a.py)
 
     def __post_init__(self) -> None:
         if self.kill_at is not None and not 0.0 < self.kill_at < 1.0:
@@ -182,6 +184,7 @@ class CommitBenchReport:
     floor_s: float | None  # local disk: bare renames; a server: its renames or copies
     machine: dict[str, Any]
     hadoop: dict[str, Any] | None = None  # Hadoop's v1 (medians), or why it was skipped
+    hadoop_s3a: dict[str, Any] | None = None  # Hadoop's magic committer, or why skipped
     floor_what: str = "bare renames"
 
     def speedup(self, committer: str, baseline: str = "v1") -> float | None:
@@ -203,6 +206,7 @@ class CommitBenchReport:
                 else "local disk"
             ),
             "hadoop": self.hadoop,
+            "hadoop_s3a": self.hadoop_s3a,
             "results": [r.to_json() for r in self.results],
             "speedup_vs_v1": {
                 r.committer: round(s, 2)
@@ -425,10 +429,12 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     killed_runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
     floors: list[float] = []
     floor_what = "bare renames"
-    peer, hadoop = _hadoop_peer(spec)
+    peer, hadoop = commit_hadoop.peer_for(spec.hadoop, spec.store)
     hadoop_runs: list[Any] = []
+    s3a = commit_hadoop_s3a.S3APeerRuns(spec.hadoop_s3a, spec.store)
     try:
         for rep in range(spec.repeats):
+            s3a.run(f"{base.rstrip('/')}/hadoop-magic-{rep}", spec, say)
             if peer is not None:
                 say(f"hadoop v1: run {rep + 1} of {spec.repeats}")
                 hadoop_runs.append(
@@ -459,6 +465,7 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
         shutil.rmtree(base_dir, ignore_errors=True)
         if peer is not None:
             peer.close()
+        s3a.close()
     if hadoop_runs:
         hadoop = {
             "task_commit_s": statistics.median(sum(r.task_commit_s) for r in hadoop_runs),
@@ -483,18 +490,6 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     if floor is not None:
         for r in results:
             r.limit_s = floor
-    return CommitBenchReport(spec, results, floor, machine_info(), hadoop, floor_what)
-
-
-def _hadoop_peer(spec: CommitBenchSpec) -> tuple[Any, dict[str, Any] | None]:
-    """Hadoop's v1 driver, compiled, when asked for and possible; else why not."""
-    if not spec.hadoop:
-        return None, None
-    from . import commit_hadoop
-
-    if spec.store not in ("local", ""):
-        return None, {"skipped": "Hadoop's peer runs on local disk only (--store local)"}
-    why = commit_hadoop.missing()
-    if why is not None:
-        return None, {"skipped": why}
-    return commit_hadoop.HadoopPeer(), None
+    return CommitBenchReport(
+        spec, results, floor, machine_info(), hadoop, s3a.summary(), floor_what
+    )

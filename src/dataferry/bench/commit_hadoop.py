@@ -167,3 +167,15 @@ class HadoopPeer:
 
     def close(self) -> None:
         shutil.rmtree(self.classes, ignore_errors=True)
+
+
+def peer_for(wanted: bool, store: str) -> tuple[HadoopPeer | None, dict[str, Any] | None]:
+    """Hadoop's v1 driver, compiled, when asked for and possible; else why not."""
+    if not wanted:
+        return None, None
+    if store not in ("local", ""):
+        return None, {"skipped": "Hadoop's peer runs on local disk only (--store local)"}
+    why = missing()
+    if why is not None:
+        return None, {"skipped": why}
+    return HadoopPeer(), None

@@ -41,6 +41,14 @@ def bench_commit(
         help="Also run Hadoop's own FileOutputCommitter v1 (pyspark's jars, Java 17) on the "
         "same job, its task commits one at a time (--store local).",
     ),
+    hadoop_s3a: bool = typer.Option(
+        False,
+        "--hadoop-s3a",
+        help="With --s3-local or an s3:// --store: also run Hadoop's own S3A magic committer "
+        "(hadoop-aws, `make "
+        "jars`, Java 17) on the same server and job, its task commits one at a time; its job "
+        "commit's requests from S3A's own statistics.",
+    ),
     task_parallelism: int = typer.Option(
         8, "--task-parallelism", help="Task commits at once (1: one at a time, as --hadoop's)."
     ),
@@ -58,6 +66,11 @@ def bench_commit(
     from ..bench.commit import CommitBenchSpec, run_commit_bench
     from ..testing import LocalS3Server
 
+    if hadoop_s3a and not (s3_local or store.startswith("s3://")):
+        raise typer.BadParameter(
+            "--hadoop-s3a needs --s3-local or an s3:// --store (its server in AWS_ENDPOINT_URL)",
+            param_hint="--hadoop-s3a",
+        )
     if clients and not s3_local:
         raise typer.BadParameter("--clients needs --s3-local", param_hint="--clients")
     if not s3_local and store != "local" and "://" not in store:
@@ -81,6 +94,7 @@ def bench_commit(
             repeats=repeats,
             kill_at=kill_at,
             hadoop=hadoop,
+            hadoop_s3a=hadoop_s3a,
             task_parallelism=task_parallelism,
         )
         with progress("bench commit", None, json_out or quiet) as steps:
@@ -135,6 +149,7 @@ def _render_commit(data: dict[str, Any], title: str, files: int, kill_at: float 
             f"{data['floor_s']:.3f} s"
         )
     _render_hadoop(data)
+    _render_hadoop_s3a(data)
     stage_names = sorted({k for r in data["results"] for k in r["stages"]})
     s = table("job commit stages (s)", ("committer", *stage_names))
     for r in data["results"]:
@@ -177,6 +192,35 @@ def _render_commit(data: dict[str, Any], title: str, files: int, kill_at: float 
                 rec["outcome"] if rec["killed"] else "not killed (fewer moves)",
             )
         console.print(k)
+
+
+def _render_hadoop_s3a(data: dict[str, Any]) -> None:
+    """Hadoop's magic committer beside dataferry's upload committers (`--hadoop-s3a`)."""
+    peer = data.get("hadoop_s3a")
+    if peer is None:
+        return
+    if "skipped" in peer:
+        console.print(f"hadoop magic: skipped ({peer['skipped']})", markup=False)
+        return
+    t = table(
+        f"Hadoop {peer['hadoop']} S3A magic committer on the same server and job (median)",
+        ("committer", "task commit s (sum)", "job commit s", "job commit requests"),
+    )
+    t.add_row(
+        "hadoop magic",
+        f"{peer['task_commit_s']:.3f}",
+        f"{peer['job_commit_s']:.3f}",
+        str(int(peer["job_commit_requests"])),
+    )
+    for r in data["results"]:
+        if r["committer"] in ("magic", "directory", "partitioned"):
+            t.add_row(
+                f"dataferry {r['committer']}",
+                f"{r['task_commit_s']:.3f}",
+                f"{r['job_commit_s']:.3f}",
+                str(request_count(r["requests"], r["ops"])),
+            )
+    console.print(t)
 
 
 def _render_hadoop(data: dict[str, Any]) -> None:

@@ -10,7 +10,13 @@ from typer.testing import CliRunner
 from dataferry import make_committer
 from dataferry.cli import app
 from dataferry.commit.job.cleanup import cleanup_destination
-from dataferry.commit.s3a.magic.committer import attempt_dir, job_dir, pendingset_path
+from dataferry.commit.s3a.magic.committer import (
+    BASE,
+    attempt_dir,
+    base_dir,
+    job_dir,
+    pendingset_path,
+)
 from dataferry.engine import AttemptFailure, LocalEngine
 from dataferry.errors import (
     ConfigError,
@@ -54,7 +60,7 @@ def test_pending_and_pendingset_shapes(s3_url):
     c.setup_job(job)
     t = job.task(0)
     c.write_file(t, "d=1/x.bin", b"abc")
-    pending = json.loads(store.read_bytes(f"{attempt_dir(t)}/d=1/x.bin.pending"))
+    pending = json.loads(store.read_bytes(f"{base_dir(attempt_dir(t))}/d=1/x.bin.pending"))
     assert {
         "version",
         "filename",
@@ -267,7 +273,8 @@ def _last_commit_op_of_first_attempt():
         if op == Op.WRITE and p.endswith("_m_000000.pendingset"):
             seen["pendingset"] = True
             return False
-        return bool(seen["pendingset"] and op == Op.DELETE and p.endswith("_m_000000_0"))
+        ends = ("_m_000000_0", f"_m_000000_0/{BASE}")  # the attempt's directory or its records
+        return bool(seen["pendingset"] and op == Op.DELETE and p.endswith(ends))
 
     return pick
 
@@ -327,3 +334,30 @@ def test_replace_never_leaves_a_partition_with_neither_data_set(s3_url):
     report = cleanup_destination(store, older_than_s=0)
     assert report.rolled_forward and visible(store) == ["p=1/new0", "p=1/new1"]
     assert store.exists("_SUCCESS") and store.list_uploads("") == []
+
+
+def test_task_commit_keeps_only_its_own_pendingset_and_the_chosen_attempt_survives(s3_url):
+    """As S3A's task commit does, an attempt's markers and `.pending` records go at its task
+    commit, leaving its claim and its own copy of the pendingset: job commit then deletes a
+    few objects, not two per file. When a superseded attempt overwrites the task's pendingset
+    after the chosen one, job commit still completes the chosen attempt's file from that copy
+    and aborts the other's upload (broken: the task's output lost or the wrong one published,
+    or an upload left billed)."""
+    store = open_store(s3_url)
+    c = make_committer("magic", store)
+    job = c.new_job()
+    c.setup_job(job)
+    chosen, late = job.task(0, 0), job.task(0, 1)
+    for attempt, data in ((chosen, b"chosen"), (late, b"late")):
+        c.setup_task(attempt)
+        c.write_file(attempt, "p=1/x", data)
+    message = c.commit_task(chosen)
+    assert sorted(st.name for st in store.walk(attempt_dir(chosen))) == [
+        "_attempt",
+        "_attempt.pendingset",
+    ]
+    c.commit_task(late)  # the last writer wins the task's pendingset
+    c.commit_job(job, [message])
+    assert visible(store) == ["p=1/x"] and store.read_bytes("p=1/x") == b"chosen"
+    assert store.list_uploads("") == []
+    assert not store.exists(job_dir(job))

@@ -4,7 +4,15 @@ A `.pending` (SinglePendingCommit) holds what is needed to complete one multipar
 `.pendingset` (PendingSet) gathers a task attempt's pending commits. `uri` is the destination
 as Hadoop's `Path.toUri().toString()` prints it (percent-encoded, `store/uris.py`); `bucket` and
 `destinationKey` are its S3 bucket and object key, plain text as S3 names them (S3A's
-`pathToKey` takes the decoded path). Loading reads `uri`, decoded once.
+`pathToKey` takes the decoded path). Loading takes the destination from `bucket` and
+`destinationKey` on an S3 store (what S3A completes; Hadoop's magic committer puts the file's
+magic path in `uri`), and from `uri`, decoded once, on a store without buckets.
+
+The shapes are Hadoop 3.4's (HADOOP-18797 and after): a pendingset of version 3, its commits of
+version 2, each etag an object `{"etag": "\"<md5>\"", "checksumAlgorithm", "checksum"}` with
+the etag quoted as S3 returns it. Loading also takes version 2 pendingsets and plain string
+etags (dataferry's earlier records). A pendingset's attempt is `extraData["task.attempt.id"]`
+(dataferry's); Hadoop's magic committer names it only in each commit's `taskId`.
 
 Both are read with a cap (PENDING_MAX_BYTES, PENDINGSET_MAX_BYTES) and parsed field by field:
 whatever is wrong with a file gives one ValidationError naming its URL and the field at fault.
@@ -35,7 +43,9 @@ from ...records.recordio import (
 )
 
 PENDING_VERSION = 2
-PENDINGSET_VERSION = 2
+PENDINGSET_VERSION = 3  # Hadoop 3.4+ refuses any other
+PENDINGSET_VERSIONS_READ = (2, 3)
+S3_SCHEMES = ("s3", "s3a")
 TASK_ATTEMPT_KEY = "task.attempt.id"
 PENDING_MAX_BYTES = 2 * MiB
 """The largest `.pending` read (2 MiB): one upload's record, whose etag list is its only part
@@ -74,10 +84,14 @@ class PendingCommit:
             "jobId": self.job_id,
             "taskId": self.task_id,
             "text": "",
-            "etags": list(self.etags),
+            "etags": [
+                {"etag": _quoted(e), "checksumAlgorithm": None, "checksum": None}
+                for e in self.etags
+            ],
             "extraData": {},
             "iostatistics": {},
             "length": self.length,
+            "partCount": len(self.etags),
         }
 
     @classmethod
@@ -102,10 +116,12 @@ class PendingCommit:
             if not data[key] and (key != "bucket" or _has_authority(data.get("uri"))):
                 raise ValidationError("empty or missing", source, name(key))
         etags = data.get("etags")
+        if isinstance(etags, list):
+            etags = [e.get("etag") if isinstance(e, dict) else e for e in etags]
         if (
             not isinstance(etags, list)
             or not etags
-            or not all(isinstance(e, str) and e for e in etags)
+            or not all(isinstance(e, str) and e.strip('"') for e in etags)
         ):
             raise ValidationError(
                 "must be a non-empty list of non-empty strings", source, name("etags")
@@ -115,14 +131,44 @@ class PendingCommit:
         job_id = get_str(data, "jobId", source, default="", where=where)
         task_id = get_str(data, "taskId", source, default="", where=where)
         try:
-            path = from_hadoop_uri(store, data["uri"])
+            path = _destination(store, data) or from_hadoop_uri(store, data["uri"])
         except MalformedUri as e:
             raise ValidationError(str(e), source, name("uri")) from None
         except ConfigError:
             raise ValidationError(
-                f"destination {data['uri']!r} is outside {store.full_url()}", source, name("uri")
+                f"destination {data['uri']!r} (key {data['destinationKey']!r}) is outside "
+                f"{store.full_url()}",
+                source,
+                name("destinationKey"),
             ) from None
-        return cls(path, data["uploadId"], list(etags), length, job_id, task_id, created)
+        etags = [_unquoted(e) for e in etags]
+        return cls(path, data["uploadId"], etags, length, job_id, task_id, created)
+
+
+def _quoted(etag: str) -> str:
+    return etag if etag.startswith('"') else f'"{etag}"'
+
+
+def _unquoted(etag: str) -> str:
+    """The part tag as the store gave it: S3 returns ETags quoted and the records keep them so
+    (Hadoop's shape), but the stores take them bare, and Azure's block ids and GCS's session
+    marks, quoted the same way on save, are no ETags at all."""
+    quoted = len(etag) >= 2 and etag[0] == etag[-1] == '"'
+    return etag[1:-1] if quoted else etag
+
+
+def _destination(store: Store, data: dict[str, Any]) -> str:
+    """The store-relative destination named by `bucket` and `destinationKey` on an S3 store
+    ("" elsewhere); ConfigError if it is outside the store."""
+    scheme, _, rest = store.full_url().partition("://")
+    if scheme not in S3_SCHEMES:
+        return ""
+    bucket, _, prefix = rest.partition("/")
+    prefix = prefix.strip("/")
+    key = data["destinationKey"]
+    if data["bucket"] != bucket or not key.startswith(f"{prefix}/" if prefix else ""):
+        raise ConfigError(f"s3://{data['bucket']}/{key} is outside {store.full_url()}")
+    return key[len(prefix) + 1 :] if prefix else key
 
 
 def read_pending(store: Store, path: str) -> PendingCommit:
@@ -142,6 +188,16 @@ class PendingSet:
     task_attempt_id: str
     commits: list[PendingCommit] = field(default_factory=list)
 
+    def attempt(self) -> str:
+        """The task attempt that saved it: dataferry's extraData entry, else the attempt id
+        Hadoop's magic committer gives every commit as `taskId`; "" if neither says."""
+        if self.task_attempt_id:
+            return self.task_attempt_id
+        named = {c.task_id for c in self.commits}
+        if len(named) == 1 and (only := named.pop()).startswith("attempt_"):
+            return only
+        return ""
+
     def to_bytes(self, store: Store) -> bytes:
         return json.dumps(
             {
@@ -159,7 +215,7 @@ class PendingSet:
     def from_bytes(cls, raw: bytes, store: Store, source: str) -> PendingSet:
         data = need_object(parse_json(raw, source), source)
         version = data.get("version")
-        if version != PENDINGSET_VERSION or isinstance(version, bool):
+        if version not in PENDINGSET_VERSIONS_READ or isinstance(version, bool):
             raise ValidationError(f"wrong version {version!r}", source, "version")
         commits = [
             PendingCommit.from_json(c, store, source, f"commits[{i}]")

@@ -51,6 +51,7 @@ class _SessionStream(_UploadStream):
 
 class GcsMagicCommitter(MagicCommitter):
     name = "magic-gcs"
+    records_go_at_task_commit = False  # its `.pending` records are what lists its sessions
 
     def require_multipart(self) -> None:
         if not self.store.capabilities.resumable_upload:

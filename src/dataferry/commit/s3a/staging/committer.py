@@ -203,9 +203,9 @@ class DirectoryStagingCommitter(UploadCommitter):
         path = layout.pendingset_path(job, m.attempt_id)
         raw, source = read_pendingset(self.pendingset_store(), path, m, PENDINGSET_MAX_BYTES)
         pset = PendingSet.from_bytes(raw, self.store, source)
-        if pset.task_attempt_id != m.attempt_id:
+        if pset.attempt() not in ("", m.attempt_id):
             raise JobCommitError(
-                f"pendingset {source} belongs to attempt {pset.task_attempt_id}, not {m.attempt_id}"
+                f"pendingset {source} belongs to attempt {pset.attempt()}, not {m.attempt_id}"
             )
         return pset.commits
 
