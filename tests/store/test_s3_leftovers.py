@@ -143,3 +143,20 @@ def test_an_iceberg_job_on_the_rest_catalog_leaves_only_the_table(iceberg_rest):
     )
     store = open_store(url, storage_options=iceberg_rest.storage_options)
     assert delimiter_listing(store)[1] == ["_dataferry_iceberg/", "data/", "metadata/"]
+
+
+def test_marker_objects_name_the_own_entry_only_where_the_parent_lists_it(
+    seaweed, seaweed_url, iceberg_rest
+):
+    """The referee's leftover check reads `marker_objects`: a zero-byte `dest/` object the
+    parent's listing shows beside the data must be reported (readers of the parent meet it);
+    an S3 Tables bucket's emptied table directory, which the namespace's listing hides and
+    the bucket refuses to delete by either name (403), is no entry a reader meets."""
+    plain = open_store(seaweed_url + "/dest", storage_options=seaweed.storage_options)
+    plain.write_bytes("sub/f", b"1")
+    plain.client.put_object(Bucket=plain.bucket, Key=plain._dir_prefix(""), Body=b"")
+    assert plain.marker_objects() == [""]
+    table = open_store(iceberg_rest.url(), storage_options=iceberg_rest.storage_options)
+    table.write_bytes("data/f", b"1")
+    assert table.delete("data/f")
+    assert table.marker_objects() == []

@@ -255,7 +255,21 @@ class S3Store(Store):
             for obj in page.get("Contents", []):
                 if obj["Key"].endswith("/") and not int(obj.get("Size", 0)):
                     found.append(obj["Key"][len(prefix) :].rstrip("/"))
+        if "" in found and not self._listed_in_parent(prefix):
+            found.remove("")  # its own entry, which no listing of its parent shows
         return sorted(found)
+
+    def _listed_in_parent(self, prefix: str) -> bool:
+        """Whether a delimiter listing of `prefix`'s parent shows it (an object or a common
+        prefix): what a reader of the parent meets. An S3 Tables bucket on SeaweedFS hides an
+        empty table directory there, and refuses (403) deleting it by either name."""
+        answer = self.client.list_objects_v2(
+            Bucket=self.bucket, Prefix=prefix.rstrip("/"), Delimiter="/"
+        )
+        keys = [o["Key"] for o in answer.get("Contents", [])]
+        return prefix in keys or any(
+            p["Prefix"] == prefix for p in answer.get("CommonPrefixes", [])
+        )
 
     def _walk(self, path: str) -> list[FileStatus]:
         objs = [o for o in self._keys_under(path) if not o["Key"].endswith("/")]
