@@ -87,35 +87,3 @@ def test_rename_copies_then_deletes(gcs):
     gcs.rename("r", "moved")
     assert [s.path for s in gcs.walk("")] == ["moved/a", "moved/sub/b"]
     assert gcs.stats.counters.get("op_rename", 0) >= 1
-
-
-def _in_flight_peak(calls: list[int]) -> object:
-    """A wrapper counting how many calls of an async function run at once (peak in calls[1])."""
-
-    def wrap(fn):
-        async def counted(*args, **kwargs):
-            calls[0] += 1
-            calls[1] = max(calls[1], calls[0])
-            try:
-                return await fn(*args, **kwargs)
-            finally:
-                calls[0] -= 1
-
-        return counted
-
-    return wrap
-
-
-def test_a_recursive_delete_on_the_emulator_runs_many_deletes_at_once(gcs, monkeypatch):
-    """gcsfs deletes one object at a time, 5 at once, where it cannot send GCS batch requests
-    (an emulator): a job's cleanup of its records was then most of its commit. Broken, the
-    deletes run 5 at once again; everything below is deleted, the files beside it kept."""
-    gcs.write_bytes("keep", b"1")
-    gcs.mkdirs("job/empty")
-    for i in range(40):
-        gcs.write_bytes(f"job/t/{i}", b"x")
-    calls = [0, 0]
-    monkeypatch.setattr(gcs.fs, "_rm_file", _in_flight_peak(calls)(gcs.fs._rm_file))
-    assert gcs.delete("job", recursive=True)
-    assert calls[1] > 5
-    assert [s.path for s in gcs.walk("")] == ["keep"] and not gcs.exists("job")

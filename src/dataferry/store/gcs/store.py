@@ -46,7 +46,6 @@ GCS_CAPABILITIES = Capabilities(
     multipart_upload=False,  # S3's kind: none
     resumable_upload=True,
 )
-DELETE_CONCURRENCY = 32  # deletes at once against an emulator (the job commit's I/O threads)
 FIXED_OPTIONS = {"use_listings_cache": False, "skip_instance_cache": True}
 
 
@@ -138,38 +137,13 @@ class GcsStore(FsspecStore):
                 raise StoreError(
                     f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
                 )
-            self._rm_tree(full)
+            self.fs.rm(full, recursive=True)
             return True
         try:
             self.fs.rm_file(full)
         except FileNotFoundError:
             return False
         return True
-
-    def _rm_tree(self, full: str) -> None:
-        """Every object below `full`: gcsfs sends GCS batch requests (100 deletes each), but
-        against an emulator (no batch endpoint) deletes one object at a time, 5 at once, which
-        made a job's cleanup of its records most of its commit on fake-gcs-server; there they
-        go DELETE_CONCURRENCY at once."""
-        fs = self.fs
-        if fs.on_google:
-            fs.rm(full, recursive=True)
-            return
-        found = asyn.sync(fs.loop, fs._expand_path, full, recursive=True)
-        files = [p for p in found if fs.split_path(p)[1]]
-        coros = [fs._rm_file(p) for p in files]
-        answers = asyn.sync(
-            fs.loop,
-            asyn._run_coros_in_chunks,
-            coros,
-            batch_size=DELETE_CONCURRENCY,
-            return_exceptions=True,
-        )
-        errors = [a for a in answers if isinstance(a, Exception)]
-        real = [e for e in errors if not isinstance(e, FileNotFoundError)]
-        if real:
-            raise real[0]
-        fs.invalidate_cache()
 
     def _create_if_absent(self, path: str, data: bytes) -> bool:
         """One multipart upload with ifGenerationMatch=0: of racing creators, one wins."""
