@@ -108,3 +108,36 @@ def test_uploads_list_and_abort_see_staged_blocks(store):
     assert store.list_uploads("") != []
     abort_uploads(store, older_than_s=0.0)
     assert store.list_uploads("") == [] and not store.exists("part/f")
+
+
+def test_a_recursive_delete_sends_its_batches_at_once(store, monkeypatch):
+    """One Blob Batch request after another, a job's cleanup of its records (a `.pending`
+    and a marker a file) took most of its commit on Azurite. Broken, the batches go one at a
+    time again; everything below is deleted, the files beside it kept."""
+    import threading
+    import time
+
+    store.write_bytes("keep", b"1")
+    for i in range(70):
+        store.write_bytes(f"job/t/{i}", b"x")
+    container = store._blobs.get_container_client(store.container)
+    cls = type(container)
+    real = cls.delete_blobs
+    state = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    def counted(self, *blobs, **kwargs):
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        try:
+            time.sleep(0.05)  # long enough for the other batches to start
+            return real(self, *blobs, **kwargs)
+        finally:
+            with lock:
+                state["now"] -= 1
+
+    monkeypatch.setattr(cls, "delete_blobs", counted)
+    assert store.delete("job", recursive=True)
+    assert state["peak"] > 1
+    assert [s.path for s in store.walk("")] == ["keep"] and not store.exists("job")

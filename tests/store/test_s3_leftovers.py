@@ -111,3 +111,52 @@ def test_the_referee_sees_a_marker_object_at_the_destination(seaweed, seaweed_ur
     store.client.put_object(Bucket=store.bucket, Key=store._dir_prefix(""), Body=b"")
     (problem,) = check_no_leftovers(FaultStore(store, []))
     assert "no_leftovers" in problem and "./" in problem
+
+
+def test_a_table_bucket_keeps_no_emptied_directory(iceberg_rest):
+    """In an S3 Tables bucket SeaweedFS refuses (403) deleting `_dataferry/drivers/` by its
+    directory key; left there, every Iceberg job's `_dataferry/` stays listed beside the
+    table's `data/` and `metadata/` (75 `no_leftovers` of the referee's REST-catalog run)."""
+    store = open_store(iceberg_rest.url(), storage_options=iceberg_rest.storage_options)
+    store.write_bytes("data/keep", b"data")
+    store.write_bytes("_dataferry/drivers/d.json", b"1")
+    store.write_bytes("_dataferry/markers/a/m", b"2")
+    assert store.delete("_dataferry/drivers/d.json")
+    assert delimiter_listing(store, "_dataferry") == ([], ["markers/"])
+    assert store.delete("_dataferry/markers", recursive=True)
+    assert delimiter_listing(store) == ([], ["data/"])
+
+
+def test_an_iceberg_job_on_the_rest_catalog_leaves_only_the_table(iceberg_rest):
+    """After an ordinary Iceberg write through the REST catalog, the table's directory lists
+    its `data/`, `metadata/` and the location record, no `_dataferry/` of the job's own."""
+    url = iceberg_rest.url()
+    dataferry.write_dataset(
+        pa.table({"a": [1, 2, 3]}),
+        url,
+        committer="iceberg",
+        storage_options=iceberg_rest.storage_options,
+        committer_options={
+            "catalog": iceberg_rest.properties(),
+            "identifier": iceberg_rest.identifier(),
+        },
+    )
+    store = open_store(url, storage_options=iceberg_rest.storage_options)
+    assert delimiter_listing(store)[1] == ["_dataferry_iceberg/", "data/", "metadata/"]
+
+
+def test_marker_objects_name_the_own_entry_only_where_the_parent_lists_it(
+    seaweed, seaweed_url, iceberg_rest
+):
+    """The referee's leftover check reads `marker_objects`: a zero-byte `dest/` object the
+    parent's listing shows beside the data must be reported (readers of the parent meet it);
+    an S3 Tables bucket's emptied table directory, which the namespace's listing hides and
+    the bucket refuses to delete by either name (403), is no entry a reader meets."""
+    plain = open_store(seaweed_url + "/dest", storage_options=seaweed.storage_options)
+    plain.write_bytes("sub/f", b"1")
+    plain.client.put_object(Bucket=plain.bucket, Key=plain._dir_prefix(""), Body=b"")
+    assert plain.marker_objects() == [""]
+    table = open_store(iceberg_rest.url(), storage_options=iceberg_rest.storage_options)
+    table.write_bytes("data/f", b"1")
+    assert table.delete("data/f")
+    assert table.marker_objects() == []

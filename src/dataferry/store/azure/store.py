@@ -23,11 +23,14 @@ import fsspec
 from ...errors import AlreadyExists, NotADirectory, NotFound, StoreError
 from .. import paths
 from ..fsspec.store import FsspecStore
+from ..pool import parallel_map
 from ..types import Capabilities, FileStatus, PendingUpload
 from . import account, blocks
 
 T = TypeVar("T")
 DELETE_BATCH = 256  # Blob Batch's most subrequests a request
+DELETE_BATCH_MIN = 32  # a smaller batch is not worth a request of its own
+DELETE_THREADS = 8  # Blob Batch requests at once
 log = logging.getLogger("dataferry.store")
 
 BLOB_CAPABILITIES = Capabilities(
@@ -134,8 +137,10 @@ class AzureStore(FsspecStore):
             self.fs.invalidate_cache()
 
     def _delete(self, path: str, recursive: bool) -> bool:
-        """Blob by blob with the account's client, in batches (Blob Batch: 256 deletes a
-        request), never the container (adlfs's recursive delete removes an emptied one)."""
+        """Blob by blob with the account's client, in Blob Batch requests sent DELETE_THREADS
+        at once (one request after another, a job's thousands of records took most of its
+        commit on Azurite), the directory's own marker last; never the container (adlfs's
+        recursive delete removes an emptied one)."""
         container = self._blobs.get_container_client(self.container)
         name = self._name(path)
         inside = f"{name}/" if name else None
@@ -148,23 +153,24 @@ class AzureStore(FsspecStore):
             raise StoreError(
                 f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
             )
-        deleted = False
-        doomed = [*below, name] if name else below
-        for i in range(0, len(doomed), DELETE_BATCH):
-            batch = doomed[i : i + DELETE_BATCH]
+
+        def batch_deleted(batch: list[str]) -> bool:
             answers = self._call(
-                "delete",
-                path,
-                lambda b=batch: container.delete_blobs(*b, raise_on_any_failure=False),
+                "delete", path, lambda: container.delete_blobs(*batch, raise_on_any_failure=False)
             )
             for blob, answer in zip(batch, answers, strict=True):
-                if answer.status_code in (200, 202):
-                    deleted = True
-                elif answer.status_code != 404:
+                if answer.status_code not in (200, 202, 404):
                     raise StoreError(
                         f"delete {self.full_url(path)}: {blob} answered {answer.status_code}",
                         path,
                     )
+            return any(a.status_code in (200, 202) for a in answers)
+
+        size = min(DELETE_BATCH, max(DELETE_BATCH_MIN, -(-len(below) // DELETE_THREADS)))
+        batches = [below[i : i + size] for i in range(0, len(below), size)]
+        deleted = any(parallel_map(batch_deleted, batches, DELETE_THREADS))
+        if name:
+            deleted = batch_deleted([name]) or deleted
         self.fs.invalidate_cache()
         return deleted
 

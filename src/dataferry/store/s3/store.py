@@ -33,6 +33,7 @@ from ...errors import (
 from .. import paths
 from ..base import Store, read_capped, record_too_large
 from ..types import Capabilities, FileStatus, Op, PendingUpload
+from . import dirs
 from .client import _CURRENT, client_spec, s3_client
 
 T = TypeVar("T")
@@ -254,7 +255,21 @@ class S3Store(Store):
             for obj in page.get("Contents", []):
                 if obj["Key"].endswith("/") and not int(obj.get("Size", 0)):
                     found.append(obj["Key"][len(prefix) :].rstrip("/"))
+        if "" in found and not self._listed_in_parent(prefix):
+            found.remove("")  # its own entry, which no listing of its parent shows
         return sorted(found)
+
+    def _listed_in_parent(self, prefix: str) -> bool:
+        """Whether a delimiter listing of `prefix`'s parent shows it (an object or a common
+        prefix): what a reader of the parent meets. An S3 Tables bucket on SeaweedFS hides an
+        empty table directory there, and refuses (403) deleting it by either name."""
+        answer = self.client.list_objects_v2(
+            Bucket=self.bucket, Prefix=prefix.rstrip("/"), Delimiter="/"
+        )
+        keys = [o["Key"] for o in answer.get("Contents", [])]
+        return prefix in keys or any(
+            p["Prefix"] == prefix for p in answer.get("CommonPrefixes", [])
+        )
 
     def _walk(self, path: str) -> list[FileStatus]:
         objs = [o for o in self._keys_under(path) if not o["Key"].endswith("/")]
@@ -284,40 +299,21 @@ class S3Store(Store):
         self._delete_keys(keys, path, directory=True)  # also an emptied directory's entry
         return bool(keys)
 
-    def _emptied_dirs(self, keys: list[str], directory: str | None) -> list[str]:
-        """The directory entries (`a/b/`) from each key's parent up to the store's root, and
-        `directory`'s own, deepest first: what a server backed by a file system (SeaweedFS,
-        ...) keeps after their last object is deleted, which delimiter listings (Hive-style
-        readers) still show."""
-        root = len(self.prefix.split("/")) if self.prefix else 1  # the root's own is named
-        starts = [k.rstrip("/").rpartition("/")[0] for k in keys]  # each key's parent
-        if directory is not None:
-            starts.append(self._key(directory))
-        dirs: set[str] = set()
-        for start in filter(None, starts):
-            parts = start.split("/")
-            dirs.update("/".join(parts[:n]) + "/" for n in range(root, len(parts) + 1))
-        return sorted(dirs, key=lambda d: (-d.count("/"), d))
-
     def _delete_keys(self, keys: list[str], path: str, directory: bool = False) -> None:
-        """Delete objects, then the directory entries they leave empty (`_emptied_dirs`), in
-        the same batched requests: on S3 a `dir/` key is a marker object or nothing; on a
-        server that keeps directories, deleting one removes it only while it is empty. Never
-        a data object: every extra key named ends in `/`. An error on a named object raises."""
-        dirs = self._emptied_dirs(keys, path if directory else None)
-        names = [*keys, *(d for d in dirs if d not in keys)]
-        for i in range(0, len(names), 1000):
-            answer = self.client.delete_objects(
-                Bucket=self.bucket,
-                Delete={"Objects": [{"Key": k} for k in names[i : i + 1000]], "Quiet": True},
-            )
-            failed = [e for e in answer.get("Errors", []) if not e.get("Key", "").endswith("/")]
-            if failed:
-                code = failed[0].get("Code", "")
-                msg = f"delete {self.full_url(self._rel(failed[0]['Key']))}: {code}"
-                if code in ("AccessDenied", "403"):
-                    raise AccessDenied(msg, path)
-                raise StoreError(msg, path)
+        """Delete objects, then the directory entries they leave empty (`dirs.emptied_dirs`,
+        `path`'s own too for a directory), in the same batched requests. Never a data object:
+        every extra key named ends in `/`. An error on a named object raises."""
+        emptied = dirs.emptied_dirs(self.prefix, keys, self._key(path) if directory else None)
+        names = [*keys, *(d for d in emptied if d not in keys)]
+        failed, refused = dirs.delete_batched(self.client, self.bucket, names)
+        if failed:
+            code = failed[0].get("Code", "")
+            msg = f"delete {self.full_url(self._rel(failed[0]['Key']))}: {code}"
+            if code in ("AccessDenied", "403"):
+                raise AccessDenied(msg, path)
+            raise StoreError(msg, path)
+        if refused:  # an S3 Tables bucket's deeper directories (see `dirs`)
+            dirs.delete_refused_dirs(self.client, self.bucket, self.prefix, refused, emptied)
 
     def _rename(self, src: str, dst: str) -> None:
         what = f"rename {self.full_url(src)} to {self.full_url(dst)}"
