@@ -7,9 +7,8 @@ error, the committer asks the table `transaction_version(appId)`, so a commit wh
 was lost is found in the log and never applied twice (delta-rs itself accepts the same txn
 twice: delta-io/delta-rs#2580).
 
-Modes: `append`; `overwrite` (removes of every live file, or those a `predicate` selects);
-`overwrite-partitions` (of the partitions the job wrote); `error`. A missing table is created
-by the job's transaction.
+Modes: `append` (without the destination's claim: put-if-absent, rebased, retried); `overwrite`
+(removes of every live file, or those a `predicate` selects); `overwrite-partitions`; `error`.
 
 The table is read through deltalake (its snapshot: live files, schema, protocol); the
 commit is written by dataferry, one `_delta_log/<version>.json` created only if that version
@@ -144,6 +143,7 @@ class DeltaFormat(TableFormat):
     permanent_entries = (LOG_DIR,)  # the table's own log
     keeps_empty_partition_values = True  # '' is logged as '' (deltalake), not as null
     plan_type = DeltaPlan
+    appends_without_claim = True  # the commit file's put-if-absent, rebased (`entry`)
 
     def __init__(self, committer: FormatHost) -> None:
         super().__init__(committer)
