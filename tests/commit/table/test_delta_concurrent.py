@@ -230,3 +230,52 @@ def test_a_driver_dead_at_its_table_commit_is_finished_once(tmp_path, when):
     assert sorted(versions_per_job(url).values())[-1] == 1
     _every_referenced_file_exists(url)
     assert not open_store(url).exists("_dataferry/drivers")
+
+
+def overwrite_inside_append(url: str, overwrite) -> FaultRule:
+    """A rule on the appender's store: just before its commit file is created, another
+    driver's overwrite lands (`overwrite(url)`), so the append's version is taken by it."""
+    return FaultRule(
+        action="callback",
+        kinds=frozenset({Op.CREATE_IF_ABSENT}),
+        path_glob="_delta_log/*.json",
+        callback=lambda *_: overwrite(url),
+    )
+
+
+def test_an_append_overtaken_by_an_overwrite_brings_nothing_replaced_back(tmp_path):
+    """An overwrite lands between the append's read of the table and its commit: the append
+    is rebased over it and adds only its own rows; the rows the overwrite replaced stay gone
+    (were the append built on what it read, with its removes or the old files, they would
+    come back)."""
+    url = str(tmp_path / "t")
+    write(url, data(3))
+    rule = overwrite_inside_append(url, lambda u: write(u, data(2, start=50), mode="overwrite"))
+    write(open_store(url, faults=[rule]), data(3, start=10))
+    assert rule.fired == 1
+    assert ids_of(url) == [10, 11, 12, 50, 51]
+    _every_referenced_file_exists(url)
+
+
+def test_an_append_never_lands_on_a_schema_an_overwrite_removed(tmp_path):
+    """An overwrite replacing the table's schema lands between the append's read and its
+    commit: the append is rebuilt on the table as it is now, which refuses its columns, so it
+    fails with TableCommitConflict, nothing of it committed and its files removed (were it
+    rebased as a blind append, the table would hold files of a schema it no longer has)."""
+    from dataferry.errors import TableCommitConflict
+
+    url = str(tmp_path / "t")
+    write(url, data(3))
+    other = pa.table({"name": ["x", "y"], "day": ["d0", "d1"]})
+
+    def replace_schema(u: str) -> None:
+        write(u, other, mode="overwrite", schema_mode="overwrite")
+
+    rule = overwrite_inside_append(url, replace_schema)
+    with pytest.raises(TableCommitConflict):
+        write(open_store(url, faults=[rule]), data(3, start=10))
+    store = open_store(url)
+    rows = committer_by_name("delta", store).read_rows()
+    assert rows.column_names == ["name", "day"] and rows.num_rows == 2
+    parquet = [st.path for st in store.walk("") if st.path.endswith(".parquet")]
+    assert sorted(parquet) == sorted(committer_by_name("delta", store).referenced_files())
