@@ -13,7 +13,9 @@ checks for it (with its record) before every step readers see (`driver_fence`), 
 heartbeat stops renewing once it is there. Cleanup reads the job's intent record only after
 the fence is made, so a driver judged dead by its lease while merely frozen either wrote its
 intent record first (cleanup then finishes its commit: nothing of it is deleted) or finds the
-fence at its next check and stops: it never commits files its rollback removed.
+fence at its next check and stops: it never commits files its rollback removed. What remains
+is the claim's own window (`hold.py`): a heartbeat frozen between its look at the record and
+its rewrite for the whole recovery could bring the record back after cleanup removed it.
 """
 
 from __future__ import annotations
@@ -222,7 +224,7 @@ class Drivers:
         cleanup left in place: the record vouches for their intent record, `job/vouch.py`)."""
         for uuid, verdict in self.verdicts.items():
             if verdict.dead and uuid not in keep:
-                try:  # the record first: its fence goes only once nothing can renew it
+                try:  # the record first, then its fence (a renewal stops at either)
                     self.store.delete(driver_path(uuid))
                     self.store.delete(fence_path(uuid))
                 except StoreError:
