@@ -60,8 +60,8 @@ def claimless(committer: str, url: str, options: dict[str, Any]) -> bool:
     """Whether the committer's appends go without the claim (a table format that commits
     them through its own optimistic concurrency): the scenarios run only for those."""
     made = recovery_committer(committer, quiet_store(url), "append", options)
-    fmt = getattr(made, "format", None)
-    return fmt is not None and bool(fmt.commits_without_claim(made.new_job()))
+    asks = getattr(getattr(made, "format", None), "commits_without_claim", None)
+    return callable(asks) and bool(asks(made.new_job()))
 
 
 @dataclass
