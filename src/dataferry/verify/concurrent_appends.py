@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InjectedCrash
+from ..errors import DataferryError, InjectedCrash
 from ..store import FaultRule, Op
 from ..store import fault_layer as find_fault_layer
 from ..store.faults import call_at
@@ -59,7 +59,10 @@ TRANSACTION = frozenset({Op.TABLE_COMMIT})
 def claimless(committer: str, url: str, options: dict[str, Any]) -> bool:
     """Whether the committer's appends go without the claim (a table format that commits
     them through its own optimistic concurrency): the scenarios run only for those."""
-    made = recovery_committer(committer, quiet_store(url), "append", options)
+    try:
+        made = recovery_committer(committer, quiet_store(url), "append", options)
+    except DataferryError:  # no append (or not on this store): nothing to race
+        return False
     asks = getattr(getattr(made, "format", None), "commits_without_claim", None)
     return callable(asks) and bool(asks(made.new_job()))
 
