@@ -1,7 +1,10 @@
 """`dataferry bench table --concurrency`: `processes` processes (spawned: deltalake panics in a
 forked child) each make `commits` small append commits into one Delta table and into one
 Iceberg table through dataferry's committers, at once; the tables are then read with
-deltalake and pyiceberg: commits landed of those expected, rows found of those expected."""
+deltalake and pyiceberg: commits landed of those expected, rows found of those expected. Beside
+each, the format's own appends from as many processes (`write_deltalake(mode="append")`,
+pyiceberg's `Table.append`), run right after dataferry's on a table of their own: their lost
+commits are raised to their callers and counted as errors."""
 
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ class ConcurrencySpec:
     rows: int = 100  # rows per commit
     formats: tuple[str, ...] = COUNTABLE
     timeout_s: float = 1800.0  # for all the processes of one format
+    peers: bool = True  # the format's own appends beside dataferry's
 
     def __post_init__(self) -> None:
         for name in ("processes", "commits", "rows"):
@@ -47,6 +51,22 @@ def commit_rows(k: int, rows: int) -> pa.Table:
     t = sales_table(rows, seed=k)
     ids = pa.array(range(k * rows, (k + 1) * rows), pa.int64())
     return t.set_column(t.schema.get_field_index("order_id"), "order_id", ids)
+
+
+def _peer_append(fmt: str, dest: str, rows: pa.Table, catalog: dict[str, str]) -> None:
+    """One append by the format's own library (its table made by the first, if none)."""
+    if fmt == "delta":
+        from deltalake import write_deltalake
+
+        write_deltalake(dest, rows, mode="append", partition_by=["day"])
+        return
+    from .table_peers import create_iceberg_table, downcast_ns, identifier_for, load_catalog
+
+    with downcast_ns():
+        cat = load_catalog(catalog)
+        if not cat.table_exists(identifier_for(dest)):
+            create_iceberg_table(cat, dest, rows.schema, ["day"])
+        cat.load_table(identifier_for(dest)).append(rows)
 
 
 def _appender(
@@ -63,9 +83,15 @@ def _appender(
         commit_s = []
         for t in tables:
             try:
-                result = write_dataset(t, dest, partition_by=["day"], **keywords)
+                if "peer" in keywords:
+                    began = time.perf_counter()
+                    _peer_append(fmt, dest, t, keywords["peer"])
+                    commit_s.append(time.perf_counter() - began)
+                else:
+                    commit_s.append(
+                        write_dataset(t, dest, partition_by=["day"], **keywords).job_commit_s
+                    )
                 report["ok"] += 1
-                commit_s.append(result.job_commit_s)
             except Exception as e:
                 report["errors"].append(f"{type(e).__name__}: {e}"[:300])
         report["end"] = time.time()
@@ -79,9 +105,9 @@ class _Table:
     """The table of one format in the concurrency bench: its commits and rows as its own
     reader sees them."""
 
-    def __init__(self, fmt: str, dest: str, catalog: dict[str, str]) -> None:
+    def __init__(self, fmt: str, dest: str, catalog: dict[str, str], peer: bool) -> None:
         self.fmt, self.dest, self.catalog = fmt, dest, catalog
-        self.keywords = committer_keywords(fmt, catalog)(dest)
+        self.keywords = {"peer": catalog} if peer else committer_keywords(fmt, catalog)(dest)
         self.setting = Setting(
             catalog, ("day",), HUDI_OPTIONS["record_key"], HUDI_OPTIONS["table_name"]
         )
@@ -97,22 +123,26 @@ class _Table:
         return own.read(self.dest, self.setting)["order_id"].combine_chunks()
 
 
-def _concurrent_run(fmt: str, base: str, spec: ConcurrencySpec) -> dict[str, Any]:
+def _concurrent_run(
+    fmt: str, base: str, spec: ConcurrencySpec, peer: bool = False
+) -> dict[str, Any]:
     import multiprocessing
     import queue as queues
 
     import pyarrow.compute as pc
 
     catalog = sql_catalog(os.path.join(base, "catalog"))
-    table = _Table(fmt, os.path.join(base, fmt), catalog)
+    table = _Table(fmt, os.path.join(base, f"{fmt}-peer" if peer else fmt), catalog, peer)
     PEERS[fmt].setup(table.setting)  # the catalog's namespace made before the processes race
     expected_commits = spec.processes * spec.commits
     # the table is made first (one commit, its rows counted): what races is the appends
     from ..dataset.write import write_dataset
 
-    write_dataset(
-        commit_rows(expected_commits, spec.rows), table.dest, partition_by=["day"], **table.keywords
-    )
+    first = commit_rows(expected_commits, spec.rows)
+    if peer:
+        _peer_append(fmt, table.dest, first, catalog)
+    else:
+        write_dataset(first, table.dest, partition_by=["day"], **table.keywords)
     before = table.commits()
     ctx = multiprocessing.get_context("spawn")  # deltalake panics in a forked child
     go, out = ctx.Event(), ctx.Queue()
@@ -152,6 +182,7 @@ def _concurrent_run(fmt: str, base: str, spec: ConcurrencySpec) -> dict[str, Any
     landed = table.commits() - before
     return {
         "format": fmt,
+        "writer": PEERS[fmt].writer if peer else "dataferry",
         "processes": spec.processes,
         "commits_per_process": spec.commits,
         "commits_expected": expected_commits,
@@ -173,7 +204,7 @@ def _concurrent_run(fmt: str, base: str, spec: ConcurrencySpec) -> dict[str, Any
 def run_concurrency_bench(
     spec: ConcurrencySpec, progress: Progress | None = None
 ) -> dict[str, Any]:
-    steps = _Steps(progress, len(spec.formats))
+    steps = _Steps(progress, len(spec.formats) * (2 if spec.peers else 1))
     results, skipped, failed = [], [], []
     base = tempfile.mkdtemp(prefix="dataferry-bench-concurrency-")
     try:
@@ -183,13 +214,15 @@ def run_concurrency_bench(
                 skipped.append(
                     {"writer": f"dataferry {fmt}", "group": "concurrency", "reason": why}
                 )
-                steps.drop(1)
+                steps.drop(2 if spec.peers else 1)
                 continue
-            steps(f"{fmt}: {spec.processes} processes x {spec.commits} appends")
-            try:
-                results.append(_concurrent_run(fmt, os.path.join(base, fmt), spec))
-            except Exception as e:
-                failed.append(_failure(f"dataferry {fmt}", "concurrency", e))
+            for peer in (False, True) if spec.peers else (False,):
+                who = PEERS[fmt].writer if peer else "dataferry"
+                steps(f"{fmt}, {who}: {spec.processes} processes x {spec.commits} appends")
+                try:
+                    results.append(_concurrent_run(fmt, os.path.join(base, fmt), spec, peer))
+                except Exception as e:
+                    failed.append(_failure(f"{who} {fmt}", "concurrency", e))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return {
@@ -207,5 +240,8 @@ def run_concurrency_bench(
             "the table is made first by one commit of its own, not counted as landed; its "
             "rows are in rows expected",
             "iceberg: a SQL catalog on SQLite shared by the processes",
+            "the format's own appends (deltalake's write_deltalake, pyiceberg's Table.append) "
+            "run right after dataferry's, on a table of their own; a commit they lose is "
+            "raised to its caller and counted in errors (dataferry retries and lands it)",
         ],
     }

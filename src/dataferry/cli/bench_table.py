@@ -107,7 +107,8 @@ def bench_table(
         _render_zoo(data)
     else:
         _render_table(data)
-    if concurrency and (data["failed"] or not all(r["ok"] for r in data["results"])):
+    ours = [r for r in data["results"] if r.get("writer", "dataferry") == "dataferry"]
+    if concurrency and (data["failed"] or not all(r["ok"] for r in ours)):
         raise typer.Exit(1)
 
 
@@ -165,12 +166,21 @@ def _render_concurrency(data: dict[str, Any]) -> None:
         f"bench table --concurrency: {sp['processes']} processes x {sp['commits']} append "
         f"commits of {sp['rows']} rows into one table"
     )
-    cols = ("format", "commits landed", "rows found", "distinct ids", "wall s", "commits/s")
+    cols = (
+        "format",
+        "writer",
+        "commits landed",
+        "rows found",
+        "distinct ids",
+        "wall s",
+        "commits/s",
+    )
     cols += ("job commit median s", "max s", "errors", "ok")
     t = table(title, cols)
     for r in data["results"]:
         t.add_row(
             r["format"],
+            r.get("writer", "dataferry"),
             f"{r['commits_landed']:,} / {r['commits_expected']:,}",
             f"{r['rows_found']:,} / {r['rows_expected']:,}",
             f"{r['distinct_ids']:,}",
@@ -182,7 +192,11 @@ def _render_concurrency(data: dict[str, Any]) -> None:
             "yes" if r["ok"] else "NO",
         )
     console.print(t)
-    errors = [f"{r['format']}: {e}" for r in data["results"] for e in r["errors"][:3]]
+    errors = [
+        f"{r['format']} {r.get('writer', 'dataferry')}: {e}"
+        for r in data["results"]
+        for e in r["errors"][:3]
+    ]
     _tail(data, errors)
 
 

@@ -108,7 +108,9 @@ def verify_crash(
         mode (see `zombies.py`).
     concurrent_jobs: two jobs committing into one destination at once, the second starting
         at `concurrent_points` operations of the first's job commit, in each mode, fresh and
-        over data (see `concurrent.py`).
+        over data (see `concurrent.py`); where appends go without the claim, two recorded
+        drivers appending, the first dying or losing its answer at its transaction
+        (`concurrent_appends.py`).
     races: the schedules of `races.py` and `damage.py`: a live claim holder (a child driver,
         stopped mid-commit) raced by a job with the holder's clock skewed by -/+300 s, by a job
         with `claim_timeout_s=0.2` (and, both at 0.2 s, one stopped past its lease), or by
@@ -131,6 +133,7 @@ def verify_crash(
         registry (a test's deliberately broken one, a user's own) adds its registry row.
     """
     from .concurrent import run_concurrent
+    from .concurrent_appends import run_concurrent_appends
     from .damage import run_damage
     from .driver_kills import run_driver_kills
     from .forged import run_forged
@@ -209,6 +212,7 @@ def verify_crash(
             report.extra += run(run_zombies, max_points=zombie_points)
         if concurrent_jobs:
             report.extra += run(run_concurrent, points=concurrent_points)
+            report.extra += run(run_concurrent_appends, points=concurrent_points)
         schedules = race_schedules(races)
         if schedules and not stores.shared_between_processes:
             report.skipped["races"] = private + "a child driver cannot hold its claim"

@@ -343,12 +343,15 @@ def prepare_job(
     options: dict[str, Any],
     job_uuid: str,
     attempts: dict[int, int] | None = None,
+    record_driver: bool = False,
 ) -> PreparedJob:
     """Set up the reference job (job-tagged names) and run each task's attempt (number from
     `attempts`, else 0) to its task commit, through the engine's own attempt functions. Raises
-    DestinationError where the write mode is applied up front and refuses the destination."""
+    DestinationError where the write mode is applied up front and refuses the destination.
+    `record_driver`: as an engine's driver, this process is recorded as the job's."""
     under_test = job_committer(committer, store, mode, options)
-    job = new_session(under_test, new_job_id(job_uuid=job_uuid)).setup(record_driver=False).context
+    session = new_session(under_test, new_job_id(job_uuid=job_uuid))
+    job = session.setup(record_driver=record_driver).context
     messages = []
     for t in range(TASKS):
         ctx = job.task(t, (attempts or {}).get(t, 0))

@@ -77,15 +77,19 @@ def prepare_side(
     side: Side,
     rules: list,
     clock_ahead_s: float = 0.0,
+    record_driver: bool = False,
 ) -> Side:
     """A job on its own store (with `rules`; its clock `clock_ahead_s` ahead of the store's:
-    every modification time it reads that much earlier), prepared to commit."""
+    every modification time it reads that much earlier), prepared to commit (`record_driver`:
+    with this process recorded as its driver, as an engine's)."""
     store = open_store(url, faults=rules, latency_scale=0.0)
     if clock_ahead_s:
         store = ClockSkewStore(store, -clock_ahead_s)
     side.store = store
     try:
-        side.job = prepare_job(committer, store, mode, options, side.uuid)
+        side.job = prepare_job(
+            committer, store, mode, options, side.uuid, record_driver=record_driver
+        )
     except DataferryError as e:  # the mode applied up front refused it
         side.status, side.error = status_of(e), f"{type(e).__name__}: {e}"
     return side

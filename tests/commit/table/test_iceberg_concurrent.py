@@ -230,7 +230,7 @@ def test_only_an_append_with_a_driver_record_goes_without_the_claim(tmp_path):
     fence, and what vouches for its intent record after a crash). Were a job driven through
     the hooks alone (no record) to go without it, a crash after its intent record would leave
     a commit nothing vouches for, never finished; were an overwrite to, it could replace what
-    another commit just added."""
+    another commit just added; a schema merge keeps it as an overwrite does."""
     from dataclasses import replace
 
     from dataferry.commit.factory import make_committer
@@ -242,5 +242,5 @@ def test_only_an_append_with_a_driver_record_goes_without_the_claim(tmp_path):
     assert not appending.holds_claim(replace(job, driver_recorded=True))
     overwriting = make_committer("iceberg", str(tmp_path / "t"), mode="overwrite", **options)
     assert overwriting.holds_claim(replace(overwriting.new_job(), driver_recorded=True))
-    delta = make_committer("delta", str(tmp_path / "d"), mode="append")
-    assert delta.holds_claim(replace(delta.new_job(), driver_recorded=True))
+    merging = make_committer("iceberg", str(tmp_path / "t"), schema_mode="merge", **options)
+    assert merging.holds_claim(replace(merging.new_job(), driver_recorded=True))

@@ -25,7 +25,7 @@ from ..lookup import committer_by_name
 from ..protocol import Leftover
 from ..protocol.inflight import published_name
 from ..records.claim import CLAIM_FILE, FENCE_PREFIX, MIN_CLAIM_TIMEOUT_S, Claim, ClaimState
-from ..records.drivers import Drivers
+from ..records.drivers import Drivers, fence_driver
 from ..records.hold import (
     HeldClaim,
     Judge,
@@ -263,6 +263,8 @@ def _recover_leftovers(
 
     def recover(cls: type, left: Leftover) -> None:
         try:
+            if drivers.known_dead(left.job_uuid):  # before its intent is read: `drivers.py`
+                fence_driver(store, left.job_uuid)
             what = cls.recover_leftover(store, left, rollback=rollback)
         except (CommitError, StoreError) as e:
             if left.path in give_up:

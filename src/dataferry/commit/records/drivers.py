@@ -6,6 +6,16 @@ committer, host, pid and its start time, lease) renewed by a heartbeat and remov
 commits or is aborted. `dataferry cleanup` judges each record as a taker judges a claim
 (`lease.py`): a job whose driver is alive is left alone whatever `--older-than` says, and one
 whose driver is known dead is recovered at once, whichever phase it died in.
+
+Before cleanup recovers a job whose driver it judged dead, it fences the driver:
+`<job uuid>.fenced` beside the record, created if absent. A job commit that holds no claim
+checks for it (with its record) before every step readers see (`driver_fence`), and the
+heartbeat stops renewing once it is there. Cleanup reads the job's intent record only after
+the fence is made, so a driver judged dead by its lease while merely frozen either wrote its
+intent record first (cleanup then finishes its commit: nothing of it is deleted) or finds the
+fence at its next check and stops: it never commits files its rollback removed. What remains
+is the claim's own window (`hold.py`): a heartbeat frozen between its look at the record and
+its rewrite for the whole recovery could bring the record back after cleanup removed it.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from .lease import Judge
 log = logging.getLogger("dataferry.commit")
 
 DRIVERS_DIR = f"{CLAIM_DIR}/drivers"
+FENCED = ".fenced"
 _lock = threading.Lock()
 BEAT_JOIN_S = 10.0  # a renewal in flight is one small write
 
@@ -51,6 +62,23 @@ def driver_path(job_uuid: str) -> str:
     return f"{DRIVERS_DIR}/{job_uuid}.json"
 
 
+def fence_path(job_uuid: str) -> str:
+    """Where cleanup fences a job's driver it judged dead before recovering the job."""
+    return f"{DRIVERS_DIR}/{job_uuid}{FENCED}"
+
+
+def fence_driver(store: Store, job_uuid: str) -> None:
+    """Fence the driver of a job about to be recovered (see the module docstring): from now
+    on its claimless commit stops before any step readers see."""
+    for left in range(4, -1, -1):
+        try:
+            store.create_if_absent(fence_path(job_uuid), b"")
+            return
+        except NotFound:  # the drivers directory emptied and removed under it: again
+            if not left:
+                raise
+
+
 def record_driver(store: Store, record: Claim) -> None:
     """Write this process's driver record for a job (claim-shaped: the job, this process, the
     lease) and renew it every sixth of the lease until `end_driver` (or until it is removed)."""
@@ -63,8 +91,8 @@ def record_driver(store: Store, record: Claim) -> None:
     def beat() -> None:
         while not stop.wait(lease_s / 6):
             try:
-                if not store.exists(path):
-                    return  # the job ended (perhaps in another process)
+                if not store.exists(path) or store.exists(fence_path(job_uuid)):
+                    return  # the job ended (perhaps in another process), or was fenced
                 store.write_bytes(path, record.to_bytes())
             except StoreError as e:
                 log.debug("driver heartbeat %s: %s", store.full_url(path), e)
@@ -139,6 +167,8 @@ def driver_fence(store: Store, job_uuid: str) -> Callable[..., None]:
             why = "its driver record is another process's"
         elif record.state == "abandoned":
             why = "its driver record was given up"
+        elif store.exists(fence_path(job_uuid)):
+            why = "cleanup judged its driver dead and fenced it to recover the job"
         if why:
             message = f"job {job_uuid}: {why}; it stops before {step}"
             log.warning("%s", message)
@@ -194,8 +224,16 @@ class Drivers:
         cleanup left in place: the record vouches for their intent record, `job/vouch.py`)."""
         for uuid, verdict in self.verdicts.items():
             if verdict.dead and uuid not in keep:
-                try:
+                try:  # the record first, then its fence (a renewal stops at either)
                     self.store.delete(driver_path(uuid))
+                    self.store.delete(fence_path(uuid))
+                except StoreError:
+                    pass
+        for st in self.store.list_or_empty(DRIVERS_DIR):  # fences whose record is gone
+            uuid = st.name[: -len(FENCED)]
+            if st.name.endswith(FENCED) and uuid not in self.records and uuid not in keep:
+                try:
+                    self.store.delete(st.path)
                 except StoreError:
                     pass
         self.store.delete_if_empty(DRIVERS_DIR)
@@ -214,6 +252,7 @@ def remove_dead_driver(store: Store, job_uuid: str, judge: Judge) -> bool:
         return False
     try:
         store.delete(path)
+        store.delete(fence_path(job_uuid))
     except StoreError as e:
         log.debug("removing driver record of %s: %s", job_uuid, e)
         return False

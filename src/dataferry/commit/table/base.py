@@ -122,11 +122,11 @@ class TableCommitter(DirectCommitter):
 
     def holds_claim(self, job: JobContext) -> bool:
         """No claim for an append when the format commits it through the table's optimistic
-        concurrency (`TableFormat.appends_without_claim`) and the job has a driver record:
+        concurrency (`TableFormat.commits_without_claim`) and the job has a driver record:
         the record is its fence and what vouches for its intent record after a crash
         (`job/vouch.py`); a job driven through the hooks alone keeps the claim, as
-        overwrites do."""
-        claimless = job.mode == "append" and self.format.appends_without_claim
+        overwrites and schema-merging appends do."""
+        claimless = self.format.commits_without_claim(job)
         return job.claim and not (claimless and job.driver_recorded)
 
     def setup_job(self, job: JobContext) -> None:

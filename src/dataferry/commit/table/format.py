@@ -132,6 +132,15 @@ class TableFormat:
         the job's result (the table version it made)."""
         raise NotImplementedError
 
+    def commits_without_claim(self, job: JobContext) -> bool:
+        """Whether the job's commit goes through the table's optimistic concurrency alone,
+        without the destination's claim: a plain append of a format that commits so
+        (`appends_without_claim`). An append that may change the table's schema
+        (`schema_mode="merge"`) keeps the claim, as overwrites do: a change of the table's
+        shape is made by one claimed commit at a time."""
+        merges = getattr(self.config, "schema_mode", None) is not None
+        return job.mode == "append" and self.appends_without_claim and not merges
+
     def is_conflict(self, error: BaseException) -> bool:
         """Whether `error`, raised by the format's library on a commit, is a conflict with
         another writer's commit (an append tries again); False for every error of a format

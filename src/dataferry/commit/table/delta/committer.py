@@ -7,9 +7,8 @@ error, the committer asks the table `transaction_version(appId)`, so a commit wh
 was lost is found in the log and never applied twice (delta-rs itself accepts the same txn
 twice: delta-io/delta-rs#2580).
 
-Modes: `append`; `overwrite` (removes of every live file, or those a `predicate` selects);
-`overwrite-partitions` (of the partitions the job wrote); `error`. A missing table is created
-by the job's transaction.
+Modes: `append` (without the destination's claim: put-if-absent, rebased, retried); `overwrite`
+(removes of every live file, or those a `predicate` selects); `overwrite-partitions`; `error`.
 
 The table is read through deltalake (its snapshot: live files, schema, protocol); the
 commit is written by dataferry, one `_delta_log/<version>.json` created only if that version
@@ -19,10 +18,8 @@ actions, removes, adds). A version another writer took first is a conflict; an a
 moved on top of the winners' adds and removes (a rebase), as delta-rs does. deltalake still
 makes the checkpoints, after the commit.
 
-Around it, in modules of their own: the data's types as deltalake keeps them (`types`); the
-log checked whole before anything is written and before the commit is decided (`log`); the
-protocol a table gets and the tables dataferry may write (`protocol`); the actions (`actions`, `transaction`),
-a replace where's predicate (`predicate`) and what the commit says of itself (`commit_info`).
+Around it: the log's types (`types`), its check (`log`), protocols (`protocol`), the actions
+(`actions`, `transaction`), predicates (`predicate`), the commit's own record (`commit_info`).
 """
 
 from __future__ import annotations
@@ -144,6 +141,7 @@ class DeltaFormat(TableFormat):
     permanent_entries = (LOG_DIR,)  # the table's own log
     keeps_empty_partition_values = True  # '' is logged as '' (deltalake), not as null
     plan_type = DeltaPlan
+    appends_without_claim = True  # the commit file's put-if-absent, rebased (`entry`)
 
     def __init__(self, committer: FormatHost) -> None:
         super().__init__(committer)
@@ -364,18 +362,19 @@ class DeltaFormat(TableFormat):
         partition_by = list(plan.partition_by)
 
         def landed() -> dict[str, Any] | None:
-            dt = self.table()
+            dt = read[0] = self.table()  # the commit right after builds on it
             if dt is None or dt.transaction_version(appid) is None:
                 return None
             return {"table_version": version_of(dt, appid)}
 
-        tries = iter(range(1 << 30))
+        tries, read = iter(range(1 << 30)), [None]
 
         def commit() -> dict[str, Any]:
             attempt = next(tries)
             try:
+                dt, read[0] = read[0], None
                 return self._commit(
-                    job, intent.mode, appid, facts, schema, partition_by, plan, attempt
+                    job, intent.mode, appid, facts, schema, partition_by, plan, attempt, dt
                 )
             except Exception as e:
                 if isinstance(e, DataferryError) or self.is_conflict(e):
@@ -404,11 +403,12 @@ class DeltaFormat(TableFormat):
         partition_by: list[str],
         plan: DeltaPlan,
         tries: int = 0,
+        dt: Any = None,  # the table as the landed check just read it (None: read it now)
     ) -> dict[str, Any]:
         """Build the job's one version on the table as deltalake reads it now and create its
         commit file (`entry.put_commit`); then deltalake's post-commit hooks."""
         schema = log_schema(schema) if schema is not None else None
-        dt = self.table()
+        dt = dt if dt is not None else self.table()
         if dt is None and schema is None:
             # no table and no file to take a schema from: a job that wrote nothing (and was
             # given no schema) leaves the location as it was, as an empty write does

@@ -1,0 +1,62 @@
+"""The referee's racing appenders without the claim (`verify/concurrent_appends.py`): two
+recorded drivers appending into one table, the first dying or losing its answer at its
+transaction, with cleanup recovering it while the second commits."""
+
+from __future__ import annotations
+
+import pytest
+
+from dataferry.commit.job import recovery
+from dataferry.verify.concurrent_appends import run_concurrent_appends
+from dataferry.verify.harness import EXISTING, ScenarioStores, deterministic_options
+from dataferry.verify.tables import reading
+
+pytestmark = pytest.mark.filterwarnings("ignore::Warning")
+
+
+def run(tmp_path, name: str, faults: tuple[str, ...]) -> list:
+    options = deterministic_options(name)
+    reading(name, options)
+    stores = ScenarioStores(str(tmp_path))
+    return run_concurrent_appends(
+        name, stores, options, points=0, destinations=(EXISTING,), faults=faults
+    )
+
+
+@pytest.mark.parametrize(
+    "name, fault, outcome",
+    [
+        ("delta", "crash_before_commit", "A crashed, B committed"),
+        ("iceberg", "lost_answer", "A committed, B committed"),
+    ],
+)
+def test_racing_appenders_land_once_without_the_claim(tmp_path, monkeypatch, name, fault, outcome):
+    """Both appenders commit with the destination's claim made impossible to take (were either
+    to wait on it, it would fail and the scenario would say so), A's death before its
+    transaction is finished by cleanup while B commits (Delta), and A's lost answer is not
+    committed twice (Iceberg): 0 problems."""
+
+    def no_claim(*_a, **_k):
+        raise AssertionError("a claimless append took the destination's claim")
+
+    monkeypatch.setattr(recovery, "acquire_claim", no_claim)
+    scenarios = run(tmp_path, name, (fault,))
+    assert [s.outcome for s in scenarios] == [outcome]
+    assert [p for s in scenarios for p in s.problems] == []
+
+
+def test_a_double_commit_is_seen(tmp_path, monkeypatch):
+    """Were the job's landed commit not looked for (in the table before any retry, and among
+    the winners of a taken version), A's lost answer would be committed twice: the referee
+    says so."""
+    import dataferry.commit.table.delta.committer as delta
+
+    once, put = delta.commit_exactly_once, delta.put_commit
+
+    def never_landed(ctx, what, _landed, *args, **kwargs):
+        return once(ctx, what, lambda: None, *args, **kwargs)
+
+    monkeypatch.setattr(delta, "commit_exactly_once", never_landed)
+    monkeypatch.setattr(delta, "put_commit", lambda s, v, act, _app, r: put(s, v, act, "", r))
+    scenarios = run(tmp_path, "delta", ("lost_answer",))
+    assert any("2x" in p for s in scenarios for p in s.problems)
