@@ -29,10 +29,11 @@ def test_small_run_on_a_store_model():
     assert set(by) == {"v1", "manifest"}
     for r in by.values():
         assert r["files"] == 60 and r["job_commit_s"] > 0 and r["limit_s"] > 0
-    # manifest's job commit renames each file once; v1 probes then renames each file
+    # manifest's job commit renames each file once; v1's merge plan asks the destination once
+    # per directory (a bench counting a probe per file would be measuring Hadoop's old plan)
     assert by["manifest"]["ops"]["op_rename"] == 61  # 60 files + _SUCCESS
     v1 = by["v1"]["ops"]
-    assert v1["op_get_file_status"] + v1.get("op_get_file_status.failures", 0) > 40
+    assert 0 < v1["op_get_file_status"] + v1.get("op_get_file_status.failures", 0) < 30
     assert set(by["manifest"]["stages"]) >= {"load_manifests", "rename_files", "cleanup"}
     assert data["floor_s"] is None
 

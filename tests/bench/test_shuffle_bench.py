@@ -89,6 +89,11 @@ def test_service_commands_are_told_from_workers():
     assert role_by_command(P(["python", "-c", "spawn_main(tracker_fd=5)"])) == "worker"
     # a scheduler the bench started (across hosts) is the driver's, as in a LocalCluster
     assert role_by_command(P(["python", "-m", "distributed.cli.dask_scheduler"])) == "driver"
+    # a server running beside the bench in the same process tree (a test's SeaweedFS or JVM)
+    # runs no task: counted as a worker, it made the embedded engine's two workers three
+    assert role_by_command(P(["/usr/bin/java", "-cp", "x", "MiniHdfs"])) == "other"
+    assert role_by_command(P([".venv/bin/weed", "mini", "-dir=data"])) == "other"
+    assert role_by_command(P(["ray::IDLE"])) == "worker"
 
     class Forked(P):
         def __init__(self, cmd, parent):

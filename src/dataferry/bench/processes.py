@@ -118,6 +118,9 @@ def role_by_command(p: Any) -> str:
     # "shuffle" put "shuffle" in every forkserver's line, and "serve" is in "forkserver")
     if "dataferry.shuffle.serve" in argv or _says(argv, "shuffle", "serve"):
         return "service"
+    program = os.path.basename(argv[0]) if argv else ""
+    if not program.startswith(("python", "ray::")):
+        return "other"  # a server beside the run (a JVM, SeaweedFS): it runs no task
     if "forkserver" in command:
         # the fork server's children are pool workers (they keep its command line)
         try:
