@@ -16,11 +16,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
 def run(tmp_path, name: str, faults: tuple[str, ...]) -> list:
     options = deterministic_options(name)
-    reading(name, options)
-    stores = ScenarioStores(str(tmp_path))
-    return run_concurrent_appends(
-        name, stores, options, points=0, destinations=(EXISTING,), faults=faults
-    )
+    reading(name, options)  # the process reads destinations as tables: until the run ends
+    try:
+        stores = ScenarioStores(str(tmp_path))
+        return run_concurrent_appends(
+            name, stores, options, points=0, destinations=(EXISTING,), faults=faults
+        )
+    finally:
+        reading(None)  # left set, the next test's plain destinations read as this format's
 
 
 @pytest.mark.parametrize(
