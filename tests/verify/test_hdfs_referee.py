@@ -15,7 +15,7 @@ pytestmark = pytest.mark.xdist_group("hdfs")
 # most LIMIT of them and as many ambiguous answers: each scenario is a whole job on the NameNode
 # (seconds on a loaded machine); the whole run is the command line's
 EVERY = 81
-LIMIT = 3
+LIMIT = 2
 
 
 @pytest.mark.parametrize("committer", ["manifest", "v1", "hive"])
