@@ -21,7 +21,6 @@ both.
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,10 +42,7 @@ from .harness import (
     spread,
     variant_scenario,
 )
-from .race_parties import Side, prepare_side
-
-SETTLE_S = 0.3  # how long A waits for B at the chosen operation before it goes on
-JOIN_S = 60.0  # how long B may take to finish once A is done
+from .race_parties import JOIN_S, SecondJob, Side, prepare_side
 
 
 @dataclass
@@ -63,14 +59,8 @@ def _run(
 ) -> Scenario:
     earlier = earlier_data(committer, url, options, v.destination, v.uuids[0])
     a, b = Side("A", v.uuids[1]), Side("B", v.uuids[2])
-    thread: list[threading.Thread] = []
-
-    def start_b(*_: Any) -> None:
-        if thread:
-            return
-        thread.append(threading.Thread(target=b.commit, name="dataferry-job-b", daemon=True))
-        thread[0].start()
-        thread[0].join(SETTLE_S)
+    second = SecondJob(b)
+    start_b = second.start
 
     rules = [] if index is None else [call_at(index, start_b)]
     prepare_side(committer, url, v.mode, options, a, rules)
@@ -82,8 +72,7 @@ def _run(
     fault.armed = False
     if index is None:  # the baseline: A alone; where its job commit lies
         v.start, v.end = start, fault.op_count
-    start_b()  # B after A, when A's commit ended before the chosen operation
-    thread[0].join(JOIN_S)
+    ended = second.wait()  # B after A, when A's commit ended before the chosen operation
     scenario = variant_scenario(
         v,
         "concurrent",
@@ -95,7 +84,7 @@ def _run(
         scenario.op, scenario.path = fault.trace[index].op.value, fault.trace[index].path
     plain = quiet_store(url)
     allow = leftovers_allowed(committer, url, v.mode, options)
-    if thread[0].is_alive():
+    if not ended:
         scenario.problems.append(
             f"{inv.ONE_WRITER}: job B's commit did not end {JOIN_S:g} s after A's (deadlock?)"
         )

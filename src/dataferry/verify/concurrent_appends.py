@@ -23,7 +23,6 @@ the table references exists (recovery deleted none of a job that landed); nothin
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -47,10 +46,8 @@ from .harness import (
     spread,
     variant_scenario,
 )
-from .race_parties import Side, prepare_side
+from .race_parties import JOIN_S, SecondJob, Side, prepare_side
 
-SETTLE_S = 0.3  # how long A waits for B at the chosen operation before it goes on
-JOIN_S = 60.0  # how long B may take to finish once A is done
 FAULTS = ("none", "crash_at_intent", "crash_before_commit", "crash_after_commit", "lost_answer")
 INTENT_FILE = "_commit_intent.json"
 TRANSACTION = frozenset({Op.TABLE_COMMIT})
@@ -108,14 +105,8 @@ def _run(
 
     earlier = earlier_data(committer, url, options, v.destination, v.uuids[0])
     a, b = Side("A", v.uuids[1]), Side("B", v.uuids[2])
-    thread: list[threading.Thread] = []
-
-    def start_b(*_: Any) -> None:
-        if thread:
-            return
-        thread.append(threading.Thread(target=b.commit, name="dataferry-job-b", daemon=True))
-        thread[0].start()
-        thread[0].join(SETTLE_S)
+    second = SecondJob(b)
+    start_b = second.start
 
     at_b = call_at(index, start_b) if index is not None else _fault_rule(v.fault, start_b)
     prepare_side(committer, url, "append", options, a, [at_b], 0.0, True)
@@ -134,7 +125,7 @@ def _run(
     recovered = []
     if a.status == "crashed":  # recovered while B may still commit, then once B ended
         recovered.append(cleanup_destination(quiet_store(url), older_than_s=0))
-    thread[0].join(JOIN_S)
+    ended = second.wait()
     if a.status == "crashed":
         recovered.append(cleanup_destination(quiet_store(url), older_than_s=0))
     scenario = variant_scenario(
@@ -142,7 +133,7 @@ def _run(
     )
     if index is not None and index < len(fault.trace):
         scenario.op, scenario.path = fault.trace[index].op.value, fault.trace[index].path
-    if thread[0].is_alive():
+    if not ended:
         scenario.problems.append(f"{inv.LIVE}: job B's commit did not end {JOIN_S:g} s after A's")
     for report in recovered:
         scenario.problems += [

@@ -3,6 +3,7 @@ claim holder on this side (the holder itself is a driver in a child process, `ch
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -105,3 +106,32 @@ def lease_expiry_s() -> float:
 
 def slow_store_rules() -> list[FaultRule]:
     return [FaultRule(action="callback", callback=lambda *_: time.sleep(SLOW_OP_S), times=-1)]
+
+
+SETTLE_S = 0.3  # how long A waits for B at the chosen operation before it goes on
+JOIN_S = 60.0  # how long B may take to finish once A is done
+
+
+class SecondJob:
+    """Job B's commit on a thread of its own, started once: from the fault rule at A's chosen
+    operation (A waits `SETTLE_S` for it there), or after A's commit when that ended first."""
+
+    def __init__(self, side: Side) -> None:
+        self.side = side
+        self._thread: threading.Thread | None = None
+
+    def start(self, *_: Any) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(
+            target=self.side.commit, name="dataferry-job-b", daemon=True
+        )
+        self._thread.start()
+        self._thread.join(SETTLE_S)
+
+    def wait(self, timeout_s: float = JOIN_S) -> bool:
+        """Whether B's commit ended within `timeout_s` (started here if it had not been)."""
+        self.start()
+        assert self._thread is not None
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
