@@ -108,22 +108,30 @@ def test_refusals_keep_the_service_serving(node):
     assert stats["counters"]["requests_unauthorized"] >= 2
 
 
-def test_bounded_deferred_memory_under_many_pushers(node):
-    """Many mappers push the same partitions at once: memory waiting for a partition's writer
-    never exceeds the bound (excess is answered BUSY and retried), and every block is merged
-    exactly once."""
-    maps, reduces = 48, 4
+def _push_all_at_once(node, shuffle_id: int, maps: int, reduces: int) -> None:
+    """Every map of one shuffle pushes at the same moment, then each reduce reads back every
+    block exactly once (BUSY answers were retried, never lost)."""
     target = PushTarget(
-        APP, 5, 0, reduces, (node.address,), node.creds, PushConfig(retries=12, retry_wait_s=0.02)
+        APP,
+        shuffle_id,
+        0,
+        reduces,
+        (node.address,),
+        node.creds,
+        PushConfig(retries=12, retry_wait_s=0.02),
     )
     store = LocalStore(node.directory)
     offsets = {
-        m: write_map_output(store, APP, 5, m, 0, [payload(m, r, 1500) for r in range(reduces)])
+        m: write_map_output(
+            store, APP, shuffle_id, m, 0, [payload(m, r, 1500) for r in range(reduces)]
+        )
         for m in range(maps)
     }
     reports = {}
+    start = threading.Barrier(maps)
 
     def mapper(m: int) -> None:
+        start.wait()
         reports[m] = push_map_output(store, target, m, 0, offsets[m])
 
     threads = [threading.Thread(target=mapper, args=(m,)) for m in range(maps)]
@@ -132,15 +140,11 @@ def test_bounded_deferred_memory_under_many_pushers(node):
     for t in threads:
         t.join()
     c = ShuffleClient(node.address, credentials=node.creds)
-    stats = c.service_stats()
-    # nothing deferred at all (every push found its writer free) leaves no peak to report
-    assert stats["maximums"].get("deferred_bytes_peak", 0) <= 4096
-    assert stats["counters"].get("push_deferred", 0) > 0
-    statuses = {s.reduce_id: s for s in c.finalize(APP, 5, 0)}
+    statuses = {s.reduce_id: s for s in c.finalize(APP, shuffle_id, 0)}
     for r in range(reduces):
         inp = ReduceInput(
             APP,
-            5,
+            shuffle_id,
             0,
             r,
             tuple(MapStatus(m, 0, node.address, block_sizes(offsets[m])) for m in range(maps)),
@@ -152,9 +156,26 @@ def test_bounded_deferred_memory_under_many_pushers(node):
         blocks, _ = read_reduce(inp)
         assert [b.map_index for b in blocks] == list(range(maps))
         assert all(bytes(b.payload) == payload(b.map_index, r, 1500) for b in blocks)
-    # BUSY answers were retried rather than lost (the pushers give up only after 12 retries)
     merged = sum(len(s.bitmap) for s in statuses.values())
     assert merged == sum(rep.blocks for rep in reports.values()) > 0
+
+
+def test_bounded_deferred_memory_under_many_pushers(node):
+    """Many mappers push the same partitions at once: memory waiting for a partition's writer
+    never exceeds the service's bound (excess is answered BUSY and retried), and every block
+    is merged exactly once.
+
+    Whether two pushes of one partition meet inside the service is up to the scheduler (on a
+    busy 2-core machine one round may see none), so rounds repeat until one has; each round
+    is checked whole."""
+    c = ShuffleClient(node.address, credentials=node.creds)
+    for round_ in range(8):
+        _push_all_at_once(node, 5 + round_, maps=48, reduces=4)
+        stats = c.service_stats()
+        assert stats["maximums"].get("deferred_bytes_peak", 0) <= 4096
+        if stats["counters"].get("push_deferred", 0) > 0:
+            break
+    assert stats["counters"].get("push_deferred", 0) > 0, "no push ever waited for a writer"
 
 
 def test_plan_requests_follow_the_rules():
