@@ -32,6 +32,20 @@ def test_capabilities_say_renames_copy_and_creates_are_conditional(gcs):
     assert type(gcs).__name__ == "GcsStore"
 
 
+def test_the_store_counts_the_requests_it_sends(gcs):
+    """`bench commit` on a gs:// server reports a commit's requests from these counts: without
+    them its request column says nothing, and a commit that sends twice what it must goes
+    unseen. A finalization is one write carrying the held bytes."""
+    upload = gcs.initiate_upload("f")
+    mark = gcs.upload_part("f", upload, 1, b"abc")
+    before = dict(gcs.stats.counters)
+    gcs.complete_upload("f", upload, [mark])
+    sent = {k: v - before.get(k, 0) for k, v in gcs.stats.counters.items()}
+    assert sent["store_requests"] == sent["store_requests_write"] == 1
+    assert sent["store_bytes_write"] == 3
+    assert pickle.loads(pickle.dumps(gcs)).read_bytes("f") == b"abc"
+
+
 def test_racing_exclusive_creates_have_one_winner(gcs):
     """ifGenerationMatch=0 (on a multipart upload, which fake-gcs-server honours): without it
     two committers' claims or two writers of a record would both believe they won."""

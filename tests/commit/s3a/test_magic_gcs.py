@@ -58,13 +58,14 @@ def test_tasks_leave_open_sessions_that_job_commit_finalizes(gcs_url):
         c, job, {0: ["a/big"], 1: ["b/small"]}, data=lambda i, n: BIG if i == 0 else b"s"
     )
     assert visible(store) == []
-    # a .pending a file (no marker: GCS cannot list sessions by key) and a claim a task
+    # task commit left each attempt its claim and its own pendingset copy: the `.pending`
+    # records (one a file, no marker: GCS cannot list sessions by key) went with it
     tasks = [s.path.split("/tasks/", 1)[1] for s in store.walk("") if "/tasks/" in s.path]
     assert sorted(p.rsplit("/", 1)[-1] for p in tasks) == [
         "_attempt",
         "_attempt",
-        "big.pending",
-        "small.pending",
+        "_attempt.pendingset",
+        "_attempt.pendingset",
     ]
     pset = read_pendingset_file(store, msgs[0].extra["pendingset"])
     (commit,) = pset.commits
@@ -77,23 +78,112 @@ def test_tasks_leave_open_sessions_that_job_commit_finalizes(gcs_url):
 
 
 def test_uploads_list_and_abort_find_the_sessions_of_a_dead_job(gcs_url):
-    """GCS cannot list sessions: `uploads list|abort` read them from the jobs' records. Without
-    that a dead job's open sessions (each holding the task's data) could not be found."""
+    """GCS cannot list sessions: `uploads list|abort` read them from the jobs' records, the
+    committed tasks' pendingsets (their `.pending` records went at task commit) and an attempt
+    still writing's `.pending`. Without that a dead job's open sessions (each holding the
+    task's data) could not be found; a record left after its sessions were aborted would
+    list them again."""
     store = open_store(gcs_url)
     c = make_committer("magic-gcs", store)
     job = c.new_job()
     c.setup_job(job)
     run_tasks(c, job, {0: ["one"], 1: ["two"]})
+    running = job.task(2)
+    c.setup_task(running)
+    c.write_file(running, "three", b"3")  # not committed: named by its .pending only
     res = CliRunner().invoke(app, ["uploads", "list", gcs_url, "--json"])
     assert res.exit_code == 0, res.output
     listed = json.loads(res.stdout)
-    assert sorted(u["path"] for u in listed) == ["one", "two"]
+    assert sorted(u["path"] for u in listed) == ["one", "three", "two"]
     assert all(u["upload_id"].startswith("http") for u in listed)
     res = CliRunner().invoke(app, ["uploads", "abort", gcs_url, "--older-than", "0s"])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(app, ["uploads", "list", gcs_url, "--json"])
     assert json.loads(res.stdout) == []
     assert visible(store) == []
+
+
+def test_a_record_naming_a_session_kept_is_kept():
+    """`uploads abort --older-than` aborts some sessions of a pendingset and not others:
+    deleting that pendingset would leave the kept sessions named by nothing (never found
+    again, never finalized by their job)."""
+    from dataferry.commit.job.cleanup import spent_records
+    from dataferry.commit.s3a.magic.gcs import RecordedUpload
+
+    old = RecordedUpload("a", "s1", 1.0, records=("t0.pendingset", "t0/_attempt.pendingset"))
+    new = RecordedUpload("b", "s2", 9.0, records=("t0.pendingset", "t0/_attempt.pendingset"))
+    alone = RecordedUpload("c", "s3", 1.0, records=("t1/__base/c.pending",))
+    assert spent_records([old, new, alone], [old, alone]) == ["t1/__base/c.pending"]
+    assert spent_records([old, new], [old, new]) == ["t0.pendingset", "t0/_attempt.pendingset"]
+
+
+def _cancelled(monkeypatch) -> list[str]:
+    """The session URIs cancelled from here on (fake-gcs-server answers a cancel of a
+    session cancelled or finalized before as it does the first, so the test counts them)."""
+    from dataferry.store.gcs.store import GcsStore
+
+    cancelled: list[str] = []
+    cancel = GcsStore._abort_upload
+
+    def spy(self, path: str, upload_id: str) -> bool:
+        cancelled.append(upload_id)
+        return cancel(self, path, upload_id)
+
+    monkeypatch.setattr(GcsStore, "_abort_upload", spy)
+    return cancelled
+
+
+def test_cleanup_cancels_the_sessions_its_pendingsets_alone_name(gcs_url, monkeypatch):
+    """A driver that died before deciding its commit, after its tasks committed (and so
+    deleted their `.pending` records): `dataferry cleanup` rolls it back from the pendingsets,
+    cancelling every session (broken: each session keeps its file's data on GCS for a week,
+    unfound, and the job's directory stays)."""
+    from dataferry.commit.job.cleanup import cleanup_destination
+    from dataferry.commit.s3a.magic.committer import job_dir
+
+    store = open_store(gcs_url)
+    c = make_committer("magic-gcs", store)
+    job = c.new_job()
+    c.setup_job(job)
+    msgs = run_tasks(c, job, {0: ["p=1/a", "p=2/b"], 1: ["p=1/c"]})
+    sessions = {
+        x.upload_id
+        for m in msgs
+        for x in read_pendingset_file(store, m.extra["pendingset"]).commits
+    }
+    assert not [s for s in store.walk("") if s.path.endswith(".pending")]
+    cancelled = _cancelled(monkeypatch)
+    report = cleanup_destination(store, older_than_s=0)
+    assert report.rolled_back
+    assert sessions <= set(cancelled) and len(sessions) == 3
+    assert visible(store) == [] and not store.exists(job_dir(job))
+
+
+def test_a_superseded_attempt_that_commits_last_neither_wins_nor_stays_open(gcs_url, monkeypatch):
+    """Two attempts of one task commit, the one the driver did not choose last (it overwrites
+    the task's pendingset): job commit finalizes the chosen attempt's session from that
+    attempt's own pendingset copy and cancels the other's (broken: the wrong bytes published,
+    or the task's file lost, or the other session left open)."""
+    from dataferry.commit.s3a.magic.committer import OWN_PENDINGSET, attempt_dir
+
+    store = open_store(gcs_url)
+    c = make_committer("magic-gcs", store)
+    job = c.new_job()
+    c.setup_job(job)
+    chosen, late = job.task(0, 0), job.task(0, 1)
+    for attempt, data in ((chosen, b"chosen"), (late, b"late")):
+        c.setup_task(attempt)
+        c.write_file(attempt, "p=1/x", data)
+    message = c.commit_task(chosen)
+    c.commit_task(late)
+    (late_session,) = (
+        x.upload_id
+        for x in read_pendingset_file(store, f"{attempt_dir(late)}/{OWN_PENDINGSET}").commits
+    )
+    cancelled = _cancelled(monkeypatch)
+    c.commit_job(job, [message])
+    assert visible(store) == ["p=1/x"] and store.read_bytes("p=1/x") == b"chosen"
+    assert late_session in cancelled
 
 
 def test_only_magic_gcs_claims_its_jobs_directories_on_gcs(gcs_url):

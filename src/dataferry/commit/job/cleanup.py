@@ -389,10 +389,20 @@ def abort_uploads(
         if now - u.initiated >= older_than_s:
             if not dry_run:
                 store.abort_upload(u.path, u.upload_id)
-                if getattr(u, "record", ""):  # a session its record named: the record goes
-                    store.delete(u.record)
             report.aborted.append(u)
+    if not dry_run:
+        for record in spent_records(report.pending, report.aborted):
+            store.delete(record)
     return report
+
+
+def spent_records(pending: list, aborted: list) -> list[str]:
+    """The records (`records` of sessions a store cannot list, GCS's) every session of which
+    was aborted: they go too, so a later listing shows none of them; a record that also names
+    a session kept (too recent) stays."""
+    done = {id(u) for u in aborted}
+    kept = {r for u in pending if id(u) not in done for r in getattr(u, "records", ())}
+    return sorted({r for u in aborted for r in getattr(u, "records", ())} - kept)
 
 
 def pending_uploads(store: Store) -> list:

@@ -73,6 +73,8 @@ class GcsStore(FsspecStore):
         super().__init__(root, fs=fs, capabilities=GCS_CAPABILITIES, root_url=f"{scheme}://{root}")
         self._gcs_args = (url, given, storage_options)
         self._sessions = Sessions()
+        if given is None:  # its own client: every request it sends is this store's
+            _count_requests(fs, self)
 
     def __reduce__(self):
         url, given, options = self._gcs_args
@@ -288,3 +290,26 @@ class GcsStore(FsspecStore):
 
 def _rebuild(url: str, fs: Any, storage_options: dict[str, Any]) -> GcsStore:
     return GcsStore(url, fs=fs, **storage_options)
+
+
+_READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+def _count_requests(fs: Any, store: GcsStore) -> None:
+    """Count each request the client sends in the store's statistics (`store_requests`, by
+    kind, and the bytes of bodies sent), as the S3 store does, so that `bench commit` on a
+    gs:// server shows what a commit asked for. Wraps the one coroutine all of gcsfs's calls
+    go through, on this instance only (a pickled client is rebuilt without it); a request
+    gcsfs retries counts once."""
+    inner = fs._request
+
+    async def counted(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+        stats = store.stats
+        stats.incr("store_requests")
+        stats.incr(f"store_requests_{'read' if method in _READ_METHODS else 'write'}")
+        data = kwargs.get("data")
+        if isinstance(data, (bytes, bytearray)) and data:
+            stats.incr("store_bytes_write", len(data))
+        return await inner(method, path, *args, **kwargs)
+
+    fs._request = counted

@@ -6,10 +6,10 @@ magic path (so an attempt that dies before recording the upload still names the 
 and after the last part a `.pending` record. Task commit gathers the attempt's `.pending` records
 into one `<taskId>.pendingset` (the last attempt to commit wins), saves the same as the
 attempt's own `_attempt.pendingset` (what still names its uploads if a later attempt overwrites
-the task's) and deletes the markers and `.pending` records, as S3A's task commit does (not
-`magic-gcs`, whose records list its sessions). Job commit loads the committed tasks'
-pendingsets, applies the conflict mode, completes every upload in parallel, writes `_SUCCESS`
-and deletes the magic directory. No byte is copied at commit time.
+the task's) and deletes the markers and `.pending` records, as S3A's task commit does. Job
+commit loads the committed tasks' pendingsets, applies the conflict mode, completes every
+upload in parallel, writes `_SUCCESS` and deletes the magic directory. No byte is copied at
+commit time.
 
 Layout, S3A's own (Hadoop 3.4+, HADOOP-18797: per-job magic directories, so concurrent jobs
 never touch each other's records), so that Hadoop's job commit finds dataferry's pendingsets and
@@ -83,11 +83,6 @@ def pendingset_path(job: JobContext, task_id: str) -> str:
 class MagicCommitter(UploadCommitter):
     name = "magic"
     job_prefix = MAGIC_PREFIX
-
-    records_go_at_task_commit = True
-    """Task commit deletes the attempt's markers and `.pending` records once its pendingset
-    (and the attempt's own copy) is saved; False where the records are what lists the uploads
-    (GCS lists no sessions)."""
 
     def __init__(self, store: Store, config: MagicConfig) -> None:
         super().__init__(store, config)
@@ -165,14 +160,13 @@ class MagicCommitter(UploadCommitter):
             raw = pset.to_bytes(self.store)
             # the attempt's own copy first: if a later attempt overwrites the task's pendingset
             # (the last writer wins its name), it still names this attempt's uploads
-            if self.records_go_at_task_commit:
-                self.store.write_bytes(f"{attempt_dir(task)}/{OWN_PENDINGSET}", raw)
+            self.store.write_bytes(f"{attempt_dir(task)}/{OWN_PENDINGSET}", raw)
             self.store.write_bytes(target, raw)
-            if self.records_go_at_task_commit:
-                # the markers and `.pending` records, now named by both, go now (as S3A's task
-                # commit does) rather than all at once in job commit: deleting 2,000 of them
-                # took as long as completing 1,000 uploads on SeaweedFS
-                self.store.delete(base_dir(attempt_dir(task)), recursive=True)
+            # the markers and `.pending` records, now named by both, go now (as S3A's task
+            # commit does) rather than all at once in job commit: deleting 2,000 of them took
+            # as long as completing 1,000 uploads on SeaweedFS (GCS's sessions, which cannot
+            # be listed, are named by the pendingsets from here on)
+            self.store.delete(base_dir(attempt_dir(task)), recursive=True)
         return TaskCommitMessage(
             job_id=str(task.job.job_id),
             task_id=str(task.task_id),
