@@ -24,6 +24,8 @@ dataferry cannot see it.
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.parquet as pq
 import pytest
@@ -181,21 +183,29 @@ def staged_pendingsets(tmp_path) -> list:
 def test_a_failed_spark_job_with_a_staging_committer_aborts_its_uploads(
     spark_s3a, seaweed, tmp_path
 ):
-    """A Spark job whose first task committed through S3A's `directory` committer (its file
-    uploaded, the upload pending, its pendingset in the committer's cluster file system) and
+    """A Spark job whose first task committed through S3A's `directory` committer (seen: its
+    pendingset in the committer's cluster file system, its upload pending on the bucket) and
     whose second failed: Spark's job abort runs the staging committer's, which reads the
     pendingsets back and aborts their uploads, whatever `fs.s3a.committer.abort.pending.uploads`
-    says (unlike the magic committer's). `dataferry uploads list` finds nothing and `dataferry
-    cleanup` does nothing. Were this to change in Hadoop, docs/protocols.md would tell users
-    of staging committers that nothing is left when it is."""
+    says (unlike the magic committer's). `dataferry uploads list` then finds nothing and
+    `dataferry cleanup` does nothing. Were Hadoop to leave them, docs/protocols.md would
+    wrongly tell staging committers' users that a failed job leaves nothing to clean up."""
     dest = seaweed.url()
-    with pytest.raises(AssertionError, match="stopped before job commit"):
-        spark_write(spark_s3a, seaweed, tmp_path, dest, "directory", fail=True)
+    store = open_store(dest, storage_options=seaweed.storage_options)
+    with ThreadPoolExecutor(1) as pool:
+        job = pool.submit(spark_write, spark_s3a, seaweed, tmp_path, dest, "directory", True)
+        while not staged_pendingsets(tmp_path) and not job.done():
+            time.sleep(0.05)
+        committed = store.list_uploads("")  # the second task is still waiting to fail
+        with pytest.raises(AssertionError, match="stopped before job commit"):
+            job.result()
+    assert len(committed) == 1 and committed[0].path.startswith("part-00000-"), committed
     runner = CliRunner()
     listed = runner.invoke(app, ["uploads", "list", dest, "--json"], env=seaweed.env)
     assert listed.exit_code == 0, listed.output
     assert json.loads(listed.output) == []
-    assert not staged_pendingsets(tmp_path)  # the job's own abort deleted them too
+    assert not staged_pendingsets(tmp_path)  # the job's abort deleted them too
+    assert not list(store.walk(""))
     cleaned = runner.invoke(app, ["cleanup", dest, "--older-than", "0s", "--json"], env=seaweed.env)
     assert cleaned.exit_code == 0, cleaned.output
     assert json.loads(cleaned.output)["uploads_aborted"] == []
