@@ -74,6 +74,7 @@ local = os.path.join(committer.getWorkPath().toUri().getPath(), "part=a", "part-
 os.makedirs(os.path.dirname(local), exist_ok=True)
 pq.write_table(pa.table({"id": list(range(rows))}), local)
 committer.commitTask(task)
+committer.getDestFS().close()  # uncached (fs.s3a.impl.disable.cache): its threads
 """
 
 
