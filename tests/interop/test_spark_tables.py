@@ -8,7 +8,8 @@ the referee compares them (`zoo_files.canonical`); then every version again by t
 Spark's data skipping on them: tests/interop/test_spark_skipping.py.
 
 One table per format goes through all the operations (each read after it), so the Spark
-work stays small; the JVM is the run's one (tests/servers/spark.py).
+work stays small; the JVM is the run's one (tests/servers/spark.py). The sequence is one
+function, `every_operation`, which tests/interop/test_spark_s3.py runs on S3.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.lookup import committer_by_name
 from dataferry.errors import InjectedCrash
 from dataferry.store import FaultRule, Op, open_store
+from dataferry.verify.tables import TableView, orphans
 from dataferry.verify.type_zoo import type_zoo
 from dataferry.verify.zoo_files import canonical
 
@@ -109,6 +111,11 @@ class SparkTable:
     def python_read(self) -> pa.Table:
         return committer_by_name(self.fmt, self.store()).read_rows()
 
+    def orphans(self) -> list[str]:
+        """Data files in the table's storage no version references (a dead job's files)."""
+        referenced = committer_by_name(self.fmt, self.store()).referenced_files()
+        return orphans(self.store(), TableView(referenced=referenced))
+
     def latest_version(self) -> Any:
         if self.fmt == "iceberg":
             query = f"SELECT snapshot_id FROM dataferry.{self.name}.refs WHERE name = 'main'"
@@ -142,47 +149,62 @@ def crash(when: str, **kinds: Any) -> FaultRule:
     return FaultRule(action="crash", when=when, **kinds)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_spark_reads_every_version_dataferry_commits(spark, tmp_path, fmt):
-    """Broken (a stat, a partition value, a type, a timeline file or the catalog's row
-    written unlike the format's reference implementation), Spark, Trino or Databricks users
-    read other values than were written, fewer rows, or nothing, or the table fails to open."""
-    table = SparkTable(fmt, tmp_path / f"zoo_{fmt}", spark)
+def every_operation(table: SparkTable, where: str = "") -> None:
+    """The sequence each format's table goes through, on local disk and on S3 (`where`
+    names the store in the messages): the type zoo appended (the table created), partitions
+    overwritten, a new column (schema evolution), a job killed before its commit was decided
+    rolled back by `cleanup_destination`, one killed just after its transaction landed rolled
+    forward by it, an overwrite; Spark and the Python reader read each version, then Spark
+    every version again by time travel. The kills are `FaultRule`s on the table's own store."""
+    fmt = table.fmt
     zoo = type_zoo()
     table.write(zoo, "append")
-    table.check(zoo, "a first append (the table created)")
+    table.check(zoo, f"a first append{where} (the table created)")
 
     fresh = type_zoo(4, start=100)  # partitions a and b
     want = replace_partitions(zoo, fresh)
     table.write(fresh, "overwrite-partitions")
-    table.check(want, "an overwrite of partitions a and b")
+    table.check(want, f"an overwrite of partitions a and b{where}")
 
     wider = type_zoo(4, start=200).append_column("extra", pa.array([1, None, 3, 4], pa.int64()))
     want = pa.concat_tables([want, wider], promote_options="default")
     table.write(wider, "append", **({} if fmt == "hudi" else {"schema_mode": "merge"}))
-    table.check(want, "a schema evolution (a new column)")
+    table.check(want, f"a schema evolution (a new column){where}")
 
     dead = wider.set_column(0, "id", pa.array(range(300, 304), pa.int64()))
     with pytest.raises(InjectedCrash):  # killed before its commit was decided
         table.write(dead, "append", faults=[crash("before", path_glob="*_commit_intent.json")])
-    assert not cleanup_destination(open_store(str(table.dest)), older_than_s=0).failed
-    table.check(want, "a killed job rolled back by cleanup", new_version=False)
+    report = cleanup_destination(table.store(), older_than_s=0)
+    assert report.rolled_back and not report.failed, report
+    assert not table.orphans(), f"{fmt}{where}: the rolled-back job's files are left"
+    table.check(want, f"a killed job rolled back by cleanup{where}", new_version=False)
 
     late = wider.set_column(0, "id", pa.array(range(400, 404), pa.int64()))
     with pytest.raises(InjectedCrash):  # killed just after its transaction landed
         table.write(late, "append", faults=[crash("after", kinds=frozenset({Op.TABLE_COMMIT}))])
-    report = cleanup_destination(open_store(str(table.dest)), older_than_s=0)
-    assert not report.failed, report
+    report = cleanup_destination(table.store(), older_than_s=0)
+    assert report.rolled_forward and not report.failed, report
+    assert not table.orphans(), f"{fmt}{where}: the rolled-forward job left files"
     want = pa.concat_tables([want, late])
-    table.check(want, "a killed job rolled forward by cleanup")
+    table.check(want, f"a killed job rolled forward by cleanup{where}")
 
     last = wider.set_column(0, "id", pa.array(range(500, 504), pa.int64()))
     table.write(last, "overwrite")
-    table.check(last, "an overwrite")
+    table.check(last, f"an overwrite{where}")
 
     assert len({v for v, _ in table.versions}) == len(table.versions)
     for version, rows in table.versions:
-        assert_same(table.spark_read(version), rows, f"{fmt} time travel to {version}: Spark")
+        assert_same(table.spark_read(version), rows, f"{fmt}{where} time travel to {version}")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_spark_reads_every_version_dataferry_commits(spark, tmp_path, fmt):
+    """Broken (a stat, a partition value, a type, a timeline file or the catalog's row
+    written unlike the format's reference implementation), Spark, Trino or Databricks users
+    read other values than were written, fewer rows, or nothing, or the table fails to open;
+    a killed job's recovery broken, its files stay (billed, read by anyone reading the files),
+    Hudi's time travel fails on its pending instant, or its transaction is made twice."""
+    every_operation(SparkTable(fmt, tmp_path / f"zoo_{fmt}", spark))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
