@@ -66,7 +66,7 @@ from .commit_info import (
     version_of,
 )
 from .entry import VersionTaken, put_commit
-from .group import Request, grouped, withdraw
+from .group import Request, grouped, may_group, withdraw
 from .group import commit as group_commit
 from .log import LOG_DIR, check_log, refused, unreadable
 from .plan import DeltaPlan, DeltaTablePlan
@@ -82,6 +82,7 @@ from .types import (
 )
 
 log = logging.getLogger("dataferry.commit")
+REUSE_S = 600.0  # how long check_input's read of the table may serve a group's landed check
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,7 @@ class DeltaFormat(TableFormat):
         super().__init__(committer)
         self._location = None
         self.latest_version: int | None = None  # as the last check of the log found it
+        self.checked: tuple[Any, float] = (None, 0.0)  # check_input's table, and when
 
     # --- the table -------------------------------------------------------------------------
 
@@ -259,6 +261,7 @@ class DeltaFormat(TableFormat):
                 f"(as in deltalake), not mode={self.committer.write_mode!r}"
             )
         dt = self.table()
+        self.checked = (dt, time.monotonic())
         if self.config.predicate:
             parts = list(dt.metadata().partition_columns) if dt is not None else partition_by
             check_columns(self.config.predicate, parse(self.config.predicate), parts)
@@ -364,8 +367,15 @@ class DeltaFormat(TableFormat):
         schema = self.committer.plan_schema(intent)
         partition_by = list(plan.partition_by)
 
+        # a group commit's first landed check may be on the table check_input read a moment
+        # ago: its walk reads every version since (`group`); long after, the log's expired
+        # entries may be gone, so the table is read again
+        dt, when = self.checked
+        fresh = dt is not None and time.monotonic() - when < REUSE_S
+        first = [dt] if fresh and intent.mode == "append" and may_group(self.config) else []
+
         def landed() -> dict[str, Any] | None:
-            dt = read[0] = self.table()  # the commit right after builds on it
+            dt = read[0] = first.pop() if first else self.table()  # the commit builds on it
             if dt is None or dt.transaction_version(appid) is None:
                 return None
             return {"table_version": version_of(dt, appid)}

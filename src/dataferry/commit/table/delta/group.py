@@ -142,11 +142,17 @@ class _Walk:
 Build = Callable[[int, Sequence[Request]], list[dict[str, Any]]]
 
 
+def may_group(config: Any) -> bool:
+    """Whether a job's options let its append go by request: no change of the table's shape
+    (`schema_mode`), no custom metadata for its own `commitInfo` (a group's would not carry
+    it)."""
+    return config.schema_mode is None and not config.custom_metadata
+
+
 def grouped(config: Any, mode: str, head: Sequence[Any], removes: Sequence[Any]) -> bool:
-    """Whether a job's commit goes by request (a plain append: no change of the table's shape,
-    no removes, no custom metadata for its own `commitInfo`, which a group's entry would not
-    carry)."""
-    return mode == "append" and not head and not removes and not config.custom_metadata
+    """Whether a job's commit goes by request: a plain append (`may_group`; no new table, no
+    change of its shape, no removes)."""
+    return mode == "append" and not head and not removes and may_group(config)
 
 
 def commit(store: Store, own: Request, build: Build, rounds: int) -> Landed:
