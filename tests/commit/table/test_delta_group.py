@@ -165,3 +165,40 @@ def test_a_frozen_driver_rolled_back_publishes_no_request(tmp_path):
     assert ids_of(url) == [0, 1, 2, 20, 21, 22]
     assert versions_per_job(url)[uuid] == 0
     every_referenced_file_exists(url)
+
+
+def test_a_job_whose_request_is_published_is_never_undone(tmp_path, monkeypatch):
+    """A's first try publishes its request and loses every round; its next try fails with an
+    error that would undo a job (TableCommitRefused: intent and files removed). With its
+    request published, A is left decided instead, its files kept: the next job lands it once,
+    and the table names no deleted file. Were A undone, the next job would carry A's deleted
+    files into the table from the request still published."""
+    from dataferry.commit.table.delta import committer
+
+    url = str(tmp_path / "t")
+    write(url, data(3))
+    leads, fits = [], []
+    real_fits = committer.still_fits
+
+    def lose_every_round(store, own, build, rounds):
+        leads.append(own.app_id)
+        raise group.GroupPending("lost every round")
+
+    def refuse_after_the_first(*args):
+        fits.append(1)
+        if len(fits) > 1:
+            raise ValueError("a final error of the transaction")
+        return real_fits(*args)
+
+    monkeypatch.setattr(group, "lead", lose_every_round)
+    monkeypatch.setattr(committer, "still_fits", refuse_after_the_first)
+    with pytest.raises(JobCommitError) as failed:
+        write(url, data(3, start=10))
+    assert "TableCommitRefused" not in type(failed.value).__name__
+    assert len(leads) == 1 and open_store(url).exists(group.request_path(leads[0]))
+    monkeypatch.undo()
+    write(url, data(3, start=20))
+    assert ids_of(url) == [0, 1, 2, 10, 11, 12, 20, 21, 22]
+    assert sorted(versions_per_job(url).values())[-1] == 1
+    every_referenced_file_exists(url)
+    no_requests_left(url)

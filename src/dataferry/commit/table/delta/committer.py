@@ -66,7 +66,7 @@ from .commit_info import (
     version_of,
 )
 from .entry import VersionTaken, put_commit
-from .group import Request, grouped, may_group, withdraw
+from .group import Request, grouped, kept, may_group, withdraw
 from .group import commit as group_commit
 from .log import LOG_DIR, check_log, refused, unreadable
 from .plan import DeltaPlan, DeltaTablePlan
@@ -392,7 +392,7 @@ class DeltaFormat(TableFormat):
             except Exception as e:
                 if isinstance(e, DataferryError) or self.is_conflict(e):
                     raise
-                raise refused(self.store, self.latest_version, e) from e
+                raise kept(self.store, appid, refused(self.store, self.latest_version, e)) from e
 
         retries = self.config.commit_retries if intent.mode == "append" else 0
         result, _ = commit_exactly_once(

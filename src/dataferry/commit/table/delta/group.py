@@ -40,7 +40,7 @@ from typing import Any
 
 import msgspec
 
-from ....errors import DataferryError, DestinationError, NotFound, StoreError
+from ....errors import CommitUndone, DataferryError, DestinationError, NotFound, StoreError
 from ....store import Store, paths
 from .entry import Landed, VersionTaken, encode, entry_path, read_entry
 
@@ -96,6 +96,15 @@ def withdraw(store: Store, app_id: str) -> None:
         store.delete_if_empty(GROUP_DIR)
     except StoreError:
         pass
+
+
+def kept(store: Store, app_id: str, error: DataferryError) -> DataferryError:
+    """`error` as the job's commit may end with it: a job whose request is published (by an
+    earlier try) is not undone (CommitUndone), as another leader may carry its files: a
+    DestinationError instead, leaving the job decided for its next try or its recovery."""
+    if not isinstance(error, CommitUndone) or not store.exists(request_path(app_id)):
+        return error
+    return DestinationError(f"{error}; but its commit request is published: not undone")
 
 
 def pending(store: Store) -> list[Request]:
