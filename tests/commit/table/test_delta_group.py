@@ -202,3 +202,34 @@ def test_a_job_whose_request_is_published_is_never_undone(tmp_path, monkeypatch)
     assert sorted(versions_per_job(url).values())[-1] == 1
     every_referenced_file_exists(url)
     no_requests_left(url)
+
+
+def test_a_request_that_can_never_land_is_withdrawn(tmp_path, monkeypatch):
+    """A's first try publishes its request and loses every round; meanwhile an overwrite
+    replaces the table's schema, so A's next try is a conflict (TableCommitConflict): no
+    leader can carry A's request any more (the change of shape is after its base), so it is
+    withdrawn and A undone, its files removed. Were it left, every later leader would read
+    it, and the destination would keep a request naming deleted files."""
+    import pyarrow as pa
+
+    from dataferry.errors import TableCommitConflict
+
+    url = str(tmp_path / "t")
+    write(url, data(3))
+    real_lead = group.lead
+
+    def overwritten_while_leading(store, own, build, rounds):
+        monkeypatch.setattr(group, "lead", real_lead)
+        other = pa.table({"name": ["x", "y"], "day": ["d0", "d1"]})
+        write(url, other, mode="overwrite", schema_mode="overwrite")
+        raise group.GroupPending("lost every round")
+
+    monkeypatch.setattr(group, "lead", overwritten_while_leading)
+    with pytest.raises(TableCommitConflict):
+        write(url, data(3, start=10))
+    store = open_store(url)
+    assert not store.exists(group.GROUP_DIR)
+    rows = committer_by_name("delta", store).read_rows()
+    assert rows.column_names == ["name", "day"] and rows.num_rows == 2
+    parquet = [st.path for st in store.walk("") if st.path.endswith(".parquet")]
+    assert sorted(parquet) == sorted(committer_by_name("delta", store).referenced_files())

@@ -198,6 +198,20 @@ def after_commit(dt: Any, version: int, config: Any) -> None:
         log.warning("Delta table version %s: post-commit hook failed: %s", version, e)
 
 
+def after_version(location: tuple[str, dict[str, str]], version: int, config: Any) -> None:
+    """deltalake's post-commit hooks on the version just committed of the table at
+    `location` (its uri and storage options); the commit stands whatever they do."""
+    from deltalake import DeltaTable
+
+    uri, options = location
+    try:
+        dt = DeltaTable(uri, version=version, storage_options=options or None)
+    except Exception as e:
+        log.warning("Delta table %s: no checkpoint after version %s: %s", uri, version, e)
+        return
+    after_commit(dt, version, config)
+
+
 def app_id(job: JobContext) -> str:
     """The job's application id in the table's `txn` actions."""
     return f"dataferry-{job.job_uuid}"

@@ -55,7 +55,7 @@ from .actions import (
 )
 from .commit_info import (
     Metrics,
-    after_commit,
+    after_version,
     app_id,
     check_custom_metadata,
     checkpoint_due,
@@ -367,9 +367,8 @@ class DeltaFormat(TableFormat):
         schema = self.committer.plan_schema(intent)
         partition_by = list(plan.partition_by)
 
-        # a group commit's first landed check may be on the table check_input read a moment
-        # ago: its walk reads every version since (`group`); long after, the log's expired
-        # entries may be gone, so the table is read again
+        # a group's first landed check may be on the table check_input read a moment ago (its
+        # walk reads every version since; long after, expired log entries may be gone)
         dt, when = self.checked
         fresh = dt is not None and time.monotonic() - when < REUSE_S
         first = [dt] if fresh and intent.mode == "append" and may_group(self.config) else []
@@ -390,9 +389,14 @@ class DeltaFormat(TableFormat):
                     job, intent.mode, appid, facts, schema, partition_by, plan, attempt, dt
                 )
             except Exception as e:
-                if isinstance(e, DataferryError) or self.is_conflict(e):
+                if self.is_conflict(e):
                     raise
-                raise kept(self.store, appid, refused(self.store, self.latest_version, e)) from e
+                why = (
+                    e
+                    if isinstance(e, DataferryError)
+                    else refused(self.store, self.latest_version, e)
+                )
+                raise kept(self.store, appid, why) from e
 
         retries = self.config.commit_retries if intent.mode == "append" else 0
         result, _ = commit_exactly_once(
@@ -483,18 +487,5 @@ class DeltaFormat(TableFormat):
                 "nothing was committed"
             ) from e
         if not landed.found and checkpoint_due(configuration, landed.version, self.config):
-            self._after(landed.version)
+            after_version(self.location, landed.version, self.config)
         return {"table_version": landed.version}
-
-    def _after(self, version: int) -> None:
-        """deltalake's post-commit hooks on the version just committed; the commit stands
-        whatever they do (`commit_info.after_commit`)."""
-        from deltalake import DeltaTable
-
-        uri, options = self.location
-        try:
-            dt = DeltaTable(uri, version=version, storage_options=options or None)
-        except Exception as e:
-            log.warning("Delta table %s: no checkpoint after version %s: %s", uri, version, e)
-            return
-        after_commit(dt, version, self.config)

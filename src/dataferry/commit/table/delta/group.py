@@ -40,7 +40,14 @@ from typing import Any
 
 import msgspec
 
-from ....errors import CommitUndone, DataferryError, DestinationError, NotFound, StoreError
+from ....errors import (
+    CommitUndone,
+    DataferryError,
+    DestinationError,
+    NotFound,
+    StoreError,
+    TableCommitConflict,
+)
 from ....store import Store, paths
 from .entry import Landed, VersionTaken, encode, entry_path, read_entry
 
@@ -99,9 +106,14 @@ def withdraw(store: Store, app_id: str) -> None:
 
 
 def kept(store: Store, app_id: str, error: DataferryError) -> DataferryError:
-    """`error` as the job's commit may end with it: a job whose request is published (by an
-    earlier try) is not undone (CommitUndone), as another leader may carry its files: a
-    DestinationError instead, leaving the job decided for its next try or its recovery."""
+    """`error` as the job's commit may end with it. A conflict (the table's shape changed
+    since the job's base) proves no leader can carry the job's request: it is withdrawn, and
+    the job undone. A job whose request is published (by an earlier try) is otherwise never
+    undone (CommitUndone), as another leader may carry its files: a DestinationError instead,
+    leaving the job decided for its next try or its recovery."""
+    if isinstance(error, TableCommitConflict):
+        withdraw(store, app_id)
+        return error
     if not isinstance(error, CommitUndone) or not store.exists(request_path(app_id)):
         return error
     return DestinationError(f"{error}; but its commit request is published: not undone")
