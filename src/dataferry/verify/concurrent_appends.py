@@ -242,7 +242,9 @@ def run_concurrent_appends(
             inner = list(range(base.start + 1, base.end))
             chosen = sorted(spread(inner, max(0, points - 2), rng))
             runs += [(base, i) for i in dict.fromkeys([base.start, *chosen, base.end])]
-        runs += [(_Variant(dest, f, uuids), None) for f in faults]
+        # a new table is made by one job alone (its metaData): groups meet on one that exists
+        met = [f for f in faults if dest != FRESH or f not in GROUP_FAULTS]
+        runs += [(_Variant(dest, f, uuids), None) for f in met]
     out = []
     for n, (v, index) in enumerate(runs):
         url = stores.url(f"ca-{v.destination[0]}-{v.fault}-{n}")
