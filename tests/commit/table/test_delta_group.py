@@ -233,3 +233,20 @@ def test_a_request_that_can_never_land_is_withdrawn(tmp_path, monkeypatch):
     assert rows.column_names == ["name", "day"] and rows.num_rows == 2
     parquet = [st.path for st in store.walk("") if st.path.endswith(".parquet")]
     assert sorted(parquet) == sorted(committer_by_name("delta", store).referenced_files())
+
+
+def test_a_committer_that_read_the_table_still_pickles(tmp_path):
+    """The table check_input read is kept for the group's first landed check, but a committer
+    is shipped to Dask's and Ray's workers: it must pickle without it (deltalake's table does
+    not pickle; were it kept in the state, every engine's Delta append would fail)."""
+    import pickle
+
+    from dataferry.commit.factory import make_committer
+
+    url = str(tmp_path / "t")
+    write(url, data(3))
+    made = make_committer("delta", url, mode="append")
+    made.prepare_input(data(1).schema, ["day"])
+    assert made.format.checked[0] is not None
+    again = pickle.loads(pickle.dumps(made))
+    assert again.format.checked == (None, 0.0)

@@ -153,6 +153,9 @@ class DeltaFormat(TableFormat):
         self.latest_version: int | None = None  # as the last check of the log found it
         self.checked: tuple[Any, float] = (None, 0.0)  # check_input's table, and when
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "checked": (None, 0.0)}  # a deltalake table does not pickle
+
     # --- the table -------------------------------------------------------------------------
 
     @property
