@@ -33,7 +33,7 @@ _AT_ENTRY = {
 }
 GROUP_FAULTS = tuple(_AT_ENTRY)
 GROUPED = {"delta": GROUP_DIR}  # committers whose appends commit by group: their requests
-MEET_S = 10.0  # how long one side waits for the other at a meeting point
+MEET_S = 30.0  # how long one side waits for the other at a meeting point (a busy machine)
 CREATE = frozenset({Op.CREATE_IF_ABSENT})
 
 
