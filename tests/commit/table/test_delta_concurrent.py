@@ -98,7 +98,7 @@ def test_an_append_does_not_wait_on_the_claim_an_overwrite_does(tmp_path, monkey
     overwrite and a schema-merging append still give way (they change what others build on)."""
     from dataferry.commit import factory
 
-    monkeypatch.setitem(factory.make_committer.__kwdefaults__, "claim_timeout_s", 1.0)
+    monkeypatch.setitem(factory.make_committer.__kwdefaults__, "claim_timeout_s", 0.3)
     url = str(tmp_path / "t")
     write(url, data(3))
     claim = Claim(job_id="job_other_0000", job_uuid="0" * 32, committer="delta", mode="append")
