@@ -50,11 +50,13 @@ def test_racing_appenders_land_once_without_the_claim(tmp_path, monkeypatch, nam
 
 def test_a_double_commit_is_seen(tmp_path, monkeypatch):
     """Were the job's landed commit not looked for (in the table before any retry, and among
-    the winners of a taken version), A's lost answer would be committed twice: the referee
-    says so."""
+    the winners of a taken version or the versions a group commit walks), A's lost answer
+    would be committed twice: the referee says so."""
     import dataferry.commit.table.delta.committer as delta
+    from dataferry.commit.table.delta import group
 
     once, put = delta.commit_exactly_once, delta.put_commit
+    monkeypatch.setattr(group._Walk, "landed", lambda *_: None)
 
     def never_landed(ctx, what, _landed, *args, **kwargs):
         return once(ctx, what, lambda: None, *args, **kwargs)
@@ -62,4 +64,31 @@ def test_a_double_commit_is_seen(tmp_path, monkeypatch):
     monkeypatch.setattr(delta, "commit_exactly_once", never_landed)
     monkeypatch.setattr(delta, "put_commit", lambda s, v, act, _app, r: put(s, v, act, "", r))
     scenarios = run(tmp_path, "delta", ("lost_answer",))
+    assert any("2x" in p for s in scenarios for p in s.problems)
+
+
+def test_appenders_meeting_in_one_group_land_once(tmp_path):
+    """Two drivers' appends meet in one Delta group commit: A dies just before the group's
+    log entry (B's entry then carries A) or just after it, or lands alone and dies before
+    removing its request (which B then finds): each job lands exactly once, cleanup deletes
+    nothing that landed, nothing is left over. Were the group not formed, the outcome would
+    say "in two entries"; were a job committed twice or its files removed, a problem."""
+    faults = ("group_crash_before", "group_crash_after", "group_landed")
+    scenarios = run(tmp_path, "delta", faults)
+    assert [s.outcome for s in scenarios] == [
+        "A crashed, B committed, in one entry",
+        "A crashed, B committed, in one entry",
+        "A crashed, B committed, in two entries",
+    ]
+    assert [p for s in scenarios for p in s.problems] == []
+
+
+def test_a_landed_request_carried_again_is_seen(tmp_path, monkeypatch):
+    """Were the group commit's walk not to look for txns in the versions since a request's
+    base, A's request (landed, left by A's death) would be carried again by B's entry and A
+    committed twice: the referee says so."""
+    from dataferry.commit.table.delta import group
+
+    monkeypatch.setattr(group._Walk, "landed", lambda self, app_id, since: None)
+    scenarios = run(tmp_path, "delta", ("group_landed",))
     assert any("2x" in p for s in scenarios for p in s.problems)

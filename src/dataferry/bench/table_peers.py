@@ -183,9 +183,12 @@ def _polars_iceberg_read(dest: str, setting: Setting) -> pa.Table:
 
 
 def _delta_versions(dest: str, setting: Setting) -> int:
+    """The commits in the table: one a version, or each job a group commit's version names."""
     from deltalake import DeltaTable
 
-    return DeltaTable(dest).version() + 1
+    from ..commit.table.delta.commit_info import jobs_of
+
+    return sum(max(1, len(jobs_of(e))) for e in DeltaTable(dest).history())
 
 
 def _iceberg_versions(dest: str, setting: Setting) -> int:

@@ -13,6 +13,16 @@ points spread over A's job commit, and at A's table transaction itself, where A 
     crash_after_commit   dies just after its transaction landed
     lost_answer          sees its transaction's answer lost (a timeout after it landed)
 
+and, where the format commits appends by group (`GROUPED`: Delta), the two meet in one group
+(`group_races.py`): B's request is published while A leads, and A
+
+    group_none           carries B in its log entry
+    group_crash_before   dies just before the group's entry (B's commit carries A)
+    group_crash_after    dies just after the group's entry landed
+    group_lost_answer    sees the group's entry's answer lost
+    group_landed         (not a meeting) lands alone and dies before removing its request,
+                         which B, whose base is older, then finds: it must not carry A again
+
 A dead A is recovered by `cleanup` while B may still be committing (a live driver's job is left
 alone), and once more after B ended. Expected: B lands exactly once; A lands exactly once if it
 reported committed (a lost answer included), and once or not at all if it died, never twice;
@@ -33,6 +43,7 @@ from ..store import fault_layer as find_fault_layer
 from ..store.faults import call_at
 from . import invariants as inv
 from .earlier import earlier_data
+from .group_races import GROUP_FAULTS, Meeting, grouped
 from .harness import (
     EXISTING,
     FRESH,
@@ -48,7 +59,14 @@ from .harness import (
 )
 from .race_parties import JOIN_S, SecondJob, Side, prepare_side
 
-FAULTS = ("none", "crash_at_intent", "crash_before_commit", "crash_after_commit", "lost_answer")
+FAULTS = (
+    "none",
+    "crash_at_intent",
+    "crash_before_commit",
+    "crash_after_commit",
+    "lost_answer",
+    *GROUP_FAULTS,
+)
 INTENT_FILE = "_commit_intent.json"
 TRANSACTION = frozenset({Op.TABLE_COMMIT})
 
@@ -108,9 +126,14 @@ def _run(
     second = SecondJob(b)
     start_b = second.start
 
-    at_b = call_at(index, start_b) if index is not None else _fault_rule(v.fault, start_b)
-    prepare_side(committer, url, "append", options, a, [at_b], 0.0, True)
-    prepare_side(committer, url, "append", options, b, [], 0.0, True)
+    meeting = Meeting(v.fault, second) if v.fault in GROUP_FAULTS else None
+    if meeting is not None:
+        rules_a, rules_b = meeting.rules_a(), meeting.rules_b()
+    else:
+        rules_a = [call_at(index, start_b) if index is not None else _fault_rule(v.fault, start_b)]
+        rules_b = []
+    prepare_side(committer, url, "append", options, a, rules_a, 0.0, True)
+    prepare_side(committer, url, "append", options, b, rules_b, 0.0, True)
     fault = find_fault_layer(a.store)
     assert fault is not None
     start = fault.op_count
@@ -128,9 +151,10 @@ def _run(
     ended = second.wait()
     if a.status == "crashed":
         recovered.append(cleanup_destination(quiet_store(url), older_than_s=0))
-    scenario = variant_scenario(
-        v, "concurrent", index=index, when=v.fault, outcome=f"A {a.status}, B {b.status}"
-    )
+    outcome = f"A {a.status}, B {b.status}"
+    if meeting is not None:
+        outcome += meeting.verdict(committer, url, options, a, b)
+    scenario = variant_scenario(v, "concurrent", index=index, when=v.fault, outcome=outcome)
     if index is not None and index < len(fault.trace):
         scenario.op, scenario.path = fault.trace[index].op.value, fault.trace[index].path
     if not ended:
@@ -204,6 +228,8 @@ def run_concurrent_appends(
     committer whose appends hold the claim (`concurrent.py` races those)."""
     if not claimless(committer, stores.url("c-probe"), options):
         return []
+    if not grouped(committer):
+        faults = tuple(f for f in faults if f not in GROUP_FAULTS)
     rng = random.Random(f"{seed}:concurrent_appends")
     runs: list[tuple[_Variant, int | None]] = []
     for dest in destinations:
@@ -216,7 +242,9 @@ def run_concurrent_appends(
             inner = list(range(base.start + 1, base.end))
             chosen = sorted(spread(inner, max(0, points - 2), rng))
             runs += [(base, i) for i in dict.fromkeys([base.start, *chosen, base.end])]
-        runs += [(_Variant(dest, f, uuids), None) for f in faults]
+        # a new table is made by one job alone (its metaData): groups meet on one that exists
+        met = [f for f in faults if dest != FRESH or f not in GROUP_FAULTS]
+        runs += [(_Variant(dest, f, uuids), None) for f in met]
     out = []
     for n, (v, index) in enumerate(runs):
         url = stores.url(f"ca-{v.destination[0]}-{v.fault}-{n}")
@@ -224,11 +252,16 @@ def run_concurrent_appends(
         scenario.schedule = (
             f"B's append at op {index - v.start} of A's {v.end - v.start}"
             if index is not None
-            else f"B's append at A's {'intent' if v.fault == 'crash_at_intent' else 'transaction'}"
-            f", A: {v.fault}"
+            else f"B's append at A's {_where(v.fault)}, A: {v.fault}"
         )
         discard(quiet_store(url))
         out.append(scenario)
         if progress:
             progress(len(runs))
     return out
+
+
+def _where(fault: str) -> str:
+    if fault in GROUP_FAULTS:
+        return "commit request (one group)"
+    return "intent" if fault == "crash_at_intent" else "transaction"

@@ -24,6 +24,7 @@ from dataferry.commit.records.claim import Claim, crashed, observe_record
 from dataferry.commit.records.drivers import driver_path
 from dataferry.commit.records.hold import acquire_claim
 from dataferry.commit.records.intent import INTENT_FILE
+from dataferry.commit.table.delta.commit_info import jobs_of
 from dataferry.errors import DestinationClaimed, JobCommitError
 from dataferry.store import FaultRule, Op, open_store
 
@@ -50,8 +51,9 @@ def ids_of(url: str) -> list[int]:
 
 
 def versions_per_job(url: str) -> Counter:
+    """How many versions name each job (a group's entry names every job it carries)."""
     dt = committer_by_name("delta", open_store(url)).table()
-    return Counter(e.get("dataferry.job_uuid") for e in dt.history())
+    return Counter(j for e in dt.history() for j in jobs_of(e))
 
 
 def test_concurrent_appenders_all_land_once(tmp_path):
@@ -96,7 +98,7 @@ def test_an_append_does_not_wait_on_the_claim_an_overwrite_does(tmp_path, monkey
     overwrite and a schema-merging append still give way (they change what others build on)."""
     from dataferry.commit import factory
 
-    monkeypatch.setitem(factory.make_committer.__kwdefaults__, "claim_timeout_s", 1.0)
+    monkeypatch.setitem(factory.make_committer.__kwdefaults__, "claim_timeout_s", 0.3)
     url = str(tmp_path / "t")
     write(url, data(3))
     claim = Claim(job_id="job_other_0000", job_uuid="0" * 32, committer="delta", mode="append")

@@ -191,42 +191,61 @@ def test_every_reader_reads_the_type_zoo_at_every_version(tmp_path):
 
 def concurrent(monkeypatch, other_write) -> list[int]:
     """Make `other_write()` run once between dataferry's read of the table and its commit
-    file's creation; the versions dataferry tried to create, in order."""
-    from dataferry.commit.table.delta import committer, entry
+    file's creation (a single commit's or a group's); the versions dataferry tried to create,
+    in order."""
+    from dataferry.commit.table.delta import committer, entry, group
 
-    real = entry.put_commit
     tried: list[int] = []
 
-    def put(store, version, actions, app_id, rebases):
-        if not tried:
-            other_write()
-        real_create = store.create_if_absent
+    def before(real):
+        def put(store, *args):
+            if not tried:
+                other_write()
+            real_create = store.create_if_absent
 
-        def create(path, data=b""):
-            tried.append(int(path.rsplit("/", 1)[1][:20]))
-            return real_create(path, data)
+            def create(path, data=b""):
+                if path.startswith("_delta_log/"):
+                    tried.append(int(path.rsplit("/", 1)[1][:20]))
+                return real_create(path, data)
 
-        monkeypatch.setattr(store, "create_if_absent", create)
-        return real(store, version, actions, app_id, rebases)
+            monkeypatch.setattr(store, "create_if_absent", create)
+            return real(store, *args)
 
-    monkeypatch.setattr(committer, "put_commit", put)
+        return put
+
+    monkeypatch.setattr(committer, "put_commit", before(entry.put_commit))
+    monkeypatch.setattr(group, "lead", before(group.lead))
     return tried
 
 
-def test_an_append_racing_deltalakes_append_is_rebased_on_top_of_it(tmp_path, monkeypatch):
-    """deltalake appends between dataferry's read and its commit: dataferry's create of
+@pytest.mark.parametrize(
+    "custom, tried_versions, retries",
+    [({"k": "v"}, [1, 2], 1), (None, [2], 0)],
+    ids=["single", "group"],
+)
+def test_an_append_racing_deltalakes_append_is_rebased_on_top_of_it(
+    tmp_path, monkeypatch, custom, tried_versions, retries
+):
+    """deltalake appends between dataferry's read and its commit: a single commit's create of
     that version fails, the winner is read (only adds), and the job's actions go in the
-    next version, with num_retries 1. Broken (no put-if-absent), deltalake's commit is
-    overwritten and its rows vanish; broken otherwise, the job commits twice."""
+    next version, with num_retries 1 (a group commit, with no custom metadata of its own,
+    walks the log first and creates the next version at once). Broken (no put-if-absent),
+    deltalake's commit is overwritten and its rows vanish; broken otherwise, the job commits
+    twice."""
+    from deltalake import CommitProperties
+
     t = tmp_path / "t"
     dataferry.write_deltalake(str(t), data())
     tried = concurrent(
         monkeypatch, lambda: deltalake.write_deltalake(str(t), data(50), mode="append")
     )
-    result = dataferry.write_deltalake(str(t), data(100), mode="append")
-    assert tried == [1, 2]
+    properties = CommitProperties(custom_metadata=custom) if custom else None
+    result = dataferry.write_deltalake(
+        str(t), data(100), mode="append", commit_properties=properties
+    )
+    assert tried == tried_versions
     assert info(t, 1)["engineInfo"].startswith("delta-rs")  # deltalake's, untouched
-    assert info(t, 2)["operationMetrics"]["num_retries"] == 1
+    assert info(t, 2)["operationMetrics"]["num_retries"] == retries
     assert xs(t) == [0, 1, 2, 3, 50, 51, 52, 53, 100, 101, 102, 103]
     uuid = result.run.job.job_uuid
     dt = deltalake.DeltaTable(str(t))

@@ -124,10 +124,12 @@ def commit_info(
     predicate: str,
     metrics: Metrics,
     now_ms: int,
+    carried: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """The `commitInfo` action, in deltalake's words: operation WRITE, its parameters (the
     save mode, the partition columns as a JSON list, a replace where's predicate), the
-    metrics, the engine; the caller's custom metadata and the job's keys beside them."""
+    metrics, the engine; the caller's custom metadata and the job's keys beside them; in a
+    group's entry, the job uuids of the other requests it carries (`dataferry.group`)."""
     parameters: dict[str, str] = {"mode": SAVE_MODES[mode]}
     if partition_by:
         parameters["partitionBy"] = json.dumps(list(partition_by), separators=(",", ":"))
@@ -144,8 +146,16 @@ def commit_info(
             **config.custom_metadata,
             "dataferry.job_id": str(job.job_id),
             "dataferry.job_uuid": job.job_uuid,
+            **({"dataferry.group": [r.job_uuid for r in carried]} if carried else {}),
         }
     }
+
+
+def jobs_of(entry: Mapping[str, Any]) -> set[str]:
+    """The job uuids whose transactions a version's commitInfo names (a group's too)."""
+    group = entry.get("dataferry.group")
+    jobs = set(group) if isinstance(group, list) else set()
+    return jobs | ({entry["dataferry.job_uuid"]} if entry.get("dataferry.job_uuid") else set())
 
 
 def transactions(config: Any, appid: str, now_ms: int) -> list[dict[str, Any]]:
@@ -188,6 +198,20 @@ def after_commit(dt: Any, version: int, config: Any) -> None:
         log.warning("Delta table version %s: post-commit hook failed: %s", version, e)
 
 
+def after_version(location: tuple[str, dict[str, str]], version: int, config: Any) -> None:
+    """deltalake's post-commit hooks on the version just committed of the table at
+    `location` (its uri and storage options); the commit stands whatever they do."""
+    from deltalake import DeltaTable
+
+    uri, options = location
+    try:
+        dt = DeltaTable(uri, version=version, storage_options=options or None)
+    except Exception as e:
+        log.warning("Delta table %s: no checkpoint after version %s: %s", uri, version, e)
+        return
+    after_commit(dt, version, config)
+
+
 def app_id(job: JobContext) -> str:
     """The job's application id in the table's `txn` actions."""
     return f"dataferry-{job.job_uuid}"
@@ -202,6 +226,6 @@ def version_of(dt: Any, appid: str) -> int:
     """The table version whose commit carries the job's app id (the latest commit's if the
     history does not say)."""
     for entry in dt.history(limit=50):
-        if entry.get("dataferry.job_uuid") and appid.endswith(entry["dataferry.job_uuid"]):
+        if any(appid.endswith(j) for j in jobs_of(entry)):
             return int(entry.get("version", dt.version()))
     return dt.version()

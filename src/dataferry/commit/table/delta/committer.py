@@ -15,8 +15,8 @@ commit is written by dataferry, one `_delta_log/<version>.json` created only if 
 is free (`entry`), holding all of the job's actions (`commitInfo` as deltalake writes it,
 `protocol` and `metaData` where the job creates the table or changes its schema, the `txn`
 actions, removes, adds). A version another writer took first is a conflict; an append is
-moved on top of the winners' adds and removes (a rebase), as delta-rs does. deltalake still
-makes the checkpoints, after the commit.
+moved on top of the winners' adds and removes (a rebase), as delta-rs does. Plain appends
+committing at once share one version (`group`). deltalake makes the checkpoints, after it.
 
 Around it: the log's types (`types`), its check (`log`), protocols (`protocol`), the actions
 (`actions`, `transaction`), predicates (`predicate`), the commit's own record (`commit_info`).
@@ -55,21 +55,24 @@ from .actions import (
 )
 from .commit_info import (
     Metrics,
-    after_commit,
+    after_version,
     app_id,
     check_custom_metadata,
     checkpoint_due,
     commit_info,
     is_conflict,
+    jobs_of,
     transactions,
     version_of,
 )
 from .entry import VersionTaken, put_commit
+from .group import Request, grouped, kept, may_group, withdraw
+from .group import commit as group_commit
 from .log import LOG_DIR, check_log, refused, unreadable
 from .plan import DeltaPlan, DeltaTablePlan
 from .predicate import check_columns, matches, normalized, parse
 from .protocol import Protocol, check_configuration, check_writable
-from .transaction import changed, created, removed
+from .transaction import changed, created, removed, still_fits
 from .types import (
     check_types,
     file_schema,
@@ -79,6 +82,7 @@ from .types import (
 )
 
 log = logging.getLogger("dataferry.commit")
+REUSE_S = 600.0  # how long check_input's read of the table may serve a group's landed check
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,10 @@ class DeltaFormat(TableFormat):
         super().__init__(committer)
         self._location = None
         self.latest_version: int | None = None  # as the last check of the log found it
+        self.checked: tuple[Any, float] = (None, 0.0)  # check_input's table, and when
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "checked": (None, 0.0)}  # a deltalake table does not pickle
 
     # --- the table -------------------------------------------------------------------------
 
@@ -219,7 +227,7 @@ class DeltaFormat(TableFormat):
         dt = self.table()
         if dt is None:
             return 0
-        return sum(1 for e in dt.history() if e.get("dataferry.job_uuid") == job_uuid)
+        return sum(1 for e in dt.history() if job_uuid in jobs_of(e))
 
     def referenced_files(self) -> set[str]:
         dt = self.table()
@@ -256,6 +264,7 @@ class DeltaFormat(TableFormat):
                 f"(as in deltalake), not mode={self.committer.write_mode!r}"
             )
         dt = self.table()
+        self.checked = (dt, time.monotonic())
         if self.config.predicate:
             parts = list(dt.metadata().partition_columns) if dt is not None else partition_by
             check_columns(self.config.predicate, parse(self.config.predicate), parts)
@@ -361,8 +370,14 @@ class DeltaFormat(TableFormat):
         schema = self.committer.plan_schema(intent)
         partition_by = list(plan.partition_by)
 
+        # a group's first landed check may be on the table check_input read a moment ago (its
+        # walk reads every version since; long after, expired log entries may be gone)
+        dt, when = self.checked
+        fresh = dt is not None and time.monotonic() - when < REUSE_S
+        first = [dt] if fresh and intent.mode == "append" and may_group(self.config) else []
+
         def landed() -> dict[str, Any] | None:
-            dt = read[0] = self.table()  # the commit right after builds on it
+            dt = read[0] = first.pop() if first else self.table()  # the commit builds on it
             if dt is None or dt.transaction_version(appid) is None:
                 return None
             return {"table_version": version_of(dt, appid)}
@@ -377,9 +392,14 @@ class DeltaFormat(TableFormat):
                     job, intent.mode, appid, facts, schema, partition_by, plan, attempt, dt
                 )
             except Exception as e:
-                if isinstance(e, DataferryError) or self.is_conflict(e):
+                if self.is_conflict(e):
                     raise
-                raise refused(self.store, self.latest_version, e) from e
+                why = (
+                    e
+                    if isinstance(e, DataferryError)
+                    else refused(self.store, self.latest_version, e)
+                )
+                raise kept(self.store, appid, why) from e
 
         retries = self.config.commit_retries if intent.mode == "append" else 0
         result, _ = commit_exactly_once(
@@ -391,6 +411,8 @@ class DeltaFormat(TableFormat):
             retries,
             label=LOG_DIR,
         )
+        if intent.mode == "append":
+            withdraw(self.store, appid)  # its commit request (`group`), if any: landed
         return result
 
     def _commit(
@@ -406,8 +428,9 @@ class DeltaFormat(TableFormat):
         dt: Any = None,  # the table as the landed check just read it (None: read it now)
     ) -> dict[str, Any]:
         """Build the job's one version on the table as deltalake reads it now and create its
-        commit file (`entry.put_commit`); then deltalake's post-commit hooks."""
+        commit file (`entry.put_commit`, or a group's: `group`); then the post-commit hooks."""
         schema = log_schema(schema) if schema is not None else None
+        base = dt.version() if dt is not None else None  # the version the landed check read
         dt = dt if dt is not None else self.table()
         if dt is None and schema is None:
             # no table and no file to take a schema from: a job that wrote nothing (and was
@@ -422,29 +445,42 @@ class DeltaFormat(TableFormat):
             removes: list[dict[str, Any]] = []
             predicate, version = "", 0
         else:
-            self._still_fits(job, dt, mode, schema, partition_by)
+            still_fits(self, job, dt, mode, schema, partition_by)
             head, parts = changed(self.config, dt, mode, schema, partition_by, now)
             removes, predicate = removed(self.config, dt, mode, plan.table.partitions, now)
             configuration = dict(dt.metadata().configuration)
             version = dt.version() + 1
         partitions = len({partition_dir(f.path) for f in facts if partition_by})
 
-        def actions(rebases: int) -> list[dict[str, Any]]:
+        own = Request(
+            app_id=appid,
+            job_uuid=job.job_uuid,
+            base=base if base is not None else -1,
+            actions=[*transactions(self.config, appid, now), *adds],
+            rows=sum(f.rows for f in facts),
+            partitions=partitions,
+        )
+
+        def actions(rebases: int, carried: Sequence[Request] = ()) -> list[dict[str, Any]]:
             metrics = Metrics(
-                added_files=len(adds),
+                added_files=len(adds) + sum(r.adds for r in carried),
                 removed_files=len(removes),
-                partitions=partitions,
-                added_rows=sum(f.rows for f in facts),
+                partitions=partitions + sum(r.partitions for r in carried),
+                added_rows=own.rows + sum(r.rows for r in carried),
                 retries=tries + rebases,
             )
-            info = commit_info(self.config, job, mode, parts, predicate, metrics, now)
-            return [info, *head, *transactions(self.config, appid, now), *removes, *adds]
+            info = commit_info(self.config, job, mode, parts, predicate, metrics, now, carried)
+            theirs = [a for r in carried for a in r.actions]
+            return [info, *head, *removes, *own.actions, *theirs]
 
         # an append is moved on top of other writers' adds (delta-rs' rebase); another mode
         # read the table it replaces: any commit since is a conflict
         rebases = self.config.commit_retries if mode == "append" and dt is not None else 0
         try:
-            landed = put_commit(self.store, version, actions, appid, rebases)
+            if base is not None and grouped(self.config, mode, head, removes):
+                landed = group_commit(self.store, own, actions, rebases)
+            else:
+                landed = put_commit(self.store, version, actions, appid, rebases)
         except VersionTaken as e:
             if mode == "append":
                 raise
@@ -454,47 +490,5 @@ class DeltaFormat(TableFormat):
                 "nothing was committed"
             ) from e
         if not landed.found and checkpoint_due(configuration, landed.version, self.config):
-            self._after(landed.version)
+            after_version(self.location, landed.version, self.config)
         return {"table_version": landed.version}
-
-    def _still_fits(
-        self, job: JobContext, dt: Any, mode: str, schema: pa.Schema | None, parts: list[str]
-    ) -> None:
-        """The table as it is now takes the job's files (it may have been created or changed
-        by another writer since the job checked it): else a conflict, nothing committed."""
-        where = f"Delta table {self.store.full_url()}"
-        if mode == "error":
-            raise TableCommitConflict(
-                f"job {job.job_id}: {where} was created by another writer while the job "
-                "ran (mode='error'); nothing was committed"
-            )
-        self.check_writable(dt, mode)
-        if self.config.schema_mode == "overwrite" or schema is None:
-            return
-        table_parts = list(dt.metadata().partition_columns)
-        problem = ""
-        if table_parts != parts:
-            problem = f"it is partitioned by {table_parts}, the job's files by {parts}"
-        elif self.config.schema_mode is None:
-            try:
-                check_same_schema(where, pa.schema(dt.schema().to_arrow()), schema, log_type, "")
-            except ConfigError as e:
-                problem = str(e)
-        if problem:
-            raise TableCommitConflict(
-                f"job {job.job_id}: {where} changed while the job ran: {problem}; nothing "
-                "was committed"
-            )
-
-    def _after(self, version: int) -> None:
-        """deltalake's post-commit hooks on the version just committed; the commit stands
-        whatever they do (`commit_info.after_commit`)."""
-        from deltalake import DeltaTable
-
-        uri, options = self.location
-        try:
-            dt = DeltaTable(uri, version=version, storage_options=options or None)
-        except Exception as e:
-            log.warning("Delta table %s: no checkpoint after version %s: %s", uri, version, e)
-            return
-        after_commit(dt, version, self.config)

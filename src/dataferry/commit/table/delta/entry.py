@@ -56,6 +56,7 @@ class Landed:
     version: int
     rebases: int
     found: bool = False  # an earlier try's, found among the winners
+    carried: int = 0  # other jobs' commit requests the version carries (`group`)
 
 
 def put_commit(

@@ -1,7 +1,8 @@
 """The actions of a Delta job's one version besides its adds, built on the table as
 deltalake reads it: a new table's `protocol` and `metaData`; the `metaData` (and `protocol`
 upgrade) of a write whose `schema_mode` changes the schema; the removes of an overwrite, an
-overwrite of partitions or a replace where, and the predicate the commit logs for them."""
+overwrite of partitions or a replace where, and the predicate the commit logs for them; and
+whether the table as it is at commit time still takes the job's files (`still_fits`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ....errors import ConfigError, TableCommitConflict
+from ..schemas import check_same_schema
 from .actions import (
     delta_schema,
     metadata_action,
@@ -22,6 +25,7 @@ from .actions import (
 )
 from .predicate import normalized, parse
 from .protocol import Protocol, new_protocol, upgraded
+from .types import log_type
 
 
 def created(
@@ -98,3 +102,32 @@ def removed(
     table_types = partition_types(pa.schema(dt.schema().to_arrow()), columns)
     terms = normalized(parse(config.predicate), table_types)
     return removes_matching(dt, terms, table_types, now), config.predicate
+
+
+def still_fits(
+    fmt: Any, job: Any, dt: Any, mode: str, schema: pa.Schema | None, parts: list[str]
+) -> None:
+    """The table as it is now takes the job's files (it may have been created or changed
+    by another writer since the job checked it): else a conflict, nothing committed."""
+    where = f"Delta table {fmt.store.full_url()}"
+    if mode == "error":
+        raise TableCommitConflict(
+            f"job {job.job_id}: {where} was created by another writer while the job "
+            "ran (mode='error'); nothing was committed"
+        )
+    fmt.check_writable(dt, mode)
+    if fmt.config.schema_mode == "overwrite" or schema is None:
+        return
+    table_parts = list(dt.metadata().partition_columns)
+    problem = ""
+    if table_parts != parts:
+        problem = f"it is partitioned by {table_parts}, the job's files by {parts}"
+    elif fmt.config.schema_mode is None:
+        try:
+            check_same_schema(where, pa.schema(dt.schema().to_arrow()), schema, log_type, "")
+        except ConfigError as e:
+            problem = str(e)
+    if problem:
+        raise TableCommitConflict(
+            f"job {job.job_id}: {where} changed while the job ran: {problem}; nothing was committed"
+        )
