@@ -180,7 +180,7 @@ def test_a_job_whose_request_is_published_is_never_undone(tmp_path, monkeypatch)
     leads, fits = [], []
     real_fits = committer.still_fits
 
-    def lose_every_round(store, own, build, rounds):
+    def lose_every_round(store, own, build, rounds, may_carry):
         leads.append(own.app_id)
         raise group.GroupPending("lost every round")
 
@@ -218,7 +218,7 @@ def test_a_request_that_can_never_land_is_withdrawn(tmp_path, monkeypatch):
     write(url, data(3))
     real_lead = group.lead
 
-    def overwritten_while_leading(store, own, build, rounds):
+    def overwritten_while_leading(store, own, build, rounds, may_carry):
         monkeypatch.setattr(group, "lead", real_lead)
         other = pa.table({"name": ["x", "y"], "day": ["d0", "d1"]})
         write(url, other, mode="overwrite", schema_mode="overwrite")
@@ -250,3 +250,61 @@ def test_a_committer_that_read_the_table_still_pickles(tmp_path):
     assert made.format.checked[0] is not None
     again = pickle.loads(pickle.dumps(made))
     assert again.format.checked == (None, 0.0)
+
+
+@pytest.mark.parametrize(
+    "tamper", ["none", "remove", "foreign add", "another job's txn", "not vouched"]
+)
+def test_a_forged_request_is_not_carried(tmp_path, tamper):
+    """A commit request is a file anyone who can write into the table's storage can write.
+    Just after A publishes its request (A then dies), the request is rewritten: a remove of a
+    committed file, an add of a file A never decided to commit (one already in the table: its
+    rows twice), another job's txn (that job would take itself for landed); or a request of
+    a job no claim or driver record vouches for is put beside it (A's adds under a made-up
+    job: A's rows twice). B, committing meanwhile, must not carry what is forged: carried,
+    the table would lose rows, show rows twice, or misreport a job. Cleanup then lands A once,
+    from A's own intent record. Untampered ("none"), B carries A's request."""
+    import msgspec
+
+    url = str(tmp_path / "t")
+    write(url, data(3))
+    store = open_store(url)
+    committed = set(committer_by_name("delta", store).referenced_files())
+    add = next(a for a in read_entry(store, 0) if "add" in a)
+    forged_path: list[str] = []
+
+    def forge_then_b_commits(*_: object) -> None:
+        (st,) = store.list(group.GROUP_DIR)
+        request = msgspec.json.decode(store.read_bytes(st.path), type=group.Request)
+        actions = list(request.actions)
+        if tamper == "remove":
+            actions.append({"remove": {"path": add["add"]["path"], "dataChange": True}})
+        elif tamper == "foreign add":
+            actions.append(add)
+        elif tamper == "another job's txn":
+            actions.append({"txn": {"appId": "dataferry-another-job", "version": 1}})
+        forged = msgspec.structs.replace(request, actions=actions)
+        if tamper == "not vouched":  # A's adds under a made-up job's txn
+            made_up = [{"txn": {"appId": "dataferry-made-up", "version": 1}}]
+            made_up += [a for a in actions if "add" in a]
+            forged = group.Request(
+                app_id="dataferry-made-up", job_uuid="made-up", base=request.base, actions=made_up
+            )
+        forged_path.append(group.request_path(forged.app_id))
+        store.write_bytes(forged_path[0], msgspec.json.encode(forged))
+        write(url, data(3, start=20))
+
+    with pytest.raises(InjectedCrash):
+        write(
+            open_store(url, faults=[at_request("crash", "after", forge_then_b_commits)]),
+            data(3, start=10),
+        )
+    carried = tamper in ("none", "not vouched")  # A's own request, as A published it
+    assert ids_of(url) == [0, 1, 2, *([10, 11, 12] if carried else []), 20, 21, 22]
+    assert committed <= committer_by_name("delta", store).referenced_files()
+    assert store.exists(forged_path[0]) == (tamper != "none")  # not the leader's to delete
+    assert not cleanup_destination(open_store(url), older_than_s=0).failed
+    assert ids_of(url) == [0, 1, 2, 10, 11, 12, 20, 21, 22]  # A once, from its intent record
+    assert committed <= committer_by_name("delta", store).referenced_files()
+    assert not {"dataferry-another-job", "made-up"} & set(versions_per_job(url))
+    every_referenced_file_exists(url)

@@ -33,19 +33,23 @@ OWN_DRIVER = "its own driver"
 CLAIM = "the destination's claim"
 
 
-def _names(record: Claim | None, job: JobContext, committer: CommitterHooks) -> bool:
-    if record is None:
-        return False
-    return record.job_uuid == job.job_uuid and record.committer == committer.name
+def _names(record: Claim | None, job_uuid: str, committer: str) -> bool:
+    return record is not None and record.job_uuid == job_uuid and record.committer == committer
 
 
 def voucher(store: Store, committer: CommitterHooks, job: JobContext) -> str:
     """What in the destination vouches that a real driver ran `job` ('' : nothing): the
     destination's claim, or the job's driver record, naming the job and its committer."""
-    if _names(read_claim(store), job, committer):
+    return vouched_by(store, committer.name, job.job_uuid)
+
+
+def vouched_by(store: Store, committer: str, job_uuid: str) -> str:
+    """`voucher` for a job known by its uuid alone (another job's, as a Delta group's leader
+    meets it in a commit request)."""
+    if _names(read_claim(store), job_uuid, committer):
         return CLAIM
-    state = observe_record(store, driver_path(job.job_uuid))
-    if state is not None and _names(state.claim, job, committer):
+    state = observe_record(store, driver_path(job_uuid))
+    if state is not None and _names(state.claim, job_uuid, committer):
         return "its driver record"
     return ""
 

@@ -88,6 +88,16 @@ def add_action(
     }
 
 
+def job_adds(
+    facts: Sequence[FileFacts], partition_by: Sequence[str], schema: pa.Schema | None
+) -> list[dict[str, Any]]:
+    """A job's add actions, one per file, on its schema as the log has it (`log_schema`'s):
+    what its own log entry carries, and what a group's leader checks another job's commit
+    request against (`request_check`)."""
+    types = partition_types(schema, partition_by) if schema is not None else {}
+    return [add_action(f, partition_by, types, schema) for f in facts]
+
+
 def remove_action(live: Mapping[str, Any], values: Mapping[str, str | None], now_ms: int) -> dict:
     """A remove action for a live file (deltalake's flattened add action, its path as the
     log has it), as deltalake writes one."""

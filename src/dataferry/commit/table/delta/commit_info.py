@@ -214,7 +214,12 @@ def after_version(location: tuple[str, dict[str, str]], version: int, config: An
 
 def app_id(job: JobContext) -> str:
     """The job's application id in the table's `txn` actions."""
-    return f"dataferry-{job.job_uuid}"
+    return app_id_of(job.job_uuid)
+
+
+def app_id_of(job_uuid: str) -> str:
+    """The application id of the job with this uuid (every one starts `dataferry-`)."""
+    return f"dataferry-{job_uuid}"
 
 
 def is_conflict(error: BaseException) -> bool:

@@ -46,8 +46,8 @@ from ..location import table_location
 from ..schemas import check_same_schema
 from ..transact import commit_exactly_once
 from .actions import (
-    add_action,
     check_log_schema,
+    job_adds,
     log_partition_values,
     partition_types,
     partition_value_of,
@@ -72,6 +72,7 @@ from .log import LOG_DIR, check_log, refused, unreadable
 from .plan import DeltaPlan, DeltaTablePlan
 from .predicate import check_columns, matches, normalized, parse
 from .protocol import Protocol, check_configuration, check_writable
+from .request_check import request_checker
 from .transaction import changed, created, removed, still_fits
 from .types import (
     check_types,
@@ -437,8 +438,7 @@ class DeltaFormat(TableFormat):
             # given no schema) leaves the location as it was, as an empty write does
             return {"table_version": None}
         now = int(time.time() * 1000)
-        types = partition_types(schema, partition_by) if schema is not None else {}
-        adds = [add_action(f, partition_by, types, schema) for f in facts]
+        adds = job_adds(facts, partition_by, schema)
         if dt is None:
             assert schema is not None
             head, parts, configuration = created(self.config, schema, partition_by, now)
@@ -478,7 +478,8 @@ class DeltaFormat(TableFormat):
         rebases = self.config.commit_retries if mode == "append" and dt is not None else 0
         try:
             if base is not None and grouped(self.config, mode, head, removes):
-                landed = group_commit(self.store, own, actions, rebases)
+                may_carry = request_checker(self.store, self.committer)
+                landed = group_commit(self.store, own, actions, rebases, may_carry)
             else:
                 landed = put_commit(self.store, version, actions, appid, rebases)
         except VersionTaken as e:

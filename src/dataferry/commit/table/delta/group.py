@@ -176,14 +176,16 @@ def grouped(config: Any, mode: str, head: Sequence[Any], removes: Sequence[Any])
     return mode == "append" and not head and not removes and may_group(config)
 
 
-def commit(store: Store, own: Request, build: Build, rounds: int) -> Landed:
+def commit(
+    store: Store, own: Request, build: Build, rounds: int, may_carry: Callable[[Request], bool]
+) -> Landed:
     """Publish the job's request and lead (`lead`). Once the request may be published, no
     error says the job can be undone (only VersionTaken after its withdrawal does): anything
     else is a DestinationError, and the job's intent record stays for its next try or its
     recovery, never rolled back while another leader may carry its files."""
     try:
         publish(store, own)
-        return lead(store, own, build, rounds)
+        return lead(store, own, build, rounds, may_carry)
     except (VersionTaken, DataferryError):
         raise
     except Exception as e:
@@ -193,7 +195,9 @@ def commit(store: Store, own: Request, build: Build, rounds: int) -> Landed:
         ) from e
 
 
-def lead(store: Store, own: Request, build: Build, rounds: int) -> Landed:
+def lead(
+    store: Store, own: Request, build: Build, rounds: int, may_carry: Callable[[Request], bool]
+) -> Landed:
     """Land the job's request, carrying every other request that may go with it (the
     module's walk); `rounds` versions lost to other writers at most. Raises VersionTaken when
     the table's shape changed since the job's base (its request withdrawn first: it can never
@@ -212,7 +216,7 @@ def lead(store: Store, own: Request, build: Build, rounds: int) -> Landed:
                 f"another writer committed version {v} first (it changed the table's "
                 "metaData or protocol)"
             )
-        others = _carried(store, own, walk)
+        others = _carried(store, own, walk, may_carry)
         if store.create_if_absent(entry_path(walk.next), encode(build(done, others))):
             for r in (own, *others):
                 withdraw(store, r.app_id)
@@ -226,8 +230,11 @@ def lead(store: Store, own: Request, build: Build, rounds: int) -> Landed:
     )
 
 
-def _carried(store: Store, own: Request, walk: _Walk) -> list[Request]:
-    """The other requests the leader's entry may carry; those whose txn landed are removed."""
+def _carried(
+    store: Store, own: Request, walk: _Walk, may_carry: Callable[[Request], bool]
+) -> list[Request]:
+    """The other requests the leader's entry may carry (`may_carry`: as their jobs' vouched
+    intent records have them, `request_check`); those whose txn landed are removed."""
     taken, out = set(own.txn_ids), []
     for r in pending(store):
         if r.app_id == own.app_id:
@@ -239,6 +246,8 @@ def _carried(store: Store, own: Request, walk: _Walk) -> list[Request]:
             continue
         if walk.changed(r.base) or taken & r.txn_ids:
             continue  # a change of shape since its base; or an app id already in the entry
+        if not may_carry(r):
+            continue  # not as its job decided (forged, or its job's records gone)
         taken |= r.txn_ids
         out.append(r)
     return out
