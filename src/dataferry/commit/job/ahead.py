@@ -18,8 +18,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from ...stages import stage
 from ..protocol import CommitterHooks, JobContext, StageContext, TaskCommitMessage, plan_type_of
 from ..records.intent import Intent, stage_intent
+
+
+@stage("job_stage_write_ahead", "write_ahead")
+def write_ahead(
+    ctx: StageContext,
+    committer: CommitterHooks,
+    job: JobContext,
+    messages: Sequence[TaskCommitMessage],
+) -> tuple[Intent, str] | None:
+    """The committer's reading ahead, then the intent of its guessed plan, staged (timed as a
+    stage of its own, beside the claim's)."""
+    guess = committer.prepare_commit(ctx, job, messages)
+    expected = plan_type_of(committer)
+    if guess is None or (expected is not None and not isinstance(guess.payload, expected)):
+        return None
+    intent = Intent(
+        job_id=str(job.job_id),
+        job_uuid=job.job_uuid,
+        committer=committer.name,
+        mode=job.mode,
+        payload=guess.payload,
+    )
+    return intent, stage_intent(ctx.store, committer.job_dir(job), intent)
 
 
 class WrittenAhead:
@@ -41,27 +65,13 @@ class WrittenAhead:
         if not (ctx.store.capabilities.slow_close and committer.holds_claim(job)):
             return None
 
-        def write() -> tuple[Intent, str] | None:
-            guess = committer.prepare_commit(ctx, job, messages)
-            expected = plan_type_of(committer)
-            if guess is None or (expected is not None and not isinstance(guess.payload, expected)):
-                return None
-            intent = Intent(
-                job_id=str(job.job_id),
-                job_uuid=job.job_uuid,
-                committer=committer.name,
-                mode=job.mode,
-                payload=guess.payload,
-            )
-            return intent, stage_intent(ctx.store, committer.job_dir(job), intent)
-
         if ctx.pool.threads > 1:
             side = ThreadPoolExecutor(1, thread_name_prefix="dataferry-ahead")
-            future = side.submit(write)
+            future = side.submit(write_ahead, ctx, committer, job, messages)
             side.shutdown(wait=False)
             return cls(future)
         done: Future[tuple[Intent, str] | None] = Future()
-        done.set_result(write())
+        done.set_result(write_ahead(ctx, committer, job, messages))
         return cls(done)
 
     def done(self) -> None:
