@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
 import pytest
 
@@ -87,3 +88,30 @@ def test_a_store_that_closes_fast_writes_nothing_ahead(tmp_path):
     c.commit_job(job, run_tasks(c, job, TASKS))
     assert [k for k, _ in store.events] == ["write"], store.events
     assert visible(store) == ["p=1/a", "p=1/c", "p=2/b", "top"]
+
+
+class _SlowAttemptDeletes(WrappingStore):
+    """Deleting a task attempt's directory takes a while (a NameNode's recursive delete on a
+    busy machine); notes which thread did each."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.deleted_by: list[str] = []
+
+    def _delete(self, path, recursive):
+        if "/tasks/attempt_" in path and path.count("/") == 4:
+            time.sleep(0.05)
+            self.deleted_by.append(threading.current_thread().name)
+        return super()._delete(path, recursive)
+
+
+def test_the_renames_do_not_wait_for_the_attempt_sweeper(tmp_path):
+    """The attempt directories the sweeper has not begun to delete when the renames end are
+    the cleanup stage's, deleted on the whole pool: were the rename stage to wait for its one
+    sweeper thread, a commit on HDFS would wait for a hundred recursive deletes in turn."""
+    store = _SlowAttemptDeletes(open_store(str(tmp_path / "out")))
+    c, job = new_job(store, io_threads=8)
+    c.commit_job(job, run_tasks(c, job, {t: [f"p={t % 3}/f{t}"] for t in range(20)}))
+    assert len(visible(store)) == 20 and not store.exists("_temporary")
+    assert len(store.deleted_by) == 20
+    assert any(name.startswith("dataferry-io") for name in store.deleted_by), store.deleted_by
