@@ -12,12 +12,12 @@ from dataferry.verify import verify_crash
 pytestmark = pytest.mark.xdist_group("hdfs")
 
 # the sample: crash points and ambiguous answers at the job's moves of its data files on the
-# NameNode, every EVERY-th of them (odd: before and after both stay among
-# them), at most LIMIT of each; the scenarios of a kind run side by side (PROCESSES), as each is
-# a whole job, and a rerun, waiting on the NameNode's closes. The whole run is the command line's.
+# NameNode, every EVERY-th of them (odd: before and after both stay among them), at most LIMIT
+# of each; all of them at once, one to a process (PROCESSES), as each is a whole job, and a
+# rerun, waiting on the NameNode's closes. The whole run is the command line's.
 EVERY = 7
 LIMIT = 2
-PROCESSES = 2
+PROCESSES = 4
 
 
 def _a_move(t) -> bool:
