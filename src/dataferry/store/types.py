@@ -105,6 +105,10 @@ class Capabilities:
     # multipart uploads are block lists (Azure Blob: Put Block stages under the final name,
     # Put Block List commits): `auto` picks the block-list committer
     block_lists: bool = False
+    # closing a written file waits on the server (HDFS: the NameNode refuses `complete` until
+    # a DataNode reports the file's last block, and the client retries half a second later):
+    # a job commit writes its records ahead, beside its other work, and renames them in place
+    slow_close: bool = False
 
     def as_dict(self) -> dict[str, bool]:
         return asdict(self)

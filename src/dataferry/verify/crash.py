@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .ambiguous import ambiguous_points, run_ambiguous_point
@@ -172,22 +173,42 @@ def verify_crash(
             (committer, stores.url(f"k{t.index}{w[0]}"), t.index, w, options) for t, w in points
         ]
         tick = part()
-        scenarios = run_scenarios(run_crash_point, jobs, processes, preload, tick)
+        answers = (
+            ambiguous_points(trace, every=max(1, every), limit=limit, select=select)
+            if ambiguous
+            else []
+        )
+        names = [f"a{p.index}{p.when[0]}{'d' if p.decoy else ''}" for p in answers]
+        answer_jobs = [
+            (committer, stores.url(n), p, options) for n, p in zip(names, answers, strict=True)
+        ]
+        # a sample small enough for the processes (a test's) runs both kinds at once
+        beside = len(jobs) > 1 and len(answer_jobs) > 1
+        beside = beside and len(jobs) + len(answer_jobs) <= processes
+        with ThreadPoolExecutor(1) as side:
+            later = (
+                side.submit(
+                    run_scenarios,
+                    run_ambiguous_point,
+                    answer_jobs,
+                    len(answer_jobs),
+                    preload,
+                    part(),
+                )
+                if beside
+                else None
+            )
+            crash_processes = len(jobs) if beside else processes
+            scenarios = run_scenarios(run_crash_point, jobs, crash_processes, preload, tick)
+            found = later.result() if later is not None else None
         for s, (t, _w) in zip(scenarios, points, strict=True):
             s.op, s.path = t.op.value, t.path
         report = CrashReport(committer, store or "local", len(trace), [base, *scenarios], seed=seed)
         if ambiguous:
-            answers = ambiguous_points(trace, every=max(1, every), limit=limit, select=select)
-            names = [f"a{p.index}{p.when[0]}{'d' if p.decoy else ''}" for p in answers]
-            report.extra += run_scenarios(
-                run_ambiguous_point,
-                [
-                    (committer, stores.url(n), p, options)
-                    for n, p in zip(names, answers, strict=True)
-                ],
-                processes,
-                preload,
-                part(),
+            report.extra += (
+                found
+                if found is not None
+                else run_scenarios(run_ambiguous_point, answer_jobs, processes, preload, part())
             )
         workers = max(processes, min(2, os.cpu_count() or 1))
         private = f"{stores.base} is private to one process: "

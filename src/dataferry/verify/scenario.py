@@ -176,7 +176,9 @@ def run_scenarios(
         with ProcessPoolExecutor(
             processes, initializer=_worker_init, initargs=(preload, active())
         ) as pool:
-            for s in pool.map(fn, jobs, chunksize=4):
+            # chunks of 4 where there are many; a few scenarios go one to a process
+            chunk = max(1, min(4, len(jobs) // (4 * processes)))
+            for s in pool.map(fn, jobs, chunksize=chunk):
                 out.append(s)
                 tick(len(jobs))
     else:

@@ -1,6 +1,8 @@
 """One job commit for every committer: claim, plan, decide, finish.
 
     claim_destination -> [committer: plan stages] -> check_write_mode -> save_intent
+    (where the store's closes are slow, the plan's reading and its intent are written ahead,
+    beside the claim: `ahead.py`)
     -> finish: replace_existing -> [committer: apply stages] -> save_success -> cleanup
        -> release the claim
 
@@ -43,6 +45,7 @@ from ..records.drivers import (
 )
 from ..records.hold import HeldClaim, mark_crashed
 from ..records.intent import Intent
+from .ahead import WrittenAhead
 from .finish import finish_commit
 from .recovery import _let_go, acquire_for_job, job_claim
 from .stages import check_messages, check_write_mode, save_intent_stage
@@ -69,12 +72,16 @@ def commit_job(
     start = time.perf_counter()
     held: HeldClaim | None = None
     decided = False
+    ahead: WrittenAhead | None = None
     try:
         with ctx.stats.duration("committer_commit_job"):
+            ahead = WrittenAhead.start(committer, ctx, job, messages)
             if committer.holds_claim(job):
                 held = claim_destination(ctx, committer, job)
             elif job.claim:
                 ctx.fence = driver_fence(ctx.store, job.job_uuid)
+            if ahead is not None:
+                ahead.done()  # the plan reuses what it read
             plan = committer.plan_commit(ctx, job, messages)
             replace = check_write_mode(ctx, committer, job, plan, messages)
             intent = Intent(
@@ -85,13 +92,16 @@ def commit_job(
                 payload=checked_plan(committer, plan),
                 replace=replace,
             )
-            save_intent_stage(ctx, committer.job_dir(job), intent)
+            staged = ahead.staged_for(intent) if ahead is not None else None
+            save_intent_stage(ctx, committer.job_dir(job), intent, staged)
             decided = True
             result = finish_commit(committer, ctx, job, intent)
             if held is not None:
                 held.release()
             end_driver(ctx.store, job.job_uuid)
     except Exception as e:
+        if ahead is not None:
+            ahead.wait()
         lost = isinstance(e, ClaimLost) or (held is not None and bool(held.lost))
         if isinstance(e, CommitUndone):
             decided = False  # taken back by the committer: not to be finished, but undone

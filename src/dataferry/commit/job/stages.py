@@ -51,11 +51,14 @@ def check_write_mode(
 
 
 @stage("job_stage_save_intent", "save_intent")
-def save_intent_stage(ctx: StageContext, job_dir: str, intent: Intent) -> str:
+def save_intent_stage(
+    ctx: StageContext, job_dir: str, intent: Intent, staged: str | None = None
+) -> str:
     """Decide the commit. The claim is checked before and after: a job overtaken just then
-    stops, and its intent (if written) is the new holder's to finish."""
+    stops, and its intent (if written) is the new holder's to finish. `staged`: this very
+    record, written ahead (`stage_intent`), to rename into place."""
     ctx.fence("saving the intent record")
-    path = save_intent(ctx.store, job_dir, intent)
+    path = save_intent(ctx.store, job_dir, intent, staged)
     ctx.fence("replacing existing data")
     return path
 

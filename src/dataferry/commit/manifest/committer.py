@@ -12,6 +12,8 @@ that every committer shares (`commit/job/commit.py`: claim, intent record, recov
     -> claim -> load_manifests (entries saved in the job directory) -> check_existing_files
     -> save_intent -> create_directories -> rename_files -> [validate_output]
     -> save_success -> cleanup
+Where the store's closes are slow (HDFS), load_manifests runs beside the claim
+(`prepare_commit`), its entries file closing beside the intent written ahead (`job/ahead.py`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class ManifestCommitter(Committer):
 
     def __init__(self, store: Store, config: ManifestConfig) -> None:
         super().__init__(store, config)
+        self._prepared: dict[str, LoadedManifests] = {}  # job uuid -> loaded before the claim
 
     def layout_of(self, job: JobContext) -> JobLayout:
         return JobLayout.of(job)
@@ -162,17 +165,38 @@ class ManifestCommitter(Committer):
     def job_dir(self, job: JobContext) -> str:
         return JobLayout.of(job).job_attempt_dir
 
+    def prepare_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan:
+        """Load the manifests (the job's own files) before the claim is held; the entries
+        file closes on a thread of its own, beside the intent written ahead. The guess: no
+        file of the destination is in the way."""
+        loaded = self._load(ctx, messages, close_beside=ctx.pool.threads > 1)
+        self._prepared[job.job_uuid] = loaded
+        return self._plan(loaded, [])
+
     def plan_commit(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
     ) -> CommitPlan:
-        committed = {m.task_id: m.attempt_id for m in messages}
-        entries = f"{ctx.layout.job_attempt_dir}/{ENTRIES_NAME}"
-        loaded = load_manifests(ctx, committed, ctx.store, entries)
+        loaded = self._prepared.pop(job.job_uuid, None)
+        if loaded is None:
+            loaded = self._load(ctx, messages)
+        loaded.written()
         # overwrite replaces everything visible, a partition overwrite each partition written:
         # nothing already there can be in the way
         replace = [] if job.mode in REPLACING_MODES else check_existing_files(ctx, loaded)
+        return self._plan(loaded, replace)
+
+    def _load(
+        self, ctx: StageContext, messages: Sequence[TaskCommitMessage], close_beside: bool = False
+    ) -> LoadedManifests:
+        committed = {m.task_id: m.attempt_id for m in messages}
+        entries = f"{ctx.layout.job_attempt_dir}/{ENTRIES_NAME}"
+        return load_manifests(ctx, committed, ctx.store, entries, close_beside)
+
+    def _plan(self, loaded: LoadedManifests, replace: list[str]) -> CommitPlan:
         plan = ManifestPlan(
-            entries=entries,
+            entries=loaded.entries_path,
             entries_bytes=loaded.entries_bytes,
             manifests=loaded.manifests,
             files=loaded.files,
@@ -248,6 +272,12 @@ class ManifestCommitter(Committer):
             ctx.pool.close()
 
     def commit_failed(self, ctx: StageContext, job: JobContext, error: BaseException) -> None:
+        loaded = self._prepared.pop(job.job_uuid, None)
+        if loaded is not None:  # the commit stopped before its plan: let the close end first
+            try:
+                loaded.written()
+            except Exception:
+                pass
         success = self._success_data(job)
         success.success = False
         self._fill(success, ctx, state="failed")

@@ -226,6 +226,15 @@ class CommitterHooks(ABC):
     def job_dir(self, job: JobContext) -> str:
         """The job's own directory (its intent record lives there)."""
 
+    def prepare_commit(
+        self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
+    ) -> CommitPlan | None:
+        """The part of planning that reads only the job's own files, run before the claim is
+        held (beside it, where the I/O pool has threads); its guess at the plan, or None.
+        Only on stores whose closes are slow (`slow_close`): the intent of the guessed plan is
+        then written ahead, and renamed into place if `plan_commit` agrees with it."""
+        return None
+
     @abstractmethod
     def plan_commit(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]

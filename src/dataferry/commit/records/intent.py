@@ -129,9 +129,29 @@ def intent_path(job_dir: str) -> str:
     return paths.join(job_dir, INTENT_FILE)
 
 
-def save_intent(store: Store, job_dir: str, intent: Intent) -> str:
-    """Write the record in one atomic write: from here on the commit is decided."""
+STAGED_INTENT = ".staged-intent.json"  # hidden, and no phase marker (`_commit_intent.json.*`)
+
+
+def save_intent(store: Store, job_dir: str, intent: Intent, staged: str | None = None) -> str:
+    """Write the record in one atomic write: from here on the commit is decided. `staged`:
+    the same record written ahead (`stage_intent`), renamed into place in one step instead."""
     path = intent_path(job_dir)
+    if staged is not None:
+        try:
+            store.rename(staged, path)
+            return path
+        except StoreError:  # gone, or a record is there: written afresh below
+            pass
+    store.write_bytes(path, intent.to_bytes())
+    return path
+
+
+def stage_intent(store: Store, job_dir: str, intent: Intent) -> str:
+    """Write a record ahead, under a hidden name in the job's directory, deciding nothing:
+    where closing a file waits on the server (`slow_close`), that wait runs beside the claim,
+    and `save_intent` is then one rename. A job that stops before it leaves the file to its
+    directory's removal, and recovery never reads it."""
+    path = paths.join(job_dir, STAGED_INTENT)
     store.write_bytes(path, intent.to_bytes())
     return path
 

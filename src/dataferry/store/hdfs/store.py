@@ -35,6 +35,7 @@ HDFS_CAPABILITIES = Capabilities(
     conditional_create=True,
     native_append=False,  # HDFS appends, but a file's lease outlives a close: rewrites instead
     native_positional_write=False,
+    slow_close=True,  # a written file's close waits for the DataNode's block report
 )
 
 

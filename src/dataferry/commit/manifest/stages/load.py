@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import repeat
 
@@ -42,6 +43,13 @@ class LoadedManifests:
     bytes: int = 0
     task_attempts: dict[str, int] = field(default_factory=dict)  # attempt -> its files
     entries_bytes: int | None = None  # the entries file's size as written (None: not known)
+    closing: Future[None] | None = None  # the entries file's close, still under way
+
+    def written(self) -> None:
+        """Wait until the entries file is closed (its close may run beside other work)."""
+        if self.closing is not None:
+            closing, self.closing = self.closing, None
+            closing.result()
 
     def batches(self, threads: int) -> Iterator[Batch]:
         """The entries, streamed from the scratch file as (task attempt id, its entries) in
@@ -123,9 +131,12 @@ def load_manifests(
     committed: Mapping[str, str],
     scratch: Store,
     entries_path: str = ENTRIES_FILE,
+    close_beside: bool = False,
 ) -> LoadedManifests:
     """Load the manifest of each committed task (task id -> the attempt the driver says
-    committed it), streaming its entries to `entries_path` in `scratch`."""
+    committed it), streaming its entries to `entries_path` in `scratch`. `close_beside`: the
+    entries file is closed on a thread of its own (a slow close: `LoadedManifests.written`
+    waits for it)."""
     loaded = LoadedManifests(scratch, entries_path)
     task_of = {attempt: task for task, attempt in committed.items()}
     owners = DestinationOwners(
@@ -156,7 +167,14 @@ def load_manifests(
 
     try:
         ctx.pool.for_each(load_one, sorted(committed.items()), adaptive=True)
-    finally:
+    except BaseException:
+        sink.close()
+        raise
+    if close_beside:
+        closer = ThreadPoolExecutor(1, thread_name_prefix="dataferry-entries")
+        loaded.closing = closer.submit(sink.close)
+        closer.shutdown(wait=False)
+    else:
         sink.close()
     loaded.entries_bytes = written
     ctx.stats.incr("committer_task_manifests_loaded", loaded.manifests)

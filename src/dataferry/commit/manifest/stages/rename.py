@@ -100,7 +100,11 @@ class _AttemptSweeper:
             pass  # the cleanup stage deletes what is left
 
     def finish(self) -> None:
-        for fut in self._pending:
+        """Wait for the deletes under way; those not begun yet are left to the cleanup stage,
+        which deletes what is left on the whole pool (on HDFS one thread of recursive deletes
+        falls behind the renames, and the commit would wait for it)."""
+        begun = [fut for fut in self._pending if not fut.cancel()]
+        for fut in begun:
             fut.result()
         if self._background is not None:
             self._background.shutdown()
