@@ -5,6 +5,7 @@ before its request is rolled back, and its driver cannot publish one later."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -307,4 +308,31 @@ def test_a_forged_request_is_not_carried(tmp_path, tamper):
     assert ids_of(url) == [0, 1, 2, 10, 11, 12, 20, 21, 22]  # A once, from its intent record
     assert committed <= committer_by_name("delta", store).referenced_files()
     assert not {"dataferry-another-job", "made-up"} & set(versions_per_job(url))
+    every_referenced_file_exists(url)
+
+
+def test_a_given_up_jobs_request_is_not_carried(tmp_path):
+    """`dataferry cleanup --give-up` moves a job's directory (its intent record with it)
+    aside: the operator gave up its all-or-nothing. A request of that job still published
+    must not be carried by the next leader, or the job would land after all. (B's rows
+    land; A's do not.)"""
+    from dataferry.commit.job.giveup import give_up_entry
+
+    url = str(tmp_path / "t")
+    write(url, data(3))
+    store = open_store(url)
+    markers = committer_by_name("delta", store).markers_root
+
+    def give_up_then_b_commits(*_: object) -> None:
+        (st,) = store.list(group.GROUP_DIR)
+        uuid = json.loads(store.read_bytes(st.path))["job_uuid"]
+        assert give_up_entry(store, f"{markers}/{uuid}", "given up by the test")
+        write(url, data(3, start=20))
+
+    with pytest.raises(InjectedCrash):
+        write(
+            open_store(url, faults=[at_request("crash", "after", give_up_then_b_commits)]),
+            data(3, start=10),
+        )
+    assert ids_of(url) == [0, 1, 2, 20, 21, 22]
     every_referenced_file_exists(url)
