@@ -9,21 +9,18 @@ import pytest
 from dataferry.commit.job import recovery
 from dataferry.verify.concurrent_appends import run_concurrent_appends
 from dataferry.verify.harness import EXISTING, ScenarioStores, deterministic_options
-from dataferry.verify.tables import reading
+from dataferry.verify.tables import read_as
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
 
 def run(tmp_path, name: str, faults: tuple[str, ...]) -> list:
     options = deterministic_options(name)
-    reading(name, options)  # the process reads destinations as tables: until the run ends
-    try:
+    with read_as(name, options):  # the process reads destinations as tables in the run
         stores = ScenarioStores(str(tmp_path))
         return run_concurrent_appends(
             name, stores, options, points=0, destinations=(EXISTING,), faults=faults
         )
-    finally:
-        reading(None)  # left set, the next test's plain destinations read as this format's
 
 
 @pytest.mark.parametrize(

@@ -105,9 +105,6 @@ def test_a_committed_jobs_directory_claimed_for_another_job_deletes_nothing(stor
     pytest.importorskip("hudi")
     from dataferry.verify import tables
 
-    tables.reading("hudi", deterministic_options("hudi"))
-    try:
+    with tables.read_as("hudi", deterministic_options("hudi")):
         scenario = _forgery(stores, "hudi").job_records()
-    finally:
-        tables.reading(None)
     assert scenario is not None and scenario.problems == []

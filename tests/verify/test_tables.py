@@ -47,8 +47,7 @@ def test_the_referee_reads_the_table_not_the_files(tmp_path):
 
     options = deterministic_options("delta")
     store = open_store(str(tmp_path / "t"), latency_scale=0.0)
-    tables.reading("delta", options)
-    try:
+    with tables.read_as("delta", options):
         out = run_reference("delta", store, "append", options)
         assert out.committed
         files = inv.visible_files(store)
@@ -59,8 +58,6 @@ def test_the_referee_reads_the_table_not_the_files(tmp_path):
         stray = "part=p0/stray.parquet"
         store.write_bytes(stray, b"PAR1")
         assert any(p.startswith(inv.NO_ORPHANS) for p in inv.check_no_leftovers(store))
-    finally:
-        tables.reading(None)
 
 
 def test_a_commit_applied_without_reading_the_log_back_is_reported(monkeypatch):

@@ -45,8 +45,7 @@ def test_table_scenarios_carry_every_zoo_column(committer, tmp_path):
     pytest.importorskip({"delta": "deltalake", "iceberg": "pyiceberg", "hudi": "hudi"}[committer])
     options = deterministic_options(committer)
     store = open_store(str(tmp_path / "t"), latency_scale=0.0)
-    tables.reading(committer, options)
-    try:
+    with tables.read_as(committer, options):
         out = run_reference(committer, store, "append", options)
         assert out.committed, out.error
         rows = make_committer(committer, store, **options).read_rows()
@@ -58,8 +57,6 @@ def test_table_scenarios_carry_every_zoo_column(committer, tmp_path):
             names = set(pq.read_schema(pa.BufferReader(store.read_bytes(path))).names)
             assert set(ZOO_COLUMNS) - {PARTITION} <= names, path
         assert inv.check_jobs(store, [out.job_uuid]) == []
-    finally:
-        tables.reading(None)
 
 
 def test_direct_writes_the_zoo_as_parquet(tmp_path):

@@ -140,14 +140,12 @@ def verify_crash(
     from .forged import run_forged
     from .guarantees import run_guarantees
     from .races import run_races
-    from .tables import active, reading
+    from .tables import read_as
     from .zombies import run_zombies
 
     preload = tuple(preload)
     load_preload(preload)
     options = {**deterministic_options(committer), **(options or {})}
-    was_reading = active()
-    reading(committer, options)  # a table committer's destinations: read as its tables
     stores = ScenarioStores(store)
     counts = {"done": 0, "planned": 0}
 
@@ -166,107 +164,113 @@ def verify_crash(
 
         return tick
 
-    try:
-        base, trace = baseline(committer, stores, options)
-        points = crash_points(trace, every=every, limit=limit, select=select)
-        jobs = [
-            (committer, stores.url(f"k{t.index}{w[0]}"), t.index, w, options) for t, w in points
-        ]
-        tick = part()
-        answers = (
-            ambiguous_points(trace, every=max(1, every), limit=limit, select=select)
-            if ambiguous
-            else []
-        )
-        names = [f"a{p.index}{p.when[0]}{'d' if p.decoy else ''}" for p in answers]
-        answer_jobs = [
-            (committer, stores.url(n), p, options) for n, p in zip(names, answers, strict=True)
-        ]
-        # a sample small enough for the processes (a test's) runs both kinds at once
-        beside = len(jobs) > 1 and len(answer_jobs) > 1
-        beside = beside and len(jobs) + len(answer_jobs) <= processes
-        with ThreadPoolExecutor(1) as side:
-            later = (
-                side.submit(
-                    run_scenarios,
-                    run_ambiguous_point,
-                    answer_jobs,
-                    len(answer_jobs),
-                    preload,
-                    part(),
+    with read_as(committer, options):  # a table committer's destinations: read as its tables
+        try:
+            base, trace = baseline(committer, stores, options)
+            points = crash_points(trace, every=every, limit=limit, select=select)
+            jobs = [
+                (committer, stores.url(f"k{t.index}{w[0]}"), t.index, w, options) for t, w in points
+            ]
+            tick = part()
+            answers = (
+                ambiguous_points(trace, every=max(1, every), limit=limit, select=select)
+                if ambiguous
+                else []
+            )
+            names = [f"a{p.index}{p.when[0]}{'d' if p.decoy else ''}" for p in answers]
+            answer_jobs = [
+                (committer, stores.url(n), p, options) for n, p in zip(names, answers, strict=True)
+            ]
+            # a sample small enough for the processes (a test's) runs both kinds at once
+            beside = len(jobs) > 1 and len(answer_jobs) > 1
+            beside = beside and len(jobs) + len(answer_jobs) <= processes
+            with ThreadPoolExecutor(1) as side:
+                later = (
+                    side.submit(
+                        run_scenarios,
+                        run_ambiguous_point,
+                        answer_jobs,
+                        len(answer_jobs),
+                        preload,
+                        part(),
+                    )
+                    if beside
+                    else None
                 )
-                if beside
-                else None
+                crash_processes = len(jobs) if beside else processes
+                scenarios = run_scenarios(run_crash_point, jobs, crash_processes, preload, tick)
+                found = later.result() if later is not None else None
+            for s, (t, _w) in zip(scenarios, points, strict=True):
+                s.op, s.path = t.op.value, t.path
+            report = CrashReport(
+                committer, store or "local", len(trace), [base, *scenarios], seed=seed
             )
-            crash_processes = len(jobs) if beside else processes
-            scenarios = run_scenarios(run_crash_point, jobs, crash_processes, preload, tick)
-            found = later.result() if later is not None else None
-        for s, (t, _w) in zip(scenarios, points, strict=True):
-            s.op, s.path = t.op.value, t.path
-        report = CrashReport(committer, store or "local", len(trace), [base, *scenarios], seed=seed)
-        if ambiguous:
-            report.extra += (
-                found
-                if found is not None
-                else run_scenarios(run_ambiguous_point, answer_jobs, processes, preload, part())
-            )
-        workers = max(processes, min(2, os.cpu_count() or 1))
-        private = f"{stores.base} is private to one process: "
-
-        def run(family: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-            """One more scenario family on this committer and store, counted as a part."""
-            return family(committer, stores, options, *args, seed=seed, progress=part(), **kwargs)
-
-        if driver_kills > 0 and not stores.shared_between_processes:
-            report.skipped["driver_kill"] = (
-                private + "a killed child driver's destination would vanish with it"
-            )
-        elif driver_kills > 0:
-            report.extra += run(
-                run_driver_kills,
-                driver_kills,
-                timeout_s=kill_timeout_s,
-                workers=workers,
-                preload=preload,
-            )
-        if zombies:
-            report.extra += run(run_zombies, max_points=zombie_points)
-        if concurrent_jobs:
-            report.extra += run(run_concurrent, points=concurrent_points)
-            report.extra += run(run_concurrent_appends, points=concurrent_points)
-        schedules = race_schedules(races)
-        if schedules and not stores.shared_between_processes:
-            report.skipped["races"] = private + "a child driver cannot hold its claim"
-        elif schedules:
-            held = tuple(s for s in schedules if s in RACES)
-            if held:
-                report.extra += run(run_races, schedules=held, preload=preload, workers=workers)
-            guarded = tuple(s for s in schedules if s in GUARANTEES)
-            if guarded:
-                found, skipped = run(
-                    run_guarantees, schedules=guarded, preload=preload, workers=workers
+            if ambiguous:
+                report.extra += (
+                    found
+                    if found is not None
+                    else run_scenarios(run_ambiguous_point, answer_jobs, processes, preload, part())
                 )
+            workers = max(processes, min(2, os.cpu_count() or 1))
+            private = f"{stores.base} is private to one process: "
+
+            def run(family: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+                """One more scenario family on this committer and store, counted as a part."""
+                return family(
+                    committer, stores, options, *args, seed=seed, progress=part(), **kwargs
+                )
+
+            if driver_kills > 0 and not stores.shared_between_processes:
+                report.skipped["driver_kill"] = (
+                    private + "a killed child driver's destination would vanish with it"
+                )
+            elif driver_kills > 0:
+                report.extra += run(
+                    run_driver_kills,
+                    driver_kills,
+                    timeout_s=kill_timeout_s,
+                    workers=workers,
+                    preload=preload,
+                )
+            if zombies:
+                report.extra += run(run_zombies, max_points=zombie_points)
+            if concurrent_jobs:
+                report.extra += run(run_concurrent, points=concurrent_points)
+                report.extra += run(run_concurrent_appends, points=concurrent_points)
+            schedules = race_schedules(races)
+            if schedules and not stores.shared_between_processes:
+                report.skipped["races"] = private + "a child driver cannot hold its claim"
+            elif schedules:
+                held = tuple(s for s in schedules if s in RACES)
+                if held:
+                    report.extra += run(run_races, schedules=held, preload=preload, workers=workers)
+                guarded = tuple(s for s in schedules if s in GUARANTEES)
+                if guarded:
+                    found, skipped = run(
+                        run_guarantees, schedules=guarded, preload=preload, workers=workers
+                    )
+                    report.extra += found
+                    report.skipped.update(skipped)
+                damaged = tuple(s for s in schedules if s not in (*RACES, *GUARANTEES))
+                if damaged:
+                    found, skipped = run(
+                        run_damage, kinds=damaged, preload=preload, workers=workers
+                    )
+                    report.extra += found
+                    report.skipped.update(skipped)
+            if forged_markers:
+                found, skipped = run(run_forged)
                 report.extra += found
                 report.skipped.update(skipped)
-            damaged = tuple(s for s in schedules if s not in (*RACES, *GUARANTEES))
-            if damaged:
-                found, skipped = run(run_damage, kinds=damaged, preload=preload, workers=workers)
-                report.extra += found
-                report.skipped.update(skipped)
-        if forged_markers:
-            found, skipped = run(run_forged)
-            report.extra += found
-            report.skipped.update(skipped)
-        if existing_data:
-            report.extra += run(
-                existing_crash_points,
-                every=every,
-                limit=limit,
-                processes=processes,
-                select=select,
-                preload=preload,
-            )
-        return report
-    finally:
-        reading(*was_reading) if was_reading else reading(None)
-        stores.close()
+            if existing_data:
+                report.extra += run(
+                    existing_crash_points,
+                    every=every,
+                    limit=limit,
+                    processes=processes,
+                    select=select,
+                    preload=preload,
+                )
+            return report
+        finally:
+            stores.close()

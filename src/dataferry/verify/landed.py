@@ -159,13 +159,9 @@ def run_table_landed(
         for d, m in variants
         for a in answers
     ]
-    from .tables import active, reading
+    from .tables import active, read_as
 
-    was = active()
-    if was is None:  # (verify_crash reads its destinations as tables already)
-        reading(committer, options)
-    try:
+    if active() is not None:  # (verify_crash reads its destinations as tables already)
         return run_threads(runs, workers, "landed", progress)
-    finally:
-        if was is None:
-            reading(None)
+    with read_as(committer, options):
+        return run_threads(runs, workers, "landed", progress)

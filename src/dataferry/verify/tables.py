@@ -27,7 +27,8 @@ from __future__ import annotations
 import functools
 import io
 from collections import defaultdict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +68,19 @@ def reading(committer: str | None, options: dict[str, Any] | None = None) -> Non
 
 def active() -> tuple[str, dict[str, Any]] | None:
     return _ACTIVE
+
+
+@contextmanager
+def read_as(committer: str | None, options: dict[str, Any] | None = None) -> Iterator[None]:
+    """Within the block, destinations are read as `committer`'s tables (`reading`); after
+    it, as they were read before it (a switch left set made the next test's plain
+    destinations look like empty tables)."""
+    was = _ACTIVE
+    reading(committer, options)
+    try:
+        yield
+    finally:
+        reading(*was) if was else reading(None)
 
 
 # --- the reference job's files -------------------------------------------------------------

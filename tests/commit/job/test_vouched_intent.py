@@ -43,9 +43,8 @@ def stores(request):
     if request.param == "delta":
         pytest.importorskip("deltalake")
     s = ScenarioStores(FAMILIES[request.param])
-    tables.reading(request.param, deterministic_options(request.param))
-    yield request.param, s
-    tables.reading(None)
+    with tables.read_as(request.param, deterministic_options(request.param)):
+        yield request.param, s
     s.close()
 
 
