@@ -26,19 +26,61 @@ def _a_move(t) -> bool:
     return t.op.value == "rename" and t.path.endswith(".inflight") and not t.path.startswith(".")
 
 
+class _Seen:
+    """A sample's `select` that remembers the trace indices it accepted (the Hive load's
+    first and last move are its smallest and largest)."""
+
+    def __init__(self, accepts) -> None:
+        self.accepts, self.indices = accepts, set()
+
+    def __call__(self, t) -> bool:
+        if self.accepts(t):
+            self.indices.add(t.index)
+            return True
+        return False
+
+
+def _hive_sample(report, seen: _Seen) -> None:
+    """The Hive load's sample: a crash before its first move, finished by the restart from
+    the journal (which must make every move), and one after its last move, undone by
+    `cleanup --rollback` (which must undo every move)."""
+    points = {(s.index, s.when, s.kind) for s in report.scenarios[1:]}
+    first, last = min(seen.indices), max(seen.indices)
+    assert (first, "before", "crash") in points, (first, points)
+    assert (last, "after", "rolled_back") in points, (last, points)
+
+
+# the Hive load's sample at its data files' moves: the first one's `before` and the last
+# one's `after` (12 moves: 24 crash points, every 23rd), the `after` undone (`rollback`)
+HIVE_EVERY = 23
+
+
 @pytest.mark.parametrize("committer", ["manifest", "v1", "hive"])
 def test_no_violations_on_a_real_namenode(committer, hdfs_url):
     """Crashes before and after the job's moves, and their ambiguous answers (done or not,
     the client cannot tell), on HDFS's own rename: a committer that relied on what only the
     `sim:hdfs` model does (or a store whose rename were not the NameNode's) would leave a
-    half-committed or duplicated output here."""
+    half-committed or duplicated output here. Hive's load is crashed before its first file
+    move (its restart must make every move: one forgotten leaves a file under its in-flight
+    name, which readers miss) and after its last (`cleanup --rollback` must undo every move:
+    one skipped leaves a file of the undone job in the table)."""
+    hive = committer == "hive"
+    seen = _Seen(_a_move)
     report = verify_crash(
-        committer, hdfs_url, every=EVERY, limit=LIMIT, select=_a_move, processes=PROCESSES
+        committer,
+        hdfs_url,
+        every=HIVE_EVERY if hive else EVERY,
+        limit=LIMIT,
+        select=seen,
+        processes=PROCESSES,
+        rollback=("after",) if hive else (),
     )
     assert report.total_violations == 0, report.to_json(3)["examples"]
     assert len(report.scenarios) == LIMIT + 1 and len(report.extra) == LIMIT
     assert all(s.op == "rename" for s in report.scenarios[1:])
     assert report.outcomes["committed"] > 0
+    if hive:
+        _hive_sample(report, seen)
 
 
 def _in_the_load(t) -> bool:
@@ -47,15 +89,41 @@ def _in_the_load(t) -> bool:
 
 
 def test_the_hive_load_is_restartable_on_a_real_namenode(hdfs_url):
-    """The staged load (directory renames and parallel file moves) crashed before and after
-    each of a sample of its moves on the NameNode, then recovered from its journal: every
-    partition is all there or not at all, never a file twice. A load that were not journaled
-    (or whose restart redid a move the NameNode had already made) would lose or duplicate
-    files here, which is the seed's Hive story on a real cluster."""
-    report = verify_crash("hive", hdfs_url, select=_in_the_load, limit=2, processes=PROCESSES)
-    assert report.total_violations == 0, report.to_json(3)["examples"]
-    moves = [s for s in report.scenarios if s.op == "rename" and "-ext-10000/part=" in s.path]
-    assert len(moves) >= 2, "the load's moves must be among the crash points"
+    """The staged load appending into partitions the table holds (its files moved one by one,
+    in parallel) crashed before its first move on the NameNode, then finished from its
+    journal, and crashed after its last, then undone from it (`cleanup --rollback`): the
+    earlier data as it was and the job all there or not at all, never a file twice. A load
+    that were not journaled, whose restart forgot or redid a move, or whose undo skipped a
+    file, would lose, duplicate or leave files here, which is the seed's Hive story on a
+    real cluster."""
+    from dataferry.verify.existing import existing_crash_points
+    from dataferry.verify.harness import ScenarioStores, deterministic_options
+
+    seen = _Seen(_in_the_load)
+    stores = ScenarioStores(hdfs_url)
+    try:
+        # 12 file moves: 24 crash points, the first and the last (every 23rd)
+        found = existing_crash_points(
+            "hive",
+            stores,
+            deterministic_options("hive"),
+            every=HIVE_EVERY,
+            limit=2,
+            processes=PROCESSES,
+            select=seen,
+            modes=("append",),
+            rollback=("after",),
+        )
+    finally:
+        stores.close()
+    assert not [p for s in found for p in s.problems], [
+        (s.index, s.when, s.problems) for s in found
+    ]
+    points = {(s.index, s.when, s.kind) for s in found[1:]}
+    assert points == {
+        (min(seen.indices), "before", "existing_crash"),
+        (max(seen.indices), "after", "existing_rolled_back"),
+    }, points
 
 
 def test_the_command_samples_with_every(monkeypatch):

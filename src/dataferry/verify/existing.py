@@ -6,7 +6,7 @@ its mode says, and a rerun must do what the mode says."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from ..commit.registry import KNOWN
@@ -30,7 +30,7 @@ from .harness import (
     seeded_uuid,
 )
 from .reference import WIDE_PARTITIONS
-from .scenario import Select, crash_points, run_scenarios
+from .scenario import Select, crash_points, rolled_back, run_scenarios
 
 
 def run_existing_scenario(
@@ -40,13 +40,15 @@ def run_existing_scenario(
     rules: list[FaultRule],
     options: dict[str, Any],
     uuids: tuple[str, str],
+    rollback: bool = False,
 ) -> tuple[Scenario, list]:
     """One crash scenario of a job in `mode` into a destination holding a committed data set
     (written first by another job, `uuids[0]`; the job under test is `uuids[1]`).
 
     A crashed or failed job is aborted and cleaned up as in `run_scenario`; then the earlier data
     must be exactly as it was, or the job all there as its mode says. Then a rerun in the same
-    mode must do what the mode says (`error`: be refused)."""
+    mode must do what the mode says (`error`: be refused). `rollback`: the job is recovered
+    by `dataferry cleanup --rollback` instead (`scenario.rolled_back`)."""
     scenario = Scenario(index=None, when="", kind="existing_crash", mode=mode, destination=EXISTING)
     earlier = write_earlier(committer, url, options, uuids[0], partitions=WIDE_PARTITIONS)
     store = open_store(url, faults=rules, latency_scale=0.0)
@@ -65,11 +67,15 @@ def run_existing_scenario(
     reported = out.status
     if out.status == "crashed" or out.status.startswith("failed:"):
         failed = recovery.new_job(out.job_id)
-        try:
-            recovery.abort_job(failed)
-            recovery.cleanup_job(failed)
-        except Exception as e:
-            scenario.problems.append(f"{inv.NO_LEFTOVERS}: abort/cleanup raised {e!r}")
+        if rollback:
+            scenario.kind = "existing_rolled_back"
+            rolled_back(committer, plain, failed, options, scenario.problems)
+        else:
+            try:
+                recovery.abort_job(failed)
+                recovery.cleanup_job(failed)
+            except Exception as e:
+                scenario.problems.append(f"{inv.NO_LEFTOVERS}: abort/cleanup raised {e!r}")
     # what the mode replaces, in the common modes' words (Hive's overwrite: the partitions)
     means = KNOWN[committer].committer_class().mode_meanings.get(mode, mode)
     scenario.problems += check_outcome(plain, out.job_uuid, means, earlier, reported, allow)
@@ -89,10 +95,12 @@ def run_existing_scenario(
     return scenario, trace
 
 
-def _one_existing(args: tuple[str, str, str, int | None, str, dict[str, Any], tuple]) -> Scenario:
-    committer, url, mode, index, when, options, uuids = args
+def _one_existing(
+    args: tuple[str, str, str, int | None, str, dict[str, Any], tuple, bool],
+) -> Scenario:
+    committer, url, mode, index, when, options, uuids, rollback = args
     rules = [] if index is None else [crash_at(index, when)]  # type: ignore[arg-type]
-    scenario, trace = run_existing_scenario(committer, url, mode, rules, options, uuids)
+    scenario, trace = run_existing_scenario(committer, url, mode, rules, options, uuids, rollback)
     scenario.index, scenario.when = index, when if index is not None else "none"
     if index is not None and index < len(trace):
         scenario.op, scenario.path = trace[index].op.value, trace[index].path
@@ -112,12 +120,15 @@ def existing_crash_points(
     progress: Callable[[int], None] | None = None,
     select: Select | None = None,
     preload: tuple[str, ...] = (),
+    modes: Collection[str] = EXISTING_MODES,
+    rollback: Collection[str] = (),
 ) -> list[Scenario]:
-    """Every crash point of a job in each write mode into a destination holding data."""
+    """Every crash point of a job in each write mode (of `modes`) into a destination holding
+    data; those on the sides in `rollback` recovered by `dataferry cleanup --rollback`."""
     rng = random.Random(f"{seed}:existing")
     jobs = []
     out: list[Scenario] = []
-    for mode in EXISTING_MODES:
+    for mode in modes:
         uuids = (seeded_uuid(rng), seeded_uuid(rng))
         url = stores.url(f"x-{mode}-base")
         scenario, trace = run_existing_scenario(committer, url, mode, [], options, uuids)
@@ -125,7 +136,16 @@ def existing_crash_points(
         discard(quiet_store(url))
         out.append(scenario)
         jobs += [
-            (committer, stores.url(f"x-{mode}-{t.index}{w[0]}"), mode, t.index, w, options, uuids)
+            (
+                committer,
+                stores.url(f"x-{mode}-{t.index}{w[0]}"),
+                mode,
+                t.index,
+                w,
+                options,
+                uuids,
+                w in rollback,
+            )
             for t, w in crash_points(trace, every=every, limit=limit, select=select)
         ]
     tick = progress or (lambda _total: None)
