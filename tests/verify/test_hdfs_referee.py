@@ -5,8 +5,11 @@ runs them all (docs/protocols.md's referee table)."""
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 import pytest
 
+from dataferry.store import FaultRule, Op
 from dataferry.verify import verify_crash
 
 pytestmark = pytest.mark.xdist_group("hdfs")
@@ -83,47 +86,56 @@ def test_no_violations_on_a_real_namenode(committer, hdfs_url):
         _hive_sample(report, seen)
 
 
-def _in_the_load(t) -> bool:
-    """An operation of the Hive load: a move out of the staged tree into the table."""
-    return ".hive-staging" in t.path and "-ext-10000/part=" in t.path and t.op.value == "rename"
+# where the Hive load appending into partitions the table holds (its files moved one by one)
+# is crashed: before its first move, and once its last move is done (before it marks its moves
+# done in its journal); `*` matches across `/`
+FIRST_MOVE = FaultRule(kinds=frozenset({Op.RENAME}), path_glob="*/-ext-10000/part=*")
+ALL_MOVED = FaultRule(kinds=frozenset({Op.WRITE}), path_glob="*/_commit_intent.json.moved")
+EARLIER, JOB = "e0e0e0e0-0000-4000-8000-000000000001", "10b10b10-0000-4000-8000-000000000002"
+
+
+def _load_crashed(args: tuple[str, FaultRule, bool]):
+    """One job appending into a table's partitions, crashed by `rule`, then recovered by its
+    driver (the load finished from its journal) or, with `rollback`, by `cleanup --rollback`
+    (the load undone from it): the earlier data as it was and the job all there or not at all
+    (`check_outcome`). No rerun: the destination's next job is the test above's."""
+    from dataferry.verify.existing import run_existing_scenario
+    from dataferry.verify.harness import deterministic_options, discard, quiet_store
+
+    url, rule, rollback = args
+    options = deterministic_options("hive")
+    scenario, trace = run_existing_scenario(
+        "hive", url, "append", [rule], options, (EARLIER, JOB), rollback, again=False
+    )
+    hit = next(t for t in trace if t.op in rule.kinds and fnmatchcase(t.path, rule.path_glob))
+    scenario.index, scenario.op, scenario.path = hit.index, hit.op.value, hit.path
+    scenario.when = "before"
+    discard(quiet_store(url))
+    return scenario
 
 
 def test_the_hive_load_is_restartable_on_a_real_namenode(hdfs_url):
     """The staged load appending into partitions the table holds (its files moved one by one,
     in parallel) crashed before its first move on the NameNode, then finished from its
-    journal, and crashed after its last, then undone from it (`cleanup --rollback`): the
-    earlier data as it was and the job all there or not at all, never a file twice. A load
-    that were not journaled, whose restart forgot or redid a move, or whose undo skipped a
-    file, would lose, duplicate or leave files here, which is the seed's Hive story on a
-    real cluster."""
-    from dataferry.verify.existing import existing_crash_points
-    from dataferry.verify.harness import ScenarioStores, deterministic_options
+    journal, and crashed once its last move was done, then undone from it (`cleanup
+    --rollback`): the earlier data as it was and the job all there or not at all, never a
+    file twice. A load that were not journaled, whose restart forgot or redid a move, or whose
+    undo skipped a file, would lose, duplicate or leave files here, which is the seed's Hive
+    story on a real cluster."""
+    from dataferry.verify.harness import ScenarioStores
+    from dataferry.verify.scenario import run_scenarios
 
-    seen = _Seen(_in_the_load)
     stores = ScenarioStores(hdfs_url)
     try:
-        # 12 file moves: 24 crash points, the first and the last (every 23rd)
-        found = existing_crash_points(
-            "hive",
-            stores,
-            deterministic_options("hive"),
-            every=HIVE_EVERY,
-            limit=2,
-            processes=PROCESSES,
-            select=seen,
-            modes=("append",),
-            rollback=("after",),
-        )
+        jobs = [(stores.url("restart"), FIRST_MOVE, False), (stores.url("undo"), ALL_MOVED, True)]
+        found = run_scenarios(_load_crashed, jobs, len(jobs), (), lambda _total: None)
     finally:
         stores.close()
-    assert not [p for s in found for p in s.problems], [
-        (s.index, s.when, s.problems) for s in found
+    assert not [p for s in found for p in s.problems], [(s.path, s.problems) for s in found]
+    assert [(s.outcome, s.kind) for s in found] == [
+        ("driver_crashed", "existing_crash"),
+        ("driver_crashed", "existing_rolled_back"),
     ]
-    points = {(s.index, s.when, s.kind) for s in found[1:]}
-    assert points == {
-        (min(seen.indices), "before", "existing_crash"),
-        (max(seen.indices), "after", "existing_rolled_back"),
-    }, points
 
 
 def test_the_command_samples_with_every(monkeypatch):

@@ -270,7 +270,6 @@ def verify_crash(
                 processes=processes,
                 select=select,
                 preload=preload,
-                rollback=rollback,
             )
         return report
     finally:

@@ -6,7 +6,7 @@ its mode says, and a rerun must do what the mode says."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
 from ..commit.registry import KNOWN
@@ -41,6 +41,7 @@ def run_existing_scenario(
     options: dict[str, Any],
     uuids: tuple[str, str],
     rollback: bool = False,
+    again: bool = True,
 ) -> tuple[Scenario, list]:
     """One crash scenario of a job in `mode` into a destination holding a committed data set
     (written first by another job, `uuids[0]`; the job under test is `uuids[1]`).
@@ -48,7 +49,8 @@ def run_existing_scenario(
     A crashed or failed job is aborted and cleaned up as in `run_scenario`; then the earlier data
     must be exactly as it was, or the job all there as its mode says. Then a rerun in the same
     mode must do what the mode says (`error`: be refused). `rollback`: the job is recovered
-    by `dataferry cleanup --rollback` instead (`scenario.rolled_back`)."""
+    by `dataferry cleanup --rollback` instead (`scenario.rolled_back`); `again=False` skips the
+    rerun (a quick sample of the recovery alone)."""
     scenario = Scenario(index=None, when="", kind="existing_crash", mode=mode, destination=EXISTING)
     earlier = write_earlier(committer, url, options, uuids[0], partitions=WIDE_PARTITIONS)
     store = open_store(url, faults=rules, latency_scale=0.0)
@@ -79,9 +81,9 @@ def run_existing_scenario(
     # what the mode replaces, in the common modes' words (Hive's overwrite: the partitions)
     means = KNOWN[committer].committer_class().mode_meanings.get(mode, mode)
     scenario.problems += check_outcome(plain, out.job_uuid, means, earlier, reported, allow)
-    if mode == "error":
+    if again and mode == "error":
         scenario.problems += check_rerun(committer, url, options, allow)
-    else:
+    elif again:
         before = inv.snapshot(plain)
         rerun = run_reference(committer, plain, mode, options)
         scenario.problems += [
@@ -95,12 +97,10 @@ def run_existing_scenario(
     return scenario, trace
 
 
-def _one_existing(
-    args: tuple[str, str, str, int | None, str, dict[str, Any], tuple, bool],
-) -> Scenario:
-    committer, url, mode, index, when, options, uuids, rollback = args
+def _one_existing(args: tuple[str, str, str, int | None, str, dict[str, Any], tuple]) -> Scenario:
+    committer, url, mode, index, when, options, uuids = args
     rules = [] if index is None else [crash_at(index, when)]  # type: ignore[arg-type]
-    scenario, trace = run_existing_scenario(committer, url, mode, rules, options, uuids, rollback)
+    scenario, trace = run_existing_scenario(committer, url, mode, rules, options, uuids)
     scenario.index, scenario.when = index, when if index is not None else "none"
     if index is not None and index < len(trace):
         scenario.op, scenario.path = trace[index].op.value, trace[index].path
@@ -120,15 +120,12 @@ def existing_crash_points(
     progress: Callable[[int], None] | None = None,
     select: Select | None = None,
     preload: tuple[str, ...] = (),
-    modes: Collection[str] = EXISTING_MODES,
-    rollback: Collection[str] = (),
 ) -> list[Scenario]:
-    """Every crash point of a job in each write mode (of `modes`) into a destination holding
-    data; those on the sides in `rollback` recovered by `dataferry cleanup --rollback`."""
+    """Every crash point of a job in each write mode into a destination holding data."""
     rng = random.Random(f"{seed}:existing")
     jobs = []
     out: list[Scenario] = []
-    for mode in modes:
+    for mode in EXISTING_MODES:
         uuids = (seeded_uuid(rng), seeded_uuid(rng))
         url = stores.url(f"x-{mode}-base")
         scenario, trace = run_existing_scenario(committer, url, mode, [], options, uuids)
@@ -136,16 +133,7 @@ def existing_crash_points(
         discard(quiet_store(url))
         out.append(scenario)
         jobs += [
-            (
-                committer,
-                stores.url(f"x-{mode}-{t.index}{w[0]}"),
-                mode,
-                t.index,
-                w,
-                options,
-                uuids,
-                w in rollback,
-            )
+            (committer, stores.url(f"x-{mode}-{t.index}{w[0]}"), mode, t.index, w, options, uuids)
             for t, w in crash_points(trace, every=every, limit=limit, select=select)
         ]
     tick = progress or (lambda _total: None)
