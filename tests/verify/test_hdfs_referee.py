@@ -63,10 +63,13 @@ def test_no_violations_on_a_real_namenode(committer, hdfs_url):
     """Crashes before and after the job's moves, and their ambiguous answers (done or not,
     the client cannot tell), on HDFS's own rename: a committer that relied on what only the
     `sim:hdfs` model does (or a store whose rename were not the NameNode's) would leave a
-    half-committed or duplicated output here. Hive's load is crashed before its first file
-    move (its restart must make every move: one forgotten leaves a file under its in-flight
-    name, which readers miss) and after its last (`cleanup --rollback` must undo every move:
-    one skipped leaves a file of the undone job in the table)."""
+    half-committed or duplicated output here. Hive's load into a fresh table (a directory
+    rename per partition, then each file renamed in place to its own name) is crashed before
+    its first file's rename (its restart must make every move left: one forgotten leaves a
+    file under its in-flight name, which a glob reader misses) and after its last
+    (`cleanup --rollback` must undo every move: a partition skipped stays in the table, with
+    none of the job's other files; a file's rename skipped is harmless here, as it goes back
+    with its partition: the next test undoes file moves)."""
     hive = committer == "hive"
     seen = _Seen(_a_move)
     report = verify_crash(
