@@ -94,6 +94,7 @@ def verify_crash(
     select: Select | None = None,
     preload: tuple[str, ...] = (),
     forged_markers: bool = False,
+    rollback: Collection[str] = (),
 ) -> CrashReport:
     """Enumerate every crash point of the reference job for `committer` on `store` (or every
     `every`-th one, for a quicker sample on slow stores), and every ambiguous answer
@@ -132,6 +133,9 @@ def verify_crash(
     preload: modules (`module` or `module:function`, the function then called) imported first,
         here, in worker processes and in child drivers: how a committer outside the built-in
         registry (a test's deliberately broken one, a user's own) adds its registry row.
+    rollback: crash points on these sides of their operation ("before", "after") are
+        recovered as `dataferry cleanup --rollback` recovers a dead job (a decided Hive load
+        undone from its journal), not by the driver's abort (which finishes a decided commit).
     """
     from .concurrent import run_concurrent
     from .concurrent_appends import run_concurrent_appends
@@ -169,7 +173,8 @@ def verify_crash(
             base, trace = baseline(committer, stores, options)
             points = crash_points(trace, every=every, limit=limit, select=select)
             jobs = [
-                (committer, stores.url(f"k{t.index}{w[0]}"), t.index, w, options) for t, w in points
+                (committer, stores.url(f"k{t.index}{w[0]}"), t.index, w, options, w in rollback)
+                for t, w in points
             ]
             tick = part()
             answers = (

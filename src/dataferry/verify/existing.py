@@ -30,7 +30,7 @@ from .harness import (
     seeded_uuid,
 )
 from .reference import WIDE_PARTITIONS
-from .scenario import Select, crash_points, run_scenarios
+from .scenario import Select, crash_points, rolled_back, run_scenarios
 
 
 def run_existing_scenario(
@@ -40,13 +40,17 @@ def run_existing_scenario(
     rules: list[FaultRule],
     options: dict[str, Any],
     uuids: tuple[str, str],
+    rollback: bool = False,
+    again: bool = True,
 ) -> tuple[Scenario, list]:
     """One crash scenario of a job in `mode` into a destination holding a committed data set
     (written first by another job, `uuids[0]`; the job under test is `uuids[1]`).
 
     A crashed or failed job is aborted and cleaned up as in `run_scenario`; then the earlier data
     must be exactly as it was, or the job all there as its mode says. Then a rerun in the same
-    mode must do what the mode says (`error`: be refused)."""
+    mode must do what the mode says (`error`: be refused). `rollback`: the job is recovered
+    by `dataferry cleanup --rollback` instead (`scenario.rolled_back`); `again=False` skips the
+    rerun (a quick sample of the recovery alone)."""
     scenario = Scenario(index=None, when="", kind="existing_crash", mode=mode, destination=EXISTING)
     earlier = write_earlier(committer, url, options, uuids[0], partitions=WIDE_PARTITIONS)
     store = open_store(url, faults=rules, latency_scale=0.0)
@@ -65,17 +69,21 @@ def run_existing_scenario(
     reported = out.status
     if out.status == "crashed" or out.status.startswith("failed:"):
         failed = recovery.new_job(out.job_id)
-        try:
-            recovery.abort_job(failed)
-            recovery.cleanup_job(failed)
-        except Exception as e:
-            scenario.problems.append(f"{inv.NO_LEFTOVERS}: abort/cleanup raised {e!r}")
+        if rollback:
+            scenario.kind = "existing_rolled_back"
+            rolled_back(committer, plain, failed, options, scenario.problems)
+        else:
+            try:
+                recovery.abort_job(failed)
+                recovery.cleanup_job(failed)
+            except Exception as e:
+                scenario.problems.append(f"{inv.NO_LEFTOVERS}: abort/cleanup raised {e!r}")
     # what the mode replaces, in the common modes' words (Hive's overwrite: the partitions)
     means = KNOWN[committer].committer_class().mode_meanings.get(mode, mode)
     scenario.problems += check_outcome(plain, out.job_uuid, means, earlier, reported, allow)
-    if mode == "error":
+    if again and mode == "error":
         scenario.problems += check_rerun(committer, url, options, allow)
-    else:
+    elif again:
         before = inv.snapshot(plain)
         rerun = run_reference(committer, plain, mode, options)
         scenario.problems += [

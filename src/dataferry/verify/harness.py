@@ -22,6 +22,7 @@ from ..commit.base import Committer
 from ..commit.factory import make_committer
 from ..commit.job.session import Job, new_session
 from ..commit.protocol import JobContext, TaskCommitMessage
+from ..commit.protocol.inflight import published_name
 from ..engine.attempt import commit_attempt, run_attempt
 from ..engine.local import JobRun, LocalEngine
 from ..errors import ConfigError, DataferryError, DestinationError, InjectedCrash
@@ -395,6 +396,12 @@ def check_outcome(
             )
         problems += inv.check_earlier(store, earlier, visible, inv.replaced_by(mode, earlier))
         bad = inv.check_jobs(store, [job_uuid], ignore=earlier)
+        # a glob reader misses a file under its in-flight name (a load that left it unnamed)
+        bad += [
+            f"{inv.EXCLUSIVE}: {p} is visible under its in-flight name"
+            for p in mine
+            if published_name(p) != p
+        ]
         if bad and reported != "committed":
             problems.append(
                 f"{inv.NOTHING_OF_FAILED}: the {reported} job is partly visible "

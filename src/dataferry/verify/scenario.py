@@ -40,8 +40,11 @@ def run_scenario(
     url: str,
     rules: list[FaultRule],
     options: dict[str, Any] | None = None,
+    rollback: bool = False,
 ) -> tuple[Scenario, Store]:
-    """One scenario on a fresh destination; returns it with its problems, and the store."""
+    """One scenario on a fresh destination; returns it with its problems, and the store.
+    rollback: a failed job is recovered as `dataferry cleanup --rollback` recovers it (a
+    decided Hive load undone from its journal), not by its driver's abort (which finishes it)."""
     options = options or {}
     store = open_store(url, faults=rules, latency_scale=0.0)
     fault = find_fault_layer(store)
@@ -84,7 +87,10 @@ def run_scenario(
         problems.extend(inv.check_no_leftovers(store, allowed_leftovers(under_test)))
         return scenario, store
     # recovery: abort and clean up the failed job; it is then all there or not at all
-    recovery = recover_job(committer, store, under_test.new_job(job_id), options, problems)
+    failed = under_test.new_job(job_id)
+    recovery = (rolled_back if rollback else recover_job)(
+        committer, store, failed, options, problems
+    )
     reported = "crashed" if scenario.outcome == "driver_crashed" else "failed"
     problems.extend(
         check_outcome(store, job_id.uuid, "append", {}, reported, allowed_leftovers(recovery))
@@ -142,10 +148,34 @@ def baseline(
     return scenario, trace
 
 
-def run_crash_point(args: tuple[str, str, int, str, dict[str, Any]]) -> Scenario:
-    committer, url, index, when, options = args
-    scenario, store = run_scenario(committer, url, [crash_at(index, when)], options)  # type: ignore[arg-type]
+def rolled_back(
+    committer: str, store: Store, failed: Any, options: dict[str, Any], problems: list[str]
+) -> Any:
+    """What a user who undoes a dead job runs: `dataferry cleanup DEST --older-than 0
+    --rollback` (the job's driver counts as dead: it crashed)."""
+    from ..commit.job.cleanup import cleanup_destination
+
+    try:
+        report = cleanup_destination(store, older_than_s=0.0, rollback=True)
+    except Exception as e:
+        problems.append(
+            f"{inv.NO_LEFTOVERS}: dataferry cleanup --rollback raised {type(e).__name__}: {e}"
+        )
+    else:
+        problems.extend(
+            f"{inv.NO_LEFTOVERS}: dataferry cleanup --rollback left {path}: {why}"
+            for path, why in report.failed.items()
+        )
+    return make_committer(committer, store, allow_unsafe_rename=True, **options)
+
+
+def run_crash_point(args: tuple[str, str, int, str, dict[str, Any], bool]) -> Scenario:
+    committer, url, index, when, options, rollback = args
+    rules = [crash_at(index, when)]  # type: ignore[arg-type]
+    scenario, store = run_scenario(committer, url, rules, options, rollback)
     scenario.index, scenario.when = index, when
+    if rollback:
+        scenario.kind = "rolled_back"
     discard(store)
     return scenario
 
