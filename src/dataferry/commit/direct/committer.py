@@ -47,6 +47,7 @@ from ..protocol import (
 from ..records.intent import Intent, load_intent
 from ..records.success import SUCCESS_FILE
 from .deletion import (
+    delete_seen_markers,
     delete_stray_files,
     delete_uncommitted,
     delete_untracked,
@@ -335,11 +336,18 @@ class DirectCommitter(Committer):
 
     def remove_job_dir(self, ctx: StageContext, job: JobContext) -> str:
         """Delete the markers, with a look before and after: a file marked since the plan (an
-        attempt the driver gave up on, still writing) is not committed and goes first; one
+        attempt the driver gave up on, still writing) is not committed and goes first. Direct
+        markers are deleted as that look saw them (`delete_seen_markers`): one made since
+        stays for `dataferry cleanup`. Otherwise (the service's) they go at once, and a file
         whose marker went with the others is found by its job's tag in the partitions the job
         wrote; a later one re-creates a marker, which `dataferry cleanup` finds."""
         intent = load_intent(ctx.store, self.job_dir(job), plan_type_of(self))
         committed = plan_files(intent.payload) if intent else self.committed_files(job)
+        if self.config.markers == "direct" and delete_seen_markers(
+            self, self.job_dir(job), job.job_uuid, committed, ctx.pool
+        ):
+            type(self).tidy(ctx.store)
+            return "deleted"
         delete_uncommitted(self, self.job_dir(job), committed, ctx.pool)
         self.markers(job).delete_all()
         delete_untracked(self, job.job_uuid, committed, ctx.pool)

@@ -10,6 +10,7 @@ version its transaction made.
 from __future__ import annotations
 
 import calendar
+import functools
 import json
 import logging
 import time
@@ -92,8 +93,10 @@ def execution_time_ms(job: JobContext) -> int:
     return max(0, int((time.time() - started) * 1000))
 
 
+@functools.cache
 def client_version() -> str:
-    """`dataferry-<version>` (the installed distribution's; "dataferry" from a source tree)."""
+    """`dataferry-<version>` (the installed distribution's; "dataferry" from a source tree).
+    Read once per process: the package metadata lookup costs milliseconds, every commit."""
     import importlib.metadata
 
     try:

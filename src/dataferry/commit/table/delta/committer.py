@@ -170,11 +170,15 @@ class DeltaFormat(TableFormat):
     def table(self, version: int | None = None) -> Any:
         """The table as it is now (None if there is none). Its log is checked whole first
         (`log`), and deltalake's own errors name the table and its latest commit."""
+        if not self.exists():
+            return None
+        return self.load(version)
+
+    def load(self, version: int | None = None) -> Any:
+        """deltalake's table, on a log `exists` has just checked (`table` without the check)."""
         from deltalake import DeltaTable
 
         uri, options = self.location
-        if not self.exists():
-            return None
         try:
             return DeltaTable(uri, version=version, storage_options=options or None)
         except Exception as e:
@@ -247,7 +251,7 @@ class DeltaFormat(TableFormat):
     # --- before the job ----------------------------------------------------------------------
 
     def check_input(self, schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
-        self.exists()  # a damaged log is refused whatever the mode
+        exists = self.exists()  # a damaged log is refused whatever the mode
         check_types(schema)
         table_schema = log_schema(schema)
         check_log_schema(table_schema)
@@ -264,7 +268,7 @@ class DeltaFormat(TableFormat):
                 "predicate= replaces the rows it selects, which only mode='overwrite' does "
                 f"(as in deltalake), not mode={self.committer.write_mode!r}"
             )
-        dt = self.table()
+        dt = self.load() if exists else None  # on the log checked a moment ago
         self.checked = (dt, time.monotonic())
         if self.config.predicate:
             parts = list(dt.metadata().partition_columns) if dt is not None else partition_by
