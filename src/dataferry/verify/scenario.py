@@ -8,12 +8,14 @@ in overwrite mode. The invariants (`invariants.py`) are checked at each step.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 from ..commit.factory import make_committer
+from ..engine.pool import worker_context
 from ..errors import DataferryError, InjectedCrash
 from ..ids import new_job_id
 from ..store import FaultRule, Store, crash_at, open_store
@@ -203,8 +205,13 @@ def run_scenarios(
     if processes > 1 and len(jobs) > 1:
         from .tables import active
 
+        # forked from a clean server, not from this process: a fork of a process with
+        # threads (a test run's, an engine's) can stop for good in a lock another thread held
         with ProcessPoolExecutor(
-            processes, initializer=_worker_init, initargs=(preload, active())
+            processes,
+            mp_context=worker_context(),
+            initializer=_worker_init,
+            initargs=(preload, active(), dict(os.environ)),
         ) as pool:
             # chunks of 4 where there are many; a few scenarios go one to a process
             chunk = max(1, min(4, len(jobs) // (4 * processes)))
@@ -218,10 +225,15 @@ def run_scenarios(
     return out
 
 
-def _worker_init(preload: tuple[str, ...], table: tuple[str, dict[str, Any]] | None) -> None:
-    """A worker process: the preloads, then read destinations as the parent does."""
+def _worker_init(
+    preload: tuple[str, ...], table: tuple[str, dict[str, Any]] | None, environ: dict[str, str]
+) -> None:
+    """A worker process: the parent's environment (its servers' endpoints and credentials),
+    the preloads, then read destinations as the parent does."""
     from .tables import reading
 
+    os.environ.clear()
+    os.environ.update(environ)
     load_preload(preload)
     reading(*table) if table else reading(None)
 
