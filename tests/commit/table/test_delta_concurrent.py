@@ -46,6 +46,24 @@ def write(url, table: pa.Table, mode: str = "append", **options):
     )
 
 
+def frozen_at_intent() -> tuple[FaultRule, threading.Event, threading.Event]:
+    """A fault rule that freezes a driver just before it writes its intent record, the
+    event set once it is frozen, and the one that wakes it (within 60 s)."""
+    frozen, wake = threading.Event(), threading.Event()
+
+    def freeze(*_: object) -> None:
+        frozen.set()
+        wake.wait(60)
+
+    rule = FaultRule(
+        action="callback",
+        kinds=frozenset({Op.WRITE}),
+        predicate=lambda _i, _op, path: path.endswith(INTENT_FILE),
+        callback=freeze,
+    )
+    return rule, frozen, wake
+
+
 def ids_of(url: str) -> list[int]:
     return sorted(committer_by_name("delta", open_store(url)).read_rows().column("id").to_pylist())
 
@@ -166,19 +184,9 @@ def test_cleanup_racing_a_frozen_driver_never_deletes_what_lands(tmp_path):
     files cleanup is deleting: a table naming files that are gone."""
     url = str(tmp_path / "t")
     write(url, data(3))
-    frozen, wake, driver_done = threading.Event(), threading.Event(), threading.Event()
+    at_intent, frozen, wake = frozen_at_intent()
+    driver_done = threading.Event()
     outcome: list[BaseException | None] = []
-
-    def freeze(*_: object) -> None:
-        frozen.set()
-        wake.wait(60)
-
-    at_intent = FaultRule(
-        action="callback",
-        kinds=frozenset({Op.WRITE}),
-        predicate=lambda _i, _op, path: path.endswith(INTENT_FILE),
-        callback=freeze,
-    )
 
     def driver() -> None:
         try:

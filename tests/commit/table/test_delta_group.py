@@ -14,14 +14,13 @@ from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.lookup import committer_by_name
 from dataferry.commit.records.claim import crashed, observe_record
 from dataferry.commit.records.drivers import driver_path
-from dataferry.commit.records.intent import INTENT_FILE
 from dataferry.commit.table.delta import group
 from dataferry.commit.table.delta.entry import read_entry
 from dataferry.commit.table.delta.log import check_log
 from dataferry.errors import InjectedCrash, JobCommitError
 from dataferry.store import FaultRule, Op, open_store
 
-from .test_delta_concurrent import data, ids_of, versions_per_job, write
+from .test_delta_concurrent import data, frozen_at_intent, ids_of, versions_per_job, write
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
@@ -127,20 +126,10 @@ def test_a_frozen_driver_rolled_back_publishes_no_request(tmp_path):
     request after its rollback, B would carry A's deleted files into the table."""
     url = str(tmp_path / "t")
     write(url, data(3))
-    frozen, wake, done = threading.Event(), threading.Event(), threading.Event()
+    at_intent, frozen, wake = frozen_at_intent()
+    done = threading.Event()
     outcome: list[BaseException | None] = []
     published = at_request("callback", "before", lambda *_: None)
-
-    def freeze(*_: object) -> None:
-        frozen.set()
-        wake.wait(60)
-
-    at_intent = FaultRule(
-        action="callback",
-        kinds=frozenset({Op.WRITE}),
-        predicate=lambda _i, _op, path: path.endswith(INTENT_FILE),
-        callback=freeze,
-    )
 
     def driver() -> None:
         try:
