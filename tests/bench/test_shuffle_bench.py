@@ -142,7 +142,11 @@ def test_the_embedded_engine_reports_processes_and_both_pushes():
     assert by["pull"]["reduce_reads"] == by["pull"]["reads"]["original_reads"] == 4 * 6
     procs = by["push"]["processes"]
     assert procs["worker"]["processes"] == 2 and procs["service"]["processes"] == 2
-    assert procs["service"]["cpu_s"] > 0 and procs["worker"]["peak_rss_mib"] > 0
+    # the services were seen and measured (a process sampled has memory); their CPU is not
+    # asserted: on one host they merge 4 MiB by reference, which can cost less than one clock
+    # tick (10 ms) in the run's window; the workers read and write every row
+    assert procs["service"]["peak_rss_mib"] > 0 and procs["service"]["cpu_s"] >= 0
+    assert procs["worker"]["cpu_s"] > 0 and procs["worker"]["peak_rss_mib"] > 0
     assert by["push"]["cpu_s"] == pytest.approx(sum(p["cpu_s"] for p in procs.values()), abs=0.02)
     assert by["push"]["cpu_s_per_gib"] == pytest.approx(by["push"]["cpu_s"] * 256, rel=0.01)
     # no fewer reads than pull: more (the merged partitions of stubs on top)
