@@ -335,3 +335,44 @@ def test_an_existing_data_run_judges_each_mode_by_what_the_committer_means_by_it
         committer, url, mode, [], deterministic_options(committer), uuids
     )
     assert scenario.problems == [], scenario.problems
+
+
+def test_a_family_that_stops_is_reported_and_the_others_still_run(monkeypatch):
+    """A family of scenarios that stops on its own error (a server that stopped answering,
+    after an hour of a slow emulator) is listed under "did not finish" with its error, the
+    families after it still run and count, and the exit code says the run is incomplete (3)
+    rather than clean (0). The library call without `keep_going` raises, so a test that checks
+    only the violations cannot pass over a family that never ran."""
+    from typer.testing import CliRunner
+
+    from dataferry.cli import app
+    from dataferry.verify import concurrent, crash, zombies
+
+    real, ran = crash.verify_crash, []
+
+    def smaller(committer, store=None, **kwargs):
+        return real(committer, store, **{**kwargs, "limit": 2, "concurrent_points": 1, "races": ()})
+
+    def server_gone(*args, **kwargs):
+        raise TimeoutError("the server stopped answering")
+
+    real_concurrent = concurrent.run_concurrent
+
+    def counted_concurrent(*args, **kwargs):
+        ran.append("concurrent")
+        return real_concurrent(*args, **kwargs)
+
+    monkeypatch.setattr(crash, "verify_crash", smaller)
+    monkeypatch.setattr(zombies, "run_zombies", server_gone)
+    monkeypatch.setattr(concurrent, "run_concurrent", counted_concurrent)
+    args = ["verify", "crash", "--committer", "v1", "--store", "memory://dataferry-stops"]
+    res = CliRunner().invoke(app, [*args, "--zombies", "--concurrent-jobs", "--json"])
+    assert res.exit_code == 3, res.output
+    data = json.loads(res.stdout)
+    assert data["errors"] == {"zombies": "TimeoutError: the server stopped answering"}
+    assert ran == ["concurrent"] and data["concurrent_runs"] > 0  # the next family ran
+    assert data["total_violations"] == 0 and data["scenarios"] > 1
+    shown = CliRunner().invoke(app, [*args, "--zombies"])
+    assert shown.exit_code == 3 and "did not finish zombies: TimeoutError" in shown.output
+    with pytest.raises(TimeoutError):
+        real("v1", "memory://dataferry-stops", limit=1, zombies=True)

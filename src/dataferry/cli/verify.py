@@ -129,6 +129,7 @@ def verify_crash_cmd(
             races=tuple(race_schedule) or (concurrent_jobs if races is None else races),
             preload=tuple(preload),
             forged_markers=forged_markers,
+            keep_going=True,
         )
     data = report.to_json()
     if json_out:
@@ -137,6 +138,8 @@ def verify_crash_cmd(
         _render(data, committer)
     if data["total_violations"]:
         raise typer.Exit(1)
+    if data["errors"]:
+        raise typer.Exit(3)  # no violation found, but not every family finished
 
 
 def _options(text: str) -> dict | None:
@@ -184,6 +187,7 @@ def _render(data: dict, committer: str) -> None:
     if any(extra.values()):
         lines.append(", ".join(f"{k}: {v}" for k, v in extra.items() if v))
     lines += [f"skipped {kind}: {why}" for kind, why in data["skipped"].items()]
+    lines += [f"did not finish {family}: {why}" for family, why in data["errors"].items()]
     for ex in data["examples"][:8]:
         where = (
             f"op #{ex['index']} {ex['when']} {ex['op']} {ex['path']}"

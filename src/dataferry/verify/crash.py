@@ -39,6 +39,7 @@ mode (`existing.py`).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +54,8 @@ from .race_parties import SCHEDULES as RACES
 from .scenario import Select, baseline, crash_points, run_crash_point, run_scenarios
 
 __all__ = ["RACE_SCHEDULES", "CrashReport", "race_schedules", "verify_crash"]
+
+log = logging.getLogger(__name__)
 
 RACE_SCHEDULES = (*RACES, *GUARANTEES, "damaged_record", "links")
 
@@ -95,6 +98,7 @@ def verify_crash(
     preload: tuple[str, ...] = (),
     forged_markers: bool = False,
     rollback: Collection[str] = (),
+    keep_going: bool = False,
 ) -> CrashReport:
     """Enumerate every crash point of the reference job for `committer` on `store` (or every
     `every`-th one, for a quicker sample on slow stores), and every ambiguous answer
@@ -136,6 +140,10 @@ def verify_crash(
     rollback: crash points on these sides of their operation ("before", "after") are
         recovered as `dataferry cleanup --rollback` recovers a dead job (a decided Hive load
         undone from its journal), not by the driver's abort (which finishes a decided commit).
+    keep_going: a family of scenarios that fails for a reason outside any scenario (a
+        server that stops answering) is recorded in `CrashReport.errors` and the next family
+        runs (the command line: hours of a slow server's results are not lost to one timeout);
+        without it the error is raised.
     """
     from .concurrent import run_concurrent
     from .concurrent_appends import run_concurrent_appends
@@ -219,11 +227,19 @@ def verify_crash(
             workers = max(processes, min(2, os.cpu_count() or 1))
             private = f"{stores.base} is private to one process: "
 
-            def run(family: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-                """One more scenario family on this committer and store, counted as a part."""
-                return family(
-                    committer, stores, options, *args, seed=seed, progress=part(), **kwargs
-                )
+            def run(name: str, family: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+                """One more scenario family on this committer and store, counted as a part;
+                with `keep_going`, one that fails is recorded and gives nothing."""
+                try:
+                    return family(
+                        committer, stores, options, *args, seed=seed, progress=part(), **kwargs
+                    )
+                except Exception as e:
+                    if not keep_going:
+                        raise
+                    report.errors[name] = f"{type(e).__name__}: {e}"
+                    log.warning("verify crash: %s did not finish: %s", name, e, exc_info=True)
+                    return ([], {}) if name in ("guarantees", "damage", "forged") else []
 
             if driver_kills > 0 and not stores.shared_between_processes:
                 report.skipped["driver_kill"] = (
@@ -231,6 +247,7 @@ def verify_crash(
                 )
             elif driver_kills > 0:
                 report.extra += run(
+                    "driver_kills",
                     run_driver_kills,
                     driver_kills,
                     timeout_s=kill_timeout_s,
@@ -238,37 +255,46 @@ def verify_crash(
                     preload=preload,
                 )
             if zombies:
-                report.extra += run(run_zombies, max_points=zombie_points)
+                report.extra += run("zombies", run_zombies, max_points=zombie_points)
             if concurrent_jobs:
-                report.extra += run(run_concurrent, points=concurrent_points)
-                report.extra += run(run_concurrent_appends, points=concurrent_points)
+                report.extra += run("concurrent", run_concurrent, points=concurrent_points)
+                report.extra += run(
+                    "concurrent_appends", run_concurrent_appends, points=concurrent_points
+                )
             schedules = race_schedules(races)
             if schedules and not stores.shared_between_processes:
                 report.skipped["races"] = private + "a child driver cannot hold its claim"
             elif schedules:
                 held = tuple(s for s in schedules if s in RACES)
                 if held:
-                    report.extra += run(run_races, schedules=held, preload=preload, workers=workers)
+                    report.extra += run(
+                        "races", run_races, schedules=held, preload=preload, workers=workers
+                    )
                 guarded = tuple(s for s in schedules if s in GUARANTEES)
                 if guarded:
                     found, skipped = run(
-                        run_guarantees, schedules=guarded, preload=preload, workers=workers
+                        "guarantees",
+                        run_guarantees,
+                        schedules=guarded,
+                        preload=preload,
+                        workers=workers,
                     )
                     report.extra += found
                     report.skipped.update(skipped)
                 damaged = tuple(s for s in schedules if s not in (*RACES, *GUARANTEES))
                 if damaged:
                     found, skipped = run(
-                        run_damage, kinds=damaged, preload=preload, workers=workers
+                        "damage", run_damage, kinds=damaged, preload=preload, workers=workers
                     )
                     report.extra += found
                     report.skipped.update(skipped)
             if forged_markers:
-                found, skipped = run(run_forged)
+                found, skipped = run("forged", run_forged)
                 report.extra += found
                 report.skipped.update(skipped)
             if existing_data:
                 report.extra += run(
+                    "existing_data",
                     existing_crash_points,
                     every=every,
                     limit=limit,

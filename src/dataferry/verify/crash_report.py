@@ -48,6 +48,7 @@ class CrashReport:
     extra: list[Scenario] = field(default_factory=list)  # every other kind (Scenario.kind)
     skipped: dict[str, str] = field(default_factory=dict)  # kind -> why it did not run
     seed: int = 0
+    errors: dict[str, str] = field(default_factory=dict)  # family -> why it did not finish
 
     @property
     def all_scenarios(self) -> list[Scenario]:
@@ -147,6 +148,7 @@ class CrashReport:
             "forgeries": self.forgeries,
             "kinds": self.kinds(),
             "skipped": dict(self.skipped),
+            "errors": dict(self.errors),
             "seed": self.seed,
             "examples": [s.example() for s in picked[:examples]],
         }
