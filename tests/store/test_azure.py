@@ -141,3 +141,35 @@ def test_a_recursive_delete_sends_its_batches_at_once(store, monkeypatch):
     assert store.delete("job", recursive=True)
     assert state["peak"] > 1
     assert [s.path for s in store.walk("")] == ["keep"] and not store.exists("job")
+
+
+def test_the_sdks_errors_that_adlfs_lets_through_are_the_stores(store, monkeypatch):
+    """adlfs passes some Azure SDK errors through unconverted: a blob that vanishes between
+    its listing and the next request raised `ResourceNotFoundError`, which no caller knew
+    (the referee saw a job fail in its claim stage on Azurite with "BlobNotFound" while
+    another job released its claim). Every operation now turns them into the store's own:
+    not found is `NotFound`, and an answer lost to a timeout is an ambiguous outcome, which
+    an idempotent operation (a stat) asks again."""
+    from azure.core.exceptions import ResourceNotFoundError, ServiceResponseTimeoutError
+
+    store.write_bytes("claim", b"held")
+    fs = store.fs  # adlfs's sync methods are its instance's (fsspec mirrors the async ones)
+    real = fs.info
+    asked = {"n": 0}
+
+    def vanished(*args, **kwargs):
+        raise ResourceNotFoundError("The specified blob does not exist.")
+
+    monkeypatch.setattr(fs, "info", vanished)
+    with pytest.raises(NotFound):
+        store.stat("claim")
+    assert not store.exists("claim")  # exists() answers, where it raised
+
+    def timeout_once(*args, **kwargs):
+        asked["n"] += 1
+        if asked["n"] == 1:
+            raise ServiceResponseTimeoutError("Timeout on reading data from socket")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fs, "info", timeout_once)
+    assert store.stat("claim").size == 4 and asked["n"] == 2

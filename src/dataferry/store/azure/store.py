@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 
 import fsspec
 
-from ...errors import AlreadyExists, NotADirectory, NotFound, StoreError
+from ...errors import AlreadyExists, AmbiguousOutcome, NotADirectory, NotFound, StoreError
 from .. import paths
 from ..fsspec.store import FsspecStore
 from ..pool import parallel_map
-from ..types import Capabilities, FileStatus, PendingUpload
+from ..types import Capabilities, FileStatus, Op, PendingUpload
 from . import account, blocks
 
 T = TypeVar("T")
@@ -54,12 +54,20 @@ HNS_CAPABILITIES = replace(
 
 
 def _azure_error(e: Exception, what: str, path: str) -> StoreError:
-    from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+    """An Azure SDK error (the account's clients', or adlfs's own, which it lets through
+    unconverted where a blob vanishes between its listing and its next request) as ours."""
+    from azure.core.exceptions import (
+        ResourceExistsError,
+        ResourceNotFoundError,
+        ServiceResponseError,
+    )
 
     if isinstance(e, ResourceNotFoundError):
         return NotFound(f"{what}: not found", path)
     if isinstance(e, ResourceExistsError):
         return AlreadyExists(f"{what}: exists", path)
+    if isinstance(e, ServiceResponseError):  # sent, answer lost (a timeout): it may have happened
+        return AmbiguousOutcome(f"{what}: {type(e).__name__}: {e}", path)
     code = getattr(e, "error_code", None) or type(e).__name__
     return StoreError(f"{what}: {code}: {str(e).splitlines()[0] if str(e) else ''}", path)
 
@@ -91,6 +99,15 @@ class AzureStore(FsspecStore):
 
     def _blob(self, path: str) -> Any:
         return self._blobs.get_blob_client(self.container, self._name(path))
+
+    def _op(self, op: Op, path: str, fn: Any, *args: Any) -> Any:
+        """Every operation, the file system's (adlfs) included: the SDK's errors as ours."""
+        from azure.core.exceptions import AzureError
+
+        try:
+            return super()._op(op, path, fn, *args)
+        except AzureError as e:
+            raise _azure_error(e, f"{op.value} {self.full_url(path)}", path) from e
 
     def _call(self, what: str, path: str, fn: Callable[[], T]) -> T:
         from azure.core.exceptions import AzureError
