@@ -38,7 +38,7 @@ INBOX_BYTES = 4 << 20
 ROUND_BYTES = 16 << 20
 # bytes a file's writer gathers in Arrow's memory before they reach the store's stream: a
 # Parquet writer writes each page and page header as it is done, and each write to a Python
-# stream takes the GIL (from a thread the producer's own Python work is holding it on); 128
+# stream takes the GIL (from a thread the producer's own Python work is holding it on); 64
 # KiB per open file makes those calls ten times fewer or more (40 open files: 2.5 MiB)
 SINK_BUFFER_BYTES = 64 << 10
 
