@@ -70,3 +70,29 @@ def test_a_stream_into_many_partitions_keeps_small_buffers_per_file(tmp_path):
     # max_memory 8 MiB: the producer's lead (4 MiB), the rows split and held (1 MiB and their
     # copy), 128 KiB of buffers per open file (6 MiB): 14 MiB measured; a MiB per file, 60
     assert grown < 32 * MiB, f"peak grew {grown / MiB:.0f} MiB over the start"
+
+
+def test_a_round_of_split_rows_is_one_row_group_per_partition(tmp_path, monkeypatch):
+    """Split rows are held for a round, then each partition's share is one row group: were
+    each split written as it came, a long stream into many partitions would make row groups
+    of a few thousand rows, each holding 4 KiB of footer metadata in memory until its file
+    closes (50 MiB for 2 GiB into 40 partitions) and encoding more slowly."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+
+    import dataferry
+    from dataferry.dataset import task
+
+    monkeypatch.setattr(task, "INBOX_BYTES", 1)  # each batch split as it comes
+    batches = [
+        pa.record_batch({"k": np.arange(1000) % 4, "v": np.arange(i * 1000, (i + 1) * 1000)})
+        for i in range(16)
+    ]
+    r = dataferry.write_dataset(iter(batches), str(tmp_path / "o"), partition_by=["k"])
+    found = sorted((tmp_path / "o").rglob("*.parquet"))
+    assert r.files == len(found) == 4
+    assert [pq.ParquetFile(f).metadata.num_row_groups for f in found] == [1, 1, 1, 1]
+    back = pads.dataset(str(tmp_path / "o"), partitioning="hive").to_table()
+    assert sorted(back.column("v").to_pylist()) == list(range(16_000))
