@@ -100,6 +100,7 @@ def test_rows_per_file_and_groups(tmp_path):
 
 def test_min_rows_per_group_buffers_small_pieces(tmp_path, monkeypatch):
     monkeypatch.setattr(task, "INBOX_BYTES", 1)  # each batch split and written as it comes
+    monkeypatch.setattr(task, "ROUND_BYTES", 1)
     batches = [table(100).slice(i, 10) for i in range(0, 100, 10)]
     dataferry.write_dataset(iter(batches), str(tmp_path / "a"))
     dataferry.write_dataset(iter(batches), str(tmp_path / "b"), min_rows_per_group=50)
@@ -111,6 +112,7 @@ def test_min_rows_per_group_buffers_small_pieces(tmp_path, monkeypatch):
 
 def test_max_open_files_closes_the_least_recent(tmp_path, monkeypatch):
     monkeypatch.setattr(task, "INBOX_BYTES", 1)  # each batch split and written as it comes
+    monkeypatch.setattr(task, "ROUND_BYTES", 1)
     t = pa.table({"k": [f"p{i % 4}" for i in range(400)], "v": list(range(400))})
     batches = [t.slice(i, 40) for i in range(0, 400, 40)]  # every batch touches 4 partitions
     r = dataferry.write_dataset(

@@ -1,11 +1,13 @@
 """One write task: rows in, Hive-partitioned files out, written as the rows arrive.
 
-A task keeps one open file per partition it touches. Rows go into the partition's file as
-they come (after buffering up to `min_rows_per_group`); a file is closed and the next rows of
-its partition go to a new one when it reaches `max_rows_per_file` rows or `target_file_size`
+A task keeps one open file per partition it touches. Rows arriving are split by partition a
+few MiB at a time (`INBOX_BYTES`), and the split rows are held until a round of
+`ROUND_BYTES` is gathered: then each partition's share goes into its file as one row group
+(after buffering up to `min_rows_per_group`). A file is closed and the next rows of its
+partition go to a new one when it reaches `max_rows_per_file` rows or `target_file_size`
 bytes, and the least recently written file is closed when a new one would pass
 `max_open_files`. So a task writes at most one file per partition unless a file would pass
-its limits, and never holds more than one row group of a partition in its buffers.
+its limits, and holds at most one round of rows in its buffers.
 """
 
 from __future__ import annotations
@@ -26,7 +28,19 @@ from .formats import FileWriter, choose_dictionary, open_writer
 from .options import WriteOptions
 from .partition import Rows, gather_pieces, name_limits, split_by_partition
 
-INBOX_BYTES = 8 << 20
+# bytes of input split by partition at once (one split of many small batches costs a third
+# less than one per batch; the split copies them once)
+INBOX_BYTES = 4 << 20
+# bytes of split rows held before each partition's share is written, as one row group: a
+# Parquet writer keeps about 4 KiB of metadata per row group of an open file until it closes,
+# and encodes small row groups more slowly (40 partitions of a round of 4 MiB make row groups
+# of 2,000 rows: 2 GiB of stream then held 50 MiB of metadata alone; 16 MiB rounds, 13 MiB)
+ROUND_BYTES = 16 << 20
+# bytes a file's writer gathers in Arrow's memory before they reach the store's stream: a
+# Parquet writer writes each page and page header as it is done, and each write to a Python
+# stream takes the GIL (from a thread the producer's own Python work is holding it on); 64
+# KiB per open file makes those calls ten times fewer or more (40 open files: 2.5 MiB)
+SINK_BUFFER_BYTES = 64 << 10
 
 
 class _CountingSink:
@@ -68,6 +82,7 @@ class _CountingSink:
 @dataclass
 class _OpenFile:
     sink: _CountingSink
+    stream: pa.BufferedOutputStream  # over `sink`: what the writer writes to
     writer: FileWriter
     rows: int = 0
     # the committer's columns added before the data's (None: the rows as they are)
@@ -133,6 +148,8 @@ class TaskWriter:
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()  # least recently written first
         self._inbox: list[pa.Table] = []  # rows received, not yet split
         self._inbox_bytes = 0
+        self._round: list[tuple[str, pa.Table]] = []  # rows split, not yet written
+        self._round_bytes = 0
         self._lock = threading.Lock()  # the task's counts, when partitions write side by side
         self._pool = ThreadPoolExecutor(threads, "dataferry-encode") if threads > 1 else None
         self._encoding_chosen = False
@@ -156,6 +173,7 @@ class TaskWriter:
             return
         table = self._inbox[0] if len(self._inbox) == 1 else pa.concat_tables(self._inbox)
         self._inbox, self._inbox_bytes = [], 0
+        nbytes = table.nbytes
         started = time.perf_counter()
         pieces = list(
             split_by_partition(
@@ -166,12 +184,22 @@ class TaskWriter:
                 self.options.keep_empty_partition_values,
             )
         )
+        del table  # (its rows are in `pieces`, copied in partition order)
         self.stats.split_s += time.perf_counter() - started
-        self.write_round(pieces)
+        self._round.extend(pieces)
+        self._round_bytes += nbytes
+        if self._round_bytes >= min(ROUND_BYTES, self.options.max_memory // 8):
+            self._write_held()
+
+    def _write_held(self) -> None:
+        pieces, self._round, self._round_bytes = self._round, [], 0
+        if pieces:
+            self.write_round(pieces)
 
     def write_round(self, pieces: list[tuple[str, pa.Table]]) -> None:
-        """Rows of several partitions: side by side on the task's threads (pyarrow encodes
-        without the GIL) when every partition can keep its file open, else in order."""
+        """Rows of several partitions, each partition's pieces written together (zero-copy,
+        one row group): side by side on the task's threads (pyarrow encodes without the GIL)
+        when every partition can keep its file open, else in order."""
         if not self._encoding_chosen:
             # the encodings suit the data: chosen once, from the task's first rows
             self.options = choose_dictionary(self.options, [rows for _, rows in pieces])
@@ -179,19 +207,18 @@ class TaskWriter:
         groups: dict[str, list[pa.Table]] = {}
         for directory, rows in pieces:
             groups.setdefault(directory, []).append(rows)
+        del pieces
         new = sum(1 for d in groups if d not in self._open)
         if (
             self._pool is None
             or len(groups) < 2
             or len(self._open) + new > self.options.max_open_files
         ):
-            for directory, rows in pieces:
-                self.write_partition(directory, rows)
+            for directory in list(groups):
+                self.write_partition(directory, _joined(groups.pop(directory)))
             return
-        # each partition on one thread, in order; no file is evicted (there is room for all)
-        done = self._pool.map(
-            lambda d: [self.write_partition(d, rows) for rows in groups[d]], list(groups)
-        )
+        # each partition on one thread; no file is evicted (there is room for all)
+        done = self._pool.map(lambda d: self.write_partition(d, _joined(groups[d])), list(groups))
         for _ in done:
             pass  # raise the first failure here
 
@@ -219,6 +246,7 @@ class TaskWriter:
     def close(self) -> dict[str, Any]:
         """Write what is buffered, close every file; the task's result."""
         self._split_inbox()
+        self._write_held()
         for part in self._partitions.values():
             self._flush(part)
         for directory in list(self._open):
@@ -238,6 +266,10 @@ class TaskWriter:
         for f in list(self._open.values()):
             try:  # the writer ends into the stream that is then discarded, so that it does
                 f.writer.close()  # not end later, from the garbage collector, into a closed one
+            except Exception:
+                pass
+            try:  # its buffer goes to the store's stream now, not later into a closed one
+                f.stream.detach()
             except Exception:
                 pass
             try:
@@ -277,7 +309,7 @@ class TaskWriter:
                 self.stats.row_groups += -(-take // self.options.max_rows_per_group)
                 self._open.move_to_end(part.directory)
             rows = rows.slice(take)
-            if (limit and f.rows >= limit) or f.sink.bytes >= self.options.target_file_size:
+            if (limit and f.rows >= limit) or f.stream.tell() >= self.options.target_file_size:
                 self._close_file(part.directory)
 
     def _file_for(self, part: _Partition) -> _OpenFile:
@@ -294,11 +326,12 @@ class TaskWriter:
         schema = self.file_schema if extra is None else extra.schema
         sink = _CountingSink(self.out.open(relpath))
         try:
-            writer = open_writer(sink, schema, self.options)  # type: ignore[arg-type]
+            stream = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), SINK_BUFFER_BYTES)
+            writer = open_writer(stream, schema, self.options)  # type: ignore[arg-type]
         except BaseException:
             sink.close()
             raise
-        f = _OpenFile(sink, writer, prepend=None if extra is None else extra.prepend)
+        f = _OpenFile(sink, stream, writer, prepend=None if extra is None else extra.prepend)
         with self._lock:
             self._open[part.directory] = f
         return f
@@ -308,12 +341,17 @@ class TaskWriter:
             f = self._open.pop(directory)
         started = time.perf_counter()
         f.writer.close()
-        f.sink.close()
+        f.stream.close()  # (the last bytes to the store's stream, which it closes)
         encode_s = time.perf_counter() - started
         with self._lock:
             self.stats.encode_s += encode_s
             self.stats.files += 1
             self.stats.bytes += f.sink.bytes
+
+
+def _joined(tables: list[pa.Table]) -> pa.Table:
+    """One table of a partition's pieces (their chunks side by side, nothing copied)."""
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 
 def write_rows(

@@ -81,7 +81,9 @@ class AtomicWriter(io.BufferedWriter):
     `with` block raised (or the stream is dropped unclosed): then it is removed."""
 
     def __init__(self, fd: int, pfd: int, tmp: str, publish: Callable[[], None]) -> None:
-        super().__init__(io.FileIO(fd, "wb"), buffer_size=1 << 20)
+        # 64 KiB: a write task keeps one of these open per partition (1 MiB each held 40 MiB
+        # for 40 partitions); larger writes pass through to the file unbuffered
+        super().__init__(io.FileIO(fd, "wb"), buffer_size=64 << 10)
         self._pfd, self._tmp, self._publish = pfd, tmp, publish
         self._finished = False
         self._discard = False
