@@ -25,6 +25,7 @@ from .. import paths
 from ..base import Store, read_capped, record_too_large
 from ..types import Capabilities, FileStatus, Op
 from .client import HdfsAddress, client_for, hadoop_config, hdfs_error, split_url
+from .close import write_closed
 
 HDFS_CAPABILITIES = Capabilities(
     atomic_file_rename=True,
@@ -185,8 +186,9 @@ class HdfsStore(Store):
         tmp = paths.join(parent, paths.temporary_name(name, os.urandom(6).hex()))
         client = self.client
         try:
-            with client.create(self._abs(tmp), hdfs_native.WriteOptions(create_parent=True)) as f:
-                f.write(data)
+            options = hdfs_native.WriteOptions(create_parent=True)
+            if write_closed(client, self._abs(tmp), data, options):
+                self.stats.incr("hdfs_closed_by_lease_recovery")  # its writer's close stalled
             try:
                 client.rename(self._abs(tmp), self._abs(path), overwrite)
             except FileExistsError:
