@@ -33,6 +33,7 @@ from typing import Any
 
 log = logging.getLogger("dataferry.store.hdfs")
 
+FIRST_LOOK_S = 0.02  # most closes are done by then: no request to watch them
 WATCH_EVERY_S = 0.005
 SETTLED_S = 0.03  # an unstalled close ends within a few ms of its last block being committed
 RECOVERY_WAIT_S = 120.0  # the NameNode's own recovery of a block: a DataNode heartbeat or more
@@ -74,14 +75,13 @@ def write_closed(client: Any, path: str, data: bytes, options: Any) -> bool:
 
     writer = _pool().submit(write)
     watch = _Watch()
-    while True:
-        wait([writer], WATCH_EVERY_S)
-        if writer.done():
-            break
+    wait([writer], FIRST_LOOK_S)
+    while not writer.done():
         if _closed_for_writer(client, path, len(data), watch):
             writer.add_done_callback(_late_close)
             _check_size(client, path, len(data))
             return True
+        wait([writer], WATCH_EVERY_S)
     error = writer.exception()
     if error is None:
         return False
