@@ -11,6 +11,9 @@ A file being written is visible on HDFS (under construction) before it is closed
 file write goes to a hidden name beside the file (`paths.TEMP_PREFIX`) and is renamed into place
 once closed: over the old file (rename with OVERWRITE, atomic) or, for an exclusive create,
 only where nothing is (rename without it). A reader sees the old file or the new one, whole.
+A close that waits for the DataNode's report of the last block (hdfs-native retries it only
+half a second later) is ended by the NameNode at the store's asking once the report is in
+(`close.py`).
 HDFS has no etags (file checksums cost a read of every block) and no server-side copy.
 """
 
