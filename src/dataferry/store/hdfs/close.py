@@ -33,9 +33,9 @@ from typing import Any
 
 log = logging.getLogger("dataferry.store.hdfs")
 
-FIRST_LOOK_S = 0.02  # most closes are done by then: no request to watch them
+FIRST_LOOK_S = 0.01  # many closes are done by then: no request to watch them
 WATCH_EVERY_S = 0.005
-SETTLED_S = 0.03  # an unstalled close ends within a few ms of its last block being committed
+SETTLED_S = 0.015  # an unstalled close ends within a few ms of its block being committed
 RECOVERY_WAIT_S = 120.0  # the NameNode's own recovery of a block: a DataNode heartbeat or more
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
