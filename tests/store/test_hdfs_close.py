@@ -159,6 +159,18 @@ def test_a_file_closed_short_fails_the_write(monkeypatch):
         write_closed(nn, "/d/f", b"record", None)
 
 
+def test_a_file_is_not_watched_while_its_bytes_are_sent(monkeypatch):
+    """A large file takes a while to send: the NameNode is not asked about it (one request
+    each few milliseconds) until its writer is closing it."""
+    nn = _NameNode(stall=False)
+    looked: list[float] = []
+    info = nn.get_file_info
+    monkeypatch.setattr(nn, "get_file_info", lambda p: looked.append(1) or info(p))
+    monkeypatch.setattr(_Writer, "write", lambda self, data: time.sleep(0.2))
+    assert write_closed(nn, "/d/f", b"record", None) is False
+    assert len(looked) < 10  # its close only (20 ms here); 40 looks if watched while sending
+
+
 def test_a_failed_write_raises_its_error():
     """A create or write the NameNode refuses is the write's error; nothing is asked."""
     nn = _NameNode(stall=False)

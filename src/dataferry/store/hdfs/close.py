@@ -69,15 +69,19 @@ def write_closed(client: Any, path: str, data: bytes, options: Any) -> bool:
         with client.create(path, options):
             return False
 
+    closing = threading.Event()
+
     def write() -> None:
         with client.create(path, options) as f:
-            f.write(data)  # the close follows: last packet, then `complete`
+            f.write(data)
+            closing.set()  # the close follows: last packet, then `complete`
 
     writer = _pool().submit(write)
     watch = _Watch()
     wait([writer], FIRST_LOOK_S)
     while not writer.done():
-        if _closed_for_writer(client, path, len(data), watch):
+        # a large file is not watched while its bytes are still being sent
+        if closing.is_set() and _closed_for_writer(client, path, len(data), watch):
             writer.add_done_callback(_late_close)
             _check_size(client, path, len(data))
             return True
