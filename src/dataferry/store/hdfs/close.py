@@ -15,9 +15,10 @@ close a file its writer has not closed), which it does once the block report is 
 by its writer, same bytes, same last block. The writer's own retry of `complete`
 then finds the file closed with its block and succeeds (HDFS-3031).
 
-Should the caller ask while the block is still being written (a writer held up for longer than
-`SETTLED_S` between its last packet and its `complete`), the NameNode recovers the block from
-the DataNode, whose replica is then whole, and closes the file itself (seconds later); the
+The whole length can also show a moment before the writer's `complete` (when the DataNode's
+report came first). Should the caller ask then (a writer held up for longer than `SETTLED_S`
+between its last packet and its `complete`), the NameNode recovers the block from the
+DataNode, whose replica is whole by then, and closes the file itself (seconds later); the
 writer's close fails, and the caller waits for the NameNode's close instead. Either way the
 file is checked to hold `len(data)` bytes before the write returns, else the write fails.
 """
