@@ -1,8 +1,9 @@
 """Records written ahead, beside the claim, where a store's closes are slow (`slow_close`).
 
 On HDFS closing a written file waits for the DataNode to report its last block (hdfs-native
-retries the NameNode's `complete` half a second later), so each record a job commit writes in
-turn costs that wait: the claim, the manifest committer's entries file, the intent. Here the
+retries the NameNode's `complete` half a second later; the store cuts that to the report's own
+delay, store/hdfs/close.py), so each record a job commit writes in turn costs that wait: the
+claim, the manifest committer's entries file, the intent. Here the
 part of planning that reads only the job's own files (`prepare_commit`) and the intent of the
 plan it guesses are written while the claim is taken; once the claim is held and the plan
 decided, an intent equal to the guess is renamed into place (one NameNode call) instead of

@@ -11,6 +11,9 @@ A file being written is visible on HDFS (under construction) before it is closed
 file write goes to a hidden name beside the file (`paths.TEMP_PREFIX`) and is renamed into place
 once closed: over the old file (rename with OVERWRITE, atomic) or, for an exclusive create,
 only where nothing is (rename without it). A reader sees the old file or the new one, whole.
+A close that waits for the DataNode's report of the last block (hdfs-native retries it only
+half a second later) is ended by the NameNode at the store's asking once the report is in
+(`close.py`).
 HDFS has no etags (file checksums cost a read of every block) and no server-side copy.
 """
 
@@ -25,6 +28,7 @@ from .. import paths
 from ..base import Store, read_capped, record_too_large
 from ..types import Capabilities, FileStatus, Op
 from .client import HdfsAddress, client_for, hadoop_config, hdfs_error, split_url
+from .close import write_closed
 
 HDFS_CAPABILITIES = Capabilities(
     atomic_file_rename=True,
@@ -185,8 +189,9 @@ class HdfsStore(Store):
         tmp = paths.join(parent, paths.temporary_name(name, os.urandom(6).hex()))
         client = self.client
         try:
-            with client.create(self._abs(tmp), hdfs_native.WriteOptions(create_parent=True)) as f:
-                f.write(data)
+            options = hdfs_native.WriteOptions(create_parent=True)
+            if write_closed(client, self._abs(tmp), data, options):
+                self.stats.incr("hdfs_closed_by_lease_recovery")  # its writer's close stalled
             try:
                 client.rename(self._abs(tmp), self._abs(path), overwrite)
             except FileExistsError:
