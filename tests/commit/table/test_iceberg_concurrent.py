@@ -18,7 +18,7 @@ import dataferry
 from dataferry.commit.lookup import committer_by_name
 from dataferry.commit.records.claim import Claim
 from dataferry.commit.records.hold import acquire_claim
-from dataferry.commit.table.iceberg import JOB_UUID_KEY
+from dataferry.commit.table.iceberg.catalog import jobs_of
 from dataferry.errors import DestinationClaimed, JobCommitError
 from dataferry.store import FaultRule, Op, open_store
 
@@ -90,7 +90,7 @@ def expected_ids() -> list[int]:
 
 
 def check_all_landed_once(tbl: Any, jobs: list[str]) -> None:
-    per_job = Counter(s.summary.get(JOB_UUID_KEY) for s in tbl.snapshots())
+    per_job = Counter(j for s in tbl.snapshots() for j in jobs_of(s.summary))
     assert len(jobs) == PROCESSES * COMMITS
     assert {j: per_job[j] for j in jobs} == dict.fromkeys(jobs, 1)
     assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == expected_ids()
@@ -219,7 +219,7 @@ def test_a_lost_answer_is_not_committed_twice_rest_catalog(iceberg_rest, answer)
     )
     assert rule.fired == 1
     tbl = iceberg_rest.catalog().load_table(ident)
-    per_job = Counter(s.summary.get(JOB_UUID_KEY) for s in tbl.snapshots())
+    per_job = Counter(j for s in tbl.snapshots() for j in jobs_of(s.summary))
     assert per_job[done.run.job.job_uuid] == 1
     ids = sorted(tbl.scan().to_arrow().column("id").to_pylist())
     assert ids == [0, 1, 2, 3, 50, 51, 52, 53]
