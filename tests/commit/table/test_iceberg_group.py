@@ -1,7 +1,7 @@
 """Group commit of Iceberg appends (`commit/table/iceberg/group.py`): appenders committing at
 the same moment share one snapshot, its summary naming each job; a job whose commit request is
 published lands whatever happens to its driver, and never twice; a forged request is not
-carried. On the embedded SQL catalog (one REST case in test_iceberg_rest_group.py)."""
+carried. On the embedded SQL catalog, and one case on SeaweedFS's REST catalog."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from dataferry.commit.table.iceberg import committer as iceberg_committer
 from dataferry.commit.table.iceberg import group
 from dataferry.commit.table.iceberg.catalog import GROUP_KEY, jobs_of
 from dataferry.errors import InjectedCrash
-from dataferry.store import FaultRule, Op, open_store
+from dataferry.store import FaultRule, Op, Store, open_store
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
@@ -252,3 +252,42 @@ def test_a_request_on_another_schema_is_not_carried(tmp_path):
     assert sorted(snapshots_per_job(url).values()) == [1] * 4
     every_referenced_file_exists(url)
     no_requests_left(url)
+
+
+@pytest.mark.xdist_group("seaweedfs")
+def test_a_job_dead_after_its_request_lands_through_another_job_rest_catalog(iceberg_rest):
+    """The dead-driver case on the REST catalog (its compare-and-swap asserts the branch's
+    snapshot, the schema and the spec): B's snapshot carries A, cleanup finds A landed and
+    commits nothing more; every row once."""
+    url, ident = iceberg_rest.url(), iceberg_rest.identifier()
+    storage = iceberg_rest.storage_options
+    options = {"catalog": iceberg_rest.properties(), "identifier": ident}
+
+    def append(dest, table: pa.Table):
+        return dataferry.write_dataset(
+            table,
+            dest,
+            partition_by=["day"],
+            committer="iceberg",
+            mode="append",
+            storage_options=None if isinstance(dest, Store) else storage,
+            committer_options=options,
+        )
+
+    append(url, data(3))
+
+    def b_commits(*_: object) -> None:
+        append(url, data(3, start=20))
+
+    faults = [at_request("crash", "after", b_commits)]
+    with pytest.raises(InjectedCrash):
+        append(open_store(url, storage_options=storage, faults=faults), data(3, start=10))
+    recovery = open_store(url, storage_options=storage)
+    assert not cleanup_destination(recovery, older_than_s=0).failed
+    tbl = iceberg_rest.catalog().load_table(ident)
+    assert len(tbl.snapshots()) == 2 and tbl.snapshots()[-1].summary.get(GROUP_KEY)
+    per_job = Counter(j for s in tbl.snapshots() for j in jobs_of(s.summary))
+    assert sorted(per_job.values()) == [1, 1, 1]
+    ids = sorted(tbl.scan().to_arrow().column("id").to_pylist())
+    assert ids == [0, 1, 2, 10, 11, 12, 20, 21, 22]
+    assert not recovery.exists(group.GROUP_DIR)
