@@ -359,9 +359,12 @@ class IcebergFormat(IcebergReader, TableFormat):
             if why is e:
                 raise
             raise why from e
-        if own:
-            withdraw(self.store, job.job_uuid)  # landed
+        if may_group(self.config, intent.mode):
+            withdraw(self.store, job.job_uuid)  # its request, if any (an earlier try's): landed
         return done[0]
+
+    def forget(self, job_uuid: str) -> None:
+        withdraw(self.store, job_uuid)  # a rolled-back job's request (`group`), if any
 
     def _commit(
         self,
