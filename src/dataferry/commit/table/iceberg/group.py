@@ -24,7 +24,10 @@ failed append on the table as it is then without asking this, are off for a job 
 lead a group (`without_inner_retries`): every try goes through the landed check. Why a
 request is never committed after its job was told it cannot land: a job is undone only when
 the table's schema or spec is no longer its request's (`kept`: its request withdrawn first),
-and a leader's commit asserts the schema and spec it carried the request on.
+and a leader's commit asserts the schema and spec it carried the request on. A job rolled
+back by recovery (its intent record damaged, which no leader carries) has its request
+withdrawn before its files are deleted (`IcebergFormat.forget`). A job that dies before its
+request is published has none: its request follows its intent record and a fence check.
 """
 
 from __future__ import annotations
