@@ -192,7 +192,11 @@ def _delta_versions(dest: str, setting: Setting) -> int:
 
 
 def _iceberg_versions(dest: str, setting: Setting) -> int:
-    return len(_iceberg_table(dest, setting).snapshots())
+    """The commits in the table: one a snapshot, or each job a group's snapshot names."""
+    from ..commit.table.iceberg.catalog import jobs_of
+
+    snapshots = _iceberg_table(dest, setting).snapshots()
+    return sum(max(1, len(jobs_of(s.summary))) for s in snapshots)
 
 
 def _hudi_read(dest: str, setting: Setting) -> pa.Table:

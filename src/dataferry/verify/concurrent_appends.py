@@ -13,7 +13,7 @@ points spread over A's job commit, and at A's table transaction itself, where A 
     crash_after_commit   dies just after its transaction landed
     lost_answer          sees its transaction's answer lost (a timeout after it landed)
 
-and, where the format commits appends by group (`GROUPED`: Delta), the two meet in one group
+and, where the format commits appends by group (`GROUPED`: Delta, Iceberg), the two meet in one group
 (`group_races.py`): B's request is published while A leads, and A
 
     group_none           carries B in its log entry
@@ -126,7 +126,7 @@ def _run(
     second = SecondJob(b)
     start_b = second.start
 
-    meeting = Meeting(v.fault, second) if v.fault in GROUP_FAULTS else None
+    meeting = Meeting(v.fault, second, committer) if v.fault in GROUP_FAULTS else None
     if meeting is not None:
         rules_a, rules_b = meeting.rules_a(), meeting.rules_b()
     else:

@@ -1,10 +1,12 @@
-"""Two appenders meeting in one group commit (`commit/table/delta/group.py`), for the
+"""Two appenders meeting in one group commit (`commit/table/delta/group.py`,
+`commit/table/iceberg/group.py`), for the
 concurrent-appends family (`concurrent_appends.py`): job A's and job B's store operations are
 paired so that the meeting happens every time, not by luck of timing.
 
     A publishes its commit request    -> B is started, A waits until B's request is out
     B publishes its commit request    -> B waits until A's log entry is decided
     A creates the group's log entry   -> B is let go (A waits for B's end), then A's fault
+      (Iceberg: A's catalog commit)
 
 so A's entry carries B (or, when A dies before it, B's entry carries A). `group_landed` is the
 other order: B waits just before publishing (its base read before A's entry), A's entry carries
@@ -19,6 +21,7 @@ from typing import Any
 
 from ..commit.table.delta.group import GROUP_DIR
 from ..commit.table.delta.log import LOG_DIR
+from ..commit.table.iceberg.group import GROUP_DIR as ICEBERG_GROUP_DIR
 from ..store import FaultRule, Op
 from .harness import quiet_store, recovery_committer
 from .race_parties import SecondJob, Side
@@ -32,9 +35,14 @@ _AT_ENTRY = {
     "group_landed": ("crash", "after"),
 }
 GROUP_FAULTS = tuple(_AT_ENTRY)
-GROUPED = {"delta": GROUP_DIR}  # committers whose appends commit by group: their requests
+# committers whose appends commit by group: their requests, and the group's transaction
+GROUPED = {"delta": GROUP_DIR, "iceberg": ICEBERG_GROUP_DIR}
 MEET_S = 30.0  # how long one side waits for the other at a meeting point (a busy machine)
 CREATE = frozenset({Op.CREATE_IF_ABSENT})
+ENTRY = {
+    "delta": {"kinds": CREATE, "path_glob": f"{LOG_DIR}/*.json"},
+    "iceberg": {"kinds": frozenset({Op.TABLE_COMMIT})},  # the catalog's compare-and-swap
+}
 
 
 def grouped(committer: str) -> bool:
@@ -44,8 +52,9 @@ def grouped(committer: str) -> bool:
 class Meeting:
     """The paired rules of one group scenario (the module's table)."""
 
-    def __init__(self, fault: str, second: SecondJob) -> None:
+    def __init__(self, fault: str, second: SecondJob, committer: str = "delta") -> None:
         self.fault, self.second = fault, second
+        self.requests, self.entry = GROUPED[committer], ENTRY[committer]
         self.b_ready = threading.Event()  # B's request is out (group_landed: about to be)
         self.release = threading.Event()  # A's log entry is decided: B goes on
 
@@ -55,15 +64,14 @@ class Meeting:
             action="callback",
             when="after",
             kinds=CREATE,
-            path_glob=f"{GROUP_DIR}/*",
+            path_glob=f"{self.requests}/*",
             callback=self._meet,
         )
         at_entry = FaultRule(
             action=action,  # type: ignore[arg-type]
             when=when,  # type: ignore[arg-type]
-            kinds=CREATE,
-            path_glob=f"{LOG_DIR}/*.json",
             callback=self._let_b_go,
+            **self.entry,
         )
         return [at_request, at_entry]
 
@@ -74,7 +82,7 @@ class Meeting:
                 action="callback",
                 when=when,  # type: ignore[arg-type]
                 kinds=CREATE,
-                path_glob=f"{GROUP_DIR}/*",
+                path_glob=f"{self.requests}/*",
                 callback=self._b_waits,
             )
         ]
@@ -95,10 +103,15 @@ class Meeting:
         """Whether A's and B's transactions are in one version of the table (the meeting
         happened), for the scenario's outcome."""
         from ..commit.table.delta.commit_info import jobs_of
+        from ..commit.table.iceberg.catalog import jobs_of as iceberg_jobs_of
 
         table = recovery_committer(committer, quiet_store(url), "append", options)
         dt = table.table()
         if dt is None:
             return ", no table"
-        together = any({a.uuid, b.uuid} <= jobs_of(e) for e in dt.history())
+        if committer == "iceberg":
+            named = [iceberg_jobs_of(s.summary) for s in dt.snapshots()]
+        else:
+            named = [jobs_of(e) for e in dt.history()]
+        together = any({a.uuid, b.uuid} <= jobs for jobs in named)
         return ", in one entry" if together else ", in two entries"

@@ -19,7 +19,7 @@ import dataferry
 from dataferry.commit.lookup import committer_by_name
 from dataferry.commit.records.claim import Claim
 from dataferry.commit.records.hold import acquire_claim
-from dataferry.commit.table.iceberg import JOB_UUID_KEY
+from dataferry.commit.table.iceberg.catalog import jobs_of
 from dataferry.errors import DestinationClaimed, JobCommitError
 from dataferry.store import FaultRule, Op, open_store
 
@@ -98,7 +98,7 @@ def expected_ids(jobs: list[Landed]) -> list[int]:
 
 def check_all_landed_once(tbl: Any, jobs: list[Landed]) -> None:
     assert len(jobs) == PROCESSES * COMMITS
-    per_job = Counter(s.summary.get(JOB_UUID_KEY) for s in tbl.snapshots())
+    per_job = Counter(j for s in tbl.snapshots() for j in jobs_of(s.summary))
     assert {j.job_uuid: per_job[j.job_uuid] for j in jobs} == {j.job_uuid: 1 for j in jobs}
     assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == expected_ids(jobs)
 
@@ -110,7 +110,7 @@ def check_all_landed_once_unless_the_catalog_lost_one(tbl: Any, jobs: list[Lande
     Then every other job must still be in the table exactly once with its rows, and the test
     is an expected failure of the server, not a pass."""
     snapshot_ids = {s.snapshot_id for s in tbl.snapshots()}
-    per_job = Counter(s.summary.get(JOB_UUID_KEY) for s in tbl.snapshots())
+    per_job = Counter(j for s in tbl.snapshots() for j in jobs_of(s.summary))
     lost = [j for j in jobs if per_job[j.job_uuid] == 0 and j.snapshot_id not in snapshot_ids]
     if not lost:
         check_all_landed_once(tbl, jobs)
@@ -249,7 +249,7 @@ def test_a_lost_answer_is_not_committed_twice_rest_catalog(iceberg_rest, answer)
     )
     assert rule.fired == 1
     tbl = iceberg_rest.catalog().load_table(ident)
-    per_job = Counter(s.summary.get(JOB_UUID_KEY) for s in tbl.snapshots())
+    per_job = Counter(j for s in tbl.snapshots() for j in jobs_of(s.summary))
     assert per_job[done.run.job.job_uuid] == 1
     ids = sorted(tbl.scan().to_arrow().column("id").to_pylist())
     assert ids == [0, 1, 2, 3, 50, 51, 52, 53]

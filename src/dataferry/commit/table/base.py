@@ -268,6 +268,10 @@ class TableCommitter(DirectCommitter):
         it keeps the files a version of the table references and removes the others."""
         return self.commits_of_job(job.job_uuid) > 0
 
+    def rollback_job(self, job: JobContext) -> None:
+        self.format.forget(job.job_uuid)  # its commit request (group commit), if any
+        super().rollback_job(job)
+
     def commits_of_job(self, job_uuid: str) -> int:
         """How many versions of the table the job's transaction made (0: not committed)."""
         return self.format.landed(job_uuid)

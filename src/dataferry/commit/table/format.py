@@ -175,3 +175,8 @@ class TableFormat:
     def after_setup(self, job: JobContext) -> None:
         """What the format records once the job is set up (Hudi's pending instant)."""
         return None
+
+    def forget(self, job_uuid: str) -> None:
+        """Remove what the format keeps of a job being rolled back beside its directory (a
+        group commit's request): called before its files are deleted."""
+        return None

@@ -40,15 +40,9 @@ from typing import Any
 
 import msgspec
 
-from ....errors import (
-    CommitUndone,
-    DataferryError,
-    DestinationError,
-    NotFound,
-    StoreError,
-    TableCommitConflict,
-)
+from ....errors import CommitUndone, DataferryError, DestinationError, TableCommitConflict
 from ....store import Store, paths
+from .. import requests
 from .entry import Landed, VersionTaken, encode, entry_path, read_entry
 
 log = logging.getLogger("dataferry.commit")
@@ -83,26 +77,12 @@ def request_path(app_id: str) -> str:
 def publish(store: Store, request: Request) -> None:
     """Publish the job's request (kept as it is if an earlier try of the job published it:
     that one's base is older, which only widens what the walk checks)."""
-    data = msgspec.json.encode(request)
-    for left in range(4, -1, -1):
-        try:
-            store.create_if_absent(request_path(request.app_id), data)
-            return
-        except NotFound:  # the directory emptied and removed under it: again
-            if not left:
-                raise
+    requests.publish(store, request_path(request.app_id), msgspec.json.encode(request))
 
 
 def withdraw(store: Store, app_id: str) -> None:
     """Remove a job's request: its txn landed, or it can never land (see the module)."""
-    try:
-        store.delete(request_path(app_id))
-    except NotFound:
-        pass
-    try:
-        store.delete_if_empty(GROUP_DIR)
-    except StoreError:
-        pass
+    requests.withdraw(store, GROUP_DIR, request_path(app_id))
 
 
 def kept(store: Store, app_id: str, error: DataferryError) -> DataferryError:
@@ -120,17 +100,8 @@ def kept(store: Store, app_id: str, error: DataferryError) -> DataferryError:
 
 
 def pending(store: Store) -> list[Request]:
-    """The requests published now (one being written or removed is skipped: leaving a request
-    out of a group is always safe)."""
-    found = []
-    for st in store.list_or_empty(GROUP_DIR):
-        if st.is_dir or not st.name.endswith(".json"):
-            continue
-        try:
-            found.append(msgspec.json.decode(store.read_bytes(st.path), type=Request))
-        except (NotFound, msgspec.ValidationError, msgspec.DecodeError):
-            continue
-    return found
+    """The requests published now (`requests.pending`)."""
+    return requests.pending(store, GROUP_DIR, Request)
 
 
 @dataclass

@@ -22,41 +22,26 @@ with one WARNING naming the file and what is wrong with it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
-from ....errors import DataferryError
-from ....store import Store, paths
-from ...job.vouch import vouched_by
-from ...records.intent import load_intent
+from ....store import Store
+from ..requests import decided_append, remembered
 from .actions import job_adds
 from .commit_info import app_id_of
 from .group import Request, request_path
 from .types import log_schema
 
-log = logging.getLogger("dataferry.commit")
-
 
 def request_checker(store: Store, committer: Any) -> Callable[[Request], bool]:
     """The check a leader applies to each request it would carry (each request's answer
     kept for the leader's rounds)."""
-    answers: dict[str, bool] = {}
-
-    def may_carry(request: Request) -> bool:
-        if request.app_id not in answers:
-            problem = refusal(store, committer, request)
-            if problem:
-                log.warning(
-                    "Delta table %s: commit request %s not carried: %s; left in place",
-                    store.full_url(),
-                    store.full_url(request_path(request.app_id)),
-                    problem,
-                )
-            answers[request.app_id] = not problem
-        return answers[request.app_id]
-
-    return may_carry
+    return remembered(
+        store,
+        "Delta table",
+        lambda r: request_path(r.app_id),
+        lambda r: refusal(store, committer, r),
+    )
 
 
 def refusal(store: Store, committer: Any, request: Request) -> str:
@@ -64,16 +49,9 @@ def refusal(store: Store, committer: Any, request: Request) -> str:
     uuid = request.job_uuid
     if request.app_id != app_id_of(uuid):
         return f"its application id {request.app_id!r} is not its job's ({app_id_of(uuid)!r})"
-    if not vouched_by(store, committer.name, uuid):
-        return f"neither the destination's claim nor a driver record names job {uuid}"
-    try:
-        intent = load_intent(store, paths.join(committer.markers_root, uuid), committer.plan_type)
-    except DataferryError as e:
-        return f"its job's intent record is damaged: {e}"
-    if intent is None or intent.job_uuid != uuid or intent.committer != committer.name:
-        return f"job {uuid} has no intent record of this committer"
-    if intent.mode != "append":
-        return f"job {uuid} decided a {intent.mode}, which no group carries"
+    intent, problem = decided_append(store, committer, uuid)
+    if intent is None:
+        return problem
     plan = intent.payload
     schema = committer.plan_schema(intent)
     want = job_adds(plan.facts, list(plan.partition_by), log_schema(schema) if schema else None)

@@ -17,6 +17,7 @@ TABLE_RECORD = f"{ICEBERG_ROOT}/table.json"  # where the catalog and the table a
 EMBEDDED_CATALOG = "dataferry"
 JOB_UUID_KEY = "dataferry.job-uuid"
 JOB_ID_KEY = "dataferry.job-id"
+GROUP_KEY = "dataferry.group-job-ids"  # the uuids of the other jobs a group's snapshot carries
 NAME_MAPPING = "schema.name-mapping.default"
 DEFAULT_NAMESPACE = "default"
 
@@ -167,11 +168,20 @@ def set_name_mapping(tx: Any) -> None:
     tx.set_properties(**{NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
 
 
+def jobs_of(summary: Any) -> set[str]:
+    """The uuids of the jobs a snapshot's summary names: its own job's, and those of the jobs
+    a group's snapshot carries (`group`)."""
+    if summary is None:
+        return set()
+    found = {summary.get(JOB_UUID_KEY) or ""}
+    found.update((summary.get(GROUP_KEY) or "").split(","))
+    return found - {""}
+
+
 def job_snapshot(tbl: Any, job_uuid: str) -> Any:
-    """The table's snapshot made by the job (None if it has none)."""
+    """The table's snapshot made by the job, or carrying it (None if it has none)."""
     for snapshot in reversed(tbl.metadata.snapshots):
-        summary = snapshot.summary
-        if summary is not None and summary.get(JOB_UUID_KEY) == job_uuid:
+        if job_uuid in jobs_of(snapshot.summary):
             return snapshot
     return None
 

@@ -5,9 +5,11 @@ Data files lie under `data/col=value/`, named per job, task and attempt, holding
 partition columns; the rows are split by the table's partition spec, transforms included
 (`partitions.py`: key columns such as `ts_day` added before the split, left out of
 the files), one partition per file. At job commit each becomes a DataFile built from its
-footer (`files.py`) with the table's field ids and spec. The snapshot's summary carries `dataferry.job-uuid`: before the commit and after any error the table's snapshots are
-walked for it, so a lost answer is never applied twice. The catalog is the options'
-(`load_catalog` properties or a Catalog), else an embedded SQLite catalog in
+footer (`files.py`) with the table's field ids and spec. The snapshot's summary carries
+`dataferry.job-uuid` (and a group's the jobs it carries, `dataferry.group-job-ids`: appends
+committing at once share one snapshot, `group`): before the commit and after any error the
+table's snapshots are walked for it, so a lost answer is never applied twice. The catalog is
+the options' (`load_catalog` properties or a Catalog), else an embedded SQLite catalog in
 `_dataferry_iceberg/catalog.db` (local tables); where it and the table are is recorded without
 secrets in `_dataferry_iceberg/table.json` and in the intent, for committers with default
 options (`dataferry cleanup`, the next job). Modes: `append` (a fast append, retried on
@@ -33,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ....errors import DestinationError, TableCommitConflict, TableCommitRefused
+from ....errors import CommitUndone, DestinationError, TableCommitConflict, TableCommitRefused
 from ....store import Store
 from ...protocol import JobContext, StageContext, TaskAttemptContext
 from ...protocol.hooks import FileColumns, PartitionKeys
@@ -48,7 +50,6 @@ from .catalog import (
     DEFAULT_NAMESPACE,
     EMBEDDED_CATALOG,
     ICEBERG_ROOT,
-    JOB_UUID_KEY,
     TABLE_RECORD,
     IcebergConfig,
     check_catalog,
@@ -76,13 +77,15 @@ from .files import (
     read_footers,
     union_by_name,
 )
+from .group import Request, carry, group_properties, kept, may_group, own_request, publish, withdraw
 from .plan import IcebergPlan, IcebergTablePlan, IcebergWhere
+from .reader import IcebergReader
 from .types import arrow_types, file_schema, types_from_text
 
 log = logging.getLogger("dataferry.commit")
 
 
-class IcebergFormat(TableFormat):
+class IcebergFormat(IcebergReader, TableFormat):
     """Apache Iceberg, as the table committer holds it (`TableFormat`)."""
 
     name = "iceberg"
@@ -206,49 +209,6 @@ class IcebergFormat(TableFormat):
     def exists(self) -> bool:
         return self.table() is not None
 
-    def live_files(self) -> list[str]:
-        tbl = self.table()
-        if tbl is None or tbl.current_snapshot() is None:
-            return []
-        return sorted(self.relative(t.file.file_path) for t in tbl.scan().plan_files())
-
-    # --- the referee's reader ----------------------------------------------------------------
-
-    def read_rows(self) -> pa.Table | None:
-        """The current snapshot's rows by a pyiceberg scan (None if there is no table)."""
-        tbl = self.table()
-        return None if tbl is None else tbl.scan().to_arrow()
-
-    def referenced_files(self) -> set[str]:
-        """The data files some snapshot of the table references (its manifests' live
-        entries, each manifest read once), as paths in the store."""
-        from pyiceberg.manifest import ManifestContent
-
-        tbl = self.table()
-        if tbl is None:
-            return set()
-        found: set[str] = set()
-        seen: set[str] = set()
-        for snapshot in tbl.metadata.snapshots:
-            for manifest in snapshot.manifests(tbl.io):
-                if manifest.manifest_path in seen or manifest.content != ManifestContent.DATA:
-                    continue
-                seen.add(manifest.manifest_path)
-                for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True):
-                    found.add(self.relative(entry.data_file.file_path))
-        return found
-
-    def landed(self, job_uuid: str) -> int:
-        """How many snapshots carry the job's uuid in their summary: each commit of a job is
-        one snapshot (an overwrite too: its deletes and adds are one `overwrite` snapshot),
-        so more than one means the job was applied more than once."""
-        tbl = self.table()
-        if tbl is None:
-            return 0
-        return sum(
-            1 for s in tbl.metadata.snapshots if (s.summary or {}).get(JOB_UUID_KEY) == job_uuid
-        )
-
     # --- before the job ----------------------------------------------------------------------
 
     def before_setup(self, job: JobContext) -> None:
@@ -371,33 +331,61 @@ class IcebergFormat(TableFormat):
     def commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> dict[str, Any]:
         where = intent.payload.table.where.of(self.config)
         self.footers(job)  # the plan's footers, or none (a recovered job's are read here)
+        own: list[Request] = []  # its commit request, once published (`group`)
 
         def landed() -> dict[str, Any] | None:
             for known in (*self._catalogs.values(), self.config.catalog):
                 fresh_connections(known)  # never our own uncommitted update
             tbl = self.table(where)
             snapshot = job_snapshot(tbl, job.job_uuid) if tbl is not None else None
-            return None if snapshot is None else {"snapshot_id": snapshot.snapshot_id}
+            if snapshot is not None:
+                return {"snapshot_id": snapshot.snapshot_id}
+            if not own and tbl is not None and may_group(self.config, intent.mode):
+                mine = own_request(tbl, job.job_uuid, where["identifier"], intent.payload.facts)
+                own.append(publish(self.store, mine))
+            return None
 
         def commit() -> dict[str, Any]:
-            return self._commit(ctx, job, intent, where)
+            return self._commit(ctx, job, intent, where, own[0] if own else None)
 
         retries = self.config.commit_retries if intent.mode == "append" else 0
         what = f"job {job.job_id}: Iceberg commit of {self.store.full_url()}"
-        done = commit_exactly_once(
-            ctx, what, landed, commit, self.is_conflict, retries, label="metadata"
-        )
+        try:
+            done = commit_exactly_once(
+                ctx, what, landed, commit, self.is_conflict, retries, label="metadata"
+            )
+        except CommitUndone as e:
+            why = kept(self.store, self.table(where), own[0] if own else None, e)
+            if why is e:
+                raise
+            raise why from e
+        if may_group(self.config, intent.mode):
+            withdraw(self.store, job.job_uuid)  # its request, if any (an earlier try's): landed
         return done[0]
 
+    def forget(self, job_uuid: str) -> None:
+        withdraw(self.store, job_uuid)  # a rolled-back job's request (`group`), if any
+
     def _commit(
-        self, ctx: StageContext, job: JobContext, intent: Intent, where: dict[str, Any]
+        self,
+        ctx: StageContext,
+        job: JobContext,
+        intent: Intent,
+        where: dict[str, Any],
+        own: Request | None,
     ) -> dict[str, Any]:
-        """Build the job's transaction and commit it. The table (or catalog) refusing to
-        build it is final and nothing was sent: TableCommitRefused, and the job is undone."""
+        """Build the job's transaction (carrying other jobs' requests if `own`, the job's, is
+        published) and commit it, unless the job landed since (another's group carried it).
+        The table (or catalog) refusing to build it is final and nothing was sent:
+        TableCommitRefused, and the job is undone."""
         from pyiceberg.exceptions import CommitFailedException, ValidationException
 
         try:
-            tx, created = self._transaction(ctx, job, intent, where)
+            tbl = self.table(where)
+            found = job_snapshot(tbl, job.job_uuid) if tbl is not None else None
+            if found is not None:
+                return {"snapshot_id": found.snapshot_id}
+            tx, created, others = self._transaction(ctx, job, intent, where, tbl, own)
         except Exception as e:
             if not refused(e):
                 raise  # the catalog could not be asked (yet): the decided commit stays
@@ -419,35 +407,44 @@ class IcebergFormat(TableFormat):
                     f"the table: {e}; nothing was committed"
                 ) from e
             raise
+        for other in others:
+            withdraw(self.store, other.job_uuid)  # landed in this snapshot
         return {"snapshot_id": current_id(done), **({"created": True} if created else {})}
 
     def _transaction(
-        self, ctx: StageContext, job: JobContext, intent: Intent, where: dict[str, Any]
-    ) -> tuple[Any, bool]:
-        """The job's transaction, built on the table as it is now (None: nothing to do), and
-        whether it creates the table."""
+        self,
+        ctx: StageContext,
+        job: JobContext,
+        intent: Intent,
+        where: dict[str, Any],
+        tbl: Any,
+        own: Request | None,
+    ) -> tuple[Any, bool, list[Request]]:
+        """The job's transaction, built on `tbl`, the table as it is now (None: nothing to
+        do), whether it creates the table, and the requests of others it carries."""
         mode, schema = intent.mode, self.committer.plan_schema(intent)
         facts = intent.payload.facts
-        tbl = self.table(where)
         props = snapshot_properties(self.config, job.job_uuid, str(job.job_id))
         if tbl is None:
             if schema is None:
-                return None, True
+                return None, True, []
             tx = self._create_transaction(where, schema, list(intent.payload.partition_by))
             with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
                 for data_file in self.data_files(ctx, tx.table_metadata, facts):
                     append.append_data_file(data_file)
-            return tx, True
+            return tx, True, []
         self.check_location(tbl)
         tx = self.evolved(tbl, schema)
         if tx.table_metadata.name_mapping() is None:
             set_name_mapping(tx)
         new = self.data_files(ctx, tx.table_metadata, facts)
         if mode == "append":
+            others, theirs = carry(self, ctx, tx, tbl, where["identifier"], own)
+            props = group_properties(props, others)
             with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
-                for data_file in new:
+                for data_file in [*new, *theirs]:
                     append.append_data_file(data_file)
-            return tx, False
+            return tx, False, others
         old = [t.file for t in tbl.scan().plan_files()]
         if mode == "overwrite-partitions":
             old = in_partitions(old, new, tx.table_metadata.default_spec_id)
@@ -456,7 +453,7 @@ class IcebergFormat(TableFormat):
                 swap.delete_data_file(data_file)
             for data_file in new:
                 swap.append_data_file(data_file)
-        return tx, False
+        return tx, False, []
 
     def evolved(self, tbl: Any, schema: pa.Schema | None = None) -> Any:
         """A transaction on `tbl`, its schema evolved by name to take the data's when the
