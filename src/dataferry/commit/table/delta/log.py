@@ -71,6 +71,11 @@ def damaged(store: Store, path: str, what: str, remedy: str = "") -> TableDamage
 def check_log(store: Store) -> int | None:
     """The table's latest version (None if the log holds no commit), after checking the log
     as the module says; raises TableDamaged naming the first damaged file."""
+    return check_listed_log(store)[0]
+
+
+def check_listed_log(store: Store) -> tuple[int | None, list[FileStatus]]:
+    """`check_log`'s latest version, and the log's listing it checked."""
     entries = store.list_or_empty(LOG_DIR)
     commits = {int(m.group(1)): e for e in entries if (m := _COMMIT.match(e.name))}
     checkpoints = [e for e in entries if _CHECKPOINT.match(e.name)]
@@ -87,7 +92,7 @@ def check_log(store: Store) -> int | None:
     if latest is not None:
         check_commit(store, commits[latest])
     check_checkpoints(store, checkpoints, entries)
-    return latest
+    return latest, list(entries)
 
 
 def check_commit(store: Store, entry: FileStatus) -> None:

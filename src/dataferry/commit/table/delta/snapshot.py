@@ -1,0 +1,186 @@
+"""A Delta table as a job reads it before an append, kept per process: deltalake's table loaded
+once (its protocol, `metaData` and the `txn` of every version up to it), and the commits made
+since read by dataferry from the log, one small file each, each once.
+
+deltalake loads a table by replaying its whole log (about 15 ms of CPU at 50 versions, growing
+with the log), and brings a loaded one up to date at about half that; an append needs only the
+table's shape (protocol, schema, partition columns, properties) and whether its own `txn` is
+in some version. So the table deltalake loaded (its *base*) is kept for the process, per table
+location, and a job's view of the table at the latest version the log's listing shows is that
+base plus the commits after it, as dataferry reads them:
+
+    a commit after the base holds      the view
+    only add, remove, txn, commitInfo  the base's shape; the commit's txn app ids
+    anything else (a `metaData`, a     none: deltalake loads the table again (a new base), so
+    `protocol`, a domain's metadata)   a change another writer made is never hidden
+
+The landed check on a view reads every version: up to the base through deltalake
+(`transaction_version`), after it from the commit files themselves. A view is never trusted
+beyond what the listing shows: the table is loaded again when the base's own commit file is not
+the one the base was loaded on (same size, time and etag: a table removed and made again), the
+listing's latest version is older than the base, a checkpoint newer than the base is there
+(expired commit files may be gone), more than `MAX_TAIL` commits follow it, or a commit file
+after it cannot be read. A view has no add actions: an overwrite, which removes the live files,
+reads deltalake's table afresh (`DeltaFormat.table`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ....store import Store
+from ....store.types import FileStatus
+from .commit_info import version_of
+from .entry import entry_path
+
+MAX_TAIL = 64  # commits after a base read by dataferry before deltalake loads a new base
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint")
+# the actions a commit after the base may hold and leave the base's shape as the table's
+_PLAIN = frozenset({"add", "remove", "txn", "commitInfo"})
+
+Stamp = tuple[int, Any, Any]  # a commit file as a listing saw it: size, mtime, etag
+
+
+@dataclass
+class _Base:
+    """deltalake's table at `version`, and the commits after it read so far."""
+
+    handle: Any
+    version: int
+    stamp: Stamp
+    after: dict[int, tuple[Stamp, frozenset[str]]] = field(default_factory=dict)
+
+
+_BASES: dict[tuple[str, tuple[tuple[str, str], ...]], _Base] = {}
+_LOCK = threading.Lock()
+
+
+class TableView:
+    """The table at `version`: deltalake's `base` table and, after it, commits of adds, removes
+    and txns only (their app ids per version). What an append reads of deltalake's table:
+    `version`, `metadata`, `schema`, `protocol`, and `landed_at` for its own txn."""
+
+    def __init__(self, base: Any, version: int, txns: Mapping[int, frozenset[str]]) -> None:
+        self.base, self._version, self.txns = base, version, dict(txns)
+
+    def version(self) -> int:
+        return self._version
+
+    def metadata(self) -> Any:
+        return self.base.metadata()
+
+    def schema(self) -> Any:
+        return self.base.schema()
+
+    def protocol(self) -> Any:
+        return self.base.protocol()
+
+    def landed_at(self, app_id: str) -> int | None:
+        """The version holding a txn of `app_id` (None: no version up to this one does)."""
+        after = [v for v, ids in self.txns.items() if app_id in ids]
+        if after:
+            return min(after)
+        return landed_version(self.base, app_id)
+
+
+def landed_version(dt: Any, app_id: str) -> int | None:
+    """The version of `dt` (a view or deltalake's table) holding a txn of `app_id`, or None."""
+    if isinstance(dt, TableView):
+        return dt.landed_at(app_id)
+    if dt.transaction_version(app_id) is None:
+        return None
+    return version_of(dt, app_id)
+
+
+def table_view(
+    store: Store,
+    location: tuple[str, dict[str, str]],
+    latest: int | None,
+    entries: Sequence[FileStatus],
+    load: Callable[[int | None], Any],
+) -> Any:
+    """The table at `latest`, the newest commit of the log's listing `entries` (the module):
+    a view on the process's base, or on a base `load(version)` loads now."""
+    if latest is None:  # checkpoints only: nothing to keep a base by
+        return load(None)
+    uri, options = location
+    key = (uri, tuple(sorted(options.items())))
+    commits = {int(m.group(1)): e for e in entries if (m := _COMMIT.match(e.name))}
+    with _LOCK:
+        base = _BASES.get(key)
+    view = _on(store, base, latest, commits, entries) if base is not None else None
+    if view is not None:
+        return view
+    handle = load(latest)
+    with _LOCK:
+        _BASES[key] = _Base(handle, latest, _stamp(commits[latest]))
+    return TableView(handle, latest, {})
+
+
+def forget() -> None:
+    """Drop every kept base (tests; a process that wants deltalake's fresh load)."""
+    with _LOCK:
+        _BASES.clear()
+
+
+def _on(
+    store: Store,
+    base: _Base,
+    latest: int,
+    commits: Mapping[int, FileStatus],
+    entries: Sequence[FileStatus],
+) -> TableView | None:
+    """The view at `latest` on `base`, or None where the module says the table is loaded again."""
+    if latest < base.version or latest - base.version > MAX_TAIL:
+        return None
+    own = commits.get(base.version)
+    if own is None or _stamp(own) != base.stamp:
+        return None
+    for e in entries:
+        m = _CHECKPOINT.match(e.name)
+        if m and int(m.group(1)) > base.version:
+            return None
+    txns: dict[int, frozenset[str]] = {}
+    for version in range(base.version + 1, latest + 1):
+        st = commits.get(version)
+        if st is None:
+            return None
+        known = base.after.get(version)
+        if known is None or known[0] != _stamp(st):
+            ids = _plain_txns(store, version)
+            if ids is None:
+                return None
+            known = base.after[version] = (_stamp(st), ids)
+        txns[version] = known[1]
+    return TableView(base.handle, latest, txns)
+
+
+def _plain_txns(store: Store, version: int) -> frozenset[str] | None:
+    """The txn app ids of a commit holding only plain actions (None: it holds another action,
+    or cannot be read: deltalake then reads the table, and names what is wrong)."""
+    try:
+        data = store.read_bytes(entry_path(version))
+        actions = [json.loads(line) for line in data.splitlines() if line.strip()]
+    except Exception:
+        return None
+    ids = set()
+    for action in actions:
+        if not isinstance(action, dict) or not set(action) <= _PLAIN:
+            return None
+        txn = action.get("txn")
+        if txn is not None:
+            if not isinstance(txn, dict) or not isinstance(txn.get("appId"), str):
+                return None
+            ids.add(txn["appId"])
+    return frozenset(ids)
+
+
+def _stamp(st: FileStatus) -> Stamp:
+    return (st.size, st.mtime, st.etag)
