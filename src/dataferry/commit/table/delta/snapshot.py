@@ -38,6 +38,7 @@ from ....store.types import FileStatus
 from .commit_info import version_of
 from .entry import entry_path
 
+SEARCHED = 50  # commit files up to a base searched for the version of a txn deltalake found
 MAX_TAIL = 64  # commits after a base read by dataferry before deltalake loads a new base
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -67,8 +68,10 @@ class TableView:
     and txns only (their app ids per version). What an append reads of deltalake's table:
     `version`, `metadata`, `schema`, `protocol`, and `landed_at` for its own txn."""
 
-    def __init__(self, base: Any, version: int, txns: Mapping[int, frozenset[str]]) -> None:
-        self.base, self._version, self.txns = base, version, dict(txns)
+    def __init__(
+        self, store: Store, base: Any, version: int, txns: Mapping[int, frozenset[str]]
+    ) -> None:
+        self.store, self.base, self._version, self.txns = store, base, version, dict(txns)
 
     def version(self) -> int:
         return self._version
@@ -87,7 +90,18 @@ class TableView:
         after = [v for v, ids in self.txns.items() if app_id in ids]
         if after:
             return min(after)
-        return landed_version(self.base, app_id)
+        if self.base.transaction_version(app_id) is None:
+            return None
+        # deltalake's history of a table loaded at an older version numbers its entries
+        # wrongly: the version is found in the commit files up to the base
+        base = self.base.version()
+        for version in range(base, max(base - SEARCHED, -1), -1):
+            actions = _actions(self.store, version) or []
+            if any(
+                isinstance(a, dict) and (a.get("txn") or {}).get("appId") == app_id for a in actions
+            ):
+                return version
+        return base
 
 
 def landed_version(dt: Any, app_id: str) -> int | None:
@@ -121,7 +135,7 @@ def table_view(
     handle = load(latest)
     with _LOCK:
         _BASES[key] = _Base(handle, latest, _stamp(commits[latest]))
-    return TableView(handle, latest, {})
+    return TableView(store, handle, latest, {})
 
 
 def forget() -> None:
@@ -159,16 +173,14 @@ def _on(
                 return None
             known = base.after[version] = (_stamp(st), ids)
         txns[version] = known[1]
-    return TableView(base.handle, latest, txns)
+    return TableView(store, base.handle, latest, txns)
 
 
 def _plain_txns(store: Store, version: int) -> frozenset[str] | None:
     """The txn app ids of a commit holding only plain actions (None: it holds another action,
     or cannot be read: deltalake then reads the table, and names what is wrong)."""
-    try:
-        data = store.read_bytes(entry_path(version))
-        actions = [json.loads(line) for line in data.splitlines() if line.strip()]
-    except Exception:
+    actions = _actions(store, version)
+    if actions is None:
         return None
     ids = set()
     for action in actions:
@@ -180,6 +192,15 @@ def _plain_txns(store: Store, version: int) -> frozenset[str] | None:
                 return None
             ids.add(txn["appId"])
     return frozenset(ids)
+
+
+def _actions(store: Store, version: int) -> list[Any] | None:
+    """A commit file's actions (None if it cannot be read)."""
+    try:
+        data = store.read_bytes(entry_path(version))
+        return [json.loads(line) for line in data.splitlines() if line.strip()]
+    except Exception:
+        return None
 
 
 def _stamp(st: FileStatus) -> Stamp:
