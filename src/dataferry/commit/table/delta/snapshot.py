@@ -43,6 +43,8 @@ MAX_TAIL = 64  # commits after a base read by dataferry before deltalake loads a
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint")
+_CLASSIC = re.compile(r"^\d{20}\.checkpoint\.parquet$")
+_PART = re.compile(r"^\d{20}\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 # the actions a commit after the base may hold and leave the base's shape as the table's
 _PLAIN = frozenset({"add", "remove", "txn", "commitInfo"})
 
@@ -56,6 +58,7 @@ class _Base:
     handle: Any
     version: int
     stamp: Stamp
+    txns: frozenset[str] | None  # every txn app id up to `version` (None: ask deltalake)
     after: dict[int, tuple[Stamp, frozenset[str]]] = field(default_factory=dict)
 
 
@@ -69,9 +72,15 @@ class TableView:
     `version`, `metadata`, `schema`, `protocol`, and `landed_at` for its own txn."""
 
     def __init__(
-        self, store: Store, base: Any, version: int, txns: Mapping[int, frozenset[str]]
+        self,
+        store: Store,
+        base: Any,
+        version: int,
+        txns: Mapping[int, frozenset[str]],
+        at_base: frozenset[str] | None = None,
     ) -> None:
         self.store, self.base, self._version, self.txns = store, base, version, dict(txns)
+        self.at_base = at_base  # the txn app ids up to the base (None: deltalake is asked)
 
     def version(self) -> int:
         return self._version
@@ -90,7 +99,9 @@ class TableView:
         after = [v for v, ids in self.txns.items() if app_id in ids]
         if after:
             return min(after)
-        if self.base.transaction_version(app_id) is None:
+        if self.at_base is not None and app_id not in self.at_base:
+            return None
+        if self.at_base is None and self.base.transaction_version(app_id) is None:
             return None
         # deltalake's history of a table loaded at an older version numbers its entries
         # wrongly: the version is found in the commit files up to the base
@@ -133,9 +144,10 @@ def table_view(
     if view is not None:
         return view
     handle = load(latest)
+    at_base = base_txns(store, latest, commits, entries)
     with _LOCK:
-        _BASES[key] = _Base(handle, latest, _stamp(commits[latest]))
-    return TableView(store, handle, latest, {})
+        _BASES[key] = _Base(handle, latest, _stamp(commits[latest]), at_base)
+    return TableView(store, handle, latest, {}, at_base)
 
 
 def forget() -> None:
@@ -173,7 +185,67 @@ def _on(
                 return None
             known = base.after[version] = (_stamp(st), ids)
         txns[version] = known[1]
-    return TableView(store, base.handle, latest, txns)
+    return TableView(store, base.handle, latest, txns, base.txns)
+
+
+def base_txns(
+    store: Store, version: int, commits: Mapping[int, FileStatus], entries: Sequence[FileStatus]
+) -> frozenset[str] | None:
+    """Every txn app id in the table up to `version`: the newest checkpoint's (a classic or
+    multi-part Parquet one), then each commit file's after it (None where one cannot be read,
+    or the checkpoint is of another kind: deltalake's `transaction_version` answers then)."""
+    parts: dict[int, list[FileStatus]] = {}
+    for e in entries:
+        m = _CHECKPOINT.match(e.name)
+        if m and int(m.group(1)) <= version:
+            parts.setdefault(int(m.group(1)), []).append(e)
+    ids: set[str] = set()
+    start = 0
+    if parts:
+        start = max(parts)
+        found = _checkpoint_txns(store, parts[start])
+        if found is None:
+            return None
+        ids |= found
+        start += 1
+    for v in range(start, version + 1):
+        if v not in commits or (actions := _actions(store, v)) is None:
+            return None
+        for a in actions:
+            txn = a.get("txn") if isinstance(a, dict) else None
+            if txn is not None:
+                if not isinstance(txn, dict) or not isinstance(txn.get("appId"), str):
+                    return None
+                ids.add(txn["appId"])
+    return frozenset(ids)
+
+
+def _checkpoint_txns(store: Store, files: Sequence[FileStatus]) -> set[str] | None:
+    """The txn app ids of one checkpoint: every part of a classic or multi-part Parquet one
+    (None for a V2 checkpoint, a missing part or a file pyarrow cannot read)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = sorted(f.name for f in files)
+    single = len(names) == 1 and _CLASSIC.match(names[0])
+    multi = [m for n in names if (m := _PART.match(n))]
+    whole = set(range(1, len(names) + 1))
+    if not single and not (
+        len(multi) == len(names)
+        and {int(m.group(2)) for m in multi} == {len(names)}
+        and {int(m.group(1)) for m in multi} == whole
+    ):
+        return None
+    ids: set[str] = set()
+    try:
+        for f in files:
+            rows = pq.read_table(pa.BufferReader(store.read_bytes(f.path)), columns=["txn"])
+            for txn in rows.column("txn").to_pylist():
+                if txn is not None:
+                    ids.add(txn["appId"])
+    except Exception:
+        return None
+    return ids
 
 
 def _plain_txns(store: Store, version: int) -> frozenset[str] | None:
