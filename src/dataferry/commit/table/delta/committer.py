@@ -3,20 +3,20 @@
 Data files lie as Delta writers lay them (`col=value/` directories, partition columns only in
 the log), named per job, task and attempt. The job's transaction carries an application
 transaction `txn(appId="dataferry-<job uuid>", version=1)`: before it commits, and after any
-error, the committer asks the table `transaction_version(appId)`, so a commit whose answer
-was lost is found in the log and never applied twice (delta-rs itself accepts the same txn
+error, the committer looks for that txn in every version of the table, so a commit whose
+answer was lost is found in the log and never applied twice (delta-rs itself accepts the txn
 twice: delta-io/delta-rs#2580).
 
 Modes: `append` (without the destination's claim: put-if-absent, rebased, retried); `overwrite`
 (removes of every live file, or those a `predicate` selects); `overwrite-partitions`; `error`.
 
-The table is read through deltalake (its snapshot: live files, schema, protocol); the
-commit is written by dataferry, one `_delta_log/<version>.json` created only if that version
-is free (`entry`), holding all of the job's actions (`commitInfo` as deltalake writes it,
-`protocol` and `metaData` where the job creates the table or changes its schema, the `txn`
-actions, removes, adds). A version another writer took first is a conflict; an append is
-moved on top of the winners' adds and removes (a rebase), as delta-rs does. Plain appends
-committing at once share one version (`group`). deltalake makes the checkpoints, after it.
+The table is read through deltalake (live files, schema, protocol; an append's kept per process:
+`snapshot`); the commit is written by dataferry, one `_delta_log/<version>.json` created only if
+that version is free (`entry`), holding all of the job's actions (`commitInfo` as deltalake writes
+it, `protocol` and `metaData` where the job creates the table or changes its schema, `txn`s,
+removes, adds). A version another writer took first is a conflict; an append is moved on top of the
+winners' adds and removes (a rebase), as delta-rs does. Appends committing at once share one
+version (`group`). deltalake makes the checkpoints, after it.
 
 Around it: the log's types (`types`), its check (`log`), protocols (`protocol`), the actions
 (`actions`, `transaction`), predicates (`predicate`), the commit's own record (`commit_info`).
@@ -151,7 +151,7 @@ class DeltaFormat(TableFormat):
         super().__init__(committer)
         self._location = None
         self.latest_version: int | None = None  # as the last check of the log found it
-        self.listed: list[Any] = []  # the log's listing that check read
+        self.listed: list[Any] = [{}, []]  # its commit and checkpoint files
         self.checked: tuple[Any, float] = (None, 0.0)  # check_input's table, and when
 
     def __getstate__(self) -> dict[str, Any]:
@@ -160,8 +160,9 @@ class DeltaFormat(TableFormat):
     def view(self) -> Any:
         """The table as an append reads it (`snapshot`: the process's base and the commits
         since), on the log `exists` has just checked; no add actions."""
-        load = self.load
-        return table_view(self.store, self.location, self.latest_version, self.listed, load)
+        commits, checkpoints = self.listed
+        latest, load = self.latest_version, self.load
+        return table_view(self.store, self.location, latest, commits, checkpoints, load)
 
     # --- the table -------------------------------------------------------------------------
 
@@ -195,7 +196,7 @@ class DeltaFormat(TableFormat):
 
         if not self.store.exists(LOG_DIR):
             return False
-        self.latest_version, self.listed = check_listed_log(self.store)
+        self.latest_version, *self.listed = check_listed_log(self.store)
         if self.latest_version is not None:
             return True  # a commit file is there: deltalake's own test would list it too
         uri, options = self.location

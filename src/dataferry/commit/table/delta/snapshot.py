@@ -41,7 +41,6 @@ from .entry import entry_path
 SEARCHED = 50  # commit files up to a base searched for the version of a txn deltalake found
 MAX_TAIL = 64  # commits after a base read by dataferry before deltalake loads a new base
 
-_COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint")
 _CLASSIC = re.compile(r"^\d{20}\.checkpoint\.parquet$")
 _PART = re.compile(r"^\d{20}\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
@@ -128,23 +127,24 @@ def table_view(
     store: Store,
     location: tuple[str, dict[str, str]],
     latest: int | None,
-    entries: Sequence[FileStatus],
+    commits: Mapping[int, FileStatus],
+    checkpoints: Sequence[FileStatus],
     load: Callable[[int | None], Any],
 ) -> Any:
-    """The table at `latest`, the newest commit of the log's listing `entries` (the module):
-    a view on the process's base, or on a base `load(version)` loads now."""
+    """The table at `latest`, the newest of the log's listed `commits` (by version; beside
+    the listed `checkpoints`, the module): a view on the process's base, or on a base
+    `load(version)` loads now."""
     if latest is None:  # checkpoints only: nothing to keep a base by
         return load(None)
     uri, options = location
     key = (uri, tuple(sorted(options.items())))
-    commits = {int(m.group(1)): e for e in entries if (m := _COMMIT.match(e.name))}
     with _LOCK:
         base = _BASES.get(key)
-    view = _on(store, base, latest, commits, entries) if base is not None else None
+    view = _on(store, base, latest, commits, checkpoints) if base is not None else None
     if view is not None:
         return view
     handle = load(latest)
-    at_base = base_txns(store, latest, commits, entries)
+    at_base = base_txns(store, latest, commits, checkpoints)
     with _LOCK:
         _BASES[key] = _Base(handle, latest, _stamp(commits[latest]), at_base)
     return TableView(store, handle, latest, {}, at_base)
@@ -161,7 +161,7 @@ def _on(
     base: _Base,
     latest: int,
     commits: Mapping[int, FileStatus],
-    entries: Sequence[FileStatus],
+    checkpoints: Sequence[FileStatus],
 ) -> TableView | None:
     """The view at `latest` on `base`, or None where the module says the table is loaded again."""
     if latest < base.version or latest - base.version > MAX_TAIL:
@@ -169,7 +169,7 @@ def _on(
     own = commits.get(base.version)
     if own is None or _stamp(own) != base.stamp:
         return None
-    for e in entries:
+    for e in checkpoints:
         m = _CHECKPOINT.match(e.name)
         if m and int(m.group(1)) > base.version:
             return None
@@ -189,13 +189,16 @@ def _on(
 
 
 def base_txns(
-    store: Store, version: int, commits: Mapping[int, FileStatus], entries: Sequence[FileStatus]
+    store: Store,
+    version: int,
+    commits: Mapping[int, FileStatus],
+    checkpoints: Sequence[FileStatus],
 ) -> frozenset[str] | None:
     """Every txn app id in the table up to `version`: the newest checkpoint's (a classic or
     multi-part Parquet one), then each commit file's after it (None where one cannot be read,
     or the checkpoint is of another kind: deltalake's `transaction_version` answers then)."""
     parts: dict[int, list[FileStatus]] = {}
-    for e in entries:
+    for e in checkpoints:
         m = _CHECKPOINT.match(e.name)
         if m and int(m.group(1)) <= version:
             parts.setdefault(int(m.group(1)), []).append(e)
