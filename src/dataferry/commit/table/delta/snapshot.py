@@ -14,8 +14,10 @@ base plus the commits after it, as dataferry reads them:
     anything else (a `metaData`, a     none: deltalake loads the table again (a new base), so
     `protocol`, a domain's metadata)   a change another writer made is never hidden
 
-The landed check on a view reads every version: up to the base through deltalake
-(`transaction_version`), after it from the commit files themselves. A view is never trusted
+The landed check on a view reads every version: after the base from the commit files
+themselves; up to it from the txn ids of its newest checkpoint and the commit files after that,
+read once when the base serves a second job (for the first, or where they cannot be read,
+deltalake's `transaction_version`: a process that writes once reads no more). A view is never trusted
 beyond what the listing shows: the table is loaded again when the base's own commit file is not
 the one the base was loaded on (same size, time and etag: a table removed and made again), the
 listing's latest version is older than the base, a checkpoint newer than the base is there
@@ -57,8 +59,9 @@ class _Base:
     handle: Any
     version: int
     stamp: Stamp
-    txns: frozenset[str] | None  # every txn app id up to `version` (None: ask deltalake)
     after: dict[int, tuple[Stamp, frozenset[str]]] = field(default_factory=dict)
+    txns: frozenset[str] | None = None  # every txn app id up to `version` (None: ask deltalake)
+    indexed: bool = False  # `txns` was read (once the base serves a second view)
 
 
 _BASES: dict[tuple[str, tuple[tuple[str, str], ...]], _Base] = {}
@@ -144,10 +147,9 @@ def table_view(
     if view is not None:
         return view
     handle = load(latest)
-    at_base = base_txns(store, latest, commits, checkpoints)
     with _LOCK:
-        _BASES[key] = _Base(handle, latest, _stamp(commits[latest]), at_base)
-    return TableView(store, handle, latest, {}, at_base)
+        _BASES[key] = _Base(handle, latest, _stamp(commits[latest]))
+    return TableView(store, handle, latest, {})
 
 
 def forget() -> None:
@@ -173,6 +175,8 @@ def _on(
         m = _CHECKPOINT.match(e.name)
         if m and int(m.group(1)) > base.version:
             return None
+    if not base.indexed:  # a second view: the base's txn ids, read once, serve the next ones
+        base.txns, base.indexed = base_txns(store, base.version, commits, checkpoints), True
     txns: dict[int, frozenset[str]] = {}
     for version in range(base.version + 1, latest + 1):
         st = commits.get(version)
