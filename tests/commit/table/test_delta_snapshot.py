@@ -162,3 +162,17 @@ def test_a_txn_in_a_checkpoint_is_found(tmp_path, monkeypatch):
     view = format_of(url).view()
     assert view.at_base is not None and {"caller-app", f"dataferry-{first.pop()}"} <= view.at_base
     assert snapshot.landed_version(view, "caller-app") == 0
+
+
+def test_a_process_keeps_a_few_tables(tmp_path, monkeypatch):
+    """A process appending to many tables keeps deltalake's table of the last MAX_TABLES only
+    (a loaded table holds its whole file list). Broken, a long-lived driver's memory grows with
+    every table it ever wrote to."""
+    monkeypatch.setattr(snapshot, "MAX_TABLES", 2)
+    snapshot.forget()
+    urls = [str(tmp_path / f"t{i}") for i in range(3)]
+    for url in urls:
+        write(url, data(1))
+        format_of(url).view()
+    assert len(snapshot._BASES) == 2
+    assert [key[0] for key in snapshot._BASES] == [format_of(u).location[0] for u in urls[1:]]

@@ -42,6 +42,7 @@ from .entry import entry_path
 
 SEARCHED = 50  # commit files up to a base searched for the version of a txn deltalake found
 MAX_TAIL = 64  # commits after a base read by dataferry before deltalake loads a new base
+MAX_TABLES = 16  # bases kept per process (the least recently loaded one goes first)
 
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint")
 _CLASSIC = re.compile(r"^\d{20}\.checkpoint\.parquet$")
@@ -148,6 +149,9 @@ def table_view(
         return view
     handle = load(latest)
     with _LOCK:
+        _BASES.pop(key, None)
+        while len(_BASES) >= MAX_TABLES:  # a process writing many tables keeps a few
+            del _BASES[next(iter(_BASES))]
         _BASES[key] = _Base(handle, latest, _stamp(commits[latest]))
     return TableView(store, handle, latest, {})
 
