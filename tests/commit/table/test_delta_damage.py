@@ -194,7 +194,15 @@ def test_deltalakes_error_at_the_commit_names_the_table_and_its_latest_commit(
     def refuse(*args, **kwargs):
         raise deltalake.exceptions.DeltaError("Generic error: no\n   0: <unknown>\n   1: <unknown>")
 
-    monkeypatch.setattr(deltalake.DeltaTable, "version", refuse)
+    from dataferry.commit.table.delta.committer import DeltaFormat
+
+    checked = DeltaFormat.check_input
+
+    def check_then_fail(self, *args, **kwargs):  # the table read at the commit fails
+        checked(self, *args, **kwargs)
+        monkeypatch.setattr(deltalake.DeltaTable, "protocol", refuse)
+
+    monkeypatch.setattr(DeltaFormat, "check_input", check_then_fail)
     with pytest.raises(DataferryError) as caught:
         WRITES["write_dataset"](t)
     text = str(caught.value)

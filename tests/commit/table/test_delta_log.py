@@ -85,6 +85,7 @@ def test_engine_info_names_dataferry(tmp_path):
         assert info(t, version)["engineInfo"].startswith("dataferry/")
         assert info(t, version)["clientVersion"].startswith("dataferry")
     assert deltalake.DeltaTable(str(t)).history(1)[0]["engineInfo"].startswith("dataferry/")
+    assert info(t, 1)["clientVersion"] == f"dataferry-{dataferry.__version__}"  # the package's
 
 
 def test_a_replace_where_logs_its_predicate(tmp_path):

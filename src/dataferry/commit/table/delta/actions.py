@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet
 
 from ....errors import ConfigError
 from ..footers import FileFacts
@@ -253,3 +254,23 @@ def check_log_schema(schema: pa.Schema) -> None:
             raise ConfigError(
                 f"column {f.name!r} ({f.type}) cannot be a Delta table's column: {first_line(e)}"
             ) from None
+
+
+def rows_of(store: Any, dt: Any) -> pa.Table:
+    """The rows of deltalake's table `dt`, each live file read through `store` with its
+    partition values, and null for a column added since the file was written."""
+    schema = pa.schema(dt.schema().to_arrow())
+    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    parts = list(dt.metadata().partition_columns)
+    pieces = []
+    for a in actions:
+        rows = store.read_bytes(store_path(a["path"]))
+        t = pa.parquet.read_table(pa.BufferReader(rows))
+        for c in parts:
+            value = partition_value_of(a, c)
+            t = t.append_column(c, pa.array([value] * t.num_rows, schema.field(c).type))
+        for c in schema.names:  # a file from before a schema evolution lacks the new columns
+            if c not in t.column_names:
+                t = t.append_column(c, pa.nulls(t.num_rows, schema.field(c).type))
+        pieces.append(t.select(schema.names).cast(schema))
+    return pa.concat_tables(pieces) if pieces else schema.empty_table()

@@ -13,6 +13,7 @@ import calendar
 import functools
 import json
 import logging
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -95,14 +96,11 @@ def execution_time_ms(job: JobContext) -> int:
 
 @functools.cache
 def client_version() -> str:
-    """`dataferry-<version>` (the installed distribution's; "dataferry" from a source tree).
-    Read once per process: the package metadata lookup costs milliseconds, every commit."""
-    import importlib.metadata
-
-    try:
-        return f"dataferry-{importlib.metadata.version('dataferry')}"
-    except importlib.metadata.PackageNotFoundError:
-        return "dataferry"
+    """`dataferry-<version>`: the package's own `__version__` (the distribution's, pyproject's
+    static version). Read from the package already loaded, not through `importlib.metadata`,
+    whose import alone costs about 40 ms of CPU in each process's first commit."""
+    version = getattr(sys.modules.get("dataferry"), "__version__", None)
+    return f"dataferry-{version}" if version else "dataferry"
 
 
 def engine_info() -> str:

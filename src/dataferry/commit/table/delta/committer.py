@@ -3,20 +3,20 @@
 Data files lie as Delta writers lay them (`col=value/` directories, partition columns only in
 the log), named per job, task and attempt. The job's transaction carries an application
 transaction `txn(appId="dataferry-<job uuid>", version=1)`: before it commits, and after any
-error, the committer asks the table `transaction_version(appId)`, so a commit whose answer
-was lost is found in the log and never applied twice (delta-rs itself accepts the same txn
+error, the committer looks for that txn in every version of the table, so a commit whose
+answer was lost is found in the log and never applied twice (delta-rs itself accepts the txn
 twice: delta-io/delta-rs#2580).
 
 Modes: `append` (without the destination's claim: put-if-absent, rebased, retried); `overwrite`
 (removes of every live file, or those a `predicate` selects); `overwrite-partitions`; `error`.
 
-The table is read through deltalake (its snapshot: live files, schema, protocol); the
-commit is written by dataferry, one `_delta_log/<version>.json` created only if that version
-is free (`entry`), holding all of the job's actions (`commitInfo` as deltalake writes it,
-`protocol` and `metaData` where the job creates the table or changes its schema, the `txn`
-actions, removes, adds). A version another writer took first is a conflict; an append is
-moved on top of the winners' adds and removes (a rebase), as delta-rs does. Plain appends
-committing at once share one version (`group`). deltalake makes the checkpoints, after it.
+The table is read through deltalake (live files, schema, protocol; an append's kept per process:
+`snapshot`); the commit is written by dataferry, one `_delta_log/<version>.json` created only if
+that version is free (`entry`), holding all of the job's actions (`commitInfo` as deltalake writes
+it, `protocol` and `metaData` where the job creates the table or changes its schema, `txn`s,
+removes, adds). A version another writer took first is a conflict; an append is moved on top of the
+winners' adds and removes (a rebase), as delta-rs does. Appends committing at once share one
+version (`group`). deltalake makes the checkpoints, after it.
 
 Around it: the log's types (`types`), its check (`log`), protocols (`protocol`), the actions
 (`actions`, `transaction`), predicates (`predicate`), the commit's own record (`commit_info`).
@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet
 
 from ....errors import ConfigError, DataferryError, DestinationError, TableCommitConflict
 from ...job.partitions import partitions_of
@@ -50,7 +49,7 @@ from .actions import (
     job_adds,
     log_partition_values,
     partition_types,
-    partition_value_of,
+    rows_of,
     store_path,
 )
 from .commit_info import (
@@ -63,16 +62,16 @@ from .commit_info import (
     is_conflict,
     jobs_of,
     transactions,
-    version_of,
 )
 from .entry import VersionTaken, put_commit
 from .group import Request, grouped, kept, may_group, withdraw
 from .group import commit as group_commit
-from .log import LOG_DIR, check_log, refused, unreadable
+from .log import LOG_DIR, check_listed_log, refused, unreadable
 from .plan import DeltaPlan, DeltaTablePlan
 from .predicate import check_columns, matches, normalized, parse
 from .protocol import Protocol, check_configuration, check_writable
 from .request_check import request_checker
+from .snapshot import landed_version, table_view
 from .transaction import changed, created, removed, still_fits
 from .types import (
     check_types,
@@ -152,10 +151,18 @@ class DeltaFormat(TableFormat):
         super().__init__(committer)
         self._location = None
         self.latest_version: int | None = None  # as the last check of the log found it
+        self.listed: list[Any] = [{}, []]  # its commit and checkpoint files
         self.checked: tuple[Any, float] = (None, 0.0)  # check_input's table, and when
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "checked": (None, 0.0)}  # a deltalake table does not pickle
+
+    def view(self) -> Any:
+        """The table as an append reads it (`snapshot`: the process's base and the commits
+        since), on the log `exists` has just checked; no add actions."""
+        commits, checkpoints = self.listed
+        latest, load = self.latest_version, self.load
+        return table_view(self.store, self.location, latest, commits, checkpoints, load)
 
     # --- the table -------------------------------------------------------------------------
 
@@ -189,7 +196,9 @@ class DeltaFormat(TableFormat):
 
         if not self.store.exists(LOG_DIR):
             return False
-        self.latest_version = check_log(self.store)
+        self.latest_version, *self.listed = check_listed_log(self.store)
+        if self.latest_version is not None:
+            return True  # a commit file is there: deltalake's own test would list it too
         uri, options = self.location
         try:
             return DeltaTable.is_deltatable(uri, storage_options=options or None)
@@ -210,21 +219,14 @@ class DeltaFormat(TableFormat):
         dt = self.table()
         if dt is None:
             return None
-        schema = pa.schema(dt.schema().to_arrow())
-        actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
-        parts = list(dt.metadata().partition_columns)
-        pieces = []
-        for a in actions:
-            rows = self.store.read_bytes(store_path(a["path"]))
-            t = pa.parquet.read_table(pa.BufferReader(rows))
-            for c in parts:
-                value = partition_value_of(a, c)
-                t = t.append_column(c, pa.array([value] * t.num_rows, schema.field(c).type))
-            for c in schema.names:  # a file from before a schema evolution lacks the new columns
-                if c not in t.column_names:
-                    t = t.append_column(c, pa.nulls(t.num_rows, schema.field(c).type))
-            pieces.append(t.select(schema.names).cast(schema))
-        return pa.concat_tables(pieces) if pieces else schema.empty_table()
+        return rows_of(self.store, dt)
+
+    def read(self, mode: str) -> Any:
+        """The table a commit in `mode` builds on: an append's view (`snapshot`), deltalake's
+        whole table (with its files) for a mode that removes them."""
+        if mode != "append":
+            return self.table()
+        return self.view() if self.exists() else None
 
     def landed(self, job_uuid: str) -> int:
         """How many versions of the table a job's transaction made (1, or 0; more is a
@@ -268,7 +270,7 @@ class DeltaFormat(TableFormat):
                 "predicate= replaces the rows it selects, which only mode='overwrite' does "
                 f"(as in deltalake), not mode={self.committer.write_mode!r}"
             )
-        dt = self.load() if exists else None  # on the log checked a moment ago
+        dt = self.view() if exists else None  # on the log checked a moment ago
         self.checked = (dt, time.monotonic())
         if self.config.predicate:
             parts = list(dt.metadata().partition_columns) if dt is not None else partition_by
@@ -382,10 +384,9 @@ class DeltaFormat(TableFormat):
         first = [dt] if fresh and intent.mode == "append" and may_group(self.config) else []
 
         def landed() -> dict[str, Any] | None:
-            dt = read[0] = first.pop() if first else self.table()  # the commit builds on it
-            if dt is None or dt.transaction_version(appid) is None:
-                return None
-            return {"table_version": version_of(dt, appid)}
+            dt = read[0] = first.pop() if first else self.read(intent.mode)  # built on
+            version = landed_version(dt, appid) if dt is not None else None
+            return None if version is None else {"table_version": version}
 
         tries, read = iter(range(1 << 30)), [None]
 

@@ -71,9 +71,17 @@ def damaged(store: Store, path: str, what: str, remedy: str = "") -> TableDamage
 def check_log(store: Store) -> int | None:
     """The table's latest version (None if the log holds no commit), after checking the log
     as the module says; raises TableDamaged naming the first damaged file."""
-    entries = store.list_or_empty(LOG_DIR)
-    commits = {int(m.group(1)): e for e in entries if (m := _COMMIT.match(e.name))}
-    checkpoints = [e for e in entries if _CHECKPOINT.match(e.name)]
+    return check_listed_log(store)[0]
+
+
+def check_listed_log(
+    store: Store,
+) -> tuple[int | None, dict[int, FileStatus], list[FileStatus]]:
+    """`check_log`'s latest version, and the commit files (by version) and checkpoint files
+    of the log's listing it checked."""
+    named = [(e.name, e) for e in store.list_or_empty(LOG_DIR)]
+    commits = {int(m.group(1)): e for n, e in named if (m := _COMMIT.match(n))}
+    checkpoints = [e for n, e in named if _CHECKPOINT.match(n)]
     latest = max(commits) if commits else None
     for version in sorted(commits):
         if commits[version].size == 0 and not commits[version].is_dir:
@@ -86,8 +94,8 @@ def check_log(store: Store) -> int | None:
             raise damaged(store, commits[version].path, "is empty (0 bytes)", remedy)
     if latest is not None:
         check_commit(store, commits[latest])
-    check_checkpoints(store, checkpoints, entries)
-    return latest
+    check_checkpoints(store, checkpoints, {n for n, _ in named})
+    return latest, commits, checkpoints
 
 
 def check_commit(store: Store, entry: FileStatus) -> None:
@@ -122,12 +130,11 @@ def _is_action(action: object) -> bool:
     return isinstance(body, dict) and (name in ACTIONS or name[:1].islower())
 
 
-def check_checkpoints(store: Store, checkpoints: Sequence[FileStatus], entries) -> None:
+def check_checkpoints(store: Store, checkpoints: Sequence[FileStatus], names: set[str]) -> None:
     """The newest checkpoint's files are whole Parquet files, and a readable
-    `_last_checkpoint` names a checkpoint that is there."""
+    `_last_checkpoint` names a checkpoint that is there (`names`: the log's file names)."""
     from ..footers import read_footer
 
-    names = {e.name for e in entries}
     hinted = _hinted_version(store) if "_last_checkpoint" in names else None
     if hinted is not None and not any(
         int(_CHECKPOINT.match(c.name).group(1)) == hinted
