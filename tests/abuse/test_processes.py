@@ -17,16 +17,25 @@ def _service_dirs() -> set[str]:
     return set(glob.glob(os.path.join(tempfile.gettempdir(), "dataferry-service-*")))
 
 
-def test_service_processes_remove_their_temporary_directories(tmp_path):
+def test_service_processes_remove_their_temporary_directories(tmp_path, monkeypatch):
+    """Each service process's directory (its address, TLS files, stderr) is gone once it
+    stops, a restart's included. The directories are made in this test's own temporary
+    directory: in the shared one, a service another test started at the same moment (another
+    xdist worker) was counted as one of these."""
+    own = tmp_path / "tmp"
+    own.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
     before = _service_dirs()
     shuffle = ShuffleServiceProcess(str(tmp_path / "node"), TOKEN).start()
     markers = MarkerServiceProcess(str(tmp_path / "table"), TOKEN).start()
-    assert len(_service_dirs() - before) == 2
-    assert ShuffleClient(shuffle.address, TOKEN).service_stats()
-    shuffle.restart()  # a restart keeps none of the old one's either
-    assert len(_service_dirs() - before) == 2
-    shuffle.kill()
-    markers.kill()
+    try:
+        assert len(_service_dirs() - before) == 2
+        assert ShuffleClient(shuffle.address, TOKEN).service_stats()
+        shuffle.restart()  # a restart keeps none of the old one's either
+        assert len(_service_dirs() - before) == 2
+    finally:
+        shuffle.kill()
+        markers.kill()
     assert _service_dirs() - before == set()
 
 
