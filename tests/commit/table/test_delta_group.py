@@ -20,6 +20,7 @@ from dataferry.commit.table.delta.log import check_log
 from dataferry.errors import InjectedCrash, JobCommitError
 from dataferry.store import FaultRule, Op, open_store
 
+from .group_appenders import appenders_meeting_at_publish
 from .test_delta_concurrent import data, frozen_at_intent, ids_of, versions_per_job, write
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
@@ -46,29 +47,9 @@ def test_appenders_at_once_share_one_log_entry(tmp_path, monkeypatch):
     url = str(tmp_path / "t")
     write(url, data(3, start=10_000))
     before = check_log(open_store(url))
-    barrier = threading.Barrier(JOBS)
-    publish = group.publish
-
-    def publish_then_meet(store, request):
-        publish(store, request)
-        barrier.wait(30)  # every request is out before anyone leads
-
-    monkeypatch.setattr(group, "publish", publish_then_meet)
-    jobs: list[str] = []
-    failed: list[BaseException] = []
-
-    def appender(i: int) -> None:
-        try:
-            jobs.append(write(url, data(3, start=100 * i)).run.job.job_uuid)
-        except Exception as e:
-            failed.append(e)
-
-    threads = [threading.Thread(target=appender, args=(i,)) for i in range(JOBS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not failed, failed
+    jobs = appenders_meeting_at_publish(
+        monkeypatch, group, JOBS, lambda i: write(url, data(3, start=100 * i))
+    )
     store = open_store(url)
     assert check_log(store) == before + 1  # one version for the JOBS jobs
     txns = [a["txn"]["appId"] for a in read_entry(store, before + 1) if "txn" in a]

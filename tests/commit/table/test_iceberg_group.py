@@ -6,7 +6,6 @@ carried. On the embedded SQL catalog, and one case on SeaweedFS's REST catalog."
 from __future__ import annotations
 
 import json
-import threading
 from collections import Counter
 
 import msgspec
@@ -23,6 +22,8 @@ from dataferry.commit.table.iceberg.catalog import GROUP_KEY, jobs_of
 from dataferry.errors import InjectedCrash
 from dataferry.store import FaultRule, Op, Store, open_store
 
+from .group_appenders import appenders_meeting_at_publish
+
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
 JOBS = 4
@@ -33,13 +34,14 @@ def data(n: int, start: int = 0) -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "day": pa.array([f"d{i % 2}" for i in ids])})
 
 
-def write(dest, table: pa.Table, **options):
+def write(dest, table: pa.Table, storage_options: dict | None = None, **options):
     return dataferry.write_dataset(
         table,
         dest,
         partition_by=["day"],
         committer="iceberg",
         mode="append",
+        storage_options=storage_options,
         committer_options=options or None,
     )
 
@@ -85,30 +87,9 @@ def test_appenders_at_once_share_one_snapshot(tmp_path, monkeypatch):
     url = str(tmp_path / "t")
     write(url, data(3, start=10_000))
     before = len(table_of(url).snapshots())
-    barrier = threading.Barrier(JOBS)
-    publish = group.publish
-
-    def publish_then_meet(store, request):
-        done = publish(store, request)
-        barrier.wait(30)  # every request is out before anyone leads
-        return done
-
-    monkeypatch.setattr(iceberg_committer, "publish", publish_then_meet)
-    jobs: list[str] = []
-    failed: list[BaseException] = []
-
-    def appender(i: int) -> None:
-        try:
-            jobs.append(write(url, data(3, start=100 * i)).run.job.job_uuid)
-        except Exception as e:
-            failed.append(e)
-
-    threads = [threading.Thread(target=appender, args=(i,)) for i in range(JOBS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not failed, failed
+    jobs = appenders_meeting_at_publish(
+        monkeypatch, iceberg_committer, JOBS, lambda i: write(url, data(3, start=100 * i))
+    )
     snapshots = table_of(url).snapshots()
     assert len(snapshots) == before + 1  # one snapshot for the JOBS jobs
     assert jobs_of(snapshots[-1].summary) == set(jobs)
@@ -264,15 +245,7 @@ def test_a_job_dead_after_its_request_lands_through_another_job_rest_catalog(ice
     options = {"catalog": iceberg_rest.properties(), "identifier": ident}
 
     def append(dest, table: pa.Table):
-        return dataferry.write_dataset(
-            table,
-            dest,
-            partition_by=["day"],
-            committer="iceberg",
-            mode="append",
-            storage_options=None if isinstance(dest, Store) else storage,
-            committer_options=options,
-        )
+        return write(dest, table, None if isinstance(dest, Store) else storage, **options)
 
     append(url, data(3))
 
