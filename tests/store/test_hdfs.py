@@ -157,16 +157,19 @@ def test_a_stalled_close_is_closed_by_the_namenode_and_the_record_is_whole(hdfs_
     short."""
     store = open_store(hdfs_url)
     took = []
-    for i in range(12):
+    for i in range(40):  # twelve, and more until one close has stalled (most do; not all)
         began = time.perf_counter()
         store.write_bytes(f"r/rec{i}.json", b"%02d" % i * 150)
         took.append(time.perf_counter() - began)
+        if i >= 11 and store.stats.counters.get("hdfs_closed_by_lease_recovery", 0) > 0:
+            break
+    n = len(took)
     assert store.stats.counters.get("hdfs_closed_by_lease_recovery", 0) > 0
-    assert [store.read_bytes(f"r/rec{i}.json") for i in range(12)] == [
-        b"%02d" % i * 150 for i in range(12)
+    assert [store.read_bytes(f"r/rec{i}.json") for i in range(n)] == [
+        b"%02d" % i * 150 for i in range(n)
     ]
-    assert sorted(s.path for s in store.walk("r")) == sorted(f"r/rec{i}.json" for i in range(12))
-    assert sorted(took)[6] < 0.4, took
+    assert sorted(s.path for s in store.walk("r")) == sorted(f"r/rec{i}.json" for i in range(n))
+    assert sorted(took)[n // 2] < 0.4, took
 
 
 def test_check_store_recommends_what_auto_picks(hdfs_url):
