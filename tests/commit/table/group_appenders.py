@@ -24,19 +24,27 @@ def appenders_meeting_at_publish(
         return done
 
     monkeypatch.setattr(publishing, "publish", publish_then_meet)
-    jobs: list[str] = []
+    return [done.run.job.job_uuid for done in on_threads(count, append, timeout_s=60)]
+
+
+def on_threads(count: int, work: Callable[[int], Any], timeout_s: float = 120) -> list[Any]:
+    """`work(i)` for `count` values of i, each on a thread of its own, all at once; what they
+    returned (a list per call is flattened). Raises if any call failed."""
+    results: list[Any] = []
     failed: list[BaseException] = []
 
-    def appender(i: int) -> None:
+    def run(i: int) -> None:
         try:
-            jobs.append(append(i).run.job.job_uuid)
+            done = work(i)
         except Exception as e:
             failed.append(e)
+            return
+        results.extend(done if isinstance(done, list) else [done])
 
-    threads = [threading.Thread(target=appender, args=(i,)) for i in range(count)]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(timeout_s)
     assert not failed, failed
-    return jobs
+    return results

@@ -28,6 +28,8 @@ from dataferry.commit.table.delta.commit_info import jobs_of
 from dataferry.errors import DestinationClaimed, JobCommitError
 from dataferry.store import FaultRule, Op, open_store
 
+from .group_appenders import on_threads
+
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
 APPENDERS = 4
@@ -82,23 +84,15 @@ def test_concurrent_appenders_all_land_once(tmp_path):
     url = str(tmp_path / "t")
     write(url, data(ROWS, start=10_000))
     barrier = threading.Barrier(APPENDERS)
-    jobs: list[str] = []
-    failed: list[BaseException] = []
 
-    def appender(index: int) -> None:
+    def appender(index: int) -> list[str]:
         barrier.wait(60)
-        for k in range(COMMITS):
-            try:
-                jobs.append(write(url, data(ROWS, start=1000 * index + 100 * k)).run.job.job_uuid)
-            except Exception as e:
-                failed.append(e)
+        return [
+            write(url, data(ROWS, start=1000 * index + 100 * k)).run.job.job_uuid
+            for k in range(COMMITS)
+        ]
 
-    threads = [threading.Thread(target=appender, args=(i,)) for i in range(APPENDERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not failed, failed
+    jobs = on_threads(APPENDERS, appender)
     per_job = versions_per_job(url)
     assert {j: per_job[j] for j in jobs} == dict.fromkeys(jobs, 1)
     expected = [
