@@ -101,3 +101,27 @@ def test_rename_copies_then_deletes(gcs):
     gcs.rename("r", "moved")
     assert [s.path for s in gcs.walk("")] == ["moved/a", "moved/sub/b"]
     assert gcs.stats.counters.get("op_rename", 0) >= 1
+
+
+def test_a_delete_of_an_empty_directory_keeps_an_object_written_after_its_check(gcs, monkeypatch):
+    """Another job's record arrives in a shared directory after the delete found it empty:
+    only the directory's own `dir/` object goes. Before, a recursive delete followed the
+    check and took the record along."""
+    gcs.mkdirs("shared")
+    arrived = []
+
+    def arriving_first(remove):
+        def removal(*args, **kwargs):
+            if not arrived:
+                gcs.write_bytes("shared/claim.json", b"{}")
+                arrived.append(remove)
+            return remove(*args, **kwargs)
+
+        return removal
+
+    monkeypatch.setattr(gcs.fs, "rm", arriving_first(gcs.fs.rm))
+    monkeypatch.setattr(gcs.fs, "rm_file", arriving_first(gcs.fs.rm_file))
+    assert gcs.delete("shared", recursive=False)
+    assert arrived and gcs.read_bytes("shared/claim.json") == b"{}"
+    gcs.delete("shared/claim.json")
+    assert not gcs.exists("shared")  # nothing left of the directory once its record went

@@ -15,26 +15,6 @@ import pytest
 
 from dataferry.errors import AlreadyExists, InjectedCrash, LinkRefused
 from dataferry.store import open_store, paths
-from dataferry.store.fsspec.store import FsspecStore
-from dataferry.store.local import nofollow
-
-KINDS = ["local", "local-per-component", "fsspec-file", "fsspec-file-per-component", "arrow-local"]
-
-
-@pytest.fixture(params=KINDS)
-def make(request, monkeypatch):
-    """A function dir -> store of one kind over that local directory."""
-    kind = request.param
-    if kind.endswith("-per-component"):  # where the kernel has no openat2
-        monkeypatch.setattr(nofollow, "_use_openat2", False)
-    if kind.startswith("local"):
-        return lambda d: open_store(str(d))
-    if kind.startswith("fsspec-file"):
-        import fsspec
-
-        return lambda d: FsspecStore(str(d), fs=fsspec.filesystem("file"))
-    pafs = pytest.importorskip("pyarrow.fs")
-    return lambda d: open_store(str(d), filesystem=pafs.LocalFileSystem())
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from .types import Capabilities, FileStatus, Op, PendingUpload
 
 T = TypeVar("T")
 AMBIGUOUS_RETRIES = 3  # asks of an idempotent operation whose outcome was unknown
+PARENT_REMOVED_RETRIES = 5  # tries of a write whose new parent directory another job removed
 
 
 def record_too_large(url: str, path: str, size: int, max_bytes: int) -> RecordTooLarge:
@@ -37,6 +38,12 @@ def record_too_large(url: str, path: str, size: int, max_bytes: int) -> RecordTo
     return RecordTooLarge(
         f"read {url}: {size} bytes, more than the {max_bytes} allowed", path, size, max_bytes
     )
+
+
+def not_empty(url: str, path: str) -> StoreError:
+    """The error for a delete without `recursive` of the directory `path` (at `url`) that
+    holds something."""
+    return StoreError(f"delete {url}: directory not empty (recursive=False)", path)
 
 
 def read_capped(f: Any, size: int, max_bytes: int) -> bytes:
@@ -167,16 +174,34 @@ class Store(ABC):
             )
         return data
 
+    def _making_parents(self, run: Callable[..., T], op: Op, path: str, *args: Any) -> T:
+        """Run a write that makes the directories above its file. On a store with real
+        directories another job may remove one of them, empty, between its making and the
+        file's creation (jobs remove shared directories such as `_dataferry/` once they are
+        empty: `delete_if_empty`); the write is then refused with NotFound, having created
+        nothing, and is made again, parents included. Once the file is in its directory, that
+        directory cannot be removed as empty."""
+        for left in range(PARENT_REMOVED_RETRIES - 1, -1, -1):
+            try:
+                return run(op, path, *args)
+            except NotFound:
+                if not left:
+                    raise
+                self.stats.incr("store_parent_removed_retried")
+        raise AssertionError("unreachable")
+
     def write_bytes(self, path: str, data: bytes, overwrite: bool = True) -> None:
         """Write a whole file (parents are created); with overwrite=False raises AlreadyExists."""
         path = paths.normalize(path)
         run = self._idempotent if overwrite else self._op
-        run(Op.WRITE, path, self._write, path, bytes(data), overwrite)
+        self._making_parents(run, Op.WRITE, path, self._write, path, bytes(data), overwrite)
 
     def create_if_absent(self, path: str, data: bytes = b"") -> bool:
         """Create a file only if nothing is there; True if this call created it."""
         path = paths.normalize(path)
-        return self._op(Op.CREATE_IF_ABSENT, path, self._create_if_absent, path, bytes(data))
+        return self._making_parents(
+            self._op, Op.CREATE_IF_ABSENT, path, self._create_if_absent, path, bytes(data)
+        )
 
     def open_read(self, path: str) -> BinaryIO:
         return io.BytesIO(self.read_bytes(path))
@@ -190,7 +215,7 @@ class Store(ABC):
         service's `MARKERS<n>` files, which stay small, are the caller that accepts that.
         """
         path = paths.normalize(path)
-        self._op(Op.APPEND, path, self._append, path, bytes(data))
+        self._making_parents(self._op, Op.APPEND, path, self._append, path, bytes(data))
 
     def _append(self, path: str, data: bytes) -> None:
         self.stats.incr("append_rewrites")

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 
-from ...errors import ClaimLost, NotFound, StoreError
+from ...errors import ClaimLost, StoreError
 from ...store import Store
 from .claim import CLAIM_DIR, Claim, ClaimState, crashed, observe_record
 from .lease import Judge
@@ -70,13 +70,7 @@ def fence_path(job_uuid: str) -> str:
 def fence_driver(store: Store, job_uuid: str) -> None:
     """Fence the driver of a job about to be recovered (see the module docstring): from now
     on its claimless commit stops before any step readers see."""
-    for left in range(4, -1, -1):
-        try:
-            store.create_if_absent(fence_path(job_uuid), b"")
-            return
-        except NotFound:  # the drivers directory emptied and removed under it: again
-            if not left:
-                raise
+    store.create_if_absent(fence_path(job_uuid), b"")  # its directory remade if removed
 
 
 def record_driver(store: Store, record: Claim) -> None:
@@ -84,7 +78,7 @@ def record_driver(store: Store, record: Claim) -> None:
     lease) and renew it every sixth of the lease until `end_driver` (or until it is removed)."""
     job_uuid, lease_s = record.job_uuid, record.lease_s
     path = driver_path(job_uuid)
-    _write_beside_removals(store, path, record.to_bytes())
+    store.write_bytes(path, record.to_bytes())
     stop = threading.Event()
     heartbeat = _Beat(stop, record.generation)
 
@@ -101,19 +95,6 @@ def record_driver(store: Store, record: Claim) -> None:
     with _lock:
         _beats[(store.url, job_uuid)] = heartbeat
     heartbeat.thread.start()
-
-
-def _write_beside_removals(store: Store, path: str, data: bytes, tries: int = 5) -> None:
-    """Write a record into the drivers directory, which another job ending at the same moment
-    may remove as it empties it (`delete_if_empty`): the write finds its parent gone
-    (NotFound) and is made again, recreating it."""
-    for left in range(tries - 1, -1, -1):
-        try:
-            store.write_bytes(path, data)
-            return
-        except NotFound:
-            if not left:
-                raise
 
 
 def end_driver(store: Store, job_uuid: str) -> None:

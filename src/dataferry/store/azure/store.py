@@ -22,6 +22,7 @@ import fsspec
 
 from ...errors import AlreadyExists, AmbiguousOutcome, NotADirectory, NotFound, StoreError
 from .. import paths
+from ..base import not_empty
 from ..fsspec.store import FsspecStore
 from ..pool import parallel_map
 from ..types import Capabilities, FileStatus, Op, PendingUpload
@@ -167,9 +168,7 @@ class AzureStore(FsspecStore):
             lambda: [b.name for b in container.list_blobs(name_starts_with=inside)],
         )
         if below and not recursive:
-            raise StoreError(
-                f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
-            )
+            raise not_empty(self.full_url(path), path)
 
         def batch_deleted(batch: list[str]) -> bool:
             answers = self._call(

@@ -21,6 +21,8 @@ check and the operation are two steps: a link swapped in between them is not cau
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import stat as stat_mod
 import threading
@@ -41,7 +43,7 @@ from ...errors import (
 )
 from ...extras import missing_dependency
 from .. import paths
-from ..base import Store, read_capped, record_too_large
+from ..base import Store, not_empty, read_capped, record_too_large
 from ..local import nofollow
 from ..local.store import LOCAL_CAPABILITIES, LocalStore
 from ..oserrors import exists_refusal, from_os_error
@@ -70,6 +72,7 @@ PROTOCOL_CAPABILITIES: dict[str, Capabilities] = {
     "local": _LOCAL_THROUGH_FSSPEC,
 }
 _LOCAL_PROTOCOLS = ("file", "local")
+log = logging.getLogger("dataferry.store")
 
 _LOCKS: dict[str, threading.Lock] = {}
 
@@ -321,14 +324,37 @@ class FsspecStore(Store):
         full = self._abs(path)
         if not self.fs.exists(full):
             return False
-        if self.fs.isdir(full):
-            if not recursive and self.fs.ls(full):
-                raise StoreError(
-                    f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
-                )
+        if not self.fs.isdir(full):
+            self.fs.rm_file(full)
+        elif recursive:
             self.fs.rm(full, recursive=True)
         else:
-            self.fs.rm_file(full)
+            return self._delete_empty_dir(path, full)
+        return True
+
+    def _delete_empty_dir(self, path: str, full: str) -> bool:
+        """Remove a directory only while it holds nothing. A check that it is empty followed
+        by a recursive delete would take along a file written between the two (another
+        job's record in a shared directory such as `_dataferry/`): on a local disk the
+        operating system's rmdir refuses, in one step, a directory that is not empty; where
+        directories are only names (object stores, memory) nothing below it is ever deleted,
+        only its own marker, if the file system keeps one."""
+        if self._local:
+            try:
+                os.rmdir(full)
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise not_empty(self.full_url(path), path) from None
+                raise
+            return True
+        if self.fs.ls(full):
+            raise not_empty(self.full_url(path), path)
+        try:
+            self.fs.rmdir(full)  # memory's pseudo-directory; a no-op where none are kept
+        except OSError as e:  # a marker refused: never a reason to delete more
+            log.debug("delete %s: its marker stays (%s)", self.full_url(path), e)
         return True
 
     def _rename(self, src: str, dst: str) -> None:

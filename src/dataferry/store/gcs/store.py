@@ -31,6 +31,7 @@ from fsspec import asyn
 from ...errors import AlreadyExists, NotFound, StoreError
 from ...extras import missing_dependency
 from .. import paths
+from ..base import not_empty
 from ..fsspec.store import FsspecStore
 from ..types import Capabilities, FileStatus, PendingUpload
 from .sessions import CHUNK, SessionMark, Sessions
@@ -135,11 +136,18 @@ class GcsStore(FsspecStore):
     def _delete(self, path: str, recursive: bool) -> bool:
         full = self._abs(path)
         if self._is_dir(path):
-            if not recursive and self._list(path):
-                raise StoreError(
-                    f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
-                )
-            self.fs.rm(full, recursive=True)
+            if recursive:
+                self.fs.rm(full, recursive=True)
+                return True
+            # only the empty directory's own `dir/` object: a recursive delete after the check
+            # would take along an object written between the two (another job's record)
+            if self._list(path):
+                raise not_empty(self.full_url(path), path)
+            try:
+                self.fs.rm_file(full + "/")
+            except FileNotFoundError:
+                pass  # no marker: the directory was only the name of what was below it
+            self.fs.invalidate_cache()
             return True
         try:
             self.fs.rm_file(full)

@@ -37,7 +37,7 @@ from ...errors import (
     StoreError,
 )
 from .. import paths
-from ..base import Store, read_capped, record_too_large
+from ..base import Store, not_empty, read_capped, record_too_large
 from ..oserrors import from_os_error
 from ..types import Capabilities, FileStatus, Op
 from . import files as lf
@@ -309,8 +309,7 @@ class LocalStore(Store):
     def _delete_error(self, e: OSError, path: str) -> StoreError:
         if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
             return self._translate(e, path, "delete")
-        message = f"delete {self.full_url(path)}: directory not empty (recursive=False)"
-        return StoreError(message, path)
+        return not_empty(self.full_url(path), path)
 
     def _rename(self, src: str, dst: str) -> None:
         what = f"rename {self.full_url(src)} to {self.full_url(dst)}"
@@ -497,4 +496,4 @@ class LocalStore(Store):
                 fd, pfd, tmp, lambda: self._publish(pfd, tmp, name, overwrite, path, "write")
             )
 
-        return self._op(Op.WRITE, path, _open)
+        return self._making_parents(self._op, Op.WRITE, path, _open)

@@ -31,7 +31,7 @@ from ...errors import (
     StoreError,
 )
 from .. import paths
-from ..base import Store, read_capped, record_too_large
+from ..base import Store, not_empty, read_capped, record_too_large
 from ..types import Capabilities, FileStatus, Op, PendingUpload
 from . import dirs
 from .client import _CURRENT, client_spec, s3_client
@@ -293,9 +293,7 @@ class S3Store(Store):
             return True
         keys = [o["Key"] for o in self._keys_under(path)]
         if not recursive and any(k != self._dir_prefix(path) for k in keys):
-            raise StoreError(
-                f"delete {self.full_url(path)}: directory not empty (recursive=False)", path
-            )
+            raise not_empty(self.full_url(path), path)
         self._delete_keys(keys, path, directory=True)  # also an emptied directory's entry
         return bool(keys)
 

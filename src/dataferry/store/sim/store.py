@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from ...errors import AlreadyExists, ConfigError, NotFound, StoreError
+from ...errors import AlreadyExists, ConfigError, NotFound
 from .. import paths
-from ..base import Store
+from ..base import Store, not_empty
 from ..pacing import Pacer, TokenBucket
 from ..types import FileStatus, Op, PendingUpload
 from ..wrapping import WrappingStore
@@ -220,9 +220,7 @@ class SimStore(WrappingStore):
         recursive delete, as on S3 (a bucket's uploads are not objects)."""
         entries = self._visible(self.inner.list(""), "")
         if entries and not recursive:
-            raise StoreError(
-                f"delete {self.full_url('')}: directory not empty (recursive=False)", ""
-            )
+            raise not_empty(self.full_url(""), "")
         deleted = False
         for e in entries:
             deleted = self.inner.delete(e.path, recursive=e.is_dir) or deleted
