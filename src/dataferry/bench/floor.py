@@ -67,9 +67,10 @@ def measure_store_floor(store: Store, files: int, file_size: int, threads: int) 
 
 
 def floor_kind(location: str) -> str | None:
-    """Where the floor is measured: "local" disk, the "store" itself (a server's URL: hdfs://,
-    gs://, abfs://), or None for a model or S3 (their bounds come from the request count)."""
-    if location.startswith(("sim:", "s3://", "s3a://")):
+    """Where the floor is measured: "local" disk, the "store" itself (a server's URL: s3://,
+    hdfs://, gs://, abfs://: there the copies and deletes a copy-based commit would send, or
+    its renames), or None for a model (its bound comes from the request count)."""
+    if location.startswith("sim:"):
         return None
     if "://" in location and not location.startswith("file://"):
         return "store"
