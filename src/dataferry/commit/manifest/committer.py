@@ -232,7 +232,9 @@ class ManifestCommitter(Committer):
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         plan: ManifestPlan = intent.payload
         loaded = self._loaded(ctx, plan)
-        loaded.check_size()  # before anything moves: a damaged entries file changes nothing
+        # checked by `check_intent` just before (finish_commit), before anything moved: a
+        # damaged entries file changes nothing. Nothing since has touched the job's directory.
+        loaded.size_checked = True
         ctx.pool.for_each(ctx.store.delete, plan.replace_files, adaptive=True)
         # a replaced data set took the directories the tasks saw with it: create them all
         dirs = create_directories(ctx, loaded.directories, force=bool(intent.replace))

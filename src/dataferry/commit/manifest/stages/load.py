@@ -44,6 +44,8 @@ class LoadedManifests:
     task_attempts: dict[str, int] = field(default_factory=dict)  # attempt -> its files
     entries_bytes: int | None = None  # the entries file's size as written (None: not known)
     closing: Future[None] | None = None  # the entries file's close, still under way
+    # the size was checked just now (the intent's check): the next `batches` need not ask
+    size_checked: bool = False
 
     def written(self) -> None:
         """Wait until the entries file is closed (its close may run beside other work)."""
@@ -62,7 +64,10 @@ class LoadedManifests:
         if self.files == 0:
             return
         source = self.scratch.full_url(self.entries_path)
-        self.check_size()
+        if self.size_checked:
+            self.size_checked = False  # once: a later reading checks afresh
+        else:
+            self.check_size()
         size = max(1, min(256, self.files // (threads * 8)))
         count = 0
         with self.scratch.open_read(self.entries_path) as f:
