@@ -47,6 +47,10 @@ class _NameNodeLike(WrappingStore):
         self._note("stat", path)
         return super()._stat(path)
 
+    def open_read(self, path):
+        self._note("open", path)
+        return super().open_read(path)
+
     def _read(self, path, max_bytes=None):
         self._note("read", path)
         return super()._read(path, max_bytes)
@@ -169,3 +173,25 @@ def test_the_emptied_records_directory_is_listed_once(tmp_path):
     lists = [c[1] for c in store.of("list") if c[1].startswith("_dataferry")]
     assert sorted(lists) == ["_dataferry", "_dataferry/drivers"], lists
     assert not store.exists("_dataferry")
+
+
+@pytest.mark.parametrize("threads", [1, 8])
+def test_the_renames_read_the_entries_kept_not_the_file(tmp_path, threads):
+    """The process that wrote the entries file renames from the lines it kept as it wrote
+    them: the file is not read back (on HDFS an open at the NameNode and a read from a
+    DataNode before the first rename)."""
+    store = _NameNodeLike(open_store(str(tmp_path / "out")))
+    _commit(store, threads)
+    assert not [c for c in store.of("read") if c[1].endswith(ENTRIES_NAME)], store.of("read")
+    assert not [c for c in store.of("open") if c[1].endswith(ENTRIES_NAME)]
+
+
+def test_entries_beyond_the_kept_size_are_read_back_from_the_file(tmp_path, monkeypatch):
+    """A job whose entries outgrow what is kept reads them back from its entries file, as a
+    commit finished from its record does."""
+    from dataferry.commit.manifest.stages import load
+
+    monkeypatch.setattr(load, "KEEP_ENTRIES_BYTES", 100)
+    store = _NameNodeLike(open_store(str(tmp_path / "out")))
+    _commit(store)
+    assert [c for c in store.of("open") if c[1].endswith(ENTRIES_NAME)]
