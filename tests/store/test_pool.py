@@ -86,3 +86,21 @@ def test_adaptive_runs_cpu_bound_work_inline_and_waiting_work_on_the_pool():
     with IOPool(4) as pool:
         pool.for_each(waits, range(20), adaptive=True)
         assert pool.last_mode == "pool"
+
+
+def test_a_pool_that_does_not_sample_sends_adaptive_work_to_its_threads_at_once():
+    """`sample=False` (a store whose every call waits on a server: HDFS's NameNode): even
+    work that looks CPU-bound goes to the threads from the first call, none of it inline.
+    Sampled, the first 20 ms run one call at a time: at 1,000 renames on HDFS, some twenty of
+    them in series before the rest go in parallel."""
+    me = threading.get_ident()
+    seen = []
+
+    def busy(_):
+        seen.append(threading.get_ident())
+        sum(i * i for i in range(20_000))
+
+    with IOPool(4, sample=False) as pool:
+        pool.for_each(busy, range(20), adaptive=True)
+        assert pool.last_mode == "pool"
+    assert len(seen) == 20 and me not in seen

@@ -9,7 +9,9 @@ inline and are timed; if most of their wall time was this thread's own CPU time 
 Python can ask, so threads would only contend (for the GIL, and for the kernel's rename lock on
 local disks) and the rest runs inline too. If it was mostly waiting, the rest goes to the pool.
 Time the thread spent runnable but waiting for a CPU (other processes on a busy machine; Linux's
-schedstat tells it) is not waiting for the store, and is left out of the wall time.
+schedstat tells it) is not waiting for the store, and is left out of the wall time. A pool made
+with `sample=False` (for a store whose every call waits on a server: `remote_calls`) knows the
+answer already and sends everything to its threads from the first call.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ R = TypeVar("R")
 class IOPool:
     """A reusable bounded thread pool (use as a context manager, or call `close`)."""
 
-    def __init__(self, threads: int, name: str = "dataferry-io") -> None:
+    def __init__(self, threads: int, name: str = "dataferry-io", sample: bool = True) -> None:
         self.threads = max(1, int(threads))
+        self.sample = sample  # False: `adaptive` calls go to the threads at once
         self._executor = (
             ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix=name)
             if self.threads > 1
@@ -64,7 +67,7 @@ class IOPool:
         self, fn: Callable[[T], R], items: Iterable[T], adaptive: bool = False
     ) -> Iterator[tuple[int, R]]:
         source = enumerate(items)
-        if self._executor is not None and adaptive:
+        if self._executor is not None and adaptive and self.sample:
             wall = cpu = 0.0
             while wall < SAMPLE_S:  # one call at least, more while they are quick
                 item = next(source, None)

@@ -109,6 +109,14 @@ class Capabilities:
     # a DataNode reports the file's last block, and the client retries half a second later):
     # a job commit writes its records ahead, beside its other work, and renames them in place
     slow_close: bool = False
+    # every operation is a request the caller waits for a server to answer (HDFS's NameNode):
+    # parallel I/O pays from the first call, so the I/O pool sends at once what it would
+    # otherwise first sample one at a time (`IOPool`'s `adaptive`)
+    remote_calls: bool = False
+    # a recursive delete is one request the server carries out whole (HDFS: one NameNode
+    # call for a directory and all below it): a job's directory goes in one call, not task
+    # attempt by task attempt
+    tree_delete: bool = False
 
     def as_dict(self) -> dict[str, bool]:
         return asdict(self)

@@ -97,7 +97,7 @@ def commit_job(
             decided = True
             result = finish_commit(committer, ctx, job, intent)
             if held is not None:
-                held.release()
+                held.release(tidy=False)  # end_driver removes the emptied `_dataferry`
             end_driver(ctx.store, job.job_uuid)
     except Exception as e:
         if ahead is not None:
@@ -161,7 +161,7 @@ def _finish_again(
     try:
         result = finish_commit(committer, ctx, job, intent)
         if held is not None:
-            held.release()
+            held.release(tidy=False)  # end_driver removes the emptied `_dataferry`
         end_driver(ctx.store, job.job_uuid)
     except Exception:
         return None

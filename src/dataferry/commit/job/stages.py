@@ -86,14 +86,25 @@ def replace_existing(ctx: StageContext, job_dir: str, intent: Intent) -> int:
 @stage("job_stage_save_success_marker", "save_success")
 def save_success(ctx: StageContext, job_dir: str, data: bytes) -> str:
     """Replace `_SUCCESS` in one step: renamed into place where rename is atomic, else one PUT
-    (atomic on object stores)."""
-    ctx.fence(f"writing {SUCCESS_FILE}")
-    if ctx.store.capabilities.atomic_file_rename:
+    (atomic on object stores). Where each call is a server's round trip (`remote_calls`) the
+    hidden copy in the job's directory is written while the claim is checked (the check
+    guards the rename that readers see, not a file no reader looks at)."""
+    caps = ctx.store.capabilities
+    step = f"writing {SUCCESS_FILE}"
+    if caps.atomic_file_rename:
         tmp = paths.join(job_dir, f"{SUCCESS_FILE}.tmp")
-        ctx.store.write_bytes(tmp, data)
+        if caps.remote_calls and ctx.pool.threads > 1:
+            ctx.pool.for_each(
+                lambda call: call(),
+                [lambda: ctx.store.write_bytes(tmp, data), lambda: ctx.fence(step)],
+            )
+        else:
+            ctx.fence(step)
+            ctx.store.write_bytes(tmp, data)
         ctx.store.delete(SUCCESS_FILE)
         ctx.store.rename(tmp, SUCCESS_FILE)
     else:
+        ctx.fence(step)
         ctx.store.write_bytes(SUCCESS_FILE, data)
     return SUCCESS_FILE
 

@@ -91,6 +91,8 @@ class ManifestCommitter(Committer):
     def __init__(self, store: Store, config: ManifestConfig) -> None:
         super().__init__(store, config)
         self._prepared: dict[str, LoadedManifests] = {}  # job uuid -> loaded before the claim
+        # job uuid -> the entries file's lines as this process wrote them (its plan's own)
+        self._kept: dict[str, list[bytes]] = {}
 
     def layout_of(self, job: JobContext) -> JobLayout:
         return JobLayout.of(job)
@@ -182,6 +184,8 @@ class ManifestCommitter(Committer):
         if loaded is None:
             loaded = self._load(ctx, messages)
         loaded.written()
+        if loaded.kept is not None:
+            self._kept[job.job_uuid] = loaded.kept
         # overwrite replaces everything visible, a partition overwrite each partition written:
         # nothing already there can be in the way
         replace = [] if job.mode in REPLACING_MODES else check_existing_files(ctx, loaded)
@@ -232,7 +236,14 @@ class ManifestCommitter(Committer):
     def apply_commit(self, ctx: StageContext, job: JobContext, intent: Intent) -> Applied:
         plan: ManifestPlan = intent.payload
         loaded = self._loaded(ctx, plan)
-        loaded.check_size()  # before anything moves: a damaged entries file changes nothing
+        # checked by `check_intent` just before (finish_commit), before anything moved: a
+        # damaged entries file changes nothing. Nothing since has touched the job's directory.
+        loaded.size_checked = True
+        # this process wrote the entries file of this very plan: its renames read the lines it
+        # kept, not the file (a commit finished from its record reads the file)
+        kept = self._kept.pop(job.job_uuid, None)
+        if not ctx.resumed:
+            loaded.kept = kept
         ctx.pool.for_each(ctx.store.delete, plan.replace_files, adaptive=True)
         # a replaced data set took the directories the tasks saw with it: create them all
         dirs = create_directories(ctx, loaded.directories, force=bool(intent.replace))
@@ -272,6 +283,7 @@ class ManifestCommitter(Committer):
             ctx.pool.close()
 
     def commit_failed(self, ctx: StageContext, job: JobContext, error: BaseException) -> None:
+        self._kept.pop(job.job_uuid, None)
         loaded = self._prepared.pop(job.job_uuid, None)
         if loaded is not None:  # the commit stopped before its plan: let the close end first
             try:

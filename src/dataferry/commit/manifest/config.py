@@ -18,7 +18,8 @@ class ManifestConfig:
     delete_target_files: `mapreduce.manifest.committer.delete.target.files` (False): delete a
         file already at a rename's destination (skipped for directories this job created).
     cleanup_parallel_delete: `mapreduce.manifest.committer.cleanup.parallel.delete` (True):
-        delete task attempt directories in parallel before the job directory.
+        delete task attempt directories in parallel before the job directory (not where the
+        store deletes a tree in one request, `tree_delete`: HDFS deletes the job directory whole).
     cleanup_skipped: `mapreduce.fileoutputcommitter.cleanup.skipped` (False).
     cleanup_failures_ignored: `mapreduce.fileoutputcommitter.cleanup-failures.ignored` (False).
     mark_successful_jobs: `mapreduce.fileoutputcommitter.marksuccessfuljobs` (True).

@@ -212,7 +212,8 @@ class CommitterHooks(ABC):
         return StageContext(
             store=self.store,
             stats=self.stats,
-            pool=IOPool(threads),
+            # a server's round trips: parallel from the first call, no inline sample
+            pool=IOPool(threads, sample=not self.store.capabilities.remote_calls),
             job_id=str(job.job_id),
             config=self.config,
             layout=self.layout_of(job),

@@ -105,10 +105,11 @@ def end_driver(store: Store, job_uuid: str) -> None:
         beat.end()
     try:
         store.delete(driver_path(job_uuid))
-        store.delete_if_empty(DRIVERS_DIR)
-        store.delete_if_empty(CLAIM_DIR)
     except StoreError as e:
         log.debug("removing driver record of %s: %s", job_uuid, e)
+    # emptied (or left empty by a claim released without tidying): removed all the same
+    store.delete_if_empty(DRIVERS_DIR)
+    store.delete_if_empty(CLAIM_DIR)
 
 
 def abandon_driver(store: Store, job_uuid: str) -> None:

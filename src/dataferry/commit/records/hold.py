@@ -190,13 +190,16 @@ class HeldClaim:
             state.generation == self.claim.generation or state.generation in self.fenced
         )
 
-    def release(self) -> None:
-        """The commit finished (or was rolled back): free the destination."""
+    def release(self, tidy: bool = True) -> None:
+        """The commit finished (or was rolled back): free the destination. `tidy=False`: the
+        caller removes the emptied `_dataferry` itself (a job commit does, once its driver
+        record is gone too, instead of listing it twice)."""
         self.stop_heartbeat()
         self._remove_fences()  # (first: a claim left behind is taken over; a fence is not)
         if self._ours():
             self.store.delete(CLAIM_FILE, recursive=True)
-        remove_empty_claim_dir(self.store)
+        if tidy:
+            remove_empty_claim_dir(self.store)
 
     def abandon(self) -> None:
         """The commit failed after its intent was saved: keep the destination held, but let

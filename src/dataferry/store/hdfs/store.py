@@ -40,6 +40,8 @@ HDFS_CAPABILITIES = Capabilities(
     native_append=False,  # HDFS appends, but a file's lease outlives a close: rewrites instead
     native_positional_write=False,
     slow_close=True,  # a written file's close waits for the DataNode's block report
+    remote_calls=True,  # each operation is a NameNode (or DataNode) round trip
+    tree_delete=True,  # delete(recursive) is one NameNode call for the whole tree
 )
 
 

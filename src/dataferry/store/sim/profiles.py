@@ -60,6 +60,9 @@ class SimProfile:
             # HDFS and ABFS (ADLS Gen2) append to a file; object stores rewrite it whole
             native_append=self.rename != "copy",
             native_positional_write=False,  # none of the modelled stores writes in place
+            # a namespace (HDFS, ADLS Gen2) deletes a tree in one request (`_delete` charges
+            # one); a flat namespace lists and deletes object by object
+            tree_delete=atomic,
         )
 
 

@@ -3,7 +3,9 @@
 Task attempt directories go first, in parallel (a single recursive delete of a large tree can
 time out on object stores); then the job directory; then `_temporary` itself only if it is
 empty, so that other jobs writing to the same destination are left alone (Hadoop deletes all of
-`_temporary`, which is why it cannot run two jobs into one destination).
+`_temporary`, which is why it cannot run two jobs into one destination). Where the store deletes
+a tree in one request (`tree_delete`: HDFS's NameNode, one call whatever the tree holds), the
+job directory is deleted in that one call, attempts and all: nothing is listed first.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ def cleanup(ctx: StageContext, statistic: str = "job_stage_cleanup") -> CleanupO
 def _run(ctx: StageContext) -> CleanupOutcome:
     if ctx.config.cleanup_skipped:
         return CleanupOutcome.DISABLED
+    if ctx.store.capabilities.tree_delete:
+        return _delete_tree(ctx)
     if not ctx.store.exists(ctx.layout.job_dir):
         _remove_empty_pending_dir(ctx)
         return CleanupOutcome.NOTHING_TO_CLEAN_UP
@@ -53,6 +57,18 @@ def _run(ctx: StageContext) -> CleanupOutcome:
             raise
         return CleanupOutcome.FAILURE
     return outcome
+
+
+def _delete_tree(ctx: StageContext) -> CleanupOutcome:
+    """The job's directory in one request (the store deletes the tree whole)."""
+    try:
+        deleted = ctx.store.delete(ctx.layout.job_dir, recursive=True)
+        _remove_empty_pending_dir(ctx)
+    except StoreError:
+        if not ctx.config.cleanup_failures_ignored:
+            raise
+        return CleanupOutcome.FAILURE
+    return CleanupOutcome.DELETED if deleted else CleanupOutcome.NOTHING_TO_CLEAN_UP
 
 
 def _remove_empty_pending_dir(ctx: StageContext) -> None:

@@ -5,13 +5,15 @@ Manifests are loaded in parallel on the I/O pool, validated, checked for paths t
 outside `_temporary`), and their file entries are streamed to an entries file in the job's own
 directory, where the intent record points and a resumed commit reads them: memory holds at
 most one manifest per I/O thread plus a hash per destination (to reject two tasks writing the
-same file, naming both: `owners.py`), not the whole job's file list.
+same file, naming both: `owners.py`), not the whole job's file list. A small job's entries
+(up to KEEP_ENTRIES_BYTES) are also kept as written, for its own renames to read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import repeat
@@ -28,6 +30,10 @@ from ..layout import PENDING_DIR
 from .owners import DestinationOwners
 
 ENTRIES_FILE = "entries.jsonl"
+# the entries a job commit keeps in memory as it writes them, up to this many bytes: its own
+# renames then read them from there, not back from the store (two round trips, one of them to
+# a DataNode on HDFS); a larger job streams them back from the file
+KEEP_ENTRIES_BYTES = 1024 * 1024
 Batch = tuple[str, list[FileEntry]]  # a task attempt id and some of its entries
 
 
@@ -44,6 +50,10 @@ class LoadedManifests:
     task_attempts: dict[str, int] = field(default_factory=dict)  # attempt -> its files
     entries_bytes: int | None = None  # the entries file's size as written (None: not known)
     closing: Future[None] | None = None  # the entries file's close, still under way
+    # the size was checked just now (the intent's check): the next `batches` need not ask
+    size_checked: bool = False
+    # the entries file's lines as this process wrote them (None: not kept, read the file)
+    kept: list[bytes] | None = None
 
     def written(self) -> None:
         """Wait until the entries file is closed (its close may run beside other work)."""
@@ -62,11 +72,17 @@ class LoadedManifests:
         if self.files == 0:
             return
         source = self.scratch.full_url(self.entries_path)
-        self.check_size()
+        if self.size_checked:
+            self.size_checked = False  # once: a later reading checks afresh
+        else:
+            self.check_size()
         size = max(1, min(256, self.files // (threads * 8)))
         count = 0
-        with self.scratch.open_read(self.entries_path) as f:
-            for number, line in enumerate(f, 1):
+        with contextlib.ExitStack() as stack:
+            lines: Iterable[bytes] = self.kept if self.kept is not None else ()
+            if self.kept is None:
+                lines = stack.enter_context(self.scratch.open_read(self.entries_path))
+            for number, line in enumerate(lines, 1):
                 attempt, entries = parse_entries_line(line, source, number)
                 count += len(entries)
                 for start in range(0, len(entries), size):
@@ -134,10 +150,10 @@ def load_manifests(
     close_beside: bool = False,
 ) -> LoadedManifests:
     """Load the manifest of each committed task (task id -> the attempt the driver says
-    committed it), streaming its entries to `entries_path` in `scratch`. `close_beside`: the
-    entries file is closed on a thread of its own (a slow close: `LoadedManifests.written`
-    waits for it)."""
-    loaded = LoadedManifests(scratch, entries_path)
+    committed it), streaming its entries to `entries_path` in `scratch` (and keeping them,
+    up to KEEP_ENTRIES_BYTES, in `kept`). `close_beside`: the entries file is closed on a
+    thread of its own (a slow close: `LoadedManifests.written` waits for it)."""
+    loaded = LoadedManifests(scratch, entries_path, kept=[])
     task_of = {attempt: task for task, attempt in committed.items()}
     owners = DestinationOwners(
         lambda attempt: [f.dest for f in read_checked(ctx, task_of[attempt], attempt).files],
@@ -164,6 +180,10 @@ def load_manifests(
             if manifest.files:
                 sink.write(line + b"\n")
                 written += len(line) + 1
+                if loaded.kept is not None:
+                    loaded.kept.append(line)
+                    if written > KEEP_ENTRIES_BYTES:
+                        loaded.kept = None  # too many to hold: read back from the file
 
     try:
         ctx.pool.for_each(load_one, sorted(committed.items()), adaptive=True)

@@ -75,14 +75,21 @@ class _AttemptSweeper:
     the renames still going (on one background thread; inline where the pool is, so the
     crash-point harness sees one fixed order): the cleanup stage then has little left. An
     attempt that wrote into many partitions leaves as many empty directories to remove: on a
-    local disk each rmdir waits on the journal (more threads only contend for it)."""
+    local disk each rmdir waits on the journal (more threads only contend for it).
+
+    Where the store deletes a tree in one request (`tree_delete`: HDFS) nothing is swept: the
+    cleanup stage's one delete of the job's directory takes every attempt's with it, and the
+    attempts' deletes would only queue on the NameNode's lock beside the renames."""
 
     def __init__(self, ctx: StageContext, counts: dict[str, int]) -> None:
         self.ctx, self.left, self._lock = ctx, dict(counts), threading.Lock()
-        self._background = ThreadPoolExecutor(1) if ctx.pool.threads > 1 else None
+        self.off = ctx.store.capabilities.tree_delete
+        self._background = ThreadPoolExecutor(1) if ctx.pool.threads > 1 and not self.off else None
         self._pending: list[Future[Any]] = []
 
     def moved(self, attempt: str, files: int) -> None:
+        if self.off:
+            return
         with self._lock:
             self.left[attempt] = left = self.left.get(attempt, 0) - files
         if left != 0:
