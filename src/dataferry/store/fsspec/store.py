@@ -39,15 +39,15 @@ from ...errors import (
     DataferryError,
     NotADirectory,
     NotFound,
-    StoreError,
 )
 from ...extras import missing_dependency
 from .. import paths
 from ..base import Store, not_empty, read_capped, record_too_large
 from ..local import nofollow
 from ..local.store import LOCAL_CAPABILITIES, LocalStore
-from ..oserrors import exists_refusal, from_os_error
+from ..oserrors import exists_refusal
 from ..types import Capabilities, FileStatus, Op
+from .filesystems import is_local_disk, protocol_of, protocols_of, remove_quietly, store_error
 
 _LOCAL_THROUGH_FSSPEC = replace(
     LOCAL_CAPABILITIES, native_append=False, native_positional_write=False
@@ -79,17 +79,6 @@ _LOCKS: dict[str, threading.Lock] = {}
 
 def _lock_for(url: str) -> threading.Lock:
     return _LOCKS.setdefault(url, threading.Lock())
-
-
-def protocol_of(fs: AbstractFileSystem) -> str:
-    """A file system's main protocol name (`fs.protocol` is a name or a tuple of aliases)."""
-    protocol = fs.protocol
-    return protocol if isinstance(protocol, str) else protocol[0]
-
-
-def protocols_of(fs: AbstractFileSystem) -> tuple[str, ...]:
-    protocol = fs.protocol
-    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
 
 
 class FsspecStore(Store):
@@ -143,7 +132,7 @@ class FsspecStore(Store):
         super().__init__(root_url, caps)
         self._lock = _lock_for(self.url)
         # a local disk: links are refused and whole-file writes renamed into place
-        self._local = _is_local_disk(fs)
+        self._local = is_local_disk(fs)
         self._disk: LocalStore | None = None
         if self._local:
             # the user's link, resolved once (and kept so when pickled)
@@ -251,11 +240,11 @@ class FsspecStore(Store):
                 return False
             return True
         except BaseException:
-            _remove_quietly(tmp)
+            remove_quietly(tmp)
             raise
         finally:
             if not overwrite:  # the link is the file now; an os.replace took the name away
-                _remove_quietly(tmp)
+                remove_quietly(tmp)
 
     def _write_local(self, path: str, data: bytes, overwrite: bool, what: str) -> bool:
         """A whole-file write to a local disk: links refused, complete or absent."""
@@ -449,35 +438,6 @@ class FsspecStore(Store):
             raise
         except (ValueError, NotImplementedError, TypeError):
             return super()._create_if_absent(path, data)
-
-
-def _remove_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def _is_local_disk(fs: AbstractFileSystem) -> bool:
-    """fsspec's LocalFileSystem, or pyarrow's wrapped by fsspec (ArrowFSWrapper): paths are the
-    operating system's."""
-    if isinstance(fs, LocalFileSystem):
-        return True
-    inner = getattr(fs, "fs", None)
-    return type(inner).__name__ == "LocalFileSystem" and type(inner).__module__.startswith(
-        "pyarrow"
-    )
-
-
-def store_error(e: BaseException, what: str, path: str) -> StoreError | None:
-    """A file system's exception as dataferry's; None for one that is not an I/O failure
-    (a bug, an interrupt), which is left to propagate."""
-    msg = f"{what}: {e}"
-    if isinstance(e, OSError):
-        return from_os_error(e, msg, path)
-    if type(e).__module__.startswith("pyarrow"):  # ArrowInvalid and the like
-        return StoreError(msg, path)
-    return None
 
 
 def _rebuild(
