@@ -247,3 +247,32 @@ def test_an_instant_another_job_completed_since_the_listing_is_not_taken(tmp_pat
     assert got > taken and len(listings) == 2
     assert not store.exists(instants.record_path(taken))  # the record at T removed again
     assert instants.record_of(store, got)["job_uuid"] == "f" * 32
+
+
+def test_a_rollbacks_instant_is_reserved_as_a_jobs_is(tmp_path, monkeypatch):
+    """Cleanup rolls a dead job back while another job has just reserved instant T, and the
+    rollback's listing of the timeline is from before that: the rollback's instant is not T
+    (its reservation loses the create), and its reservation is gone once its `.rollback` is
+    made. Were the rollback's instant only computed, `T.rollback` and `T.commit` would
+    share one time on the timeline."""
+    from dataferry.commit.table.hudi import instants
+
+    url = str(tmp_path / "t")
+    write(url, data(3))
+    store = open_store(url)
+    live = instants.reserve_instant(store, "e" * 32, "job_live")  # a live job's instant
+    monkeypatch.setattr(timeline, "utc_now", lambda: timeline.parse_instant(live))
+    real, calls = instants.timeline_instants, []
+
+    def stale_first(s):
+        calls.append(1)
+        return [i for i in real(s) if i != live] if len(calls) == 1 else real(s)
+
+    monkeypatch.setattr(instants, "timeline_instants", stale_first)
+    committer = committer_by_name("hudi", store)
+    r = committer.format.fresh_instant()
+    assert r > live and instants.record_of(store, live)["job_uuid"] == "e" * 32
+    from dataferry.commit.table.hudi.rollback import roll_back_instant
+
+    roll_back_instant(store, "20000101000000000", ["day=d0/gone.parquet"], 0.0, lambda: r)
+    assert store.exists(f".hoodie/{r}.rollback") and not store.exists(f".hoodie/.temp/{r}")

@@ -57,7 +57,7 @@ from ..layout import partition_dir
 from ..transact import commit_exactly_once
 from .avro_meta import fastavro
 from .config import HudiConfig, instant_of
-from .instants import hold_instant, reserve_instant, timeline_instants
+from .instants import hold_instant, reserve_instant
 from .keys import check_key_type
 from .meta import (
     check_meta_input,
@@ -85,7 +85,6 @@ from .timeline import (
     base_file_name,
     commit_metadata,
     file_id,
-    next_instant,
     operation_of_mode,
     parse_base_file_name,
     partition_metadata,
@@ -137,7 +136,9 @@ class HudiFormat(HudiTableState, TableFormat):
         return None
 
     def fresh_instant(self) -> str:
-        return next_instant(timeline_instants(self.store))
+        """A rollback's instant, reserved as a job's is (its record names no job: no
+        leftover); `roll_back_instant` releases it once its `.rollback` is made."""
+        return reserve_instant(self.store, "", "rollback")
 
     def commits_without_claim(self, job: JobContext) -> bool:
         """An insert or a bulk insert (new file groups only: `instants.py`) commits without
