@@ -276,3 +276,45 @@ def test_a_rollbacks_instant_is_reserved_as_a_jobs_is(tmp_path, monkeypatch):
 
     roll_back_instant(store, "20000101000000000", ["day=d0/gone.parquet"], 0.0, lambda: r)
     assert store.exists(f".hoodie/{r}.rollback") and not store.exists(f".hoodie/.temp/{r}")
+
+
+def test_a_job_refused_at_setup_gives_its_instant_back(tmp_path):
+    """A job in mode `error` into a table that exists is refused at its setup, after its
+    instant was reserved: the reservation is removed, nothing of the job is left. Were it
+    kept, the table would hold a job record no job will ever finish or roll back."""
+    from dataferry.errors import DestinationError
+
+    url = str(tmp_path / "t")
+    write(url, data(3))
+    committer = make_committer("hudi", url, mode="error", **INSERT)
+    job = committer.new_job()
+    assert open_store(url).exists(f".hoodie/.temp/{job.config.instant}")
+    with pytest.raises(DestinationError):
+        committer.setup_job(job)
+    assert not open_store(url).exists(".hoodie/.temp")
+    assert ids_of(url) == [0, 1, 2]
+
+
+def test_a_jobs_own_instant_is_no_dead_job_to_look_for(tmp_path):
+    """A job (its id given, as engines give it: no look for dead jobs when it is made) set
+    up on a table no other job is writing takes no claim, not even for a look for dead jobs
+    (its own reserved instant is the only one there): the claim's file is never created.
+    Were the job's own reservation taken for another's, every setup would take the
+    destination's claim, and a driver dying in that look would leave it behind."""
+    from dataferry.ids import new_job_id
+
+    url = str(tmp_path / "t")
+    write(url, data(3))
+    claims = FaultRule(
+        action="callback",
+        kinds=frozenset({Op.CREATE_IF_ABSENT}),
+        path_glob="_dataferry/claim.json",
+        callback=lambda *_: None,
+        times=-1,
+    )
+    committer = make_committer("hudi", open_store(url, faults=[claims]), mode="append", **INSERT)
+    job = committer.new_job(new_job_id())
+    committer.setup_job(job)
+    assert claims.fired == 0
+    committer.abort_job(job)
+    assert not open_store(url).exists(".hoodie/.temp")

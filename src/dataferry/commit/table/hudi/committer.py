@@ -58,6 +58,7 @@ from ..transact import commit_exactly_once
 from .avro_meta import fastavro
 from .config import HudiConfig, instant_of
 from .instants import hold_instant, reserve_instant
+from .jobs import InstantJobs
 from .keys import check_key_type
 from .meta import (
     check_meta_input,
@@ -364,30 +365,14 @@ class HudiFormat(HudiTableState, TableFormat):
     # --- rollback ------------------------------------------------------------------------------
 
 
-class HudiCommitter(TableCommitter):
+class HudiCommitter(InstantJobs, TableCommitter):
     """The table committer holding a `HudiFormat`, with Hudi's marker layout: the job's
     markers under its instant (`.hoodie/.temp/<instant>`), files named by file id, write
-    token and instant, and a job rolled back as Hudi rolls back an instant."""
+    token and instant, and a job rolled back as Hudi rolls back an instant; its jobs'
+    instants taken and given back around their setup (`jobs.py`)."""
 
     format_class = HudiFormat
     format: HudiFormat
-
-    def new_job(self, job_id: Any = None, attempt: int = 0) -> JobContext:
-        """A new job (no id given) first recovers the table's dead jobs, then takes its
-        instant: as Hudi rolls failed writes back before it makes a new instant time, so a
-        recovery's `.rollback` sorts before the commit that follows it (a recovery run in
-        setup, after the instant was taken, would sort after it)."""
-        if job_id is None:
-            self.clean_dead_jobs()
-        job = super().new_job(job_id, attempt)
-        self._cleaned = job_id is None  # its setup need not look again (its own instant's
-        return job  # record is there now: a look would take the claim for nothing)
-
-    def clean_dead_jobs(self) -> None:
-        if getattr(self, "_cleaned", False):
-            self._cleaned = False
-            return
-        super().clean_dead_jobs()
 
     def job_dir(self, job: JobContext) -> str:
         return f"{TEMP}/{instant_of(job)}"
