@@ -62,7 +62,7 @@ def test_a_committer_not_registered_is_skipped(monkeypatch):
 
 
 def test_concurrent_appenders_land_every_commit():
-    formats = ("delta", *_iceberg())
+    formats = ("delta", *_iceberg(), "hudi")
     spec = ConcurrencySpec(processes=2, commits=2, rows=50, formats=formats, peers=False)
     data = run_concurrency_bench(spec)
     assert not data["failed"], data["failed"]

@@ -28,13 +28,15 @@ def run(tmp_path, name: str, faults: tuple[str, ...]) -> list:
     [
         ("delta", "crash_before_commit", "A crashed, B committed"),
         ("iceberg", "lost_answer", "A committed, B committed"),
+        ("hudi", "crash_before_commit", "A crashed, B committed"),
+        ("hudi", "lost_answer", "A committed, B committed"),
     ],
 )
 def test_racing_appenders_land_once_without_the_claim(tmp_path, monkeypatch, name, fault, outcome):
     """Both appenders commit with the destination's claim made impossible to take (were either
     to wait on it, it would fail and the scenario would say so), A's death before its
-    transaction is finished by cleanup while B commits (Delta), and A's lost answer is not
-    committed twice (Iceberg): 0 problems."""
+    transaction is finished by cleanup while B commits (Delta, Hudi), and A's lost answer is
+    not committed twice (Iceberg, Hudi): 0 problems."""
 
     def no_claim(*_a, **_k):
         raise AssertionError("a claimless append took the destination's claim")

@@ -1,7 +1,7 @@
 """`dataferry bench table --concurrency`: `processes` processes (spawned: deltalake panics in a
-forked child) each make `commits` small append commits into one Delta table and into one
-Iceberg table through dataferry's committers, at once; the tables are then read with
-deltalake and pyiceberg: commits landed of those expected, rows found of those expected. Beside
+forked child) each make `commits` small append commits into one Delta table, one Iceberg
+table and one Hudi table through dataferry's committers, at once; the tables are then read
+with deltalake, pyiceberg and hudi-rs: commits landed of those expected, rows found of those expected. Beside
 each, the format's own appends from as many processes (`write_deltalake(mode="append")`,
 pyiceberg's `Table.append`), run right after dataferry's on a table of their own: their lost
 commits are raised to their callers and counted as errors."""
@@ -28,6 +28,10 @@ from .write import Progress, _check_names, _failure, _Steps
 
 # the formats whose commits the bench can count through their own library (PEERS' versions)
 COUNTABLE = tuple(f for f in FORMATS if f in PEERS and PEERS[f].versions is not None)
+# what each format's appenders add to the bench's committer options: Hudi's appends are
+# inserts (each commit's order ids are its own), which commit without the destination's
+# claim; its default, an upsert, looks keys up in the table under the claim
+APPEND_OPTIONS: dict[str, dict[str, Any]] = {"hudi": {"operation": "insert"}}
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,12 @@ class _Table:
 
     def __init__(self, fmt: str, dest: str, catalog: dict[str, str], peer: bool) -> None:
         self.fmt, self.dest, self.catalog = fmt, dest, catalog
-        self.keywords = {"peer": catalog} if peer else committer_keywords(fmt, catalog)(dest)
+        if peer:
+            self.keywords: dict[str, Any] = {"peer": catalog}
+        else:
+            self.keywords = committer_keywords(fmt, catalog)(dest)
+            options = {**self.keywords["committer_options"], **APPEND_OPTIONS.get(fmt, {})}
+            self.keywords["committer_options"] = options
         self.setting = Setting(
             catalog, ("day",), HUDI_OPTIONS["record_key"], HUDI_OPTIONS["table_name"]
         )
@@ -216,7 +225,13 @@ def run_concurrency_bench(
                 )
                 steps.drop(2 if spec.peers else 1)
                 continue
-            for peer in (False, True) if spec.peers else (False,):
+            own_writer = spec.peers and PEERS[fmt].writer is not None
+            if spec.peers and not own_writer:
+                skipped.append(
+                    {"writer": fmt, "group": "concurrency", "reason": PEERS[fmt].no_writer}
+                )
+                steps.drop(1)
+            for peer in (False, True) if own_writer else (False,):
                 who = PEERS[fmt].writer if peer else "dataferry"
                 steps(f"{fmt}, {who}: {spec.processes} processes x {spec.commits} appends")
                 try:
@@ -240,6 +255,8 @@ def run_concurrency_bench(
             "the table is made first by one commit of its own, not counted as landed; its "
             "rows are in rows expected",
             "iceberg: a SQL catalog on SQLite shared by the processes",
+            "hudi: inserts (operation='insert'), each job its own instant; commits counted "
+            "as hudi-rs's completed instants",
             "the format's own appends (deltalake's write_deltalake, pyiceberg's Table.append) "
             "run right after dataferry's, on a table of their own; a commit they lose is "
             "raised to its caller and counted in errors (dataferry retries and lands it)",

@@ -209,6 +209,13 @@ def _hudi_read(dest: str, setting: Setting) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
+def _hudi_versions(dest: str, setting: Setting) -> int:
+    """The commits in the table: its completed instants, as hudi-rs's timeline lists them."""
+    from hudi import HudiTableBuilder
+
+    return len(HudiTableBuilder.from_base_uri(dest).build().get_timeline().get_completed_commits())
+
+
 def _iceberg_rows(dest: str) -> int:
     """Rows of the Iceberg table at `dest`, through pyiceberg's scan of its newest metadata
     file (whichever catalog made it)."""
@@ -268,6 +275,7 @@ PEERS: dict[str, FormatPeers] = {
             options=lambda dest, s: {"table_name": s.table_name, "record_key": s.record_key},
             readers=(Reader("hudi-rs", _hudi_read),),
             rows=_hudi_rows,
+            versions=_hudi_versions,
             no_writer="no Python writer to compare with (hudi-rs reads Hudi tables, it does "
             "not write them)",
         ),

@@ -40,7 +40,7 @@ def bench_table(
     concurrency: bool = typer.Option(
         False,
         "--concurrency",
-        help="Instead: processes appending at once to one Delta and one Iceberg table.",
+        help="Instead: processes appending at once to one Delta, one Iceberg and one Hudi table.",
     ),
     processes: int = typer.Option(None, help="Appending processes (--concurrency; default 10)."),
     commits: int = typer.Option(

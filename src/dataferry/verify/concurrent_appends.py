@@ -78,8 +78,8 @@ def claimless(committer: str, url: str, options: dict[str, Any]) -> bool:
         made = recovery_committer(committer, quiet_store(url), "append", options)
     except DataferryError:  # no append (or not on this store): nothing to race
         return False
-    asks = getattr(getattr(made, "format", None), "commits_without_claim", None)
-    return callable(asks) and bool(asks(made.new_job()))
+    asks = getattr(made, "claimless_jobs", None)
+    return callable(asks) and bool(asks())
 
 
 @dataclass

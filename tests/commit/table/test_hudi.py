@@ -160,7 +160,7 @@ def test_a_crash_before_the_intent_is_rolled_back_by_the_next_job(tmp_path):
     path = tmp_path / "t"
     write(rows(4), str(path))
     crash = FaultRule(
-        action="crash", when="before", kinds=frozenset({Op.CREATE_IF_ABSENT}), path_glob=CLAIM
+        action="crash", when="before", kinds=frozenset({Op.WRITE}), path_glob="*_commit_intent*"
     )
     with pytest.raises(InjectedCrash):
         write(rows(5, start=50), open_store(str(path), faults=[crash]))

@@ -129,6 +129,12 @@ class TableCommitter(DirectCommitter):
         claimless = self.format.commits_without_claim(job)
         return job.claim and not (claimless and job.driver_recorded)
 
+    def claimless_jobs(self) -> bool:
+        """Whether this committer's jobs, as its options make them, commit without the
+        destination's claim; asked of a job context made for the question alone (the
+        format's preparation of a job, Hudi's reserved instant, is not made)."""
+        return self.format.commits_without_claim(super().new_job())
+
     def setup_job(self, job: JobContext) -> None:
         self.format.before_setup(job)
         check_destination(self.store)

@@ -57,6 +57,8 @@ from ..layout import partition_dir
 from ..transact import commit_exactly_once
 from .avro_meta import fastavro
 from .config import HudiConfig, instant_of
+from .instants import hold_instant, reserve_instant
+from .jobs import InstantJobs
 from .keys import check_key_type
 from .meta import (
     check_meta_input,
@@ -77,8 +79,6 @@ from .rollback import (
 from .state import HudiTableState
 from .timeline import (
     COMPLETED_ACTIONS,
-    HOODIE,
-    JOB_RECORD,
     JOB_UUID_KEY,
     PROPERTIES,
     TEMP,
@@ -86,8 +86,6 @@ from .timeline import (
     base_file_name,
     commit_metadata,
     file_id,
-    instant_of_name,
-    next_instant,
     operation_of_mode,
     parse_base_file_name,
     partition_metadata,
@@ -112,6 +110,7 @@ class HudiFormat(HudiTableState, TableFormat):
     markers_root = TEMP
     permanent_entries = (".hoodie",)  # the table's own timeline
     plan_type = HudiPlan
+    appends_without_claim = True  # inserts: each job's own instant, created if absent
 
     def __init__(self, committer: FormatHost) -> None:
         super().__init__(committer)
@@ -121,8 +120,13 @@ class HudiFormat(HudiTableState, TableFormat):
 
     def prepare_job(self, job: JobContext) -> JobContext:
         """The job, with its instant in its config: the one the store names for this job
-        uuid (recovery), else a new one later than every instant; the meta-column options."""
-        instant = self.config.instant or self.find_instant(job.job_uuid) or self.fresh_instant()
+        uuid (recovery), else a new one later than every instant, reserved for this job
+        (`instants.py`); the meta-column options."""
+        instant = (
+            self.config.instant
+            or self.find_instant(job.job_uuid)
+            or reserve_instant(self.store, job.job_uuid, str(job.job_id))
+        )
         meta = meta_options(self.properties(), self.config.record_key)
         return replace(job, config=replace(self.config, instant=instant, **meta))
 
@@ -132,13 +136,19 @@ class HudiFormat(HudiTableState, TableFormat):
                 return d.name
         return None
 
-    def timeline_instants(self) -> list[str]:
-        found = [instant_of_name(e.name) for e in self.store.list_or_empty(HOODIE)]
-        found += [e.name for e in self.store.list_or_empty(TEMP) if instant_of_name(e.name + ".")]
-        return [i for i in found if i]
-
     def fresh_instant(self) -> str:
-        return next_instant(self.timeline_instants())
+        """A rollback's instant, reserved as a job's is (its record names no job: no
+        leftover); `roll_back_instant` releases it once its `.rollback` is made."""
+        return reserve_instant(self.store, "", "rollback")
+
+    def commits_without_claim(self, job: JobContext) -> bool:
+        """An insert or a bulk insert (new file groups only: `instants.py`) commits without
+        the claim. An upsert keeps it: its merge rewrites the file groups holding its keys,
+        and two upserts of one group must not both land; Hudi makes its check of the file
+        groups and the instant's completion one step under a lock provider, and the claim
+        is that lock here (the check and the create are two store operations)."""
+        operation = getattr(job.config, "write_operation", "upsert")
+        return super().commits_without_claim(job) and operation in ("insert", "bulk_insert")
 
     # --- before the job ------------------------------------------------------------------------
 
@@ -202,10 +212,7 @@ class HudiFormat(HudiTableState, TableFormat):
         instant = instant_of(job)
         if any(self.store.exists(timeline_file(instant, a)) for a in COMPLETED_ACTIONS):
             raise CommitError(f"job {job.job_id}: instant {instant} is already completed")
-        record = {"job_uuid": job.job_uuid, "job_id": str(job.job_id), "instant": instant}
-        self.store.create_if_absent(
-            f"{TEMP}/{instant}/{JOB_RECORD}", json.dumps(record).encode("utf-8")
-        )
+        hold_instant(self.store, instant, job.job_uuid, str(job.job_id))
         if self._input_known or self.config.partition_fields is not None:
             self.create_table(self.config.partition_fields or self.committer.partition_by, None)
         action, operation = operation_of_mode(job.mode, job.config.write_operation)
@@ -358,22 +365,14 @@ class HudiFormat(HudiTableState, TableFormat):
     # --- rollback ------------------------------------------------------------------------------
 
 
-class HudiCommitter(TableCommitter):
+class HudiCommitter(InstantJobs, TableCommitter):
     """The table committer holding a `HudiFormat`, with Hudi's marker layout: the job's
     markers under its instant (`.hoodie/.temp/<instant>`), files named by file id, write
-    token and instant, and a job rolled back as Hudi rolls back an instant."""
+    token and instant, and a job rolled back as Hudi rolls back an instant; its jobs'
+    instants taken and given back around their setup (`jobs.py`)."""
 
     format_class = HudiFormat
     format: HudiFormat
-
-    def new_job(self, job_id: Any = None, attempt: int = 0) -> JobContext:
-        """A new job (no id given) first recovers the table's dead jobs, then takes its
-        instant: as Hudi rolls failed writes back before it makes a new instant time, so a
-        recovery's `.rollback` sorts before the commit that follows it (a recovery run in
-        setup, after the instant was taken, would sort after it)."""
-        if job_id is None:
-            self.clean_dead_jobs()
-        return super().new_job(job_id, attempt)
 
     def job_dir(self, job: JobContext) -> str:
         return f"{TEMP}/{instant_of(job)}"

@@ -15,6 +15,7 @@ from ....errors import CommitError, NotFound, StoreError
 from ....ids import parse_task_attempt_id
 from ....store import IOPool, Store, paths
 from ...direct.deletion import remove_empty_parents
+from .instants import release
 from .timeline import (
     COMPLETED_ACTIONS,
     JOB_RECORD,
@@ -70,6 +71,7 @@ def roll_back_instant(
     store.create_if_absent(
         timeline_file(r, "rollback"), rollback_metadata(r, instant, deleted, took, action)
     )
+    release(store, r)  # its reservation (`instants.py`): the timeline names it now
     log.warning(
         "Hudi table %s: rolled back %s %s (%d files deleted) as %s.rollback",
         store.full_url(),

@@ -65,8 +65,11 @@ def utc_now() -> dt.datetime:
 
 
 def next_instant(existing: Iterable[str], now: dt.datetime | None = None) -> str:
-    """The current UTC time as an instant, made strictly later than every instant given."""
+    """The current UTC time as an instant, made strictly later than every instant given
+    (compared at the instant's millisecond: a time later within the latest one's millisecond
+    is that instant again)."""
     when = now or utc_now()
+    when = when.replace(microsecond=when.microsecond // 1000 * 1000)
     latest = max((parse_instant(i) for i in existing), default=None)
     if latest is not None and when <= latest:
         when = latest + dt.timedelta(milliseconds=1)
