@@ -58,7 +58,6 @@ from ..transact import commit_exactly_once
 from .avro_meta import fastavro
 from .config import HudiConfig, instant_of
 from .keys import check_key_type
-from .metadata import table as metadata_table
 from .meta import (
     check_meta_input,
     data_schema,
@@ -67,6 +66,7 @@ from .meta import (
     meta_options,
     populates_meta_fields,
 )
+from .metadata import table as metadata_table
 from .plan import HudiPlan, HudiTablePlan
 from .rollback import (
     delete_untracked_of_instant,

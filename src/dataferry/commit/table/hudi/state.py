@@ -15,8 +15,8 @@ from ....store import Store, paths
 from ..layout import partition_dir
 from ..location import table_location
 from .config import HudiConfig
-from .metadata.table import keepable
 from .meta import record_key_fields
+from .metadata.table import keepable
 from .plan import SliceFacts
 from .timeline import (
     COMPLETED_ACTIONS,
