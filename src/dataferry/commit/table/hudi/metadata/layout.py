@@ -72,7 +72,8 @@ def group_index(key: str, count: int) -> int:
     for ch in key:
         h = (31 * h + ord(ch)) & 0xFFFFFFFF
     h = h - (1 << 32) if h >= 1 << 31 else h
-    return abs(abs(h) % count) if h != -(1 << 31) else abs(-(1 << 31) % count)
+    a = h if h == -(1 << 31) else abs(h)  # Java's Math.abs leaves Integer.MIN_VALUE negative
+    return abs(a) % count  # Java's remainder takes the dividend's sign; abs drops it again
 
 
 def properties_bytes(table_name: str, checksum: int) -> bytes:
