@@ -25,7 +25,7 @@ from typing import Any
 
 from ..avro_meta import fastavro
 
-MAGIC = b"#HUDI#"
+BLOCK_MAGIC = b"#HUDI#"
 FORMAT_VERSION = 1
 AVRO_DATA_BLOCK = 3
 AVRO_BLOCK_VERSION = 3
@@ -61,7 +61,7 @@ def avro_data_block(instant: str, schema: Mapping[str, Any], records: Iterable[d
         + content
         + _map({})
     )
-    block = MAGIC + struct.pack(">q", len(rest) + 8) + rest
+    block = BLOCK_MAGIC + struct.pack(">q", len(rest) + 8) + rest
     return block + struct.pack(">q", len(block))
 
 
@@ -71,7 +71,7 @@ HEAD_BYTES = 6 + 8 + 4 + 4 + 4 + 4 + 4 + 17  # up to a 17-digit instant, the hea
 def block_instant(head: bytes) -> str | None:
     """The instant of a log file's first block from its first `HEAD_BYTES` bytes (None: not a
     block whose header starts with its instant)."""
-    if len(head) < HEAD_BYTES or head[:6] != MAGIC:
+    if len(head) < HEAD_BYTES or head[:6] != BLOCK_MAGIC:
         return None
     count, key, length = struct.unpack_from(">iii", head, 22)
     if count < 1 or key != INSTANT_TIME or length != 17:
