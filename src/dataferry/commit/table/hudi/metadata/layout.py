@@ -43,10 +43,11 @@ def parse_base(name: str) -> tuple[str, str] | None:
     return (m[1], m[3]) if m else None
 
 
-def file_groups(names: Iterable[str], compacted: set[str]) -> dict[str, tuple[str, int]]:
+def file_groups(names: Iterable[str], completed: set[str]) -> dict[str, tuple[str, int]]:
     """Per file group of a partition's listing: the base instant of its latest slice (the
-    latest of its log files' bases and of its base files written by a completed compaction,
-    `compacted`) and the highest log version on that base (0: none yet)."""
+    latest of its log files' bases and of its base files written by a completed instant,
+    Hudi's initialization or a compaction) and the highest log version on that base (0:
+    none yet)."""
     bases: dict[str, set[str]] = {}
     logs: list[tuple[str, str, int]] = []
     for name in names:
@@ -55,7 +56,7 @@ def file_groups(names: Iterable[str], compacted: set[str]) -> dict[str, tuple[st
             logs.append(log)
             bases.setdefault(log[0], set()).add(log[1])
         base = parse_base(name)
-        if base is not None and base[1] in compacted:
+        if base is not None and base[1] in completed:
             bases.setdefault(base[0], set()).add(base[1])
     out = {}
     for fid, found in bases.items():

@@ -89,16 +89,17 @@ def completed(store: Store, instant: str) -> bool:
     return store.exists(_deltacommit(instant, "deltacommit"))
 
 
-def _compactions(store: Store) -> set[str]:
-    found = store.list_or_empty(TIMELINE)
-    return {e.name[: -len(".commit")] for e in found if e.name.endswith(".commit")}
+def _completed_instants(store: Store) -> set[str]:
+    """The metadata table's completed instants (its deltacommits and compactions)."""
+    found = [e.name.split(".") for e in store.list_or_empty(TIMELINE)]
+    return {n[0] for n in found if len(n) == 2 and n[1] in ("deltacommit", "commit")}
 
 
 def _append(store: Store, part: str, instant: str, records: list[dict[str, Any]]) -> list[dict]:
     """The records as one Avro block per file group (Hudi's routing by key), each in a new
     log file on the group's latest slice; the write stats of each."""
     names = [e.name for e in store.list_or_empty(f"{ROOT}/{part}")]
-    groups = file_groups(names, _compactions(store)) or {first_file_id(part): (INIT_INSTANT, 0)}
+    groups = file_groups(names, _completed_instants(store)) or {first_file_id(part): (INIT_INSTANT, 0)}
     fids = sorted(groups)
     routed: dict[str, list[dict[str, Any]]] = {}
     for r in records:
