@@ -225,3 +225,18 @@ def test_the_facts_give_no_record_for_a_column_without_bounds():
         )
         == "20240101000000000"
     )
+
+
+def test_new_log_files_go_on_the_latest_slice():
+    """After Hudi compacts a file group (an HFile base at the compaction's instant), new log
+    files start that slice: broken (a log file on the older base), Hudi's readers ignore it
+    and the files it lists."""
+    names = [
+        ".files-0000-0_00000000000000010.log.1_0-0-0",
+        ".files-0000-0_00000000000000010.log.2_0-0-0",
+        "files-0000-0_0-81-123_20240101000000000001.hfile",
+        "files-0000-0_0-9-9_20240102000000000001.hfile",  # a compaction not completed
+    ]
+    done = {layout.INIT_INSTANT, "20240101000000000001"}
+    assert layout.file_groups(names, done) == {"files-0000-0": ("20240101000000000001", 0)}
+    assert layout.file_groups(names[:2], done) == {"files-0000-0": (layout.INIT_INSTANT, 2)}

@@ -99,7 +99,9 @@ def _append(store: Store, part: str, instant: str, records: list[dict[str, Any]]
     """The records as one Avro block per file group (Hudi's routing by key), each in a new
     log file on the group's latest slice; the write stats of each."""
     names = [e.name for e in store.list_or_empty(f"{ROOT}/{part}")]
-    groups = file_groups(names, _completed_instants(store)) or {first_file_id(part): (INIT_INSTANT, 0)}
+    groups = file_groups(names, _completed_instants(store)) or {
+        first_file_id(part): (INIT_INSTANT, 0)
+    }
     fids = sorted(groups)
     routed: dict[str, list[dict[str, Any]]] = {}
     for r in records:
