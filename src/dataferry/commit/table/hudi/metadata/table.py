@@ -70,12 +70,16 @@ def create(store: Store, table_name: str, database: str) -> None:
     for part in KEPT:
         text = f"#partition metadata\ncommitTime={INIT_INSTANT}\npartitionDepth=1\n"
         store.create_if_absent(f"{ROOT}/{part}/{PARTITION_METADATA}", text.encode())
+    _pending(store, INIT_INSTANT)
     _complete(store, INIT_INSTANT, {}, "INSERT")
 
 
-def _complete(store: Store, instant: str, stats: dict[str, Any], operation: str) -> None:
+def _pending(store: Store, instant: str) -> None:
     for suffix in ("deltacommit.requested", "deltacommit.inflight"):
         store.create_if_absent(_deltacommit(instant, suffix), b"")
+
+
+def _complete(store: Store, instant: str, stats: dict[str, Any], operation: str) -> None:
     meta = {
         "partitionToWriteStats": stats,
         "compacted": False,
@@ -147,8 +151,7 @@ def write_instant(
     `<instant>.deltacommit`, completed; nothing if it is already."""
     if completed(store, instant):
         return
-    store.create_if_absent(_deltacommit(instant, "deltacommit.requested"), b"")
-    store.create_if_absent(_deltacommit(instant, "deltacommit.inflight"), b"")
+    _pending(store, instant)
     by_part: dict[str, dict[str, int]] = {}
     located = []
     for f in facts:
