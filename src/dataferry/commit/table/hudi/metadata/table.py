@@ -99,13 +99,13 @@ def _completed_instants(store: Store) -> set[str]:
     return {n[0] for n in found if len(n) == 2 and n[1] in ("deltacommit", "commit")}
 
 
-def _append(store: Store, part: str, instant: str, records: list[dict[str, Any]]) -> list[dict]:
+def _append(
+    store: Store, part: str, instant: str, records: list[dict[str, Any]], done: set[str]
+) -> list[dict]:
     """The records as one Avro block per file group (Hudi's routing by key), each in a new
     log file on the group's latest slice; the write stats of each."""
     names = [e.name for e in store.list_or_empty(f"{ROOT}/{part}")]
-    groups = file_groups(names, _completed_instants(store)) or {
-        first_file_id(part): (INIT_INSTANT, 0)
-    }
+    groups = file_groups(names, done) or {first_file_id(part): (INIT_INSTANT, 0)}
     fids = sorted(groups)
     routed: dict[str, list[dict[str, Any]]] = {}
     for r in records:
@@ -159,12 +159,13 @@ def write_instant(
         by_part.setdefault(part, {})[paths.name(f.path)] = f.size
         located.append((part, f))
     stats: dict[str, Any] = {}
+    done = _completed_instants(store)
     if FILES in partitions and by_part:
-        stats[FILES] = _append(store, FILES, instant, file_list_records(by_part))
+        stats[FILES] = _append(store, FILES, instant, file_list_records(by_part), done)
     if COLUMN_STATS in partitions and schema is not None:
         records = all_column_stats(located, schema)
         if records:
-            stats[COLUMN_STATS] = _append(store, COLUMN_STATS, instant, records)
+            stats[COLUMN_STATS] = _append(store, COLUMN_STATS, instant, records, done)
     _complete(store, instant, stats, "UPSERT_PREPPED")
     log.info("Hudi metadata table: deltacommit %s with %d files", instant, len(facts))
 
