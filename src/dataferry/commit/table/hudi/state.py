@@ -133,10 +133,11 @@ class HudiTableState:
             url = self.store.full_url()
             raise DestinationError(
                 f"Hudi table {url} has a metadata table (hoodie.table.metadata.partitions="
-                f"{indexed}), which lists its files for Hudi's readers and of which dataferry "
-                "keeps only the `files` and `column_stats` partitions: Spark would not see dataferry's rows. Nothing was written. Turn it "
-                "off on the table first (a Hudi write or `hudi-cli` with "
-                "hoodie.metadata.enable=false removes it), then write again"
+                f"{indexed}), which lists its files for Hudi's readers; dataferry keeps only "
+                "one with the `files` and `column_stats` partitions, on storage: Spark would "
+                "not see dataferry's rows. Nothing was written. Turn the others off on the "
+                "table first (a Hudi write or `hudi-cli` with hoodie.metadata.enable=false "
+                "removes the metadata table), then write again"
             )
 
     def completed_of(self, instant: str) -> dict[str, Any] | None:
