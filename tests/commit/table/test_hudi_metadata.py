@@ -5,6 +5,7 @@ files by these records is tests/interop/test_spark_skipping.py."""
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import json
 import struct
@@ -240,3 +241,67 @@ def test_new_log_files_go_on_the_latest_slice():
     done = {layout.INIT_INSTANT, "20240101000000000001"}
     assert layout.file_groups(names, done) == {"files-0000-0": ("20240101000000000001", 0)}
     assert layout.file_groups(names[:2], done) == {"files-0000-0": (layout.INIT_INSTANT, 2)}
+
+
+def listed_by_metadata(table) -> set[str]:
+    """The data files Hudi's reader lists from the metadata table: the `files` records of the
+    blocks whose instant the metadata table completed and the data table completed or rolled
+    back (Hudi reads a rolled-back instant's blocks)."""
+    from dataferry.commit.table.hudi.avro_meta import read_avro_file
+
+    hoodie = table / ".hoodie"
+    valid = set(completed(hoodie, "commit")) | set(completed(hoodie, "replacecommit"))
+    for r in hoodie.glob("*.rollback"):
+        valid.update(read_avro_file(r.read_bytes())["commitsRollback"])
+    valid &= set(completed(table / MDT / ".hoodie", "deltacommit"))
+    listed = set()
+    for instant, r in metadata_records(table).get("files", []):
+        if instant in valid and r["type"] == records.FILE_LIST:
+            part = "" if r["key"] == keys.NON_PARTITIONED else r["key"] + "/"
+            listed.update(part + name for name in r["filesystemMetadata"])
+    return listed
+
+
+def committed_files(table) -> set[str]:
+    hoodie = table / ".hoodie"
+    found = set()
+    for path in hoodie.glob("*.commit"):
+        stats = json.loads(path.read_text())["partitionToWriteStats"]
+        found.update(s["path"] for st in stats.values() for s in st)
+    return found
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_after_a_crash_at_any_metadata_step_and_cleanup_hudi_lists_the_committed_files(
+    tmp_path, when
+):
+    """A crash before or after each step of the job commit that makes the metadata table's
+    files (its pending deltacommit, log files, completed deltacommit) and the data instant's
+    commit, then `dataferry cleanup` and one more
+    job: the files Hudi's reader lists from the metadata table are exactly the committed
+    ones. Broken (a rolled-back instant's blocks left, or a deltacommit completed after the
+    data instant), Hudi lists files no commit has, or misses committed ones."""
+    step = 0
+    while True:
+        table = tmp_path / f"t{step}{when}"
+        write(table, rows(4))
+        seen = [0]
+
+        def at_step(index: int, op: Op, path: str, seen=seen, step=step) -> bool:
+            data_commit = fnmatch.fnmatch(path, ".hoodie/2*.commit")
+            if op != Op.CREATE_IF_ABSENT or not (path.startswith(MDT) or data_commit):
+                return False
+            seen[0] += 1
+            return seen[0] == step + 1
+
+        crash = FaultRule(action="crash", when=when, predicate=at_step)
+        try:
+            write(table, rows(3, start=50), store=open_store(str(table), faults=[crash]))
+        except InjectedCrash:
+            cleanup_destination(open_store(str(table)), older_than_s=0, rollback=True)
+        else:
+            break  # past the last step
+        write(table, rows(2, start=90))
+        assert listed_by_metadata(table) == committed_files(table), f"crash {when} step {step}"
+        step += 1
+    assert step == 6  # requested, inflight, two log files, deltacommit, the data commit
