@@ -1,14 +1,13 @@
 """Spark's data skipping works from the statistics dataferry writes: Delta's `stats` in each add
-action (min/max/null counts), Iceberg's lower/upper bounds in each manifest entry. A table of
+action (min/max/null counts), Iceberg's lower/upper bounds in each manifest entry, Hudi's
+`column_stats` records in its metadata table. A table of
 three appends, one file each (ids 10-15, 20-25, 30-35, every zoo column rising or falling with
 the id), and a filter that only the third file's values can match: Spark's scan must have read
 that one file, counted by the scan node's own metrics after the query ran (Delta's `numFiles`,
 files read after skipping; Iceberg's `resultDataFiles`, files planned after the manifests'
-bounds pruned them), and returned exactly the matching rows.
-
-Hudi has no case here: its data skipping reads the column-stats index of its metadata table,
-which dataferry does not keep (`hoodie.table.metadata.partitions` is empty in what it writes),
-so Hudi's Spark reader lists every file of the partitions a filter keeps.
+bounds pruned them; Hudi's file index, read with the metadata table and data skipping on,
+gives the scan node only the files its column statistics keep: `numFiles` again), and
+returned exactly the matching rows.
 """
 
 from __future__ import annotations
@@ -36,7 +35,9 @@ FILTERS = {
     "ls": "ls >= 'long-31'",
 }
 # the scan node's metric of the files it read after skipping
-FILES_READ = {"delta": "numFiles", "iceberg": "resultDataFiles"}
+FILES_READ = {"delta": "numFiles", "iceberg": "resultDataFiles", "hudi": "numFiles"}
+# Hudi's reader lists files from the metadata table and skips by its column statistics
+HUDI_READ = {"hoodie.metadata.enable": "true", "hoodie.enable.data.skipping": "true"}
 
 SCAN = """
 df = eval(read).where(condition).select('id')
@@ -55,6 +56,8 @@ def scan(table: SparkTable, condition: str) -> tuple[list[int], list[int]]:
     """(the ids Spark's filtered read returns, the files each scan node of it read)."""
     if table.fmt == "iceberg":
         read = f"spark.table('dataferry.{table.name}')"
+    elif table.fmt == "hudi":
+        read = f"spark.read.format('hudi').options(**{HUDI_READ!r}).load({table.spark_path!r})"
     else:
         read = f"spark.read.format('delta').load({table.spark_path!r})"
     code, metric = SCAN, FILES_READ[table.fmt]
@@ -67,7 +70,7 @@ def clustered(request, spark, tmp_path_factory) -> SparkTable:
     """The format's table of three appends, one file each, unpartitioned."""
     fmt = request.param
     dest = tmp_path_factory.mktemp("skip") / f"skip_{fmt}"
-    table = SparkTable(fmt, dest, spark, partition_by=())
+    table = SparkTable(fmt, dest, spark, partition_by=())  # Hudi: record key `id`
     for start in STARTS:
         table.write(type_zoo(6, start=start).drop_columns(["part"]), "append")
     return table

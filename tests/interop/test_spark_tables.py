@@ -103,10 +103,12 @@ class SparkTable:
             at = {} if version is None else {"snapshot-id": str(version)}
             code = "result = spark.read.options(**at).table(name)"
             return self.spark.run(code, at=at, name=f"dataferry.{self.name}")
+        # Hudi's reader lists the files from the metadata table dataferry keeps
+        listing = {"hoodie.metadata.enable": "true"} if self.fmt == "hudi" else {}
         if version is None:
-            return self.spark.read(self.fmt, self.spark_path)
+            return self.spark.read(self.fmt, self.spark_path, **listing)
         key = "versionAsOf" if self.fmt == "delta" else "as.of.instant"
-        return self.spark.read(self.fmt, self.spark_path, **{key: str(version)})
+        return self.spark.read(self.fmt, self.spark_path, **{key: str(version)}, **listing)
 
     def python_read(self) -> pa.Table:
         return committer_by_name(self.fmt, self.store()).read_rows()

@@ -17,7 +17,6 @@ import pyarrow.compute as pc
 import pytest
 
 import dataferry
-from dataferry.errors import DestinationError
 
 from .test_spark_tables import assert_same
 
@@ -148,32 +147,48 @@ def test_dataferry_upserts_into_a_hudi_table_spark_wrote(spark, tmp_path):
     assert_same(got, want, "hudi upsert")
 
 
-def test_dataferry_refuses_a_hudi_table_with_a_metadata_table(spark, tmp_path):
-    """Spark's Hudi writes a metadata table by default, which lists the table's files for
-    Hudi's readers; dataferry does not keep it. Broken (dataferry committing anyway), Spark's
-    readers would list files from the metadata table and miss dataferry's rows."""
+def test_dataferry_appends_to_a_hudi_table_with_sparks_metadata_table(spark, tmp_path):
+    """Spark's Hudi writes a metadata table by default (its `files` partition, HFile blocks),
+    which lists the table's files for Hudi's readers; dataferry adds its files there in each
+    commit. Broken (dataferry committing without it), Spark's readers list files from the
+    metadata table and miss dataferry's rows."""
     dest = tmp_path / "spark_hudi_mdt"
     hudi_write(spark, dest)
-    first = spark.read("hudi", dest)
+    first = spark.read("hudi", dest, **{"hoodie.metadata.enable": "true"})
     rows = first.select([c for c in first.column_names if not c.startswith("_hoodie_")])
-    with pytest.raises(DestinationError, match="metadata table"):
-        dataferry.write_dataset(
-            with_ids(rows, 100),
-            str(dest),
-            committer="hudi",
-            mode="append",
-            partition_by=["part"],
-            committer_options={"record_key": ["id"], "precombine_field": "v"},
-        )
-    assert_same(spark.read("hudi", dest), first, "hudi table left as Spark wrote it")
+    added = with_ids(rows, 100)
+    dataferry.write_dataset(
+        added,
+        str(dest),
+        committer="hudi",
+        mode="append",
+        partition_by=["part"],
+        committer_options={"record_key": ["id"], "precombine_field": "v"},
+    )
+    got = spark.read("hudi", dest, **{"hoodie.metadata.enable": "true"})
+    assert_same(got, pa.concat_tables([rows, added], promote_options="permissive"), "append")
 
 
-def test_hudis_writer_and_table_services_run_on_a_dataferry_table(spark, tmp_path):
+# Spark's writer without the metadata table (it deletes dataferry's), or with it and its
+# column statistics (it appends HFile blocks to dataferry's file groups and compacts them)
+WRITER_METADATA = {
+    "off": {"hoodie.metadata.enable": "false"},
+    "on": {
+        "hoodie.metadata.enable": "true",
+        "hoodie.metadata.index.column.stats.enable": "true",
+        "hoodie.metadata.compact.max.delta.commits": "2",
+    },
+}
+
+
+@pytest.mark.parametrize("metadata", sorted(WRITER_METADATA))
+def test_hudis_writer_and_table_services_run_on_a_dataferry_table(spark, tmp_path, metadata):
     """dataferry commits twice (a killed job between, rolled back by `dataferry cleanup`);
     Spark's Hudi writer then upserts three times with cleaning and timeline archiving set to
-    run at once; dataferry appends again. Broken (a timeline, properties or partition layout
-    Java Hudi cannot work with), Spark's write fails in its table services, or a reader
-    afterwards loses or duplicates rows."""
+    run at once (with the metadata table: updating dataferry's and compacting it); dataferry
+    appends again. Broken (a timeline, properties, partition layout or metadata table Java
+    Hudi cannot work with), Spark's write fails in its table services, or a reader afterwards
+    loses or duplicates rows."""
     from dataferry.commit.job.cleanup import cleanup_destination
     from dataferry.commit.lookup import committer_by_name
     from dataferry.errors import InjectedCrash
@@ -207,7 +222,7 @@ def test_hudis_writer_and_table_services_run_on_a_dataferry_table(spark, tmp_pat
     services = {
         **HUDI_OPTIONS,
         "hoodie.table.name": "dataferry_hudi",
-        "hoodie.metadata.enable": "false",
+        **WRITER_METADATA[metadata],
         "hoodie.clean.automatic": "true",
         "hoodie.cleaner.commits.retained": "1",
         "hoodie.archive.automatic": "true",
@@ -227,8 +242,13 @@ for i, key in enumerate((1, 101, 201)):
     want = {i: float(i) for i in (0, 2, 3, 20, 21, 22, 23, 30, 31, 32, 33)}
     want.update({1: 50.0, 101: 51.0, 201: 52.0})
     for reader, got in (
-        ("Spark", spark.read("hudi", dest)),
+        ("Spark", spark.read("hudi", dest, **WRITER_METADATA[metadata])),
         ("dataferry", committer_by_name("hudi", open_store(str(dest))).read_rows()),
     ):
         pairs = list(zip(got.column("id").to_pylist(), got.column("v").to_pylist(), strict=True))
         assert sorted(pairs) == sorted(want.items()), reader
+    if metadata == "on":
+        assert list((dest / ".hoodie/metadata/.hoodie").glob("*.commit")), "no compaction ran"
+        skipping = {**WRITER_METADATA[metadata], "hoodie.enable.data.skipping": "true"}
+        got = spark.read("hudi", dest, **skipping).filter(pc.field("v") >= 30.0)
+        assert sorted(got.column("id").to_pylist()) == [1, 30, 31, 32, 33, 101, 201]

@@ -18,8 +18,8 @@ def rows(start: int, n: int = 4) -> pa.Table:
     return pa.table({"id": ids, "day": [f"d{i % 2}" for i in ids], "v": [i / 2 for i in ids]})
 
 
-def write(dest, data, partition_by=("day",), **kw):
-    options = {"record_key": ["id"]}
+def write(dest, data, partition_by=("day",), metadata_table=True, **kw):
+    options = {"record_key": ["id"], "metadata_table": metadata_table}
     return dataferry.write_dataset(
         data, str(dest), committer="hudi", partition_by=list(partition_by),
         committer_options=options, progress=False, **kw,
@@ -34,7 +34,9 @@ def test_every_partition_has_hudis_partition_metadata(tmp_path):
     """Java Hudi (without its metadata table) lists a table's partitions by this file: broken,
     Spark, Trino or Hive read no row of a partition dataferry made."""
     write(tmp_path / "t", rows(0))
-    first = sorted(p.parent.name for p in (tmp_path / "t").rglob(PARTITION_METADATA))
+    found = (tmp_path / "t").rglob(PARTITION_METADATA)
+    # (the metadata table's partitions, under .hoodie, have theirs too)
+    first = sorted(p.parent.name for p in found if ".hoodie" not in p.parts)
     assert first == ["day=d0", "day=d1"]
     meta = metadata_of(tmp_path / "t" / "day=d0" / PARTITION_METADATA)
     instants = sorted(p.name.split(".")[0] for p in (tmp_path / "t/.hoodie").glob("*.commit"))
@@ -50,12 +52,15 @@ def test_a_table_without_partitions_has_it_at_its_root(tmp_path):
     assert metadata_of(tmp_path / "t" / PARTITION_METADATA)["partitionDepth"] == "0"
 
 
-def test_a_table_with_a_metadata_table_is_refused_before_any_write(tmp_path):
-    """Java Hudi's readers list files from the metadata table, which dataferry does not update:
-    broken (dataferry committing anyway), Spark would not see dataferry's rows."""
-    write(tmp_path / "t", rows(0))
+@pytest.mark.parametrize("listed", ["files", "files,record_index"])
+def test_a_metadata_table_dataferry_cannot_keep_is_refused_before_any_write(tmp_path, listed):
+    """Java Hudi's readers list files from the metadata table: one dataferry cannot update (a
+    partition it does not write, or none on storage) is refused; broken (dataferry committing
+    anyway), Spark would not see dataferry's rows."""
+    write(tmp_path / "t", rows(0), metadata_table=False)
     props = tmp_path / "t" / PROPERTIES
-    props.write_text(props.read_text() + "hoodie.table.metadata.partitions=files\n")
+    text = props.read_text().replace("hoodie.table.metadata.partitions=\n", "")
+    props.write_text(text + f"hoodie.table.metadata.partitions={listed}\n")
     before = sorted(p.name for p in (tmp_path / "t").rglob("*") if p.is_file())
     with pytest.raises(DestinationError, match="metadata table"):
         write(tmp_path / "t", rows(10), mode="append")

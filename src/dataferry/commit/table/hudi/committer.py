@@ -68,6 +68,7 @@ from .meta import (
     meta_options,
     populates_meta_fields,
 )
+from .metadata import table as metadata_table
 from .plan import HudiPlan, HudiTablePlan
 from .rollback import (
     delete_untracked_of_instant,
@@ -237,6 +238,9 @@ class HudiFormat(HudiTableState, TableFormat):
         schema = schema if schema is not None else self.committer.input_schema
         schema = file_schema(data_schema(schema)) if schema is not None else None
         create_schema = json.dumps(avro_schema(schema, name)) if schema is not None else ""
+        indexed = metadata_table.KEPT if self.config.metadata_table else ()
+        if indexed:  # before the properties that name it
+            metadata_table.create(self.store, name, self.config.database_name)
         data = properties_bytes(
             name,
             self.config.database_name,
@@ -244,6 +248,7 @@ class HudiFormat(HudiTableState, TableFormat):
             partition_fields,
             self.config.precombine_field,
             create_schema,
+            indexed,
         )
         return self.store.create_if_absent(PROPERTIES, data)
 
@@ -341,6 +346,9 @@ class HudiFormat(HudiTableState, TableFormat):
                 extra["schema"] = self.latest_schema()
             operation = plan.table.operation
             data = commit_metadata(facts, instant, operation, extra, replaced, slices)
+            indexed = metadata_table.kept_partitions(self.properties())
+            if indexed:  # the metadata table's deltacommit completes first
+                metadata_table.write_instant(ctx.store, instant, indexed, facts, schema)
             if not ctx.store.create_if_absent(path, data):
                 found = landed()
                 if found is not None:

@@ -28,6 +28,10 @@ class HudiConfig(TableConfig):
     keyless: write a table without a record key (Hudi's auto-generated keys): only "insert"
         and "bulk_insert" (the default then); without it, a table with no record key is refused.
     table_version: `hoodie.table.version`: 6 (timeline layout 1). database_name: its database.
+    metadata_table: `hoodie.metadata.enable` for a table dataferry makes: keep Hudi's
+        metadata table (`files` and `column_stats`) beside it, as Hudi's writer does by
+        default, so that Hudi's readers list files and skip them by column statistics (a
+        table made without one stays without; one Hudi made is kept if it has only those).
     instant, meta_fields: set by `new_job`: the instant, the meta columns' key form (`meta`).
     """
 
@@ -41,6 +45,7 @@ class HudiConfig(TableConfig):
     keyless: bool = False
     instant: str = ""
     meta_fields: str = ""
+    metadata_table: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -16,6 +16,7 @@ from ....ids import parse_task_attempt_id
 from ....store import IOPool, Store, paths
 from ...direct.deletion import remove_empty_parents
 from .instants import release
+from .metadata import table as metadata_table
 from .timeline import (
     COMPLETED_ACTIONS,
     JOB_RECORD,
@@ -54,13 +55,16 @@ def roll_back_instant(
 ) -> None:
     """Delete the pending instant's timeline files (of whichever action it is) and record
     the rollback; nothing if neither the timeline nor the table held anything of it."""
+    # the metadata table's part first: once `.rollback` names the instant, Hudi's reader
+    # would read the instant's blocks there
+    indexed = metadata_table.roll_back_instant(store, instant)
     action, found = "commit", []
     for a in COMPLETED_ACTIONS:
         mine = [timeline_file(instant, s) for s in reversed(pending_suffixes(a))]
         mine = [p for p in mine if store.exists(p)]
         if mine:
             action, found = a, [*found, *mine]
-    if not found and not deleted:
+    if not found and not deleted and not indexed:
         return  # nothing of the instant on the timeline or in the table
     # the rollback's instant is taken while the instant's own files are still on the
     # timeline (so it sorts after the instant it rolls back, whatever the clock says)

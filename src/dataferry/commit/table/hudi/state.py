@@ -16,6 +16,7 @@ from ..layout import partition_dir
 from ..location import table_location
 from .config import HudiConfig
 from .meta import record_key_fields
+from .metadata.table import keepable
 from .plan import SliceFacts
 from .timeline import (
     COMPLETED_ACTIONS,
@@ -122,19 +123,21 @@ class HudiTableState:
     def check_timeline(self) -> None:
         """Read the table's properties and every completed instant's metadata: damage is
         refused (named) before a job writes, never built upon; so is a table with a
-        metadata table, which dataferry does not keep."""
+        metadata table dataferry cannot keep (partitions other than `files` and
+        `column_stats`, or none on storage)."""
         props = self.properties()
         for _ in self.completed_metadata():
             pass
         indexed = props.get("hoodie.table.metadata.partitions", "")
-        if indexed:
+        if not keepable(self.store, props):
             url = self.store.full_url()
             raise DestinationError(
                 f"Hudi table {url} has a metadata table (hoodie.table.metadata.partitions="
-                f"{indexed}), which lists its files for Hudi's readers and which dataferry does "
-                "not update: Spark would not see dataferry's rows. Nothing was written. Turn it "
-                "off on the table first (a Hudi write or `hudi-cli` with "
-                "hoodie.metadata.enable=false removes it), then write again"
+                f"{indexed}), which lists its files for Hudi's readers; dataferry keeps only "
+                "one with the `files` and `column_stats` partitions, on storage: Spark would "
+                "not see dataferry's rows. Nothing was written. Turn the others off on the "
+                "table first (a Hudi write or `hudi-cli` with hoodie.metadata.enable=false "
+                "removes the metadata table), then write again"
             )
 
     def completed_of(self, instant: str) -> dict[str, Any] | None:

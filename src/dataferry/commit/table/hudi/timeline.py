@@ -189,6 +189,7 @@ def properties_bytes(
     partition_fields: Sequence[str],
     precombine: str,
     create_schema: str,
+    metadata_partitions: Sequence[str] = (),
 ) -> bytes:
     """The table's `hoodie.properties` (version 6, timeline layout 1, copy-on-write)."""
     props: dict[str, str] = {
@@ -205,6 +206,8 @@ def properties_bytes(
         "hoodie.table.keygenerator.class": key_generator(record_key, partition_fields),
         "hoodie.table.timeline.timezone": "UTC",
         "hoodie.archivelog.folder": "archived",
+        "hoodie.table.metadata.partitions": ",".join(sorted(metadata_partitions)),
+        "hoodie.table.metadata.partitions.inflight": "",
     }
     if database:
         props["hoodie.database.name"] = database
