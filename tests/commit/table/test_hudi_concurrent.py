@@ -30,7 +30,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 APPENDERS = 4
 COMMITS = 2
 ROWS = 4
-INSERT = {"table_name": "t", "record_key": "id", "operation": "insert"}
+# inserts into a table without Hudi's metadata table (one that keeps it takes the claim:
+# test_an_insert_into_a_table_keeping_the_metadata_table_takes_the_claim)
+INSERT = {"table_name": "t", "record_key": "id", "operation": "insert", "metadata_table": False}
 
 
 def data(n: int, start: int = 0) -> pa.Table:
@@ -140,7 +142,8 @@ def test_only_an_insert_with_a_driver_record_goes_without_the_claim(tmp_path):
     the claim. Upserts keep it (their merge rewrites file groups another upsert may rewrite
     too), as do overwrites (they replace file groups) and jobs without a driver record."""
     dest = str(tmp_path / "t")
-    for options in (INSERT, {**INSERT, "operation": "bulk_insert"}, {"keyless": True}):
+    keyless = {"keyless": True, "metadata_table": False}
+    for options in (INSERT, {**INSERT, "operation": "bulk_insert"}, keyless):
         c = make_committer("hudi", dest, mode="append", **options)
         job = c.new_job()
         assert c.holds_claim(job) and not c.holds_claim(replace(job, driver_recorded=True))
@@ -154,6 +157,27 @@ def test_only_an_insert_with_a_driver_record_goes_without_the_claim(tmp_path):
         c = make_committer("hudi", dest, mode=mode, **options)
         assert c.holds_claim(replace(c.new_job(), driver_recorded=True)), (mode, options)
         assert not c.claimless_jobs()
+
+
+def test_an_insert_into_a_table_keeping_the_metadata_table_takes_the_claim(tmp_path):
+    """Hudi's metadata table is written by one job at a time (under the claim, as Hudi's own
+    writers hold their lock): Hudi 0.15's log reader stops at the first block of an instant
+    past the metadata table's latest completed one, so an insert whose block followed another
+    job's pending one would not be listed by Spark until that job completed (or, were it
+    dead, until cleanup). A new table made with the metadata table, and an existing one
+    keeping it, both make inserts take the claim; a table without it does not."""
+
+    def claims(dest: str, **options) -> bool:
+        c = make_committer("hudi", dest, mode="append", **{**INSERT, **options})
+        return c.holds_claim(replace(c.new_job(), driver_recorded=True))
+
+    kept = str(tmp_path / "kept")
+    assert claims(kept, metadata_table=True)  # no table yet: the job makes one keeping it
+    write(kept, data(2), metadata_table=True)
+    assert claims(kept) and claims(kept, metadata_table=True)  # the table's say
+    bare = str(tmp_path / "bare")
+    write(bare, data(2))
+    assert not claims(bare, metadata_table=True)  # the table's say
 
 
 def test_an_insert_does_not_wait_on_the_claim_an_upsert_does(tmp_path, monkeypatch):

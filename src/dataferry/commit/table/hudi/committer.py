@@ -147,9 +147,16 @@ class HudiFormat(HudiTableState, TableFormat):
         the claim. An upsert keeps it: its merge rewrites the file groups holding its keys,
         and two upserts of one group must not both land; Hudi makes its check of the file
         groups and the instant's completion one step under a lock provider, and the claim
-        is that lock here (the check and the create are two store operations)."""
+        is that lock here (the check and the create are two store operations). So does every
+        job of a table keeping Hudi's metadata table (or to keep it): Hudi 0.15 stops reading
+        a log at the first block of an instant past the metadata table's latest completed
+        one, which would hide a job's block written after another job's pending one."""
         operation = getattr(job.config, "write_operation", "upsert")
-        return super().commits_without_claim(job) and operation in ("insert", "bulk_insert")
+        if not super().commits_without_claim(job) or operation not in ("insert", "bulk_insert"):
+            return False
+        props = self.properties()
+        keeps = metadata_table.kept_partitions(props) if props else self.config.metadata_table
+        return not keeps
 
     # --- before the job ------------------------------------------------------------------------
 
