@@ -154,7 +154,7 @@ class TableCommitter(DirectCommitter):
             return
         from ..job.sweep import sweep
 
-        report = sweep(self.store)
+        report = sweep(self.store, self.markers_root)
         if report is None:
             return
         for path in (*report.rolled_back, *report.rolled_forward):
