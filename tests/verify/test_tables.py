@@ -66,8 +66,8 @@ def test_a_commit_applied_without_reading_the_log_back_is_reported(monkeypatch):
     abort deletes files the table now references."""
     real = delta.commit_exactly_once
 
-    def never_landed(ctx, what, landed, commit, is_conflict, retries, label=""):
-        return real(ctx, what, lambda: None, commit, is_conflict, retries, label=label)
+    def never_landed(ctx, what, landed, commit, is_conflict, retries, label="", pause=None):
+        return real(ctx, what, lambda: None, commit, is_conflict, retries, label, pause)
 
     monkeypatch.setattr(delta, "commit_exactly_once", never_landed)
     report = verify_crash("delta", select=_table_commit)

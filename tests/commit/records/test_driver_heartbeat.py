@@ -62,3 +62,43 @@ def test_a_driver_record_is_written_though_another_job_empties_the_directory_mea
     record_driver(store, record)
     assert raced and store.exists(driver_path(record.job_uuid))
     end_driver(store, record.job_uuid)
+
+
+def test_one_thread_renews_every_driver_record_of_the_process(tmp_path):
+    """Two jobs' records, each renewed every sixth of its lease, by the process's one heart
+    thread: a job's set-up starts no thread of its own (and its end joins none), which under
+    load cost a scheduling wait each. Broken (a thread per record, or a record the heart
+    forgets), there are two such threads, or a record is never renewed."""
+    store = open_store(str(tmp_path / "dest"), faults=[])
+    records = [
+        Claim(
+            job_id=f"job_{i}", job_uuid=f"u-{i}", committer="manifest", mode="append", lease_s=0.3
+        )
+        for i in (2, 3)
+    ]
+    renewed = {r.job_uuid: threading.Event() for r in records}
+
+    def seen(i, op, path):
+        for uuid, event in renewed.items():
+            if path.endswith(f"{uuid}.json"):
+                event.set()
+
+    for r in records:
+        record_driver(store, r)
+    fault_layer(store).add_rule(
+        FaultRule(
+            action="callback",
+            kinds=frozenset({Op.WRITE}),
+            path_glob=f"{CLAIM_DIR}/drivers/*",
+            callback=seen,
+            times=-1,
+        )
+    )
+    try:
+        assert all(e.wait(10.0) for e in renewed.values()), "a record was never renewed"
+        hearts = [t for t in threading.enumerate() if t.name.startswith("dataferry-driver")]
+        assert len(hearts) == 1, hearts
+    finally:
+        for r in records:
+            end_driver(store, r.job_uuid)
+    assert not store.exists(CLAIM_DIR)

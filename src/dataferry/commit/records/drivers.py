@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ...errors import ClaimLost, StoreError
 from ...store import Store
@@ -34,28 +35,75 @@ log = logging.getLogger("dataferry.commit")
 
 DRIVERS_DIR = f"{CLAIM_DIR}/drivers"
 FENCED = ".fenced"
-_lock = threading.Lock()
+_lock = threading.Condition()  # the beats below, and the heart's wake-up
 BEAT_JOIN_S = 10.0  # a renewal in flight is one small write
 
 
 @dataclass
 class _Beat:
-    """A driver record's heartbeat in this process."""
+    """A driver record's heartbeat in this process: renewed by the process's one heart
+    thread (`_heart`) every sixth of its lease, until `end`."""
 
-    stop: threading.Event
+    store: Store
+    job_uuid: str
+    data: bytes
     generation: str
-    thread: threading.Thread | None = None
+    interval_s: float
+    due: float
+    lock: threading.Lock = field(default_factory=threading.Lock)  # held by a renewal
+    stopped: bool = False
+
+    def renew(self) -> None:
+        """One renewal (see `record_driver`), unless ended; none once the record is gone or
+        fenced."""
+        with self.lock:
+            if self.stopped:
+                return
+            path = driver_path(self.job_uuid)
+            try:
+                if not self.store.exists(path) or self.store.exists(fence_path(self.job_uuid)):
+                    self.stopped = True  # the job ended (perhaps in another process), or fenced
+                    return
+                self.store.write_bytes(path, self.data)
+            except StoreError as e:
+                log.debug("driver heartbeat %s: %s", self.store.full_url(path), e)
+            self.due = time.monotonic() + self.interval_s
 
     def end(self) -> None:
         """Stop renewing, and wait for a renewal in flight: one the process's exit cut off
         would leave its hidden temporary file, and one that lands after the record's removal
         would bring the record back."""
-        self.stop.set()
-        if self.thread is not None and self.thread is not threading.current_thread():
-            self.thread.join(BEAT_JOIN_S)
+        held = self.lock.acquire(timeout=BEAT_JOIN_S)
+        self.stopped = True
+        if held:
+            self.lock.release()
 
 
 _beats: dict[tuple[str, str], _Beat] = {}
+_heart_thread: list[threading.Thread] = []
+
+
+def _heart() -> None:
+    """The process's one heartbeat thread: renews each record when it is due (one thread for
+    every job of the process, started once: a job's set-up and end wait for no thread)."""
+    while True:
+        with _lock:
+            now = time.monotonic()
+            due = [b for b in _beats.values() if not b.stopped and b.due <= now]
+            if not due:
+                soonest = min((b.due for b in _beats.values() if not b.stopped), default=None)
+                _lock.wait(None if soonest is None else soonest - now)
+                continue
+        for beat in due:
+            beat.renew()
+
+
+def _start_heart() -> None:
+    """Start the heart thread unless it runs (under `_lock`; again in a forked child)."""
+    if not _heart_thread or not _heart_thread[0].is_alive():
+        thread = threading.Thread(target=_heart, name="dataferry-drivers", daemon=True)
+        _heart_thread[:] = [thread]
+        thread.start()
 
 
 def driver_path(job_uuid: str) -> str:
@@ -77,24 +125,14 @@ def record_driver(store: Store, record: Claim) -> None:
     """Write this process's driver record for a job (claim-shaped: the job, this process, the
     lease) and renew it every sixth of the lease until `end_driver` (or until it is removed)."""
     job_uuid, lease_s = record.job_uuid, record.lease_s
-    path = driver_path(job_uuid)
-    store.write_bytes(path, record.to_bytes())
-    stop = threading.Event()
-    heartbeat = _Beat(stop, record.generation)
-
-    def beat() -> None:
-        while not stop.wait(lease_s / 6):
-            try:
-                if not store.exists(path) or store.exists(fence_path(job_uuid)):
-                    return  # the job ended (perhaps in another process), or was fenced
-                store.write_bytes(path, record.to_bytes())
-            except StoreError as e:
-                log.debug("driver heartbeat %s: %s", store.full_url(path), e)
-
-    heartbeat.thread = threading.Thread(target=beat, name="dataferry-driver", daemon=True)
+    data = record.to_bytes()
+    store.write_bytes(driver_path(job_uuid), data)  # its directory remade if removed
+    interval = lease_s / 6
+    beat = _Beat(store, job_uuid, data, record.generation, interval, time.monotonic() + interval)
     with _lock:
-        _beats[(store.url, job_uuid)] = heartbeat
-    heartbeat.thread.start()
+        _beats[(store.url, job_uuid)] = beat
+        _start_heart()
+        _lock.notify()
 
 
 def end_driver(store: Store, job_uuid: str) -> None:

@@ -154,12 +154,15 @@ class TableCommitter(DirectCommitter):
 
     def clean_dead_jobs(self) -> None:
         """What the next job does for a dead one: roll back (or finish) the jobs of this table
-        whose drivers are known dead, deleting their marked files (as `dataferry cleanup`)."""
+        whose drivers are known dead, deleting their marked files (as `dataferry cleanup`;
+        the whole cleanup only when the claim or a dead driver asks for it now: `sweep`)."""
         if not self.store.exists(self.markers_root):
             return
-        from ..job.cleanup import cleanup_destination
+        from ..job.sweep import sweep
 
-        report = cleanup_destination(self.store)
+        report = sweep(self.store, self.markers_root)
+        if report is None:
+            return
         for path in (*report.rolled_back, *report.rolled_forward):
             log.warning("table %s: recovered dead job %s", self.store.full_url(), path)
 

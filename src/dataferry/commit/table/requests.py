@@ -6,11 +6,21 @@ landed or can never land (`delta/group.py`, `iceberg/group.py`).
 What a leader may carry is the same for every format: a request is a file anyone who can
 write into the table's storage can write, so it is carried only as its job's own vouched
 intent record has it (`decided_append`, then the format's own comparison of the files).
+
+A job whose request is published and whose try lost to another writer waits for its group's
+outcome (`await_withdrawal`): a leader withdraws every request it carried as soon as its commit
+landed, so the request's disappearance is the answer's signal. In this process the withdrawal
+wakes the waiter at once (a condition); from another process the waiter re-reads only that one
+record, after waits that start at a millisecond and double. Either way the waiter then asks
+the table (its landed check), never trusting the signal alone: a request also disappears when
+its own job withdrew it.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -24,6 +34,12 @@ from ..records.intent import Intent, load_intent
 log = logging.getLogger("dataferry.commit")
 
 R = TypeVar("R")
+
+FIRST_LOOK_S = 0.001  # the first wait before a waiter re-reads its request; each next doubles
+LAST_LOOK_S = 0.05  # up to this
+
+_withdrawn = threading.Condition()
+_withdrawals = [0]  # withdrawals made in this process (each wakes every waiter to look)
 
 
 def publish(store: Store, path: str, data: bytes) -> bool:
@@ -46,10 +62,50 @@ def withdraw(store: Store, directory: str, path: str) -> None:
         store.delete(path)
     except NotFound:
         pass
+    _wake()
     try:
         store.delete_if_empty(directory)
     except StoreError:
         pass
+
+
+def _wake() -> None:
+    with _withdrawn:
+        _withdrawals[0] += 1
+        _withdrawn.notify_all()
+
+
+def await_withdrawal(store: Store, path: str, timeout_s: float) -> bool:
+    """Wait up to `timeout_s` for the request at `path` to be withdrawn (see the module): True
+    as soon as it is gone, False when it is still there at the end."""
+    deadline = time.monotonic() + max(0.0, timeout_s)
+    step = FIRST_LOOK_S
+    while True:
+        with _withdrawn:
+            seen = _withdrawals[0]
+        if not store.exists(path):
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        with _withdrawn:
+            _withdrawn.wait_for(lambda seen=seen: _withdrawals[0] != seen, min(step, left))
+        step = min(step * 2, LAST_LOOK_S)
+
+
+def pause_for(store: Store, path: str) -> Callable[[float], bool]:
+    """The wait between a job's tries (`transact`) when its request may be at `path`: ended
+    by the request's withdrawal (True) while it is published; a plain sleep (False) when it is
+    not there as the wait begins (never published, or withdrawn since the job's landed check,
+    which the next try's own check finds)."""
+
+    def pause(seconds: float) -> bool:
+        if not store.exists(path):
+            time.sleep(seconds)
+            return False
+        return await_withdrawal(store, path, seconds)
+
+    return pause
 
 
 def pending(store: Store, directory: str, kind: type[R]) -> list[R]:

@@ -8,6 +8,10 @@ answer.
     error    -> ask the table again: it may have landed although the answer said otherwise;
                 a conflict with another writer is tried again after a jittered backoff
                 (rebuilt on the table as it is now); anything else is raised
+
+A job whose commit request is published (group commit) passes `pause`: its wait between tries
+ends as soon as a leader carried its request (`requests.await_withdrawal`), and the next try
+finds its transaction in the table.
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ def commit_exactly_once(
     is_conflict: Callable[[BaseException], bool],
     retries: int,
     label: str = "",
+    pause: Callable[[float], object] | None = None,
 ) -> tuple[T, bool]:
     """(the commit's result, True if it had landed before this call made it). `landed`
-    returns the job's transaction if the table holds it (None if not); `commit` makes it."""
+    returns the job's transaction if the table holds it (None if not); `commit` makes it;
+    `pause(seconds)` waits between tries (None: a sleep; it may end early, see the module)."""
     found = landed()
     if found is not None:
         ctx.stats.incr("committer_table_commit_found")
@@ -66,4 +72,8 @@ def commit_exactly_once(
                 ) from e
             ctx.stats.incr("committer_table_commit_conflicts")
             log.info("%s: conflict with another commit (%s); again in %.2fs", what, e, wait)
-            time.sleep(wait)
+            if (pause or time.sleep)(wait):  # woken: a leader carried the job's request
+                found = landed()
+                if found is not None:
+                    ctx.stats.incr("committer_table_commit_found_after_wait")
+                    return found, False

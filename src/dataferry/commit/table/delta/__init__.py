@@ -3,7 +3,8 @@ log's actions, commit info, checks, predicate and types in modules of their own,
 `DeltaCommitter`, the one table committer bound to the format."""
 
 from ..base import TableCommitter
-from .committer import DeltaConfig, DeltaFormat
+from .committer import DeltaFormat
+from .config import DeltaConfig
 
 
 class DeltaCommitter(TableCommitter):

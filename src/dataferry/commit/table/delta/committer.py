@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -37,7 +36,6 @@ from ...job.partitions import partitions_of
 from ...protocol import JobContext, StageContext, TaskAttemptContext
 from ...protocol.hooks import FileColumns
 from ...records.intent import Intent
-from ..base import TableConfig
 from ..footers import FileFacts
 from ..format import FormatHost, TableFormat
 from ..layout import partition_dir
@@ -56,7 +54,6 @@ from .commit_info import (
     Metrics,
     after_version,
     app_id,
-    check_custom_metadata,
     checkpoint_due,
     commit_info,
     is_conflict,
@@ -64,12 +61,12 @@ from .commit_info import (
     transactions,
 )
 from .entry import VersionTaken, put_commit
-from .group import Request, grouped, kept, may_group, withdraw
+from .group import Request, grouped, kept, may_group, pause, withdraw
 from .group import commit as group_commit
 from .log import LOG_DIR, check_listed_log, refused, unreadable
 from .plan import DeltaPlan, DeltaTablePlan
 from .predicate import check_columns, matches, normalized, parse
-from .protocol import Protocol, check_configuration, check_writable
+from .protocol import Protocol, check_writable
 from .request_check import request_checker
 from .snapshot import landed_version, table_view
 from .transaction import changed, created, removed, still_fits
@@ -83,57 +80,6 @@ from .types import (
 
 log = logging.getLogger("dataferry.commit")
 REUSE_S = 600.0  # how long check_input's read of the table may serve a group's landed check
-
-
-@dataclass(frozen=True)
-class DeltaConfig(TableConfig):
-    """The Delta committer's options (with deltalake's names).
-
-    storage_options: deltalake's storage options, for a location the store does not carry
-        them for (merged over those of an `s3://` store).
-    name, description, configuration: the table's, when the job creates it
-        (`write_deltalake(name=, description=, configuration=)`).
-    schema_mode: None refuses data whose schema or partitioning differs from the table's
-        (deltalake's default, also for an overwrite); "merge" adds the data's new columns to
-        the table's schema; "overwrite" (with mode="overwrite" only) replaces the table's
-        schema and partitioning.
-    custom_metadata: kept in the commit's `commitInfo`, beside the job's own keys
-        (deltalake's `CommitProperties(custom_metadata=)`).
-    app_transactions: (app_id, version, last_updated ms or None) application transactions
-        committed beside the job's own (`CommitProperties(app_transactions=)`).
-    create_checkpoint, cleanup_expired_logs: deltalake's post-commit hooks
-        (`PostCommitHookProperties`); None: deltalake's defaults.
-    predicate: with mode="overwrite", replace only the partitions it selects
-        (`write_deltalake(predicate=)`, on partition columns: `predicate.py`).
-    """
-
-    storage_options: dict[str, str] = field(default_factory=dict, repr=False)
-    name: str = ""
-    description: str = ""
-    configuration: dict[str, str] = field(default_factory=dict)
-    schema_mode: str | None = None
-    custom_metadata: dict[str, Any] = field(default_factory=dict)
-    app_transactions: tuple[tuple[str, int, int | None], ...] = ()
-    create_checkpoint: bool | None = None
-    cleanup_expired_logs: bool | None = None
-    predicate: str = ""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.schema_mode not in (None, "merge", "overwrite"):
-            raise ConfigError(
-                f"schema_mode must be None, 'merge' or 'overwrite', got {self.schema_mode!r}"
-            )
-        check_custom_metadata(self.custom_metadata)
-        check_configuration(self.configuration)
-        if self.predicate:
-            parse(self.predicate)
-        for entry in self.app_transactions:
-            if len(entry) != 3 or not isinstance(entry[0], str) or not isinstance(entry[1], int):
-                raise ConfigError(
-                    "app_transactions must be (app_id, version, last_updated) entries, got "
-                    f"{entry!r}"
-                )
 
 
 class DeltaFormat(TableFormat):
@@ -416,6 +362,7 @@ class DeltaFormat(TableFormat):
             self.is_conflict,
             retries,
             label=LOG_DIR,
+            pause=pause(self.store, appid),  # woken once a leader carried its request
         )
         if intent.mode == "append":
             withdraw(self.store, appid)  # its commit request (`group`), if any: landed

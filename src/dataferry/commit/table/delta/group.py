@@ -85,6 +85,11 @@ def withdraw(store: Store, app_id: str) -> None:
     requests.withdraw(store, GROUP_DIR, request_path(app_id))
 
 
+def pause(store: Store, app_id: str) -> Callable[[float], bool]:
+    """The wait between the job's tries: ended once a leader carried its request."""
+    return requests.pause_for(store, request_path(app_id))
+
+
 def kept(store: Store, app_id: str, error: DataferryError) -> DataferryError:
     """`error` as the job's commit may end with it. A conflict (the table's shape changed
     since the job's base) proves no leader can carry the job's request: it is withdrawn, and

@@ -44,6 +44,7 @@ from ..footers import FileFacts, schema_to_text
 from ..format import FormatHost, TableFormat
 from ..location import TableLocation, table_location
 from ..transact import commit_exactly_once
+from . import group as groups
 from . import partitions as specs
 from .catalog import (
     CATALOG_DB,
@@ -351,8 +352,9 @@ class IcebergFormat(IcebergReader, TableFormat):
         retries = self.config.commit_retries if intent.mode == "append" else 0
         what = f"job {job.job_id}: Iceberg commit of {self.store.full_url()}"
         try:
+            pause = groups.pause(self.store, job.job_uuid)  # woken once a leader carried it
             done = commit_exactly_once(
-                ctx, what, landed, commit, self.is_conflict, retries, label="metadata"
+                ctx, what, landed, commit, self.is_conflict, retries, "metadata", pause
             )
         except CommitUndone as e:
             why = kept(self.store, self.table(where), own[0] if own else None, e)

@@ -33,7 +33,7 @@ request is published has none: its request follows its intent record and a fence
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -84,6 +84,11 @@ def withdraw(store: Store, job_uuid: str) -> None:
 
 def pending(store: Store) -> list[Request]:
     return requests.pending(store, GROUP_DIR, Request)
+
+
+def pause(store: Store, job_uuid: str) -> Callable[[float], bool]:
+    """The wait between the job's tries: ended once a leader carried its request."""
+    return requests.pause_for(store, request_path(job_uuid))
 
 
 def may_group(config: Any, mode: str) -> bool:
