@@ -1,12 +1,31 @@
 """Appenders that meet in one group commit: each is held after publishing its commit request
-until every one has, so none leads before all requests are out (Delta's and Iceberg's tests)."""
+until every one has, so none leads before all requests are out (Delta's and Iceberg's tests);
+and the destination's claim held by another job, which claimless appends must not wait on."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
+
+from dataferry.commit.records.claim import Claim
+from dataferry.commit.records.hold import acquire_claim
+from dataferry.store import open_store
+
+
+@contextmanager
+def claim_held_by_another_job(url: str, committer: str) -> Iterator[None]:
+    """The claim of the destination at `url` held by another, live job for the block."""
+    claim = Claim(job_id="job_other_0000", job_uuid="0" * 32, committer=committer, mode="append")
+    held = acquire_claim(
+        open_store(url), claim, wait_s=0.0, timeout_s=60.0, recover=None, heartbeat_s=1.0
+    )
+    try:
+        yield
+    finally:
+        held.release()
 
 
 def appenders_meeting_at_publish(

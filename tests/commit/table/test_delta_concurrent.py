@@ -20,15 +20,14 @@ import dataferry
 from dataferry.commit.factory import make_committer
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.lookup import committer_by_name
-from dataferry.commit.records.claim import Claim, crashed, observe_record
+from dataferry.commit.records.claim import crashed, observe_record
 from dataferry.commit.records.drivers import driver_path
-from dataferry.commit.records.hold import acquire_claim
 from dataferry.commit.records.intent import INTENT_FILE
 from dataferry.commit.table.delta.commit_info import jobs_of
 from dataferry.errors import DestinationClaimed, JobCommitError
 from dataferry.store import FaultRule, Op, open_store
 
-from .group_appenders import on_threads
+from .group_appenders import claim_held_by_another_job, on_threads
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
@@ -113,18 +112,12 @@ def test_an_append_does_not_wait_on_the_claim_an_overwrite_does(tmp_path, monkey
     monkeypatch.setitem(factory.make_committer.__kwdefaults__, "claim_timeout_s", 0.3)
     url = str(tmp_path / "t")
     write(url, data(3))
-    claim = Claim(job_id="job_other_0000", job_uuid="0" * 32, committer="delta", mode="append")
-    held = acquire_claim(
-        open_store(url), claim, wait_s=0.0, timeout_s=60.0, recover=None, heartbeat_s=1.0
-    )
-    try:
+    with claim_held_by_another_job(url, "delta"):
         write(url, data(3, start=10))
         with pytest.raises((DestinationClaimed, JobCommitError)):
             write(url, data(3, start=20), mode="overwrite")
         with pytest.raises((DestinationClaimed, JobCommitError)):
             write(url, data(3, start=30), schema_mode="merge")
-    finally:
-        held.release()
     assert ids_of(url) == [0, 1, 2, 10, 11, 12]
 
 
