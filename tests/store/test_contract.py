@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 
 import pytest
 
@@ -17,6 +18,19 @@ def test_write_read_stat(any_store):
     assert any_store.stat("a/b").is_dir
     assert any_store.exists("a/b/c.txt")
     assert not any_store.exists("a/b/nope")
+
+
+def test_every_listing_gives_the_time_a_file_was_written(any_store):
+    """The store's clock is read from the modification times it gives (`records/lease.py`):
+    a store whose status leaves them out (adlfs names the field `last_modified`) can judge a
+    claim only by watching it for a whole lease, and a leftover's age is unknown."""
+    before = time.time()
+    any_store.write_bytes("m/f.txt", b"x")
+    seen = [any_store.stat("m/f.txt"), *any_store.list("m"), *any_store.walk("m")]
+    for st in seen:
+        assert st.mtime is not None, st
+        # the servers run on this host; sim models keep the same wall clock
+        assert before - 120 < st.mtime < time.time() + 120, st
 
 
 def test_stat_missing_raises_not_found_naming_path(any_store):

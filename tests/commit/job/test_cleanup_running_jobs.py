@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
 from dataferry import make_committer
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.records.claim import Claim
 from dataferry.commit.records.drivers import driver_path
 from dataferry.store import open_store
+from dataferry.store.skew import ClockSkewStore
 
 from ..helpers import run_tasks, visible
 
@@ -77,3 +79,27 @@ def test_a_job_whose_driver_record_is_alive_is_left_even_at_older_than_0(tmp_pat
 
     c.commit_job(job, msgs)
     assert visible(store) == ["p=0/a"]
+
+
+class NoTimesStore(ClockSkewStore):
+    """The same files, through a store that gives no modification time (as the Azure store
+    did before it read adlfs's `last_modified`)."""
+
+    def _shift(self, st):
+        return replace(st, mtime=None)
+
+
+def test_a_job_of_unknown_age_is_left_when_the_store_gives_no_times(tmp_path):
+    """A leftover without a driver record is judged by its newest file's age. Were a missing
+    time read as 0 (the epoch), every such job would look 56 years old to `cleanup
+    --older-than 1h`: a job whose tasks are writing now would be rolled back under them."""
+    store = open_store(str(tmp_path / "d"))
+    c, job = job_of(store)
+    msgs = run_tasks(c, job, {0: ["p=0/now"]})
+
+    report = cleanup_destination(NoTimesStore(store, 0.0), older_than_s=HOUR)
+    assert not report.rolled_back and not report.rolled_forward, report
+    assert "age is unknown" in report.left[c.job_dir(job)], report
+
+    c.commit_job(job, msgs)  # the job carries on and commits
+    assert visible(store) == ["p=0/now"]

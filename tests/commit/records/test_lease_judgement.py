@@ -52,3 +52,23 @@ def test_a_short_taker_timeout_never_cuts_a_holders_declared_lease(tmp_path):
     with pytest.raises(DestinationClaimed, match="job_holder_0001"):
         acquire_claim(store, claim("taker"), wait_s=0, timeout_s=5, recover=None, heartbeat_s=0)
     assert read_claim(store).job_uuid == "uuid-holder"
+
+
+def test_a_record_is_judged_with_the_stores_whole_second_times_in_its_favour(tmp_path):
+    """S3 and Azure give modification times in whole seconds, so a record renewed 4.5 s ago
+    can read 5.4 s old: judged against a 5 s lease by the reading alone, a live holder would
+    be taken from. Only an age past the lease by more than the rounding counts."""
+    from dataferry.commit.records.hold import observe_claim
+    from dataferry.commit.records.lease import MTIME_RESOLUTION_S, Judge
+
+    store = open_store(str(tmp_path / "d"))
+    store.write_bytes(CLAIM_FILE, claim("holder", lease_s=5.0).to_bytes())
+    path = os.path.join(store.root, CLAIM_FILE)
+    for read_age, dead in (
+        (5.0 + MTIME_RESOLUTION_S / 2, False),
+        (5.0 + 2 * MTIME_RESOLUTION_S + 1, True),
+    ):
+        t = time.time() - read_age
+        os.utime(path, (t, t))
+        verdict = Judge(store, 5.0).verdict(observe_claim(store))
+        assert verdict.dead is dead, (read_age, verdict)

@@ -65,12 +65,16 @@ class RecoveryReport:
     given_up: dict[str, str] = field(default_factory=dict)
 
 
-def _newest_mtime(store: Store, path: str) -> float:
-    times = [s.mtime or 0.0 for s in store.walk(path)]
+def _newest_mtime(store: Store, path: str) -> float | None:
+    """When anything under `path` was last written; None when the store gave no time for one
+    of them (such a leftover is never judged old: nothing is removed on a guess)."""
+    times = [s.mtime for s in store.walk(path)]
     try:
-        times.append(store.stat(path).mtime or 0.0)
+        times.append(store.stat(path).mtime)
     except NotFound:
         pass
+    if any(t is None for t in times):
+        return None
     return max(times) if times else 0.0
 
 
@@ -224,7 +228,12 @@ def _why_left(
     why = drivers.why_left(left.job_uuid)
     if why or drivers.known_dead(left.job_uuid):
         return why
-    if now - _newest_mtime(store, left.path) < older_than_s:
+    if older_than_s <= 0:
+        return ""
+    newest = _newest_mtime(store, left.path)
+    if newest is None:
+        return "its age is unknown (the store gives no modification time)"
+    if now - newest < older_than_s:
         return f"changed within {older_than_s:.0f} s"
     return ""
 

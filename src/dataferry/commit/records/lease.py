@@ -28,6 +28,10 @@ from .claim import (
 )
 
 CLOCK_REPROBE_S = 30.0
+# Object stores give modification times in whole seconds (S3's and Azure's Last-Modified): the
+# record's and the probe's can each read up to this much early, so an age is taken this much
+# younger than it reads; a live holder is never judged dead on a rounding.
+MTIME_RESOLUTION_S = 1.0
 
 
 class StoreClock:
@@ -60,11 +64,12 @@ class StoreClock:
         return mtime, time.monotonic()  # read after the stat: errs towards "alive"
 
     def age(self, st: FileStatus) -> float | None:
-        """Seconds since `st` was last written, by the store's clock (None: unknown)."""
+        """Seconds since `st` was last written, by the store's clock, at least (None:
+        unknown): taken `MTIME_RESOLUTION_S` younger than it reads."""
         if st.mtime is None:
             return None
         now = self.now()
-        return None if now is None else now - st.mtime
+        return None if now is None else now - st.mtime - MTIME_RESOLUTION_S
 
 
 @dataclass(frozen=True)

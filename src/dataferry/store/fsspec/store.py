@@ -81,6 +81,15 @@ def _lock_for(url: str) -> threading.Lock:
     return _LOCKS.setdefault(url, threading.Lock())
 
 
+def _modified(info: dict[str, Any]) -> Any:
+    """The entry's modification time under the name its file system gives it: `mtime` (local,
+    hdfs), `LastModified` (s3fs), `last_modified` (adlfs), else `created`."""
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        if info.get(key) is not None:
+            return info[key]
+    return None
+
+
 class FsspecStore(Store):
     """A store over an fsspec file system, rooted at `url`.
 
@@ -180,7 +189,7 @@ class FsspecStore(Store):
     def _status(self, info: dict[str, Any]) -> FileStatus:
         is_dir = info.get("type") == "directory"
         etag = info.get("ETag") or info.get("etag") or info.get("md5Hash")
-        mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
+        mtime = _modified(info)
         if mtime is not None and not isinstance(mtime, int | float):
             mtime = getattr(mtime, "timestamp", lambda: None)()
         if etag is None and self.protocol in _LOCAL_PROTOCOLS and info.get("ino") is not None:
