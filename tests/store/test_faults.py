@@ -10,6 +10,7 @@ from dataferry.errors import (
     NotFound,
 )
 from dataferry.store import FaultRule, Op, crash_at, fault_layer, open_store
+from dataferry.store.faults import call_at
 
 
 def test_crash_is_not_an_exception():
@@ -123,3 +124,40 @@ def test_idempotent_operations_are_asked_again_after_an_unknown_outcome(tmp_path
     fault_layer(store).add_rule(FaultRule(action="ambiguous", kinds=frozenset({Op.RENAME})))
     with pytest.raises(AmbiguousOutcome):
         store.rename("b", "e")
+
+
+def test_heartbeat_renewals_take_no_index_so_a_jobs_steps_keep_theirs(tmp_path):
+    """The referee stops a holder, or crashes a job, at an operation index taken from an
+    earlier run of the same job. Renewals come at times, not at steps: were they indexed, a
+    slower run (a loaded machine, a slow store) renews more often before a step, every later
+    index moves, and the holder stopped "just after its claim" stops just before it (seen on
+    Azurite: the taker was then right to commit, and the referee reported a live holder
+    overtaken). Rules without an index still reach the renewals."""
+    import time
+
+    from dataferry.commit.records.claim import CLAIM_DIR, Claim
+    from dataferry.commit.records.drivers import end_driver, record_driver
+    from dataferry.commit.records.hold import acquire_claim
+
+    store = open_store(str(tmp_path / "dest"), faults=[])
+    fault = fault_layer(store)
+    renewals = FaultRule(
+        action="callback", path_glob=f"{CLAIM_DIR}/*", times=-1, callback=lambda *_: None
+    )
+    record = Claim("job_1", "u-1", "manifest", "append", lease_s=0.3)  # renewed every 0.05 s
+    record_driver(store, record)
+    held = acquire_claim(store, record, wait_s=0, timeout_s=5, recover=None, heartbeat_s=0.05)
+    store.write_bytes("a", b"1")
+    first = fault.op_count
+    fault.add_rule(renewals)
+    fault.add_rule(call_at(first + 1, lambda *_: stopped.append(True)))
+    stopped: list[bool] = []
+    time.sleep(0.5)  # both heartbeats renew several times
+    store.write_bytes("b", b"2")
+    store.write_bytes("c", b"3")
+    held.release()
+    end_driver(store, record.job_uuid)
+    steps = [t.path for t in fault.trace[first - 1 : first + 2]]
+    assert steps == ["a", "b", "c"], steps
+    assert stopped == [True]  # at "c", the step after "b", as in a run without renewals
+    assert renewals.fired >= 4  # the renewals still went through the fault layer

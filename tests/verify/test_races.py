@@ -13,9 +13,10 @@ import pytest
 
 from dataferry.verify import invariants as inv
 from dataferry.verify import verify_crash
+from dataferry.verify.child import JOIN_S
 from dataferry.verify.damage import Damage, canary_snapshot, local_dir, make_canary
 from dataferry.verify.harness import EXISTING, ScenarioStores, deterministic_options, error_chain
-from dataferry.verify.races import points_of, run_races
+from dataferry.verify.races import RaceVariant, points_of, run_races
 
 COMMITTER = "manifest"
 OVERWRITE = [(EXISTING, "overwrite")]
@@ -64,6 +65,17 @@ def test_points_of_a_commit_trace():
     points, success = points_of(trace, 18)
     assert points == {"planning": 11, "decided": 13, "applying": 15, "after_success": 17}
     assert success == 16
+
+
+def test_a_side_counts_as_hung_only_past_three_times_the_holders_run_alone():
+    """On Azurite at load 15 the holder alone took longer than the 60 s a side was given:
+    the taker, rightly waiting on the live holder's claim, was reported as a second writer
+    that never ended. The limit follows the holder's own pace on the store."""
+    v = RaceVariant("fresh", "error", ("a", "b", "c", "d"))
+    v.alone_s = 5.0
+    assert v.limit_s == JOIN_S
+    v.alone_s = 50.0
+    assert v.limit_s == 150.0
 
 
 def test_error_chain_names_what_is_not_the_librarys_own():

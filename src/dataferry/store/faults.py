@@ -21,6 +21,11 @@ rule is the store's answer "I cannot tell": before, the request was lost; after,
 (a rename, copy, completed upload, PUT or delete that is done although the caller got a
 timeout).
 
+Operations of a thread marked `timed_operations()` (a heartbeat, whose renewals come at
+times, not at steps of a job) take no index and are not traced: a job's own operations keep
+their indexes from run to run however slow the store, so a fault or a pause chosen from one
+run's trace lands at the same step of the next. Rules without an index still match them.
+
 Any rule may also carry a `callback` for an action other than `callback`: it runs first, then
 the action fires (another actor acted while the caller waited for its answer: e.g. a file of
 the same name appears at a rename's destination, then the rename times out). A traced rename
@@ -108,6 +113,15 @@ def ambiguous_at(index: int, when: When = "before", meanwhile: Callback | None =
     return FaultRule(action="ambiguous", when=when, index=index, callback=meanwhile)
 
 
+_timed = threading.local()
+
+
+def timed_operations() -> None:
+    """Mark the calling thread's store operations as timed, not steps of a job (see the
+    module): a fault layer gives them no index."""
+    _timed.on = True
+
+
 @dataclass(frozen=True)
 class TracedOp:
     index: int
@@ -145,10 +159,12 @@ class FaultStore(WrappingStore):
     def _op(self, op: Op, path: str, fn: Callable[..., T], *args: Any) -> T:
         if not self.armed:  # disarmed: neither traced nor broken (checks, recovery)
             return super()._op(op, path, fn, *args)
+        timed = getattr(_timed, "on", False)
         with self._counter_lock:
-            index = len(self.trace)
+            index = -1 if timed else len(self.trace)
             dest = args[1] if op in (Op.RENAME, Op.COPY) and len(args) > 1 else ""
-            self.trace.append(TracedOp(index, op, path, dest))
+            if not timed:
+                self.trace.append(TracedOp(index, op, path, dest))
             rule = None
             for r in self.rules:
                 if r.matches(index, op, path):

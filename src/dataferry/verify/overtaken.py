@@ -24,7 +24,7 @@ from typing import Any
 
 from ..store import paths
 from . import invariants as inv
-from .child import JOIN_S, ChildDriver
+from .child import ChildDriver
 from .harness import Scenario, discard, quiet_store, variant_scenario
 from .race_checks import check_sides, final_cleanup
 from .race_parties import SHORT_TIMEOUT_S, Side, lease_expiry_s
@@ -66,17 +66,17 @@ def overtaken(races: Any, v: Any) -> Scenario:
     plain = quiet_store(url)
     seen: inv.Snapshot = {}
     try:
-        stopped = holder.wait_paused()
+        stopped = holder.wait_paused(v.limit_s)
         if stopped:
             time.sleep(lease_expiry_s())
         racer = threading.Thread(target=t1.commit, name="dataferry-taker", daemon=True)
         racer.start()
-        racer.join(JOIN_S)
+        racer.join(v.limit_s)
         if racer.is_alive():
-            problems.append(f"{inv.ONE_WRITER}: the taker did not end {JOIN_S:g} s later")
+            problems.append(f"{inv.ONE_WRITER}: the taker did not end {v.limit_s:.0f} s later")
         seen = inv.snapshot(plain)
         holder.resume()
-        status, detail, report = holder.finish()
+        status, detail, report = holder.finish(v.limit_s)
     finally:
         holder.kill()
     h = Side("H", v.uuids[1], status=status, error=detail, start=0.0)

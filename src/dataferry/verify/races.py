@@ -101,6 +101,14 @@ class RaceVariant:
     points: dict[str, int] = field(default_factory=dict)
     success_op: int | None = None  # the holder's last operation on _SUCCESS
     status: str = ""  # how the holder's baseline ended
+    alone_s: float = 0.0  # the holder's baseline, start to end
+
+    @property
+    def limit_s(self) -> float:
+        """How long a side may take once it can go on before it counts as hung: JOIN_S, or
+        three times the holder's whole run alone on this store when that is longer (a slow
+        store on a loaded machine is not a deadlock)."""
+        return max(JOIN_S, 3 * self.alone_s)
 
 
 def points_of(trace: list[list[Any]], end: int) -> tuple[dict[str, int], int | None]:
@@ -201,7 +209,9 @@ class Races:
         url = self.stores.url(f"r-{v.destination[0]}{v.mode}-base")
         earlier = self._earlier(url, v)
         takers = self._takers(url, v, (self.options, self.options), ([], []))
-        status, detail, report = run_child(self._spec(url, v, trace=True))
+        began = time.monotonic()
+        status, detail, report = run_child(self._spec(url, v, trace=True), timeout_s=3 * JOIN_S)
+        v.alone_s = time.monotonic() - began
         for t in takers:
             t.abort()
         trace = report.get("trace") or []
@@ -268,7 +278,7 @@ class Races:
 
         holder = ChildDriver(self._spec(url, v, holder_options, pause_index=index, skew_s=skew_s))
         try:
-            stopped = holder.wait_paused()
+            stopped = holder.wait_paused(v.limit_s)
             paused_at = time.monotonic()
             if stopped:
                 time.sleep(race_after)
@@ -277,12 +287,12 @@ class Races:
             if stopped:
                 racer.join(PAUSE_S)
             holder.resume()
-            racer.join(JOIN_S)
-            status, detail, holder_report = holder.finish()
+            racer.join(v.limit_s)
+            status, detail, holder_report = holder.finish(v.limit_s)
         finally:
             holder.kill()
         if racer.is_alive():
-            problems.append(f"{inv.ONE_WRITER}: the racer did not end {JOIN_S:g} s later")
+            problems.append(f"{inv.ONE_WRITER}: the racer did not end {v.limit_s:.0f} s later")
         h = sides[0]
         h.status, h.error, h.start = status, detail, 0.0
         done_before = v.success_op is not None and index > v.success_op
@@ -337,7 +347,7 @@ class Races:
             t1, t2 = self._takers(url, v, (self.options, short), (slow_store_rules(), []))
         else:
             t1, t2 = self._takers(url, v, (self.options, self.options), ([], []))
-        status, detail, _ = run_child(self._spec(url, v, kill_index=index))
+        status, detail, _ = run_child(self._spec(url, v, kill_index=index), v.limit_s)
         h = Side("H", v.uuids[1], status=status, error=detail, end=0.0)
         first = threading.Thread(target=t1.commit, name="dataferry-taker-1", daemon=True)
         second = threading.Thread(target=t2.commit, name="dataferry-taker-2", daemon=True)
@@ -347,9 +357,9 @@ class Races:
         second.start()
         problems: list[str] = []
         for t in (first, second):
-            t.join(JOIN_S)
+            t.join(v.limit_s)
             if t.is_alive():
-                problems.append(f"{inv.ONE_WRITER}: {t.name} did not end in {JOIN_S:g} s")
+                problems.append(f"{inv.ONE_WRITER}: {t.name} did not end in {v.limit_s:.0f} s")
         final_cleanup(url, problems)
         plain = quiet_store(url)
         alone = v.status == "committed"  # (a holder refused alone never decides)

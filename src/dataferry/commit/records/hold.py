@@ -45,6 +45,7 @@ from ...errors import (
 )
 from ...liveness import process_alive
 from ...store import FileStatus, Store
+from ...store.faults import timed_operations
 from .claim import (
     CLAIM_DIR,
     CLAIM_FILE,
@@ -124,6 +125,7 @@ class HeldClaim:
         return self._lost
 
     def _beat(self, every: float) -> None:
+        timed_operations()
         while not self._stop.wait(every):
             try:
                 with self._lock:
