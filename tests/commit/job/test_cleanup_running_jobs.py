@@ -103,3 +103,23 @@ def test_a_job_of_unknown_age_is_left_when_the_store_gives_no_times(tmp_path):
 
     c.commit_job(job, msgs)  # the job carries on and commits
     assert visible(store) == ["p=0/now"]
+
+
+class NoDirectoryTimesStore(ClockSkewStore):
+    """Files with their times, directories without (an object store's prefixes)."""
+
+    def _shift(self, st):
+        return replace(st, mtime=None) if st.is_dir else st
+
+
+def test_an_old_job_is_recovered_where_only_directories_have_no_time(tmp_path):
+    """On S3 and Azure a directory is a prefix with no time of its own: the files' times say
+    the job's age. Were a directory's missing time read as "age unknown", `cleanup
+    --older-than 1h` would leave every dead job there for ever."""
+    store = open_store(str(tmp_path / "d"))
+    c, job = job_of(store)
+    run_tasks(c, job, {0: ["p=0/old"]})
+    age_tree(os.path.join(store.root, "_temporary"), 2 * HOUR)
+
+    report = cleanup_destination(NoDirectoryTimesStore(store, 0.0), older_than_s=HOUR)
+    assert c.job_dir(job) in report.rolled_back, report

@@ -67,15 +67,17 @@ class RecoveryReport:
 
 def _newest_mtime(store: Store, path: str) -> float | None:
     """When anything under `path` was last written; None when the store gave no time for one
-    of them (such a leftover is never judged old: nothing is removed on a guess)."""
+    of its files (such a leftover is never judged old: nothing is removed on a guess). A
+    directory's own time counts where there is one (an object store's prefix has none)."""
     times = [s.mtime for s in store.walk(path)]
-    try:
-        times.append(store.stat(path).mtime)
-    except NotFound:
-        pass
     if any(t is None for t in times):
         return None
-    return max(times) if times else 0.0
+    try:
+        own = store.stat(path).mtime
+    except NotFound:
+        own = None
+    known = [t for t in (*times, own) if t is not None]
+    return max(known) if known else 0.0
 
 
 def cleanup_destination(
