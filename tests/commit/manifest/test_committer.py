@@ -491,7 +491,5 @@ def test_an_append_creates_only_the_directories_its_plan_did_not_find(store):
     made = store.stats.diff(before)["counters"].get("op_mkdirs", 0)
     assert result.details["directories_created"] == 3  # p=1/q=b, p=2 (and p=1 its parent)
     assert made == 2, made
-    assert sorted(visible(store)) == ["p=0/a", "p=0/old", "p=1/q=a/b", "p=1/q=a/old"] + [
-        "p=1/q=b/c",
-        "p=2/d",
-    ]
+    new = ["p=0/a", "p=1/q=a/b", "p=1/q=b/c", "p=2/d"]
+    assert sorted(visible(store)) == sorted([*new, "p=0/old", "p=1/q=a/old"])
