@@ -255,7 +255,7 @@ class ManifestCommitter(Committer):
                 old = loaded.directories[d]
                 loaded.directories[d] = DirEntry(d, EntryStatus.DIR, old.level)
         ctx.pool.for_each(ctx.store.delete, plan.replace_files, adaptive=True)
-        # a replaced data set took the directories the tasks saw with it: create them all
+        # a replaced data set took the directories seen existing with it: create them all
         dirs = create_directories(ctx, loaded.directories, force=bool(intent.replace))
         renamed = rename_files(ctx, loaded, dirs, resumed=ctx.resumed)
         if self.config.validate_output:
