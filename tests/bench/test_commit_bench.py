@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from dataferry.bench import commit_hadoop
 from dataferry.bench.commit import CommitBenchSpec, _file_layout, run_commit_bench
 from dataferry.bench.processes import PeakRss
 
@@ -74,6 +77,31 @@ def test_hadoop_peer_is_skipped_with_its_reason_off_local_disk():
     )
     data = run_commit_bench(spec).to_json()
     assert "local" in data["hadoop"]["skipped"]
+
+
+@pytest.mark.skipif(commit_hadoop.missing() is not None, reason="needs Java 17 and pyspark")
+def test_hadoop_peers_are_v1_and_its_own_manifest_committer(capsys):
+    """With dataferry's `manifest` in the run, Hadoop's own ManifestCommitter runs beside
+    Hadoop's v1 on the same job (the peer of a manifest task commit, which lists the attempt
+    and saves a manifest, where v1's renames one directory), and both are shown."""
+    from dataferry.cli.bench_commit import _render_hadoop
+
+    spec = CommitBenchSpec(
+        committers=("v1", "manifest"), files=8, tasks=2, partitions=2, store="local", hadoop=True
+    )
+    data = run_commit_bench(spec).to_json()
+    peer = data["hadoop"]
+    for theirs in (peer, peer["manifest"]):
+        assert theirs["job_commit_s"] > 0 and theirs["task_commit_median_s"] > 0
+        assert len(theirs["runs"]) == 1
+    assert all(r["task_commit_median_s"] > 0 for r in data["results"])
+    _render_hadoop(data)
+    shown = capsys.readouterr().out
+    assert "hadoop manifest" in shown and "dataferry manifest" in shown
+    only_v1 = CommitBenchSpec(
+        committers=("v1",), files=4, tasks=2, partitions=2, store="local", hadoop=True
+    )
+    assert "manifest" not in run_commit_bench(only_v1).to_json()["hadoop"]
 
 
 def test_hadoop_s3a_peer_is_skipped_with_its_reason_off_s3():

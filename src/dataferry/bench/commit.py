@@ -89,6 +89,7 @@ class CommitBenchResult:
     local_disk_bytes: int = 0  # task output staged on the workers' local disk
     job_rss_growth_mib: float | None = None  # peak memory over the size at its start (max of runs)
     recovery: RecoveryRun | None = None  # with --kill-at: finishing the killed commit
+    task_commit_median_s: float = 0.0  # one task commit (the median of a run's)
 
     @property
     def task_bytes_uploaded(self) -> int:
@@ -131,6 +132,7 @@ class CommitBenchResult:
             "committer": self.committer,
             "task_commit_s": round(self.task_commit_s, 4),
             "task_commit_wall_s": round(self.task_commit_wall_s, 4),
+            "task_commit_median_s": round(self.task_commit_median_s, 5),
             "job_commit_s": round(self.job_commit_s, 4),
             "job_commit_runs_s": [round(r, 4) for r in self.runs],
             "stages": {k: round(v, 4) for k, v in self.stages.items()},
@@ -325,6 +327,7 @@ def _run_one(
         task_requests=task_requests,
         local_disk_bytes=local_disk,
         job_rss_growth_mib=memory.growth_mib,
+        task_commit_median_s=statistics.median(s for _, s in done),
     )
 
 
@@ -429,17 +432,12 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
     killed_runs: dict[str, list[CommitBenchResult]] = {c: [] for c in spec.committers}
     floors: list[float] = []
     floor_what = "bare renames"
-    peer, hadoop = commit_hadoop.peer_for(spec.hadoop, spec.store)
-    hadoop_runs: list[Any] = []
+    hadoop = commit_hadoop.HadoopPeerRuns(spec.hadoop, spec.store, spec.committers)
     s3a = commit_hadoop_s3a.S3APeerRuns(spec.hadoop_s3a, spec.store)
     try:
         for rep in range(spec.repeats):
             s3a.run(f"{base.rstrip('/')}/hadoop-magic-{rep}", spec, say)
-            if peer is not None:
-                say(f"hadoop v1: run {rep + 1} of {spec.repeats}")
-                hadoop_runs.append(
-                    peer.run(spec.files, spec.tasks, spec.partitions, spec.file_size)
-                )
+            hadoop.run(spec, say)
             if floor_on == "local":
                 say(f"floor: {spec.files} bare renames (run {rep + 1})")
                 floors.append(measure_rename_floor(spec.files, spec.file_size))
@@ -463,22 +461,15 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
                     store.delete("", recursive=True)
     finally:
         shutil.rmtree(base_dir, ignore_errors=True)
-        if peer is not None:
-            peer.close()
+        hadoop.close()
         s3a.close()
-    if hadoop_runs:
-        hadoop = {
-            "task_commit_s": statistics.median(sum(r.task_commit_s) for r in hadoop_runs),
-            "job_commit_s": statistics.median(r.job_commit_s for r in hadoop_runs),
-            "runs": [r.to_json() for r in hadoop_runs],
-            "hadoop": hadoop_runs[0].version,
-        }
     results = []
     for name in spec.committers:
         rs = runs[name]
         median = sorted(rs, key=lambda r: r.job_commit_s)[len(rs) // 2]
         median.runs = [r.job_commit_s for r in rs]
         median.task_commit_s = statistics.median(r.task_commit_s for r in rs)
+        median.task_commit_median_s = statistics.median(r.task_commit_median_s for r in rs)
         # memory: the most any run grew (later runs reuse what the first one's commit freed)
         growths = [r.job_rss_growth_mib for r in rs if r.job_rss_growth_mib is not None]
         median.job_rss_growth_mib = max(growths) if growths else None
@@ -491,5 +482,5 @@ def run_commit_bench(spec: CommitBenchSpec, progress: Progress | None = None) ->
         for r in results:
             r.limit_s = floor
     return CommitBenchReport(
-        spec, results, floor, machine_info(), hadoop, s3a.summary(), floor_what
+        spec, results, floor, machine_info(), hadoop.summary(), s3a.summary(), floor_what
     )

@@ -1,11 +1,14 @@
-"""`bench commit --hadoop`: Hadoop's own FileOutputCommitter v1 on the same job shape.
+"""`bench commit --hadoop`: Hadoop's own committers on the same job shape.
 
 Where Java 17 (`java`, `javac`) and the `pyspark` package (whose jars hold Hadoop) are present,
-a small driver is compiled once against pyspark's jars and run in one JVM: it sets up the job,
-writes each task's files (the bench's layout, written with plain Java I/O, not timed), times
-each task commit, one task at a time, and then the job commit, on Hadoop's raw local file
-system (no checksum files). It prints one JSON line. Elsewhere the peer is skipped, with the
-reason.
+a small driver is compiled once against pyspark's jars and run in one JVM per run: it sets up
+the job, writes each task's files (the bench's layout, written with plain Java I/O, not timed),
+times each task commit, one task at a time, and then the job commit, on Hadoop's raw local file
+system (no checksum files). It prints one JSON line. It drives Hadoop's FileOutputCommitter v1
+(the peer of dataferry's `v1`) and, when the bench runs dataferry's `manifest`, Hadoop's own
+ManifestCommitter with as many I/O threads (the fair peer of a manifest task commit: it lists
+the attempt and saves a manifest, as dataferry's does; v1's task commit is one rename).
+Elsewhere the peer is skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import importlib.util
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,8 @@ import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.hadoop.mapreduce.TaskAttemptID;
 import org.apache.hadoop.mapreduce.TaskType;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
+import org.apache.hadoop.mapreduce.lib.output.PathOutputCommitter;
+import org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitter;
 import org.apache.hadoop.mapreduce.task.JobContextImpl;
 import org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl;
 
@@ -41,21 +48,28 @@ public final class DataferryHadoopCommitBench {
     String dest = a[0];
     int files = Integer.parseInt(a[1]), tasks = Integer.parseInt(a[2]);
     int parts = Integer.parseInt(a[3]), size = Integer.parseInt(a[4]);
+    boolean manifest = a[5].equals("manifest");
     Configuration conf = new Configuration();
     conf.set("fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem");
     conf.setBoolean("fs.file.impl.disable.cache", true);
     conf.setInt("mapreduce.fileoutputcommitter.algorithm.version", 1);
+    conf.setInt("mapreduce.manifest.committer.io.threads", Integer.parseInt(a[6]));
+    conf.setInt("mapreduce.job.application.attempt.id", 0);
     Path out = new Path("file://" + dest);
     JobID jobId = new JobID("202401010000", 1);
     JobContextImpl job = new JobContextImpl(conf, jobId);
-    FileOutputCommitter driver = new FileOutputCommitter(out, job);
+    PathOutputCommitter driver = manifest
+        ? new ManifestCommitter(out, new TaskAttemptContextImpl(
+            conf, new TaskAttemptID(jobId.getJtIdentifier(), 1, TaskType.MAP, 0, 0)))
+        : new FileOutputCommitter(out, job);
     driver.setupJob(job);
     byte[] payload = new byte[size];
     StringBuilder taskSeconds = new StringBuilder();
     for (int t = 0; t < tasks; t++) {
       TaskAttemptContext ctx = new TaskAttemptContextImpl(
           conf, new TaskAttemptID(jobId.getJtIdentifier(), 1, TaskType.MAP, t, 0));
-      FileOutputCommitter c = new FileOutputCommitter(out, ctx);
+      PathOutputCommitter c = manifest
+          ? new ManifestCommitter(out, ctx) : new FileOutputCommitter(out, ctx);
       c.setupTask(ctx);
       int perTask = files / tasks + (t < files % tasks ? 1 : 0);
       int start = t * (files / tasks) + Math.min(t, files % tasks);
@@ -83,9 +97,13 @@ public final class DataferryHadoopCommitBench {
 """
 
 
+COMMITTERS = ("v1", "manifest")  # Hadoop's peers of dataferry's committers of those names
+
+
 @dataclass
 class HadoopRun:
-    """One run of Hadoop's v1 on the bench's job: each task commit's seconds, the job's."""
+    """One run of one of Hadoop's committers on the bench's job: each task commit's seconds,
+    the job's."""
 
     task_commit_s: list[float]
     job_commit_s: float
@@ -94,9 +112,22 @@ class HadoopRun:
     def to_json(self) -> dict[str, Any]:
         return {
             "task_commit_s": round(sum(self.task_commit_s), 4),
+            "task_commit_median_s": round(statistics.median(self.task_commit_s), 5),
             "job_commit_s": round(self.job_commit_s, 4),
             "hadoop": self.version,
         }
+
+
+def summary(runs: list[HadoopRun]) -> dict[str, Any]:
+    """The medians of several runs of one committer (the task commits' sum per run, and the
+    median task commit of each run), and each run."""
+    return {
+        "task_commit_s": statistics.median(sum(r.task_commit_s) for r in runs),
+        "task_commit_median_s": statistics.median(statistics.median(r.task_commit_s) for r in runs),
+        "job_commit_s": statistics.median(r.job_commit_s for r in runs),
+        "runs": [r.to_json() for r in runs],
+        "hadoop": runs[0].version,
+    }
 
 
 def pyspark_jars() -> Path | None:
@@ -142,8 +173,19 @@ class HadoopPeer:
             self.close()
             raise RuntimeError(f"javac failed: {out.stderr[-2000:]}")
 
-    def run(self, files: int, tasks: int, partitions: int, file_size: int) -> HadoopRun:
-        """The job in a fresh directory, removed afterwards."""
+    def run(
+        self,
+        files: int,
+        tasks: int,
+        partitions: int,
+        file_size: int,
+        committer: str = "v1",
+        io_threads: int = 32,
+    ) -> HadoopRun:
+        """The job through Hadoop's `committer` (one of COMMITTERS) in a fresh directory,
+        removed afterwards."""
+        if committer not in COMMITTERS:
+            raise ValueError(f"Hadoop's peer of {committer!r} is not driven here")
         dest = tempfile.mkdtemp(prefix="dataferry-bench-hadoop-out-")
         try:
             cmd = [
@@ -156,6 +198,8 @@ class HadoopPeer:
                 str(tasks),
                 str(partitions),
                 str(file_size),
+                committer,
+                str(io_threads),
             ]
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=JVM_TIMEOUT_S)
             if out.returncode != 0:
@@ -169,13 +213,47 @@ class HadoopPeer:
         shutil.rmtree(self.classes, ignore_errors=True)
 
 
-def peer_for(wanted: bool, store: str) -> tuple[HadoopPeer | None, dict[str, Any] | None]:
-    """Hadoop's v1 driver, compiled, when asked for and possible; else why not."""
-    if not wanted:
-        return None, None
-    if store not in ("local", ""):
-        return None, {"skipped": "Hadoop's peer runs on local disk only (--store local)"}
-    why = missing()
-    if why is not None:
-        return None, {"skipped": why}
-    return HadoopPeer(), None
+class HadoopPeerRuns:
+    """Hadoop's peers over a bench's repeats: compiled when asked for and possible, one job
+    per repeat and peer (v1 always; the manifest committer when the bench runs dataferry's),
+    and the medians: v1's at the top, each other peer's under its name (or why skipped)."""
+
+    def __init__(self, wanted: bool, store: str, committers: Sequence[str]) -> None:
+        self.peer: HadoopPeer | None = None
+        self.skipped: str | None = None
+        self.runs: dict[str, list[HadoopRun]] = {
+            c: [] for c in COMMITTERS if c == "v1" or c in committers
+        }
+        if not wanted:
+            return
+        if store not in ("local", ""):
+            self.skipped = "Hadoop's peer runs on local disk only (--store local)"
+        else:
+            self.skipped = missing()
+        if self.skipped is None:
+            self.peer = HadoopPeer()
+
+    def run(self, spec: Any, say: Callable[[str], None]) -> None:
+        """One job of the bench's shape through each peer (nothing when none is running)."""
+        if self.peer is None:
+            return
+        for name, runs in self.runs.items():
+            say(f"hadoop {name}: run {len(runs) + 1} of {spec.repeats}")
+            runs.append(
+                self.peer.run(
+                    spec.files, spec.tasks, spec.partitions, spec.file_size, name, spec.io_threads
+                )
+            )
+
+    def close(self) -> None:
+        if self.peer is not None:
+            self.peer.close()
+
+    def summary(self) -> dict[str, Any] | None:
+        if self.skipped is not None:
+            return {"skipped": self.skipped}
+        if not self.runs["v1"]:
+            return None
+        found = summary(self.runs["v1"])
+        found.update({c: summary(r) for c, r in self.runs.items() if c != "v1" and r})
+        return found

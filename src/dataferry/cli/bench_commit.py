@@ -224,28 +224,53 @@ def _render_hadoop_s3a(data: dict[str, Any]) -> None:
 
 
 def _render_hadoop(data: dict[str, Any]) -> None:
-    """Hadoop's v1 beside dataferry's v1, when `--hadoop` ran it (or why it did not)."""
+    """Hadoop's v1 (and its manifest committer, when the bench ran dataferry's) beside
+    dataferry's committers of those names, when `--hadoop` ran them (or why it did not)."""
     peer = data.get("hadoop")
     if peer is None:
         return
     if "skipped" in peer:
         console.print(f"hadoop v1: skipped ({peer['skipped']})", markup=False)
         return
-    mine = next((r for r in data["results"] if r["committer"] == "v1"), None)
+    mine = {r["committer"]: r for r in data["results"]}
     t = table(
-        f"Hadoop {peer['hadoop']} FileOutputCommitter v1 on the same job (median)",
-        ("committer", "task commit s (sum)", "job commit s", "task commit vs Hadoop"),
+        f"Hadoop {peer['hadoop']} committers on the same job, task commits one at a time (median)",
+        (
+            "committer",
+            "task commit s (sum)",
+            "one task commit ms (median)",
+            "job commit s",
+            "task commit vs Hadoop's",
+            "job commit vs Hadoop's",
+        ),
     )
-    t.add_row("hadoop v1", f"{peer['task_commit_s']:.3f}", f"{peer['job_commit_s']:.3f}", "1.0x")
-    if mine is not None:
-        ratio = mine["task_commit_s"] / peer["task_commit_s"] if peer["task_commit_s"] else 0
+    for name, theirs in (("v1", peer), ("manifest", peer.get("manifest"))):
+        if theirs is None:
+            continue
         t.add_row(
-            "dataferry v1",
-            f"{mine['task_commit_s']:.3f}",
-            f"{mine['job_commit_s']:.3f}",
-            f"{ratio:.2f}x",
+            f"hadoop {name}",
+            f"{theirs['task_commit_s']:.3f}",
+            f"{theirs.get('task_commit_median_s', 0) * 1000:.2f}",
+            f"{theirs['job_commit_s']:.3f}",
+            "1.0x",
+            "1.0x",
+        )
+        ours = mine.get(name)
+        if ours is None:
+            continue
+        t.add_row(
+            f"dataferry {name}",
+            f"{ours['task_commit_s']:.3f}",
+            f"{ours.get('task_commit_median_s', 0) * 1000:.2f}",
+            f"{ours['job_commit_s']:.3f}",
+            _ratio(ours["task_commit_s"], theirs["task_commit_s"]),
+            _ratio(ours["job_commit_s"], theirs["job_commit_s"]),
         )
     console.print(t)
+
+
+def _ratio(ours: float, theirs: float) -> str:
+    return f"{ours / theirs:.2f}x" if theirs else "-"
 
 
 def _bench_clients(

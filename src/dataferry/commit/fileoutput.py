@@ -31,7 +31,7 @@ from ..errors import (
     TaskCommitError,
 )
 from ..stages import stage
-from ..store import FileStatus, Store, paths
+from ..store import FileStatus, IOPool, Store, paths
 from .base import Committer
 from .fileoutput_merge import CommittedTree, Move, PlannedDestination
 from .job.links import refuse_links
@@ -255,7 +255,7 @@ class FileOutputCommitter(Committer):
         if self.config.cleanup_skipped:
             return "disabled"
         try:
-            self._remove_own(job)
+            self._remove_own(job, ctx.pool)
         except StoreError:
             if not self.config.cleanup_failures_ignored:
                 raise
@@ -265,16 +265,32 @@ class FileOutputCommitter(Committer):
     def rollback_job(self, job: JobContext) -> None:
         self._remove_own(job)
 
-    def _remove_own(self, job: JobContext) -> None:
+    def _remove_own(self, job: JobContext, pool: IOPool | None = None) -> None:
         """Delete this job's task and attempt directories (their names carry its job id), and
         `_temporary` once it is empty. Hadoop deletes all of `_temporary`, which destroys the
-        work of any other job writing to the same destination."""
+        work of any other job writing to the same destination.
+
+        With the job commit's `pool` the directories go side by side: after a merge each taken
+        task directory holds one emptied directory per partition it wrote (40 tasks into 40
+        partitions: 1,600), and on a local disk removing 40 such trees on 4 threads took a
+        third of the time one after another did (0.7 s against 1.8 to 2.6 s, load 18)."""
         base = self.job_attempt_path(job)
         tag = f"_{job.job_id.tracker}_{job.job_id.number:04d}_"
-        for parent in (f"{base}/{PENDING_DIR}", f"{base}/{TAKEN_DIR}", base):
-            for st in self.store.list_or_empty(parent):
-                if tag in st.name:
-                    self.store.delete(st.path, recursive=True)
+        own = [
+            st.path
+            for parent in (f"{base}/{PENDING_DIR}", f"{base}/{TAKEN_DIR}", base)
+            for st in self.store.list_or_empty(parent)
+            if tag in st.name
+        ]
+
+        def remove(path: str) -> None:
+            self.store.delete(path, recursive=True)
+
+        if pool is None:
+            for path in own:
+                remove(path)
+        else:
+            pool.for_each(remove, own)
         intent = load_intent(self.store, base)
         if intent is None or intent.job_uuid == job.job_uuid:  # never another job's record
             for name in INTENT_NAMES:

@@ -418,9 +418,9 @@ def test_task_scan_lists_a_level_in_parallel_and_finds_the_same_entries(tmp_path
     c, job = new_job(slow, task_scan_threads=threads)
     t = job.task(0)
     c.setup_task(t)
-    for day in (1, 2, 3):
+    for day in (1, 2, 3):  # in the tree, as a Hadoop task writes (not flat): three levels
         for region in "abcd":
-            c.write_file(t, f"day={day}/region={region}/part-0", b"x" * day)
+            base.write_bytes(f"{c.task_work_path(t)}/day={day}/region={region}/part-0", b"x" * day)
     slow.peak = 0
     msg = c.commit_task(t)
     assert (slow.peak > 1) == (threads > 1)
@@ -429,12 +429,10 @@ def test_task_scan_lists_a_level_in_parallel_and_finds_the_same_entries(tmp_path
         f"day={d}/region={r}/part-0" for d in (1, 2, 3) for r in "abcd"
     ]
     status = {d.dest: d.status for d in manifest.directories}
-    assert status["day=1"] == status["day=1/region=a"] == EntryStatus.DIR
-    assert status["day=1/region=b"] == status["day=3"] == EntryStatus.NOT_FOUND
-    assert status["day=2"] == EntryStatus.FILE
-    assert status["day=2/region=a"] == EntryStatus.NOT_FOUND  # its parent is a file: no probe
+    assert len(status) == 15 and set(status.values()) == {EntryStatus.UNKNOWN}  # none asked
     c.commit_job(job, [msg])
-    assert len(visible(base)) == 13
+    assert len(visible(base)) == 13  # the file where `day=2` goes made way
+    assert base.stat("day=2").is_dir
 
 
 def test_an_attempt_into_many_partitions_is_one_directory_and_its_job_commit_removes_few(
@@ -478,3 +476,20 @@ def test_task_commit_records_its_file_sizes_in_hadoops_statistics(tmp_path):
     name = "committer_task_file_size"
     assert snap["meanstatistics"][f"{name}.mean"] == {"samples": 3, "sum": 15.0}
     assert (snap["minimums"][f"{name}.min"], snap["maximums"][f"{name}.max"]) == (3, 7)
+
+
+def test_an_append_creates_only_the_directories_its_plan_did_not_find(store):
+    """The tasks record their directories unknown; the job commit's own walk of the
+    destination (under the claim) tells which exist, and only the others are created: an
+    append into existing partitions costs no create each (a request on a remote store)."""
+    store.write_bytes("p=0/old", b"old")
+    store.write_bytes("p=1/q=a/old", b"old")
+    c, job = new_job(store)
+    messages = run_tasks(c, job, {0: ["p=0/a", "p=1/q=a/b", "p=1/q=b/c"], 1: ["p=2/d"]})
+    before = store.stats.snapshot()
+    result = c.commit_job(job, messages)
+    made = store.stats.diff(before)["counters"].get("op_mkdirs", 0)
+    assert result.details["directories_created"] == 3  # p=1/q=b, p=2 (and p=1 its parent)
+    assert made == 2, made
+    new = ["p=0/a", "p=1/q=a/b", "p=1/q=b/c", "p=2/d"]
+    assert sorted(visible(store)) == sorted([*new, "p=0/old", "p=1/q=a/old"])

@@ -93,6 +93,8 @@ class ManifestCommitter(Committer):
         self._prepared: dict[str, LoadedManifests] = {}  # job uuid -> loaded before the claim
         # job uuid -> the entries file's lines as this process wrote them (its plan's own)
         self._kept: dict[str, list[bytes]] = {}
+        # job uuid -> the job's directories its plan found existing (none need creating)
+        self._seen: dict[str, set[str]] = {}
 
     def layout_of(self, job: JobContext) -> JobLayout:
         return JobLayout.of(job)
@@ -189,6 +191,7 @@ class ManifestCommitter(Committer):
         # overwrite replaces everything visible, a partition overwrite each partition written:
         # nothing already there can be in the way
         replace = [] if job.mode in REPLACING_MODES else check_existing_files(ctx, loaded)
+        self._seen[job.job_uuid] = loaded.seen_dirs
         return self._plan(loaded, replace)
 
     def _load(
@@ -242,10 +245,17 @@ class ManifestCommitter(Committer):
         # this process wrote the entries file of this very plan: its renames read the lines it
         # kept, not the file (a commit finished from its record reads the file)
         kept = self._kept.pop(job.job_uuid, None)
+        seen = self._seen.pop(job.job_uuid, set())
         if not ctx.resumed:
             loaded.kept = kept
+            # the tasks record their directories unknown (`scan.py`); those this process's
+            # plan found existing, under the claim, are not created again (a commit finished
+            # from its record creates every leaf: creating one that exists is harmless)
+            for d in seen & loaded.directories.keys():
+                old = loaded.directories[d]
+                loaded.directories[d] = DirEntry(d, EntryStatus.DIR, old.level)
         ctx.pool.for_each(ctx.store.delete, plan.replace_files, adaptive=True)
-        # a replaced data set took the directories the tasks saw with it: create them all
+        # a replaced data set took the directories seen existing with it: create them all
         dirs = create_directories(ctx, loaded.directories, force=bool(intent.replace))
         renamed = rename_files(ctx, loaded, dirs, resumed=ctx.resumed)
         if self.config.validate_output:
@@ -284,6 +294,7 @@ class ManifestCommitter(Committer):
 
     def commit_failed(self, ctx: StageContext, job: JobContext, error: BaseException) -> None:
         self._kept.pop(job.job_uuid, None)
+        self._seen.pop(job.job_uuid, None)
         loaded = self._prepared.pop(job.job_uuid, None)
         if loaded is not None:  # the commit stopped before its plan: let the close end first
             try:

@@ -1,8 +1,8 @@
 """The task manifest, in the JSON shape of Hadoop's manifest committer.
 
 A manifest lists what one task attempt produced: `files` (source, destination, size, etag) and
-`directories` (each destination directory with the state the task saw: not found, a file, a
-directory). Paths are URIs exactly as Hadoop's `Path.toUri().toString()` prints them (encoded and
+`directories` (each destination directory, with the state the task saw it in where it looked:
+Hadoop's tasks do; dataferry's record it unknown and leave the looking to the job commit). Paths are URIs exactly as Hadoop's `Path.toUri().toString()` prints them (encoded and
 decoded in one place, `store/uris.py`), so a manifest written by Hadoop loads here and ours load
 there. Unknown keys are ignored on load.
 
@@ -70,7 +70,8 @@ class FileEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 
 class DirEntry(msgspec.Struct, frozen=True, gc=False):
-    """A directory the task's files need, with the state the task saw it in."""
+    """A directory the task's files need, with the state the task saw it in (unknown where it
+    did not look, as dataferry's tasks do not)."""
 
     dest: str
     status: EntryStatus

@@ -127,6 +127,29 @@ def test_existing_files_are_found_before_anything_changes(store, scratch, make_c
     assert_timed(replacing, "job_stage_check_existing_files", "check_existing_files")
 
 
+def test_the_destination_is_walked_where_it_exists_though_the_tasks_saw_nothing(
+    store, scratch, make_ctx
+):
+    """The tasks record their directories unknown; the job commit walks the destination from
+    its root and lists each of the job's directories that exists, once, and no other: a file
+    in the way two levels down is found, a directory missing from its parent's listing is not
+    asked about (nor anything below it)."""
+    store.write_bytes("a/b/old", b"older")
+    store.write_bytes("a/elsewhere/z", b"not the job's")
+    manifest = write_attempt(store, 1, {"a/b/old": b"new", "a/b/c/d": b"1", "x/y/z": b"2"})
+    manifest.directories = [
+        DirEntry(d, EntryStatus.UNKNOWN, d.count("/") + 1)
+        for d in ("a", "a/b", "a/b/c", "x", "x/y")
+    ]
+    save_manifest(store, manifest)
+    loaded = load_manifests(make_ctx(), committed(manifest), scratch)
+    ctx = make_ctx(delete_target_files=True)
+    before = store.stats.snapshot()
+    assert check_existing_files(ctx, loaded) == ["a/b/old"]
+    asked = store.stats.diff(before)["counters"]
+    assert asked["op_list_status"] == 3 and "op_list_status.failures" not in asked  # "", a, a/b
+
+
 def test_a_new_destination_has_no_existing_files(store, scratch, make_ctx):
     manifest = write_attempt(store, 1, {"p=1/a": b"new"})
     loaded = load_manifests(make_ctx(), committed(manifest), scratch)

@@ -1,5 +1,6 @@
 """The task scan alone: one walk of the attempt directory gives each file's entry (size and
-etag from the listing) and each directory's state in the destination, changing nothing."""
+etag from the listing) and each directory the files need, asking the destination nothing and
+changing nothing."""
 
 from __future__ import annotations
 
@@ -20,14 +21,19 @@ from dataferry.errors import TaskCommitError
 from .helpers import assert_failed, assert_timed, attempt_dir
 
 
-def test_scan_lists_files_and_probes_only_where_the_parent_exists(store, ctx):
+def test_scan_lists_files_and_asks_nothing_of_the_destination(store, ctx):
+    """Every directory the files need is in the manifest, of status unknown, with no request
+    to the destination: the job commit walks it once (`check_existing_files`). Were the tasks
+    to probe it again, 40 tasks into 40 partitions would ask 1,600 times."""
     store.write_bytes("day=1/old", b"old")  # an existing destination directory
     store.write_bytes("day=2", b"a file where a directory goes")
     base = attempt_dir(0)
     for path, data in {"day=1/a": b"1", "day=2/b": b"22", "day=3/x/c": b"333", "top": b""}.items():
         store.write_bytes(f"{base}/{path}", data)
     before = sorted((s.path, s.size) for s in store.walk(""))
+    stats_before = store.stats.snapshot()
     files, dirs = scan_task_attempt(ctx, base)
+    asked = store.stats.diff(stats_before)["counters"]
     assert [(f.source, f.dest, f.size) for f in files] == [
         (f"{base}/day=1/a", "day=1/a", 1),
         (f"{base}/day=2/b", "day=2/b", 2),
@@ -36,11 +42,13 @@ def test_scan_lists_files_and_probes_only_where_the_parent_exists(store, ctx):
     ]
     assert all(f.etag == store.stat(f.source).etag for f in files)
     assert [(d.dest, d.status, d.level) for d in dirs] == [
-        ("day=1", EntryStatus.DIR, 1),
-        ("day=2", EntryStatus.FILE, 1),
-        ("day=3", EntryStatus.NOT_FOUND, 1),
-        ("day=3/x", EntryStatus.NOT_FOUND, 2),  # its parent is new: known without a probe
+        ("day=1", EntryStatus.UNKNOWN, 1),
+        ("day=2", EntryStatus.UNKNOWN, 1),
+        ("day=3", EntryStatus.UNKNOWN, 1),
+        ("day=3/x", EntryStatus.UNKNOWN, 2),
     ]
+    assert not [k for k in asked if k.startswith("op_get_file_status")], asked
+    assert asked["op_list_status"] == 5  # the attempt's own directories, nothing else
     assert sorted((s.path, s.size) for s in store.walk("")) == before  # nothing changed
     assert ctx.stats.counter("committer_task_file_count") == 4
     assert ctx.stats.counter("committer_task_directory_count") == 4
@@ -76,10 +84,10 @@ def test_flat_names_go_back_to_their_place_in_the_tree_beside_a_walked_one(store
         ("top", 3),
     ]
     assert [(d.dest, d.status, d.level) for d in dirs] == [
-        ("day=1", EntryStatus.DIR, 1),
-        ("day=2", EntryStatus.NOT_FOUND, 1),
-        ("day=3", EntryStatus.NOT_FOUND, 1),
-        ("day=3/x", EntryStatus.NOT_FOUND, 2),
+        ("day=1", EntryStatus.UNKNOWN, 1),
+        ("day=2", EntryStatus.UNKNOWN, 1),
+        ("day=3", EntryStatus.UNKNOWN, 1),
+        ("day=3/x", EntryStatus.UNKNOWN, 2),
     ]
     kept, _ = scan_task_attempt(ctx, base, publish_names=False)  # for a committer above
     assert [f.dest for f in kept] == [

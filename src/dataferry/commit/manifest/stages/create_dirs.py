@@ -1,7 +1,8 @@
 """Job commit, stage 2: create the destination directories the files need.
 
-Only leaf directories are created (their parents come with them); a directory the tasks saw
-existing costs no I/O at all; a file standing where a directory must be is deleted first
+Only leaf directories are created (their parents come with them); a directory seen existing
+(by the job commit's own walk of the destination, or by a Hadoop task that looked) costs no I/O
+at all; a file standing where a directory must be is deleted first
 (non-recursively: a non-empty directory in its place fails the stage). All in parallel.
 """
 
@@ -39,7 +40,7 @@ def leaf_directories(dirs: dict[str, DirEntry]) -> list[DirEntry]:
 def create_directories(
     ctx: StageContext, dirs: dict[str, DirEntry], force: bool = False
 ) -> CreatedDirectories:
-    """force: create every leaf, even those the tasks saw existing (a replaced data set took
+    """force: create every leaf, even those seen existing (a replaced data set took
     them away). Creating a directory that exists is harmless, so a resumed commit repeats it."""
     result = CreatedDirectories()
     in_the_way = sorted(d.dest for d in dirs.values() if d.status == EntryStatus.FILE)

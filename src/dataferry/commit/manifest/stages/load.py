@@ -25,7 +25,7 @@ from ....stages import stage
 from ....store import IOPool, Store, paths
 from ...protocol import StageContext
 from ...records.success import SUCCESS_FILE
-from ..files import DirEntry, EntryStatus, FileEntry, TaskManifest, read_manifest
+from ..files import DirEntry, FileEntry, TaskManifest, read_manifest
 from ..layout import PENDING_DIR
 from .owners import DestinationOwners
 
@@ -54,6 +54,8 @@ class LoadedManifests:
     size_checked: bool = False
     # the entries file's lines as this process wrote them (None: not kept, read the file)
     kept: list[bytes] | None = None
+    # the job's directories `check_existing_files` found existing in the destination
+    seen_dirs: set[str] = field(default_factory=set)
 
     def written(self) -> None:
         """Wait until the entries file is closed (its close may run beside other work)."""
@@ -314,20 +316,35 @@ def _forbidden_dest(dest: str) -> bool:
 @stage("job_stage_check_existing_files", "check_existing_files")
 def check_existing_files(ctx: StageContext, loaded: LoadedManifests) -> list[str]:
     """Files already in the destination where this job's files go, found before anything
-    changes: one listing per directory the tasks saw existing (none for a new destination).
-    They are refused, or with `delete_target_files` returned to be replaced."""
-    existing = [d.dest for d in loaded.directories.values() if d.status == EntryStatus.DIR]
-    if not existing and not loaded.files:
+    changes: the destination's directories this job writes into are walked from its root,
+    level by level, one listing per directory that exists (a directory missing from its
+    parent's listing is not there, and nothing below it is asked about): one listing for a new
+    destination. The tasks did not look (`scan.py`); this look, under the claim, is the newer.
+    The directories found are noted in `loaded.seen_dirs` (the commit creates no other). Files
+    in the way are refused, or with `delete_target_files` returned to be replaced."""
+    if not loaded.files:
         return []
+    below: dict[str, set[str]] = {}  # a directory -> the job's directories in it
+    for d in loaded.directories:
+        while d and d not in below.get(paths.parent(d), ()):
+            below.setdefault(paths.parent(d), set()).add(d)
+            d = paths.parent(d)
     names: dict[str, set[str]] = {}
 
-    def list_one(directory: str) -> None:
+    def list_one(directory: str) -> list[str]:
+        """The files in `directory` (into `names`), and the job's directories in it."""
         try:
-            names[directory] = {e.name for e in ctx.store.list(directory) if not e.is_dir}
+            listing = ctx.store.list(directory)
         except NotFound:
-            names[directory] = set()
+            listing = []
+        names[directory] = {e.name for e in listing if not e.is_dir}
+        inside = below.get(directory, set())
+        return [e.path for e in listing if e.is_dir and e.path in inside]
 
-    ctx.pool.for_each(list_one, ["", *existing], adaptive=True)
+    level = [""]
+    while level:
+        level = [d for found in ctx.pool.map(list_one, level, adaptive=True) for d in found]
+        loaded.seen_dirs.update(level)
     if not any(names.values()):
         return []
     taken = []

@@ -4,19 +4,20 @@ Each file becomes a FileEntry (size and etag straight from the listing, no extra
 file named flat (`protocol/inflight.py`: the whole relative path in one name, as this
 committer's attempts write) goes back to its place in the tree; a file in a subdirectory (a
 Hadoop task's, or one too long to name flat) keeps the place it was written in. Every
-directory the files need becomes a DirEntry with the state its destination had: probed with
-one stat only when its parent existed in the destination, otherwise known not to exist
-without asking.
+directory the files need (with its ancestors) becomes a DirEntry of status unknown: the task
+asks nothing of the destination. Hadoop's task probes each directory whose parent exists there
+(a stat per partition per task: 40 tasks into 40 partitions ask 1,600 times what one walk
+answers); here the job commit walks the destination once, under its claim, when it looks for
+files in the way (`load.check_existing_files`), and creates every leaf not seen existing (an
+unknown status reads so in Hadoop's job commit too).
 
-The walk goes level by level, and the listings (then the probes) of one level run on the task's
-scan pool. Hadoop walks on one thread; on an object store with tens of milliseconds a request,
-a task that wrote into a hundred partitions would wait seconds for that. An attempt that named
-its files flat is one listing, whatever the partitions.
+The walk goes level by level, and the listings of one level run on the task's scan pool.
+Hadoop walks on one thread; on an object store with tens of milliseconds a request, a task
+that wrote into a hundred partitions would wait seconds for that. An attempt that named its
+files flat is one listing, whatever the partitions.
 """
 
 from __future__ import annotations
-
-from itertools import groupby
 
 from ....errors import NotFound, TaskCommitError
 from ....stages import TASK_LEVEL, stage
@@ -53,7 +54,7 @@ def scan_task_attempt(
                     files.append(entry)
                     needed.add(entry.dest.rpartition("/")[0])
         level = below
-    dirs = _probe_directories(ctx, needed)
+    dirs = _directories(needed)
     ctx.stats.incr("committer_task_file_count", len(files))
     ctx.stats.incr("committer_task_directory_count", len(dirs))
     if files:  # the sizes' mean, least and most, added at once rather than file by file
@@ -69,26 +70,16 @@ def scan_task_attempt(
     return sorted(files, key=lambda f: f.dest), dirs
 
 
-def _probe_directories(ctx: StageContext, needed: set[str]) -> list[DirEntry]:
-    """Every directory the files need, with its destination's state, in level order: one
-    level's probes at once, each asked only where its parent exists in the destination."""
+def _directories(needed: set[str]) -> list[DirEntry]:
+    """Every directory the files need and each of its ancestors, in level order, of status
+    unknown (the destination is not asked)."""
     every = set()
     for d in needed:
         while d and d not in every:
             every.add(d)
             d = paths.parent(d)
-    exists = {"": True}
-    dirs: list[DirEntry] = []
     ordered = sorted(every, key=lambda d: (paths.depth(d), d))
-    for depth, group in groupby(ordered, key=paths.depth):
-        at = list(group)
-        statuses = ctx.pool.map(
-            lambda d: _probe(ctx, d, exists[paths.parent(d)]), at, adaptive=True
-        )
-        for d, status in zip(at, statuses, strict=True):
-            exists[d] = status == EntryStatus.DIR
-            dirs.append(DirEntry(d, status, depth))
-    return dirs
+    return [DirEntry(d, EntryStatus.UNKNOWN, paths.depth(d)) for d in ordered]
 
 
 def _list(ctx: StageContext, src: str) -> list[FileStatus]:
@@ -102,14 +93,3 @@ def _list(ctx: StageContext, src: str) -> list[FileStatus]:
         ) from None
     refuse_links(ctx.store, listing, "task attempt directory")
     return listing
-
-
-def _probe(ctx: StageContext, dest: str, parent_exists: bool) -> EntryStatus:
-    """What the destination holds where a directory goes; no request when its parent did not
-    exist there."""
-    if not parent_exists:
-        return EntryStatus.NOT_FOUND
-    try:
-        return EntryStatus.DIR if ctx.store.stat(dest).is_dir else EntryStatus.FILE
-    except NotFound:
-        return EntryStatus.NOT_FOUND
