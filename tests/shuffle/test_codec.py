@@ -194,3 +194,41 @@ def test_plain_numeric_frames_skip_pandas_general_conversion(monkeypatch):
         assert data.address == df[name].to_numpy().ctypes.data, name
     from_pandas(FRAMES["strings"], preserve_index=True)
     assert calls == [1]
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        {"k": np.array([2**63 + 5, 2**53 + 1, 0, 7], dtype=np.uint64)},  # cast to float64 as Dask
+        {"k": np.array([-3, 4, 9, -(2**40)], dtype=np.int64), "j": np.array([1, 0, 1, 1], bool)},
+        {"a": np.arange(4, dtype=np.int8), "b": np.arange(4, dtype=np.int16) * 300},
+    ],
+)
+def test_integer_keys_hashed_in_place_land_where_pandas_puts_them(columns):
+    """Integer and boolean keys are hashed in this thread's scratch buffers, not by pandas:
+    one key or several combined, at a small and a large number of partitions."""
+    df = pd.DataFrame(columns)
+    on = list(columns)
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    keys = df[on].astype(np.float64)
+    for n in (N, 40_000):  # int16 ids, and int64 ids past int16's range
+        expected = pd.util.hash_pandas_object(keys, index=False).to_numpy() % np.uint64(n)
+        assert (partition_ids(table, on, n) == expected).all()
+
+
+def test_hashing_again_leaves_earlier_ids_and_splits_as_they_were():
+    """The scratch buffers are reused from one map to the next (a larger map, then a smaller
+    one): ids handed out are copies, and a split is made before its ids are overwritten."""
+    rng = np.random.default_rng(3)
+    big = pa.table({"k": rng.integers(0, 10**9, 5000), "row": np.arange(5000)})
+    small = pa.table({"k": rng.integers(0, 10**9, 300), "row": np.arange(300)})
+    first = partition_ids(big, ["k"], N)
+    kept = first.copy()
+    parts_big = split_batches(big, ["k"], N)
+    parts_small = split_batches(small, ["k"], N)
+    partition_ids(small, ["k"], N)
+    assert (first == kept).all()
+    for table, parts in ((big, parts_big), (small, parts_small)):
+        ids = partition_ids(table, ["k"], N)
+        for r, part in enumerate(parts):
+            assert part.column("row").to_pylist() == list(np.flatnonzero(ids == r))

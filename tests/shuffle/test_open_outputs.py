@@ -61,11 +61,12 @@ class _Slow:
     def __init__(self) -> None:
         self.go, self.reading, self.closed = threading.Event(), threading.Event(), False
 
-    def read(self, start: int, length: int) -> bytes:
+    def read_into(self, start: int, view: memoryview) -> int:
         self.reading.set()
         assert self.go.wait(5)
         assert not self.closed, "closed under its reader"
-        return b"x" * length
+        view[:] = b"x" * len(view)
+        return len(view)
 
     def close(self) -> None:
         self.closed = True
@@ -81,7 +82,7 @@ def test_a_file_being_read_is_closed_by_its_last_reader(monkeypatch, store):
         assert outputs.release() == 1  # and another merge would do the same
         assert not slow.closed
         slow.go.set()
-        assert reading.result() == b"xxx"
+        assert bytes(reading.result()) == b"xxx"
     assert slow.closed
 
 
@@ -108,3 +109,15 @@ def test_each_process_has_its_own(monkeypatch):
     assert open_outputs.open_map_outputs() is mine and process_pusher() is pusher
     monkeypatch.setattr(per_process.os, "getpid", lambda: -1)  # as a forked child sees it
     assert open_outputs.open_map_outputs() is not mine and process_pusher() is not pusher
+
+
+def test_blocks_are_read_into_buffers_of_arrows_pool(store):
+    """A block comes in a buffer of Arrow's memory pool (which keeps freed pages for the
+    next reduce), not a bytes object of the C heap."""
+    import pyarrow as pa
+
+    pool = pa.default_memory_pool()
+    before = pool.bytes_allocated()
+    got = OpenMapOutputs().read("m", store, "node", "app/m0.data", 100, 5000)
+    assert got == DATA[100:5100] and pool.bytes_allocated() - before >= 5000
+    assert OpenMapOutputs().read("m", store, "node", "app/m0.data", len(DATA) - 3, 10) == DATA[-3:]

@@ -65,3 +65,37 @@ def test_a_wrapping_store_sees_every_read(tmp_path):
     with pytest.raises(Exception, match="injected"):
         reader.read(0, 10)  # the fault fires on the read itself
     assert reader.read(0, 10) == DATA[:10]
+
+
+@pytest.mark.parametrize("kind", ["local", "memory", "faulty local"])
+def test_ranges_read_into_a_buffer_as_read_reads_them(tmp_path, kind):
+    """`read_into` fills the caller's buffer (a local file by preadv, others by a copy of
+    `read`) and says how many bytes it holds: fewer at the end of the file."""
+    url = f"memory://into/{tmp_path.name}" if kind == "memory" else str(tmp_path / "s")
+    store = open_store(url)
+    if kind == "faulty local":
+        store = FaultStore(store, [])
+    store.write_bytes("m/out.data", DATA)
+    reader = store.range_reader("m/out.data")
+    try:
+        for start, length in RANGES:
+            buf = bytearray(b"\xff" * (length + 3))
+            view = memoryview(buf)[:length]
+            n = reader.read_into(start, view)
+            assert n == len(DATA[start : start + length])
+            assert bytes(view[:n]) == DATA[start : start + length]
+            assert buf[length:] == b"\xff" * 3  # nothing past the view
+    finally:
+        reader.close()
+
+
+def test_a_local_read_into_after_close_is_refused(tmp_path):
+    store = LocalStore(str(tmp_path / "s"))
+    store.write_bytes("m/out.data", DATA)
+    reader = store.range_reader("m/out.data")
+    opens = store.stats.counter(f"op_{Op.READ_RANGE.value}")
+    reader.read_into(10, memoryview(bytearray(10)))
+    assert store.stats.counter(f"op_{Op.READ_RANGE.value}") == opens + 1  # counted as a read
+    reader.close()
+    with pytest.raises(ValueError, match="read after close"):
+        reader.read_into(0, memoryview(bytearray(1)))

@@ -134,6 +134,29 @@ def unframe(
         pos = start + length
 
 
+def stub_refs(data: bytes | memoryview) -> list[BlockRef]:
+    """The blocks the stubs of a run of framed bytes name, in order, by their headers alone
+    (so a reader can fetch them together before `unframe` checks each); the scan stops at
+    the first frame that does not parse, which `unframe` then reports."""
+    view = memoryview(data)
+    refs: list[BlockRef] = []
+    pos = 0
+    while len(view) - pos >= HEADER.size:
+        magic, map_index, reduce_id, length, crc = HEADER.unpack_from(view, pos)
+        body = view[pos + HEADER.size : pos + HEADER.size + length]
+        if magic not in (BLOCK_MAGIC, REF_MAGIC) or len(body) != length:
+            break
+        if magic == REF_MAGIC and length >= REF_BODY.size:
+            attempt, offset, framed = REF_BODY.unpack_from(body, 0)
+            try:
+                holder = bytes(body[REF_BODY.size :]).decode()
+            except UnicodeDecodeError:
+                break
+            refs.append(BlockRef(map_index, reduce_id, attempt, offset, framed, holder, crc))
+        pos += HEADER.size + length
+    return refs
+
+
 def _resolved(
     body: memoryview, map_index: int, reduce_id: int, crc: int, where: str, resolve: Resolver | None
 ) -> memoryview:

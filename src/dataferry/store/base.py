@@ -436,5 +436,13 @@ class RangeReader:
         """`length` bytes from `start` (fewer at the end of the file), as `read_range`."""
         return self.store.read_range(self.path, start, length)
 
+    def read_into(self, start: int, view: memoryview) -> int:
+        """Read into `view` (a writable byte buffer the caller owns) the bytes from `start`,
+        as many as it holds (fewer at the end of the file); how many were read. Here a copy
+        of `read`; a local file reads straight into the buffer."""
+        data = self.read(start, len(view))
+        view.cast("B")[: len(data)] = data
+        return len(data)
+
     def close(self) -> None:
         """Release what the reader holds (nothing here)."""

@@ -41,6 +41,25 @@ class OpenFileRanges(RangeReader):
         except OSError as e:
             raise self._translate(e, self.path, "read") from None
 
+    def read_into(self, start: int, view: memoryview) -> int:
+        """`os.preadv` into the caller's buffer (again after a short read, until the end of
+        the file): no bytes object per read, so a reader that keeps its buffers in a pool
+        reuses their pages (see `shuffle/open_outputs.py`)."""
+        if self.fd < 0:
+            raise ValueError(f"{self.store.full_url(self.path)}: read after close")
+        got = 0
+        try:
+            while got < len(view):
+                n = self.store._op(
+                    Op.READ_RANGE, self.path, os.preadv, self.fd, [view[got:]], start + got
+                )
+                if n == 0:
+                    break
+                got += n
+        except OSError as e:
+            raise self._translate(e, self.path, "read") from None
+        return got
+
     def close(self) -> None:
         fd, self.fd = self.fd, -1
         if fd >= 0:
