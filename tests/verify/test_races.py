@@ -239,3 +239,24 @@ def test_an_unknown_race_schedule_is_named():
     assert race_schedules(True)[-2:] == ("damaged_record", "links")
     with pytest.raises(ConfigError, match="'nope'"):
         race_schedules(["nope"])
+
+
+def test_a_child_driver_that_hangs_is_logged_with_its_threads_stacks(monkeypatch, caplog):
+    """A holder that did not end after it went on was reported only as "timeout": where it
+    hung (a store request, a lock) was lost with the process. Its threads' stacks are logged
+    before it is killed."""
+    from dataferry.verify import child
+
+    header = child.CHILD_CODE.split("from dataferry.verify.child")[0]
+    monkeypatch.setattr(child, "CHILD_CODE", header + "print('up', flush=True)\ntime.sleep(600)\n")
+    spec = child.ChildSpec("manifest", "unused", "error", {}, "u-1")
+    driver = child.ChildDriver(spec)
+    try:
+        assert driver.lines.get(timeout=30).strip() == "up"
+        with caplog.at_level("WARNING", logger="dataferry.verify"):
+            status, _, _ = driver.finish(timeout_s=0.5)
+    finally:
+        driver.kill()
+    assert status == "timeout"
+    assert "did not end" in caplog.text
+    assert 'File "<string>", line 9' in caplog.text, caplog.text  # where it sleeps

@@ -11,6 +11,7 @@ there too."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -27,15 +28,20 @@ from ..store import fault_layer as find_fault_layer
 from ..store.faults import call_at, kill_at
 from .harness import error_chain, load_preload, run_reference, status_of
 
+log = logging.getLogger("dataferry.verify")
+
 CHILD_CODE = (
     "import json, sys, time\n"
     "skew = json.loads(sys.argv[1]).get('skew_s') or 0\n"
     "if skew:\n"
     "    real = time.time\n"
     "    time.time = lambda: real() + skew\n"
+    "import faulthandler, signal\n"
+    "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
     "from dataferry.verify.child import child_main\n"
     "sys.exit(child_main(sys.argv[1]))\n"
 )
+STACK_LINES = 200  # of a hung child's stderr, logged
 JOIN_S = 60.0  # how long a child may take (once it runs again, where it was stopped)
 PAUSED = "DATAFERRY-PAUSED"
 
@@ -169,6 +175,7 @@ class ChildDriver:
         try:
             code = self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
+            self._log_stacks(timeout_s)
             self.kill()
             if self.resumed:
                 return "timeout", f"the child did not end {timeout_s:g} s after it went on", {}
@@ -183,6 +190,20 @@ class ChildDriver:
             return "child_error", f"exit {code}: {tail}", {}
         data = json.loads(lines[-1])
         return data["status"], data["error"], data
+
+    def _log_stacks(self, timeout_s: float) -> None:
+        """A child that did not end: its threads' stacks (the child dumps them on SIGUSR1)
+        and its last lines, logged, so a hang is seen where it hangs."""
+        if self.proc.poll() is not None:
+            return
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        time.sleep(1.0)
+        log.warning(
+            "child driver %d did not end in %g s; its threads and last lines:\n%s",
+            self.proc.pid,
+            timeout_s,
+            "".join(self.err[-STACK_LINES:]),
+        )
 
     def kill(self) -> None:
         if self.proc.poll() is None:
