@@ -411,3 +411,29 @@ def test_an_overwrite_into_a_linked_partition_is_refused_before_it_replaces_anyt
         c.commit_job(job, msgs)
     assert [f for f in visible(store) if f != "p=9"] == ["p=0/old"]  # the earlier set, whole
     assert sorted(p.name for p in outside.iterdir()) == ["keep"]
+
+
+def test_an_overtaken_holders_late_renewal_never_lets_it_remove_the_takers_claim(tmp_path):
+    """A renewal that hangs in the store (seen on Azurite, stalled for minutes) lands after
+    a taker fenced the holder and put its own record in place: the record names the holder's
+    generation again. The taker reads that as the holder's late write, and its own next
+    renewal puts its record back. Were the holder then to judge the claim its own by the
+    generation alone, its release would delete the record, and the taker, mid-publish, would
+    stop with ClaimLost leaving half its files visible."""
+    store = open_store(str(tmp_path / "d"))
+    holder = acquire_claim(
+        store, remote_claim(lease_s=5), wait_s=0, timeout_s=5, recover=None, heartbeat_s=0
+    )
+    state = observe_claim(store)
+    taker = Claim("job_taker_0001", "uuid-taker", "manifest", "overwrite")
+    held = take_over(store, state, taker, Judge(store, 5), None, heartbeat_s=0)
+    assert held is not None
+    store.write_bytes(CLAIM_FILE, holder.claim.to_bytes())  # the holder's late renewal lands
+
+    holder.release()
+    holder.abandon()
+    assert read_claim(store).job_uuid == "uuid-remote"  # untouched by the overtaken holder
+    held.check("publishing")  # the taker goes on
+    held._renew("heartbeat")
+    assert read_claim(store).job_uuid == "uuid-taker"
+    held.release()

@@ -187,10 +187,15 @@ class HeldClaim:
             self._thread.join()
 
     def _ours(self) -> bool:
+        """The record on the store is this holder's, or a late renewal of a holder it took
+        over. A record of this holder's generation after a taker fenced it is its own late
+        renewal (a write that hung in the store) landed over the taker's: not ours."""
         state = observe_claim(self.store)
-        return state is not None and (
-            state.generation == self.claim.generation or state.generation in self.fenced
-        )
+        if state is None:
+            return False
+        if state.generation == self.claim.generation:
+            return not self.store.exists(fence_path(self.claim.generation))
+        return state.generation in self.fenced
 
     def release(self, tidy: bool = True) -> None:
         """The commit finished (or was rolled back): free the destination. `tidy=False`: the
