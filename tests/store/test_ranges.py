@@ -15,13 +15,19 @@ DATA = random.Random(3).randbytes(30_000)
 RANGES = [(0, 100), (5000, 3000), (29_000, 5000), (30_000, 10), (12_345, 1)]
 
 
-@pytest.mark.parametrize("kind", ["local", "memory", "faulty local"])
-def test_ranges_read_as_read_range_reads_them(tmp_path, kind):
-    url = f"memory://ranges/{tmp_path.name}" if kind == "memory" else str(tmp_path / "s")
+def store_with_data(kind: str, tmp_path, bucket: str):
+    """A fresh store of `kind` holding DATA at m/out.data."""
+    url = f"memory://{bucket}/{tmp_path.name}" if kind == "memory" else str(tmp_path / "s")
     store = open_store(url)
     if kind == "faulty local":
         store = FaultStore(store, [])
     store.write_bytes("m/out.data", DATA)
+    return store
+
+
+@pytest.mark.parametrize("kind", ["local", "memory", "faulty local"])
+def test_ranges_read_as_read_range_reads_them(tmp_path, kind):
+    store = store_with_data(kind, tmp_path, "ranges")
     reader = store.range_reader("m/out.data")
     try:
         for start, length in RANGES:
@@ -71,11 +77,7 @@ def test_a_wrapping_store_sees_every_read(tmp_path):
 def test_ranges_read_into_a_buffer_as_read_reads_them(tmp_path, kind):
     """`read_into` fills the caller's buffer (a local file by preadv, others by a copy of
     `read`) and says how many bytes it holds: fewer at the end of the file."""
-    url = f"memory://into/{tmp_path.name}" if kind == "memory" else str(tmp_path / "s")
-    store = open_store(url)
-    if kind == "faulty local":
-        store = FaultStore(store, [])
-    store.write_bytes("m/out.data", DATA)
+    store = store_with_data(kind, tmp_path, "into")
     reader = store.range_reader("m/out.data")
     try:
         for start, length in RANGES:
