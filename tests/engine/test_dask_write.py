@@ -63,15 +63,14 @@ def read_back(path) -> pd.DataFrame:
 
 
 def data_files(path) -> list[Path]:
-    """Files a reader sees: none under a directory or with a name starting with _ or ."""
-    root = Path(path)
-    if not root.exists():
-        return []
-    return [
-        p
-        for p in root.rglob("*")
-        if p.is_file() and not any(part[0] in "_." for part in p.relative_to(root).parts)
-    ]
+    """Files a reader sees: none under a directory or with a name starting with _ or .
+    Hidden directories are not entered: a failed job's late tasks may still be removing
+    their own attempts there (Dask does not cancel running tasks when a computation fails)."""
+    found = []
+    for parent, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if d[0] not in "_.")
+        found += [Path(parent, f) for f in sorted(files) if f[0] not in "_."]
+    return found
 
 
 def assert_exactly(path, pdf: pd.DataFrame) -> pd.DataFrame:
