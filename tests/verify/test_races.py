@@ -260,3 +260,12 @@ def test_a_child_driver_that_hangs_is_logged_with_its_threads_stacks(monkeypatch
     assert status == "timeout"
     assert "did not end" in caplog.text
     assert 'File "<string>", line 9' in caplog.text, caplog.text  # where it sleeps
+
+
+def test_a_damaged_record_job_counts_as_hung_only_past_three_times_its_own_run():
+    """On Azurite under load a whole job took longer than the damaged-record schedules' 30 s,
+    and the job, rightly giving way to the damaged claim, was reported as hung (named_error)."""
+    from dataferry.verify.damage import CHILD_TIMEOUT_S, child_limit
+
+    assert child_limit(5.0) == CHILD_TIMEOUT_S
+    assert child_limit(20.0) == 60.0
