@@ -58,6 +58,7 @@ from .claim import (
     ClaimState,
     crashed,
     effective_timeout,
+    fence_path,
     new_generation,
     observe_claim,
     read_claim,
@@ -81,10 +82,6 @@ def mark_crashed(held: HeldClaim) -> None:
     """The holder of `held` died at an injected crash: stop it and count its claim as dead."""
     held.stop_heartbeat()
     crashed.add(held.claim.generation)
-
-
-def fence_path(generation: str, n: int = 0) -> str:
-    return f"{CLAIM_DIR}/{FENCE_PREFIX}{generation}.{n}"
 
 
 # --- holding a claim -------------------------------------------------------------------------
