@@ -4,6 +4,7 @@ table's own entries lie, and which errors of a commit are conflicts or final ref
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -20,6 +21,8 @@ JOB_ID_KEY = "dataferry.job-id"
 GROUP_KEY = "dataferry.group-job-ids"  # the uuids of the other jobs a group's snapshot carries
 NAME_MAPPING = "schema.name-mapping.default"
 DEFAULT_NAMESPACE = "default"
+
+log = logging.getLogger(__name__)
 
 _SECRET = re.compile(r"secret|password|token|credential|access-key|session|private", re.I)
 _CATALOG_TYPES = dict(SqlCatalog="sql", RestCatalog="rest", HiveCatalog="hive", GlueCatalog="glue")
@@ -138,6 +141,31 @@ def fresh_connections(catalog: Any) -> None:
     dispose = getattr(engine, "dispose", None)
     if callable(dispose):
         dispose()
+
+
+def open_catalog(name: str, props: dict[str, Any], tries: int = 5) -> Any:
+    """`pyiceberg.catalog.load_catalog`, safe when jobs open a new SQL catalog at once: each
+    creates the catalog's tables if absent, and between one's check and its CREATE another
+    may have made them ("table ... already exists"). The tables are there then, so opening
+    again finds them."""
+    from pyiceberg.catalog import load_catalog
+
+    for attempt in range(tries):
+        try:
+            return load_catalog(name, **props)
+        except Exception as error:  # sqlalchemy's OperationalError, for any SQL dialect
+            if attempt == tries - 1 or not lost_create_race(error):
+                raise
+            log.debug("catalog %s: tables created by another job meanwhile (%s)", name, error)
+    raise AssertionError("unreachable")
+
+
+def lost_create_race(error: BaseException) -> bool:
+    """True for a CREATE TABLE that failed because another job created the table first."""
+    text = str(error).lower()
+    return type(error).__name__ in ("OperationalError", "ProgrammingError", "IntegrityError") and (
+        "already exists" in text or "duplicate" in text
+    )
 
 
 def norm_location(uri: str) -> str:

@@ -61,6 +61,7 @@ from .catalog import (
     is_conflict,
     job_snapshot,
     norm_location,
+    open_catalog,
     refused,
     set_name_mapping,
     signing_properties,
@@ -180,20 +181,20 @@ class IcebergFormat(IcebergReader, TableFormat):
         check_location(tbl, self.location_uri, self.store.full_url())
 
     def _load_catalog(self, props: dict[str, Any] | None) -> Any:
-        from pyiceberg.catalog import load_catalog
-
         if props is None:
             loc = self.location
             self.check_catalog({"catalog": None})
             self.store.mkdirs(ICEBERG_ROOT)
             uri = f"sqlite:///{loc.uri}/{CATALOG_DB}"
-            return load_catalog(EMBEDDED_CATALOG, type="sql", uri=uri, warehouse=self.location_uri)
+            return open_catalog(
+                EMBEDDED_CATALOG, dict(type="sql", uri=uri, warehouse=self.location_uri)
+            )
         props = dict(props)
         name = str(props.pop("name", "") or "default")
         options = self.location.storage_options
         for key, value in {**io_properties(options), **signing_properties(props, options)}.items():
             props.setdefault(key, value)
-        return load_catalog(name, **props)
+        return open_catalog(name, props)
 
     def table(self, where: dict[str, Any] | None = None) -> Any:
         """The table as it is now (None if there is none)."""
