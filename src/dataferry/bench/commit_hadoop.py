@@ -14,16 +14,15 @@ Elsewhere the peer is skipped, with the reason.
 from __future__ import annotations
 
 import importlib.util
-import json
-import re
 import shutil
 import statistics
-import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .java_driver import JavaDriver, PeerRuns, java_missing
 
 MAIN_CLASS = "DataferryHadoopCommitBench"
 JVM_TIMEOUT_S = 900
@@ -141,12 +140,8 @@ def pyspark_jars() -> Path | None:
 
 def missing() -> str | None:
     """Why the Hadoop peer cannot run here, or None."""
-    if not (shutil.which("java") and shutil.which("javac")):
-        return "needs java and javac (17 or later) on PATH"
-    out = subprocess.run(["javac", "-version"], capture_output=True, text=True, timeout=60)
-    m = re.search(r"javac (\d+)", out.stdout + out.stderr)
-    if not m or int(m.group(1)) < 17:
-        return "needs javac 17 or later"
+    if (no_java := java_missing()) is not None:
+        return no_java
     if pyspark_jars() is None:
         return "needs pyspark (its jars hold Hadoop): pip install 'dataferry[interop]'"
     return None
@@ -158,20 +153,8 @@ class HadoopPeer:
     def __init__(self) -> None:
         jars = pyspark_jars()
         assert jars is not None
-        self.jars = jars
-        self.classes = Path(tempfile.mkdtemp(prefix="dataferry-bench-hadoop-"))
-        source = self.classes / f"{MAIN_CLASS}.java"
-        source.write_text(JAVA_SOURCE)
-        cp = ":".join(str(p) for p in sorted(jars.glob("hadoop-client-*.jar")))
-        out = subprocess.run(
-            ["javac", "-nowarn", "-d", str(self.classes), "-cp", cp, str(source)],
-            capture_output=True,
-            text=True,
-            timeout=JVM_TIMEOUT_S,
-        )
-        if out.returncode != 0:
-            self.close()
-            raise RuntimeError(f"javac failed: {out.stderr[-2000:]}")
+        compile_cp = ":".join(str(p) for p in sorted(jars.glob("hadoop-client-*.jar")))
+        self.driver = JavaDriver(MAIN_CLASS, JAVA_SOURCE, compile_cp, f"{jars}/*", JVM_TIMEOUT_S)
 
     def run(
         self,
@@ -188,50 +171,31 @@ class HadoopPeer:
             raise ValueError(f"Hadoop's peer of {committer!r} is not driven here")
         dest = tempfile.mkdtemp(prefix="dataferry-bench-hadoop-out-")
         try:
-            cmd = [
-                "java",
-                "-cp",
-                f"{self.jars}/*:{self.classes}",
-                MAIN_CLASS,
-                f"{dest}/out",
-                str(files),
-                str(tasks),
-                str(partitions),
-                str(file_size),
-                committer,
-                str(io_threads),
-            ]
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=JVM_TIMEOUT_S)
-            if out.returncode != 0:
-                raise RuntimeError(f"Hadoop's driver failed: {out.stderr[-2000:]}")
-            data = json.loads(out.stdout.strip().splitlines()[-1])
+            shape = (files, tasks, partitions, file_size)
+            args = [f"{dest}/out", *map(str, shape), committer, str(io_threads)]
+            data = self.driver.run(args, "Hadoop's driver")
             return HadoopRun(data["task_commit_s"], data["job_commit_s"], data["hadoop"])
         finally:
             shutil.rmtree(dest, ignore_errors=True)
 
     def close(self) -> None:
-        shutil.rmtree(self.classes, ignore_errors=True)
+        self.driver.close()
 
 
-class HadoopPeerRuns:
+class HadoopPeerRuns(PeerRuns):
     """Hadoop's peers over a bench's repeats: compiled when asked for and possible, one job
     per repeat and peer (v1 always; the manifest committer when the bench runs dataferry's),
     and the medians: v1's at the top, each other peer's under its name (or why skipped)."""
 
     def __init__(self, wanted: bool, store: str, committers: Sequence[str]) -> None:
-        self.peer: HadoopPeer | None = None
-        self.skipped: str | None = None
+        super().__init__()
         self.runs: dict[str, list[HadoopRun]] = {
             c: [] for c in COMMITTERS if c == "v1" or c in committers
         }
-        if not wanted:
-            return
-        if store not in ("local", ""):
-            self.skipped = "Hadoop's peer runs on local disk only (--store local)"
-        else:
-            self.skipped = missing()
-        if self.skipped is None:
-            self.peer = HadoopPeer()
+        if wanted:
+            local = store in ("local", "")
+            not_here = None if local else "Hadoop's peer runs on local disk only (--store local)"
+            self.start(not_here, missing, HadoopPeer)
 
     def run(self, spec: Any, say: Callable[[str], None]) -> None:
         """One job of the bench's shape through each peer (nothing when none is running)."""
@@ -245,13 +209,7 @@ class HadoopPeerRuns:
                 )
             )
 
-    def close(self) -> None:
-        if self.peer is not None:
-            self.peer.close()
-
-    def summary(self) -> dict[str, Any] | None:
-        if self.skipped is not None:
-            return {"skipped": self.skipped}
+    def medians(self) -> dict[str, Any] | None:
         if not self.runs["v1"]:
             return None
         found = summary(self.runs["v1"])

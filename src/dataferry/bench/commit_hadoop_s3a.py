@@ -12,17 +12,14 @@ IOStatistics. It prints one JSON line. Elsewhere the peer is skipped, with the r
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shutil
 import statistics
-import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .java_driver import JavaDriver, PeerRuns, java_missing
 
 MAIN_CLASS = "DataferryHadoopS3ABench"
 JVM_TIMEOUT_S = 1800
@@ -155,12 +152,8 @@ def jars_dir() -> Path:
 
 def missing() -> str | None:
     """Why the peer cannot run here, or None."""
-    if not (shutil.which("java") and shutil.which("javac")):
-        return "needs java and javac (17 or later) on PATH"
-    out = subprocess.run(["javac", "-version"], capture_output=True, text=True, timeout=60)
-    m = re.search(r"javac (\d+)", out.stdout + out.stderr)
-    if not m or int(m.group(1)) < 17:
-        return "needs javac 17 or later"
+    if (no_java := java_missing()) is not None:
+        return no_java
     if not any(jars_dir().glob("hadoop-aws-*.jar")):
         return f"needs hadoop-aws in {jars_dir()} (`make jars`, or set {JARS_ENV})"
     if not os.environ.get("AWS_ENDPOINT_URL"):
@@ -172,64 +165,35 @@ class HadoopS3APeer:
     """The compiled driver (in a temporary directory, removed by `close`)."""
 
     def __init__(self) -> None:
-        self.jars = jars_dir()
-        self.classes = Path(tempfile.mkdtemp(prefix="dataferry-bench-s3a-"))
-        source = self.classes / f"{MAIN_CLASS}.java"
-        source.write_text(JAVA_SOURCE)
-        out = subprocess.run(
-            ["javac", "-nowarn", "-d", str(self.classes), "-cp", f"{self.jars}/*", str(source)],
-            capture_output=True,
-            text=True,
-            timeout=JVM_TIMEOUT_S,
-        )
-        if out.returncode != 0:
-            self.close()
-            raise RuntimeError(f"javac failed: {out.stderr[-2000:]}")
+        jars = f"{jars_dir()}/*"
+        self.driver = JavaDriver(MAIN_CLASS, JAVA_SOURCE, jars, jars, JVM_TIMEOUT_S)
 
     def run(
         self, dest: str, files: int, tasks: int, partitions: int, file_size: int, threads: int
     ) -> HadoopS3ARun:
         """The job at `dest` (an s3:// URL on the bench's server), deleted afterwards."""
-        cmd = [
-            "java",
-            "-cp",
-            f"{self.jars}/*:{self.classes}",
-            MAIN_CLASS,
-            "s3a://" + dest.split("://", 1)[1],
-            str(files),
-            str(tasks),
-            str(partitions),
-            str(file_size),
-            str(threads),
-        ]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=JVM_TIMEOUT_S)
-        if out.returncode != 0:
-            raise RuntimeError(f"Hadoop's S3A driver failed: {out.stderr[-2000:]}")
-        data = json.loads(out.stdout.strip().splitlines()[-1])
+        shape = (files, tasks, partitions, file_size, threads)
+        args = ["s3a://" + dest.split("://", 1)[1], *map(str, shape)]
+        data = self.driver.run(args, "Hadoop's S3A driver")
         return HadoopS3ARun(
             data["task_commit_s"], data["job_commit_s"], data["job_commit_counters"], data["hadoop"]
         )
 
     def close(self) -> None:
-        shutil.rmtree(self.classes, ignore_errors=True)
+        self.driver.close()
 
 
-class S3APeerRuns:
+class S3APeerRuns(PeerRuns):
     """The peer over a bench's repeats: compiled when asked for and possible, one job per
     repeat, and the medians (or why it was skipped)."""
 
     def __init__(self, wanted: bool, store: str) -> None:
-        self.peer: HadoopS3APeer | None = None
-        self.skipped: str | None = None
+        super().__init__()
         self.runs: list[HadoopS3ARun] = []
-        if not wanted:
-            return
-        if not store.startswith(("s3://", "s3a://")):
-            self.skipped = "Hadoop's S3A peer runs on an S3 server only (--s3-local)"
-        else:
-            self.skipped = missing()
-        if self.skipped is None:
-            self.peer = HadoopS3APeer()
+        if wanted:
+            s3 = store.startswith(("s3://", "s3a://"))
+            not_here = None if s3 else "Hadoop's S3A peer runs on an S3 server only (--s3-local)"
+            self.start(not_here, missing, HadoopS3APeer)
 
     def run(self, dest: str, spec: Any, say: Callable[[str], None]) -> None:
         """One job of the bench's shape at `dest` (nothing when the peer is not running)."""
@@ -242,13 +206,7 @@ class S3APeerRuns:
             )
         )
 
-    def close(self) -> None:
-        if self.peer is not None:
-            self.peer.close()
-
-    def summary(self) -> dict[str, Any] | None:
-        if self.skipped is not None:
-            return {"skipped": self.skipped}
+    def medians(self) -> dict[str, Any] | None:
         if not self.runs:
             return None
         return {
