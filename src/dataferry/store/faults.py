@@ -21,7 +21,7 @@ rule is the store's answer "I cannot tell": before, the request was lost; after,
 (a rename, copy, completed upload, PUT or delete that is done although the caller got a
 timeout).
 
-Operations of a thread marked `timed_operations()` (a heartbeat, whose renewals come at
+Operations of a background thread (`store/background.py`: a heartbeat, whose renewals come at
 times, not at steps of a job) take no index and are not traced: a job's own operations keep
 their indexes from run to run however slow the store, so a fault or a pause chosen from one
 run's trace lands at the same step of the next. Rules without an index still match them.
@@ -50,6 +50,7 @@ from ..errors import (
     InjectedFault,
     Throttled,
 )
+from .background import is_background_thread
 from .base import Store
 from .types import Op
 from .wrapping import WrappingStore
@@ -113,15 +114,6 @@ def ambiguous_at(index: int, when: When = "before", meanwhile: Callback | None =
     return FaultRule(action="ambiguous", when=when, index=index, callback=meanwhile)
 
 
-_timed = threading.local()
-
-
-def timed_operations() -> None:
-    """Mark the calling thread's store operations as timed, not steps of a job (see the
-    module): a fault layer gives them no index."""
-    _timed.on = True
-
-
 @dataclass(frozen=True)
 class TracedOp:
     index: int
@@ -159,11 +151,11 @@ class FaultStore(WrappingStore):
     def _op(self, op: Op, path: str, fn: Callable[..., T], *args: Any) -> T:
         if not self.armed:  # disarmed: neither traced nor broken (checks, recovery)
             return super()._op(op, path, fn, *args)
-        timed = getattr(_timed, "on", False)
+        background = is_background_thread()
         with self._counter_lock:
-            index = -1 if timed else len(self.trace)
+            index = -1 if background else len(self.trace)
             dest = args[1] if op in (Op.RENAME, Op.COPY) and len(args) > 1 else ""
-            if not timed:
+            if not background:
                 self.trace.append(TracedOp(index, op, path, dest))
             rule = None
             for r in self.rules:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from ...errors import ClaimLost, StoreError
 from ...store import Store
-from ...store.faults import timed_operations
+from ...store.background import mark_background_thread
 from .claim import CLAIM_DIR, Claim, ClaimState, crashed, observe_record
 from .lease import Judge
 
@@ -87,7 +87,7 @@ _heart_thread: list[threading.Thread] = []
 def _heart() -> None:
     """The process's one heartbeat thread: renews each record when it is due (one thread for
     every job of the process, started once: a job's set-up and end wait for no thread)."""
-    timed_operations()
+    mark_background_thread()
     while True:
         with _lock:
             now = time.monotonic()

@@ -45,7 +45,7 @@ from ...errors import (
 )
 from ...liveness import process_alive
 from ...store import FileStatus, Store
-from ...store.faults import timed_operations
+from ...store.background import mark_background_thread
 from .claim import (
     CLAIM_DIR,
     CLAIM_FILE,
@@ -122,7 +122,7 @@ class HeldClaim:
         return self._lost
 
     def _beat(self, every: float) -> None:
-        timed_operations()
+        mark_background_thread()
         while not self._stop.wait(every):
             try:
                 with self._lock:
