@@ -46,3 +46,38 @@ def test_generate_only_writes_nothing_and_is_marked_as_the_floor(tmp_path):
     assert floor.floor and not any(w.floor for n, w in STREAM_WRITERS.items() if n != floor.name)
     note = floor.write(StreamShape(batches=3, batch_rows=100, partitions=2), str(tmp_path), {})
     assert note.startswith("300 rows") and not list(tmp_path.iterdir())
+
+
+def test_the_stream_is_derived_from_the_pool_with_distinct_rows_and_buffers_of_its_own(
+    monkeypatch,
+):
+    """Batches come from the pool made in setup (no batch is generated while timed), every
+    row is distinct, every run gets the same batches, and no batch shares the pool's memory
+    (a writer holding batches pays for them)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from dataferry.bench import write_stream as ws
+
+    shape = StreamShape(batches=3 * ws.POOL_BATCHES * ws.POOL_BATCHES, batch_rows=64, partitions=4)
+    pool = ws.batch_pool(shape.batch_rows, shape.partitions)
+    generated = []
+    monkeypatch.setattr(ws, "make_batch", lambda *a: generated.append(a))
+    stream = list(ws.batches(shape))
+    assert not generated
+    table = pa.Table.from_batches(stream)
+    assert table.num_rows == shape.rows
+    assert table.column("order_id").to_pylist() == list(range(shape.rows))
+    # a partition's rows of one batch (all but their ids) repeat only every P*P batches
+    mixes = ws.POOL_BATCHES * ws.POOL_BATCHES
+    day = stream[0].column("day")[0]
+    rows_of_day = [
+        tuple(map(tuple, b.filter(pc.equal(b.column("day"), day)).to_pydict().values()))[1:]
+        for b in stream
+    ]
+    assert len(set(rows_of_day[:mixes])) == mixes and rows_of_day[mixes:] == rows_of_day[:-mixes]
+    assert [b.equals(c) for b, c in zip(stream, ws.batches(shape), strict=True)] == [
+        True
+    ] * shape.batches
+    pooled = {buf.address for b in pool.pool for c in b.columns for buf in c.buffers() if buf}
+    assert not pooled & {buf.address for c in stream[1].columns for buf in c.buffers() if buf}

@@ -11,7 +11,8 @@ skipped and listed. Runs alternate (the order rotates each round) and medians ar
 the dataferry writer of the same group. Each writer's output is read back once: the rows must
 all be there, or the writer is listed as failed and not timed further.
 
-Stream mode (`StreamBenchSpec`): a stream of RecordBatches generated on the fly, of a given
+Stream mode (`StreamBenchSpec`): a stream of RecordBatches made on the fly (derived from a
+pool of batches generated before the clock starts: `write_stream.BatchPool`), of a given
 in-memory size, into N partitions; each writer runs alone in a fresh process (see
 `write_stream`), which reports its wall time and its peak RSS (the process's kernel high-water
 mark, VmHWM, plus its descendants' RSS sampled with psutil), then the files are read back.

@@ -2,11 +2,19 @@
 --stream`: `python -m dataferry.bench.write_stream '<json>'` prints one JSON line with the
 write's wall time and the peak RSS of this process and of its children.
 
-The stream is generated on the fly, batch after batch, from the synthetic sales schema
+The stream is made on the fly, batch after batch, from the synthetic sales schema
 (`sales_table`, with `days=partitions` so that `day` has one value per partition); it is never
-whole in memory unless a writer collects it. Setup (imports, a Dask cluster) is done before the
-clock starts; generating the batches is in every writer's time alike, and `generate only` times
-it alone (the batches made and dropped): the floor no writer can go under.
+whole in memory unless a writer collects it. Generating a batch with numpy's random numbers and
+strings costs about as much as writing it, so a pool of `POOL_BATCHES` generated batches is made
+during setup, before the clock starts (`BatchPool`), and batch i of the stream is derived from
+it with cheap Arrow operations: its `day` column from pool batch i % P, its other columns from
+pool batch (i // P) % P (so a partition's rows differ from batch to batch: they repeat only
+every P*P batches, far apart in any file, page or row group), `order_id` the stream's own run of
+ids (every row distinct), and each column copied into buffers of its own (a writer that holds
+batches pays for them, as it would for generated ones). Every writer gets the same batches.
+Setup (imports, the pool, a Dask cluster) is done before the clock starts; deriving the batches
+is in every writer's time alike, and `generate only` times it alone (the batches made and
+dropped): the floor no writer can go under.
 
 Peak RSS: the kernel's high-water mark of this process's resident set (VmHWM in
 /proc/self/status; `getrusage` ru_maxrss where there is no /proc), read after setup (`start`)
@@ -17,6 +25,7 @@ counted). ru_maxrss is not used on Linux: it keeps the parent's peak across fork
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import json
@@ -61,11 +70,45 @@ class StreamShape:
         return -(-self.batches // self.dask_partition_batches)
 
 
+POOL_BATCHES = 8  # generated batches the stream is derived from (P: P*P distinct mixes)
+
+
 def make_batch(index: int, rows: int, partitions: int) -> pa.RecordBatch:
+    """A generated batch (numpy's random numbers, seeded by `index`): the pool's batches."""
     table = sales_table(rows, days=partitions, seed=index)
     ids = pa.array(np.arange(index * rows, (index + 1) * rows, dtype=np.int64))
     table = table.set_column(table.schema.get_field_index("order_id"), "order_id", ids)
     return table.combine_chunks().to_batches(max_chunksize=rows)[0]
+
+
+class BatchPool:
+    """`POOL_BATCHES` generated batches, made once; the stream's batches derived from them."""
+
+    def __init__(self, rows: int, partitions: int) -> None:
+        self.rows = rows
+        self.pool = [make_batch(k, rows, partitions) for k in range(POOL_BATCHES)]
+        self.day = self.pool[0].schema.get_field_index(PARTITION_COLUMN)
+        self.order_id = self.pool[0].schema.get_field_index("order_id")
+
+    def batch(self, index: int) -> pa.RecordBatch:
+        """Batch `index` of the stream: `day` from pool batch index % P, the other columns
+        from pool batch (index // P) % P, its own order ids; every column in new buffers."""
+        p = len(self.pool)
+        days, rest = self.pool[index % p], self.pool[(index // p) % p]
+        ids = np.arange(index * self.rows, (index + 1) * self.rows, dtype=np.int64)
+        columns = [
+            pa.array(ids)
+            if i == self.order_id
+            else pa.concat_arrays([(days if i == self.day else rest).column(i)])  # (a copy)
+            for i in range(rest.num_columns)
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=rest.schema)
+
+
+@functools.cache
+def batch_pool(rows: int, partitions: int) -> BatchPool:
+    """The pool of a stream's shape, made once per process (in setup, before the clock)."""
+    return BatchPool(rows, partitions)
 
 
 def shape_for(size: int, partitions: int, batch_rows: int) -> StreamShape:
@@ -77,8 +120,9 @@ def shape_for(size: int, partitions: int, batch_rows: int) -> StreamShape:
 def batches(
     shape: StreamShape, start: int = 0, stop: int | None = None
 ) -> Iterator[pa.RecordBatch]:
+    pool = batch_pool(shape.batch_rows, shape.partitions)
     for i in range(start, shape.batches if stop is None else min(stop, shape.batches)):
-        yield make_batch(i, shape.batch_rows, shape.partitions)
+        yield pool.batch(i)
 
 
 def schema(shape: StreamShape) -> pa.Schema:
@@ -260,6 +304,7 @@ def run_child(args: dict[str, Any]) -> dict[str, Any]:
     shape = StreamShape(**args["shape"])
     for module in (*writer.modules, *writer.warm):
         importlib.import_module(module)
+    batch_pool(shape.batch_rows, shape.partitions)  # generated before the clock starts
     sampler = ChildSampler() if importlib.util.find_spec("psutil") else None
     with _cluster(writer.cluster, args.get("workers", 2)):
         rss_start = peak_rss_bytes()
