@@ -249,3 +249,23 @@ def test_the_split_sorts_the_rows_once_not_once_per_slice(monkeypatch):
     assert [d for d, _ in many] == [d for d, _ in one]
     for (_, x), (_, y) in zip(many, one, strict=True):
         np.testing.assert_array_equal(x.indices, y.indices)
+
+
+def test_split_in_slices_with_a_wide_key_not_renumbered(monkeypatch):
+    """More combinations than 16-bit keys hold but not renumbered (a wide key, sparse in each
+    slice): each slice's rows still get their partition's rank, in input order."""
+    monkeypatch.setattr(partition, "_PARALLEL_ROWS", 10)
+    rng = np.random.default_rng(5)
+    n = 3000
+    table = pa.table(
+        {
+            "a": pa.array(rng.integers(0, 400, n)),
+            "b": pa.array(rng.integers(0, 400, n)),
+            "v": pa.array(np.arange(n)),
+        }
+    )
+    one = partition._partition_order(table, ("a", "b"), 1)
+    many = partition._partition_order(table, ("a", "b"), 3)
+    for x, y in zip(one, many, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert _rows_by_partition(table, ("a", "b"), 3) == _sorted_reference(table, ("a", "b"))
