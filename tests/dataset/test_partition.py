@@ -223,3 +223,49 @@ def test_a_float_column_with_nan_and_null_over_several_chunks(monkeypatch, threa
         "f=-0.0": [3],
         "f=2.0": [6],
     }
+
+
+def test_the_split_sorts_the_rows_once_not_once_per_slice(monkeypatch):
+    """The slices only number their rows by partition (hashing, side by side); the rows are
+    then put in partition order by one counting sort of those numbers, with the same
+    partitions, directories and rows as the one-thread split. Sorting each slice, then
+    merging the slices' orders, cost the driver a third more CPU before any task started."""
+    monkeypatch.setattr(partition, "_PARALLEL_ROWS", 50)
+    table = _zoo_table(3001)
+    sorts: list[int] = []
+    real_sort = partition.pc.sort_indices
+    monkeypatch.setattr(
+        partition.pc, "sort_indices", lambda a, *x, **k: sorts.append(len(a)) or real_sort(a)
+    )
+
+    def no_argsort(*args, **kwargs):
+        raise AssertionError("numpy's argsort in the split")
+
+    monkeypatch.setattr(partition.np, "argsort", no_argsort)
+    many = partition.partition_rows(table, ("a", "s", "cat"), threads=3)
+    assert sorts == [3001]  # one sort, of every row's partition number
+    monkeypatch.undo()
+    one = partition.partition_rows(table, ("a", "s", "cat"), threads=1)
+    assert [d for d, _ in many] == [d for d, _ in one]
+    for (_, x), (_, y) in zip(many, one, strict=True):
+        np.testing.assert_array_equal(x.indices, y.indices)
+
+
+def test_split_in_slices_with_a_wide_key_not_renumbered(monkeypatch):
+    """More combinations than 16-bit keys hold but not renumbered (a wide key, sparse in each
+    slice): each slice's rows still get their partition's rank, in input order."""
+    monkeypatch.setattr(partition, "_PARALLEL_ROWS", 10)
+    rng = np.random.default_rng(5)
+    n = 3000
+    table = pa.table(
+        {
+            "a": pa.array(rng.integers(0, 400, n)),
+            "b": pa.array(rng.integers(0, 400, n)),
+            "v": pa.array(np.arange(n)),
+        }
+    )
+    one = partition._partition_order(table, ("a", "b"), 1)
+    many = partition._partition_order(table, ("a", "b"), 3)
+    for x, y in zip(one, many, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert _rows_by_partition(table, ("a", "b"), 3) == _sorted_reference(table, ("a", "b"))

@@ -192,18 +192,15 @@ def partition_rows(
     threads: int = 1,
 ) -> list[tuple[str, Rows]]:
     """(partition directory, its rows without the partition columns unless `keep`) for each
-    partition, in one sort of the whole table (cut into row slices split side by side on
-    `threads` threads when it is large); the rows are gathered later (`Rows.gather`).
+    partition, in partition order (`_partition_order`: row slices numbered side by side on
+    `threads` threads when the table is large); the rows are gathered later (`Rows.gather`).
     A directory the destination cannot hold (`limits`) is a ConfigError."""
     _check_columns(table, columns)
     if table.num_rows == 0:
         return []
-    order, starts, ends = _partition_order(table, columns, threads)
+    order, starts, ends, directories = _partition_order(table, columns, threads, limits, keep_empty)
     data = table if keep else table.drop_columns(list(columns))
-    return [
-        (_directory(table, columns, int(order[s]), limits, keep_empty), Rows(data, order[s:e]))
-        for s, e in zip(starts, ends, strict=True)
-    ]
+    return [(d, Rows(data, order[s:e])) for d, s, e in zip(directories, starts, ends, strict=True)]
 
 
 def split_by_partition(
@@ -221,11 +218,10 @@ def split_by_partition(
     _check_columns(table, columns)
     if table.num_rows == 0:
         return
-    order, starts, ends = _partition_order(table, columns)
+    order, starts, ends, directories = _partition_order(table, columns, 1, limits, keep_empty)
     # one gather into partition order, then zero-copy slices (not one gather per partition)
     data = (table if keep else table.drop_columns(list(columns))).take(pa.array(order))
-    for s, e in zip(starts, ends, strict=True):
-        directory = _directory(table, columns, int(order[s]), limits, keep_empty)
+    for directory, s, e in zip(directories, starts, ends, strict=True):
         yield directory, data.slice(int(s), int(e - s))
 
 
@@ -236,28 +232,6 @@ def _check_columns(table: pa.Table, columns: Sequence[str]) -> None:
             f"partition column {missing[0]!r} is not in the data; columns: "
             f"{', '.join(table.column_names)}"
         )
-
-
-def _directory(
-    table: pa.Table,
-    columns: Sequence[str],
-    row: int,
-    limits: NameLimits | None = None,
-    keep_empty: bool = False,
-) -> str:
-    first = table.select(list(columns)).slice(row, 1).to_pylist()[0]
-    return partition_dir(columns, [first[c] for c in columns], limits, keep_empty)
-
-
-def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
-    """(a code per row, number of codes); a null is a value of its own."""
-    enc = _encode(column)
-    return _indices(enc), len(enc.dictionary)
-
-
-def _indices(enc: pa.DictionaryArray) -> np.ndarray:
-    # no nulls among the indices (a null is a value of the dictionary): no copy
-    return enc.indices.to_numpy(zero_copy_only=False)
 
 
 def _encode(column: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
@@ -280,17 +254,24 @@ def _encode(column: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
     return enc.combine_chunks()
 
 
-def _group_keys(codes: Sequence[tuple[np.ndarray, int]], rows: int) -> tuple[np.ndarray, int]:
-    """(a key per row, keys in all): the rows' codes combined, ordered as the codes' tuples."""
+def _indices(enc: pa.DictionaryArray) -> np.ndarray:
+    # no nulls among the indices (a null is a value of the dictionary): no copy
+    return enc.indices.to_numpy(zero_copy_only=False)
+
+
+def _group_keys(codes: Sequence[tuple[np.ndarray, int]], rows: int) -> tuple[np.ndarray, int, bool]:
+    """(a key per row, keys in all, whether the keys were renumbered): the rows' codes
+    combined, ordered as the codes' tuples."""
     if codes and math.prod(size for _, size in codes) <= min(_RADIX_LIMIT, 1 << 16):
         # few combinations (the usual case): 16-bit keys, made in place, as the sort wants them
         key = codes[0][0].astype(np.uint16)
         for idx, size in codes[1:]:
             np.multiply(key, size, out=key)
             np.add(key, idx.astype(np.uint16), out=key)
-        return key, math.prod(size for _, size in codes)
+        return key, math.prod(size for _, size in codes), False
     key = np.zeros(rows, dtype=np.int64)
     combinations = 1
+    renumbered = False
     for idx, size in codes:
         key = key * size + idx
         combinations *= size
@@ -299,87 +280,99 @@ def _group_keys(codes: Sequence[tuple[np.ndarray, int]], rows: int) -> tuple[np.
             _, key = np.unique(key, return_inverse=True)
             key = key.reshape(-1)
             combinations = int(key.max()) + 1
-    return key, combinations
-
-
-def _sorted_groups(key: np.ndarray, combinations: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row order grouping equal keys, stably; start and end of each group in that order)."""
-    if combinations <= _RADIX_LIMIT:
-        # numpy's stable sort of 16-bit keys is a radix sort: linear, ten times faster than
-        # the merge sort of 64-bit keys, and the usual case (few partitions per task)
-        key = key.astype(np.uint16, copy=False)
-    order = np.argsort(key, kind="stable")
-    if combinations <= max(_RADIX_LIMIT, len(key)):
-        # the groups' sizes counted, not found by comparing the sorted keys
-        counts = np.bincount(key, minlength=combinations)
-        ends = np.cumsum(counts)[counts > 0]
-        starts = ends - counts[counts > 0]
-        return order, starts, ends
-    sorted_key = key[order]
-    bounds = np.flatnonzero(np.diff(sorted_key)) + 1
-    starts = np.concatenate(([0], bounds))
-    ends = np.concatenate((bounds, [len(order)]))
-    return order, starts, ends
-
-
-def _partition_order(
-    table: pa.Table, columns: Sequence[str], threads: int = 1
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row order grouping the partitions, start and end of each partition in that order).
-
-    The partitions are ordered as the tuples of their values' codes (each column numbered in
-    the order its values first appear), and each partition's rows keep their input order.
-    With `threads` > 1, a large table is cut into that many row slices split side by side
-    (`_parallel_order`), with the very same result."""
-    slices = min(threads, table.num_rows // _PARALLEL_ROWS)
-    if slices > 1:
-        return _parallel_order(table, columns, slices)
-    cols = [table.column(c) for c in columns]
-    if len(cols) > 1 and table.num_rows >= _PARALLEL_ROWS:
-        # pyarrow releases the GIL while it hashes: the columns are encoded side by side
-        with ThreadPoolExecutor(len(cols)) as pool:
-            codes = list(pool.map(_codes, cols))
-    else:
-        codes = [_codes(c) for c in cols]
-    return _sorted_groups(*_group_keys(codes, table.num_rows))
+            renumbered = True
+    return key, combinations, renumbered
 
 
 @dataclass(frozen=True)
-class _SliceGroups:
-    """One row slice split on its own: its rows' order (as row numbers of the whole table),
-    its groups' bounds in that order, each group's codes per column (the slice's own
-    numbering) and each column's dictionary."""
+class _Groups:
+    """Rows (a slice starting at row `offset` of the whole table, or all of it) numbered by
+    partition: each row's key, the keys that occur (ascending) and their rows, each
+    partition's code per column and each column's dictionary."""
 
-    order: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
+    offset: int
+    key: np.ndarray
+    ids: np.ndarray
+    counts: np.ndarray
     group_codes: list[np.ndarray]
     dictionaries: list[pa.Array]
 
 
-def _split_slice(table: pa.Table, columns: Sequence[str], offset: int) -> _SliceGroups:
-    """Rows `table` (a slice starting at row `offset` of the whole) grouped by partition."""
-    encoded = [_encode(table.column(c)) for c in columns]
+def _groups(encoded: list[pa.DictionaryArray], rows: int, offset: int = 0) -> _Groups:
     codes = [(_indices(e), len(e.dictionary)) for e in encoded]
-    order, starts, ends = _sorted_groups(*_group_keys(codes, table.num_rows))
-    first = order[starts]  # a row of each group: its codes are the group's
-    return _SliceGroups(
-        order + offset,
-        starts,
-        ends,
-        [idx[first] for idx, _ in codes],
-        [e.dictionary for e in encoded],
-    )
+    key, combinations, renumbered = _group_keys(codes, rows)
+    if combinations <= max(_RADIX_LIMIT, rows):
+        # the groups' sizes counted, not found by sorting the keys
+        counts = np.bincount(key, minlength=combinations)
+        ids = np.flatnonzero(counts)
+        counts = counts[ids]
+    else:
+        ids, counts = np.unique(key, return_counts=True)
+    if renumbered:
+        _, first = np.unique(key, return_index=True)  # a row of each group: its codes
+        group_codes = [idx[first] for idx, _ in codes]
+    else:  # the codes of each key, from the key itself
+        group_codes, rest = [], ids.astype(np.int64)
+        for _, size in reversed(codes):
+            group_codes.insert(0, rest % size)
+            rest = rest // size
+    return _Groups(offset, key, ids, counts, group_codes, [e.dictionary for e in encoded])
 
 
-def _parallel_order(
-    table: pa.Table, columns: Sequence[str], slices: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`_partition_order` with the rows cut into `slices` contiguous slices, each split on
-    its own thread (pyarrow hashes and numpy sorts without the GIL), then merged: the
-    slices' dictionaries joined in slice order (so each value keeps the code of its first
-    appearance in the whole table), the groups ordered by those codes, and each partition's
-    rows taken from the slices in slice order (so they keep their input order)."""
+def _split(table: pa.Table, columns: Sequence[str], threads: int = 1) -> _Groups:
+    """The table's rows numbered by partition. The partitions are ordered as the tuples of
+    their values' codes (each column numbered in the order its values first appear). With
+    `threads` > 1, a large table is cut into that many row slices numbered side by side
+    (`_parallel_split`), with the very same result."""
+    slices = min(threads, table.num_rows // _PARALLEL_ROWS)
+    if slices > 1:
+        return _parallel_split(table, columns, slices)
+    cols = [table.column(c) for c in columns]
+    if len(cols) > 1 and table.num_rows >= _PARALLEL_ROWS:
+        # pyarrow releases the GIL while it hashes: the columns are encoded side by side
+        with ThreadPoolExecutor(len(cols)) as pool:
+            encoded = list(pool.map(_encode, cols))
+    else:
+        encoded = [_encode(c) for c in cols]
+    return _groups(encoded, table.num_rows)
+
+
+def _split_slice(table: pa.Table, columns: Sequence[str], offset: int) -> _Groups:
+    """Rows `table` (a slice starting at row `offset` of the whole) numbered by partition."""
+    return _groups([_encode(table.column(c)) for c in columns], table.num_rows, offset)
+
+
+def _partition_order(
+    table: pa.Table,
+    columns: Sequence[str],
+    threads: int = 1,
+    limits: NameLimits | None = None,
+    keep_empty: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """(row order grouping the partitions, start and end of each partition in that order,
+    each partition's directory); each partition's rows keep their input order.
+
+    The rows are numbered by partition (`_split`, on row slices side by side), then put in
+    partition order by one stable sort of those numbers: Arrow's counting sort (few
+    partitions, the usual case) is a quarter of numpy's radix sort, and releases the GIL."""
+    split = _split(table, columns, threads)
+    order = pc.sort_indices(pa.array(split.key)).to_numpy().view(np.int64)
+    ends = np.cumsum(split.counts)
+    values = [
+        d.take(pa.array(c)).to_pylist()
+        for d, c in zip(split.dictionaries, split.group_codes, strict=True)
+    ]
+    directories = [
+        partition_dir(columns, row, limits, keep_empty) for row in zip(*values, strict=True)
+    ]
+    return order, ends - split.counts, ends, directories
+
+
+def _parallel_split(table: pa.Table, columns: Sequence[str], slices: int) -> _Groups:
+    """`_split` with the rows cut into `slices` contiguous slices, each numbered on its own
+    thread (pyarrow hashes without the GIL), then merged: the slices' dictionaries joined in
+    slice order (so each value keeps the code of its first appearance in the whole table),
+    the partitions ordered by those codes, and each row's key made the rank of its partition."""
     n = table.num_rows
     bounds = [n * i // slices for i in range(slices + 1)]
     with ThreadPoolExecutor(slices, "dataferry-split") as pool:
@@ -394,36 +387,34 @@ def _parallel_order(
     # each column's codes in the whole table's numbering: the slices' dictionaries joined
     # in slice order and encoded again, so a value's code is that of its first appearance
     global_codes: list[tuple[np.ndarray, int]] = []
+    dictionaries = []
     for c in range(len(columns)):
         joined = _encode(pa.concat_arrays([p.dictionaries[c] for p in parts]))
         renumber = _indices(joined).astype(np.int64)
         offsets = np.cumsum([0] + [len(p.dictionaries[c]) for p in parts])
         mapped = [renumber[offsets[i] + p.group_codes[c]] for i, p in enumerate(parts)]
         global_codes.append((np.concatenate(mapped), len(joined.dictionary)))
-    # every slice's groups, keyed as the whole table's partitions are
-    group_key, _ = _group_keys(global_codes, len(global_codes[0][0]))
-    sizes = np.concatenate([p.ends - p.starts for p in parts])
-    local_starts = np.concatenate([p.starts for p in parts])
-    which = np.repeat(np.arange(slices), [len(p.starts) for p in parts])
-    # the groups in partition order, and within a partition in slice order
-    ranked = np.lexsort((which, group_key))
-    _, partition_of = np.unique(group_key, return_inverse=True)
-    partitions = int(partition_of.max()) + 1
-    per_partition = np.zeros(partitions, dtype=np.int64)
-    np.add.at(per_partition, partition_of.reshape(-1), sizes)
-    ends = np.cumsum(per_partition)
-    starts = ends - per_partition
-    # where each group's rows go in the whole order, then every slice's rows put there
-    position = np.empty(len(sizes), dtype=np.int64)
-    position[ranked] = np.cumsum(sizes[ranked]) - sizes[ranked]
-    order = np.empty(n, dtype=np.int64)
-    first_group = np.cumsum([0] + [len(p.starts) for p in parts])
+        dictionaries.append(joined.dictionary)
+    # every slice's groups keyed as the whole table's partitions are, then ranked
+    group_key, _, _ = _group_keys(global_codes, len(global_codes[0][0]))
+    _, first, rank = np.unique(group_key, return_index=True, return_inverse=True)
+    rank = rank.reshape(-1)
+    counts = np.zeros(len(first), dtype=np.int64)
+    np.add.at(counts, rank, np.concatenate([p.counts for p in parts]))
+    key = np.empty(n, dtype=np.uint16 if len(first) <= 1 << 16 else np.int64)
+    first_group = np.cumsum([0] + [len(p.ids) for p in parts])
 
-    def place(i: int) -> None:  # the slices' rows go to disjoint places: side by side
-        g = slice(first_group[i], first_group[i + 1])
-        shift = np.repeat(position[g] - local_starts[g], sizes[g])
-        order[np.arange(len(parts[i].order)) + shift] = parts[i].order
+    def place(i: int) -> None:  # each slice's rows get their partition's rank, side by side
+        p, ranks = parts[i], rank[first_group[i] : first_group[i + 1]]
+        if p.ids[-1] >= max(_RADIX_LIMIT, len(p.key)):  # sparse keys: no table of them all
+            key[p.offset : p.offset + len(p.key)] = ranks[np.searchsorted(p.ids, p.key)]
+            return
+        lookup = np.zeros(int(p.ids[-1]) + 1, dtype=key.dtype)
+        lookup[p.ids] = ranks
+        # Arrow's take reads 16-bit keys as they are (numpy's first widens them all)
+        key[p.offset : p.offset + len(p.key)] = pc.take(lookup, p.key).to_numpy()
 
     with ThreadPoolExecutor(slices, "dataferry-split") as pool:
         list(pool.map(place, range(slices)))
-    return order, starts, ends
+    codes = [g[first] for g, _ in global_codes]
+    return _Groups(0, key, np.arange(len(first)), counts, codes, dictionaries)

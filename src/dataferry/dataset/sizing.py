@@ -107,8 +107,9 @@ def split_partitions(
     keep_empty: bool = False,
     threads: int = 1,
 ) -> list[Piece]:
-    """Stage 1: the table's rows by partition directory (one sort; of row slices side by
-    side on `threads` threads, one per worker, when the table is large)."""
+    """Stage 1: the table's rows by partition directory (numbered by partition on row
+    slices side by side, `threads` of them, one per worker, when the table is large; then
+    one counting sort of those numbers)."""
     if partition_by:
         pieces: list[Piece] = list(
             partition_rows(table, partition_by, limits, keep, keep_empty, threads)
