@@ -73,6 +73,33 @@ def test_concurrent_appenders_land_every_commit():
         assert r["rows_found"] == r["distinct_ids"] == r["rows_expected"] == 5 * 50
 
 
+def test_the_appenders_go_only_once_every_one_is_ready():
+    """The timed run starts when every process has imported and made its rows, not as the
+    first one has (the others' start-up would be in the commits per second); one that is
+    not ready in time does not hold the rest back for ever."""
+    import threading
+
+    from dataferry.bench.table_concurrency import _start_together
+
+    go = threading.Event()
+
+    class Ready:
+        def __init__(self, answers: list[bool]) -> None:
+            self.answers, self.go_seen = answers, []
+
+        def acquire(self, timeout: float) -> bool:
+            self.go_seen.append(go.is_set())
+            return self.answers.pop(0)
+
+    ready = Ready([True, True, True])
+    assert _start_together(ready, go, 3, deadline=0.0)
+    assert ready.go_seen == [False, False, False] and go.is_set()
+    go.clear()
+    late = Ready([True, False])
+    assert not _start_together(late, go, 3, deadline=0.0)
+    assert late.go_seen == [False, False] and go.is_set()
+
+
 def test_cli_tables_and_json():
     runner = CliRunner()
     res = runner.invoke(

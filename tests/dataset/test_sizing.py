@@ -109,6 +109,32 @@ def test_a_small_write_encodes_its_partitions_side_by_side(tmp_path, monkeypatch
     assert sorted(back.column("order_id").to_pylist()) == list(range(20_000))
 
 
+def test_a_tiny_write_encodes_on_the_task_thread(tmp_path, monkeypatch):
+    """A round of a few rows per partition (a small append) is written in order on the
+    task's own thread: handing it to encoding threads costs more than its encoding. Broken,
+    each such job starts the encoding threads again."""
+    from dataferry.dataset import task
+
+    seen: set[str] = set()
+    real = task.TaskWriter.write_partition
+
+    def spy(self, directory, rows):
+        seen.add(threading.current_thread().name)
+        return real(self, directory, rows)
+
+    monkeypatch.setattr(task.TaskWriter, "write_partition", spy)
+    t = sales_table(100, days=8)  # one task, 8 partitions of a dozen rows
+    r = dataferry.write_dataset(
+        t,
+        str(tmp_path / "o"),
+        partition_by=["day"],
+        engine=LocalEngineConfig(workers=4, executor="threads"),
+    )
+    assert r.files == 8 and len(seen) == 1
+    assert not any(n.startswith("dataferry-encode") for n in seen)
+    assert rows_back(tmp_path / "o") == 100
+
+
 def test_side_by_side_falls_back_to_order_when_files_must_be_evicted(tmp_path):
     t = sales_table(20_000, days=4)
     r = dataferry.write_dataset(

@@ -180,3 +180,19 @@ def test_in_process_service_and_stats(tmp_path):
         assert client.all(marker_dir("x")) == ["a-x-t0-a0.marker.CREATE"]
         assert client.delete(marker_dir("x"))
         assert svc.stats.counter("marker_batches") >= 1
+
+
+def test_direct_markers_in_one_batch(tmp_path):
+    """With `batch`, the markers of the files an attempt announces are one file naming them
+    all (no directory per partition); read back like the others, and deleted with them."""
+    store = open_store(str(tmp_path))
+    m = DirectMarkers(store, marker_dir("j"), batch=True)
+    assert m.batches
+    assert m.create_many([("p=1", "a.parquet"), ("p=2", "b.parquet")]) == [True, True]
+    m.create("p=3", "c.parquet")  # a file opened later: a marker of its own
+    (batch,) = [s for s in store.list(marker_dir("j")) if not s.is_dir]
+    assert batch.name.startswith("BATCH-")
+    assert not store.exists(f"{marker_dir('j')}/p=1")
+    assert m.data_paths() == {"p=1/a.parquet", "p=2/b.parquet", "p=3/c.parquet"}
+    m.delete_all()
+    assert m.all() == set()

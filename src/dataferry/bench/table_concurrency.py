@@ -77,14 +77,24 @@ def _peer_append(fmt: str, dest: str, rows: pa.Table, catalog: dict[str, str]) -
 
 
 def _appender(
-    fmt: str, dest: str, keywords: dict[str, Any], first: int, spec: ConcurrencySpec, go, out
+    fmt: str,
+    dest: str,
+    keywords: dict[str, Any],
+    first: int,
+    spec: ConcurrencySpec,
+    ready,
+    go,
+    out,
 ) -> None:
     """One process of the concurrency bench: `spec.commits` append jobs, in a row."""
     report: dict[str, Any] = {"first": first, "ok": 0, "errors": []}
     try:
-        from ..dataset.write import write_dataset
+        try:
+            from ..dataset.write import write_dataset
 
-        tables = [commit_rows(first + i, spec.rows) for i in range(spec.commits)]
+            tables = [commit_rows(first + i, spec.rows) for i in range(spec.commits)]
+        finally:
+            ready.release()  # imported and its rows made (or failed): `_start_together`
         go.wait(spec.timeout_s)  # every process is ready: they start at once
         report["start"] = time.time()
         commit_s = []
@@ -106,6 +116,20 @@ def _appender(
     except BaseException as e:
         report["errors"].append(f"{type(e).__name__}: {e}"[:300])
     out.put(json.dumps(report))
+
+
+def _start_together(ready: Any, go: Any, processes: int, deadline: float) -> bool:
+    """Let the appenders go once each of them is ready (its imports done, its rows made), so
+    the timed run holds their appends and not the other processes' start-up (a spawned
+    process imports dataferry, pyarrow and the format's library: seconds of CPU on a small
+    machine). False, and they go all the same, when some were not ready by `deadline`."""
+    try:
+        for _ in range(processes):
+            if not ready.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+    finally:
+        go.set()
 
 
 class _Table:
@@ -157,20 +181,21 @@ def _concurrent_run(
         write_dataset(first, table.dest, partition_by=["day"], **table.keywords)
     before = table.commits()
     ctx = multiprocessing.get_context("spawn")  # deltalake panics in a forked child
-    go, out = ctx.Event(), ctx.Queue()
+    ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     procs = [
         ctx.Process(
             target=_appender,
-            args=(fmt, table.dest, table.keywords, p * spec.commits, spec, go, out),
+            args=(fmt, table.dest, table.keywords, p * spec.commits, spec, ready, go, out),
             daemon=True,
         )
         for p in range(spec.processes)
     ]
     for p in procs:
         p.start()
-    go.set()
     reports, errors = [], []
     deadline = time.monotonic() + spec.timeout_s
+    if not _start_together(ready, go, len(procs), deadline):
+        errors.append("not every process was ready in time")
     try:
         while len(reports) < len(procs):
             try:

@@ -36,6 +36,9 @@ INBOX_BYTES = 4 << 20
 # and encodes small row groups more slowly (40 partitions of a round of 4 MiB make row groups
 # of 2,000 rows: 2 GiB of stream then held 50 MiB of metadata alone; 16 MiB rounds, 13 MiB)
 ROUND_BYTES = 16 << 20
+# a round smaller than this is written on the task's own thread: its encoding takes less than
+# starting the encoding threads and handing them its partitions (a small append's ~0.3 ms a file)
+SMALL_ROUND_BYTES = 256 << 10
 # bytes a file's writer gathers in Arrow's memory before they reach the store's stream: a
 # Parquet writer writes each page and page header as it is done, and each write to a Python
 # stream takes the GIL (from a thread the producer's own Python work is holding it on); 64
@@ -199,7 +202,8 @@ class TaskWriter:
     def write_round(self, pieces: list[tuple[str, pa.Table]]) -> None:
         """Rows of several partitions, each partition's pieces written together (zero-copy,
         one row group): side by side on the task's threads (pyarrow encodes without the GIL)
-        when every partition can keep its file open, else in order."""
+        when every partition can keep its file open and the round is not small, else in
+        order."""
         if not self._encoding_chosen:
             # the encodings suit the data: chosen once, from the task's first rows
             self.options = choose_dictionary(self.options, [rows for _, rows in pieces])
@@ -212,6 +216,7 @@ class TaskWriter:
         if (
             self._pool is None
             or len(groups) < 2
+            or sum(t.nbytes for g in groups.values() for t in g) < SMALL_ROUND_BYTES
             or len(self._open) + new > self.options.max_open_files
         ):
             for directory in list(groups):

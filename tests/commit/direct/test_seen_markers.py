@@ -96,3 +96,28 @@ def test_a_clean_job_lists_none_of_its_partitions_at_the_end(tmp_path):
     listed = {t.path for t in layer.trace[start:] if t.op in (Op.LIST, Op.WALK)}
     assert not [p for p in listed if p.startswith("p=")], listed
     assert sorted(s.path for s in store.walk("") if not s.path.startswith("_")) == sorted(files)
+
+
+def test_a_late_attempts_batch_of_markers_is_read_at_the_end(tmp_path, monkeypatch):
+    """An attempt's announced markers as one batch file (`batch_markers`, as Delta's): one
+    made just before the job's last look names a file the job did not commit, which the end
+    of the job deletes as it would one marked by a file of its own. Were the batch taken for
+    a record, its file would stay beside the committed data, named by no marker."""
+    store, committer, job = _job(tmp_path)
+    committer.batch_markers = True
+    kept, message = _committed_task(committer, job)
+    late = job.task(1)
+    committer.setup_task(late)
+    made: list[str] = []
+    look = deletion._tree
+
+    def a_late_attempt_then_look(*args):
+        if not made:
+            committer.announce_files(late, ["p=0/late.parquet", "p=2/late.parquet"])
+            made.append(committer.write_file(late, "p=0/late.parquet", b"late"))
+        return look(*args)
+
+    monkeypatch.setattr(deletion, "_tree", a_late_attempt_then_look)
+    committer.commit_job(job, [message])
+    assert made and not store.exists(made[0]) and store.exists(kept)
+    assert not store.exists(committer.job_dir(job))

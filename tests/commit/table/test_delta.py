@@ -241,3 +241,26 @@ def data_paths(path: Path) -> list[str]:
         for p in path.rglob("*.parquet")
         if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
     )
+
+
+def test_an_appends_markers_are_one_batch_not_a_directory_per_partition(tmp_path, monkeypatch):
+    """A small append into three partitions marks its files with one batch file in the job's
+    marker directory (`markers.direct`): no directory per partition is made there and
+    removed again, which on a local disk costs more than the rest of the job's records."""
+    from dataferry.store.base import Store
+
+    t = tmp_path / "t"
+    write(t, sales(30))
+    made: list[str] = []
+    real = Store.create_if_absent
+
+    def spy(self, path, data=b""):
+        made.append(path)
+        return real(self, path, data)
+
+    monkeypatch.setattr(Store, "create_if_absent", spy)
+    write(t, sales(30, start=30))
+    marks = [p for p in made if p.startswith("_dataferry/delta-markers/")]
+    assert len(marks) == 1 and marks[0].rsplit("/", 1)[-1].startswith("BATCH-")
+    assert rows(t).column("x").to_pylist() == list(range(60))
+    assert not (t / "_dataferry").exists() and orphans(t) == []

@@ -148,6 +148,9 @@ class DirectCommitter(Committer):
     # so that `dataferry cleanup` knows whose job a marker directory is
     markers_root = MARKERS_ROOT
     plan_type = DirectPlan
+    # the markers an attempt announces as one batch file (`DirectMarkers`, `batch`), not a
+    # file each (in a directory each per partition)
+    batch_markers = False
 
     def __init__(self, store: Store, config: DirectConfig) -> None:
         super().__init__(store, config)
@@ -177,7 +180,7 @@ class DirectCommitter(Committer):
                 fingerprint=self.config.service_fingerprint,
             )
             return ServiceMarkers(client, self.store, directory)
-        return DirectMarkers(self.store, directory, self.config.threads)
+        return DirectMarkers(self.store, directory, self.config.threads, self.batch_markers)
 
     # --- job and task ----------------------------------------------------------------------
 
@@ -208,8 +211,9 @@ class DirectCommitter(Committer):
 
     def announce_files(self, task: TaskAttemptContext, relpaths: Sequence[str]) -> None:
         """Markers for every file the attempt is about to write, in one request to the marker
-        service. Direct markers stay one per file, made as each file is opened: made all at
-        once they would only meet the store's request ceiling in a burst."""
+        service, or one batch file (`batch_markers`). Other direct markers stay one per file,
+        made as each file is opened: made all at once they would only meet the store's
+        request ceiling in a burst."""
         markers = self.markers(task.job)
         if not markers.batches:
             return

@@ -96,6 +96,7 @@ class TableCommitter(DirectCommitter):
         cls.data_root, cls.keeps_partition_columns = fmt.data_root, fmt.keeps_partition_columns
         cls.keeps_empty_partition_values = fmt.keeps_empty_partition_values
         cls.plan_type = fmt.plan_type
+        cls.batch_markers = fmt.batch_markers
 
     def __init__(self, store: Store, config: Any) -> None:
         super().__init__(store, config)

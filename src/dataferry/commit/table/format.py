@@ -77,6 +77,8 @@ class TableFormat:
     # compare-and-swap, rebased and retried, the job's id asked of the table before any
     # retry), not under the destination's claim: appenders go side by side
     appends_without_claim: ClassVar[bool] = False
+    # an attempt's announced markers are one batch file (`markers.direct`), not one file each
+    batch_markers: ClassVar[bool] = False
 
     def __init__(self, committer: FormatHost) -> None:
         self.committer = committer

@@ -92,6 +92,7 @@ class DeltaFormat(TableFormat):
     keeps_empty_partition_values = True  # '' is logged as '' (deltalake), not as null
     plan_type = DeltaPlan
     appends_without_claim = True  # the commit file's put-if-absent, rebased (`entry`)
+    batch_markers = True  # a small append's markers: one file, not a directory per partition
 
     def __init__(self, committer: FormatHost) -> None:
         super().__init__(committer)
