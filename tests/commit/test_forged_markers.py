@@ -22,6 +22,7 @@ import dataferry
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.lookup import committer_by_name
 from dataferry.markers.base import marker_name
+from dataferry.markers.direct import BATCH_PREFIX
 from dataferry.store import FaultRule, Op, open_store
 
 pytest.importorskip("deltalake")
@@ -80,11 +81,16 @@ def read_xs(name: str, dest: Path) -> list[int]:
     return sorted(table.column("x").to_pylist())
 
 
-def forge(dest: Path, directory: str, targets: list[str]) -> None:
-    """Marker files naming `targets`, written straight into a marker directory."""
-    for target in targets:
-        parent, file = target.rpartition("/")[::2]
-        marker = dest / directory / marker_name(parent, file)
+def forge(dest: Path, directory: str, targets: list[str], batch: bool = False) -> None:
+    """Marker files naming `targets`, written straight into a marker directory; with `batch`,
+    one batch file naming them all (as Delta's tasks announce theirs)."""
+    names = [marker_name(*target.rpartition("/")[::2]) for target in targets]
+    if batch:
+        (dest / directory).mkdir(parents=True, exist_ok=True)
+        text = "".join(f"{n}\n" for n in names)
+        (dest / directory / f"{BATCH_PREFIX}{uuid.uuid4().hex}").write_text(text)
+    for name in [] if batch else names:
+        marker = dest / directory / name
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_bytes(b"")
     old = time.time() - 7200  # older than cleanup's hour: a dead job's leftovers
@@ -109,6 +115,25 @@ def test_cleanup_of_a_made_up_job_deletes_no_committed_file(tmp_path, name):
 
     assert data_files(dest) == committed, report
     assert read_xs(name, dest) == list(range(6))
+
+
+@pytest.mark.parametrize("name", ["direct", "delta", "iceberg"])
+def test_a_forged_batch_of_markers_deletes_no_committed_file(tmp_path, name):
+    """A batch file (one file naming many markers, as Delta's tasks write theirs) is read by
+    every committer's cleanup and by the next job: forged into a made-up job's directory it
+    names committed files, and neither deletes one."""
+    dest = tmp_path / "t"
+    write(name, dest, rows(6))
+    committed = data_files(dest)
+    forge(dest, made_up_job_dir(name), sorted(committed), batch=True)
+
+    report = cleanup_destination(open_store(str(dest)))
+    assert data_files(dest) == committed, report
+    forge(dest, made_up_job_dir(name), sorted(committed), batch=True)
+    write(name, dest, rows(4, start=6))
+
+    assert committed <= data_files(dest)
+    assert read_xs(name, dest) == list(range(10))
 
 
 @pytest.mark.parametrize("name", sorted(COMMITTERS))
