@@ -96,6 +96,20 @@ def test_abort_task_and_abort_job_remove_everything(tmp_path):
     assert c.store.walk("") == []
 
 
+def test_abort_job_removes_a_hidden_success_copy_its_driver_left(tmp_path):
+    """A driver that died between writing its hidden copy of `_SUCCESS` and renaming it left
+    `_SUCCESS.<random>.tmp` (a name of its own) in the job's directory: rolling the job back
+    removes it, and the directory with it."""
+    c = make_committer("v1", str(tmp_path / "out"))
+    job = c.new_job()
+    c.setup_job(job)
+    run_tasks(c, job)
+    copy = f"{c.job_attempt_path(job)}/_SUCCESS.0123456789abcdef0123456789abcdef.tmp"
+    c.store.write_bytes(copy, b"{}")
+    c.abort_job(job)
+    assert c.store.walk("") == []
+
+
 def test_task_committed_twice_is_a_clear_error(tmp_path):
     c = make_committer("v1", str(tmp_path / "out"))
     job = c.new_job()

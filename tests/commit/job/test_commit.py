@@ -257,7 +257,7 @@ def test_save_success_replaces_in_one_step(tmp_path):
     store = open_store(str(tmp_path / "d"))
     store.write_bytes("_SUCCESS", b"old")
     assert save_success(ctx_of(store), "job", b"new") == "_SUCCESS"
-    assert store.read_bytes("_SUCCESS") == b"new" and not store.exists("job/_SUCCESS.tmp")
+    assert store.read_bytes("_SUCCESS") == b"new" and store.list_or_empty("job") == []
     s3ish = open_store(f"sim:s3:{tmp_path / 's'}", latency_scale=0)
     save_success(ctx_of(s3ish), "job", b"put")  # no rename there: one PUT
     assert s3ish.read_bytes("_SUCCESS") == b"put" and not s3ish.exists("job")

@@ -165,6 +165,34 @@ def test_a_lost_claim_publishes_no_success(tmp_path):
     assert store.read_bytes("_SUCCESS") == b"earlier"
 
 
+def test_an_overtaken_holders_hidden_success_copy_is_taken_back(tmp_path):
+    """The hidden copy is written beside the claim's check: a holder overtaken meanwhile
+    has written it (making the job's directories again, which its taker may have removed
+    by then) when the check fails. It deletes its own copy and the hidden directories left
+    empty, and nothing else: a taker's copy of the same job, written beside it, stays."""
+    store = _NameNodeLike(open_store(str(tmp_path / "out")))
+
+    def lost(step, strict=True):
+        raise ClaimLost("taken over")
+
+    ctx = _ctx(store, lost)
+    try:
+        with pytest.raises(ClaimLost):
+            save_success(ctx, "_temporary/j/00", b"ours")
+    finally:
+        ctx.close()
+    assert not store.exists("_temporary"), store.walk("")
+
+    store.write_bytes("_temporary/j/00/_SUCCESS.0123456789abcdef0123456789abcdef.tmp", b"taker")
+    ctx = _ctx(store, lost)
+    try:
+        with pytest.raises(ClaimLost):
+            save_success(ctx, "_temporary/j/00", b"ours")
+    finally:
+        ctx.close()
+    assert [s.name for s in store.walk("")] == ["_SUCCESS.0123456789abcdef0123456789abcdef.tmp"]
+
+
 def test_the_emptied_records_directory_is_listed_once(tmp_path):
     """Releasing the claim and ending the driver record remove `_dataferry` once between
     them: each of its directories is listed once, not once by each."""

@@ -4,6 +4,7 @@ destination (the entries a write mode counts)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from ...errors import DestinationError, JobCommitError, NotFound, StoreError
@@ -11,9 +12,11 @@ from ...stages import stage
 from ...store import Store, paths
 from ..protocol import CommitPlan, CommitterHooks, JobContext, StageContext, TaskCommitMessage
 from ..records.intent import Intent, mark_phase, phase_done, save_intent
-from ..records.success import SUCCESS_FILE
+from ..records.success import SUCCESS_FILE, success_copy_name
 from .links import refuse_linked_entries
 from .partitions import in_partitions, partitions_of
+
+log = logging.getLogger("dataferry.commit")
 
 REPLACED_PHASE = "replaced"
 
@@ -92,12 +95,16 @@ def save_success(ctx: StageContext, job_dir: str, data: bytes) -> str:
     caps = ctx.store.capabilities
     step = f"writing {SUCCESS_FILE}"
     if caps.atomic_file_rename:
-        tmp = paths.join(job_dir, f"{SUCCESS_FILE}.tmp")
+        tmp = paths.join(job_dir, success_copy_name())
         if caps.remote_calls and ctx.pool.threads > 1:
-            ctx.pool.for_each(
-                lambda call: call(),
-                [lambda: ctx.store.write_bytes(tmp, data), lambda: ctx.fence(step)],
-            )
+            try:
+                ctx.pool.for_each(
+                    lambda call: call(),
+                    [lambda: ctx.store.write_bytes(tmp, data), lambda: ctx.fence(step)],
+                )
+            except BaseException:
+                _take_back(ctx.store, tmp)
+                raise
         else:
             ctx.fence(step)
             ctx.store.write_bytes(tmp, data)
@@ -107,6 +114,20 @@ def save_success(ctx: StageContext, job_dir: str, data: bytes) -> str:
         ctx.fence(step)
         ctx.store.write_bytes(SUCCESS_FILE, data)
     return SUCCESS_FILE
+
+
+def _take_back(store: Store, copy: str) -> None:
+    """Delete the hidden copy of `_SUCCESS` this driver just wrote (its name is its own) and
+    the hidden directories its write made again: a holder overtaken while it wrote would
+    otherwise leave them after its taker had removed the job's directory. Only directories
+    left empty go; a failure here is logged, never raised over the error that stopped us."""
+    try:
+        store.delete(copy)
+        parent = paths.parent(copy)
+        while parent and paths.is_hidden(parent) and store.delete_if_empty(parent):
+            parent = paths.parent(parent)
+    except StoreError as e:
+        log.warning("could not remove %s after a failed commit: %s", store.full_url(copy), e)
 
 
 @stage("job_stage_cleanup", "cleanup")

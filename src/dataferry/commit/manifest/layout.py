@@ -4,7 +4,7 @@ $dest/_temporary/<jobUUID>/<NN>/                        job attempt directory
 $dest/_temporary/<jobUUID>/<NN>/tasks/<taskAttemptId>/  task attempt work directory
 $dest/_temporary/<jobUUID>/<NN>/manifests/<taskId>-manifest.json          committed manifest
 $dest/_temporary/<jobUUID>/<NN>/manifests/<taskAttemptId>-manifest.json.tmp   while saving
-$dest/_temporary/<jobUUID>/<NN>/_SUCCESS.tmp            then renamed to $dest/_SUCCESS
+$dest/_temporary/<jobUUID>/<NN>/_SUCCESS.<random>.tmp   then renamed to $dest/_SUCCESS
 
 Inside a task attempt's work directory this committer's own attempts name each file flat
 (`day=a%2Fpart-0.parquet.flat.inflight`, `protocol/inflight.py`) rather than in

@@ -13,8 +13,10 @@ wrong with it gives one ValidationError naming its URL and the field at fault.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +32,19 @@ FILENAME_LIMIT = 100  # Hadoop's SUCCESS_MARKER_FILE_LIMIT
 SUCCESS_MAX_BYTES = 4 * MiB
 """The largest `_SUCCESS` (or summary report) read: it holds at most FILENAME_LIMIT file
 names, the job's counters and diagnostics, some tens of KB even from Hadoop's large jobs."""
+_COPY = re.compile(rf"{SUCCESS_FILE}(\.[0-9a-f]{{32}})?\.tmp")
+
+
+def success_copy_name() -> str:
+    """A name of its own for a hidden copy of `_SUCCESS` before it is renamed into place
+    (`_SUCCESS.<random>.tmp`): the driver that wrote it, and only it, may delete it again,
+    even while another (a taker finishing the same job) writes its own copy beside it."""
+    return f"{SUCCESS_FILE}.{uuid.uuid4().hex}.tmp"
+
+
+def is_success_copy(name: str) -> bool:
+    """Whether a file's name is that of a hidden copy of `_SUCCESS` (a job's leftover)."""
+    return _COPY.fullmatch(name) is not None
 
 
 @dataclass
