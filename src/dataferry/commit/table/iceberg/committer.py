@@ -70,6 +70,7 @@ from .files import (
 )
 from .group import Request, carry, group_properties, kept, may_group, own_request, publish, withdraw
 from .locate import IcebergLocator
+from .memo import memo_transaction
 from .plan import IcebergPlan, IcebergTablePlan, IcebergWhere
 from .reader import IcebergReader
 from .types import arrow_types, file_schema, types_from_text
@@ -358,7 +359,7 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
     def evolved(self, tbl: Any, schema: pa.Schema | None = None) -> Any:
         """A transaction on `tbl`, its schema evolved by name to take the data's when the
         options say `schema_mode="merge"` (the data's schema: `schema`, else the input's)."""
-        tx = tbl.transaction()
+        tx = memo_transaction(tbl)
         schema = schema if schema is not None else self.committer.input_schema
         if self.config.schema_mode == "merge" and schema is not None:
             union_by_name(self.store.full_url(), tx, schema)
