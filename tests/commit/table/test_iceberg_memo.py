@@ -24,11 +24,11 @@ def test_metadata_is_built_once_per_change(tmp_path) -> None:
     tbl = fmt.table()
     tx = fmt.evolved(tbl)
     first = tx.table_metadata
-    assert tx.table_metadata is first  # not rebuilt (and deep-copied) while nothing changed
-    assert first.current_snapshot_id == tbl.metadata.current_snapshot_id
-    tx.set_properties(marked="yes")  # a staged update: built again, with it
+    assert first is tbl.metadata  # nothing staged: the table's own, not a deep copy
+    tx.set_properties(marked="yes")  # a staged update: built with it, once
     staged = tx.table_metadata
     assert staged is not first and staged.properties["marked"] == "yes"
+    assert tx.table_metadata is staged  # not rebuilt (and deep-copied) while nothing changed
     assert "marked" not in first.properties and "marked" not in tbl.metadata.properties
     tx._table.metadata = tbl.metadata.model_copy(update={"properties": {"other": "1"}})
     assert tx.table_metadata.properties == {"other": "1", "marked": "yes"}  # the table's, anew

@@ -4,7 +4,8 @@ pyiceberg's `Transaction.table_metadata` applies the staged updates to the table
 deep-copies the result on every read; one fast append reads it about twenty times (the
 snapshot producer, our checks), and the copy grows with the table's snapshots: a third of a
 job commit's CPU at a few dozen snapshots. The answer only changes when the table's metadata or
-the staged updates change (both replaced, never changed in place), so it is kept until then.
+the staged updates change (both replaced, never changed in place), so it is kept until then;
+with nothing staged it is the table's own metadata, as `Table.metadata` gives it to any reader.
 What is committed is unchanged: the catalog applies the updates to the table it loads.
 """
 
@@ -28,6 +29,11 @@ def _memo_class() -> type:
 
         @property
         def table_metadata(self) -> Any:
+            if not self._updates:  # nothing staged: the table's own (checked as pyiceberg does)
+                metadata = self._table.metadata
+                metadata.spec().check_compatible(metadata.schema())
+                metadata.sort_order().check_compatible(metadata.schema())
+                return metadata
             base, updates, built = self._memo
             if base is not self._table.metadata or updates is not self._updates:
                 built = super().table_metadata
