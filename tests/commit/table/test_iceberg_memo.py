@@ -32,3 +32,34 @@ def test_metadata_is_built_once_per_change(tmp_path) -> None:
     assert "marked" not in first.properties and "marked" not in tbl.metadata.properties
     tx._table.metadata = tbl.metadata.model_copy(update={"properties": {"other": "1"}})
     assert tx.table_metadata.properties == {"other": "1", "marked": "yes"}  # the table's, anew
+
+
+def test_an_append_builds_on_the_table_its_landed_check_read(tmp_path, monkeypatch) -> None:
+    """The job's id is looked for in the table once before the first try, and that try builds
+    on the very table read then, not on one loaded again (one catalog read less)."""
+    url = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
+    write = dict(partition_by=["day"], committer="iceberg", mode="append")
+    dataferry.write_dataset(rows, url, **write)
+    loads: list[str] = []
+    committing: list[bool] = []
+    real_table, real_commit = IcebergFormat.table, IcebergFormat.commit
+
+    def table(self, where=None):
+        loads.append("commit" if committing else "other")
+        return real_table(self, where)
+
+    def commit(self, ctx, job, intent):
+        committing.append(True)
+        try:
+            return real_commit(self, ctx, job, intent)
+        finally:
+            committing.clear()
+
+    monkeypatch.setattr(IcebergFormat, "table", table)
+    monkeypatch.setattr(IcebergFormat, "commit", commit)
+    dataferry.write_dataset(rows, url, **write)
+    assert loads.count("commit") == 1
+    monkeypatch.undo()
+    ids = committer_by_name("iceberg", open_store(url)).table().scan().to_arrow()["id"]
+    assert sorted(ids.to_pylist()) == [1, 1, 2, 2]

@@ -76,6 +76,7 @@ from .reader import IcebergReader
 from .types import arrow_types, file_schema, types_from_text
 
 log = logging.getLogger("dataferry.commit")
+NOT_READ = object()  # `_commit`: no table read for it yet
 
 
 class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
@@ -232,10 +233,14 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         where = intent.payload.table.where.of(self.config)
         self.footers(job)  # the plan's footers, or none (a recovered job's are read here)
         own: list[Request] = []  # its commit request, once published (`group`)
+        # the table the landed check just read, the job in none of its snapshots: the next try
+        # builds on it, unless a wait came between (the table has moved on since)
+        just_read: list[Any] = []
 
         def landed() -> dict[str, Any] | None:
             for known in (*self._catalogs.values(), self.config.catalog):
                 fresh_connections(known)  # never our own uncommitted update
+            just_read.clear()
             tbl = self.table(where)
             snapshot = job_snapshot(tbl, job.job_uuid) if tbl is not None else None
             if snapshot is not None:
@@ -243,17 +248,23 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
             if not own and tbl is not None and may_group(self.config, intent.mode):
                 mine = own_request(tbl, job.job_uuid, where["identifier"], intent.payload.facts)
                 own.append(publish(self.store, mine))
+            just_read.append(tbl)
             return None
 
         def commit() -> dict[str, Any]:
-            return self._commit(ctx, job, intent, where, own[0] if own else None)
+            read = just_read.pop() if just_read else NOT_READ
+            return self._commit(ctx, job, intent, where, own[0] if own else None, read)
+
+        def wait(seconds: float) -> bool:
+            just_read.clear()
+            return bool(woken(seconds))
 
         retries = self.config.commit_retries if intent.mode == "append" else 0
         what = f"job {job.job_id}: Iceberg commit of {self.store.full_url()}"
         try:
-            pause = groups.pause(self.store, job.job_uuid)  # woken once a leader carried it
+            woken = groups.pause(self.store, job.job_uuid)  # once a leader carried it
             done = commit_exactly_once(
-                ctx, what, landed, commit, self.is_conflict, retries, "metadata", pause
+                ctx, what, landed, commit, self.is_conflict, retries, "metadata", wait
             )
         except CommitUndone as e:
             why = kept(self.store, self.table(where), own[0] if own else None, e)
@@ -274,15 +285,17 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         intent: Intent,
         where: dict[str, Any],
         own: Request | None,
+        read: Any = NOT_READ,
     ) -> dict[str, Any]:
         """Build the job's transaction (carrying other jobs' requests if `own`, the job's, is
         published) and commit it, unless the job landed since (another's group carried it).
-        The table (or catalog) refusing to build it is final and nothing was sent:
-        TableCommitRefused, and the job is undone."""
+        It is built on `read`, the table the landed check has just read (None: no table), else
+        on the table loaded now. The table (or catalog) refusing to build it is final and
+        nothing was sent: TableCommitRefused, and the job is undone."""
         from pyiceberg.exceptions import CommitFailedException, ValidationException
 
         try:
-            tbl = self.table(where)
+            tbl = self.table(where) if read is NOT_READ else read
             found = job_snapshot(tbl, job.job_uuid) if tbl is not None else None
             if found is not None:
                 return {"snapshot_id": found.snapshot_id}
