@@ -104,10 +104,13 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         # the (new) table's Iceberg schema and spec, and the split's key columns (check_input)
         self._spec: tuple[Any, Any] | None = None
         self._keys: tuple[specs.KeyColumn, ...] = ()
+        # the DataFiles the plan built, and on what (`built_for`): for the first try only
+        self._planned: tuple[Any, list[Any]] = (None, [])
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)  # a Dask graph carries the committer to its tasks:
         state["_catalogs"] = {}  # open catalogs (connection pools) stay in their process
+        state["_planned"] = (None, [])  # a job commit's own, on the driver
         return state
 
     # --- before the job ----------------------------------------------------------------------
@@ -207,13 +210,13 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         # now, before the intent (its files are then removed by the job's abort)
         read_footers(ctx, [f.path for f in facts], self.footers(job))
         if tbl is not None:
-            self.data_files(ctx, self.evolved(tbl).table_metadata, facts)
+            self.plan_data_files(ctx, self.evolved(tbl).table_metadata, facts)
         elif facts:  # the table the commit creates, as the catalog will make it
             schema = self.committer.input_schema or self.committer.schema_of_files(ctx, facts)
             partition_by = self.committer.partition_by or self.committer.partitions_of(facts)
             assert schema is not None
             metadata = self.new_table_metadata(file_schema(schema), partition_by)
-            self.data_files(ctx, metadata, facts)
+            self.plan_data_files(ctx, metadata, facts)
         catalog = where["catalog"]
         safe = {"catalog": catalog and without_secrets(catalog), "identifier": where["identifier"]}
         self.record_where(ctx.store, safe)
@@ -401,11 +404,29 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         """DataFiles for the job's files with the table's field ids and partition spec, from
         their footers: read once per job commit (at its plan, in parallel), not per try."""
         paths = [f.path for f in facts]
+        key = built_for(metadata, paths)
+        planned, self._planned = self._planned, (None, [])
+        if planned[0] == key:
+            return planned[1]  # the plan's, on the same table's schema, spec and properties
         footers = read_footers(ctx, paths, self.footers())
         return build_data_files(metadata, paths, footers, self.file_uri)
+
+    def plan_data_files(self, ctx: StageContext, metadata: Any, facts: Sequence[FileFacts]) -> None:
+        """Build the job's DataFiles at its plan (a file the table cannot take is refused
+        then), kept for its first try if that builds on the same schema, spec and properties."""
+        built = self.data_files(ctx, metadata, facts)
+        self._planned = (built_for(metadata, [f.path for f in facts]), built)
 
     def footers(self, job: JobContext | None = None) -> Footers:
         """The footers read for the job being committed (a new job starts afresh)."""
         if job is not None and self._footers[0] != job.job_uuid:
             self._footers = (job.job_uuid, {})
         return self._footers[1]
+
+
+def built_for(metadata: Any, paths: Sequence[str]) -> tuple[Any, ...]:
+    """What a job's DataFiles depend on besides their footers: the table (its uuid), its
+    schema and spec ids (each fixed once made), its properties (the metrics kept), the files."""
+    props = tuple(sorted(metadata.properties.items()))
+    ids = (metadata.current_schema_id, metadata.default_spec_id)
+    return (str(metadata.table_uuid), *ids, props, tuple(paths))
