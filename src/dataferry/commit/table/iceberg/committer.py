@@ -70,11 +70,13 @@ from .files import (
 )
 from .group import Request, carry, group_properties, kept, may_group, own_request, publish, withdraw
 from .locate import IcebergLocator
+from .memo import memo_transaction
 from .plan import IcebergPlan, IcebergTablePlan, IcebergWhere
 from .reader import IcebergReader
 from .types import arrow_types, file_schema, types_from_text
 
 log = logging.getLogger("dataferry.commit")
+NOT_READ = object()  # `_commit`: no table read for it yet
 
 
 class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
@@ -102,10 +104,13 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         # the (new) table's Iceberg schema and spec, and the split's key columns (check_input)
         self._spec: tuple[Any, Any] | None = None
         self._keys: tuple[specs.KeyColumn, ...] = ()
+        # the DataFiles the plan built, and on what (`built_for`): for the first try only
+        self._planned: tuple[Any, list[Any]] = (None, [])
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)  # a Dask graph carries the committer to its tasks:
         state["_catalogs"] = {}  # open catalogs (connection pools) stay in their process
+        state["_planned"] = (None, [])  # a job commit's own, on the driver
         return state
 
     # --- before the job ----------------------------------------------------------------------
@@ -205,13 +210,13 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         # now, before the intent (its files are then removed by the job's abort)
         read_footers(ctx, [f.path for f in facts], self.footers(job))
         if tbl is not None:
-            self.data_files(ctx, self.evolved(tbl).table_metadata, facts)
+            self.plan_data_files(ctx, self.evolved(tbl).table_metadata, facts)
         elif facts:  # the table the commit creates, as the catalog will make it
             schema = self.committer.input_schema or self.committer.schema_of_files(ctx, facts)
             partition_by = self.committer.partition_by or self.committer.partitions_of(facts)
             assert schema is not None
             metadata = self.new_table_metadata(file_schema(schema), partition_by)
-            self.data_files(ctx, metadata, facts)
+            self.plan_data_files(ctx, metadata, facts)
         catalog = where["catalog"]
         safe = {"catalog": catalog and without_secrets(catalog), "identifier": where["identifier"]}
         self.record_where(ctx.store, safe)
@@ -231,10 +236,14 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         where = intent.payload.table.where.of(self.config)
         self.footers(job)  # the plan's footers, or none (a recovered job's are read here)
         own: list[Request] = []  # its commit request, once published (`group`)
+        # the table the landed check just read, the job in none of its snapshots: the next try
+        # builds on it, unless a wait came between (the table has moved on since)
+        just_read: list[Any] = []
 
         def landed() -> dict[str, Any] | None:
             for known in (*self._catalogs.values(), self.config.catalog):
                 fresh_connections(known)  # never our own uncommitted update
+            just_read.clear()
             tbl = self.table(where)
             snapshot = job_snapshot(tbl, job.job_uuid) if tbl is not None else None
             if snapshot is not None:
@@ -242,17 +251,23 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
             if not own and tbl is not None and may_group(self.config, intent.mode):
                 mine = own_request(tbl, job.job_uuid, where["identifier"], intent.payload.facts)
                 own.append(publish(self.store, mine))
+            just_read.append(tbl)
             return None
 
         def commit() -> dict[str, Any]:
-            return self._commit(ctx, job, intent, where, own[0] if own else None)
+            read = just_read.pop() if just_read else NOT_READ
+            return self._commit(ctx, job, intent, where, own[0] if own else None, read)
+
+        def wait(seconds: float) -> bool:
+            just_read.clear()
+            return bool(woken(seconds))
 
         retries = self.config.commit_retries if intent.mode == "append" else 0
         what = f"job {job.job_id}: Iceberg commit of {self.store.full_url()}"
         try:
-            pause = groups.pause(self.store, job.job_uuid)  # woken once a leader carried it
+            woken = groups.pause(self.store, job.job_uuid)  # once a leader carried it
             done = commit_exactly_once(
-                ctx, what, landed, commit, self.is_conflict, retries, "metadata", pause
+                ctx, what, landed, commit, self.is_conflict, retries, "metadata", wait
             )
         except CommitUndone as e:
             why = kept(self.store, self.table(where), own[0] if own else None, e)
@@ -273,15 +288,17 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         intent: Intent,
         where: dict[str, Any],
         own: Request | None,
+        read: Any = NOT_READ,
     ) -> dict[str, Any]:
         """Build the job's transaction (carrying other jobs' requests if `own`, the job's, is
         published) and commit it, unless the job landed since (another's group carried it).
-        The table (or catalog) refusing to build it is final and nothing was sent:
-        TableCommitRefused, and the job is undone."""
+        It is built on `read`, the table the landed check has just read (None: no table), else
+        on the table loaded now. The table (or catalog) refusing to build it is final and
+        nothing was sent: TableCommitRefused, and the job is undone."""
         from pyiceberg.exceptions import CommitFailedException, ValidationException
 
         try:
-            tbl = self.table(where)
+            tbl = self.table(where) if read is NOT_READ else read
             found = job_snapshot(tbl, job.job_uuid) if tbl is not None else None
             if found is not None:
                 return {"snapshot_id": found.snapshot_id}
@@ -358,7 +375,7 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
     def evolved(self, tbl: Any, schema: pa.Schema | None = None) -> Any:
         """A transaction on `tbl`, its schema evolved by name to take the data's when the
         options say `schema_mode="merge"` (the data's schema: `schema`, else the input's)."""
-        tx = tbl.transaction()
+        tx = memo_transaction(tbl)
         schema = schema if schema is not None else self.committer.input_schema
         if self.config.schema_mode == "merge" and schema is not None:
             union_by_name(self.store.full_url(), tx, schema)
@@ -387,11 +404,29 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         """DataFiles for the job's files with the table's field ids and partition spec, from
         their footers: read once per job commit (at its plan, in parallel), not per try."""
         paths = [f.path for f in facts]
+        key = built_for(metadata, paths)
+        planned, self._planned = self._planned, (None, [])
+        if planned[0] == key:
+            return planned[1]  # the plan's, on the same table's schema, spec and properties
         footers = read_footers(ctx, paths, self.footers())
         return build_data_files(metadata, paths, footers, self.file_uri)
+
+    def plan_data_files(self, ctx: StageContext, metadata: Any, facts: Sequence[FileFacts]) -> None:
+        """Build the job's DataFiles at its plan (a file the table cannot take is refused
+        then), kept for its first try if that builds on the same schema, spec and properties."""
+        built = self.data_files(ctx, metadata, facts)
+        self._planned = (built_for(metadata, [f.path for f in facts]), built)
 
     def footers(self, job: JobContext | None = None) -> Footers:
         """The footers read for the job being committed (a new job starts afresh)."""
         if job is not None and self._footers[0] != job.job_uuid:
             self._footers = (job.job_uuid, {})
         return self._footers[1]
+
+
+def built_for(metadata: Any, paths: Sequence[str]) -> tuple[Any, ...]:
+    """What a job's DataFiles depend on besides their footers: the table (its uuid), its
+    schema and spec ids (each fixed once made), its properties (the metrics kept), the files."""
+    props = tuple(sorted(metadata.properties.items()))
+    ids = (metadata.current_schema_id, metadata.default_spec_id)
+    return (str(metadata.table_uuid), *ids, props, tuple(paths))

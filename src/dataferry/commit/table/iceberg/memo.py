@@ -1,0 +1,43 @@
+"""A pyiceberg Transaction that builds its metadata once per change, not once per question.
+
+pyiceberg's `Transaction.table_metadata` applies the staged updates to the table's metadata and
+deep-copies the result on every read; one fast append reads it about twenty times (the
+snapshot producer, our checks), and the copy grows with the table's snapshots: a third of a
+job commit's CPU at a few dozen snapshots. The answer only changes when the table's metadata or
+the staged updates change (both replaced, never changed in place), so it is kept until then;
+with nothing staged it is the table's own metadata, as `Table.metadata` gives it to any reader.
+What is committed is unchanged: the catalog applies the updates to the table it loads.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+
+def memo_transaction(tbl: Any) -> Any:
+    """A transaction on `tbl` (as `tbl.transaction()`) whose metadata is built once per change."""
+    return _memo_class()(tbl)
+
+
+@cache
+def _memo_class() -> type:
+    from pyiceberg.table import Transaction  # imported when a table is committed to
+
+    class MemoTransaction(Transaction):
+        _memo: tuple[Any, Any, Any] = (None, None, None)  # (table's metadata, updates, built)
+
+        @property
+        def table_metadata(self) -> Any:
+            if not self._updates:  # nothing staged: the table's own (checked as pyiceberg does)
+                metadata = self._table.metadata
+                metadata.spec().check_compatible(metadata.schema())
+                metadata.sort_order().check_compatible(metadata.schema())
+                return metadata
+            base, updates, built = self._memo
+            if base is not self._table.metadata or updates is not self._updates:
+                built = super().table_metadata
+                self._memo = (self._table.metadata, self._updates, built)
+            return built
+
+    return MemoTransaction

@@ -1,0 +1,105 @@
+"""What an Iceberg job commit does once, not once per question: its transaction's metadata
+(`memo.py`: built once per change of the table or of the staged updates, and still every staged
+update's), the table its landed check read, the DataFiles its plan built."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import dataferry
+from dataferry.commit.lookup import committer_by_name
+from dataferry.commit.table.iceberg import committer as iceberg_committer
+from dataferry.commit.table.iceberg.committer import IcebergFormat
+from dataferry.store import open_store
+
+pytestmark = pytest.mark.filterwarnings("ignore::Warning")
+
+
+def test_metadata_is_built_once_per_change(tmp_path) -> None:
+    url = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
+    for _ in range(2):
+        dataferry.write_dataset(rows, url, partition_by=["day"], committer="iceberg", mode="append")
+    fmt = committer_by_name("iceberg", open_store(url)).format
+    assert isinstance(fmt, IcebergFormat)
+    tbl = fmt.table()
+    tx = fmt.evolved(tbl)
+    first = tx.table_metadata
+    assert first is tbl.metadata  # nothing staged: the table's own, not a deep copy
+    tx.set_properties(marked="yes")  # a staged update: built with it, once
+    staged = tx.table_metadata
+    assert staged is not first and staged.properties["marked"] == "yes"
+    assert tx.table_metadata is staged  # not rebuilt (and deep-copied) while nothing changed
+    assert "marked" not in first.properties and "marked" not in tbl.metadata.properties
+    tx._table.metadata = tbl.metadata.model_copy(update={"properties": {"other": "1"}})
+    assert tx.table_metadata.properties == {"other": "1", "marked": "yes"}  # the table's, anew
+
+
+def test_an_append_builds_on_the_table_its_landed_check_read(tmp_path, monkeypatch) -> None:
+    """The job's id is looked for in the table once before the first try, and that try builds
+    on the very table read then, not on one loaded again (one catalog read less)."""
+    url = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
+    write = dict(partition_by=["day"], committer="iceberg", mode="append")
+    dataferry.write_dataset(rows, url, **write)
+    loads: list[str] = []
+    committing: list[bool] = []
+    real_table, real_commit = IcebergFormat.table, IcebergFormat.commit
+
+    def table(self, where=None):
+        loads.append("commit" if committing else "other")
+        return real_table(self, where)
+
+    def commit(self, ctx, job, intent):
+        committing.append(True)
+        try:
+            return real_commit(self, ctx, job, intent)
+        finally:
+            committing.clear()
+
+    monkeypatch.setattr(IcebergFormat, "table", table)
+    monkeypatch.setattr(IcebergFormat, "commit", commit)
+    dataferry.write_dataset(rows, url, **write)
+    assert loads.count("commit") == 1
+    monkeypatch.undo()
+    ids = committer_by_name("iceberg", open_store(url)).table().scan().to_arrow()["id"]
+    assert sorted(ids.to_pylist()) == [1, 1, 2, 2]
+
+
+def test_the_plans_data_files_serve_the_first_try(tmp_path, monkeypatch) -> None:
+    """The DataFiles built at the plan (checking every file against the table) are the first
+    try's when the table's schema, spec and properties are the same: built once per job."""
+    url = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
+    write = dict(partition_by=["day"], committer="iceberg", mode="append")
+    dataferry.write_dataset(rows, url, **write)
+    builds: list[int] = []
+    real = iceberg_committer.build_data_files
+
+    def build(metadata, paths, footers, file_uri):
+        builds.append(len(paths))
+        return real(metadata, paths, footers, file_uri)
+
+    monkeypatch.setattr(iceberg_committer, "build_data_files", build)
+    dataferry.write_dataset(rows, url, **write)
+    assert builds == [2]
+    monkeypatch.undo()
+    tbl = committer_by_name("iceberg", open_store(url)).table()
+    assert sorted(tbl.scan().to_arrow()["id"].to_pylist()) == [1, 1, 2, 2]
+
+
+def test_data_files_are_built_anew_on_another_schema(tmp_path) -> None:
+    """What the plan's DataFiles are kept for names the table, its schema and spec ids, its
+    properties and the files: any change of them builds again."""
+    url = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
+    dataferry.write_dataset(rows, url, partition_by=["day"], committer="iceberg", mode="append")
+    metadata = committer_by_name("iceberg", open_store(url)).table().metadata
+    key = iceberg_committer.built_for(metadata, ["a.parquet"])
+    assert key == iceberg_committer.built_for(metadata, ["a.parquet"])
+    assert key != iceberg_committer.built_for(metadata, ["b.parquet"])
+    other = metadata.model_copy(update={"current_schema_id": 7})
+    assert key != iceberg_committer.built_for(other, ["a.parquet"])
+    props = metadata.model_copy(update={"properties": {"write.metadata.metrics.default": "none"}})
+    assert key != iceberg_committer.built_for(props, ["a.parquet"])
