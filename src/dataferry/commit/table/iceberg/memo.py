@@ -34,6 +34,8 @@ def _memo_class() -> type:
                 metadata.spec().check_compatible(metadata.schema())
                 metadata.sort_order().check_compatible(metadata.schema())
                 return metadata
+            if not isinstance(self._updates, tuple):  # a pyiceberg that changes them in place
+                return super().table_metadata
             base, updates, built = self._memo
             if base is not self._table.metadata or updates is not self._updates:
                 built = super().table_metadata
