@@ -148,29 +148,8 @@ def test_success_is_published_only_after_the_claim_check(tmp_path):
     assert ops.index("fence") < ops.index("rename", ops.index("write") + 1), store.calls
 
 
-def test_a_lost_claim_publishes_no_success(tmp_path):
-    """A job that lost its claim stops before `_SUCCESS` changes: the one there stays."""
-    store = _NameNodeLike(open_store(str(tmp_path / "out")))
-    store.write_bytes("_SUCCESS", b"earlier")
-
-    def fence(step, strict=True):
-        raise ClaimLost("taken over")
-
-    ctx = _ctx(store, fence)
-    try:
-        with pytest.raises(ClaimLost):
-            save_success(ctx, "_temporary/j/00", b"ours")
-    finally:
-        ctx.close()
-    assert store.read_bytes("_SUCCESS") == b"earlier"
-
-
-def test_an_overtaken_holders_hidden_success_copy_is_taken_back(tmp_path):
-    """The hidden copy is written beside the claim's check: a holder overtaken meanwhile
-    has written it (making the job's directories again, which its taker may have removed
-    by then) when the check fails. It deletes its own copy and the hidden directories left
-    empty, and nothing else: a taker's copy of the same job, written beside it, stays."""
-    store = _NameNodeLike(open_store(str(tmp_path / "out")))
+def _save_success_with_the_claim_lost(store) -> None:
+    """`save_success` into `_temporary/j/00` by a job whose claim check says it was taken over."""
 
     def lost(step, strict=True):
         raise ClaimLost("taken over")
@@ -181,16 +160,29 @@ def test_an_overtaken_holders_hidden_success_copy_is_taken_back(tmp_path):
             save_success(ctx, "_temporary/j/00", b"ours")
     finally:
         ctx.close()
+
+
+def test_a_lost_claim_publishes_no_success(tmp_path):
+    """A job that lost its claim stops before `_SUCCESS` changes: the one there stays."""
+    store = _NameNodeLike(open_store(str(tmp_path / "out")))
+    store.write_bytes("_SUCCESS", b"earlier")
+    _save_success_with_the_claim_lost(store)
+    assert store.read_bytes("_SUCCESS") == b"earlier"
+
+
+def test_an_overtaken_holders_hidden_success_copy_is_taken_back(tmp_path):
+    """The hidden copy is written beside the claim's check: a holder overtaken meanwhile
+    has written it (making the job's directories again, which its taker may have removed
+    by then) when the check fails. It deletes its own copy and the hidden directories left
+    empty, and nothing else: a taker's copy of the same job, written beside it, stays."""
+    store = _NameNodeLike(open_store(str(tmp_path / "out")))
+    _save_success_with_the_claim_lost(store)
     assert not store.exists("_temporary"), store.walk("")
 
-    store.write_bytes("_temporary/j/00/_SUCCESS.0123456789abcdef0123456789abcdef.tmp", b"taker")
-    ctx = _ctx(store, lost)
-    try:
-        with pytest.raises(ClaimLost):
-            save_success(ctx, "_temporary/j/00", b"ours")
-    finally:
-        ctx.close()
-    assert [s.name for s in store.walk("")] == ["_SUCCESS.0123456789abcdef0123456789abcdef.tmp"]
+    taker = "_temporary/j/00/_SUCCESS.0123456789abcdef0123456789abcdef.tmp"
+    store.write_bytes(taker, b"taker")
+    _save_success_with_the_claim_lost(store)
+    assert [s.path for s in store.walk("")] == [taker]
 
 
 def test_the_emptied_records_directory_is_listed_once(tmp_path):
