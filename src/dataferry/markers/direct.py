@@ -34,6 +34,19 @@ def batch_names(store: Store, path: str) -> set[str]:
     return {check_marker_name(n) for n in lines if n}
 
 
+def names_in(store: Store, directory: str, files: Sequence[str]) -> set[str]:
+    """The marker names that `files` (found under a job's marker directory) hold: a marker
+    file's own name, each name a batch file lists; other files hold none."""
+    names: set[str] = set()
+    for path in files:
+        name = paths.name(path)
+        if MARKER_EXTN + "." in name:
+            names.add(paths.relative_to(path, directory))
+        elif is_batch(name):
+            names |= batch_names(store, path)
+    return names
+
+
 class DirectMarkers(WriteMarkers):
     def __init__(
         self, store: Store, directory: str, threads: int = 32, batch: bool = False
@@ -65,13 +78,7 @@ class DirectMarkers(WriteMarkers):
     def all(self) -> set[str]:
         with IOPool(self.threads) as pool:
             found = parallel_walk(self.store, self.directory, pool)
-        names = {
-            paths.relative_to(s.path, self.directory) for s in found if MARKER_EXTN + "." in s.name
-        }
-        for s in found:
-            if is_batch(s.name):
-                names |= batch_names(self.store, s.path)
-        return names
+        return names_in(self.store, self.directory, [s.path for s in found])
 
     def delete_all(self) -> None:
         self.store.delete(self.directory, recursive=True)

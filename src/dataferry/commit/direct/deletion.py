@@ -11,7 +11,7 @@ from typing import Protocol
 
 from ...errors import StoreError
 from ...markers.base import MARKER_EXTN, data_path
-from ...markers.direct import batch_names, is_batch
+from ...markers.direct import is_batch, names_in
 from ...markers.files import MARKERS_PREFIX
 from ...markers.listing import markers_in
 from ...markers.ownership import named_for_job, owned_by_marker_dir
@@ -125,11 +125,7 @@ def delete_seen_markers(
     if len(files) > FEW_MARKERS or any(paths.name(f).startswith(MARKERS_PREFIX) for f in top):
         return False
     markers = [f for f in files if MARKER_EXTN + "." in paths.name(f) or is_batch(paths.name(f))]
-    names = {paths.relative_to(m, directory) for m in markers if not is_batch(paths.name(m))}
-    for m in markers:
-        if is_batch(paths.name(m)):
-            names |= batch_names(store, m)  # a batch is never changed: seen whole
-    marked = {data_path(n) for n in names}
+    marked = {data_path(n) for n in names_in(store, directory, markers)}  # a batch: seen whole
     doomed = owned_files(committer, directory, sorted(marked - set(committed)))
     pool.for_each(store.delete, doomed, adaptive=True)
     remove_empty_parents(store, doomed)
