@@ -86,16 +86,7 @@ def test_explicit_tasks_cut_equal_row_ranges():
 
 
 def test_a_small_write_encodes_its_partitions_side_by_side(tmp_path, monkeypatch):
-    from dataferry.dataset import task
-
-    seen: set[str] = set()
-    real = task.TaskWriter.write_partition
-
-    def spy(self, directory, rows):
-        seen.add(threading.current_thread().name)
-        return real(self, directory, rows)
-
-    monkeypatch.setattr(task.TaskWriter, "write_partition", spy)
+    seen = _threads_writing_partitions(monkeypatch)
     t = sales_table(20_000, days=4)  # one task (small), 20 partitions
     r = dataferry.write_dataset(
         t,
@@ -113,16 +104,7 @@ def test_a_tiny_write_encodes_on_the_task_thread(tmp_path, monkeypatch):
     """A round of a few rows per partition (a small append) is written in order on the
     task's own thread: handing it to encoding threads costs more than its encoding. Broken,
     each such job starts the encoding threads again."""
-    from dataferry.dataset import task
-
-    seen: set[str] = set()
-    real = task.TaskWriter.write_partition
-
-    def spy(self, directory, rows):
-        seen.add(threading.current_thread().name)
-        return real(self, directory, rows)
-
-    monkeypatch.setattr(task.TaskWriter, "write_partition", spy)
+    seen = _threads_writing_partitions(monkeypatch)
     t = sales_table(100, days=8)  # one task, 8 partitions of a dozen rows
     r = dataferry.write_dataset(
         t,
@@ -200,3 +182,18 @@ def test_an_unpartitioned_write_on_every_worker_writes_every_row_once(tmp_path):
         files = sorted(dest.rglob("*.parquet"), key=lambda p: p.name)
         found[workers] = [v for f in files for v in pq.read_table(f).column("order_id").to_pylist()]
     assert found[1] == found[2] == list(range(20_000))
+
+
+def _threads_writing_partitions(monkeypatch) -> set[str]:
+    """The names of the threads that write partitions from now on (filled as they do)."""
+    from dataferry.dataset import task
+
+    seen: set[str] = set()
+    real = task.TaskWriter.write_partition
+
+    def spy(self, directory, rows):
+        seen.add(threading.current_thread().name)
+        return real(self, directory, rows)
+
+    monkeypatch.setattr(task.TaskWriter, "write_partition", spy)
+    return seen
