@@ -6,12 +6,16 @@ could vanish under it). Every kind of store over a local directory (`make`, conf
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
 
-from dataferry.errors import NotFound
+import pytest
+
+from dataferry.errors import NotADirectory, NotFound
 from dataferry.store import FaultRule, Op, fault_layer, open_store
+from dataferry.store.fsspec.store import FsspecStore
 from dataferry.store.local import files as localfiles
 
 
@@ -63,6 +67,36 @@ def test_a_write_is_made_again_when_its_new_parent_was_removed_meanwhile(tmp_pat
     assert store.create_if_absent("_dataferry/claim.json", b"mine")
     assert removed and store.read_bytes("_dataferry/claim.json") == b"mine"
     assert store.stats.counters["store_parent_removed_retried"] == 1
+
+
+def test_a_parent_removed_between_its_making_and_its_check_is_made_again(tmp_path):
+    """fsspec's local file system makes directories as os.makedirs does: a directory another
+    job removed between the mkdir that found it and the check that it is one answers "exists".
+    The write is made again and lands (before, it was refused as AlreadyExists); a file in
+    the way is still refused."""
+    import fsspec
+
+    fs = fsspec.filesystem("file")
+    store = FsspecStore(str(tmp_path / "s"), fs=fs)
+    store.write_bytes("keep", b"k")
+    real_makedirs = fs.makedirs
+    raced = []
+
+    def removed_after_its_mkdir(path, exist_ok=False):
+        if not raced:
+            raced.append(path)
+            raise FileExistsError(errno.EEXIST, "File exists", path)  # and gone now
+        return real_makedirs(path, exist_ok=exist_ok)
+
+    fs.makedirs = removed_after_its_mkdir
+    try:
+        assert store.create_if_absent("_dataferry/claim.json", b"mine")
+        assert raced and store.read_bytes("_dataferry/claim.json") == b"mine"
+        assert store.stats.counters["store_parent_removed_retried"] == 1
+        with pytest.raises(NotADirectory):
+            store.write_bytes("keep/x", b"x")
+    finally:
+        del fs.makedirs
 
 
 def test_every_write_kind_retries_a_parent_removed_meanwhile(tmp_path):

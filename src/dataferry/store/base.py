@@ -30,7 +30,12 @@ from .types import Capabilities, FileStatus, Op, PendingUpload
 
 T = TypeVar("T")
 AMBIGUOUS_RETRIES = 3  # asks of an idempotent operation whose outcome was unknown
-PARENT_REMOVED_RETRIES = 5  # tries of a write whose new parent directory another job removed
+# tries of a write whose new parent directory another job removed meanwhile: each lost try
+# is another job's progress (a removal of an emptied directory), never a standing fault. A
+# remote store pays a round trip per try; a local disk a few microseconds, so it tries on
+# while jobs that clean up in a tight loop keep winning the window (each try is cheap)
+PARENT_REMOVED_RETRIES = 5
+LOCAL_PARENT_REMOVED_RETRIES = 200
 
 
 def record_too_large(url: str, path: str, size: int, max_bytes: int) -> RecordTooLarge:
@@ -64,6 +69,7 @@ class Store(ABC):
 
     url: str
     capabilities: Capabilities
+    parent_removed_retries: int = PARENT_REMOVED_RETRIES  # a local disk's stores: more
 
     def __init__(self, url: str, capabilities: Capabilities) -> None:
         self.url = url.rstrip("/")
@@ -181,7 +187,7 @@ class Store(ABC):
         empty: `delete_if_empty`); the write is then refused with NotFound, having created
         nothing, and is made again, parents included. Once the file is in its directory, that
         directory cannot be removed as empty."""
-        for left in range(PARENT_REMOVED_RETRIES - 1, -1, -1):
+        for left in range(self.parent_removed_retries - 1, -1, -1):
             try:
                 return run(op, path, *args)
             except NotFound:

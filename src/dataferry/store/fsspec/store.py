@@ -42,7 +42,7 @@ from ...errors import (
 )
 from ...extras import missing_dependency
 from .. import paths
-from ..base import Store, not_empty, read_capped, record_too_large
+from ..base import LOCAL_PARENT_REMOVED_RETRIES, Store, not_empty, read_capped, record_too_large
 from ..local import nofollow
 from ..local.store import LOCAL_CAPABILITIES, LocalStore
 from ..oserrors import exists_refusal
@@ -144,6 +144,7 @@ class FsspecStore(Store):
         self._local = is_local_disk(fs)
         self._disk: LocalStore | None = None
         if self._local:
+            self.parent_removed_retries = LOCAL_PARENT_REMOVED_RETRIES
             # the user's link, resolved once (and kept so when pickled)
             self.root = _resolved_root or os.path.realpath(self.root or "/")
             if not isinstance(fs, LocalFileSystem):
@@ -236,8 +237,7 @@ class FsspecStore(Store):
             try:
                 self.fs.pipe_file(tmp, data)
             except FileNotFoundError:
-                parent = paths.parent(path)
-                self.fs.makedirs(self._abs(parent) if parent else self.root, exist_ok=True)
+                self._make_parent_local(path)
                 self.fs.pipe_file(tmp, data)
             if overwrite:
                 os.replace(tmp, full)
@@ -254,6 +254,19 @@ class FsspecStore(Store):
         finally:
             if not overwrite:  # the link is the file now; an os.replace took the name away
                 remove_quietly(tmp)
+
+    def _make_parent_local(self, path: str) -> None:
+        """Make `path`'s missing parent directories on a local disk. A directory another job
+        removed between its making and the check that it is there (os.makedirs then answers
+        "exists") is NotFound, so the write is made again, not refused as existing."""
+        parent = paths.parent(path)
+        full = self._abs(parent) if parent else self.root
+        try:
+            self.fs.makedirs(full, exist_ok=True)
+        except FileExistsError as e:
+            if os.path.lexists(e.filename or full):  # a file in the way: refused as before
+                raise
+            raise FileNotFoundError(errno.ENOENT, "removed while it was made", full) from None
 
     def _write_local(self, path: str, data: bytes, overwrite: bool, what: str) -> bool:
         """A whole-file write to a local disk: links refused, complete or absent."""
