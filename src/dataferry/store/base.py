@@ -69,7 +69,6 @@ class Store(ABC):
 
     url: str
     capabilities: Capabilities
-    parent_removed_retries: int = PARENT_REMOVED_RETRIES  # a local disk's stores: more
 
     def __init__(self, url: str, capabilities: Capabilities) -> None:
         self.url = url.rstrip("/")
@@ -187,7 +186,9 @@ class Store(ABC):
         empty: `delete_if_empty`); the write is then refused with NotFound, having created
         nothing, and is made again, parents included. Once the file is in its directory, that
         directory cannot be removed as empty."""
-        for left in range(self.parent_removed_retries - 1, -1, -1):
+        local = self.url.startswith("file://")
+        tries = LOCAL_PARENT_REMOVED_RETRIES if local else PARENT_REMOVED_RETRIES
+        for left in range(tries - 1, -1, -1):
             try:
                 return run(op, path, *args)
             except NotFound:

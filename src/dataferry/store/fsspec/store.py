@@ -42,7 +42,7 @@ from ...errors import (
 )
 from ...extras import missing_dependency
 from .. import paths
-from ..base import LOCAL_PARENT_REMOVED_RETRIES, Store, not_empty, read_capped, record_too_large
+from ..base import Store, not_empty, read_capped, record_too_large
 from ..local import nofollow
 from ..local.store import LOCAL_CAPABILITIES, LocalStore
 from ..oserrors import exists_refusal
@@ -144,7 +144,6 @@ class FsspecStore(Store):
         self._local = is_local_disk(fs)
         self._disk: LocalStore | None = None
         if self._local:
-            self.parent_removed_retries = LOCAL_PARENT_REMOVED_RETRIES
             # the user's link, resolved once (and kept so when pickled)
             self.root = _resolved_root or os.path.realpath(self.root or "/")
             if not isinstance(fs, LocalFileSystem):

@@ -37,7 +37,7 @@ from ...errors import (
     StoreError,
 )
 from .. import paths
-from ..base import LOCAL_PARENT_REMOVED_RETRIES, Store, not_empty, read_capped, record_too_large
+from ..base import Store, not_empty, read_capped, record_too_large
 from ..oserrors import from_os_error
 from ..types import Capabilities, FileStatus, Op
 from . import files as lf
@@ -67,8 +67,6 @@ def _etag(st: os.stat_result) -> str:
 
 class LocalStore(Store):
     """A directory on the local file system (see the module's docstring)."""
-
-    parent_removed_retries = LOCAL_PARENT_REMOVED_RETRIES
 
     def __init__(self, root: str, _resolved: str | None = None) -> None:
         if root.startswith("file://"):
