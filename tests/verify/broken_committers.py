@@ -41,6 +41,7 @@ from dataferry.commit.manifest.config import ManifestConfig
 from dataferry.commit.manifest.files import TaskManifest
 from dataferry.commit.manifest.layout import JobLayout
 from dataferry.commit.manifest.stages import rename as rename_stage
+from dataferry.commit.manifest.stages.load import INLINE_MANIFEST
 from dataferry.commit.protocol import (
     Applied,
     CommitPlan,
@@ -72,8 +73,10 @@ class DropsAFile(ManifestCommitter):
         path = JobLayout.of(task.job).manifest_path(str(task.task_id))
         manifest = TaskManifest.from_bytes(self.store.read_bytes(path), self.store, path)
         manifest.files = manifest.files[:-1]
-        self.store.write_bytes(path, manifest.to_bytes(self.store))
-        return replace(message, files=message.files[:-1])
+        saved = manifest.to_bytes(self.store)
+        self.store.write_bytes(path, saved)
+        extra = {**message.extra, INLINE_MANIFEST: saved.decode()}  # the copy it carries too
+        return replace(message, files=message.files[:-1], extra=extra)
 
 
 _assume_lock = threading.Lock()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -13,6 +14,7 @@ from dataferry import make_committer
 from dataferry.commit.manifest.files import DirEntry, EntryStatus, TaskManifest
 from dataferry.commit.manifest.layout import JobLayout
 from dataferry.commit.manifest.stages.create_dirs import leaf_directories
+from dataferry.commit.manifest.stages.load import INLINE_MANIFEST
 from dataferry.commit.protocol.inflight import published_name
 from dataferry.commit.records.success import read_success
 from dataferry.errors import CommitError, JobCommitError, TaskCommitError, ValidationError
@@ -252,7 +254,9 @@ def test_two_jobs_into_one_destination_and_siblings_do_not_interfere(tmp_path):
     assert visible(sib[0]) == ["x0"] and visible(sib[1]) == ["x1"]
 
 
-def _forge(store, job, mutate):
+def _forge(store, job, mutate, carried=False):
+    """A task whose manifest is forged: the saved file, and the copy its commit message
+    carries (`carried`) or no copy in the message (as for a manifest too large to carry)."""
     c = make_committer("manifest", store)
     t = job.task(0)
     c.setup_task(t)
@@ -262,7 +266,10 @@ def _forge(store, job, mutate):
     data = json.loads(store.read_bytes(path))
     mutate(data, store)
     store.write_bytes(path, json.dumps(data).encode())
-    return c, msg
+    extra = {k: v for k, v in msg.extra.items() if k != INLINE_MANIFEST}
+    if carried:
+        extra[INLINE_MANIFEST] = json.dumps(data)
+    return c, dataclasses.replace(msg, extra=extra)
 
 
 @pytest.mark.parametrize(
@@ -281,9 +288,10 @@ def _forge(store, job, mutate):
         (lambda d, s: d["files"][0].update(d=s.full_url() + "/_SUCCESS"), "not a data path"),
     ],
 )
-def test_path_traversal_refused_before_any_rename(store, mutate, message):
+@pytest.mark.parametrize("carried", [False, True], ids=["saved", "carried"])
+def test_path_traversal_refused_before_any_rename(store, mutate, message, carried):
     c, job = new_job(store)
-    c, msg = _forge(store, job, mutate)
+    c, msg = _forge(store, job, mutate, carried)
     renames = store.stats.counter("op_rename")
     with pytest.raises(ValidationError, match=message) as e:
         c.commit_job(job, [msg])

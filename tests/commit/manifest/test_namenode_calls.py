@@ -13,6 +13,7 @@ import pytest
 
 from dataferry.commit.job.stages import save_success
 from dataferry.commit.manifest.committer import ENTRIES_NAME
+from dataferry.commit.manifest.stages.load import INLINE_MANIFEST
 from dataferry.commit.protocol import StageContext
 from dataferry.errors import ClaimLost
 from dataferry.store import IOPool, WrappingStore, open_store
@@ -70,9 +71,16 @@ class _NameNodeLike(WrappingStore):
 TASKS = {t: [f"p={t % 3}/f{t}-{i}" for i in range(3)] for t in range(8)}
 
 
-def _commit(store, threads=8):
+def _commit(store, threads=8, carried=True):
+    """Commit TASKS' files; `carried=False`: the messages without their manifests' copies
+    (as for manifests too large to carry), so that the job commit reads them."""
     c, job = new_job(store, io_threads=threads)
     messages = run_tasks(c, job, TASKS)
+    if not carried:
+        messages = [
+            dataclasses.replace(m, extra={k: v for k, v in m.extra.items() if k != INLINE_MANIFEST})
+            for m in messages
+        ]
     store.calls.clear()
     result = c.commit_job(job, messages)
     assert len(visible(store)) == 24 and not store.exists("_temporary")
@@ -104,11 +112,21 @@ def test_a_store_without_tree_deletes_still_deletes_attempt_by_attempt(tmp_path)
     assert len(attempts) == len(TASKS), store.of("delete")
 
 
-def test_the_manifests_are_loaded_in_parallel_from_the_first(tmp_path):
-    """Every manifest is read on the I/O pool's threads, none on the committing thread: the
-    pool does not first read them one at a time to see whether threads pay off."""
+def test_manifests_carried_in_the_messages_are_not_read_back(tmp_path):
+    """Each task's message carries its (small) manifest: the job commit reads none of the
+    saved ones (on HDFS each is a DataNode read on the commit's path), and commits the same."""
     store = _NameNodeLike(open_store(str(tmp_path / "out")))
-    _commit(store)
+    result, _ = _commit(store)
+    assert not [c for c in store.of("read") if c[1].endswith("-manifest.json")]
+    assert result.iostatistics.counter("committer_task_manifests_inline") == len(TASKS)
+
+
+def test_the_manifests_are_loaded_in_parallel_from_the_first(tmp_path):
+    """Every manifest not carried in its message is read on the I/O pool's threads, none on
+    the committing thread: the pool does not first read them one at a time to see whether
+    threads pay off."""
+    store = _NameNodeLike(open_store(str(tmp_path / "out")))
+    _commit(store, carried=False)
     reads = [c for c in store.of("read") if c[1].endswith("-manifest.json")]
     assert len(reads) == len(TASKS)
     assert all(c[3].startswith("dataferry-io") for c in reads), reads

@@ -6,6 +6,7 @@ Intent records and claims are covered with their own module."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import msgspec
@@ -21,6 +22,7 @@ from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.manifest import files as manifest_files
 from dataferry.commit.manifest.files import FileEntry, TaskManifest, read_manifest
 from dataferry.commit.manifest.layout import JobLayout
+from dataferry.commit.manifest.stages.load import INLINE_MANIFEST
 from dataferry.commit.records import success
 from dataferry.commit.records.intent import decode_plan
 from dataferry.commit.records.success import SuccessData, read_success
@@ -275,7 +277,10 @@ def manifest_job(store):
     return c, job
 
 
-def test_manifest_job_commit_with_a_damaged_manifest_fails_and_changes_nothing(tmp_path):
+@pytest.mark.parametrize("carried", [False, True], ids=["saved", "carried"])
+def test_manifest_job_commit_with_a_damaged_manifest_fails_and_changes_nothing(tmp_path, carried):
+    """A damaged manifest, as saved (the message carries no copy: too large to) or as its
+    message carries it: the job commit fails naming it and changes nothing."""
     store = open_store(str(tmp_path / "d"))
     store.write_bytes("old", b"earlier data")
     c, job = manifest_job(store)
@@ -283,9 +288,25 @@ def test_manifest_job_commit_with_a_damaged_manifest_fails_and_changes_nothing(t
     path = JobLayout.of(job).manifest_path(msgs[1].task_id)
     damaged = store.read_bytes(path)[:-20]
     store.write_bytes(path, damaged)
+    extra = {k: v for k, v in msgs[1].extra.items() if k != INLINE_MANIFEST}
+    if carried:
+        extra[INLINE_MANIFEST] = damaged.decode()
+    msgs[1] = dataclasses.replace(msgs[1], extra=extra)
     one_error(lambda: c.commit_job(job, msgs), store.full_url(path))
     assert visible(store) == ["old"] and not store.exists("_SUCCESS")
     assert store.read_bytes(path) == damaged  # left in place, for someone to look at
+
+
+def test_manifest_job_commit_takes_the_carried_manifest_not_the_saved_one(tmp_path):
+    """A message carries its task's manifest as saved: the job commit commits from that copy
+    and does not read the saved file back (here damaged after the task's commit)."""
+    store = open_store(str(tmp_path / "d"))
+    c, job = manifest_job(store)
+    msgs = run_tasks(c, job, {0: ["p=1/a"], 1: ["p=1/b"]})
+    path = JobLayout.of(job).manifest_path(msgs[1].task_id)
+    store.write_bytes(path, store.read_bytes(path)[:-20])
+    c.commit_job(job, msgs)
+    assert visible(store) == ["p=1/a", "p=1/b"] and store.exists("_SUCCESS")
 
 
 def decided_manifest_job(tmp_path):

@@ -47,7 +47,13 @@ from .files import DirEntry, EntryStatus, TaskManifest, read_manifest
 from .layout import PENDING_DIR, JobLayout
 from .stages.cleanup import CleanupOutcome, cleanup
 from .stages.create_dirs import create_directories
-from .stages.load import LoadedManifests, check_existing_files, load_manifests
+from .stages.load import (
+    INLINE_MANIFEST,
+    INLINE_MANIFEST_BYTES,
+    LoadedManifests,
+    check_existing_files,
+    load_manifests,
+)
 from .stages.rename import rename_files
 from .stages.save_manifest import save_task_manifest
 from .stages.scan import scan_task_attempt
@@ -137,7 +143,11 @@ class ManifestCommitter(Committer):
                 directories=dirs,
                 iostatistics=self.stats.snapshot(),
             )
-            save_task_manifest(ctx, manifest)
+            saved = manifest.to_bytes(self.store)
+            path = save_task_manifest(ctx, manifest, saved)
+        extra = {"manifest": path}
+        if len(saved) <= INLINE_MANIFEST_BYTES:  # job commit need not read it back
+            extra[INLINE_MANIFEST] = saved.decode()
         return TaskCommitMessage(
             job_id=str(task.job.job_id),
             task_id=str(task.task_id),
@@ -145,7 +155,7 @@ class ManifestCommitter(Committer):
             committer=self.name,
             files=tuple(f.dest for f in files),
             bytes=manifest.total_size,
-            extra={"manifest": ctx.layout.manifest_path(str(task.task_id))},
+            extra=extra,
         )
 
     def _refuse_second_commit(self, ctx: StageContext, task: TaskAttemptContext) -> None:
@@ -198,8 +208,14 @@ class ManifestCommitter(Committer):
         self, ctx: StageContext, messages: Sequence[TaskCommitMessage], close_beside: bool = False
     ) -> LoadedManifests:
         committed = {m.task_id: m.attempt_id for m in messages}
+        inline = {
+            m.attempt_id: m.extra[INLINE_MANIFEST]
+            for m in messages
+            if isinstance(m.extra.get(INLINE_MANIFEST), str)
+            and len(m.extra[INLINE_MANIFEST]) <= INLINE_MANIFEST_BYTES  # else read, capped
+        }
         entries = f"{ctx.layout.job_attempt_dir}/{ENTRIES_NAME}"
-        return load_manifests(ctx, committed, ctx.store, entries, close_beside)
+        return load_manifests(ctx, committed, ctx.store, entries, close_beside, inline)
 
     def _plan(self, loaded: LoadedManifests, replace: list[str]) -> CommitPlan:
         plan = ManifestPlan(

@@ -16,10 +16,11 @@ from ..files import TaskManifest
 
 
 @stage("task_stage_save_manifest", "save_manifest", level=TASK_LEVEL)
-def save_task_manifest(ctx: StageContext, manifest: TaskManifest) -> str:
+def save_task_manifest(ctx: StageContext, manifest: TaskManifest, data: bytes = b"") -> str:
+    """Save `manifest` (as `data` where the caller encoded it already); its path."""
     final = ctx.layout.manifest_path(manifest.task_id)
     tmp = ctx.layout.manifest_tmp_path(manifest.task_attempt_id)
-    data = manifest.to_bytes(ctx.store)
+    data = data or manifest.to_bytes(ctx.store)
     ctx.stats.add_sample("committer_task_manifest_file_size", len(data))
     attempts = ctx.config.manifest_save_attempts
     for attempt in range(1, attempts + 1):
