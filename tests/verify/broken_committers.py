@@ -36,12 +36,12 @@ from typing import Any
 from dataferry.commit.direct.committer import DirectCommitter, DirectConfig
 from dataferry.commit.hive.committer import HiveCommitter, move_aside, move_in
 from dataferry.commit.hive.config import HiveConfig
+from dataferry.commit.manifest.carried import CARRIED, carry
 from dataferry.commit.manifest.committer import ManifestCommitter
 from dataferry.commit.manifest.config import ManifestConfig
 from dataferry.commit.manifest.files import TaskManifest
 from dataferry.commit.manifest.layout import JobLayout
 from dataferry.commit.manifest.stages import rename as rename_stage
-from dataferry.commit.manifest.stages.load import INLINE_MANIFEST
 from dataferry.commit.protocol import (
     Applied,
     CommitPlan,
@@ -75,7 +75,7 @@ class DropsAFile(ManifestCommitter):
         manifest.files = manifest.files[:-1]
         saved = manifest.to_bytes(self.store)
         self.store.write_bytes(path, saved)
-        extra = {**message.extra, INLINE_MANIFEST: saved.decode()}  # the copy it carries too
+        extra = {**message.extra, CARRIED: carry(saved)}  # the copy it carries too
         return replace(message, files=message.files[:-1], extra=extra)
 
 

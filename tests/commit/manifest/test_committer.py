@@ -11,10 +11,10 @@ import tracemalloc
 import pytest
 
 from dataferry import make_committer
+from dataferry.commit.manifest.carried import CARRIED, carry
 from dataferry.commit.manifest.files import DirEntry, EntryStatus, TaskManifest
 from dataferry.commit.manifest.layout import JobLayout
 from dataferry.commit.manifest.stages.create_dirs import leaf_directories
-from dataferry.commit.manifest.stages.load import INLINE_MANIFEST
 from dataferry.commit.protocol.inflight import published_name
 from dataferry.commit.records.success import read_success
 from dataferry.errors import CommitError, JobCommitError, TaskCommitError, ValidationError
@@ -266,9 +266,9 @@ def _forge(store, job, mutate, carried=False):
     data = json.loads(store.read_bytes(path))
     mutate(data, store)
     store.write_bytes(path, json.dumps(data).encode())
-    extra = {k: v for k, v in msg.extra.items() if k != INLINE_MANIFEST}
+    extra = {k: v for k, v in msg.extra.items() if k != CARRIED}
     if carried:
-        extra[INLINE_MANIFEST] = json.dumps(data)
+        extra[CARRIED] = carry(json.dumps(data).encode())
     return c, dataclasses.replace(msg, extra=extra)
 
 

@@ -12,8 +12,8 @@ import threading
 import pytest
 
 from dataferry.commit.job.stages import save_success
+from dataferry.commit.manifest.carried import CARRIED
 from dataferry.commit.manifest.committer import ENTRIES_NAME
-from dataferry.commit.manifest.stages.load import INLINE_MANIFEST
 from dataferry.commit.protocol import StageContext
 from dataferry.errors import ClaimLost
 from dataferry.store import IOPool, WrappingStore, open_store
@@ -78,7 +78,7 @@ def _commit(store, threads=8, carried=True):
     messages = run_tasks(c, job, TASKS)
     if not carried:
         messages = [
-            dataclasses.replace(m, extra={k: v for k, v in m.extra.items() if k != INLINE_MANIFEST})
+            dataclasses.replace(m, extra={k: v for k, v in m.extra.items() if k != CARRIED})
             for m in messages
         ]
     store.calls.clear()
@@ -118,7 +118,7 @@ def test_manifests_carried_in_the_messages_are_not_read_back(tmp_path):
     store = _NameNodeLike(open_store(str(tmp_path / "out")))
     result, _ = _commit(store)
     assert not [c for c in store.of("read") if c[1].endswith("-manifest.json")]
-    assert result.iostatistics.counter("committer_task_manifests_inline") == len(TASKS)
+    assert result.iostatistics.counter("committer_task_manifests_carried") == len(TASKS)
 
 
 def test_the_manifests_are_loaded_in_parallel_from_the_first(tmp_path):

@@ -20,9 +20,9 @@ from dataferry.commit.fileoutput import FileOutputPlan, Move
 from dataferry.commit.hive.journal import HivePlan, Journal, Step
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.manifest import files as manifest_files
+from dataferry.commit.manifest.carried import CARRIED, carry
 from dataferry.commit.manifest.files import FileEntry, TaskManifest, read_manifest
 from dataferry.commit.manifest.layout import JobLayout
-from dataferry.commit.manifest.stages.load import INLINE_MANIFEST
 from dataferry.commit.records import success
 from dataferry.commit.records.intent import decode_plan
 from dataferry.commit.records.success import SuccessData, read_success
@@ -288,9 +288,9 @@ def test_manifest_job_commit_with_a_damaged_manifest_fails_and_changes_nothing(t
     path = JobLayout.of(job).manifest_path(msgs[1].task_id)
     damaged = store.read_bytes(path)[:-20]
     store.write_bytes(path, damaged)
-    extra = {k: v for k, v in msgs[1].extra.items() if k != INLINE_MANIFEST}
+    extra = {k: v for k, v in msgs[1].extra.items() if k != CARRIED}
     if carried:
-        extra[INLINE_MANIFEST] = damaged.decode()
+        extra[CARRIED] = carry(damaged)
     msgs[1] = dataclasses.replace(msgs[1], extra=extra)
     one_error(lambda: c.commit_job(job, msgs), store.full_url(path))
     assert visible(store) == ["old"] and not store.exists("_SUCCESS")

@@ -42,18 +42,13 @@ from ..protocol import (
 )
 from ..records.intent import Intent
 from ..records.success import SuccessData
+from .carried import CARRIED, carried_by, carry
 from .config import ManifestConfig
 from .files import DirEntry, EntryStatus, TaskManifest, read_manifest
 from .layout import PENDING_DIR, JobLayout
 from .stages.cleanup import CleanupOutcome, cleanup
 from .stages.create_dirs import create_directories
-from .stages.load import (
-    INLINE_MANIFEST,
-    INLINE_MANIFEST_BYTES,
-    LoadedManifests,
-    check_existing_files,
-    load_manifests,
-)
+from .stages.load import LoadedManifests, check_existing_files, load_manifests
 from .stages.rename import rename_files
 from .stages.save_manifest import save_task_manifest
 from .stages.scan import scan_task_attempt
@@ -146,8 +141,9 @@ class ManifestCommitter(Committer):
             saved = manifest.to_bytes(self.store)
             path = save_task_manifest(ctx, manifest, saved)
         extra = {"manifest": path}
-        if len(saved) <= INLINE_MANIFEST_BYTES:  # job commit need not read it back
-            extra[INLINE_MANIFEST] = saved.decode()
+        copy = carry(saved)  # the job commit need not read it back (None: too large)
+        if copy is not None:
+            extra[CARRIED] = copy
         return TaskCommitMessage(
             job_id=str(task.job.job_id),
             task_id=str(task.task_id),
@@ -208,14 +204,10 @@ class ManifestCommitter(Committer):
         self, ctx: StageContext, messages: Sequence[TaskCommitMessage], close_beside: bool = False
     ) -> LoadedManifests:
         committed = {m.task_id: m.attempt_id for m in messages}
-        inline = {
-            m.attempt_id: m.extra[INLINE_MANIFEST]
-            for m in messages
-            if isinstance(m.extra.get(INLINE_MANIFEST), str)
-            and len(m.extra[INLINE_MANIFEST]) <= INLINE_MANIFEST_BYTES  # else read, capped
-        }
         entries = f"{ctx.layout.job_attempt_dir}/{ENTRIES_NAME}"
-        return load_manifests(ctx, committed, ctx.store, entries, close_beside, inline)
+        return load_manifests(
+            ctx, committed, ctx.store, entries, close_beside, carried_by(messages)
+        )
 
     def _plan(self, loaded: LoadedManifests, replace: list[str]) -> CommitPlan:
         plan = ManifestPlan(

@@ -25,6 +25,7 @@ from ....stages import stage
 from ....store import IOPool, Store, paths
 from ...protocol import StageContext
 from ...records.success import SUCCESS_FILE
+from ..carried import inflate
 from ..files import DirEntry, FileEntry, TaskManifest, read_manifest
 from ..layout import PENDING_DIR
 from .owners import DestinationOwners
@@ -34,13 +35,6 @@ ENTRIES_FILE = "entries.jsonl"
 # renames then read them from there, not back from the store (two round trips, one of them to
 # a DataNode on HDFS); a larger job streams them back from the file
 KEEP_ENTRIES_BYTES = 1024 * 1024
-# a task's manifest up to this size also travels in its commit message (as the bytes saved,
-# under `extra[INLINE_MANIFEST]`): the job commit takes it from there instead of reading it
-# back, one DataNode read per task on HDFS, where loading sits on the job commit's path. The
-# saved file stays the record (recovery, diagnostics); a message is as trusted as the attempt
-# id it names, which decides whose saved manifest is read, and passes the same checks
-INLINE_MANIFEST = "manifest_json"
-INLINE_MANIFEST_BYTES = 64 * 1024
 Batch = tuple[str, list[FileEntry]]  # a task attempt id and some of its entries
 
 
@@ -157,19 +151,18 @@ def load_manifests(
     scratch: Store,
     entries_path: str = ENTRIES_FILE,
     close_beside: bool = False,
-    inline: Mapping[str, str] | None = None,
+    carried: Mapping[str, str] | None = None,
 ) -> LoadedManifests:
     """Load the manifest of each committed task (task id -> the attempt the driver says
     committed it), streaming its entries to `entries_path` in `scratch` (and keeping them,
     up to KEEP_ENTRIES_BYTES, in `kept`). `close_beside`: the entries file is closed on a
-    thread of its own (a slow close: `LoadedManifests.written` waits for it). `inline`:
-    attempt id -> its manifest as its commit message carried it (not read back)."""
-    inline = inline or {}
+    thread of its own (a slow close: `LoadedManifests.written` waits for it). `carried`:
+    attempt id -> the copy of its manifest its commit message carries (`carried.py`)."""
     loaded = LoadedManifests(scratch, entries_path, kept=[])
     task_of = {attempt: task for task, attempt in committed.items()}
     owners = DestinationOwners(
         lambda attempt: [
-            f.dest for f in read_checked(ctx, task_of[attempt], attempt, inline).files
+            f.dest for f in read_checked(ctx, task_of[attempt], attempt, carried).files
         ],
         ctx.store.full_url,
     )
@@ -181,7 +174,7 @@ def load_manifests(
     def load_one(item: tuple[str, str]) -> None:
         nonlocal written
         task_id, attempt_id = item
-        manifest = read_checked(ctx, task_id, attempt_id, inline)
+        manifest = read_checked(ctx, task_id, attempt_id, carried)
         line = _LINE_ENCODER.encode(EntriesLine(attempt_id, manifest.files))
         owners.claim(attempt_id, [f.dest for f in manifest.files])
         with lock:
@@ -216,18 +209,19 @@ def load_manifests(
 
 
 def read_checked(
-    ctx: StageContext, task_id: str, attempt_id: str, inline: Mapping[str, str] | None = None
+    ctx: StageContext, task_id: str, attempt_id: str, carried: Mapping[str, str] | None = None
 ) -> TaskManifest:
     """The manifest of the attempt the driver says committed the task: as its message
-    carried it (`inline`), else read, rebuilt from the attempt's directory where another
+    carried it (`carried`: attempt id -> copy), else read, rebuilt from the attempt's directory where another
     attempt's manifest took its name; checked either way."""
     path = ctx.layout.manifest_path(task_id)
     source = ctx.store.full_url(path)
-    carried = (inline or {}).get(attempt_id)
-    if carried is not None:
-        ctx.stats.incr("committer_task_manifests_inline")
-        manifest = TaskManifest.from_bytes(carried.encode(), ctx.store, f"{source} (inline)")
-        check_manifest(ctx, manifest, f"{source} (inline)", task_id, attempt_id)
+    copy = (carried or {}).get(attempt_id)
+    if copy is not None:  # as its commit message carries it (`carried.py`): not read back
+        ctx.stats.incr("committer_task_manifests_carried")
+        where = f"{source} (the copy {attempt_id}'s commit message carries)"
+        manifest = TaskManifest.from_bytes(inflate(copy, where), ctx.store, where)
+        check_manifest(ctx, manifest, where, task_id, attempt_id)
         return manifest
     try:
         with ctx.stats.duration("op_load_manifest"):
