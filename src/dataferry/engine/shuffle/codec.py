@@ -364,8 +364,8 @@ def shuffle_schema(maps: Sequence[tuple[pa.Schema, bool]]) -> pa.Schema:
 # workers) it maps each column on its own, in small pages, while mimalloc carves them from
 # arenas the kernel backs with transparent huge pages, each zeroed whole when first touched:
 # measured on the 2-core VM (THP "always", MALLOC_TRIM_THRESHOLD_ set), 100 reduces of a 1
-# GiB shuffle held, 1.9-2.5 CPU-s from mimalloc against 0.46-0.51 from glibc (0.67 with
-# mimalloc and huge pages turned off).
+# GiB shuffle held, 0.70-2.49 CPU-s from mimalloc against 0.44-0.51 from glibc (0.67-0.71
+# with mimalloc and huge pages turned off).
 OUTPUT_POOL = pa.system_memory_pool()
 
 
