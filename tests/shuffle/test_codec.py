@@ -133,6 +133,26 @@ def test_a_tasks_buffers_come_from_the_c_allocator_that_keeps_freed_memory():
     assert len(frame) == 50_000 and frame["k"].sort_values().tolist() == list(range(50_000))
 
 
+def test_a_reduces_frame_comes_from_the_c_allocator_where_tasks_use_arrows_pool(monkeypatch):
+    """Where glibc's thresholds are fixed (Dask's workers) a task's passing buffers come from
+    Arrow's default pool, but the reduce's pandas columns, which the caller keeps, still come
+    from the system pool: each its own mapping in small pages, not carved from huge pages
+    that the kernel zeroes whole on first touch."""
+    import dataferry.engine.shuffle.codec as codec
+
+    monkeypatch.setattr(codec, "POOL", pa.default_memory_pool())  # as in a Dask worker
+    table = pa.table({c: np.random.random(50_000) for c in "vwx"})
+    chunked = pa.concat_tables([table.slice(0, 20_000), table.slice(20_000)])
+    system, default = pa.system_memory_pool(), pa.default_memory_pool()
+    before_system, before_default = system.bytes_allocated(), default.bytes_allocated()
+    frame = to_pandas(chunked)
+    assert system.bytes_allocated() - before_system >= 3 * 8 * 50_000  # its three columns
+    assert default.bytes_allocated() - before_default < 8 * 50_000
+    assert frame["v"].tolist() == table.column("v").to_pylist()
+    frame.loc[0, "v"] = -1.0  # the caller's own frame: writable
+    assert frame["v"].iloc[0] == -1.0
+
+
 @pytest.mark.skipif(not glibc_reuses_buffers(), reason="glibc's thresholds fixed here")
 def test_buffers_past_glibcs_reuse_limit_stay_in_arrows_default_pool():
     """glibc maps an allocation over 32 MiB afresh every time, so those gain nothing there."""

@@ -20,7 +20,9 @@ Pushed blocks of one reduce partition are appended to one merged data file. The 
   QUOTA (its reducers read the block from the map output).
 - Finalize freezes the shuffle, closes the last chunk, truncates data, index and meta to their
   committed sizes and reports (reduce id, bitmap, size) for every partition that merged.
-All file I/O goes through the store.
+All file I/O goes through the store. A partition's data file stays open for its writes
+(`Store.positional_writer`, OPEN_WRITERS at most per service) until finalize, discard or
+removal: opening it for every block cost 11.9 us a block, a write to it kept open 0.7 us.
 """
 
 from __future__ import annotations
@@ -35,10 +37,13 @@ from ..errors import ConfigError, StoreError
 from ..extras import require
 from ..stats import IOStatistics
 from ..store import Store
+from ..store.base import PositionalWriter
 from .config import ShuffleServiceConfig
 from .files import check_app, encode_offsets, merged_files, shuffle_dir
 
 BitMap = require("pyroaring", "the push shuffle").BitMap
+
+OPEN_WRITERS = 256  # partitions' data files kept open per service (the rest opened per write)
 
 
 class PushCode(IntEnum):
@@ -92,6 +97,7 @@ class _Partition:
     failed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)  # state
     io_lock: threading.Lock = field(default_factory=threading.Lock)  # data-file writes
+    writer: PositionalWriter | None = field(default=None, repr=False)  # under io_lock
 
 
 @dataclass
@@ -122,6 +128,8 @@ class MergeManager:
         self.config = config or ShuffleServiceConfig()
         self.stats = IOStatistics()
         self._merges: dict[tuple[str, int], _Merge] = {}
+        self._open_writers = 0  # partitions' writers kept open, under _writers_lock (a leaf)
+        self._writers_lock = threading.Lock()
         self._lock = threading.Lock()
         self._deferred_bytes = 0
         self._app_bytes: dict[str, int] = {}  # merged bytes on disk per application
@@ -195,8 +203,9 @@ class MergeManager:
             if part.failed:
                 return PushCode.MERGE_FAILED
             try:
-                self.store.write_at(part.data, part.data_end, block)
+                self._writer(part).write_at(part.data_end, block)
             except StoreError:
+                self._close_writer(part)  # opened afresh for the next write
                 with part.lock:
                     part.io_errors += 1
                     if part.io_errors > self.config.io_exceptions_threshold:
@@ -214,6 +223,37 @@ class MergeManager:
             self.stats.incr("merged_blocks")
             self.stats.incr("merged_bytes", len(block))
             return PushCode.SUCCESS
+
+    def _writer(self, part: _Partition) -> PositionalWriter:
+        """The partition's data file, kept open for its writes while fewer than OPEN_WRITERS
+        are (else opened for each write); the caller holds its io_lock."""
+        if part.writer is not None:
+            return part.writer
+        with self._writers_lock:
+            keep = self._open_writers < OPEN_WRITERS
+            self._open_writers += keep
+        if not keep:
+            return PositionalWriter(self.store, part.data)  # one `write_at` each
+        try:
+            part.writer = self.store.positional_writer(part.data)
+        except BaseException:
+            with self._writers_lock:
+                self._open_writers -= 1
+            raise
+        return part.writer
+
+    def _close_writer(self, part: _Partition) -> None:
+        """Close the partition's kept writer, if any; the caller holds its io_lock."""
+        writer, part.writer = part.writer, None
+        if writer is not None:
+            with self._writers_lock:
+                self._open_writers -= 1
+            writer.close()
+
+    def _close_writers(self, merge: _Merge) -> None:
+        for part in merge.partitions.values():
+            with part.io_lock:
+                self._close_writer(part)
 
     def _close_chunk(self, part: _Partition) -> bool:
         """Record the chunk ending at the committed end; False (chunk stays open) on failure."""
@@ -321,6 +361,7 @@ class MergeManager:
         self._release(merge)
         for part in merge.partitions.values():
             with part.io_lock:
+                self._close_writer(part)
                 for path in (part.data, part.index, part.meta):
                     self.store.delete(path)
         self.stats.incr("merges_discarded")
@@ -352,6 +393,7 @@ class MergeManager:
         return results
 
     def _finalize_partition(self, part: _Partition) -> MergeStatus | None:
+        self._close_writer(part)
         if part.data_end != part.last_chunk_offset and not self._close_chunk(part):
             return None  # the last chunk could not be recorded: report the partition unmerged
         try:
@@ -382,16 +424,20 @@ class MergeManager:
             if merge is not None:
                 merge.finalized = True
                 self._release(merge)
+        if merge is not None:
+            self._close_writers(merge)
         self.stats.incr("removed_shuffles")
         return self.store.delete(shuffle_dir(app, shuffle_id), recursive=True)
 
     def remove_app(self, app: str) -> bool:
         """Forget every shuffle of an application and delete its directory."""
         with self._lock:
-            for key in [k for k in self._merges if k[0] == app]:
-                merge = self._merges.pop(key)
+            removed = [self._merges.pop(k) for k in list(self._merges) if k[0] == app]
+            for merge in removed:
                 merge.finalized = True
                 self._release(merge)
+        for merge in removed:
+            self._close_writers(merge)
         return self.store.delete(check_app(app), recursive=True)
 
     def merged_bytes(self, app: str) -> int:

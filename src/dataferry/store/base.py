@@ -261,6 +261,12 @@ class Store(ABC):
         path = paths.normalize(path)
         return self._op(Op.READ_RANGE, path, self._read_view, path, start, length)
 
+    def positional_writer(self, path: str) -> PositionalWriter:
+        """A writer of many `write_at`s to `path`, one after another (a shuffle merge's
+        blocks of one partition): here one `write_at` each, so a wrapping store (faults,
+        latency) sees every write; a local store keeps the file open between them."""
+        return PositionalWriter(self, path)
+
     def range_reader(self, path: str) -> RangeReader:
         """A reader of many ranges of `path`, one after another (a shuffle reducer's blocks of
         one map output): here one `read_range` per range, so a wrapping store (faults,
@@ -453,3 +459,18 @@ class RangeReader:
 
     def close(self) -> None:
         """Release what the reader holds (nothing here)."""
+
+
+class PositionalWriter:
+    """Writes at offsets of one file of a store, one after another
+    (`Store.positional_writer`); `close` when done."""
+
+    def __init__(self, store: Store, path: str) -> None:
+        self.store, self.path = store, paths.normalize(path)
+
+    def write_at(self, offset: int, data: bytes | memoryview) -> None:
+        """`store.write_at` of this file."""
+        self.store.write_at(self.path, offset, data)
+
+    def close(self) -> None:
+        """Release what the writer holds (nothing here)."""

@@ -1,19 +1,23 @@
-"""A local store's file kept open for many ranges (`LocalStore.range_reader`).
+"""A local store's file kept open for many ranges (`LocalStore.range_reader`) or many writes
+at offsets (`LocalStore.positional_writer`).
 
 A shuffle's reducer reads one small block from each of a hundred map outputs, and the next
 reducer the next block of the same files: opening the file for every block cost more than
 reading it (on a busy 2-core machine, a 1 GiB shuffle's reduces spent a third of their read
 time opening and closing). The local store opens the file once (no link followed, as every
 local open is) and this reads it by offset; any other store reads each range as `read_range`
-does (`base.RangeReader`).
+does (`base.RangeReader`). A shuffle service likewise writes each merged block (or stub) at the
+end of its partition's file: opening the file for every write cost 11.9 us a block in one
+process, against 0.7 us for a write to the file kept open.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
-from ..base import RangeReader, Store
+from ..base import PositionalWriter, RangeReader, Store
 from ..types import Op
 
 
@@ -64,3 +68,51 @@ class OpenFileRanges(RangeReader):
         fd, self.fd = self.fd, -1
         if fd >= 0:
             os.close(fd)
+
+
+class OpenFileWriter(PositionalWriter):
+    """Writes at offsets of a local file opened once by `open_file(path, "write", flags)`
+    (created if absent, no link followed); a write's OSError is raised as
+    `translate(error, path, "write")` makes it. `close` closes the file."""
+
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        open_file: Callable[..., int],
+        translate: Callable[[OSError, str, str], Exception],
+    ) -> None:
+        super().__init__(store, path)
+        self._translate = translate
+        self.fd = open_file(self.path, "write", os.O_WRONLY | os.O_CREAT, True)
+
+    def write_at(self, offset: int, data: bytes | memoryview) -> None:
+        if self.fd < 0:
+            raise ValueError(f"{self.store.full_url(self.path)}: write after close")
+        self.store._op(Op.WRITE_AT, self.path, self._write, offset, memoryview(data))
+
+    def _write(self, offset: int, view: memoryview) -> None:
+        try:
+            while view:
+                n = os.pwrite(self.fd, view, offset)
+                view, offset = view[n:], offset + n
+        except OSError as e:
+            raise self._translate(e, self.path, "write") from None
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+class KeptOpen:
+    """A local store's files kept open (mixed into `LocalStore`, whose `_open_file` and
+    `_translate` they use): `range_reader` and `positional_writer`."""
+
+    def range_reader(self: Any, path: str) -> OpenFileRanges:
+        """The file opened once (no link followed) and read by offset."""
+        return OpenFileRanges(self, path, self._open_file, self._translate)
+
+    def positional_writer(self: Any, path: str) -> OpenFileWriter:
+        """The file opened once (created, no link followed) and written at offsets."""
+        return OpenFileWriter(self, path, self._open_file, self._translate)

@@ -43,7 +43,7 @@ from ..types import Capabilities, FileStatus, Op
 from . import files as lf
 from . import nofollow
 from .nofollow import DIR_HANDLE, DIR_READ
-from .ranges import OpenFileRanges
+from .ranges import KeptOpen
 
 T = TypeVar("T")
 
@@ -65,7 +65,7 @@ def _etag(st: os.stat_result) -> str:
     return f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
 
 
-class LocalStore(Store):
+class LocalStore(KeptOpen, Store):
     """A directory on the local file system (see the module's docstring)."""
 
     def __init__(self, root: str, _resolved: str | None = None) -> None:
@@ -471,10 +471,6 @@ class LocalStore(Store):
         path = paths.normalize(path)
         opened = lambda: os.fdopen(self._open_file(path, "read", os.O_RDONLY), "rb")  # noqa: E731
         return self._op(Op.READ, path, opened)
-
-    def range_reader(self, path: str) -> OpenFileRanges:
-        """The file opened once (no link followed) and read by offset (`ranges.py`)."""
-        return OpenFileRanges(self, path, self._open_file, self._translate)
 
     def open_write(self, path: str, overwrite: bool = True) -> BinaryIO:
         """A real file handle (large outputs, shuffle data, stream to disk) on a hidden name
