@@ -30,7 +30,8 @@ from ..errors import ConfigError
 from ..stages import StageRun, stage
 from .formats import choose_dictionary, encoded_size
 from .options import MiB, WriteOptions
-from .partition import NameLimits, Rows, partition_rows
+from .partition import NameLimits, partition_rows
+from .rows import Rows
 
 MIN_TASK_BYTES = 16 * MiB  # in memory: below this, another task costs more than it saves
 SAMPLE_ROWS = 32_768
