@@ -152,8 +152,9 @@ def partition_rows(
     threads: int = 1,
 ) -> list[tuple[str, Rows]]:
     """(partition directory, its rows without the partition columns unless `keep`) for each
-    partition, in partition order (`_partition_order`: row slices numbered side by side on
-    `threads` threads when the table is large); the rows are gathered later (`Rows.gather`).
+    partition, in partition order (`_partition_order`: row slices numbered and sorted side
+    by side on `threads` threads when the table is large); the rows are gathered later, by
+    the tasks (`rows.gather_pieces`).
     A directory the destination cannot hold (`limits`) is a ConfigError."""
     _check_columns(table, columns)
     if table.num_rows == 0:
