@@ -44,7 +44,7 @@ class Order:
 
     def take(self, start: int, stop: int) -> np.ndarray:
         """Row numbers `start:stop` of the order (a view when it is one run)."""
-        if len(self.runs) == 1:
+        if len(self.runs) == 1 and self.offsets[0] == 0:
             return self.runs[0][start:stop]
         out = np.empty(max(0, stop - start), dtype=np.int64)
         self.fill(start, stop, out)
