@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from ..store import paths
+from .rows import Order, Rows
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _RADIX_LIMIT = 1 << 16
@@ -142,47 +143,6 @@ def partition_dir(
     return directory
 
 
-@dataclass(frozen=True)
-class Rows:
-    """Rows of `data` at `indices`, gathered only when written (so the gathering runs in
-    the write tasks, in parallel, not once on the driver)."""
-
-    data: pa.Table
-    indices: np.ndarray
-
-    @property
-    def num_rows(self) -> int:
-        return len(self.indices)
-
-    def slice(self, offset: int, length: int | None = None) -> Rows:
-        end = None if length is None else offset + length
-        return Rows(self.data, self.indices[offset:end])
-
-    def gather(self) -> pa.Table:
-        return self.data.take(pa.array(self.indices))
-
-
-def gather_pieces(pieces: Sequence[tuple[str, pa.Table | Rows]]) -> list[tuple[str, pa.Table]]:
-    """Tables for a task's pieces: one gather for all their rows (a few large takes are
-    cheaper than many small ones), then zero-copy slices."""
-    lazy = [r for _, r in pieces if isinstance(r, Rows)]
-    if not lazy:
-        return list(pieces)  # type: ignore[arg-type]
-    data = lazy[0].data
-    if any(r.data is not data for r in lazy):
-        raise ValueError("pieces of one task must come from one table")
-    table = data.take(pa.array(np.concatenate([r.indices for r in lazy])))
-    out: list[tuple[str, pa.Table]] = []
-    offset = 0
-    for directory, rows in pieces:
-        if isinstance(rows, Rows):
-            out.append((directory, table.slice(offset, rows.num_rows)))
-            offset += rows.num_rows
-        else:
-            out.append((directory, rows))
-    return out
-
-
 def partition_rows(
     table: pa.Table,
     columns: Sequence[str],
@@ -192,15 +152,19 @@ def partition_rows(
     threads: int = 1,
 ) -> list[tuple[str, Rows]]:
     """(partition directory, its rows without the partition columns unless `keep`) for each
-    partition, in partition order (`_partition_order`: row slices numbered side by side on
-    `threads` threads when the table is large); the rows are gathered later (`Rows.gather`).
+    partition, in partition order (`_partition_order`: row slices numbered and sorted side
+    by side on `threads` threads when the table is large); the rows are gathered later, by
+    the tasks (`rows.gather_pieces`).
     A directory the destination cannot hold (`limits`) is a ConfigError."""
     _check_columns(table, columns)
     if table.num_rows == 0:
         return []
     order, starts, ends, directories = _partition_order(table, columns, threads, limits, keep_empty)
     data = table if keep else table.drop_columns(list(columns))
-    return [(d, Rows(data, order[s:e])) for d, s, e in zip(directories, starts, ends, strict=True)]
+    return [
+        (d, Rows(data, order, int(s), int(e)))
+        for d, s, e in zip(directories, starts, ends, strict=True)
+    ]
 
 
 def split_by_partition(
@@ -220,7 +184,9 @@ def split_by_partition(
         return
     order, starts, ends, directories = _partition_order(table, columns, 1, limits, keep_empty)
     # one gather into partition order, then zero-copy slices (not one gather per partition)
-    data = (table if keep else table.drop_columns(list(columns))).take(pa.array(order))
+    data = (table if keep else table.drop_columns(list(columns))).take(
+        pa.array(order.take(0, len(order)))
+    )
     for directory, s, e in zip(directories, starts, ends, strict=True):
         yield directory, data.slice(int(s), int(e - s))
 
@@ -319,14 +285,10 @@ def _groups(encoded: list[pa.DictionaryArray], rows: int, offset: int = 0) -> _G
     return _Groups(offset, key, ids, counts, group_codes, [e.dictionary for e in encoded])
 
 
-def _split(table: pa.Table, columns: Sequence[str], threads: int = 1) -> _Groups:
-    """The table's rows numbered by partition. The partitions are ordered as the tuples of
-    their values' codes (each column numbered in the order its values first appear). With
-    `threads` > 1, a large table is cut into that many row slices numbered side by side
-    (`_parallel_split`), with the very same result."""
-    slices = min(threads, table.num_rows // _PARALLEL_ROWS)
-    if slices > 1:
-        return _parallel_split(table, columns, slices)
+def _split(table: pa.Table, columns: Sequence[str]) -> _Groups:
+    """The table's rows numbered by partition, on one thread (the columns hashed side by
+    side when the table is large). The partitions are ordered as the tuples of their values'
+    codes (each column numbered in the order its values first appear)."""
     cols = [table.column(c) for c in columns]
     if len(cols) > 1 and table.num_rows >= _PARALLEL_ROWS:
         # pyarrow releases the GIL while it hashes: the columns are encoded side by side
@@ -342,48 +304,71 @@ def _split_slice(table: pa.Table, columns: Sequence[str], offset: int) -> _Group
     return _groups([_encode(table.column(c)) for c in columns], table.num_rows, offset)
 
 
+def _sorted(key: np.ndarray) -> np.ndarray:
+    """Row numbers ordered by `key`, each key's rows in input order: Arrow's counting sort
+    (few partitions, the usual case) is a quarter of numpy's radix sort, and releases the GIL."""
+    return pc.sort_indices(pa.array(key)).to_numpy().view(np.int64)
+
+
 def _partition_order(
     table: pa.Table,
     columns: Sequence[str],
     threads: int = 1,
     limits: NameLimits | None = None,
     keep_empty: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+) -> tuple[Order, np.ndarray, np.ndarray, list[str]]:
     """(row order grouping the partitions, start and end of each partition in that order,
     each partition's directory); each partition's rows keep their input order.
 
-    The rows are numbered by partition (`_split`, on row slices side by side), then put in
-    partition order by one stable sort of those numbers: Arrow's counting sort (few
-    partitions, the usual case) is a quarter of numpy's radix sort, and releases the GIL."""
-    split = _split(table, columns, threads)
-    order = pc.sort_indices(pa.array(split.key)).to_numpy().view(np.int64)
-    ends = np.cumsum(split.counts)
+    With `threads` > 1, a large table is cut into that many row slices, each numbered by
+    partition and sorted on its own thread (`_parallel_order`); else numbered and sorted
+    whole. The same order either way."""
+    slices = min(threads, table.num_rows // _PARALLEL_ROWS)
+    if slices > 1:
+        order, counts, group_codes, dictionaries = _parallel_order(table, columns, slices)
+    else:
+        split = _split(table, columns)
+        order = Order.whole(_sorted(split.key))
+        counts, group_codes, dictionaries = split.counts, split.group_codes, split.dictionaries
+    ends = np.cumsum(counts)
     values = [
-        d.take(pa.array(c)).to_pylist()
-        for d, c in zip(split.dictionaries, split.group_codes, strict=True)
+        d.take(pa.array(c)).to_pylist() for d, c in zip(dictionaries, group_codes, strict=True)
     ]
     directories = [
         partition_dir(columns, row, limits, keep_empty) for row in zip(*values, strict=True)
     ]
-    return order, ends - split.counts, ends, directories
+    return order, ends - counts, ends, directories
 
 
-def _parallel_split(table: pa.Table, columns: Sequence[str], slices: int) -> _Groups:
-    """`_split` with the rows cut into `slices` contiguous slices, each numbered on its own
-    thread (pyarrow hashes without the GIL), then merged: the slices' dictionaries joined in
-    slice order (so each value keeps the code of its first appearance in the whole table),
-    the partitions ordered by those codes, and each row's key made the rank of its partition."""
+def _sorted_slice(
+    table: pa.Table, columns: Sequence[str], offset: int
+) -> tuple[_Groups, np.ndarray]:
+    """A slice's rows numbered by partition (`_split_slice`) and sorted by those numbers."""
+    groups = _split_slice(table, columns, offset)
+    return groups, _sorted(groups.key)
+
+
+def _parallel_order(
+    table: pa.Table, columns: Sequence[str], slices: int
+) -> tuple[Order, np.ndarray, list[np.ndarray], list[pa.Array]]:
+    """(order, each partition's rows, each partition's code per column, each column's
+    dictionary) with the rows cut into `slices` contiguous slices, each numbered by
+    partition and sorted on its own thread (pyarrow hashes and sorts without the GIL), then
+    merged: the slices' dictionaries joined in slice order (so each value keeps the code of
+    its first appearance in the whole table), the partitions ordered by those codes, and the
+    slices' sorted rows kept as runs of an `Order` (a partition's segments in slice order)."""
     n = table.num_rows
     bounds = [n * i // slices for i in range(slices + 1)]
     with ThreadPoolExecutor(slices, "dataferry-split") as pool:
-        parts = list(
+        done = list(
             pool.map(
-                lambda i: _split_slice(
+                lambda i: _sorted_slice(
                     table.slice(bounds[i], bounds[i + 1] - bounds[i]), columns, bounds[i]
                 ),
                 range(slices),
             )
         )
+    parts = [g for g, _ in done]
     # each column's codes in the whole table's numbering: the slices' dictionaries joined
     # in slice order and encoded again, so a value's code is that of its first appearance
     global_codes: list[tuple[np.ndarray, int]] = []
@@ -399,22 +384,18 @@ def _parallel_split(table: pa.Table, columns: Sequence[str], slices: int) -> _Gr
     group_key, _, _ = _group_keys(global_codes, len(global_codes[0][0]))
     _, first, rank = np.unique(group_key, return_index=True, return_inverse=True)
     rank = rank.reshape(-1)
-    counts = np.zeros(len(first), dtype=np.int64)
-    np.add.at(counts, rank, np.concatenate([p.counts for p in parts]))
-    key = np.empty(n, dtype=np.uint16 if len(first) <= 1 << 16 else np.int64)
-    first_group = np.cumsum([0] + [len(p.ids) for p in parts])
-
-    def place(i: int) -> None:  # each slice's rows get their partition's rank, side by side
-        p, ranks = parts[i], rank[first_group[i] : first_group[i + 1]]
-        if p.ids[-1] >= max(_RADIX_LIMIT, len(p.key)):  # sparse keys: no table of them all
-            key[p.offset : p.offset + len(p.key)] = ranks[np.searchsorted(p.ids, p.key)]
-            return
-        lookup = np.zeros(int(p.ids[-1]) + 1, dtype=key.dtype)
-        lookup[p.ids] = ranks
-        # Arrow's take reads 16-bit keys as they are (numpy's first widens them all)
-        key[p.offset : p.offset + len(p.key)] = pc.take(lookup, p.key).to_numpy()
-
-    with ThreadPoolExecutor(slices, "dataferry-split") as pool:
-        list(pool.map(place, range(slices)))
-    codes = [g[first] for g, _ in global_codes]
-    return _Groups(0, key, np.arange(len(first)), counts, codes, dictionaries)
+    lengths = np.concatenate([p.counts for p in parts])
+    counts = np.bincount(rank, weights=lengths, minlength=len(first)).astype(np.int64)
+    # a segment per slice's group (its rows, sorted, in its slice's run), ordered by
+    # partition and, within one, by slice
+    runs = np.repeat(np.arange(slices), [len(p.ids) for p in parts])
+    run_start = np.concatenate([np.cumsum(p.counts) - p.counts for p in parts])
+    by_partition = np.argsort(rank, kind="stable")
+    order = Order(
+        tuple(r for _, r in done),
+        tuple(bounds[:-1]),
+        runs[by_partition],
+        run_start[by_partition],
+        np.concatenate([[0], np.cumsum(lengths[by_partition])]).astype(np.int64),
+    )
+    return order, counts, [g[first] for g, _ in global_codes], dictionaries

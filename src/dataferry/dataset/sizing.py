@@ -2,8 +2,8 @@
 
 Files are cut from the data, not from the core count. Stages:
 
-1. `split_partitions`: the table's rows grouped by partition (one sort; the rows are
-   gathered later, by the tasks).
+1. `split_partitions`: the table's rows grouped by partition (row slices numbered and
+   sorted side by side; the rows are gathered later, by the tasks).
 2. `measure`: bytes per row in memory, and the ratio of written to in-memory bytes, learnt
    by writing a sample of the rows in the chosen format and options.
 3. `cut_files`: each partition cut into pieces of at most one file's worth (the target file
@@ -30,7 +30,8 @@ from ..errors import ConfigError
 from ..stages import StageRun, stage
 from .formats import choose_dictionary, encoded_size
 from .options import MiB, WriteOptions
-from .partition import NameLimits, Rows, partition_rows
+from .partition import NameLimits, partition_rows
+from .rows import Rows
 
 MIN_TASK_BYTES = 16 * MiB  # in memory: below this, another task costs more than it saves
 SAMPLE_ROWS = 32_768
@@ -107,9 +108,8 @@ def split_partitions(
     keep_empty: bool = False,
     threads: int = 1,
 ) -> list[Piece]:
-    """Stage 1: the table's rows by partition directory (numbered by partition on row
-    slices side by side, `threads` of them, one per worker, when the table is large; then
-    one counting sort of those numbers)."""
+    """Stage 1: the table's rows by partition directory (numbered by partition and sorted
+    on row slices side by side, `threads` of them, one per worker, when the table is large)."""
     if partition_by:
         pieces: list[Piece] = list(
             partition_rows(table, partition_by, limits, keep, keep_empty, threads)

@@ -26,7 +26,8 @@ from ..engine.attempt import TaskOutput
 from ..store import paths
 from .formats import FileWriter, choose_dictionary, open_writer
 from .options import WriteOptions
-from .partition import Rows, gather_pieces, name_limits, split_by_partition
+from .partition import name_limits, split_by_partition
+from .rows import Rows, gather_pieces
 
 # bytes of input split by partition at once (one split of many small batches costs a third
 # less than one per batch; the split copies them once)

@@ -33,7 +33,8 @@ from .formats import check_writer
 from .inputs import Source, as_source, input_options
 from .options import WriteOptions, WriteRequest, in_callers_words, translate
 from .params import write_params
-from .partition import gather_pieces, name_limits
+from .partition import name_limits
+from .rows import gather_pieces
 from .sizing import plan_tasks
 from .stream import StreamFeeder
 from .task import write_pieces, write_schema_file
