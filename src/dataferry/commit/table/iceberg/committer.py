@@ -77,6 +77,7 @@ from .types import arrow_types, file_schema, types_from_text
 
 log = logging.getLogger("dataferry.commit")
 NOT_READ = object()  # `_commit`: no table read for it yet
+METRICS = "write.metadata.metrics."  # the properties that choose what a DataFile keeps
 
 
 class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
@@ -406,8 +407,10 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         paths = [f.path for f in facts]
         key = built_for(metadata, paths)
         planned, self._planned = self._planned, (None, [])
-        if planned[0] == key:
-            return planned[1]  # the plan's, on the same table's schema, spec and properties
+        if planned[0] == key:  # the plan's, on the same schema, spec fields and metrics
+            for data_file in planned[1]:  # the spec's id in this table (a created table's: 1)
+                data_file.spec_id = metadata.default_spec_id
+            return planned[1]
         footers = read_footers(ctx, paths, self.footers())
         return build_data_files(metadata, paths, footers, self.file_uri)
 
@@ -425,8 +428,11 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
 
 
 def built_for(metadata: Any, paths: Sequence[str]) -> tuple[Any, ...]:
-    """What a job's DataFiles depend on besides their footers: the table (its uuid), its
-    schema and spec ids (each fixed once made), its properties (the metrics kept), the files."""
-    props = tuple(sorted(metadata.properties.items()))
-    ids = (metadata.current_schema_id, metadata.default_spec_id)
-    return (str(metadata.table_uuid), *ids, props, tuple(paths))
+    """What a job's DataFiles depend on besides their footers and the spec's id (stamped on
+    them when used), compared by value: the table's schema (field ids and types), its default
+    spec's fields, the properties that choose the metrics kept, the files. By value, not by
+    the table's uuid and ids: a table the job creates is built twice, in memory at the plan
+    and by the catalog's create transaction, alike in all of these (the transaction's spec is
+    its second, id 1, and it adds the name mapping, not a metrics property)."""
+    props = tuple(sorted(i for i in metadata.properties.items() if i[0].startswith(METRICS)))
+    return (metadata.schema(), tuple(metadata.spec().fields), props, tuple(paths))
