@@ -93,6 +93,7 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
     keeps_empty_partition_values = True
     plan_type = IcebergPlan
     appends_without_claim = True  # the catalog's compare-and-swap (`commit`)
+    batch_markers = True  # an attempt's markers: one file, not a directory per partition
 
     def __init__(self, committer: FormatHost) -> None:
         super().__init__(committer)
