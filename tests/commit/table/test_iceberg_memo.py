@@ -13,10 +13,31 @@ from pyiceberg.types import LongType
 import dataferry
 from dataferry.commit.lookup import committer_by_name
 from dataferry.commit.table.iceberg import committer as iceberg_committer
+from dataferry.commit.table.iceberg import drafts, files
 from dataferry.commit.table.iceberg.committer import IcebergFormat
 from dataferry.store import open_store
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
+
+
+def count_data_files(monkeypatch) -> list[int]:
+    """A list that gets the number of DataFiles each job commit makes (from drafts or
+    footers), one entry per job commit."""
+    made: list[int] = []
+    real, real_plan = files.data_file, IcebergFormat.plan
+
+    def data_file(*args, **kwargs):
+        made[-1] += 1
+        return real(*args, **kwargs)
+
+    def plan(self, ctx, job, facts):
+        made.append(0)
+        return real_plan(self, ctx, job, facts)
+
+    monkeypatch.setattr(files, "data_file", data_file)
+    monkeypatch.setattr(drafts, "data_file", data_file)
+    monkeypatch.setattr(IcebergFormat, "plan", plan)
+    return made
 
 
 def test_metadata_is_built_once_per_change(tmp_path) -> None:
@@ -77,16 +98,9 @@ def test_the_plans_data_files_serve_the_first_try(tmp_path, monkeypatch) -> None
     rows = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
     write = dict(partition_by=["day"], committer="iceberg", mode="append")
     dataferry.write_dataset(rows, url, **write)
-    builds: list[int] = []
-    real = iceberg_committer.build_data_files
-
-    def build(metadata, paths, footers, file_uri):
-        builds.append(len(paths))
-        return real(metadata, paths, footers, file_uri)
-
-    monkeypatch.setattr(iceberg_committer, "build_data_files", build)
+    builds = count_data_files(monkeypatch)
     dataferry.write_dataset(rows, url, **write)
-    assert builds == [2]
+    assert builds == [2]  # made once each (from the tasks' drafts), not again for the try
     monkeypatch.undo()
     tbl = committer_by_name("iceberg", open_store(url)).table()
     assert sorted(tbl.scan().to_arrow()["id"].to_pylist()) == [1, 1, 2, 2]
@@ -98,14 +112,7 @@ def test_the_plans_data_files_serve_a_table_the_job_creates(tmp_path, monkeypatc
     and metrics properties (the transaction adds the name mapping, another property)."""
     url = str(tmp_path / "t")
     rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "day": ["a", "b", "c"]})
-    builds: list[int] = []
-    real = iceberg_committer.build_data_files
-
-    def build(metadata, paths, footers, file_uri):
-        builds.append(len(paths))
-        return real(metadata, paths, footers, file_uri)
-
-    monkeypatch.setattr(iceberg_committer, "build_data_files", build)
+    builds = count_data_files(monkeypatch)
     options = {"properties": {"write.metadata.metrics.default": "counts"}}
     dataferry.write_dataset(
         rows, url, partition_by=["day"], committer="iceberg", committer_options=options
