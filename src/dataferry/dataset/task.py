@@ -157,6 +157,7 @@ class TaskWriter:
         self._lock = threading.Lock()  # the task's counts, when partitions write side by side
         self._pool = ThreadPoolExecutor(threads, "dataferry-encode") if threads > 1 else None
         self._encoding_chosen = False
+        self._announced: set[str] = set()  # partitions whose first file was named ahead
 
     # --- input ---------------------------------------------------------------------------------
 
@@ -213,6 +214,7 @@ class TaskWriter:
         for directory, rows in pieces:
             groups.setdefault(directory, []).append(rows)
         del pieces
+        self.announce(d for d in groups if d not in self._partitions)  # the round's new ones
         new = sum(1 for d in groups if d not in self._open)
         if (
             self._pool is None
@@ -289,10 +291,16 @@ class TaskWriter:
         self._open.clear()
 
     def announce(self, directories: Iterable[str]) -> None:
-        """Name each partition's first file before it is written (committers that record a
-        file before it exists do it for all of them at once)."""
+        """Name each partition's first file before it is written, once (committers that
+        record a file before it exists do it for all of them at once: on an engine, where a
+        task splits its own rows, for each round's new partitions; one batch of markers per
+        round, not one marker each)."""
+        fresh = [d for d in dict.fromkeys(directories) if d not in self._announced]
+        if not fresh:
+            return
+        self._announced.update(fresh)
         t, u = self.out.task_index, self.out.job_uuid
-        self.out.announce([paths.join(d, self.options.file_name(t, u, 0)) for d in directories])
+        self.out.announce([paths.join(d, self.options.file_name(t, u, 0)) for d in fresh])
 
     # --- files ---------------------------------------------------------------------------------
 

@@ -4,16 +4,40 @@ update's), the table its landed check read, the DataFiles its plan built."""
 
 from __future__ import annotations
 
+import uuid
+
 import pyarrow as pa
 import pytest
+from pyiceberg.types import LongType
 
 import dataferry
 from dataferry.commit.lookup import committer_by_name
 from dataferry.commit.table.iceberg import committer as iceberg_committer
+from dataferry.commit.table.iceberg import drafts, files
 from dataferry.commit.table.iceberg.committer import IcebergFormat
 from dataferry.store import open_store
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
+
+
+def count_data_files(monkeypatch) -> list[int]:
+    """A list that gets the number of DataFiles each job commit makes (from drafts or
+    footers), one entry per job commit."""
+    made: list[int] = []
+    real, real_plan = files.data_file, IcebergFormat.plan
+
+    def data_file(*args, **kwargs):
+        made[-1] += 1
+        return real(*args, **kwargs)
+
+    def plan(self, ctx, job, facts):
+        made.append(0)
+        return real_plan(self, ctx, job, facts)
+
+    monkeypatch.setattr(files, "data_file", data_file)
+    monkeypatch.setattr(drafts, "data_file", data_file)
+    monkeypatch.setattr(IcebergFormat, "plan", plan)
+    return made
 
 
 def test_metadata_is_built_once_per_change(tmp_path) -> None:
@@ -74,24 +98,39 @@ def test_the_plans_data_files_serve_the_first_try(tmp_path, monkeypatch) -> None
     rows = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
     write = dict(partition_by=["day"], committer="iceberg", mode="append")
     dataferry.write_dataset(rows, url, **write)
-    builds: list[int] = []
-    real = iceberg_committer.build_data_files
-
-    def build(metadata, paths, footers, file_uri):
-        builds.append(len(paths))
-        return real(metadata, paths, footers, file_uri)
-
-    monkeypatch.setattr(iceberg_committer, "build_data_files", build)
+    builds = count_data_files(monkeypatch)
     dataferry.write_dataset(rows, url, **write)
-    assert builds == [2]
+    assert builds == [2]  # made once each (from the tasks' drafts), not again for the try
     monkeypatch.undo()
     tbl = committer_by_name("iceberg", open_store(url)).table()
     assert sorted(tbl.scan().to_arrow()["id"].to_pylist()) == [1, 1, 2, 2]
 
 
+def test_the_plans_data_files_serve_a_table_the_job_creates(tmp_path, monkeypatch) -> None:
+    """A job creating the table builds its DataFiles once too: the table its plan built in
+    memory and the one the catalog's create transaction builds have the same schema, spec
+    and metrics properties (the transaction adds the name mapping, another property)."""
+    url = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "day": ["a", "b", "c"]})
+    builds = count_data_files(monkeypatch)
+    options = {"properties": {"write.metadata.metrics.default": "counts"}}
+    dataferry.write_dataset(
+        rows, url, partition_by=["day"], committer="iceberg", committer_options=options
+    )
+    assert builds == [3]
+    monkeypatch.undo()
+    tbl = committer_by_name("iceberg", open_store(url)).table()
+    assert sorted(tbl.scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
+    files = list(tbl.scan().plan_files())
+    assert {f.file.partition[0] for f in files} == {"a", "b", "c"}
+    assert {f.file.spec_id for f in files} == {tbl.metadata.default_spec_id} == {1}
+    assert [m.partition_spec_id for m in tbl.current_snapshot().manifests(tbl.io)] == [1]
+    assert all(not f.file.lower_bounds or set(f.file.lower_bounds) == {2} for f in files)
+
+
 def test_data_files_are_built_anew_on_another_schema(tmp_path) -> None:
-    """What the plan's DataFiles are kept for names the table, its schema and spec ids, its
-    properties and the files: any change of them builds again."""
+    """What the plan's DataFiles are kept for is their schema, spec, metrics properties and
+    files, by value: any change of them builds again, another property does not."""
     url = str(tmp_path / "t")
     rows = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
     dataferry.write_dataset(rows, url, partition_by=["day"], committer="iceberg", mode="append")
@@ -99,7 +138,14 @@ def test_data_files_are_built_anew_on_another_schema(tmp_path) -> None:
     key = iceberg_committer.built_for(metadata, ["a.parquet"])
     assert key == iceberg_committer.built_for(metadata, ["a.parquet"])
     assert key != iceberg_committer.built_for(metadata, ["b.parquet"])
-    other = metadata.model_copy(update={"current_schema_id": 7})
-    assert key != iceberg_committer.built_for(other, ["a.parquet"])
+    tbl = committer_by_name("iceberg", open_store(url)).table()
+    with tbl.update_schema() as update:
+        update.add_column("extra", LongType())
+    wider = tbl.refresh().metadata
+    assert key != iceberg_committer.built_for(wider, ["a.parquet"])
+    renamed = metadata.model_copy(update={"table_uuid": uuid.uuid4(), "current_schema_id": 0})
+    assert key == iceberg_committer.built_for(renamed, ["a.parquet"])  # the same by value
     props = metadata.model_copy(update={"properties": {"write.metadata.metrics.default": "none"}})
     assert key != iceberg_committer.built_for(props, ["a.parquet"])
+    other = metadata.model_copy(update={"properties": {**metadata.properties, "x": "1"}})
+    assert key == iceberg_committer.built_for(other, ["a.parquet"])

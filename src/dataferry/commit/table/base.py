@@ -45,7 +45,14 @@ from ..protocol import (
     TaskCommitMessage,
 )
 from ..records.intent import Intent, intent_path
-from .footers import FileFacts, file_facts, schema_from_text, schema_to_text
+from .footers import (
+    FileFacts,
+    facts_of,
+    file_facts,
+    read_footer,
+    schema_from_text,
+    schema_to_text,
+)
 from .format import TableFormat
 from .plan import TablePlan
 
@@ -178,8 +185,14 @@ class TableCommitter(DirectCommitter):
     ) -> TaskCommitMessage:
         message = super().commit_task(task, written)
         with self.stats.duration("task_stage_read_footers"):
-            facts = [file_facts(self.store, f).to_json() for f in message.files]
+            facts = [self._reported_facts(task, f) for f in message.files]
         return replace(message, extra={**message.extra, "files": facts})
+
+    def _reported_facts(self, task: TaskAttemptContext, path: str) -> dict[str, Any]:
+        """A file's facts from its footer, with what the format adds (`file_report`)."""
+        size, meta = read_footer(self.store, path)
+        report = self.format.file_report(task, path, size, meta)
+        return {**facts_of(path, size, meta).to_json(), **(report or {})}
 
     # --- job commit --------------------------------------------------------------------------
 
@@ -201,6 +214,7 @@ class TableCommitter(DirectCommitter):
     ) -> CommitPlan:
         plan = super().plan_commit(ctx, job, messages)
         reported = {f["path"]: f for m in messages for f in m.extra.get("files", ())}
+        self.format.take_reports(job, reported)
         facts = [
             FileFacts.from_json(reported[f]) if f in reported else file_facts(ctx.store, f)
             for f in plan.payload.files
@@ -221,8 +235,6 @@ class TableCommitter(DirectCommitter):
         partition columns (as strings) its path names."""
         if not facts:
             return None
-        from .footers import read_footer
-
         schema = read_footer(ctx.store, facts[0].path)[1].schema.to_arrow_schema()
         for column in self.partitions_of(facts):
             if column not in schema.names:

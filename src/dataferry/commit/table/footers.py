@@ -68,7 +68,11 @@ def read_footer(store: Store, path: str) -> tuple[int, pq.FileMetaData]:
 
 def file_facts(store: Store, path: str) -> FileFacts:
     """The facts of one data file, from its footer."""
-    size, meta = read_footer(store, path)
+    return facts_of(path, *read_footer(store, path))
+
+
+def facts_of(path: str, size: int, meta: pq.FileMetaData) -> FileFacts:
+    """The facts of the data file at `path` of `size` bytes and footer `meta`."""
     return FileFacts(
         path=path,
         size=size,

@@ -22,7 +22,8 @@ committer's. The committer serves it the store, the options and the data's schem
 and, where the format needs them, hooks with do-nothing defaults: `check_input` (refuse data
 the table cannot take, before any task), `file_columns` (the rows as the table's files hold
 them), `partition_keys` (the data split by the table's partition spec), `prepare_job` (the
-job's context, with what its tasks must know), `before_setup`/`after_setup` (around the
+job's context, with what its tasks must know), `file_report`/`take_reports` (what a task adds
+to a file's facts, and the job commit takes), `before_setup`/`after_setup` (around the
 committer's job setup). A format's layout facts are class attributes the committer takes
 over: its `name`, `label`, `markers_root`, `permanent_entries`, `data_root`,
 `keeps_partition_columns`, `keeps_empty_partition_values`, and its `plan_type` (the
@@ -31,7 +32,7 @@ over: its `name`, `label`, `markers_root`, `permanent_entries`, `data_root`,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import pyarrow as pa
@@ -177,6 +178,17 @@ class TableFormat:
     def after_setup(self, job: JobContext) -> None:
         """What the format records once the job is set up (Hudi's pending instant)."""
         return None
+
+    def file_report(
+        self, task: TaskAttemptContext, path: str, size: int, meta: Any
+    ) -> Mapping[str, Any] | None:
+        """What the task attempt that wrote the data file at `path` (`size` bytes, Parquet
+        footer `meta`) adds to its facts in its commit message, JSON-ready (None: nothing)."""
+        return None
+
+    def take_reports(self, job: JobContext, files: Mapping[str, Mapping[str, Any]]) -> None:
+        """The job's files as its tasks reported them (`file_report`), by path, before
+        `plan`."""
 
     def forget(self, job_uuid: str) -> None:
         """Remove what the format keeps of a job being rolled back beside its directory (a

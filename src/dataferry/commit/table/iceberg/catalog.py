@@ -65,6 +65,9 @@ class IcebergConfig(TableConfig):
     # set by the committer for a job (not an option): the existing table's columns as its
     # files hold them (an Arrow schema as text), for tasks to cast promoted columns to
     table_types: str = ""
+    # set by the committer for a job (not an option): the table's schema, spec and metrics
+    # properties as text, on which the tasks draft their files' DataFiles (`drafts.py`)
+    file_basis: str = ""
     # the catalog's properties (from the dict or the Catalog object): what is compared
     catalog_properties: dict[str, str] | None = field(default=None, init=False, repr=False)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -58,6 +58,7 @@ from .catalog import (
     split_identifier,
     without_secrets,
 )
+from .drafts import DRAFT_KEY, Drafts, basis_of, built_for, draft
 from .files import (
     Footers,
     build_data_files,
@@ -92,6 +93,7 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
     keeps_empty_partition_values = True
     plan_type = IcebergPlan
     appends_without_claim = True  # the catalog's compare-and-swap (`commit`)
+    batch_markers = True  # an attempt's markers: one file, not a directory per partition
 
     def __init__(self, committer: FormatHost) -> None:
         super().__init__(committer)
@@ -106,11 +108,16 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         self._keys: tuple[specs.KeyColumn, ...] = ()
         # the DataFiles the plan built, and on what (`built_for`): for the first try only
         self._planned: tuple[Any, list[Any]] = (None, [])
+        # what the tasks build their drafts of DataFiles on (`drafts.py`; check_input), and
+        # the drafts a job's tasks sent (`take_reports`)
+        self._basis = ""
+        self._drafts = Drafts()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)  # a Dask graph carries the committer to its tasks:
         state["_catalogs"] = {}  # open catalogs (connection pools) stay in their process
         state["_planned"] = (None, [])  # a job commit's own, on the driver
+        state["_drafts"] = Drafts()
         return state
 
     # --- before the job ----------------------------------------------------------------------
@@ -123,11 +130,13 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         the one the job will create, built in memory as the catalog will build it."""
         self.check_catalog(self.where())
         url = self.store.full_url()
+        self._basis = ""
         tbl = self.table()
         if tbl is None:
             if schema is not None:
                 made = self.new_table_metadata(file_schema(schema), partition_by)
                 self.find_keys(schema, made.schema(), made.spec())
+                self._basis = basis_of(made)
             return
         self.check_location(tbl)
         check_partition_by(url, tbl.schema(), tbl.spec(), partition_by)
@@ -140,8 +149,10 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         if self.config.schema_mode == "merge":
             evolved = self.evolved(tbl, schema)  # in memory only, never committed
             self.table_types = arrow_types(evolved.table_metadata.schema())
+            self._basis = basis_of(evolved.table_metadata)
         else:
             check_same_schema(url, tbl.schema(), schema)
+            self._basis = basis_of(tbl.metadata)
 
     def find_keys(self, data: pa.Schema, schema: Any, spec: Any) -> None:
         """The key columns splitting data of Arrow schema `data` by the table's spec."""
@@ -168,6 +179,8 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         if self.table_types:
             types = schema_to_text(pa.schema(list(self.table_types.items())))
             config = replace(config, table_types=types)
+        if self._basis:
+            config = replace(config, file_basis=self._basis)
         return job if config is self.config else replace(job, config=config)
 
     def new_table_metadata(self, schema: pa.Schema, partition_by: Sequence[str]) -> Any:
@@ -191,7 +204,19 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
             schema, keys, types_from_text(text) if text else self.table_types
         )
 
+    def file_report(
+        self, task: TaskAttemptContext, path: str, size: int, meta: Any
+    ) -> dict[str, Any] | None:
+        """The draft of the file's DataFile (`drafts.py`), on the basis the job's config
+        holds (none: no draft)."""
+        basis = getattr(task.job.config, "file_basis", "")
+        found = draft(basis, path, size, meta) if basis else None
+        return {DRAFT_KEY: found} if found else None
+
     # --- job commit ------------------------------------------------------------------------
+
+    def take_reports(self, job: JobContext, files: Mapping[str, Mapping[str, Any]]) -> None:
+        self._drafts = Drafts.of(job.job_uuid, files)
 
     def plan(
         self, ctx: StageContext, job: JobContext, facts: Sequence[FileFacts]
@@ -206,17 +231,18 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
                 f"Iceberg table {self.store.full_url()} already exists; write with "
                 "mode='append' or mode='overwrite'"
             )
-        # every footer once, in parallel; a file the table's spec cannot place is refused
-        # now, before the intent (its files are then removed by the job's abort)
-        read_footers(ctx, [f.path for f in facts], self.footers(job))
+        # each file's DataFile from its task's draft, else from its footer (read once, in
+        # parallel); a file the table's spec cannot place is refused now, before the intent
+        # (its files are then removed by the job's abort)
+        self.footers(job)
         if tbl is not None:
-            self.plan_data_files(ctx, self.evolved(tbl).table_metadata, facts)
+            self.plan_data_files(ctx, job, self.evolved(tbl).table_metadata, facts)
         elif facts:  # the table the commit creates, as the catalog will make it
             schema = self.committer.input_schema or self.committer.schema_of_files(ctx, facts)
             partition_by = self.committer.partition_by or self.committer.partitions_of(facts)
             assert schema is not None
             metadata = self.new_table_metadata(file_schema(schema), partition_by)
-            self.plan_data_files(ctx, metadata, facts)
+            self.plan_data_files(ctx, job, metadata, facts)
         catalog = where["catalog"]
         safe = {"catalog": catalog and without_secrets(catalog), "identifier": where["identifier"]}
         self.record_where(ctx.store, safe)
@@ -347,14 +373,14 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
                 return None, True, []
             tx = self._create_transaction(where, schema, list(intent.payload.partition_by))
             with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
-                for data_file in self.data_files(ctx, tx.table_metadata, facts):
+                for data_file in self.data_files(ctx, job, tx.table_metadata, facts):
                     append.append_data_file(data_file)
             return tx, True, []
         self.check_location(tbl)
         tx = self.evolved(tbl, schema)
         if tx.table_metadata.name_mapping() is None:
             set_name_mapping(tx)
-        new = self.data_files(ctx, tx.table_metadata, facts)
+        new = self.data_files(ctx, job, tx.table_metadata, facts)
         if mode == "append":
             others, theirs = carry(self, ctx, tx, tbl, where["identifier"], own)
             props = group_properties(props, others)
@@ -400,21 +426,36 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         set_name_mapping(tx)
         return tx
 
-    def data_files(self, ctx: StageContext, metadata: Any, facts: Sequence[FileFacts]) -> list[Any]:
-        """DataFiles for the job's files with the table's field ids and partition spec, from
-        their footers: read once per job commit (at its plan, in parallel), not per try."""
+    def data_files(
+        self, ctx: StageContext, job: JobContext, metadata: Any, facts: Sequence[FileFacts]
+    ) -> list[Any]:
+        """DataFiles for the job's files with the table's field ids and partition spec: from
+        the tasks' drafts made on the same basis (`drafts.py`), else from their footers, read
+        once per job commit (in parallel), not per try."""
         paths = [f.path for f in facts]
         key = built_for(metadata, paths)
         planned, self._planned = self._planned, (None, [])
-        if planned[0] == key:
-            return planned[1]  # the plan's, on the same table's schema, spec and properties
-        footers = read_footers(ctx, paths, self.footers())
-        return build_data_files(metadata, paths, footers, self.file_uri)
+        if planned[0] == key:  # the plan's, on the same schema, spec fields and metrics
+            for data_file in planned[1]:  # the spec's id in this table (a created table's: 1)
+                data_file.spec_id = metadata.default_spec_id
+            return planned[1]
+        drafted: dict[str, Any] = {}
+        if self._drafts.job_uuid == job.job_uuid:
+            drafted = self._drafts.data_files(metadata, paths, self.file_uri)
+        rest = [p for p in paths if p not in drafted]
+        if rest:
+            footers = read_footers(ctx, rest, self.footers(job))
+            built = build_data_files(metadata, rest, footers, self.file_uri)
+            drafted.update(zip(rest, built, strict=True))
+        ctx.stats.incr("iceberg_data_files_drafted", len(paths) - len(rest))
+        return [drafted[p] for p in paths]
 
-    def plan_data_files(self, ctx: StageContext, metadata: Any, facts: Sequence[FileFacts]) -> None:
+    def plan_data_files(
+        self, ctx: StageContext, job: JobContext, metadata: Any, facts: Sequence[FileFacts]
+    ) -> None:
         """Build the job's DataFiles at its plan (a file the table cannot take is refused
         then), kept for its first try if that builds on the same schema, spec and properties."""
-        built = self.data_files(ctx, metadata, facts)
+        built = self.data_files(ctx, job, metadata, facts)
         self._planned = (built_for(metadata, [f.path for f in facts]), built)
 
     def footers(self, job: JobContext | None = None) -> Footers:
@@ -422,11 +463,3 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         if job is not None and self._footers[0] != job.job_uuid:
             self._footers = (job.job_uuid, {})
         return self._footers[1]
-
-
-def built_for(metadata: Any, paths: Sequence[str]) -> tuple[Any, ...]:
-    """What a job's DataFiles depend on besides their footers: the table (its uuid), its
-    schema and spec ids (each fixed once made), its properties (the metrics kept), the files."""
-    props = tuple(sorted(metadata.properties.items()))
-    ids = (metadata.current_schema_id, metadata.default_spec_id)
-    return (str(metadata.table_uuid), *ids, props, tuple(paths))

@@ -49,37 +49,63 @@ def build_data_files(
 ) -> list[Any]:
     """DataFiles for the files at `paths` (their footers in `footers`), with the field ids
     and the default partition spec of the table `metadata` describes."""
-    from pyiceberg.io import pyarrow as pio
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-
-    table_schema, spec = metadata.schema(), metadata.spec()
-    types = arrow_types(table_schema)
-    stats_columns = pio.compute_statistics_plan(table_schema, metadata.properties)
-    bounds_columns = with_bounds_of_sources(stats_columns, spec)
-    mapping = pio.parquet_path_to_id_mapping(table_schema)
+    build = FileBuilder(metadata.schema(), metadata.spec(), metadata.properties)
     made = []
     for path in paths:
         size, meta = footers[path]
-        check_file_types(path, meta, types)
-        stats = pio.data_file_statistics_from_parquet_metadata(meta, stats_columns, mapping)
-        bounds = stats
-        if bounds_columns is not stats_columns:
-            bounds = pio.data_file_statistics_from_parquet_metadata(meta, bounds_columns, mapping)
-        made.append(
-            DataFile.from_args(
-                content=DataFileContent.DATA,
-                file_path=file_uri(path),
-                file_format=FileFormat.PARQUET,
-                partition=partition_of(spec, table_schema, bounds, path, partition_values(path, 1)),
-                file_size_in_bytes=size,
-                sort_order_id=None,
-                spec_id=metadata.default_spec_id,
-                equality_ids=None,
-                key_metadata=None,
-                **stats.to_serialized_dict(),
-            )
-        )
+        stats, partition = build.parts(path, meta)
+        made.append(data_file(file_uri(path), size, partition, metadata.default_spec_id, stats))
     return made
+
+
+class FileBuilder:
+    """What a DataFile holds of one Parquet file besides its path, size and spec id, for a
+    table of Iceberg schema `schema`, spec `spec` and `properties` (the metrics kept)."""
+
+    def __init__(self, schema: Any, spec: Any, properties: dict[str, str]) -> None:
+        from pyiceberg.io import pyarrow as pio
+
+        self.schema, self.spec = schema, spec
+        self.types = arrow_types(schema)
+        self.stats_columns = pio.compute_statistics_plan(schema, properties)
+        self.bounds_columns = with_bounds_of_sources(self.stats_columns, spec)
+        self.mapping = pio.parquet_path_to_id_mapping(schema)
+
+    def parts(self, path: str, meta: pq.FileMetaData) -> tuple[dict[str, Any], Any]:
+        """The file's statistics (as `DataFile.from_args` takes them) and its partition
+        record; ConfigError for a file the table cannot take."""
+        from pyiceberg.io import pyarrow as pio
+
+        check_file_types(path, meta, self.types)
+        stats = pio.data_file_statistics_from_parquet_metadata(
+            meta, self.stats_columns, self.mapping
+        )
+        bounds = stats
+        if self.bounds_columns is not self.stats_columns:
+            bounds = pio.data_file_statistics_from_parquet_metadata(
+                meta, self.bounds_columns, self.mapping
+            )
+        dirs = partition_values(path, 1)
+        partition = partition_of(self.spec, self.schema, bounds, path, dirs)
+        return stats.to_serialized_dict(), partition
+
+
+def data_file(uri: str, size: int, partition: Any, spec_id: int, stats: dict[str, Any]) -> Any:
+    """A Parquet DataFile of the table (`stats`: `FileBuilder.parts`')."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=uri,
+        file_format=FileFormat.PARQUET,
+        partition=partition,
+        file_size_in_bytes=size,
+        sort_order_id=None,
+        spec_id=spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **stats,
+    )
 
 
 def with_bounds_of_sources(stats_columns: dict[int, Any], spec: Any) -> dict[int, Any]:
