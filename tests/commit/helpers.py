@@ -117,3 +117,23 @@ def task_with_link(committer, dest, target, link_name: str = "part=x"):
     os.makedirs(os.path.dirname(link), exist_ok=True)  # the real file may be named flat
     os.symlink(target, link)
     return task
+
+
+def exclusive_creates(monkeypatch, run: Callable[[], object]) -> list[str]:
+    """The paths every store's exclusive create (`create_if_absent`) was asked for while
+    `run` ran."""
+    from dataferry.store.base import Store
+
+    made: list[str] = []
+    real = Store.create_if_absent
+
+    def spy(self, path, data=b""):
+        made.append(path)
+        return real(self, path, data)
+
+    monkeypatch.setattr(Store, "create_if_absent", spy)
+    try:
+        run()
+    finally:
+        monkeypatch.setattr(Store, "create_if_absent", real)
+    return made

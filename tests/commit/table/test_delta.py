@@ -17,6 +17,8 @@ from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.errors import ConfigError, DestinationError, InjectedCrash
 from dataferry.store import FaultRule, Op, open_store
 
+from ..helpers import exclusive_creates
+
 deltalake = pytest.importorskip("deltalake")
 pl = pytest.importorskip("polars")
 
@@ -247,19 +249,9 @@ def test_an_appends_markers_are_one_batch_not_a_directory_per_partition(tmp_path
     """A small append into three partitions marks its files with one batch file in the job's
     marker directory (`markers.direct`): no directory per partition is made there and
     removed again, which on a local disk costs more than the rest of the job's records."""
-    from dataferry.store.base import Store
-
     t = tmp_path / "t"
     write(t, sales(30))
-    made: list[str] = []
-    real = Store.create_if_absent
-
-    def spy(self, path, data=b""):
-        made.append(path)
-        return real(self, path, data)
-
-    monkeypatch.setattr(Store, "create_if_absent", spy)
-    write(t, sales(30, start=30))
+    made = exclusive_creates(monkeypatch, lambda: write(t, sales(30, start=30)))
     marks = [p for p in made if p.startswith("_dataferry/delta-markers/")]
     assert len(marks) == 1 and marks[0].rsplit("/", 1)[-1].startswith("BATCH-")
     assert rows(t).column("x").to_pylist() == list(range(60))

@@ -10,6 +10,8 @@ import dataferry
 from dataferry.commit.lookup import committer_by_name
 from dataferry.store import open_store
 
+from ..helpers import exclusive_creates
+
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
 
@@ -22,21 +24,12 @@ def test_an_attempts_markers_are_one_batch_not_a_directory_per_partition(tmp_pat
     """A write into three partitions marks its files with one batch file per attempt in the
     job's marker directory: no directory per partition is made there, and the job commit's
     cleanup deletes one file, not one per data file and a directory per partition."""
-    from dataferry.store.base import Store
-
     url = str(tmp_path / "t")
     write = dict(partition_by=["day"], committer="iceberg", mode="append", tasks=1)
     dataferry.write_dataset(sales(30), url, **write)
-    made: list[str] = []
-    real = Store.create_if_absent
-
-    def spy(self, path, data=b""):
-        made.append(path)
-        return real(self, path, data)
-
-    monkeypatch.setattr(Store, "create_if_absent", spy)
-    dataferry.write_dataset(sales(30, start=30), url, **write)
-    monkeypatch.undo()
+    made = exclusive_creates(
+        monkeypatch, lambda: dataferry.write_dataset(sales(30, start=30), url, **write)
+    )
     marks = [p for p in made if p.startswith("_dataferry/iceberg-markers/")]
     assert len(marks) == 1 and marks[0].rsplit("/", 1)[-1].startswith("BATCH-"), marks
     tbl = committer_by_name("iceberg", open_store(url)).table()
