@@ -2,7 +2,7 @@
 back (one DataNode read per task on HDFS, where loading sits on the job commit's path).
 
 The copy is the saved manifest's bytes, deflated and in base64 (messages stay JSON-ready):
-Hadoop's indented JSON of 50 files is some 21 KB, carried in about 3 KB, beside the file names
+Hadoop's indented JSON of 50 files is some 21 KB, carried in under 2 KB, beside the file names
 a message already holds. A manifest whose copy would exceed CARRIED_MAX_CHARS is not carried
 (its job commit reads it), so that a job of many large tasks does not hold every manifest in
 its driver's memory. The saved file stays the record (recovery, diagnostics, Hadoop); a message
