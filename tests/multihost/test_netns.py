@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -30,6 +31,9 @@ def test_a_crashed_runs_namespaces_are_removed_by_the_next_run(dead_pid):
     ip("netns", "add", stale)
     sleeper = subprocess.Popen(["ip", "netns", "exec", stale, "sleep", "600"])
     try:
+        deadline = time.monotonic() + 10  # `ip netns exec` enters the namespace, then runs
+        while not namespace_pids(stale) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert stale in namespaces() and namespace_pids(stale)
         assert stale in remove_stale()
         assert stale not in namespaces()
