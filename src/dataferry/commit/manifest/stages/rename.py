@@ -15,6 +15,7 @@ it, and the job's directory is left in place).
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ from ...protocol import StageContext
 from ...records.success import FILENAME_LIMIT
 from ..files import FileEntry
 from .create_dirs import CreatedDirectories
+from .gather import under
 from .load import Batch, LoadedManifests
 
 
@@ -123,8 +125,11 @@ def rename_files(
     loaded: LoadedManifests,
     created: CreatedDirectories,
     resumed: bool = False,
+    gathered: Collection[str] = (),
 ) -> RenameResult:
-    """resumed: finishing a commit that died part way (files already moved are skipped)."""
+    """resumed: finishing a commit that died part way (files already moved are skipped).
+    gathered: the tops whose files moved with their directory (`gather.py`): counted, not
+    renamed."""
     result = RenameResult()
     lock = threading.Lock()
     pacer = Pacer(ctx.config.io_rate_limit)
@@ -140,6 +145,8 @@ def rename_files(
         recovered = nbytes = 0
         for entry in entries:
             nbytes += entry.size
+            if gathered and under(entry.dest, gathered):
+                continue  # published with its directory
             if plainly:  # the common case, with nothing built per file; move() judges the rest
                 try:
                     rename(entry.source, entry.dest)
