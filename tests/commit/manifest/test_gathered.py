@@ -6,6 +6,7 @@ rename once the intent is in place (`commit/manifest/stages/gather.py`)."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import pytest
 
@@ -139,3 +140,42 @@ def test_a_driver_that_dies_publishing_is_rolled_forward_whole(tmp_path, when):
     assert report.rolled_forward, report
     assert visible(store) == WRITTEN
     assert not store.exists("_temporary") and not store.exists("_dataferry")
+
+
+class _HeldGathering(_SlowCloses):
+    """Holds the last file's gathering until the destination is listed under the claim (or
+    5 s went by), noting whether it was."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.claimed = threading.Event()
+        self.listed = threading.Event()
+        self.held_until_listed = False
+
+    def _create_if_absent(self, path, data):
+        result = super()._create_if_absent(path, data)
+        if path == CLAIM_FILE:
+            self.claimed.set()
+        return result
+
+    def _list(self, path):
+        ahead = threading.current_thread().name.startswith("dataferry-ahead")
+        if path == "" and self.claimed.is_set() and not ahead:  # the guess lists it too
+            self.listed.set()
+        return super()._list(path)
+
+    def _rename(self, src, dst):
+        if dst.endswith("gathered/p=2/q=2/d"):
+            self.held_until_listed = self.listed.wait(5.0)
+        super()._rename(src, dst)
+
+
+def test_the_checks_under_the_claim_run_while_the_files_are_gathered(tmp_path):
+    """The destination's checks under the claim (files in the way, the write mode) do not
+    wait for the gathering: only the intent does. Were the plan to wait for it, each of
+    those checks would add its round trips after the last gathered file."""
+    store = _HeldGathering(open_store(str(tmp_path / "out")))
+    c, job = new_job(store, io_threads=8)
+    c.commit_job(job, run_tasks(c, job, TASKS))
+    assert store.held_until_listed, "the destination was listed only after the gathering"
+    assert visible(store) == WRITTEN

@@ -223,7 +223,7 @@ class ManifestCommitter(Committer):
         loaded = self._prepared.pop(job.job_uuid, None)
         if loaded is None:
             loaded = self._load(ctx, messages)
-        loaded.written()
+        loaded.closed()  # its gathering may go on beside the checks (`ready_to_decide`)
         if loaded.kept is not None:
             self._kept[job.job_uuid] = loaded.kept
         # overwrite replaces everything visible, a partition overwrite each partition written:
@@ -256,6 +256,12 @@ class ManifestCommitter(Committer):
             gathered=list(loaded.gathered),
         )
         return CommitPlan(payload=plan, files=loaded.files, bytes=loaded.bytes)
+
+    def ready_to_decide(self, ctx: StageContext, job: JobContext) -> None:
+        """The files gathered beside the claim have all moved (`stages/gather.py`)."""
+        loaded = self._gathered.get(job.job_uuid)
+        if loaded is not None:
+            loaded.written()
 
     def _loaded(self, ctx: StageContext, plan: ManifestPlan) -> LoadedManifests:
         return LoadedManifests(

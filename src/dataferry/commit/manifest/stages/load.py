@@ -64,14 +64,18 @@ class LoadedManifests:
     def written(self) -> None:
         """Wait until the entries file is closed and the files gathered (both may run beside
         other work); raises what either raised."""
-        closing, gathering = self.closing, self.gathering
-        self.closing = self.gathering = None
         try:
-            if closing is not None:
-                closing.result()
+            self.closed()
         finally:
+            gathering, self.gathering = self.gathering, None
             if gathering is not None:
                 gathering.result()
+
+    def closed(self) -> None:
+        """Wait until the entries file is closed; raises what its close raised."""
+        closing, self.closing = self.closing, None
+        if closing is not None:
+            closing.result()
 
     def batches(self, threads: int) -> Iterator[Batch]:
         """The entries, streamed from the scratch file as (task attempt id, its entries) in
