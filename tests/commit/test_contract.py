@@ -23,7 +23,7 @@ import pytest
 from dataferry import make_committer
 from dataferry.commit.job.cleanup import cleanup_destination
 from dataferry.commit.records.drivers import driver_crashed
-from dataferry.commit.records.intent import INTENT_FILE
+from dataferry.commit.records.intent import INTENT_FILE, STAGED_INTENT
 from dataferry.commit.records.success import SUCCESS_FILE
 from dataferry.commit.registry import KNOWN, CommitterSpec
 from dataferry.errors import CommitError, DestinationError, InjectedCrash, JobCommitError
@@ -105,11 +105,15 @@ def assert_nothing_left(case: Case, c, job) -> None:
 
 
 def crash_at_intent(store: Store, job_dir: str, when: str) -> None:
-    """Crash the job commit at its intent record: `before` it is saved, or `after`."""
-    glob = f"{job_dir}/{INTENT_FILE}"  # the job's own (hive's inner commit has one too)
-    fault_layer(store).add_rule(
-        FaultRule(action="crash", when=when, kinds=frozenset({Op.WRITE}), path_glob=glob)
-    )
+    """Crash the job commit at its intent record: `before` it is saved, or `after` (written,
+    or, where closes are slow, the copy written ahead renamed into place)."""
+    intent = f"{job_dir}/{INTENT_FILE}"  # the job's own (hive's inner commit has one too)
+    staged = f"{job_dir}/{STAGED_INTENT}"
+
+    def saving(index: int, op: Op, path: str) -> bool:
+        return (op, path) in ((Op.WRITE, intent), (Op.RENAME, staged))
+
+    fault_layer(store).add_rule(FaultRule(action="crash", when=when, predicate=saving))
 
 
 def test_every_committer_declares_where_it_is_safe():

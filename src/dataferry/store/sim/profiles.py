@@ -44,6 +44,9 @@ class SimProfile:
     over_ceiling: Literal["queue", "slowdown"] = "queue"
     # multipart upload and its limits, on models of stores that have it (None: no multipart)
     multipart: MultipartLimits | None = None
+    # closing a written file waits on the server (HDFS's block report): a job commit writes
+    # its records ahead and gathers files beside its claim, as on a real NameNode
+    slow_close: bool = False
 
     @property
     def capabilities(self) -> Capabilities:
@@ -63,6 +66,7 @@ class SimProfile:
             # a namespace (HDFS, ADLS Gen2) deletes a tree in one request (`_delete` charges
             # one); a flat namespace lists and deletes object by object
             tree_delete=atomic,
+            slow_close=self.slow_close,
         )
 
 
@@ -84,6 +88,7 @@ PROFILES: dict[str, SimProfile] = {
             delete_batch=1,
             etags=False,
             conditional_create=True,
+            slow_close=True,
         ),
         SimProfile(
             name="hdfs-loaded",
@@ -100,6 +105,7 @@ PROFILES: dict[str, SimProfile] = {
             delete_batch=1,
             etags=False,
             conditional_create=True,
+            slow_close=True,
         ),
         SimProfile(
             name="abfs",
