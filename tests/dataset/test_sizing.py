@@ -133,7 +133,7 @@ def test_side_by_side_falls_back_to_order_when_files_must_be_evicted(tmp_path):
 def test_the_plan_splits_by_partition_on_every_worker_and_writes_the_same_files(
     tmp_path, monkeypatch
 ):
-    """The driver's split by partition runs on row slices side by side, one per worker
+    """The driver's split by partition runs on row slices side by side, two per worker
     (not on one core while the others wait), and the files are those the one-thread split
     plans: the same names, each with the same rows in the same order. Broken, a write
     would be slower again, or put rows in other files than the plan says."""
@@ -165,7 +165,7 @@ def test_the_plan_splits_by_partition_on_every_worker_and_writes_the_same_files(
     one = files(tmp_path / "one", 1)
     assert slices == []
     two = files(tmp_path / "two", 2)
-    assert slices == [0, 10_000]  # two slices, one per worker
+    assert slices == [0, 5_000, 10_000, 15_000]  # four slices, two per worker
     assert one == two and len(one) >= 15
     assert sorted(v for rows in two.values() for v in rows) == list(range(20_000))
 
