@@ -159,20 +159,28 @@ def _zoo_table(n: int, seed: int = 3) -> pa.Table:
     "cols", [("a",), ("s",), ("cat",), ("a", "s", "cat")], ids=["int", "str", "cat", "all"]
 )
 def test_split_in_slices_is_the_one_thread_split(monkeypatch, threads, cols):
-    """Each slice split on its own thread, then merged: the very same partitions, in the same
-    order, each with the same rows in input order as the one-thread split. A merge that
-    dropped, duplicated or reordered rows would write them to the wrong files, or lose them."""
+    """Each slice split on one of the threads, then merged: the very same partitions, in the
+    same order, each with the same rows in input order as the one-thread split. A merge that
+    dropped, duplicated or reordered rows would write them to the wrong files, or lose them.
+    There are twice as many slices as threads (a thread done first takes the next slice, so
+    the split does not wait on one slow thread's large slice); broken, as many as threads."""
     monkeypatch.setattr(partition, "_PARALLEL_ROWS", 50)  # small data, still cut in slices
     table = _zoo_table(3001)
     slices = []
+    names = set()
     real = partition._split_slice
-    monkeypatch.setattr(
-        partition, "_split_slice", lambda t, c, o: slices.append(o) or real(t, c, o)
-    )
+
+    def spy(t, c, o):
+        slices.append(o)
+        names.add(threading.current_thread().name)
+        return real(t, c, o)
+
+    monkeypatch.setattr(partition, "_split_slice", spy)
     one = _order(table, cols, 1)
     assert slices == []
     many = _order(table, cols, threads)
-    assert len(slices) == threads  # it did cut the rows
+    assert len(slices) == 2 * threads  # it did cut the rows, two slices a thread
+    assert len(names) <= threads
     for a, b in zip(one, many, strict=True):
         np.testing.assert_array_equal(a, b)
     got = _rows_by_partition(table, cols, threads)
@@ -231,7 +239,7 @@ def test_a_float_column_with_nan_and_null_over_several_chunks(monkeypatch, threa
 
 
 def test_each_slice_is_sorted_on_its_own_thread_not_all_rows_on_the_driver(monkeypatch):
-    """The slices number their rows by partition and sort them, each on its own thread; the
+    """The slices number their rows by partition and sort them, each on a split thread; the
     driver only merges their groups (no sort of all the rows, no array of every row's
     partition): the same partitions, directories and rows as the one-thread split. Sorting
     every row on the driver kept one core idle for a tenth of the write."""
@@ -246,7 +254,7 @@ def test_each_slice_is_sorted_on_its_own_thread_not_all_rows_on_the_driver(monke
 
     monkeypatch.setattr(partition.pc, "sort_indices", sort)
     many = partition.partition_rows(table, ("a", "s", "cat"), threads=3)
-    assert sorted(n for n, _ in sorts) == [1000, 1000, 1001]  # each slice's rows, once
+    assert sorted(n for n, _ in sorts) == [500] * 5 + [501]  # each slice's rows, once
     assert all(name.startswith("dataferry-split") for _, name in sorts)
     monkeypatch.undo()
     one = partition.partition_rows(table, ("a", "s", "cat"), threads=1)
@@ -263,7 +271,7 @@ def test_any_range_of_the_slices_order_is_that_of_the_one_thread_order(monkeypat
     table = _zoo_table(3001)
     one = _order(table, ("a", "s"), 1)[0]
     order = partition._partition_order(table, ("a", "s"), 4)[0]
-    assert len(order.runs) == 4 and len(order) == 3001
+    assert len(order.runs) == 4 * partition.SLICES_PER_THREAD and len(order) == 3001
     rng = np.random.default_rng(2)
     for start, stop in [(0, 3001), (0, 0), (3001, 3001), *rng.integers(0, 3002, (200, 2))]:
         start, stop = sorted((int(start), int(stop)))

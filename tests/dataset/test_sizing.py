@@ -133,7 +133,7 @@ def test_side_by_side_falls_back_to_order_when_files_must_be_evicted(tmp_path):
 def test_the_plan_splits_by_partition_on_every_worker_and_writes_the_same_files(
     tmp_path, monkeypatch
 ):
-    """The driver's split by partition runs on row slices side by side, one per worker
+    """The driver's split by partition runs on row slices side by side, two per worker
     (not on one core while the others wait), and the files are those the one-thread split
     plans: the same names, each with the same rows in the same order. Broken, a write
     would be slower again, or put rows in other files than the plan says."""
@@ -165,7 +165,7 @@ def test_the_plan_splits_by_partition_on_every_worker_and_writes_the_same_files(
     one = files(tmp_path / "one", 1)
     assert slices == []
     two = files(tmp_path / "two", 2)
-    assert slices == [0, 10_000]  # two slices, one per worker
+    assert slices == [0, 5_000, 10_000, 15_000]  # four slices, two per worker
     assert one == two and len(one) >= 15
     assert sorted(v for rows in two.values() for v in rows) == list(range(20_000))
 
@@ -182,6 +182,91 @@ def test_an_unpartitioned_write_on_every_worker_writes_every_row_once(tmp_path):
         files = sorted(dest.rglob("*.parquet"), key=lambda p: p.name)
         found[workers] = [v for f in files for v in pq.read_table(f).column("order_id").to_pylist()]
     assert found[1] == found[2] == list(range(20_000))
+
+
+def test_the_tasks_of_a_job_share_its_encoding_threads(tmp_path, monkeypatch):
+    """Every task of a job on threads encodes on one set of encoding threads, as many as the
+    workers: a task that finishes first leaves its cores to the others' partitions, so the
+    last task's files do not encode one by one on one core while the other idles. Broken
+    (each task encoding on its own thread when there are as many tasks as workers), no
+    partition is written on an encoding thread."""
+    from dataferry.dataset import task
+
+    seen: list[tuple[str, int]] = []
+    real = task.TaskWriter.write_partition
+
+    def spy(self, directory, rows):
+        seen.append((threading.current_thread().name, self.out.task_index))
+        return real(self, directory, rows)
+
+    monkeypatch.setattr(task.TaskWriter, "write_partition", spy)
+    t = sales_table(60_000, days=4)
+    dataferry.write_dataset(
+        t,
+        str(tmp_path / "o"),
+        partition_by=["day", "region"],
+        tasks=3,
+        engine=LocalEngineConfig(workers=2, executor="threads"),
+    )
+    names = {n for n, _ in seen}
+    assert all(n.startswith("dataferry-encode") for n in names), names
+    assert len(names) <= 2  # the job's threads, not a set per task
+    tasks_by_thread = {n: {i for m, i in seen if m == n} for n in names}
+    assert max(len(v) for v in tasks_by_thread.values()) > 1, tasks_by_thread
+    back = pads.dataset(str(tmp_path / "o"), partitioning="hive").to_table()
+    assert sorted(back.column("order_id").to_pylist()) == list(range(60_000))
+
+
+def test_a_failed_task_leaves_the_shared_encoding_threads_to_its_retry(tmp_path, monkeypatch):
+    """A task attempt that fails while its partitions encode on the job's shared threads
+    waits for its own writes, then gives up without shutting the threads down: its retry and
+    the other tasks encode on them and the job writes every row once. Broken (the failed
+    task shutting the shared threads down), the retry cannot encode."""
+    from dataferry.dataset import task
+
+    real = task.TaskWriter.write_partition
+    failed: list[str] = []
+
+    def fail_once(self, directory, rows):
+        if self.out.task_index == 0 and not failed:
+            failed.append(directory)
+            raise OSError("disk hiccup")
+        return real(self, directory, rows)
+
+    monkeypatch.setattr(task.TaskWriter, "write_partition", fail_once)
+    t = sales_table(60_000, days=4)
+    r = dataferry.write_dataset(
+        t,
+        str(tmp_path / "o"),
+        partition_by=["day", "region"],
+        tasks=2,
+        engine=LocalEngineConfig(workers=2, executor="threads", max_attempts=2),
+    )
+    assert failed and r.run.failed_attempts == 1
+    back = pads.dataset(str(tmp_path / "o"), partitioning="hive").to_table()
+    assert sorted(back.column("order_id").to_pylist()) == list(range(60_000))
+
+
+def test_the_sample_is_measured_beside_the_split(monkeypatch):
+    """A large table's encoding sample (stage 2) runs on a thread of its own while the rows
+    are split by partition, not after the split on the driver's thread, before any task
+    can start. Broken, it runs on the driver's thread."""
+    threads: list[str] = []
+    real = sizing.measure
+
+    def spy(run, *args):
+        threads.append(threading.current_thread().name)
+        return real(run, *args)
+
+    monkeypatch.setattr(sizing, "measure", spy)
+    monkeypatch.setattr(sizing, "SIDE_MEASURE_ROWS", 1000)
+    t = sales_table(20_000, days=2)
+    plan = plan_tasks(t, ("day",), WriteOptions(), workers=2)
+    assert threads and threads[0].startswith("dataferry-measure"), threads
+    assert plan.stats["row_bytes"] > 0 and "measure" in plan.stats["plan_s"]
+    threads.clear()
+    plan_tasks(t, ("day",), WriteOptions(), workers=1)  # one worker: no thread started
+    assert threads == [threading.current_thread().name]
 
 
 def _threads_writing_partitions(monkeypatch) -> set[str]:

@@ -25,6 +25,10 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _RADIX_LIMIT = 1 << 16
 _COMPACT_LIMIT = 1 << 31
 _PARALLEL_ROWS = 200_000
+# row slices a thread numbers and sorts, one after the other: with more slices than threads,
+# a thread that finishes its first slice early (the other descheduled, or slower) takes the
+# next, so the split does not wait on its slowest thread's one large slice
+SLICES_PER_THREAD = 2
 _ESCAPE = set("\"#%'*/:=?\\\x7f{[]^")
 
 
@@ -320,12 +324,14 @@ def _partition_order(
     """(row order grouping the partitions, start and end of each partition in that order,
     each partition's directory); each partition's rows keep their input order.
 
-    With `threads` > 1, a large table is cut into that many row slices, each numbered by
-    partition and sorted on its own thread (`_parallel_order`); else numbered and sorted
-    whole. The same order either way."""
-    slices = min(threads, table.num_rows // _PARALLEL_ROWS)
-    if slices > 1:
-        order, counts, group_codes, dictionaries = _parallel_order(table, columns, slices)
+    With `threads` > 1, a large table is cut into SLICES_PER_THREAD row slices per thread,
+    each numbered by partition and sorted by one of the threads (`_parallel_order`); else
+    numbered and sorted whole. The same order either way."""
+    slices = min(threads * SLICES_PER_THREAD, table.num_rows // _PARALLEL_ROWS)
+    if threads > 1 and slices > 1:
+        order, counts, group_codes, dictionaries = _parallel_order(
+            table, columns, slices, min(threads, slices)
+        )
     else:
         split = _split(table, columns)
         order = Order.whole(_sorted(split.key))
@@ -349,17 +355,18 @@ def _sorted_slice(
 
 
 def _parallel_order(
-    table: pa.Table, columns: Sequence[str], slices: int
+    table: pa.Table, columns: Sequence[str], slices: int, threads: int | None = None
 ) -> tuple[Order, np.ndarray, list[np.ndarray], list[pa.Array]]:
     """(order, each partition's rows, each partition's code per column, each column's
     dictionary) with the rows cut into `slices` contiguous slices, each numbered by
-    partition and sorted on its own thread (pyarrow hashes and sorts without the GIL), then
+    partition and sorted on one of `threads` threads (default: one a slice; pyarrow hashes
+    and sorts without the GIL), then
     merged: the slices' dictionaries joined in slice order (so each value keeps the code of
     its first appearance in the whole table), the partitions ordered by those codes, and the
     slices' sorted rows kept as runs of an `Order` (a partition's segments in slice order)."""
     n = table.num_rows
     bounds = [n * i // slices for i in range(slices + 1)]
-    with ThreadPoolExecutor(slices, "dataferry-split") as pool:
+    with ThreadPoolExecutor(threads or slices, "dataferry-split") as pool:
         done = list(
             pool.map(
                 lambda i: _sorted_slice(

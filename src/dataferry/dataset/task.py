@@ -16,7 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -136,7 +136,10 @@ class TaskWriter:
         partition_by: tuple[str, ...],
         options: WriteOptions,
         threads: int = 1,
+        pool: Executor | None = None,
     ) -> None:
+        """`threads` > 1: the task's own encoding threads; `pool`: threads shared with the
+        job's other tasks instead (the task neither starts nor shuts them down)."""
         self.out = out
         self.partition_by = partition_by
         self.options = options
@@ -155,7 +158,8 @@ class TaskWriter:
         self._round: list[tuple[str, pa.Table]] = []  # rows split, not yet written
         self._round_bytes = 0
         self._lock = threading.Lock()  # the task's counts, when partitions write side by side
-        self._pool = ThreadPoolExecutor(threads, "dataferry-encode") if threads > 1 else None
+        self._owns_pool = pool is None and threads > 1
+        self._pool = ThreadPoolExecutor(threads, "dataferry-encode") if self._owns_pool else pool
         self._encoding_chosen = False
         self._announced: set[str] = set()  # partitions whose first file was named ahead
 
@@ -226,9 +230,19 @@ class TaskWriter:
                 self.write_partition(directory, _joined(groups.pop(directory)))
             return
         # each partition on one thread; no file is evicted (there is room for all)
-        done = self._pool.map(lambda d: self.write_partition(d, _joined(groups[d])), list(groups))
-        for _ in done:
-            pass  # raise the first failure here
+        futures = [
+            self._pool.submit(self.write_partition, d, _joined(rows)) for d, rows in groups.items()
+        ]
+        del groups
+        # none of this task's writes still runs when it returns (a shared pool is not shut
+        # down with the task): on a failure, those not started are dropped, the rest awaited
+        failed = wait(futures, return_when=FIRST_EXCEPTION).not_done
+        for f in failed:
+            f.cancel()
+        wait(futures)
+        for f in futures:
+            if not f.cancelled():
+                f.result()  # raise the first failure here
 
     def write_partition(self, directory: str, rows: pa.Table) -> None:
         """Rows of one partition, without its partition columns."""
@@ -263,9 +277,9 @@ class TaskWriter:
         return self.stats.as_result()
 
     def _shutdown(self) -> None:
-        if self._pool is not None:
+        if self._pool is not None and self._owns_pool:
             self._pool.shutdown(wait=True)
-            self._pool = None
+        self._pool = None
 
     def abandon(self) -> None:
         """Close the streams of a failed task without finishing its files."""
@@ -395,12 +409,14 @@ def write_pieces(
     options: WriteOptions,
     pieces: Iterable[tuple[str, pa.Table | Rows]],
     threads: int = 1,
+    pool: Executor | None = None,
 ) -> dict[str, Any]:
     """A task's whole work over rows already split by partition (a planned in-memory write):
-    each (directory, rows) goes straight to its partition's file."""
+    each (directory, rows) goes straight to its partition's file (encoded on `pool`, the
+    job's encoding threads, when given; else on `threads` of the task's own)."""
     started = time.perf_counter()
     pieces = gather_pieces(list(pieces))
-    writer = TaskWriter(out, schema, partition_by, options, threads)
+    writer = TaskWriter(out, schema, partition_by, options, threads, pool)
     writer.stats.split_s = time.perf_counter() - started
     writer.announce(dict.fromkeys(d for d, _ in pieces))
     try:

@@ -10,10 +10,12 @@ once the job has committed, and not a file of it before.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -155,22 +157,24 @@ def write_dataset(
         if not runner.shares_store:
             # tasks in other processes get their own rows, not the whole table each
             plan.tasks = [gather_pieces(pieces) for pieces in plan.tasks]
-        works = [
-            functools.partial(
-                write_pieces,
-                schema=source.schema,
-                partition_by=parts,
-                options=options,
-                pieces=pieces,
-                # fewer tasks than workers (small data): each encodes partitions side by side
-                threads=max(1, workers // len(plan.tasks)),
-            )
-            for pieces in plan.tasks
-        ]
-        with task_progress(title, len(works), progress, on_event) as events:
-            run = runner.run_job(
-                output_committer, works, on_event=events, before_job_commit=before_job_commit
-            )
+        with encode_pool(runner) as pool:
+            works = [
+                functools.partial(
+                    write_pieces,
+                    schema=source.schema,
+                    partition_by=parts,
+                    options=options,
+                    pieces=pieces,
+                    # fewer tasks than workers (small data): each encodes partitions side by side
+                    threads=max(1, workers // len(plan.tasks)),
+                    pool=pool,
+                )
+                for pieces in plan.tasks
+            ]
+            with task_progress(title, len(works), progress, on_event) as events:
+                run = runner.run_job(
+                    output_committer, works, on_event=events, before_job_commit=before_job_commit
+                )
         return write_result(store, output_committer, run, plan.stats)
     if tasks is not None:
         raise ConfigError(
@@ -191,6 +195,23 @@ def write_dataset(
     )
     with task_progress(title, None, progress, on_event) as events:  # as many as segments
         return write_fed(store, output_committer, runner, feeder, events, before_job_commit)
+
+
+@contextlib.contextmanager
+def encode_pool(engine: LocalEngine) -> Iterator[ThreadPoolExecutor | None]:
+    """One set of encoding threads, as many as the engine's workers, shared by every task of
+    a job whose tasks run on this process's threads: a task that finishes first leaves its
+    cores to the partitions still encoding in the others, so no core idles at the end while
+    the last task's files encode one by one (with a pool per task, or none). None when the
+    tasks run elsewhere (processes, inline), or on one worker."""
+    if engine.config.executor != "threads" or engine.workers < 2:
+        yield None
+        return
+    pool = ThreadPoolExecutor(engine.workers, "dataferry-encode")
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def stream_needs_spill(engine: LocalEngine) -> bool:

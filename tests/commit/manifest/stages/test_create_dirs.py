@@ -3,6 +3,8 @@ file standing where a directory goes deleted first."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from dataferry.commit.manifest.files import DirEntry, EntryStatus
@@ -64,3 +66,27 @@ def test_a_file_that_appeared_since_task_commit_makes_way(tmp_path, make_ctx, wh
     assert result.created == {"x", "x/y"} and store.stat("x/y").is_dir
     assert ctx.stats.counter("op_delete_file_under_destination") == 1
     assert_timed(ctx, "job_stage_create_target_dirs", "create_directories")
+
+
+def test_directories_a_local_disk_makes_at_once_are_made_on_the_committing_thread(
+    store, make_ctx, monkeypatch
+):
+    """A local disk makes a directory in microseconds, of the committing thread's own CPU:
+    the stage makes them in line (the pool's adaptive mode), not on I/O threads started for
+    40 directories of a partitioned write, which cost more than the directories (a third
+    of a write's job commit). Broken, the directories are made on the pool's threads."""
+    ctx = make_ctx(threads=8)
+    made: list[str] = []
+    real = type(store).mkdirs
+
+    def spy(self, path, *args, **kwargs):
+        made.append(threading.current_thread().name)
+        return real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(type(store), "mkdirs", spy)
+    dirs = _dirs(
+        *((f"day={d}/region={r}", EntryStatus.NOT_FOUND) for d in range(8) for r in range(5))
+    )
+    result = create_directories(ctx, dirs)
+    assert len(result.created) == 48 and len(made) == 40
+    assert set(made) == {threading.current_thread().name}, set(made)

@@ -3,7 +3,8 @@
 Only leaf directories are created (their parents come with them); a directory seen existing
 (by the job commit's own walk of the destination, or by a Hadoop task that looked) costs no I/O
 at all; a file standing where a directory must be is deleted first
-(non-recursively: a non-empty directory in its place fails the stage). All in parallel.
+(non-recursively: a non-empty directory in its place fails the stage). In parallel where the
+store makes the stage wait; in line where it answers faster than threads start (a local disk).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def create_directories(
                 _make_way(ctx, d.dest)
         return d.dest
 
-    made = ctx.pool.map(create, leaves)
+    made = ctx.pool.map(create, leaves, adaptive=True)
     result.created = {m for m in made if m is not None}
     result.found = len(leaves) - len(result.created)
     # every ancestor of a created leaf exists now too
