@@ -49,6 +49,8 @@ from .catalog import (
     ICEBERG_ROOT,
     TABLE_RECORD,
     current_id,
+    ensure_namespace,
+    forget_namespace,
     fresh_connections,
     is_conflict,
     job_snapshot,
@@ -71,7 +73,7 @@ from .files import (
 )
 from .group import Request, carry, group_properties, kept, may_group, own_request, publish, withdraw
 from .locate import IcebergLocator
-from .memo import memo_transaction
+from .memo import memo_create_transaction, memo_transaction
 from .plan import IcebergPlan, IcebergTablePlan, IcebergWhere
 from .reader import IcebergReader
 from .types import arrow_types, file_schema, types_from_text
@@ -321,7 +323,11 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         It is built on `read`, the table the landed check has just read (None: no table), else
         on the table loaded now. The table (or catalog) refusing to build it is final and
         nothing was sent: TableCommitRefused, and the job is undone."""
-        from pyiceberg.exceptions import CommitFailedException, ValidationException
+        from pyiceberg.exceptions import (
+            CommitFailedException,
+            NoSuchNamespaceError,
+            ValidationException,
+        )
 
         try:
             tbl = self.table(where) if read is NOT_READ else read
@@ -342,6 +348,9 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
             return {"snapshot_id": None}
         try:
             done = tx.commit_transaction()
+        except NoSuchNamespaceError:  # dropped since this process made it: made by the next job
+            forget_namespace(self.catalog(where), split_identifier(where["identifier"])[:-1])
+            raise
         except (CommitFailedException, ValidationException) as e:
             if intent.mode != "append":
                 raise TableCommitConflict(
@@ -415,13 +424,14 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         columns in files without field ids)."""
         catalog = self.catalog(where)
         identifier = where["identifier"]
-        catalog.create_namespace_if_not_exists(split_identifier(identifier)[:-1])
-        tx = catalog.create_table_transaction(
+        ensure_namespace(catalog, split_identifier(identifier)[:-1])
+        made = catalog.create_table_transaction(
             identifier,
             schema=file_schema(schema),
             location=self.location_uri,
             properties=dict(self.config.properties),
         )
+        tx = memo_create_transaction(made)  # its metadata built once per change (`memo`)
         specs.add_spec(tx, self.spec_items() or tuple(("identity", c) for c in partition_by))
         set_name_mapping(tx)
         return tx
