@@ -49,6 +49,18 @@ def test_write_mode_report_shape():
     json.dumps(data)
 
 
+def test_the_engines_rows_have_their_ratio_without_the_embedded_engine():
+    """`--engines dask`: the single-process writers still run (the rows' baseline), not
+    dataferry's embedded writers."""
+    data = run_table_bench(
+        TableBenchSpec(rows=ROWS, repeats=1, engines=("dask",), formats=("delta",))
+    )
+    by = {r["writer"]: r for r in data["results"]}
+    assert set(by) == {"deltalake", "dataferry.dask delta"}, data["failed"]
+    assert by["dataferry.dask delta"]["baseline"] == "deltalake"
+    assert by["dataferry.dask delta"]["vs_fastest"] > 0
+
+
 def test_a_committer_not_registered_is_skipped(monkeypatch):
     import dataferry.commit.registry as registry
 

@@ -10,7 +10,7 @@ Each writer runs once untimed (warm-up), then `repeats` times, the order rotated
 (`bench write`'s `_measure`); its first write is read back through the format's own reader
 (deltalake, pyiceberg, hudi-rs). Reported per writer: the median wall time, the spread, the
 ratio to the fastest single-process writer of its format (deltalake, pyiceberg; Hudi has no
-Python writer), and for dataferry the job commit (the table transaction and marker cleanup)
+Python writer; they run whenever an engine does, `--engines dask,ray` too), and for dataferry the job commit (the table transaction and marker cleanup)
 as a share of the write. A committer not registered in this version, or a writer that fails,
 is listed with its reason and left out.
 
@@ -157,7 +157,9 @@ def _bound(write: Callable[[pa.Table, str, Setting], None], setting: Setting) ->
     return bound
 
 
-def _embedded_group(table: pa.Table, plan: _Plan) -> Group:
+def _embedded_group(table: pa.Table, plan: _Plan, ferry_too: bool = True) -> Group:
+    """The single-process writers of each format, and dataferry's embedded engine's
+    (`ferry_too`; without them: the baseline of the engines' rows alone)."""
     cols = plan.cols
     setting = Setting(
         plan.catalog, plan.spec.partition_by, HUDI_OPTIONS["record_key"], HUDI_OPTIONS["table_name"]
@@ -183,7 +185,8 @@ def _embedded_group(table: pa.Table, plan: _Plan) -> Group:
 
         return write
 
-    writers += plan.ferry("embedded", "dataferry", ferry)
+    if ferry_too:
+        writers += plan.ferry("embedded", "dataferry", ferry)
     return Group("embedded", "", writers, data=table)
 
 
@@ -305,17 +308,20 @@ def run_table_bench(spec: TableBenchSpec, progress: Progress | None = None) -> d
         else:
             formats.append(fmt)
     plan = _Plan(spec, sql_catalog(os.path.join(base, "catalog")), formats, [], [])
+    # the single-process writers run whenever an engine does: each row's ratio is to them
+    engines = spec.engines if "embedded" in spec.engines else ("embedded", *spec.engines)
+    ferry_too = "embedded" in spec.engines
     openers: dict[str, Callable[[], AbstractContextManager[Group]]] = {
-        "embedded": lambda: nullcontext(_embedded_group(table, plan)),
+        "embedded": lambda: nullcontext(_embedded_group(table, plan, ferry_too)),
         "dask": lambda: _dask_group(table, plan),
         "ray": lambda: _ray_group(table, plan),
     }
     per_engine = len(formats) + 2  # at most: the peers, or dataferry's
-    steps = _Steps(progress, len(spec.engines) * per_engine * (spec.repeats + 1))
+    steps = _Steps(progress, len(engines) * per_engine * (spec.repeats + 1))
     results: list[dict[str, Any]] = []
     failed: list[dict[str, str]] = []
     try:
-        for engine in spec.engines:
+        for engine in engines:
             steps(f"{engine}: setting up")
             try:
                 with openers[engine]() as group:

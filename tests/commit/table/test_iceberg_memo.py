@@ -1,9 +1,11 @@
 """What an Iceberg job commit does once, not once per question: its transaction's metadata
 (`memo.py`: built once per change of the table or of the staged updates, and still every staged
-update's), the table its landed check read, the DataFiles its plan built."""
+update's), the table its plan read (an append's first landed check and try build on it), the
+DataFiles its plan built."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pyarrow as pa
@@ -60,35 +62,87 @@ def test_metadata_is_built_once_per_change(tmp_path) -> None:
     assert tx.table_metadata.properties == {"other": "1", "marked": "yes"}  # the table's, anew
 
 
-def test_an_append_builds_on_the_table_its_landed_check_read(tmp_path, monkeypatch) -> None:
-    """The job's id is looked for in the table once before the first try, and that try builds
-    on the very table read then, not on one loaded again (one catalog read less)."""
+def spy_loads(monkeypatch) -> list[str]:
+    """Each table load of the committer: "plan", "commit" (the landed checks and tries) or
+    "other" (the checks before the tasks)."""
+    loads: list[str] = []
+    phase: list[str] = []
+    real_table, real_commit, real_plan = (
+        IcebergFormat.table,
+        IcebergFormat.commit,
+        IcebergFormat.plan,
+    )
+
+    def table(self, where=None):
+        loads.append(phase[-1] if phase else "other")
+        return real_table(self, where)
+
+    def in_phase(name, real):
+        def run(self, *args):
+            phase.append(name)
+            try:
+                return real(self, *args)
+            finally:
+                phase.pop()
+
+        return run
+
+    monkeypatch.setattr(IcebergFormat, "table", table)
+    monkeypatch.setattr(IcebergFormat, "commit", in_phase("commit", real_commit))
+    monkeypatch.setattr(IcebergFormat, "plan", in_phase("plan", real_plan))
+    return loads
+
+
+def test_an_append_builds_on_the_table_its_plan_read(tmp_path, monkeypatch) -> None:
+    """The job's id is looked for in the table once before the first try, in the table the
+    job's plan read just before the intent (no try made yet), and that try builds on it: the
+    job commit reads the table once, not three times."""
     url = str(tmp_path / "t")
     rows = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
     write = dict(partition_by=["day"], committer="iceberg", mode="append")
     dataferry.write_dataset(rows, url, **write)
-    loads: list[str] = []
-    committing: list[bool] = []
-    real_table, real_commit = IcebergFormat.table, IcebergFormat.commit
-
-    def table(self, where=None):
-        loads.append("commit" if committing else "other")
-        return real_table(self, where)
-
-    def commit(self, ctx, job, intent):
-        committing.append(True)
-        try:
-            return real_commit(self, ctx, job, intent)
-        finally:
-            committing.clear()
-
-    monkeypatch.setattr(IcebergFormat, "table", table)
-    monkeypatch.setattr(IcebergFormat, "commit", commit)
+    loads = spy_loads(monkeypatch)
     dataferry.write_dataset(rows, url, **write)
-    assert loads.count("commit") == 1
+    assert loads.count("plan") == 1 and loads.count("commit") == 0
     monkeypatch.undo()
     ids = committer_by_name("iceberg", open_store(url)).table().scan().to_arrow()["id"]
     assert sorted(ids.to_pylist()) == [1, 1, 2, 2]
+
+
+def test_an_overwrite_reads_the_table_at_its_commit(tmp_path, monkeypatch) -> None:
+    """An overwrite builds on the table read at its commit, as before (its conflict check)."""
+    url = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
+    dataferry.write_dataset(rows, url, partition_by=["day"], committer="iceberg")
+    loads = spy_loads(monkeypatch)
+    dataferry.write_dataset(rows, url, partition_by=["day"], committer="iceberg", mode="overwrite")
+    assert loads.count("plan") == 1 and loads.count("commit") == 1
+    monkeypatch.undo()
+    ids = committer_by_name("iceberg", open_store(url)).table().scan().to_arrow()["id"]
+    assert sorted(ids.to_pylist()) == [1, 2]
+
+
+def test_a_job_tried_before_reads_afresh(tmp_path, monkeypatch) -> None:
+    """A committer that has tried the job (a try whose answer may be lost, its connection
+    holding the update) never takes a plan's read for the landed check: it reads afresh."""
+    url = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
+    dataferry.write_dataset(rows, url, partition_by=["day"], committer="iceberg", mode="append")
+    fmt = committer_by_name("iceberg", open_store(url)).format
+    assert isinstance(fmt, IcebergFormat)
+    tbl = fmt.table()
+    job = type("Job", (), {"job_uuid": "j1"})()
+    intent = type("Intent", (), {"mode": "append"})()
+    where = fmt.where()
+    fmt._plan_read = ("j1", json.dumps(where, sort_keys=True, default=str), tbl)
+    assert fmt.plan_read(job, intent, where) == [tbl]
+    assert fmt.plan_read(job, intent, where) == []  # used once
+    fmt._plan_read = ("j1", json.dumps(where, sort_keys=True, default=str), tbl)
+    fmt._tried.add("j1")
+    assert fmt.plan_read(job, intent, where) == []
+    fmt._tried.clear()
+    fmt._plan_read = ("j0", json.dumps(where, sort_keys=True, default=str), tbl)
+    assert fmt.plan_read(job, intent, where) == []  # another job's plan
 
 
 def test_the_plans_data_files_serve_the_first_try(tmp_path, monkeypatch) -> None:

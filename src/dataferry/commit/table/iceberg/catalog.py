@@ -4,6 +4,7 @@ table's own entries lie, and which errors of a commit are conflicts or final ref
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field, fields
@@ -169,6 +170,30 @@ def lost_create_race(error: BaseException) -> bool:
     return type(error).__name__ in ("OperationalError", "ProgrammingError", "IntegrityError") and (
         "already exists" in text or "duplicate" in text
     )
+
+
+# (catalog name, its properties, namespace): namespaces this process made or found in a catalog
+_NAMESPACES: set[tuple[str, str, tuple[str, ...]]] = set()
+
+
+def _namespace_key(catalog: Any, namespace: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
+    props = json.dumps(dict(getattr(catalog, "properties", {}) or {}), sort_keys=True, default=str)
+    return (str(getattr(catalog, "name", "")), props, namespace)
+
+
+def ensure_namespace(catalog: Any, namespace: tuple[str, ...]) -> None:
+    """`catalog.create_namespace_if_not_exists(namespace)`, once per catalog and namespace in
+    this process: each asks the catalog (a SQL catalog: two queries, 2-4 ms) and a namespace
+    is not dropped while it holds tables. One that was (a commit raising NoSuchNamespaceError)
+    is forgotten (`forget_namespace`) and made again by the next job."""
+    key = _namespace_key(catalog, namespace)
+    if key not in _NAMESPACES:
+        catalog.create_namespace_if_not_exists(namespace)
+        _NAMESPACES.add(key)
+
+
+def forget_namespace(catalog: Any, namespace: tuple[str, ...]) -> None:
+    _NAMESPACES.discard(_namespace_key(catalog, namespace))
 
 
 def norm_location(uri: str) -> str:

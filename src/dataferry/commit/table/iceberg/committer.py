@@ -49,6 +49,8 @@ from .catalog import (
     ICEBERG_ROOT,
     TABLE_RECORD,
     current_id,
+    ensure_namespace,
+    forget_namespace,
     fresh_connections,
     is_conflict,
     job_snapshot,
@@ -71,7 +73,7 @@ from .files import (
 )
 from .group import Request, carry, group_properties, kept, may_group, own_request, publish, withdraw
 from .locate import IcebergLocator
-from .memo import memo_transaction
+from .memo import memo_create_transaction, memo_transaction
 from .plan import IcebergPlan, IcebergTablePlan, IcebergWhere
 from .reader import IcebergReader
 from .types import arrow_types, file_schema, types_from_text
@@ -108,6 +110,9 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         self._keys: tuple[specs.KeyColumn, ...] = ()
         # the DataFiles the plan built, and on what (`built_for`): for the first try only
         self._planned: tuple[Any, list[Any]] = (None, [])
+        # the table the plan read (None: none), for the first landed check, and jobs tried
+        self._plan_read: tuple[str, str, Any] = ("", "", NOT_READ)
+        self._tried: set[str] = set()
         # what the tasks build their drafts of DataFiles on (`drafts.py`; check_input), and
         # the drafts a job's tasks sent (`take_reports`)
         self._basis = ""
@@ -117,6 +122,7 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         state = dict(self.__dict__)  # a Dask graph carries the committer to its tasks:
         state["_catalogs"] = {}  # open catalogs (connection pools) stay in their process
         state["_planned"] = (None, [])  # a job commit's own, on the driver
+        state["_plan_read"] = ("", "", NOT_READ)
         state["_drafts"] = Drafts()
         return state
 
@@ -247,6 +253,7 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         safe = {"catalog": catalog and without_secrets(catalog), "identifier": where["identifier"]}
         self.record_where(ctx.store, safe)
         read = current_id(tbl) if tbl is not None else None
+        self._plan_read = (job.job_uuid, json.dumps(where, sort_keys=True, default=str), tbl)
         where_safe = IcebergWhere(catalog=safe["catalog"], identifier=safe["identifier"])
         return IcebergTablePlan(where=where_safe, created=tbl is None, read_snapshot_id=read)
 
@@ -266,11 +273,16 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         # builds on it, unless a wait came between (the table has moved on since)
         just_read: list[Any] = []
 
+        planned = self.plan_read(job, intent, where)
+
         def landed() -> dict[str, Any] | None:
-            for known in (*self._catalogs.values(), self.config.catalog):
-                fresh_connections(known)  # never our own uncommitted update
             just_read.clear()
-            tbl = self.table(where)
+            if planned:  # the first check of an append planned just now: the plan's read
+                tbl = planned.pop()
+            else:
+                for known in (*self._catalogs.values(), self.config.catalog):
+                    fresh_connections(known)  # never our own uncommitted update
+                tbl = self.table(where)
             snapshot = job_snapshot(tbl, job.job_uuid) if tbl is not None else None
             if snapshot is not None:
                 return {"snapshot_id": snapshot.snapshot_id}
@@ -304,6 +316,19 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
             withdraw(self.store, job.job_uuid)  # its request, if any (an earlier try's): landed
         return done[0]
 
+    def plan_read(self, job: JobContext, intent: Intent, where: dict[str, Any]) -> list[Any]:
+        """[the table this job's plan read, None if none] for an append's first landed check,
+        else []. Read just before the intent was decided, by a committer that made no try of
+        the job (no connection holds an uncommitted update of it, see `fresh_connections`); a
+        table moved on since makes the first try a conflict, retried on a fresh read. Other
+        modes, a recovered job (no plan here) and a job tried before read afresh."""
+        job_uuid, at, tbl = self._plan_read
+        self._plan_read = ("", "", NOT_READ)
+        same = job_uuid == job.job_uuid and at == json.dumps(where, sort_keys=True, default=str)
+        if not same or tbl is NOT_READ or intent.mode != "append" or job_uuid in self._tried:
+            return []
+        return [tbl]
+
     def forget(self, job_uuid: str) -> None:
         withdraw(self.store, job_uuid)  # a rolled-back job's request (`group`), if any
 
@@ -321,8 +346,13 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         It is built on `read`, the table the landed check has just read (None: no table), else
         on the table loaded now. The table (or catalog) refusing to build it is final and
         nothing was sent: TableCommitRefused, and the job is undone."""
-        from pyiceberg.exceptions import CommitFailedException, ValidationException
+        from pyiceberg.exceptions import (
+            CommitFailedException,
+            NoSuchNamespaceError,
+            ValidationException,
+        )
 
+        self._tried.add(job.job_uuid)  # from here on its plan's reads are not used (`plan_read`)
         try:
             tbl = self.table(where) if read is NOT_READ else read
             found = job_snapshot(tbl, job.job_uuid) if tbl is not None else None
@@ -342,6 +372,9 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
             return {"snapshot_id": None}
         try:
             done = tx.commit_transaction()
+        except NoSuchNamespaceError:  # dropped since this process made it: made by the next job
+            forget_namespace(self.catalog(where), split_identifier(where["identifier"])[:-1])
+            raise
         except (CommitFailedException, ValidationException) as e:
             if intent.mode != "append":
                 raise TableCommitConflict(
@@ -415,13 +448,14 @@ class IcebergFormat(IcebergLocator, IcebergReader, TableFormat):
         columns in files without field ids)."""
         catalog = self.catalog(where)
         identifier = where["identifier"]
-        catalog.create_namespace_if_not_exists(split_identifier(identifier)[:-1])
-        tx = catalog.create_table_transaction(
+        ensure_namespace(catalog, split_identifier(identifier)[:-1])
+        made = catalog.create_table_transaction(
             identifier,
             schema=file_schema(schema),
             location=self.location_uri,
             properties=dict(self.config.properties),
         )
+        tx = memo_create_transaction(made)  # its metadata built once per change (`memo`)
         specs.add_spec(tx, self.spec_items() or tuple(("identity", c) for c in partition_by))
         set_name_mapping(tx)
         return tx
