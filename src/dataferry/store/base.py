@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, TypeVar
 
 from ..errors import (
@@ -272,6 +272,12 @@ class Store(ABC):
         one map output): here one `read_range` per range, so a wrapping store (faults,
         latency) sees every read; a local store keeps the file open between them."""
         return RangeReader(self, path)
+
+    def read_ranges_into(self, reads: Sequence[tuple[RangeReader, int, memoryview]]) -> list[int]:
+        """Each (reader, start, view) read as `reader.read_into(start, view)` reads it (readers
+        of stores of this kind); how many bytes each got. Here one after another, each seen by
+        a wrapping store; a local store reads its kept-open files as one operation."""
+        return [reader.read_into(start, view) for reader, start, view in reads]
 
     def external_commit(self, path: str, fn: Callable[[], T]) -> T:
         """Run, as one operation of this store, a change that a format's own library makes
