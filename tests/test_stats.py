@@ -74,3 +74,31 @@ def test_loads_hadoop_written_statistics():
     s = IOStatistics(hadoop)
     (row,) = s.durations("op_")
     assert row.count == 12 and row.mean_s == pytest.approx(0.020)
+
+
+def test_samples_keep_their_min_mean_and_max():
+    s = IOStatistics()
+    for seconds in (0.003, 0.001, 0.005):
+        s.record_duration("op_write_at", seconds)
+    snap = s.snapshot()
+    assert snap["minimums"]["op_write_at.min"] == 1.0
+    assert snap["maximums"]["op_write_at.max"] == 5.0
+    assert snap["meanstatistics"]["op_write_at.mean"] == {"samples": 3, "sum": 9.0}
+
+
+def test_a_store_times_its_operations_without_a_context_manager_apiece(tmp_path, monkeypatch):
+    """Every store operation is timed (a shuffle service makes one per merged block): inline,
+    the operation's statistic names made once, as `duration` counts them (failures too)."""
+    from dataferry.errors import NotFound
+    from dataferry.stats import _sample_keys
+    from dataferry.store import LocalStore
+
+    store = LocalStore(str(tmp_path))
+    monkeypatch.setattr(IOStatistics, "duration", lambda *a: pytest.fail("a context manager"))
+    store.write_bytes("a", b"xyz")
+    assert store.read_range("a", 1, 5) == b"yz"
+    with pytest.raises(NotFound):
+        store.read_range("missing", 0, 1)
+    assert store.stats.counter("op_read_range") == 1
+    assert store.stats.counter("op_read_range.failures") == 1
+    assert _sample_keys("op_read_range") is _sample_keys("op_read_range")

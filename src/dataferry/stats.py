@@ -34,6 +34,21 @@ class DurationSummary:
     total_s: float
 
 
+_KEYS: dict[str, tuple[str, str, str]] = {}
+_KEYS_KEPT = 4096  # names whose keys are remembered (a store's operations, a task's stages)
+
+
+def _sample_keys(name: str) -> tuple[str, str, str]:
+    """The mean, min and max keys of a sampled statistic, made once per name: a store times
+    every operation, a shuffle service one per merged block."""
+    keys = _KEYS.get(name)
+    if keys is None:
+        keys = (name + ".mean", name + ".min", name + ".max")
+        if len(_KEYS) < _KEYS_KEPT:
+            _KEYS[name] = keys
+    return keys
+
+
 class IOStatistics:
     """A mutable, thread-safe set of statistics."""
 
@@ -80,19 +95,25 @@ class IOStatistics:
             self._sample(name, value)
 
     def _sample(self, name: str, value: float) -> None:
-        ms = self.meanstatistics.setdefault(name + ".mean", [0, 0.0])
+        mean, low, high = _sample_keys(name)
+        ms = self.meanstatistics.get(mean)
+        if ms is None:
+            ms = self.meanstatistics[mean] = [0, 0.0]
         ms[0] += 1
         ms[1] += value
-        lo = self.minimums.get(name + ".min")
-        self.minimums[name + ".min"] = value if lo is None else min(lo, value)
-        hi = self.maximums.get(name + ".max")
-        self.maximums[name + ".max"] = value if hi is None else max(hi, value)
+        lo = self.minimums.get(low)
+        if lo is None or value < lo:
+            self.minimums[low] = value
+        hi = self.maximums.get(high)
+        if hi is None or value > hi:
+            self.maximums[high] = value
 
     def record_duration(self, name: str, seconds: float, failed: bool = False) -> None:
         key = name + FAILURES if failed else name
+        value = round(seconds * 1000.0, 3)
         with self._lock:
             self.counters[key] = self.counters.get(key, 0) + 1
-            self._sample(key, round(seconds * 1000.0, 3))
+            self._sample(key, value)
 
     @contextmanager
     def duration(self, name: str) -> Iterator[None]:

@@ -121,3 +121,31 @@ def test_blocks_are_read_into_buffers_of_arrows_pool(store):
     got = OpenMapOutputs().read("m", store, "node", "app/m0.data", 100, 5000)
     assert got == DATA[100:5100] and pool.bytes_allocated() - before >= 5000
     assert OpenMapOutputs().read("m", store, "node", "app/m0.data", len(DATA) - 3, 10) == DATA[-3:]
+
+
+def test_a_reduces_blocks_of_many_map_outputs_are_one_lookup_and_one_read(store, monkeypatch):
+    """`read_many`: the files are found under one lock and read by one store operation (a
+    block per map output, as a reducer reads them), the same bytes as `read` one by one."""
+    outputs = OpenMapOutputs()
+    ranges = [(f"app/m{i}.data", 7 * i, 100) for i in range(4)] + [("app/m1.data", 10_230, 50)]
+    got = outputs.read_many("merge-1", store, "node", ranges)
+    assert [bytes(v) for v in got] == [DATA[s : s + n] for _, s, n in ranges]  # the last short
+    assert opens(store) == 4 and outputs.open_count == 4
+    locks = []
+    real = outputs._lock
+
+    class Counting:
+        def __enter__(self):
+            locks.append(1)
+            return real.__enter__()
+
+        def __exit__(self, *exc):
+            return real.__exit__(*exc)
+
+    monkeypatch.setattr(outputs, "_lock", Counting())
+    reads = store.stats.counter(f"op_{Op.READ_RANGE.value}")
+    again = outputs.read_many("merge-1", store, "node", ranges)
+    assert [bytes(v) for v in again] == [bytes(v) for v in got] and opens(store) == 4
+    assert store.stats.counter(f"op_{Op.READ_RANGE.value}") == reads + 1
+    assert len(locks) == 2  # the files found, then let go
+    assert all(e.users == 0 for e in outputs._open.values())

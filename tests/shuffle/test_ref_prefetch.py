@@ -90,3 +90,15 @@ def test_a_stub_that_lies_still_fails_its_chunk_when_read_ahead(pair, lie):
     ]
     assert report.fallback_chunks == 1 and report.original_blocks == MAPS
     open_map_outputs().release()
+
+
+def test_a_map_outputs_paths_are_made_once_per_process():
+    """Every reducer names the same map outputs: their paths are remembered, not made again
+    for each block (and an app id that could escape is still refused)."""
+    from dataferry.errors import ConfigError
+    from dataferry.shuffle.files import map_output
+
+    assert map_output(APP, 5, 3, 9) is map_output(APP, 5, 3, 9)
+    assert map_output(APP, 5, 3, 9)[0].endswith("shuffle_5/shuffle_5_3_9.data")
+    with pytest.raises(ConfigError):
+        map_output("../x", 5, 3, 9)

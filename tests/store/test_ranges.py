@@ -101,3 +101,53 @@ def test_a_local_read_into_after_close_is_refused(tmp_path):
     reader.close()
     with pytest.raises(ValueError, match="read after close"):
         reader.read_into(0, memoryview(bytearray(1)))
+
+
+@pytest.mark.parametrize("kind", ["local", "memory", "faulty local"])
+def test_many_ranges_read_into_buffers_as_read_into_reads_them(tmp_path, kind):
+    """`Store.read_ranges_into`: each (reader, start, view) as its `read_into`, fewer bytes at
+    the end of the file."""
+    store = store_with_data(kind, tmp_path, "many")
+    readers = [store.range_reader("m/out.data") for _ in RANGES]
+    try:
+        views = [memoryview(bytearray(length)) for _, length in RANGES]
+        reads = [(r, start, v) for r, (start, _), v in zip(readers, RANGES, views, strict=True)]
+        got = store.read_ranges_into(reads)
+        assert got == [len(DATA[s : s + n]) for s, n in RANGES]
+        assert [bytes(v[:n]) for v, n in zip(views, got, strict=True)] == [
+            DATA[s : s + n] for s, n in RANGES
+        ]
+    finally:
+        for r in readers:
+            r.close()
+
+
+def test_a_local_stores_kept_open_ranges_are_one_read_operation(tmp_path):
+    """A reducer's blocks of a hundred map outputs: one store operation (its timing and
+    statistics) for them all, not one apiece; a closed reader is still refused."""
+    store = LocalStore(str(tmp_path / "s"))
+    store.write_bytes("m/out.data", DATA)
+    readers = [store.range_reader("m/out.data") for _ in RANGES]
+    before = store.stats.counter(f"op_{Op.READ_RANGE.value}")
+    pairs = zip(readers, RANGES, strict=True)
+    reads = [(r, start, memoryview(bytearray(n))) for r, (start, n) in pairs]
+    store.read_ranges_into(reads)
+    assert store.stats.counter(f"op_{Op.READ_RANGE.value}") == before + 1
+    readers[2].close()
+    with pytest.raises(ValueError, match="read after close"):
+        store.read_ranges_into(reads)
+    for r in readers:
+        r.close()
+
+
+def test_a_wrapping_store_sees_every_one_of_many_reads(tmp_path):
+    rule = FaultRule(action="error", when="before", kinds=frozenset({Op.READ_RANGE}), times=2)
+    store = FaultStore(LocalStore(str(tmp_path / "s")), [rule])
+    store.write_bytes("m/out.data", DATA)
+    reader = store.range_reader("m/out.data")
+    for _ in range(2):
+        with pytest.raises(Exception, match="injected"):
+            store.read_ranges_into([(reader, 0, memoryview(bytearray(10)))] * 3)
+    buf = memoryview(bytearray(10))
+    assert store.read_ranges_into([(reader, 5, buf)] * 3) == [10, 10, 10]
+    assert bytes(buf) == DATA[5:15]

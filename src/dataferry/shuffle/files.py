@@ -11,6 +11,7 @@ under one directory means removing a shuffle is one recursive delete (no pile-up
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import struct
@@ -32,8 +33,10 @@ def shuffle_dir(app: str, shuffle_id: int) -> str:
     return paths.join(check_app(app), f"shuffle_{int(shuffle_id)}")
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def map_output(app: str, shuffle_id: int, map_index: int, attempt: int) -> tuple[str, str]:
-    """(data, index) paths of one map attempt's output."""
+    """(data, index) paths of one map attempt's output (remembered: a reducer names each
+    map output of a shuffle once, every reducer of a process the same ones)."""
     base = paths.join(shuffle_dir(app, shuffle_id), f"shuffle_{shuffle_id}_{map_index}_{attempt}")
     return base + ".data", base + ".index"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..store import Store
@@ -66,25 +66,52 @@ class OpenMapOutputs:
         self, merge: Hashable, store: Store, where: str, ranges: Sequence[tuple[str, int, int]]
     ) -> list[memoryview]:
         """`read` of each (path, start, length), into one buffer of Arrow's pool for them
-        all: a reduce's blocks by reference, one allocation and no Python objects per block
-        but the views returned (each shorter where its file ends early)."""
+        all: a reduce's blocks by reference, one allocation, one lookup of the open files and
+        one read operation of the store (`Store.read_ranges_into`) for them all, and no Python
+        objects per block but the views returned (each shorter where its file ends early)."""
         import pyarrow as pa
 
         buffer = memoryview(pa.allocate_buffer(sum(n for _, _, n in ranges))).cast("B")
-        views: list[memoryview] = []
-        pos = 0
-        for path, start, length in ranges:
-            key = (where, path)
-            entry = self._take(merge, key)
-            if entry is None:
-                entry = self._add(merge, key, store.range_reader(path))
-            try:
-                got = entry.reader.read_into(start, buffer[pos : pos + length])
-            finally:
-                self._done(entry)
-            views.append(buffer[pos : pos + got])
-            pos += length
-        return views
+        entries = self._take_many(merge, where, {path for path, _, _ in ranges})
+        try:
+            for path, _, _ in ranges:
+                if path not in entries:
+                    entries[path] = self._add(merge, (where, path), store.range_reader(path))
+            reads = []
+            pos = 0
+            for path, start, length in ranges:
+                reads.append((entries[path].reader, start, buffer[pos : pos + length]))
+                pos += length
+            got = store.read_ranges_into(reads)
+        finally:
+            self._done_many(entries.values())
+        return [view[:n] for (_, _, view), n in zip(reads, got, strict=True)]
+
+    def _take_many(self, merge: Hashable, where: str, paths: set[str]) -> dict[str, _Open]:
+        """`_take` of each path of `where` that is open, under one lock."""
+        with self._lock:
+            if merge != self._merge:
+                self._retire_all()
+                self._merge = merge
+            found: dict[str, _Open] = {}
+            for path in paths:
+                entry = self._open.get((where, path))
+                if entry is not None:
+                    self._open.move_to_end((where, path))
+                    entry.users += 1
+                    found[path] = entry
+            return found
+
+    def _done_many(self, entries: Iterable[_Open]) -> None:
+        """`_done` of each, under one lock."""
+        closing = []
+        with self._lock:
+            for entry in entries:
+                entry.users -= 1
+                if entry.retired and entry.users == 0:
+                    closing.append(entry)
+        for entry in closing:
+            entry.reader.close()
 
     def _done(self, entry: _Open) -> None:
         """A reader of `entry` is done: close it if it was retired meanwhile."""
