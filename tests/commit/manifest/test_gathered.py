@@ -55,8 +55,12 @@ def test_new_directories_are_gathered_before_the_intent_and_published_in_one_ren
     Were nothing gathered, the file renames would all wait for the intent's close."""
     store = _SlowCloses(open_store(str(tmp_path / "out")))
     c, job = new_job(store, io_threads=threads)
-    c.commit_job(job, run_tasks(c, job, TASKS))
+    msgs = run_tasks(c, job, TASKS)
+    result = c.commit_job(job, msgs)
     assert visible(store) == WRITTEN
+    # the files published with their directories count as committed, each once
+    assert result.files == 5 and result.bytes == sum(store.stat(p).size for p in WRITTEN)
+    assert sorted(result.filenames) == WRITTEN
     placed = _intent_placed_at(store.renames)
     before, after = store.renames[:placed], store.renames[placed + 1 :]
     gathered = sorted(dst.split("/gathered/", 1)[1] for _, dst in before if "/gathered/" in dst)

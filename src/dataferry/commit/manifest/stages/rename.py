@@ -15,7 +15,7 @@ it, and the job's directory is left in place).
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,6 +158,9 @@ def rename_files(
                 recovered += 1  # moved before the crash
             else:
                 recovered += commit_file(ctx, entry, attempt, pacer)
+        account(attempt, entries, nbytes, recovered)
+
+    def account(attempt: str, entries: list[FileEntry], nbytes: int, recovered: int) -> None:
         with lock:
             result.files += len(entries)
             result.bytes += nbytes
@@ -167,8 +170,18 @@ def rename_files(
                 result.filenames.extend(ctx.store.full_url(e.dest) for e in entries[:room])
         sweeper.moved(attempt, len(entries))
 
+    def to_rename(batches: Iterator[Batch]) -> Iterator[Batch]:
+        """The batches with a file to rename; those wholly published with their gathered
+        directory are counted here, on this thread, not handed to the pool one by one."""
+        for batch in batches:
+            attempt, entries = batch
+            if gathered and all(under(e.dest, gathered) for e in entries):
+                account(attempt, entries, sum(e.size for e in entries), 0)
+            else:
+                yield batch
+
     try:
-        ctx.pool.for_each(commit_batch, loaded.batches(ctx.pool.threads), adaptive=True)
+        ctx.pool.for_each(commit_batch, to_rename(loaded.batches(ctx.pool.threads)), adaptive=True)
     finally:
         sweeper.finish()
     ctx.stats.set_gauge("job_stage_rename_files.parallel", int(ctx.pool.last_mode == "pool"))
