@@ -56,6 +56,19 @@ CHILD = Path(__file__).with_name("daft_child.py")
 RAY_CHILD = Path(__file__).with_name("daft_ray_child.py")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def native_runner():
+    """Daft on its native runner, as this module means it. Daft picks a process's runner
+    once, at its first query, and picks Ray's when Ray is initialized in the process (the
+    engine tests' `local_ray` keeps it up for the whole package): left to choose, these
+    tests would run on Ray's runner after any Ray test in the same process."""
+    try:
+        daft.set_runner_native()
+    except daft.exceptions.DaftCoreException:  # set already (once per process)
+        pass
+    assert daft.get_or_infer_runner_type() == "native", "an earlier test set Ray's runner"
+
+
 def table(n: int = N, offset: int = 0) -> pa.Table:
     ids = list(range(offset, offset + n))
     return pa.table(
