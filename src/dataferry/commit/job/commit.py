@@ -93,7 +93,6 @@ def commit_job(
                 replace=replace,
             )
             staged = ahead.staged_for(intent) if ahead is not None else None
-            committer.ready_to_decide(ctx, job)
             save_intent_stage(ctx, committer.job_dir(job), intent, staged)
             decided = True
             result = finish_commit(committer, ctx, job, intent)

@@ -18,9 +18,7 @@ Where the store's closes are slow (HDFS), load_manifests runs beside the claim
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
 
@@ -42,7 +40,7 @@ from ..protocol import (
     TaskAttemptContext,
     TaskCommitMessage,
 )
-from ..records.intent import Intent, intent_path
+from ..records.intent import Intent
 from ..records.success import SuccessData
 from .carried import CARRIED, carried_by, carry
 from .config import ManifestConfig
@@ -50,15 +48,12 @@ from .files import DirEntry, EntryStatus, TaskManifest, read_manifest
 from .layout import PENDING_DIR, JobLayout
 from .stages.cleanup import CleanupOutcome, cleanup
 from .stages.create_dirs import create_directories
-from .stages.gather import gather_files, publish_gathered, return_gathered, tops_to_gather, under
 from .stages.load import LoadedManifests, check_existing_files, load_manifests
 from .stages.rename import rename_files
 from .stages.save_manifest import save_task_manifest
 from .stages.scan import scan_task_attempt
 from .stages.setup import setup_job, setup_task
 from .stages.validate import validate_output
-
-log = logging.getLogger("dataferry.commit")
 
 COMMITTER_NAME = "dataferry.commit.manifest.ManifestCommitter"
 ENTRIES_NAME = "_commit_entries.jsonl"
@@ -75,8 +70,7 @@ class PlannedDir(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fi
 class ManifestPlan(Plan, kw_only=True):
     """The manifest committer's plan: where the loaded manifests' entries are (and the entries
     file's size when written: None in records of older versions), their totals, the
-    directories to create, the files the write mode deletes before any rename, and the
-    directories whose files were gathered before it."""
+    directories to create and the files the write mode deletes before any rename."""
 
     entries: NonEmpty
     entries_bytes: Count | None = None
@@ -86,9 +80,6 @@ class ManifestPlan(Plan, kw_only=True):
     task_attempts: dict[str, Count]  # task attempt id -> its files
     directories: list[PlannedDir]
     replace_files: list[str]
-    # directories new to the destination whose files wait gathered in the job's directory,
-    # each published in one rename (`stages/gather.py`); none in records of older versions
-    gathered: list[NonEmpty] = []
 
 
 class ManifestCommitter(Committer):
@@ -105,8 +96,6 @@ class ManifestCommitter(Committer):
         self._kept: dict[str, list[bytes]] = {}
         # job uuid -> the job's directories its plan found existing (none need creating)
         self._seen: dict[str, set[str]] = {}
-        # job uuid -> a commit's loading whose files were gathered, until its intent is in place
-        self._gathered: dict[str, LoadedManifests] = {}
 
     def layout_of(self, job: JobContext) -> JobLayout:
         return JobLayout.of(job)
@@ -194,28 +183,7 @@ class ManifestCommitter(Committer):
         file of the destination is in the way."""
         loaded = self._load(ctx, messages, close_beside=ctx.pool.threads > 1)
         self._prepared[job.job_uuid] = loaded
-        self._gather(ctx, job, loaded)
         return self._plan(loaded, [])
-
-    def _gather(self, ctx: StageContext, job: JobContext, loaded: LoadedManifests) -> None:
-        """Where directories rename atomically in one call, gather the files of directories
-        new to the destination while the claim is taken (`stages/gather.py`): on a thread
-        of its own where the pool has threads (`LoadedManifests.written` waits for it),
-        else inline, so the crash-point harness sees one fixed order."""
-        caps = ctx.store.capabilities
-        if not (caps.atomic_dir_rename and caps.o1_dir_rename) or loaded.kept is None:
-            return  # a large job's entries are read back from their file, once it is closed
-        tops = tops_to_gather(ctx, loaded)
-        if not tops:
-            return
-        loaded.gathered = tops
-        self._gathered[job.job_uuid] = loaded
-        if ctx.pool.threads > 1:
-            side = ThreadPoolExecutor(1, thread_name_prefix="dataferry-gather")
-            loaded.gathering = side.submit(gather_files, ctx, loaded, tops)
-            side.shutdown(wait=False)
-        else:
-            gather_files(ctx, loaded, tops)
 
     def plan_commit(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]
@@ -223,7 +191,7 @@ class ManifestCommitter(Committer):
         loaded = self._prepared.pop(job.job_uuid, None)
         if loaded is None:
             loaded = self._load(ctx, messages)
-        loaded.closed()  # its gathering may go on beside the checks (`ready_to_decide`)
+        loaded.written()
         if loaded.kept is not None:
             self._kept[job.job_uuid] = loaded.kept
         # overwrite replaces everything visible, a partition overwrite each partition written:
@@ -253,15 +221,8 @@ class ManifestCommitter(Committer):
                 PlannedDir(d.dest, int(d.status), d.level) for d in loaded.directories.values()
             ],
             replace_files=replace,
-            gathered=list(loaded.gathered),
         )
         return CommitPlan(payload=plan, files=loaded.files, bytes=loaded.bytes)
-
-    def ready_to_decide(self, ctx: StageContext, job: JobContext) -> None:
-        """The files gathered beside the claim have all moved (`stages/gather.py`)."""
-        loaded = self._gathered.get(job.job_uuid)
-        if loaded is not None:
-            loaded.written()
 
     def _loaded(self, ctx: StageContext, plan: ManifestPlan) -> LoadedManifests:
         return LoadedManifests(
@@ -276,7 +237,6 @@ class ManifestCommitter(Committer):
             bytes=plan.bytes,
             task_attempts=dict(plan.task_attempts),
             entries_bytes=plan.entries_bytes,
-            gathered=list(plan.gathered),
         )
 
     def check_intent(self, ctx: StageContext, job: JobContext, intent: Intent) -> None:
@@ -302,16 +262,10 @@ class ManifestCommitter(Committer):
             for d in seen & loaded.directories.keys():
                 old = loaded.directories[d]
                 loaded.directories[d] = DirEntry(d, EntryStatus.DIR, old.level)
-        self._gathered.pop(job.job_uuid, None)  # decided: the gathered files stay for it
         ctx.pool.for_each(ctx.store.delete, plan.replace_files, adaptive=True)
-        tops = frozenset(plan.gathered)
         # a replaced data set took the directories seen existing with it: create them all
-        # (those gathered come with their top)
-        outside = {d: e for d, e in loaded.directories.items() if not under(d + "/_", tops)}
-        dirs = create_directories(ctx, outside, force=bool(intent.replace))
-        if tops:
-            publish_gathered(ctx, tops)
-        renamed = rename_files(ctx, loaded, dirs, resumed=ctx.resumed, gathered=tops)
+        dirs = create_directories(ctx, loaded.directories, force=bool(intent.replace))
+        renamed = rename_files(ctx, loaded, dirs, resumed=ctx.resumed)
         if self.config.validate_output:
             validate_output(ctx, loaded)
         self.stats.set_counter("committer_tasks_completed", loaded.manifests)
@@ -355,30 +309,11 @@ class ManifestCommitter(Committer):
                 loaded.written()
             except Exception:
                 pass
-        self._return_gathered(ctx, job)
         success = self._success_data(job)
         success.success = False
         self._fill(success, ctx, state="failed")
         success.diagnostics["exception"] = f"{type(error).__name__}: {error}"
         self._maybe_save_summary(job, success, overwrite=True)
-
-    def _return_gathered(self, ctx: StageContext, job: JobContext) -> None:
-        """A commit that gathered files and failed before its intent was in place moves them
-        back where the manifests list them (an intent in place, if only perhaps, keeps them
-        for whoever finishes it)."""
-        loaded = self._gathered.pop(job.job_uuid, None)
-        if loaded is None:
-            return
-        try:
-            loaded.written()
-        except Exception:
-            pass  # the gathering failed part way: what it moved goes back
-        if ctx.store.exists(intent_path(self.job_dir(job))):
-            return
-        try:
-            return_gathered(ctx, loaded, loaded.gathered)
-        except Exception as e:  # the files stay in the job's directory, rolled back with it
-            log.warning("job %s: gathered files not moved back: %s", job.job_id, e)
 
     @classmethod
     def tidy(cls, store: Store) -> None:

@@ -5,8 +5,6 @@ $dest/_temporary/<jobUUID>/<NN>/tasks/<taskAttemptId>/  task attempt work direct
 $dest/_temporary/<jobUUID>/<NN>/manifests/<taskId>-manifest.json          committed manifest
 $dest/_temporary/<jobUUID>/<NN>/manifests/<taskAttemptId>-manifest.json.tmp   while saving
 $dest/_temporary/<jobUUID>/<NN>/_SUCCESS.<random>.tmp   then renamed to $dest/_SUCCESS
-$dest/_temporary/<jobUUID>/<NN>/gathered/<dir>/...      files of directories new to $dest,
-                                                        gathered beside the claim (dataferry)
 
 Inside a task attempt's work directory this committer's own attempts name each file flat
 (`day=a%2Fpart-0.parquet.flat.inflight`, `protocol/inflight.py`) rather than in
@@ -23,7 +21,6 @@ from ..records.success import SUCCESS_FILE
 PENDING_DIR = "_temporary"
 TASKS_SUBDIR = "tasks"
 MANIFESTS_SUBDIR = "manifests"
-GATHERED_SUBDIR = "gathered"
 MANIFEST_SUFFIX = "-manifest.json"
 TMP_SUFFIX = ".tmp"
 
@@ -48,10 +45,6 @@ class JobLayout:
     @property
     def tasks_dir(self) -> str:
         return f"{self.job_attempt_dir}/{TASKS_SUBDIR}"
-
-    @property
-    def gathered_dir(self) -> str:
-        return f"{self.job_attempt_dir}/{GATHERED_SUBDIR}"
 
     @property
     def manifests_dir(self) -> str:

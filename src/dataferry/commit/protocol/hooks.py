@@ -236,13 +236,6 @@ class CommitterHooks(ABC):
         then written ahead, and renamed into place if `plan_commit` agrees with it."""
         return None
 
-    def ready_to_decide(self, ctx: StageContext, job: JobContext) -> None:
-        """Wait for what `prepare_commit` began beside the claim and the commit's intent
-        relies on (the manifest committer's gathering of files); raises what it raised.
-        Called just before the intent is saved, so that the plan's checks under the claim
-        run beside that work rather than after it."""
-        return None
-
     @abstractmethod
     def plan_commit(
         self, ctx: StageContext, job: JobContext, messages: Sequence[TaskCommitMessage]

@@ -45,7 +45,7 @@ class SimProfile:
     # multipart upload and its limits, on models of stores that have it (None: no multipart)
     multipart: MultipartLimits | None = None
     # closing a written file waits on the server (HDFS's block report): a job commit writes
-    # its records ahead and gathers files beside its claim, as on a real NameNode
+    # its records ahead, beside its claim, as on a real NameNode
     slow_close: bool = False
 
     @property

@@ -57,24 +57,11 @@ class LoadedManifests:
     kept: list[bytes] | None = None
     # the job's directories `check_existing_files` found existing in the destination
     seen_dirs: set[str] = field(default_factory=set)
-    # the directories new to the destination whose files were gathered (`gather.py`)
-    gathered: list[str] = field(default_factory=list)
-    gathering: Future[object] | None = None  # their gathering, still under way
 
     def written(self) -> None:
-        """Wait until the entries file is closed and the files gathered (both may run beside
-        other work); raises what either raised."""
-        try:
-            self.closed()
-        finally:
-            gathering, self.gathering = self.gathering, None
-            if gathering is not None:
-                gathering.result()
-
-    def closed(self) -> None:
-        """Wait until the entries file is closed; raises what its close raised."""
-        closing, self.closing = self.closing, None
-        if closing is not None:
+        """Wait until the entries file is closed (its close may run beside other work)."""
+        if self.closing is not None:
+            closing, self.closing = self.closing, None
             closing.result()
 
     def batches(self, threads: int) -> Iterator[Batch]:
@@ -92,32 +79,21 @@ class LoadedManifests:
             self.size_checked = False  # once: a later reading checks afresh
         else:
             self.check_size()
+        size = max(1, min(256, self.files // (threads * 8)))
         count = 0
         with contextlib.ExitStack() as stack:
             lines: Iterable[bytes] = self.kept if self.kept is not None else ()
             if self.kept is None:
                 lines = stack.enter_context(self.scratch.open_read(self.entries_path))
-            for attempt, entries in self._sliced(lines, source, threads):
+            for number, line in enumerate(lines, 1):
+                attempt, entries = parse_entries_line(line, source, number)
                 count += len(entries)
-                yield attempt, entries
+                for start in range(0, len(entries), size):
+                    yield attempt, entries[start : start + size]
         if count != self.files:
             raise ValidationError(
                 f"holds {count} file entries, the commit's plan {self.files}", source
             )
-
-    def kept_batches(self, threads: int) -> Iterator[Batch]:
-        """`batches` from the lines this process kept as it wrote them (the entries file may
-        still be closing): only for a plan whose lines were kept."""
-        if self.kept is None:
-            raise ValueError("the entries were not kept: read them with `batches`")
-        yield from self._sliced(self.kept, self.scratch.full_url(self.entries_path), threads)
-
-    def _sliced(self, lines: Iterable[bytes], source: str, threads: int) -> Iterator[Batch]:
-        size = max(1, min(256, self.files // (threads * 8)))
-        for number, line in enumerate(lines, 1):
-            attempt, entries = parse_entries_line(line, source, number)
-            for start in range(0, len(entries), size):
-                yield attempt, entries[start : start + size]
 
     def check_size(self) -> None:
         """The entries file is as long as when it was written (when that was recorded)."""
@@ -363,9 +339,27 @@ def check_existing_files(ctx: StageContext, loaded: LoadedManifests) -> list[str
     in the way are refused, or with `delete_target_files` returned to be replaced."""
     if not loaded.files:
         return []
-    walk = walk_destination(ctx, loaded.directories)
-    loaded.seen_dirs.update(walk.seen)
-    names = walk.files
+    below: dict[str, set[str]] = {}  # a directory -> the job's directories in it
+    for d in loaded.directories:
+        while d and d not in below.get(paths.parent(d), ()):
+            below.setdefault(paths.parent(d), set()).add(d)
+            d = paths.parent(d)
+    names: dict[str, set[str]] = {}
+
+    def list_one(directory: str) -> list[str]:
+        """The files in `directory` (into `names`), and the job's directories in it."""
+        try:
+            listing = ctx.store.list(directory)
+        except NotFound:
+            listing = []
+        names[directory] = {e.name for e in listing if not e.is_dir}
+        inside = below.get(directory, set())
+        return [e.path for e in listing if e.is_dir and e.path in inside]
+
+    level = [""]
+    while level:
+        level = [d for found in ctx.pool.map(list_one, level, adaptive=True) for d in found]
+        loaded.seen_dirs.update(level)
     if not any(names.values()):
         return []
     taken = []
@@ -381,46 +375,3 @@ def check_existing_files(ctx: StageContext, loaded: LoadedManifests) -> list[str
             taken.append(entry.dest)
     ctx.stats.incr("op_delete_file_under_destination", len(taken))
     return taken
-
-
-@dataclass
-class DestinationWalk:
-    """What a walk of the destination found: the files in each directory it listed, the
-    job's directories there, and the topmost of those not there (nothing below them exists)."""
-
-    files: dict[str, set[str]] = field(default_factory=dict)
-    seen: set[str] = field(default_factory=set)
-    absent: set[str] = field(default_factory=set)
-
-
-def walk_destination(ctx: StageContext, directories: Iterable[str]) -> DestinationWalk:
-    """The destination's directories the job writes into, walked from its root level by
-    level, one listing per directory that exists (one listing for a new destination): a
-    directory missing from its parent's listing is absent, and nothing below it is asked
-    about. A name taken by a file is not absent (a directory cannot simply go there)."""
-    below: dict[str, set[str]] = {}  # a directory -> the job's directories in it
-    for d in directories:
-        while d and d not in below.get(paths.parent(d), ()):
-            below.setdefault(paths.parent(d), set()).add(d)
-            d = paths.parent(d)
-    walk = DestinationWalk()
-    lock = threading.Lock()
-
-    def list_one(directory: str) -> list[str]:
-        """The files in `directory` (into `walk`), and the job's directories in it."""
-        try:
-            listing = ctx.store.list(directory)
-        except NotFound:
-            listing = []
-        inside = below.get(directory, set())
-        there = {e.path for e in listing}
-        with lock:
-            walk.files[directory] = {e.name for e in listing if not e.is_dir}
-            walk.absent.update(inside - there)
-        return [e.path for e in listing if e.is_dir and e.path in inside]
-
-    level = [""]
-    while level:
-        level = [d for found in ctx.pool.map(list_one, level, adaptive=True) for d in found]
-        walk.seen.update(level)
-    return walk

@@ -15,7 +15,6 @@ it, and the job's directory is left in place).
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +28,6 @@ from ...protocol import StageContext
 from ...records.success import FILENAME_LIMIT
 from ..files import FileEntry
 from .create_dirs import CreatedDirectories
-from .gather import under
 from .load import Batch, LoadedManifests
 
 
@@ -125,11 +123,8 @@ def rename_files(
     loaded: LoadedManifests,
     created: CreatedDirectories,
     resumed: bool = False,
-    gathered: Collection[str] = (),
 ) -> RenameResult:
-    """resumed: finishing a commit that died part way (files already moved are skipped).
-    gathered: the tops whose files moved with their directory (`gather.py`): counted, not
-    renamed."""
+    """resumed: finishing a commit that died part way (files already moved are skipped)."""
     result = RenameResult()
     lock = threading.Lock()
     pacer = Pacer(ctx.config.io_rate_limit)
@@ -145,8 +140,6 @@ def rename_files(
         recovered = nbytes = 0
         for entry in entries:
             nbytes += entry.size
-            if gathered and under(entry.dest, gathered):
-                continue  # published with its directory
             if plainly:  # the common case, with nothing built per file; move() judges the rest
                 try:
                     rename(entry.source, entry.dest)
@@ -158,9 +151,6 @@ def rename_files(
                 recovered += 1  # moved before the crash
             else:
                 recovered += commit_file(ctx, entry, attempt, pacer)
-        account(attempt, entries, nbytes, recovered)
-
-    def account(attempt: str, entries: list[FileEntry], nbytes: int, recovered: int) -> None:
         with lock:
             result.files += len(entries)
             result.bytes += nbytes
@@ -170,18 +160,8 @@ def rename_files(
                 result.filenames.extend(ctx.store.full_url(e.dest) for e in entries[:room])
         sweeper.moved(attempt, len(entries))
 
-    def to_rename(batches: Iterator[Batch]) -> Iterator[Batch]:
-        """The batches with a file to rename; those wholly published with their gathered
-        directory are counted here, on this thread, not handed to the pool one by one."""
-        for batch in batches:
-            attempt, entries = batch
-            if gathered and all(under(e.dest, gathered) for e in entries):
-                account(attempt, entries, sum(e.size for e in entries), 0)
-            else:
-                yield batch
-
     try:
-        ctx.pool.for_each(commit_batch, to_rename(loaded.batches(ctx.pool.threads)), adaptive=True)
+        ctx.pool.for_each(commit_batch, loaded.batches(ctx.pool.threads), adaptive=True)
     finally:
         sweeper.finish()
     ctx.stats.set_gauge("job_stage_rename_files.parallel", int(ctx.pool.last_mode == "pool"))
