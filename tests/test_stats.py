@@ -86,19 +86,28 @@ def test_samples_keep_their_min_mean_and_max():
     assert snap["meanstatistics"]["op_write_at.mean"] == {"samples": 3, "sum": 9.0}
 
 
-def test_a_store_times_its_operations_without_a_context_manager_apiece(tmp_path, monkeypatch):
-    """Every store operation is timed (a shuffle service makes one per merged block): inline,
-    the operation's statistic names made once, as `duration` counts them (failures too)."""
+def test_a_store_times_every_operation_failures_apart(tmp_path):
+    """Every store operation is timed and counted (a shuffle service makes one per merged
+    block), a failed one under `.failures`, its statistic's names made once."""
     from dataferry.errors import NotFound
     from dataferry.stats import _sample_keys
     from dataferry.store import LocalStore
 
     store = LocalStore(str(tmp_path))
-    monkeypatch.setattr(IOStatistics, "duration", lambda *a: pytest.fail("a context manager"))
     store.write_bytes("a", b"xyz")
     assert store.read_range("a", 1, 5) == b"yz"
     with pytest.raises(NotFound):
         store.read_range("missing", 0, 1)
     assert store.stats.counter("op_read_range") == 1
     assert store.stats.counter("op_read_range.failures") == 1
+    assert store.stats.snapshot()["meanstatistics"]["op_read_range.mean"]["samples"] == 1
     assert _sample_keys("op_read_range") is _sample_keys("op_read_range")
+
+
+def test_a_duration_counts_a_failure_and_lets_it_through():
+    s = IOStatistics()
+    with s.duration("step"):
+        pass
+    with pytest.raises(KeyboardInterrupt), s.duration("step"):
+        raise KeyboardInterrupt  # not an Exception: a crash counts as a failure too
+    assert s.counter("step") == 1 and s.counter("step.failures") == 1

@@ -91,7 +91,7 @@ class OpenMapOutputs:
         """`_take` of each path of `where` that is open, under one lock."""
         with self._lock:
             if merge != self._merge:
-                self._retire_all()
+                self._retire_all()  # another merge's files: removed, or soon to be
                 self._merge = merge
             found: dict[str, _Open] = {}
             for path in paths:
@@ -115,11 +115,7 @@ class OpenMapOutputs:
 
     def _done(self, entry: _Open) -> None:
         """A reader of `entry` is done: close it if it was retired meanwhile."""
-        with self._lock:
-            entry.users -= 1
-            closing = entry.retired and entry.users == 0
-        if closing:
-            entry.reader.close()
+        self._done_many((entry,))
 
     def release(self) -> int:
         """Close every open map output (those being read, once read); how many there were."""
@@ -134,15 +130,8 @@ class OpenMapOutputs:
         return len(self._open)
 
     def _take(self, merge: Hashable, key: tuple[str, str]) -> _Open | None:
-        with self._lock:
-            if merge != self._merge:
-                self._retire_all()  # another merge's files: removed, or soon to be
-                self._merge = merge
-            entry = self._open.get(key)
-            if entry is not None:
-                self._open.move_to_end(key)
-                entry.users += 1
-            return entry
+        where, path = key
+        return self._take_many(merge, where, {path}).get(path)
 
     def _add(self, merge: Hashable, key: tuple[str, str], reader: RangeReader) -> _Open:
         with self._lock:

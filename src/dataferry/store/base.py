@@ -10,7 +10,6 @@ public operation is timed and counted in `store.stats` under Hadoop-style names 
 from __future__ import annotations
 
 import io
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, TypeVar
@@ -82,18 +81,10 @@ class Store(ABC):
     # --- the one hook every operation passes through -----------------------------------------
 
     def _op(self, op: Op, path: str, fn: Callable[..., T], *args: Any) -> T:
-        # timed inline rather than by `stats.duration` (a generator's context manager and the
-        # operation's name made afresh): a shuffle service makes one operation per merged
-        # block, and that took half its CPU for a block merged by reference
-        name = _OP_NAMES[op]
-        start = time.perf_counter()
-        try:
-            result = fn(*args)
-        except BaseException:
-            self.stats.record_duration(name, time.perf_counter() - start, failed=True)
-            raise
-        self.stats.record_duration(name, time.perf_counter() - start)
-        return result
+        # the operation's statistic named once (a shuffle service makes one operation per
+        # merged block, and naming and timing each afresh took half its CPU)
+        with self.stats.duration(_OP_NAMES[op]):
+            return fn(*args)
 
     def _idempotent(self, op: Op, path: str, fn: Callable[..., T], *args: Any) -> T:
         """An operation that does the same when done twice (stat, list, delete, mkdirs, read, a

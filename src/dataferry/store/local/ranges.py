@@ -49,14 +49,22 @@ class OpenFileRanges(RangeReader):
         """`os.preadv` into the caller's buffer (again after a short read, until the end of
         the file): no bytes object per read, so a reader that keeps its buffers in a pool
         reuses their pages (see `shuffle/open_outputs.py`)."""
+        return self.preadv_into(start, view, self._counted_preadv)
+
+    def _counted_preadv(self, fd: int, buffers: list[memoryview], offset: int) -> int:
+        return self.store._op(Op.READ_RANGE, self.path, os.preadv, fd, buffers, offset)
+
+    def preadv_into(
+        self, start: int, view: memoryview, preadv: Callable[[int, list[memoryview], int], int]
+    ) -> int:
+        """`view` filled from `start` by `preadv` calls (again after a short read, until the
+        end of the file); the bytes read."""
         if self.fd < 0:
             raise ValueError(f"{self.store.full_url(self.path)}: read after close")
         got = 0
         try:
             while got < len(view):
-                n = self.store._op(
-                    Op.READ_RANGE, self.path, os.preadv, self.fd, [view[got:]], start + got
-                )
+                n = preadv(self.fd, [view[got:]], start + got)
                 if n == 0:
                     break
                 got += n
@@ -107,21 +115,7 @@ class OpenFileWriter(PositionalWriter):
 
 def _read_all_into(reads: Sequence[tuple[OpenFileRanges, int, memoryview]]) -> list[int]:
     """`OpenFileRanges.read_into` of each, without a store operation apiece."""
-    counts: list[int] = []
-    for reader, start, view in reads:
-        if reader.fd < 0:
-            raise ValueError(f"{reader.store.full_url(reader.path)}: read after close")
-        got = 0
-        try:
-            while got < len(view):
-                n = os.preadv(reader.fd, [view[got:]], start + got)
-                if n == 0:
-                    break
-                got += n
-        except OSError as e:
-            raise reader._translate(e, reader.path, "read") from None
-        counts.append(got)
-    return counts
+    return [reader.preadv_into(start, view, os.preadv) for reader, start, view in reads]
 
 
 class KeptOpen:
