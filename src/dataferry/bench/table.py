@@ -11,8 +11,9 @@ Each writer runs once untimed (warm-up), then `repeats` times, the order rotated
 (deltalake, pyiceberg, hudi-rs). Reported per writer: the median wall time, the spread, the
 ratio to the fastest single-process writer of its format (deltalake, pyiceberg; Hudi has no
 Python writer; they run whenever an engine does, `--engines dask,ray` too), and for
-dataferry the job commit (the table transaction and marker cleanup) as a share of the write. A committer not registered in this version, or a writer that fails,
-is listed with its reason and left out.
+dataferry the job commit (the table transaction and marker cleanup) as a share of the write.
+A committer not registered in this version, or a writer that fails, is listed with its reason
+and left out.
 
 Concurrency mode (`ConcurrencySpec`): `processes` processes (spawned: deltalake panics in a
 forked child) each make `commits` small append commits into one Delta table and into one
